@@ -1,0 +1,131 @@
+"""The on-disk format of a run: a folder with ``run.json`` and ``requests.parquet``.
+
+``requests.parquet`` holds one row per request (failures included). Chunk arrival
+times and their token counts are list columns, so any metric can be recomputed
+later with any definition. ``run.json`` holds the resolved scenario (secrets
+removed), versions, host facts and each level's start and end.
+
+The writer appends a row group at least once a second, so a run that is killed
+keeps what it measured: a Parquet file whose footer was never written is
+recovered by :func:`read_requests`, which falls back to the per-flush part files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+RUN_JSON = "run.json"
+REQUESTS_PARQUET = "requests.parquet"
+PARTS_DIR = "requests.parts"
+
+#: One row per request. Times are milliseconds relative to the request's own
+#: ``perf_counter`` start unless the name says otherwise.
+SCHEMA = pa.schema(
+    [
+        pa.field("request_id", pa.string()),      # "<worker>-<seq>", unique in a run
+        pa.field("worker", pa.string()),          # "local" or the Locust worker id
+        pa.field("user", pa.int32()),             # user index within its worker
+        pa.field("level", pa.int32()),            # concurrency level in force when the request started
+        pa.field("level_index", pa.int32()),      # position of that level in the run (0-based)
+        pa.field("warmup", pa.bool_()),           # started in the first warmup_s of its level
+        pa.field("start_wall", pa.float64()),     # time.time() at send, seconds (timeline only)
+        pa.field("ttfb_ms", pa.float64()),        # first response byte (NaN if none)
+        pa.field("ttft_ms", pa.float64()),        # first chunk with generated content (NaN if none)
+        pa.field("e2e_ms", pa.float64()),         # request end (success or failure)
+        pa.field("chunk_ms", pa.list_(pa.float64())),   # arrival of each content chunk
+        pa.field("chunk_tokens", pa.list_(pa.int32())), # tokens carried by each content chunk
+        pa.field("prompt_tokens", pa.int32()),    # null when unknown
+        pa.field("completion_tokens", pa.int32()),
+        pa.field("token_source", pa.string()),    # "usage" | "continuous_usage" | "chunks"
+        pa.field("status", pa.int32()),           # HTTP status, 0 when no response
+        pa.field("ok", pa.bool_()),
+        pa.field("error_kind", pa.string()),      # null | connect | timeout | http_4xx | http_5xx | rate_limited | disconnect | malformed
+        pa.field("error", pa.string()),           # message, null when ok
+    ]
+)
+
+COLUMNS = SCHEMA.names
+
+
+def records_to_table(rows: Iterable[Mapping[str, Any]]) -> pa.Table:
+    """Build an Arrow table in :data:`SCHEMA` from record dicts (missing keys become null)."""
+    rows = list(rows)
+    columns = {name: [row.get(name) for row in rows] for name in COLUMNS}
+    return pa.Table.from_pydict(columns, schema=SCHEMA)
+
+
+class RequestWriter:
+    """Appends record batches to the run folder; each flush is durable on its own.
+
+    Each flush writes a small part file (``requests.parts/NNNNNN.parquet``) and
+    fsyncs it, so a SIGKILL loses at most the records since the last flush.
+    :meth:`close` merges the parts into ``requests.parquet`` and removes them.
+    """
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = Path(run_dir)
+        self.parts = self.run_dir / PARTS_DIR
+        self.parts.mkdir(parents=True, exist_ok=True)
+        self._n_parts = 0
+        self.rows_written = 0
+
+    def write(self, table: pa.Table) -> None:
+        if table.num_rows == 0:
+            return
+        path = self.parts / f"{self._n_parts:06d}.parquet"
+        tmp = path.with_suffix(".tmp")
+        pq.write_table(table, tmp)
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        tmp.rename(path)
+        self._n_parts += 1
+        self.rows_written += table.num_rows
+
+    def close(self) -> Path:
+        """Merge the part files into ``requests.parquet`` (also when there are none)."""
+        out = self.run_dir / REQUESTS_PARQUET
+        table = _read_parts(self.parts)
+        tmp = out.with_suffix(".tmp")
+        pq.write_table(table, tmp)
+        tmp.rename(out)
+        for part in sorted(self.parts.glob("*.parquet")):
+            part.unlink()
+        try:
+            self.parts.rmdir()
+        except OSError:
+            pass
+        return out
+
+
+def _read_parts(parts: Path) -> pa.Table:
+    files = sorted(parts.glob("*.parquet")) if parts.is_dir() else []
+    if not files:
+        return SCHEMA.empty_table()
+    return pa.concat_tables([pq.read_table(f).cast(SCHEMA) for f in files])
+
+
+def read_requests(run_dir: Path) -> pd.DataFrame:
+    """Read a run's records as a DataFrame, also from a run that was killed mid-way."""
+    run_dir = Path(run_dir)
+    merged = run_dir / REQUESTS_PARQUET
+    table = pq.read_table(merged) if merged.exists() else _read_parts(run_dir / PARTS_DIR)
+    return table.to_pandas()
+
+
+def write_run_json(run_dir: Path, run: Mapping[str, Any]) -> None:
+    """Write ``run.json`` atomically (it is rewritten as levels start and end)."""
+    path = Path(run_dir) / RUN_JSON
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(run, indent=2, sort_keys=False, default=str))
+    tmp.rename(path)
+
+
+def read_run_json(run_dir: Path) -> dict[str, Any]:
+    return json.loads((Path(run_dir) / RUN_JSON).read_text())
