@@ -1,0 +1,143 @@
+"""The ``loadtest`` command: a thin argparse layer over the pipeline's modules.
+
+Each sub-command lives in the module that owns its stage; this file only wires
+arguments to them and turns :class:`~loadtest.errors.LoadtestError` into one
+line on stderr and an exit code, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Callable, Sequence
+
+from loadtest import __version__
+from loadtest.errors import LoadtestError
+
+Command = Callable[[argparse.Namespace], int]
+
+
+def _cmd_mock(args: argparse.Namespace) -> int:
+    from loadtest.mock.cli import run
+
+    return run(args)
+
+
+def _add_mock(sub: argparse._SubParsersAction) -> None:
+    from loadtest.mock.cli import add_arguments
+
+    p = sub.add_parser("mock", help="serve the built-in simulated OpenAI-compatible LLM server")
+    add_arguments(p)
+    p.set_defaults(func=_cmd_mock)
+
+
+def _levels_arg(text: str) -> list[int]:
+    try:
+        levels = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers like 1,2,4; got {text!r}") from None
+    if not levels or any(level < 1 for level in levels):
+        raise argparse.ArgumentTypeError(f"levels must be positive integers; got {text!r}")
+    return levels
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number; got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive; got {text!r}")
+    return value
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from loadtest.scenario import load_scenario
+
+    scenario = load_scenario(args.scenario)
+    levels = ", ".join(str(level) for level in scenario.load.concurrency_levels())
+    total = len(scenario.load.concurrency_levels()) * scenario.load.level_duration_s
+    print(f"{args.scenario}: ok ({scenario.name}: levels {levels}, about {total:g} s of load)")
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from loadtest.run import RunOptions, run_scenario
+    from loadtest.scenario import load_scenario
+
+    scenario = load_scenario(args.scenario).with_overrides(
+        target=args.target, model=args.model, levels=args.levels, level_duration_s=args.level_duration
+    )
+    run_scenario(scenario, RunOptions(out=args.out, refine=args.refine))
+    return 0
+
+
+def _cmd_analyze(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from loadtest.analysis import analyze_run
+    from loadtest.report import write_reports
+    from loadtest.report.terminal import print_summary
+
+    if not (args.run_dir / "run.json").is_file():
+        from loadtest.errors import InputError
+
+        raise InputError(f"{args.run_dir}: not a run folder (no run.json)")
+    analysis = analyze_run(args.run_dir, slo_overrides=args.slo or ())
+    paths = write_reports(args.run_dir, analysis)
+    print_summary(analysis, console=Console())
+    for path in paths.values():
+        print(f"wrote {path}")
+    return 0
+
+
+def _add_pipeline_commands(sub: argparse._SubParsersAction) -> None:
+    from pathlib import Path
+
+    p = sub.add_parser("run", help="run a scenario: rising concurrency, per-chunk records, capacity")
+    p.add_argument("scenario", help="scenario YAML file")
+    p.add_argument("--target", help="override target.base_url (e.g. http://127.0.0.1:8000/v1)")
+    p.add_argument("--model", help="override target.model")
+    p.add_argument("--out", type=Path, help="run folder (default reports/<name>-<UTC timestamp>/)")
+    p.add_argument("--levels", type=_levels_arg, help="override load levels, e.g. 1,2,4,8")
+    p.add_argument("--level-duration", type=_positive_float, metavar="S", help="override load.level_duration_s")
+    p.add_argument("--refine", action="store_true", help="bisect between the last passing and first failing level")
+    p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser("validate", help="check a scenario file without running it")
+    p.add_argument("scenario", help="scenario YAML file")
+    p.set_defaults(func=_cmd_validate)
+
+    p = sub.add_parser("analyze", help="re-analyze a saved run (optionally with other SLOs)")
+    p.add_argument("run_dir", type=Path, help="a run folder written by 'loadtest run'")
+    p.add_argument("--slo", action="append", metavar="METRIC.PCT=LIMIT", help="override an SLO, e.g. itl_ms.p95=40 or max_error_rate=0.05")
+    p.set_defaults(func=_cmd_analyze)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="loadtest",
+        description="Capacity testing for OpenAI-compatible LLM endpoints.",
+    )
+    parser.add_argument("--version", action="version", version=f"loadtest {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_pipeline_commands(sub)
+    _add_mock(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except LoadtestError as err:
+        print(f"loadtest {args.command}: error: {err}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        print(f"loadtest {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

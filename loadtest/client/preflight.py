@@ -1,0 +1,97 @@
+"""Before any load: check that the target answers a streaming request.
+
+A capacity run against a wrong URL, a bad key or a server that does not stream
+would produce a folder full of errors and a meaningless verdict, so one request
+goes first and any problem stops the run with a clear message (exit code 3).
+It also learns whether the server accepts ``continuous_usage_stats`` (vLLM
+does; OpenAI's API rejects unknown stream options with a 400).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gevent.pool
+
+from loadtest.client.record import RequestRecord
+from loadtest.client.stream import StreamingClient
+from loadtest.client.wire import PATHS, build_body
+from loadtest.errors import TargetError
+from loadtest.scenario import Scenario
+from loadtest.workload import Workload
+
+_PREFLIGHT_TOKENS = 8
+
+
+@dataclass
+class PreflightResult:
+    continuous_usage: bool
+    ttft_ms: float
+    token_source: str
+    record: RequestRecord
+
+
+def _client(scenario: Scenario, api_key: str | None) -> StreamingClient:
+    t = scenario.target
+    return StreamingClient(t.base_url, t.api, headers=t.headers, api_key=api_key, timeout_s=t.timeout_s)
+
+
+def _body(scenario: Scenario, continuous_usage: bool, max_tokens: int) -> bytes:
+    t, w = scenario.target, scenario.workload
+    prompt = Workload(scenario, seed=-1).prompt(min(w.prompt_tokens.mean, 64))
+    return build_body(
+        t.api, t.model, prompt, max_tokens,
+        temperature=w.temperature, ignore_eos=w.ignore_eos,
+        continuous_usage=continuous_usage, extra_body=w.extra_body,
+    )
+
+
+def preflight(scenario: Scenario, api_key: str | None) -> PreflightResult:
+    """Send one short streaming request; raise :class:`TargetError` if the target is unusable."""
+    t = scenario.target
+    client = _client(scenario, api_key)
+    try:
+        max_tokens = min(scenario.workload.max_tokens, _PREFLIGHT_TOKENS)
+        rec = client.send(_body(scenario, True, max_tokens))
+        continuous = True
+        if rec.status == 400:  # the server may not know continuous_usage_stats: ask without it
+            rec = client.send(_body(scenario, False, max_tokens))
+            continuous = False
+        else:
+            continuous = rec.token_source == "continuous_usage"
+    finally:
+        client.close()
+    url = t.base_url + PATHS[t.api]
+    if rec.error_kind == "connect":
+        raise TargetError(f"cannot reach {url}: {rec.error}")
+    if rec.error_kind == "timeout":
+        raise TargetError(f"{url} did not answer within target.timeout_s = {t.timeout_s:g} s")
+    if rec.status in (401, 403):
+        hint = f"set ${t.api_key_env}" if t.api_key_env else "set target.api_key_env to the variable that holds the key"
+        raise TargetError(f"{url} refused the request (HTTP {rec.status}): {rec.error}; {hint}")
+    if rec.status == 404:
+        raise TargetError(
+            f"{url} answered HTTP 404 ({rec.error}); check target.base_url (it usually ends in /v1) and target.model"
+        )
+    if not rec.ok:
+        raise TargetError(f"the preflight request to {url} failed ({rec.error_kind}): {rec.error}")
+    if not len(rec.chunk_ms):
+        raise TargetError(f"{url} streamed no content chunks; is it an OpenAI-compatible streaming endpoint?")
+    return PreflightResult(continuous_usage=continuous, ttft_ms=rec.ttft_ms, token_source=rec.token_source, record=rec)
+
+
+def warm_up(scenario: Scenario, api_key: str | None, continuous_usage: bool) -> list[RequestRecord]:
+    """Send ``load.warmup_requests`` throw-away requests at once (cold caches, connections, JIT)."""
+    n = scenario.load.warmup_requests
+    if n == 0:
+        return []
+    max_tokens = min(scenario.workload.max_tokens, 16)
+
+    def one(_: int) -> RequestRecord:
+        client = _client(scenario, api_key)
+        try:
+            return client.send(_body(scenario, continuous_usage, max_tokens))
+        finally:
+            client.close()
+
+    return list(gevent.pool.Pool(n).imap_unordered(one, range(n)))

@@ -1,0 +1,90 @@
+"""A columnar buffer of records, and its compact encoding for the wire.
+
+Records pile up here between flushes. Scalars go into one list per column and
+chunk data into two flat arrays plus offsets, so a batch is a handful of
+arrays (not a dict per chunk): cheap to send from a Locust worker to the master
+with ``runner.send_message`` and cheap to turn into an Arrow table.
+"""
+
+from __future__ import annotations
+
+from array import array
+from typing import Any
+
+import pyarrow as pa
+
+from loadtest.client.record import RequestRecord
+from loadtest.records import SCHEMA
+
+_SCALARS = (
+    "request_id", "worker", "user", "level", "level_index", "warmup", "start_wall",
+    "ttfb_ms", "ttft_ms", "e2e_ms", "prompt_tokens", "completion_tokens", "token_source",
+    "status", "ok", "error_kind", "error",
+)
+
+
+class RecordBuffer:
+    """Accumulates tagged records until :meth:`take` empties it."""
+
+    def __init__(self, worker: str) -> None:
+        self.worker = worker
+        self._seq = 0
+        self._reset()
+
+    def _reset(self) -> None:
+        self._cols: dict[str, list] = {name: [] for name in _SCALARS}
+        self._chunk_ms = array("d")
+        self._chunk_tokens = array("i")
+        self._offsets = array("q", [0])
+
+    def __len__(self) -> int:
+        return len(self._cols["request_id"])
+
+    def add(self, rec: RequestRecord, *, user: int, level: int, level_index: int, warmup: bool) -> None:
+        cols = self._cols
+        self._seq += 1
+        cols["request_id"].append(f"{self.worker}-{self._seq}")
+        cols["worker"].append(self.worker)
+        cols["user"].append(user)
+        cols["level"].append(level)
+        cols["level_index"].append(level_index)
+        cols["warmup"].append(warmup)
+        cols["start_wall"].append(rec.start_wall)
+        cols["ttfb_ms"].append(rec.ttfb_ms)
+        cols["ttft_ms"].append(rec.ttft_ms)
+        cols["e2e_ms"].append(rec.e2e_ms)
+        cols["prompt_tokens"].append(rec.prompt_tokens)
+        cols["completion_tokens"].append(rec.completion_tokens)
+        cols["token_source"].append(rec.token_source)
+        cols["status"].append(rec.status)
+        cols["ok"].append(rec.ok)
+        cols["error_kind"].append(rec.error_kind)
+        cols["error"].append(rec.error)
+        self._chunk_ms.extend(rec.chunk_ms)
+        self._chunk_tokens.extend(rec.chunk_tokens)
+        self._offsets.append(len(self._chunk_ms))
+
+    def take(self) -> dict[str, Any]:
+        """Empty the buffer into the compact encoding (plain lists and bytes)."""
+        encoded: dict[str, Any] = dict(self._cols)
+        encoded["chunk_ms"] = self._chunk_ms.tobytes()
+        encoded["chunk_tokens"] = self._chunk_tokens.tobytes()
+        encoded["offsets"] = self._offsets.tobytes()
+        self._reset()
+        return encoded
+
+
+def decode_table(encoded: dict[str, Any]) -> pa.Table:
+    """Turn an encoded batch (local or from a worker) into an Arrow table in SCHEMA."""
+    offsets = pa.array(memoryview(encoded["offsets"]).cast("q"), type=pa.int32())
+    chunk_ms = pa.array(memoryview(encoded["chunk_ms"]).cast("d"), type=pa.float64())
+    chunk_tokens = pa.array(memoryview(encoded["chunk_tokens"]).cast("i"), type=pa.int32())
+    arrays = []
+    for field in SCHEMA:
+        if field.name == "chunk_ms":
+            arrays.append(pa.ListArray.from_arrays(offsets, chunk_ms))
+        elif field.name == "chunk_tokens":
+            arrays.append(pa.ListArray.from_arrays(offsets, chunk_tokens))
+        else:
+            arrays.append(pa.array(encoded[field.name], type=field.type, from_pandas=True))
+    return pa.Table.from_arrays(arrays, schema=SCHEMA)

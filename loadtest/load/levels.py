@@ -1,0 +1,61 @@
+"""Which concurrency level is in force: the one piece of state users read per request.
+
+The shape (on a local runner or the master) changes the level; users read it
+when a request starts, so every record is tagged with the level it started in.
+On a worker, the level arrives as a message from the master, and
+:meth:`LevelClock.set` is called by the message handler instead.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+
+@dataclass
+class LevelSpan:
+    """One level as it ran: written to run.json for the analyzer."""
+
+    index: int
+    concurrency: int
+    start_wall: float
+    end_wall: float | None = None
+    refine: bool = False
+    client: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {
+            "index": self.index,
+            "concurrency": self.concurrency,
+            "start_wall": self.start_wall,
+            "end_wall": self.end_wall,
+            "refine": self.refine,
+            "client": self.client,
+        }
+
+
+class LevelClock:
+    """The current level and when it started, in this process's clocks."""
+
+    __slots__ = ("index", "concurrency", "start_perf", "start_wall", "warmup_s")
+
+    def __init__(self, warmup_s: float) -> None:
+        self.index = -1
+        self.concurrency = 0
+        self.start_perf = 0.0
+        self.start_wall = 0.0
+        self.warmup_s = warmup_s
+
+    def set(self, index: int, concurrency: int, start_wall: float | None = None) -> None:
+        """Enter a level. ``start_wall`` comes from the master on a worker."""
+        now_wall = time.time()
+        now_perf = time.perf_counter()
+        start_wall = now_wall if start_wall is None else start_wall
+        self.index = index
+        self.concurrency = concurrency
+        self.start_wall = start_wall
+        # Place the start on this process's monotonic clock (message delay is sub-ms locally).
+        self.start_perf = now_perf - max(0.0, now_wall - start_wall)
+
+    def in_warmup(self, t_perf: float) -> bool:
+        return t_perf - self.start_perf < self.warmup_s

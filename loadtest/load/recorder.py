@@ -1,0 +1,106 @@
+"""The recorder: tag each finished request with its level and get it to disk.
+
+Records are buffered in columns (:class:`~loadtest.load.batch.RecordBuffer`)
+and flushed at least once a second through a *sink*: on a local run the sink
+writes a Parquet part file (in gevent's thread pool, so an fsync never stalls
+the event loop that is timestamping chunks); on a Locust worker it sends the
+batch to the master. A final flush on stop means nothing measured is lost.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from typing import Any, Callable
+
+import gevent
+import numpy as np
+
+from loadtest.client.record import RequestRecord
+from loadtest.load.batch import RecordBuffer
+from loadtest.load.levels import LevelClock
+
+log = logging.getLogger(__name__)
+
+Sink = Callable[[dict[str, Any]], None]
+
+FLUSH_INTERVAL_S = 1.0
+
+
+class LevelProgress:
+    """Running figures for the live line: counts, and recent TTFT/ITL samples."""
+
+    __slots__ = ("concurrency", "requests", "errors", "ttft", "itl")
+
+    def __init__(self, concurrency: int, keep: int = 4000) -> None:
+        self.concurrency = concurrency
+        self.requests = 0
+        self.errors = 0
+        self.ttft: deque[float] = deque(maxlen=keep)
+        self.itl: deque[np.ndarray] = deque(maxlen=keep // 10)
+
+    def add(self, rec: RequestRecord, warmup: bool) -> None:
+        self.requests += 1
+        if not rec.ok:
+            self.errors += 1
+        if warmup:
+            return
+        if rec.ttft_ms == rec.ttft_ms:
+            self.ttft.append(rec.ttft_ms)
+        if len(rec.chunk_ms) > 1:
+            self.itl.append(np.diff(np.frombuffer(rec.chunk_ms, dtype=np.float64)))
+
+    def p95(self) -> tuple[float | None, float | None]:
+        ttft = float(np.percentile(np.fromiter(self.ttft, float), 95)) if self.ttft else None
+        itl = float(np.percentile(np.concatenate(list(self.itl)), 95)) if self.itl else None
+        return ttft, itl
+
+
+class Recorder:
+    """Buffers tagged records and flushes them to a sink every second."""
+
+    def __init__(self, worker: str, clock: LevelClock, sink: Sink, interval_s: float = FLUSH_INTERVAL_S) -> None:
+        self.clock = clock
+        self.buffer = RecordBuffer(worker)
+        self.sink = sink
+        self.interval_s = interval_s
+        self.progress: dict[int, LevelProgress] = {}
+        self.total = 0
+        self._greenlet: gevent.Greenlet | None = None
+        self._unsent: list[dict[str, Any]] = []
+
+    def add(self, rec: RequestRecord, user: int, level_index: int, level: int, warmup: bool) -> None:
+        """Record a finished request under the level in force when it *started*."""
+        self.buffer.add(rec, user=user, level=level, level_index=level_index, warmup=warmup)
+        self.total += 1
+        progress = self.progress.get(level_index)
+        if progress is None:
+            progress = self.progress[level_index] = LevelProgress(level)
+        progress.add(rec, warmup)
+
+    def start(self) -> None:
+        self._greenlet = gevent.spawn(self._loop)
+
+    def _loop(self) -> None:
+        while True:
+            gevent.sleep(self.interval_s)
+            self.flush()
+
+    def flush(self) -> None:
+        """Hand buffered records to the sink; a batch the sink refused is retried next time."""
+        if len(self.buffer):
+            self._unsent.append(self.buffer.take())
+        while self._unsent:
+            batch = self._unsent[0]
+            try:
+                self.sink(batch)
+            except Exception:  # a failed flush must not kill the run: log it, keep the batch
+                log.exception("could not flush %d records; will retry", len(batch["request_id"]))
+                return
+            self._unsent.pop(0)
+
+    def stop(self) -> None:
+        if self._greenlet is not None:
+            self._greenlet.kill(block=True)
+            self._greenlet = None
+        self.flush()

@@ -1,0 +1,80 @@
+"""The Locust user: one closed-loop stream of LLM requests.
+
+:func:`make_user_class` builds the class from a scenario, because Locust wants
+a class, not an instance, and the scenario is only known at run time. Each user
+owns a keep-alive :class:`~loadtest.client.stream.StreamingClient` and its own
+seeded :class:`~loadtest.workload.Workload`, sends its next request as soon as
+the last one ends (``wait_time`` is zero), and tags each record with the level
+in force when the request started. Locust's own request event is fired too, so
+``locust.log`` and Locust's statistics stay meaningful.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+
+from gevent import GreenletExit
+from locust import User, constant, task
+
+from loadtest.client.stream import StreamingClient
+from loadtest.load.levels import LevelClock
+from loadtest.load.recorder import Recorder
+from loadtest.scenario import Scenario
+from loadtest.workload import Workload
+
+
+def make_user_class(
+    scenario: Scenario,
+    clock: LevelClock,
+    recorder: Recorder,
+    *,
+    continuous_usage: bool,
+    worker_seed: int = 0,
+) -> type[User]:
+    """A Locust ``User`` subclass bound to this scenario, clock and recorder."""
+    target = scenario.target
+    api_key = os.environ.get(target.api_key_env) if target.api_key_env else None
+    counter = itertools.count()
+
+    class LLMUser(User):
+        host = target.base_url
+        wait_time = constant(0)
+
+        def on_start(self) -> None:
+            self.index = next(counter)
+            self.client = StreamingClient(
+                target.base_url,
+                target.api,
+                headers=target.headers,
+                api_key=api_key,
+                timeout_s=target.timeout_s,
+            )
+            self.workload = Workload(scenario, seed=worker_seed * 1_000_003 + self.index, continuous_usage=continuous_usage)
+
+        def on_stop(self) -> None:
+            self.client.close()
+
+        @task
+        def stream(self) -> None:
+            body = self.workload.next_body()
+            level_index, level = clock.index, clock.concurrency
+            warmup = clock.in_warmup(time.perf_counter())
+            try:
+                rec = self.client.send(body)
+            except GreenletExit:
+                if self.client.in_flight is not None:  # the run stopped mid-request: keep the record
+                    recorder.add(self.client.in_flight, self.index, level_index, level, warmup)
+                raise
+            recorder.add(rec, self.index, level_index, level, warmup)
+            self.environment.events.request.fire(
+                request_type="POST",
+                name=target.api,
+                response_time=rec.e2e_ms,
+                response_length=rec.completion_tokens,
+                exception=None if rec.ok else RuntimeError(f"{rec.error_kind}: {rec.error}"),
+                context={},
+            )
+
+    return LLMUser

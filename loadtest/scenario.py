@@ -1,0 +1,268 @@
+"""A scenario file: YAML in, a validated, typed :class:`Scenario` out.
+
+Validation is pydantic's; what this module adds is the translation of its
+errors into one line that names the YAML path of the bad field
+(``load.levels[2]: must be a positive integer``), because the person reading it
+is editing a YAML file, not a Python model.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from loadtest.errors import InputError
+
+PERCENTILES = ("p50", "p90", "p95", "p99")
+LATENCY_METRICS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
+
+
+class _Strict(BaseModel):
+    """Unknown keys are mistakes (usually typos), so they are rejected."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Target(_Strict):
+    base_url: str = "http://127.0.0.1:8000/v1"
+    model: str = "mock-model"
+    api: Literal["chat", "completions"] = "chat"
+    api_key_env: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout_s: PositiveFloat = 120.0
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return v.rstrip("/")
+
+
+class TokenDistribution(_Strict):
+    """A normal distribution of token counts, clipped at 1."""
+
+    mean: PositiveInt
+    stddev: NonNegativeFloat = 0.0
+
+
+class Workload(_Strict):
+    prompt_tokens: TokenDistribution = TokenDistribution(mean=128, stddev=16)
+    max_tokens: PositiveInt = 64
+    ignore_eos: bool = True
+    temperature: NonNegativeFloat = 0.0
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+    seed: int = 0
+
+
+class Load(_Strict):
+    levels: list[PositiveInt] | None = None
+    start: PositiveInt | None = None
+    step: PositiveFloat | None = None
+    max: PositiveInt | None = None
+    step_mode: Literal["multiply", "add"] = "multiply"
+    level_duration_s: PositiveFloat = 30.0
+    warmup_s: NonNegativeFloat = 5.0
+    warmup_requests: NonNegativeInt = 5
+
+    @model_validator(mode="after")
+    def _one_way_to_give_levels(self) -> "Load":
+        ranged = [k for k in ("start", "step", "max") if getattr(self, k) is not None]
+        if self.levels is not None and ranged:
+            raise ValueError(f"give either 'levels' or 'start/step/max', not both (found levels and {', '.join(ranged)})")
+        if self.levels is None and not ranged:
+            raise ValueError("give the concurrency levels: 'levels: [1, 2, 4]' or 'start', 'step' and 'max'")
+        if ranged and len(ranged) != 3:
+            missing = sorted({"start", "step", "max"} - set(ranged))
+            raise ValueError(f"'start/step/max' needs all three; missing {', '.join(missing)}")
+        if self.levels is not None and not self.levels:
+            raise ValueError("'levels' must not be empty")
+        if self.warmup_s >= self.level_duration_s:
+            raise ValueError(f"'warmup_s' ({self.warmup_s:g}) must be shorter than 'level_duration_s' ({self.level_duration_s:g})")
+        if ranged and self.start > self.max:
+            raise ValueError(f"'start' ({self.start}) must not exceed 'max' ({self.max})")
+        if ranged and self.step_mode == "multiply" and self.step <= 1:
+            raise ValueError("'step' must be greater than 1 when step_mode is multiply")
+        return self
+
+    def concurrency_levels(self) -> list[int]:
+        """The levels in run order: as given, or generated from start/step/max."""
+        if self.levels is not None:
+            return list(self.levels)
+        out: list[int] = []
+        value = float(self.start)
+        while round(value) <= self.max:
+            level = int(round(value))
+            if not out or level > out[-1]:
+                out.append(level)
+            value = value * self.step if self.step_mode == "multiply" else value + self.step
+        return out
+
+
+class Slo(_Strict):
+    """Latency limits by percentile, plus the error budget."""
+
+    ttft_ms: dict[str, PositiveFloat] = Field(default_factory=dict)
+    itl_ms: dict[str, PositiveFloat] = Field(default_factory=dict)
+    tpot_ms: dict[str, PositiveFloat] = Field(default_factory=dict)
+    e2e_ms: dict[str, PositiveFloat] = Field(default_factory=dict)
+    max_error_rate: float = Field(default=0.01, ge=0.0, le=1.0)
+
+    @field_validator("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
+    @classmethod
+    def _known_percentiles(cls, v: dict[str, float]) -> dict[str, float]:
+        for key in v:
+            if key not in PERCENTILES:
+                raise ValueError(f"unknown percentile '{key}' (use one of {', '.join(PERCENTILES)})")
+        return v
+
+
+class Scenario(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    target: Target = Target()
+    workload: Workload = Workload()
+    load: Load
+    slo: Slo = Slo()
+
+    def with_overrides(
+        self,
+        *,
+        target: str | None = None,
+        model: str | None = None,
+        levels: list[int] | None = None,
+        level_duration_s: float | None = None,
+    ) -> "Scenario":
+        """Apply command-line overrides, re-validating the result."""
+        data = self.model_dump()
+        if target is not None:
+            data["target"]["base_url"] = target
+        if model is not None:
+            data["target"]["model"] = model
+        if levels is not None:
+            data["load"].update(levels=levels, start=None, step=None, max=None)
+        if level_duration_s is not None:
+            data["load"]["level_duration_s"] = level_duration_s
+        return parse_scenario(data, source="command line")
+
+    def public_dict(self) -> dict[str, Any]:
+        """The scenario as written to run.json: never holds a secret (only the env var's name)."""
+        data = self.model_dump(mode="json")
+        data["target"]["headers"] = {
+            k: ("<redacted>" if _looks_secret(k) else v) for k, v in data["target"]["headers"].items()
+        }
+        return data
+
+
+def _looks_secret(header: str) -> bool:
+    h = header.lower()
+    return any(word in h for word in ("auth", "key", "token", "secret", "cookie"))
+
+
+_MESSAGES = {
+    "greater_than": "must be greater than {gt}",
+    "greater_than_equal": "must be at least {ge}",
+    "less_than_equal": "must be at most {le}",
+    "extra_forbidden": "unknown key",
+    "missing": "is required",
+    "bool_parsing": "must be true or false",
+    "literal_error": "must be one of {expected}",
+    "string_pattern_mismatch": "must be letters, digits, '.', '_' or '-'",
+}
+
+
+def _yaml_path(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif isinstance(part, str) and part.startswith(("function-", "constrained-")):
+            continue
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "(top level)"
+
+
+_INT_FIELDS = {"levels", "start", "max", "mean", "max_tokens", "warmup_requests"}
+
+
+def _is_int_field(loc: tuple[Any, ...]) -> bool:
+    names = [part for part in loc if isinstance(part, str)]
+    return bool(names) and names[-1] in _INT_FIELDS
+
+
+def _describe(error: dict[str, Any]) -> str:
+    kind = error["type"]
+    ctx = error.get("ctx") or {}
+    if kind in ("greater_than", "greater_than_equal") and ctx.get("gt", ctx.get("ge")) in (0, 0.0):
+        noun = "integer" if _is_int_field(error["loc"]) else "number"
+        return f"must be a positive {noun}" if kind == "greater_than" else f"must be a non-negative {noun}"
+    if kind in ("int_parsing", "int_type", "int_from_float"):
+        return f"must be an integer (got {error.get('input')!r})"
+    if kind in ("float_parsing", "float_type"):
+        return f"must be a number (got {error.get('input')!r})"
+    if kind in ("dict_type", "model_type"):
+        return "must be a mapping of keys"
+    if kind in ("list_type",):
+        return "must be a list"
+    if kind in ("string_type",):
+        return "must be a string"
+    if kind in _MESSAGES:
+        try:
+            return _MESSAGES[kind].format(**ctx)
+        except (KeyError, IndexError):
+            return _MESSAGES[kind]
+    if kind == "value_error":
+        return str(ctx.get("error", error["msg"]))
+    msg = error["msg"]
+    return msg[0].lower() + msg[1:] if msg else kind
+
+
+def format_validation_error(err: ValidationError) -> str:
+    """The first problem, as ``yaml.path: what is wrong`` (one line)."""
+    first = err.errors(include_url=False)[0]
+    path = _yaml_path(tuple(first["loc"]))
+    more = len(err.errors()) - 1
+    suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+    return f"{path}: {_describe(first)}{suffix}"
+
+
+def parse_scenario(data: Any, source: str = "scenario") -> Scenario:
+    if not isinstance(data, dict):
+        raise InputError(f"{source}: the top level must be a mapping of keys (name, target, workload, load, slo)")
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as err:
+        raise InputError(f"{source}: {format_validation_error(err)}") from None
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario file; every problem is one :class:`InputError` line."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: no such scenario file")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or "invalid YAML"
+        raise InputError(f"{path}: {problem}{where}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(f"{path}: cannot read: {err}") from None
+    return parse_scenario(data, source=str(path))
+
+
