@@ -94,7 +94,8 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> Path:
     from loadtest.client.preflight import preflight, warm_up
     from loadtest.load.levels import LevelClock
     from loadtest.load.live import LiveView
-    from loadtest.load.local import LevelRunContext, run_levels
+    from loadtest.load.session import LoadSession
+    from loadtest.load.user import UserSettings
     from loadtest.load.monitor import SelfMonitor
     from loadtest.load.recorder import Recorder
     from loadtest.records import RequestWriter, write_run_json
@@ -102,7 +103,7 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> Path:
     from loadtest.report import write_reports
     from loadtest.report.terminal import print_summary
 
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)
     target = scenario.target
     api_key = os.environ.get(target.api_key_env) if target.api_key_env else None
     if target.api_key_env and not api_key:
@@ -156,20 +157,20 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> Path:
             state.spans.append(current)
         write_run_json(run_dir, state.to_json())
 
-    ctx = LevelRunContext(scenario, clock, recorder, monitor, pre.continuous_usage, on_level_change)
+    session = LoadSession(scenario, clock, recorder, monitor, UserSettings(pre.continuous_usage), on_level_change)
     _install_sigterm()
     recorder.start()
     monitor.start()
     live.start()
     interrupted = False
     try:
-        levels = scenario.load.concurrency_levels()
-        run_levels(ctx, levels, first_index=0)
+        session.run_levels(scenario.load.concurrency_levels(), first_index=0)
         if options.refine:
-            _refine(ctx, state, recorder, writer, run_dir)
+            _refine(session, state, recorder, run_dir)
     except KeyboardInterrupt:
         interrupted = True
     finally:
+        session.close()
         live.stop()
         monitor.stop()
         recorder.stop()
@@ -183,15 +184,14 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> Path:
 
     analysis = analyze_run(run_dir)
     write_reports(run_dir, analysis)
-    print_summary(analysis, console=Console())
+    print_summary(analysis, console=Console(soft_wrap=True))
     console.print(f"report: {run_dir / 'report.html'}")
     return run_dir
 
 
-def _refine(ctx, state: RunState, recorder, writer, run_dir: Path) -> None:
+def _refine(session, state: RunState, recorder, run_dir: Path) -> None:
     """Bisect between the last passing and the first failing level, one level at a time."""
     from loadtest.analysis import analyze_run, next_refine_level
-    from loadtest.load.local import run_levels
     from loadtest.records import write_run_json
 
     for _ in range(32):  # bounded: bisection over any sane range ends far sooner
@@ -202,7 +202,7 @@ def _refine(ctx, state: RunState, recorder, writer, run_dir: Path) -> None:
         if level is None:
             return
         index = max(s.index for s in state.spans) + 1
-        run_levels(ctx, [level], first_index=index, refine=True)
+        session.run_levels([level], first_index=index, refine=True)
         write_run_json(run_dir, state.to_json())
 
 

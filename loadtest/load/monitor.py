@@ -42,11 +42,10 @@ class SelfMonitor:
             self._greenlet = None
 
     def _watch(self) -> None:
-        lags = self._lags
         while True:
             t = time.perf_counter()
             gevent.sleep(_INTERVAL_S)
-            lags.append((time.perf_counter() - t - _INTERVAL_S) * 1000.0)
+            self._lags.append((time.perf_counter() - t - _INTERVAL_S) * 1000.0)
 
     def cut(self) -> dict:
         """Summarize the period since the last cut (one level) and start a new one."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import os
 import time
+from dataclasses import dataclass
 
 from gevent import GreenletExit
 from locust import User, constant, task
@@ -25,14 +26,19 @@ from loadtest.scenario import Scenario
 from loadtest.workload import Workload
 
 
-def make_user_class(
-    scenario: Scenario,
-    clock: LevelClock,
-    recorder: Recorder,
-    *,
-    continuous_usage: bool,
-    worker_seed: int = 0,
-) -> type[User]:
+@dataclass
+class UserSettings:
+    """Facts learned at run time that users read when they start.
+
+    On a worker they arrive from the master after the class was built, so the
+    class holds this object, not copies of its values.
+    """
+
+    continuous_usage: bool = False
+    worker_seed: int = 0
+
+
+def make_user_class(scenario: Scenario, clock: LevelClock, recorder: Recorder, settings: UserSettings) -> type[User]:
     """A Locust ``User`` subclass bound to this scenario, clock and recorder."""
     target = scenario.target
     api_key = os.environ.get(target.api_key_env) if target.api_key_env else None
@@ -51,7 +57,11 @@ def make_user_class(
                 api_key=api_key,
                 timeout_s=target.timeout_s,
             )
-            self.workload = Workload(scenario, seed=worker_seed * 1_000_003 + self.index, continuous_usage=continuous_usage)
+            self.workload = Workload(
+                scenario,
+                seed=settings.worker_seed * 1_000_003 + self.index,
+                continuous_usage=settings.continuous_usage,
+            )
 
         def on_stop(self) -> None:
             self.client.close()

@@ -1,0 +1,98 @@
+"""Run batches of concurrency levels on one Locust runner.
+
+This is Locust used as a library, the way ``locust/env.py`` and ``runners.py``
+intend: one :class:`~locust.env.Environment` with our generated user class, a
+runner (local, or a master that drives workers), and for each batch of levels
+a fresh :class:`~loadtest.load.shape.SteppedShape` started with
+``start_shape()``. A ``loadtest run`` uses one session for the main sweep and
+for every refine probe, so workers stay connected between them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import gevent
+from locust.env import Environment
+from locust.runners import STATE_STOPPED, Runner
+
+from loadtest.load.levels import LevelClock, LevelSpan
+from loadtest.load.monitor import SelfMonitor
+from loadtest.load.recorder import Recorder
+from loadtest.load.shape import SteppedShape
+from loadtest.load.user import UserSettings, make_user_class
+from loadtest.scenario import Scenario
+
+LevelChange = Callable[[LevelSpan | None, LevelSpan | None], None]
+
+
+def library_options(**extra: object) -> argparse.Namespace:
+    """The few ``parsed_options`` Locust's runners read when used as a library.
+
+    ``headless=False`` makes a finished shape *stop* the runner (so the next
+    batch can start) instead of quitting it; ``enable_rebalancing`` moves users
+    of a lost worker onto the remaining ones, so a run survives worker loss.
+    """
+    return argparse.Namespace(
+        headless=False, enable_rebalancing=True, web_base_path="", tags=None, exclude_tags=None, **extra
+    )
+
+
+@dataclass
+class LoadSession:
+    """One runner for a whole run; :meth:`run_levels` runs one batch of levels."""
+
+    scenario: Scenario
+    clock: LevelClock
+    recorder: Recorder
+    monitor: SelfMonitor
+    settings: UserSettings
+    on_level_change: LevelChange | None = None
+    env: Environment = field(init=False)
+    runner: Runner = field(init=False)
+
+    def __post_init__(self) -> None:
+        user_class = make_user_class(self.scenario, self.clock, self.recorder, self.settings)
+        self.env = Environment(user_classes=[user_class], host=self.scenario.target.base_url, parsed_options=library_options())
+        self.runner = self.create_runner()
+
+    def create_runner(self) -> Runner:
+        return self.env.create_local_runner()
+
+    def level_changed(self, previous: LevelSpan | None, current: LevelSpan | None) -> None:
+        """Close the previous level's health record; tell whoever listens."""
+        health = self.monitor.cut()
+        if previous is not None:
+            previous.client = health
+        if self.on_level_change is not None:
+            self.on_level_change(previous, current)
+
+    def run_levels(self, levels: list[int], *, first_index: int, refine: bool = False) -> list[LevelSpan]:
+        """Run ``levels`` in order, ``level_duration_s`` each, and return their spans."""
+        duration = self.scenario.load.level_duration_s
+        shape = SteppedShape(
+            levels, duration, self.clock, first_index=first_index, refine=refine, on_level_change=self.level_changed
+        )
+        self.env.shape_class = shape
+        shape.runner = self.runner
+        self.runner.start_shape()
+        # Bounded: the shape ends the batch after len(levels) * duration (+1 s per tick).
+        deadline = time.monotonic() + len(levels) * (duration + 2) + 30
+        try:
+            gevent.sleep(0.1)
+            while self.runner.state != STATE_STOPPED and time.monotonic() < deadline:
+                gevent.sleep(0.1)
+                self.poll()
+        finally:
+            shape.finish()  # close the last span first: requests cut from here on are "cancelled"
+            self.runner.stop()
+        return shape.spans
+
+    def poll(self) -> None:
+        """Called ten times a second while a batch runs (the master checks its workers here)."""
+
+    def close(self) -> None:
+        self.runner.quit()
