@@ -51,6 +51,16 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer; got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be positive; got {text!r}")
+    return value
+
+
 def _cmd_validate(args: argparse.Namespace) -> int:
     from loadtest.scenario import load_scenario
 
@@ -62,13 +72,39 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from loadtest.errors import InputError
     from loadtest.run import RunOptions, run_scenario
     from loadtest.scenario import load_scenario
 
     scenario = load_scenario(args.scenario).with_overrides(
         target=args.target, model=args.model, levels=args.levels, level_duration_s=args.level_duration
     )
-    run_scenario(scenario, RunOptions(out=args.out, refine=args.refine))
+    if args.workers and args.master:
+        raise InputError("--workers and --master: choose one (--workers starts local workers; --master waits for remote ones)")
+    run_scenario(
+        scenario,
+        RunOptions(
+            out=args.out,
+            refine=args.refine,
+            workers=args.workers,
+            master=args.master,
+            expect_workers=args.expect_workers,
+            master_bind_host=args.master_bind_host,
+            master_bind_port=args.master_bind_port,
+            worker_timeout_s=args.worker_timeout,
+        ),
+    )
+    return 0
+
+
+def _cmd_worker(args: argparse.Namespace) -> int:
+    import locust  # noqa: F401  (gevent's patches go first)
+
+    from loadtest.load.distributed import run_worker
+    from loadtest.scenario import load_scenario
+
+    scenario = load_scenario(args.scenario).with_overrides(target=args.target, model=args.model)
+    run_worker(scenario, args.master_host, args.master_port)
     return 0
 
 
@@ -102,7 +138,22 @@ def _add_pipeline_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--levels", type=_levels_arg, help="override load levels, e.g. 1,2,4,8")
     p.add_argument("--level-duration", type=_positive_float, metavar="S", help="override load.level_duration_s")
     p.add_argument("--refine", action="store_true", help="bisect between the last passing and first failing level")
+    dist = p.add_argument_group("distributed load (Locust master/workers)")
+    dist.add_argument("--workers", type=int, default=0, metavar="N", help="run a master plus N local worker processes (-1: one per core)")
+    dist.add_argument("--master", action="store_true", help="act as master and wait for workers started with 'loadtest worker'")
+    dist.add_argument("--expect-workers", type=_positive_int, default=1, metavar="N", help="with --master: workers to wait for (default 1)")
+    dist.add_argument("--master-bind-host", default="*", help="with --master: interface to listen on (default all)")
+    dist.add_argument("--master-bind-port", type=_positive_int, default=5557, help="with --master: port (default 5557)")
+    dist.add_argument("--worker-timeout", type=_positive_float, default=60.0, metavar="S", help="how long to wait for workers (default 60)")
     p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser("worker", help="serve as a Locust worker for a 'loadtest run --master'")
+    p.add_argument("scenario", help="the same scenario file the master runs")
+    p.add_argument("--master-host", default="127.0.0.1", help="the master's host (default 127.0.0.1)")
+    p.add_argument("--master-port", type=_positive_int, default=5557, help="the master's port (default 5557)")
+    p.add_argument("--target", help="override target.base_url")
+    p.add_argument("--model", help="override target.model")
+    p.set_defaults(func=_cmd_worker)
 
     p = sub.add_parser("validate", help="check a scenario file without running it")
     p.add_argument("scenario", help="scenario YAML file")

@@ -108,14 +108,14 @@ def _read_parts(parts: Path) -> pa.Table:
     files = sorted(parts.glob("*.parquet")) if parts.is_dir() else []
     if not files:
         return SCHEMA.empty_table()
-    return pa.concat_tables([pq.read_table(f).cast(SCHEMA) for f in files])
+    return pa.concat_tables([pq.ParquetFile(f).read().cast(SCHEMA) for f in files])
 
 
 def read_requests(run_dir: Path) -> pd.DataFrame:
     """Read a run's records as a DataFrame, also from a run that was killed mid-way."""
     run_dir = Path(run_dir)
     merged = run_dir / REQUESTS_PARQUET
-    table = pq.read_table(merged) if merged.exists() else _read_parts(run_dir / PARTS_DIR)
+    table = pq.ParquetFile(merged).read() if merged.exists() else _read_parts(run_dir / PARTS_DIR)
     return table.to_pandas()
 
 

@@ -7,30 +7,39 @@ records every second), so an interrupted run can still be analyzed.
 
 from __future__ import annotations
 
-import logging
 import os
 import platform
 import signal
 import socket
+import subprocess
+import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from loadtest import __version__
 from loadtest.errors import InputError
 from loadtest.scenario import Scenario
-
-log = logging.getLogger("loadtest")
 
 
 @dataclass
 class RunOptions:
     out: Path | None = None
     refine: bool = False
-    workers: int = 0
     reports_dir: Path = Path("reports")
+    #: ``--workers N``: a master plus N worker processes on this machine (-1: one per core).
+    workers: int = 0
+    #: ``--master``: wait for ``expect_workers`` workers started elsewhere.
+    master: bool = False
+    expect_workers: int = 1
+    master_bind_host: str = "*"
+    master_bind_port: int = 5557
+    worker_timeout_s: float = 60.0
 
 
 @dataclass
@@ -38,12 +47,16 @@ class RunState:
     """What run.json says about the run so far."""
 
     run_dir: Path
-    scenario: Scenario
     meta: dict[str, Any] = field(default_factory=dict)
     spans: list = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {**self.meta, "levels": [s.to_json() for s in self.spans]}
+
+    def save(self) -> None:
+        from loadtest.records import write_run_json
+
+        write_run_json(self.run_dir, self.to_json())
 
 
 def default_run_dir(scenario: Scenario, reports_dir: Path) -> Path:
@@ -62,16 +75,14 @@ def make_run_dir(path: Path) -> Path:
 
 
 def host_facts() -> dict[str, Any]:
-    return {
-        "hostname": socket.gethostname(),
-        "cpus": os.cpu_count(),
-        "platform": platform.platform(),
-    }
+    return {"hostname": socket.gethostname(), "cpus": os.cpu_count(), "platform": platform.platform()}
 
 
-def setup_file_logging(run_dir: Path) -> None:
-    """Send Locust's and our log to ``locust.log`` in the run folder, not the screen."""
-    handler = logging.FileHandler(run_dir / "locust.log")
+def setup_file_logging(log_file: Path) -> None:
+    """Send Locust's and our log to a file in the run folder, not the screen."""
+    import logging
+
+    handler = logging.FileHandler(log_file)
     handler.setFormatter(logging.Formatter("[%(asctime)s] %(levelname)s/%(name)s: %(message)s"))
     root = logging.getLogger()
     for h in list(root.handlers):
@@ -84,6 +95,34 @@ def setup_file_logging(run_dir: Path) -> None:
         logger.propagate = False
 
 
+def initial_meta(scenario: Scenario) -> dict[str, Any]:
+    import locust
+
+    t = scenario.target
+    return {
+        "format": 1,
+        "name": scenario.name,
+        "tool_version": __version__,
+        "python": platform.python_version(),
+        "locust": locust.__version__,
+        "host": host_facts(),
+        "target": {"base_url": t.base_url, "model": t.model, "api": t.api},
+        "scenario": scenario.public_dict(),
+        "warmup_s": scenario.load.warmup_s,
+        "started_wall": time.time(),
+        "ended_wall": None,
+        "complete": False,
+        "mode": "local",
+        "workers": ["local"],
+        "workers_lost": [],
+    }
+
+
+def api_key_for(scenario: Scenario) -> str | None:
+    env = scenario.target.api_key_env
+    return os.environ.get(env) if env else None
+
+
 def run_scenario(scenario: Scenario, options: RunOptions) -> Path:
     """Run a scenario end to end and return the run folder."""
     # Locust patches the standard library for gevent; do it before anything opens sockets.
@@ -92,95 +131,36 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> Path:
 
     from loadtest.analysis import analyze_run
     from loadtest.client.preflight import preflight, warm_up
-    from loadtest.load.levels import LevelClock
-    from loadtest.load.live import LiveView
-    from loadtest.load.session import LoadSession
-    from loadtest.load.user import UserSettings
-    from loadtest.load.monitor import SelfMonitor
-    from loadtest.load.recorder import Recorder
-    from loadtest.records import RequestWriter, write_run_json
-    from loadtest.load.batch import decode_table
     from loadtest.report import write_reports
     from loadtest.report.terminal import print_summary
 
     console = Console(stderr=True, soft_wrap=True)
     target = scenario.target
-    api_key = os.environ.get(target.api_key_env) if target.api_key_env else None
+    api_key = api_key_for(scenario)
     if target.api_key_env and not api_key:
         console.print(f"[yellow]warning:[/] ${target.api_key_env} is not set; sending no API key")
 
     run_dir = make_run_dir(options.out or default_run_dir(scenario, options.reports_dir))
-    state = RunState(run_dir, scenario)
-    state.meta = {
-        "format": 1,
-        "name": scenario.name,
-        "tool_version": __version__,
-        "python": platform.python_version(),
-        "locust": locust.__version__,
-        "host": host_facts(),
-        "target": {"base_url": target.base_url, "model": target.model, "api": target.api},
-        "scenario": scenario.public_dict(),
-        "warmup_s": scenario.load.warmup_s,
-        "started_wall": time.time(),
-        "ended_wall": None,
-        "complete": False,
-        "workers": ["local"],
-        "workers_lost": [],
-    }
-    setup_file_logging(run_dir)
-    write_run_json(run_dir, state.to_json())
+    state = RunState(run_dir, initial_meta(scenario))
+    setup_file_logging(run_dir / "locust.log")
+    state.save()
 
     console.print(f"loadtest {__version__}: {scenario.name} against {target.base_url} ({target.model}); writing {run_dir}")
     pre = preflight(scenario, api_key)
+    warm = warm_up(scenario, api_key, pre.continuous_usage)
     state.meta["preflight"] = {
         "ttft_ms": round(pre.ttft_ms, 3),
         "token_source": pre.token_source,
         "continuous_usage": pre.continuous_usage,
     }
-    warm = warm_up(scenario, api_key, pre.continuous_usage)
     state.meta["warmup_requests"] = {"sent": len(warm), "failed": sum(1 for r in warm if not r.ok)}
     console.print(
-        f"preflight ok: TTFT {pre.ttft_ms:.1f} ms, tokens from {pre.token_source}; "
-        f"{len(warm)} warm-up requests sent"
+        f"preflight ok: TTFT {pre.ttft_ms:.1f} ms, tokens from {pre.token_source}; {len(warm)} warm-up requests sent"
     )
 
-    writer = RequestWriter(run_dir)
-    clock = LevelClock(scenario.load.warmup_s)
-    recorder = Recorder("local", clock, lambda batch: _write_async(writer, decode_table(batch)))
-    monitor = SelfMonitor()
-    live = LiveView(recorder, console)
-
-    def on_level_change(previous, current) -> None:
-        if previous is not None:
-            live.level_ended(previous.index)
-        if current is not None:
-            state.spans.append(current)
-        write_run_json(run_dir, state.to_json())
-
-    session = LoadSession(scenario, clock, recorder, monitor, UserSettings(pre.continuous_usage), on_level_change)
-    _install_sigterm()
-    recorder.start()
-    monitor.start()
-    live.start()
-    interrupted = False
-    try:
-        session.run_levels(scenario.load.concurrency_levels(), first_index=0)
-        if options.refine:
-            _refine(session, state, recorder, run_dir)
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        session.close()
-        live.stop()
-        monitor.stop()
-        recorder.stop()
-        _wait_for_writes()
-        writer.close()
-        state.meta["ended_wall"] = time.time()
-        state.meta["complete"] = not interrupted
-        write_run_json(run_dir, state.to_json())
+    interrupted = _run_load(scenario, options, state, pre.continuous_usage, console)
     if interrupted:
-        console.print(f"[yellow]run interrupted[/]; {writer.rows_written} records kept in {run_dir}")
+        console.print(f"[yellow]run interrupted[/]; the records measured so far are kept in {run_dir}")
 
     analysis = analyze_run(run_dir)
     write_reports(run_dir, analysis)
@@ -189,38 +169,144 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> Path:
     return run_dir
 
 
-def _refine(session, state: RunState, recorder, run_dir: Path) -> None:
+def _run_load(scenario: Scenario, options: RunOptions, state: RunState, continuous_usage: bool, console) -> bool:
+    """Drive Locust through the levels (and the refine probes); return True if interrupted."""
+    from loadtest.load.levels import LevelClock
+    from loadtest.load.live import LiveView
+    from loadtest.load.monitor import SelfMonitor
+    from loadtest.load.progress import RunProgress
+    from loadtest.load.recorder import Recorder
+    from loadtest.load.session import LoadSession
+    from loadtest.load.sink import RunSink
+    from loadtest.load.user import UserSettings
+    from loadtest.records import RequestWriter
+
+    run_dir = state.run_dir
+    writer = RequestWriter(run_dir)
+    sink = RunSink(writer, RunProgress())
+    clock = LevelClock(scenario.load.warmup_s)
+    recorder = Recorder("local", clock, sink)
+    monitor = SelfMonitor()
+    live = LiveView(sink.progress, console)
+
+    def on_level_change(previous, current) -> None:
+        if previous is not None:
+            recorder.flush()
+            live.level_ended(previous.index)
+        if current is not None:
+            state.spans.append(current)
+        state.save()
+
+    settings = UserSettings(continuous_usage=continuous_usage)
+    workers: list[subprocess.Popen] = []
+    distributed = options.workers != 0 or options.master
+    if distributed:
+        session, workers = _start_master(scenario, options, state, clock, recorder, monitor, settings, sink, on_level_change, console)
+    else:
+        session = LoadSession(scenario, clock, recorder, monitor, settings, on_level_change)
+    _install_sigterm()
+    recorder.start()
+    monitor.start()
+    live.start()
+    interrupted = False
+    try:
+        session.run_levels(scenario.load.concurrency_levels(), first_index=0)
+        if options.refine:
+            _refine(session, state, recorder, sink)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        session.close()
+        live.stop()
+        monitor.stop()
+        recorder.stop()
+        _stop_workers(workers)
+        sink.drain()
+        writer.close()
+        if distributed:
+            state.meta["workers"] = session.worker_ids
+            state.meta["workers_lost"] = session.workers_lost
+        state.meta["ended_wall"] = time.time()
+        state.meta["complete"] = not interrupted
+        state.save()
+    return interrupted
+
+
+def _start_master(scenario, options, state, clock, recorder, monitor, settings, sink, on_level_change, console):
+    """Start the master session, spawn local workers if asked, and wait for them."""
+    from loadtest.load.distributed import MasterSession
+
+    n_local = (os.cpu_count() or 1) if options.workers < 0 else options.workers
+    local = n_local > 0
+    bind_host = "127.0.0.1" if local else options.master_bind_host
+    bind_port = _free_port() if local else options.master_bind_port
+    session = MasterSession(
+        scenario, clock, recorder, monitor, settings, on_level_change,
+        bind_host=bind_host, bind_port=bind_port, sink=sink,
+    )
+    state.meta["mode"] = "workers" if local else "master"
+    workers = _spawn_workers(scenario, n_local, bind_port, state.run_dir) if local else []
+    expected = n_local if local else options.expect_workers
+    console.print(f"waiting for {expected} worker(s) on {bind_host}:{bind_port}")
+    try:
+        session.wait_for_workers(expected, options.worker_timeout_s)
+    except BaseException:
+        session.close()
+        _stop_workers(workers)
+        raise
+    return session, workers
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _spawn_workers(scenario: Scenario, n: int, port: int, run_dir: Path) -> list[subprocess.Popen]:
+    """Start ``n`` local ``loadtest worker`` processes with this exact scenario."""
+    # The worker needs the full scenario (headers included), so it goes to a private
+    # temporary file, never into the run folder.
+    fd, path = tempfile.mkstemp(prefix="loadtest-scenario-", suffix=".yaml")
+    with os.fdopen(fd, "w") as fh:
+        yaml.safe_dump(scenario.model_dump(mode="json"), fh)
+    procs = []
+    for i in range(n):
+        log = open(run_dir / f"worker-{i}.log", "w")
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "loadtest", "worker", "--master-host", "127.0.0.1", "--master-port", str(port), path],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            )
+        )
+    return procs
+
+
+def _stop_workers(procs: list[subprocess.Popen]) -> None:
+    """Workers exit when the master quits; anything left after a grace period is killed."""
+    deadline = time.monotonic() + 10
+    for p in procs:
+        try:
+            p.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=5)
+
+
+def _refine(session, state: RunState, recorder, sink) -> None:
     """Bisect between the last passing and the first failing level, one level at a time."""
     from loadtest.analysis import analyze_run, next_refine_level
-    from loadtest.records import write_run_json
 
     for _ in range(32):  # bounded: bisection over any sane range ends far sooner
         recorder.flush()
-        _wait_for_writes()
-        analysis = analyze_run(run_dir, partial=True)
-        level = next_refine_level(analysis)
+        sink.drain()
+        state.save()
+        level = next_refine_level(analyze_run(state.run_dir))
         if level is None:
             return
         index = max(s.index for s in state.spans) + 1
         session.run_levels([level], first_index=index, refine=True)
-        write_run_json(run_dir, state.to_json())
-
-
-_pending_writes: list = []
-
-
-def _write_async(writer, table) -> None:
-    """Write a part file in gevent's thread pool: an fsync must not stall the event loop."""
-    import gevent
-
-    _pending_writes.append(gevent.get_hub().threadpool.spawn(writer.write, table))
-    _pending_writes[:] = [w for w in _pending_writes if not w.ready()]
-
-
-def _wait_for_writes() -> None:
-    for w in list(_pending_writes):
-        w.get()
-    _pending_writes.clear()
+        state.save()
 
 
 def _install_sigterm() -> None:

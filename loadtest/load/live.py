@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from loadtest.load.recorder import LevelProgress, Recorder
+from loadtest.load.progress import LevelProgress, RunProgress
 
 
 def _fmt(x: float | None) -> str:
@@ -27,10 +27,10 @@ def progress_line(index: int, p: LevelProgress) -> str:
 
 
 class LiveView:
-    """Shows the recorder's per-level progress while Locust runs."""
+    """Shows the run's per-level progress while Locust runs."""
 
-    def __init__(self, recorder: Recorder, console: Console | None = None) -> None:
-        self.recorder = recorder
+    def __init__(self, progress: RunProgress, console: Console | None = None) -> None:
+        self.progress = progress
         self.console = console or Console(stderr=True)
         self._live: Live | None = None
         self._greenlet: gevent.Greenlet | None = None
@@ -51,14 +51,14 @@ class LiveView:
         table = Table(title="loadtest run (live)", box=None)
         for col in ("level", "users", "requests", "errors", "TTFT p95 ms", "ITL p95 ms"):
             table.add_column(col, justify="right")
-        for index, p in sorted(self.recorder.progress.items()):
+        for index, p in sorted(self.progress.levels.items()):
             ttft, itl = p.p95()
             table.add_row(str(index + 1), str(p.concurrency), str(p.requests), str(p.errors), _fmt(ttft), _fmt(itl))
         return table
 
     def level_ended(self, index: int) -> None:
-        if self._live is None and index in self.recorder.progress:
-            self.console.print(progress_line(index, self.recorder.progress[index]), highlight=False)
+        if self._live is None and index in self.progress.levels:
+            self.console.print(progress_line(index, self.progress.levels[index]), highlight=False)
 
     def stop(self) -> None:
         if self._greenlet is not None:

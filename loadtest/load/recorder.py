@@ -10,11 +10,9 @@ batch to the master. A final flush on stop means nothing measured is lost.
 from __future__ import annotations
 
 import logging
-from collections import deque
 from typing import Any, Callable
 
 import gevent
-import numpy as np
 
 from loadtest.client.record import RequestRecord
 from loadtest.load.batch import RecordBuffer
@@ -27,35 +25,6 @@ Sink = Callable[[dict[str, Any]], None]
 FLUSH_INTERVAL_S = 1.0
 
 
-class LevelProgress:
-    """Running figures for the live line: counts, and recent TTFT/ITL samples."""
-
-    __slots__ = ("concurrency", "requests", "errors", "ttft", "itl")
-
-    def __init__(self, concurrency: int, keep: int = 4000) -> None:
-        self.concurrency = concurrency
-        self.requests = 0
-        self.errors = 0
-        self.ttft: deque[float] = deque(maxlen=keep)
-        self.itl: deque[np.ndarray] = deque(maxlen=keep // 10)
-
-    def add(self, rec: RequestRecord, warmup: bool) -> None:
-        self.requests += 1
-        if not rec.ok:
-            self.errors += 1
-        if warmup:
-            return
-        if rec.ttft_ms == rec.ttft_ms:
-            self.ttft.append(rec.ttft_ms)
-        if len(rec.chunk_ms) > 1:
-            self.itl.append(np.diff(np.frombuffer(rec.chunk_ms, dtype=np.float64)))
-
-    def p95(self) -> tuple[float | None, float | None]:
-        ttft = float(np.percentile(np.fromiter(self.ttft, float), 95)) if self.ttft else None
-        itl = float(np.percentile(np.concatenate(list(self.itl)), 95)) if self.itl else None
-        return ttft, itl
-
-
 class Recorder:
     """Buffers tagged records and flushes them to a sink every second."""
 
@@ -64,7 +33,6 @@ class Recorder:
         self.buffer = RecordBuffer(worker)
         self.sink = sink
         self.interval_s = interval_s
-        self.progress: dict[int, LevelProgress] = {}
         self.total = 0
         self._greenlet: gevent.Greenlet | None = None
         self._unsent: list[dict[str, Any]] = []
@@ -73,10 +41,6 @@ class Recorder:
         """Record a finished request under the level in force when it *started*."""
         self.buffer.add(rec, user=user, level=level, level_index=level_index, warmup=warmup)
         self.total += 1
-        progress = self.progress.get(level_index)
-        if progress is None:
-            progress = self.progress[level_index] = LevelProgress(level)
-        progress.add(rec, warmup)
 
     def start(self) -> None:
         self._greenlet = gevent.spawn(self._loop)

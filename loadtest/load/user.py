@@ -16,6 +16,7 @@ import os
 import time
 from dataclasses import dataclass
 
+import gevent
 from gevent import GreenletExit
 from locust import User, constant, task
 
@@ -66,6 +67,19 @@ def make_user_class(scenario: Scenario, clock: LevelClock, recorder: Recorder, s
         def on_stop(self) -> None:
             self.client.close()
 
+        def _back_off(self, rec) -> None:
+            """After a connect error, wait a little (capped) before the next try.
+
+            Without it a user facing a refused port spins, writing thousands of
+            identical records a second and starving the other users of CPU.
+            Every failed attempt is still recorded.
+            """
+            if rec.error_kind == "connect":
+                self.connect_failures = getattr(self, "connect_failures", 0) + 1
+                gevent.sleep(min(0.05 * 2 ** min(self.connect_failures, 5), 1.0))
+            else:
+                self.connect_failures = 0
+
         @task
         def stream(self) -> None:
             body = self.workload.next_body()
@@ -78,6 +92,7 @@ def make_user_class(scenario: Scenario, clock: LevelClock, recorder: Recorder, s
                     recorder.add(self.client.in_flight, self.index, level_index, level, warmup)
                 raise
             recorder.add(rec, self.index, level_index, level, warmup)
+            self._back_off(rec)
             self.environment.events.request.fire(
                 request_type="POST",
                 name=target.api,

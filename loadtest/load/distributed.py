@@ -1,0 +1,190 @@
+"""Locust's own distributed mode: a master that runs the shape, workers that send.
+
+We build no cluster layer: Locust's master/worker runners do the dispatch,
+heartbeats and rebalancing. What we add are four custom messages:
+
+- ``loadtest_setup`` (master -> worker): facts learned by the preflight;
+- ``loadtest_level`` (master -> worker): the level changed, so every worker
+  tags records with the right level; a worker that joins late says
+  ``loadtest_hello`` and is sent the current level;
+- ``loadtest_records`` (worker -> master): a batch of records about once a
+  second, in the compact columnar encoding of :mod:`loadtest.load.batch`, and a
+  final batch when the worker stops; the master writes the run folder, so no
+  shared filesystem is needed;
+- ``loadtest_health`` (worker -> master): the worker's loop lag and CPU for a
+  level that just ended; a level is ``client_saturated`` if any worker was.
+
+TTFT and ITL come from each worker's own monotonic clock, so they are valid on
+any host; wall-clock times only place requests on the timeline.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import gevent
+from locust.env import Environment
+from locust.runners import STATE_MISSING, MasterRunner, Runner, WorkerRunner
+
+from loadtest.errors import LoadtestError
+from loadtest.load.levels import LevelClock, LevelSpan
+from loadtest.load.monitor import SelfMonitor, merge_worker_health
+from loadtest.load.recorder import Recorder
+from loadtest.load.session import LoadSession, library_options
+from loadtest.load.user import UserSettings, make_user_class
+from loadtest.scenario import Scenario
+
+log = logging.getLogger(__name__)
+
+MSG_SETUP = "loadtest_setup"
+MSG_LEVEL = "loadtest_level"
+MSG_HELLO = "loadtest_hello"
+MSG_RECORDS = "loadtest_records"
+MSG_HEALTH = "loadtest_health"
+
+
+class WorkerError(LoadtestError):
+    """Workers did not connect in time. Exit code 4."""
+
+    exit_code = 4
+
+
+@dataclass
+class MasterSession(LoadSession):
+    """A :class:`LoadSession` whose users run on workers; it writes what they send."""
+
+    bind_host: str = "*"
+    bind_port: int = 5557
+    sink: Any = None
+    health: dict[int, list[dict]] = field(default_factory=dict)
+    spans: dict[int, LevelSpan] = field(default_factory=dict)
+    workers_seen: set[str] = field(default_factory=set)
+    workers_lost: list[dict] = field(default_factory=list)
+
+    def create_runner(self) -> Runner:
+        runner = self.env.create_master_runner(self.bind_host, self.bind_port)
+        runner.register_message(MSG_RECORDS, self._on_records)
+        runner.register_message(MSG_HEALTH, self._on_health)
+        runner.register_message(MSG_HELLO, self._on_hello)
+        return runner
+
+    # -- messages from workers ------------------------------------------------
+    def _on_records(self, environment: Environment, msg: Any, **_: Any) -> None:
+        self.workers_seen.add(msg.node_id)
+        self.sink(msg.data)
+
+    def _on_health(self, environment: Environment, msg: Any, **_: Any) -> None:
+        index = int(msg.data["index"])
+        report = dict(msg.data["health"], worker=msg.node_id)
+        self.health.setdefault(index, []).append(report)
+        span = self.spans.get(index)
+        if span is not None:
+            span.client = merge_worker_health(self.health[index])
+
+    def _on_hello(self, environment: Environment, msg: Any, **_: Any) -> None:
+        self.workers_seen.add(msg.node_id)
+        self.runner.send_message(MSG_SETUP, self._setup(), client_id=msg.node_id)
+        if self.clock.index >= 0:
+            self.runner.send_message(MSG_LEVEL, self._level_message(), client_id=msg.node_id)
+
+    # -- what the master tells workers ---------------------------------------
+    def _setup(self) -> dict[str, Any]:
+        return {"continuous_usage": self.settings.continuous_usage, "warmup_s": self.clock.warmup_s}
+
+    def _level_message(self) -> dict[str, Any]:
+        return {"index": self.clock.index, "concurrency": self.clock.concurrency, "start_wall": self.clock.start_wall}
+
+    def level_changed(self, previous: LevelSpan | None, current: LevelSpan | None) -> None:
+        if current is None:
+            self.clock.index, self.clock.concurrency = -1, 0
+        else:
+            self.spans[current.index] = current
+        self.runner.send_message(MSG_LEVEL, self._level_message())
+        if previous is not None and previous.index in self.health:
+            previous.client = merge_worker_health(self.health[previous.index])
+        if self.on_level_change is not None:
+            self.on_level_change(previous, current)
+
+    # -- workers ----------------------------------------------------------------
+    def wait_for_workers(self, expected: int, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while len(self.runner.clients.ready) < expected:
+            if time.monotonic() > deadline:
+                raise WorkerError(
+                    f"only {len(self.runner.clients.ready)} of {expected} workers connected within {timeout_s:g} s "
+                    f"(master listening on {self.bind_host}:{self.bind_port})"
+                )
+            gevent.sleep(0.1)
+        self.runner.send_message(MSG_SETUP, self._setup())
+
+    def poll(self) -> None:
+        """Notice workers that went missing: the run goes on, the loss is reported."""
+        lost = {w["worker"] for w in self.workers_lost}
+        for node in self.runner.clients.all:
+            if node.state == STATE_MISSING and node.id not in lost:
+                self.workers_lost.append(
+                    {
+                        "worker": node.id,
+                        "lost_wall": time.time(),
+                        "level_index": self.clock.index,
+                        "concurrency": self.clock.concurrency,
+                    }
+                )
+                log.warning("worker %s went missing during level %d", node.id, self.clock.index)
+
+    @property
+    def worker_ids(self) -> list[str]:
+        return sorted({n.id for n in self.runner.clients.all} | self.workers_seen)
+
+
+def run_worker(scenario: Scenario, master_host: str, master_port: int) -> int:
+    """Serve as a Locust worker until the master quits. Returns the records sent."""
+    clock = LevelClock(scenario.load.warmup_s)
+    settings = UserSettings()
+    holder: dict[str, WorkerRunner] = {}
+
+    def send(batch: dict[str, Any]) -> None:
+        holder["runner"].send_message(MSG_RECORDS, batch)
+
+    recorder = Recorder("worker", clock, send)
+    monitor = SelfMonitor()
+    user_class = make_user_class(scenario, clock, recorder, settings)
+    env = Environment(user_classes=[user_class], host=scenario.target.base_url, parsed_options=library_options())
+    runner = env.create_worker_runner(master_host, master_port)
+    holder["runner"] = runner
+    recorder.buffer.worker = runner.client_id
+    settings.worker_seed = hash(runner.client_id) & 0xFFFF
+
+    def on_setup(environment: Environment, msg: Any, **_: Any) -> None:
+        settings.continuous_usage = bool(msg.data["continuous_usage"])
+        clock.warmup_s = float(msg.data["warmup_s"])
+
+    def on_level(environment: Environment, msg: Any, **_: Any) -> None:
+        previous = clock.index
+        health = monitor.cut()
+        if previous >= 0:
+            runner.send_message(MSG_HEALTH, {"index": previous, "health": health})
+        data = msg.data
+        if data["index"] >= 0:
+            clock.set(int(data["index"]), int(data["concurrency"]), float(data["start_wall"]))
+        else:
+            clock.index = -1
+
+    def on_test_stop(**_: Any) -> None:
+        recorder.flush()  # the final batch goes before Locust's "client_stopped"
+
+    runner.register_message(MSG_SETUP, on_setup)
+    runner.register_message(MSG_LEVEL, on_level)
+    env.events.test_stop.add_listener(on_test_stop)
+    runner.send_message(MSG_HELLO, {})
+    recorder.start()
+    monitor.start()
+    try:
+        runner.greenlet.join()
+    finally:
+        monitor.stop()
+        recorder.stop()
+    return recorder.total
