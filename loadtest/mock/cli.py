@@ -1,0 +1,142 @@
+"""``loadtest mock``: the options, and serving until SIGINT/SIGTERM.
+
+The option names are an interface (scenarios, docker-compose, benchmarks and
+:class:`~loadtest.mock.process.MockServer` pass them), and each maps 1:1 to a
+field of :class:`~loadtest.mock.config.MockConfig`, which validates them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import signal
+import sys
+
+from loadtest.mock.config import MockConfig
+
+_D = MockConfig()  # the defaults, in one place
+
+#: The line printed once the socket is listening; MockServer parses it.
+LISTENING = "loadtest mock listening on http://{host}:{port}"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``loadtest mock`` options to ``parser``."""
+    parser.description = (
+        "Serve a simulated OpenAI-compatible LLM: a continuous-batching model whose "
+        "latencies follow from the options below (see loadtest/mock/MODEL.md)."
+    )
+    net = parser.add_argument_group("server")
+    net.add_argument("--host", default=_D.host, help="address to bind (default: %(default)s)")
+    net.add_argument(
+        "--port", type=int, default=_D.port, help="port; 0 = any free port (default: %(default)s)"
+    )
+    net.add_argument(
+        "--model-name",
+        default=_D.model_name,
+        help="the model /v1/models lists; any is accepted (default: %(default)s)",
+    )
+    net.add_argument(
+        "--api-key", default=_D.api_key, metavar="KEY", help="require 'Authorization: Bearer KEY'"
+    )
+
+    eng = parser.add_argument_group("engine model (see MODEL.md)")
+    eng.add_argument(
+        "--max-batch", type=int, default=_D.max_batch, metavar="N",
+        help="sequences decoded at once; the rest queue (default: %(default)s)",
+    )
+    eng.add_argument(
+        "--decode-base-ms", type=float, default=_D.decode_base_ms, metavar="MS",
+        help="fixed cost of a decode step (default: %(default)s)",
+    )
+    eng.add_argument(
+        "--decode-per-seq-ms", type=float, default=_D.decode_per_seq_ms, metavar="MS",
+        help="added step cost per running sequence (default: %(default)s)",
+    )
+    eng.add_argument(
+        "--prefill-per-token-ms", type=float, default=_D.prefill_per_token_ms, metavar="MS",
+        help="added step cost per prompt token admitted in that step (default: %(default)s)",
+    )
+    eng.add_argument(
+        "--tokens-per-chunk", type=int, default=_D.tokens_per_chunk, metavar="K",
+        help="tokens per SSE chunk (the last chunk may carry fewer) (default: %(default)s)",
+    )
+
+    flt = parser.add_argument_group("fault injection (rates are per-request probabilities)")
+    flt.add_argument(
+        "--fail-rate",
+        type=float,
+        default=_D.fail_rate,
+        metavar="P",
+        help="answer HTTP 500 (default: %(default)s)",
+    )
+    flt.add_argument(
+        "--rate-limit-queue", type=int, default=_D.rate_limit_queue, metavar="N",
+        help="answer HTTP 429 + Retry-After when more than N requests would wait for a slot",
+    )
+    flt.add_argument(
+        "--retry-after-s", type=int, default=_D.retry_after_s, metavar="S",
+        help="the Retry-After of a 429, in seconds (default: %(default)s)",
+    )
+    flt.add_argument(
+        "--drop-rate", type=float, default=_D.drop_rate, metavar="P",
+        help="cut the response half-way (no [DONE]) (default: %(default)s)",
+    )
+    flt.add_argument(
+        "--malformed-rate", type=float, default=_D.malformed_rate, metavar="P",
+        help="make one mid-stream chunk invalid JSON (default: %(default)s)",
+    )
+    flt.add_argument(
+        "--stall-rate", type=float, default=_D.stall_rate, metavar="P",
+        help="pause half-way for --stall-s seconds, holding the batch slot (default: %(default)s)",
+    )
+    flt.add_argument(
+        "--stall-s",
+        type=float,
+        default=_D.stall_s,
+        metavar="S",
+        help="length of a stall (default: %(default)s)",
+    )
+    flt.add_argument(
+        "--seed", type=int, default=_D.seed, help="seed of the fault draws (default: random)"
+    )
+
+    ins = parser.add_argument_group("instrumentation")
+    ins.add_argument(
+        "--stamp-chunks", action="store_true", default=_D.stamp_chunks,
+        help='add "mock_sent": time.perf_counter() at write time to every chunk',
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve until SIGINT or SIGTERM; 0 on a clean stop. Bad options raise InputError."""
+    from loadtest.mock.timing import run as run_precise
+
+    config = MockConfig.from_args(args)
+    run_precise(_main(config))
+    return 0
+
+
+async def _main(config: MockConfig) -> None:
+    from loadtest.mock.server import serve  # aiohttp only when serving
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+
+    def ready(host: str, port: int) -> None:
+        shown = f"[{host}]" if ":" in host else host
+        print(LISTENING.format(host=shown, port=port), flush=True)
+        # Everything allocated so far lives for the whole run: keep the cyclic
+        # GC from re-scanning it, which shortens collections under load.
+        gc.collect()
+        gc.freeze()
+
+    try:
+        await serve(config, stop=stop, on_ready=ready)
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+    print("loadtest mock stopped", file=sys.stderr, flush=True)

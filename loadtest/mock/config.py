@@ -1,0 +1,109 @@
+"""Every option of the mock, validated once, in one frozen value.
+
+The server, the engine and the fault injector read a :class:`MockConfig` and
+nothing else, so that the model's behaviour is fully described by this value
+(and can be logged, compared, or turned back into a command line with
+:meth:`MockConfig.to_argv` for a subprocess).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+from dataclasses import dataclass, fields
+
+from loadtest.errors import InputError
+
+#: Output length when a request names no ``max_tokens`` (OpenAI's legacy
+#: completions default; chat has no limit in OpenAI, but a mock must stop).
+DEFAULT_MAX_TOKENS = 16
+
+#: Upper bound on ``max_tokens`` so a typo cannot pin a slot for hours.
+MAX_MAX_TOKENS = 1_000_000
+
+
+@dataclass(frozen=True)
+class MockConfig:
+    """The mock's parameters. Field names match the CLI options (``--max-batch`` is ``max_batch``).
+
+    Times in the engine model are in milliseconds because that is the unit
+    people quote for ITL; ``stall_s`` and ``retry_after_s`` are in seconds
+    because they are human-scale pauses.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    model_name: str = "mock-model"
+    # The engine model (see MODEL.md).
+    max_batch: int = 256
+    decode_base_ms: float = 10.0
+    decode_per_seq_ms: float = 0.5
+    prefill_per_token_ms: float = 0.02
+    tokens_per_chunk: int = 1
+    # Access.
+    api_key: str | None = None
+    # Fault injection: rates are per-request probabilities drawn from ``seed``.
+    fail_rate: float = 0.0
+    rate_limit_queue: int | None = None
+    retry_after_s: int = 1
+    drop_rate: float = 0.0
+    malformed_rate: float = 0.0
+    stall_rate: float = 0.0
+    stall_s: float = 1.0
+    seed: int | None = None
+    # Instrumentation.
+    stamp_chunks: bool = False
+
+    def __post_init__(self) -> None:
+        _check(0 <= self.port <= 65535, "--port", "must be between 0 and 65535")
+        _check(bool(self.host), "--host", "must not be empty")
+        _check(bool(self.model_name.strip()), "--model-name", "must not be empty")
+        _check(self.max_batch >= 1, "--max-batch", "must be at least 1")
+        for name in ("decode_base_ms", "decode_per_seq_ms", "prefill_per_token_ms", "stall_s"):
+            value = getattr(self, name)
+            _check(math.isfinite(value) and value >= 0, _flag(name), "must be a number >= 0")
+        _check(self.tokens_per_chunk >= 1, "--tokens-per-chunk", "must be at least 1")
+        for name in ("fail_rate", "drop_rate", "malformed_rate", "stall_rate"):
+            value = getattr(self, name)
+            _check(0.0 <= value <= 1.0, _flag(name), "must be between 0 and 1")
+        _check(
+            self.rate_limit_queue is None or self.rate_limit_queue >= 0,
+            "--rate-limit-queue",
+            "must be >= 0",
+        )
+        _check(self.retry_after_s >= 0, "--retry-after-s", "must be >= 0")
+        _check(self.api_key is None or bool(self.api_key), "--api-key", "must not be empty")
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> MockConfig:
+        """Build from the namespace that :func:`loadtest.mock.cli.add_arguments` defined."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in vars(args).items() if k in names})
+
+    def to_argv(self) -> list[str]:
+        """The ``loadtest mock`` options that reproduce this config (defaults omitted)."""
+        argv: list[str] = []
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value == f.default:
+                continue
+            if isinstance(value, bool):
+                if value:
+                    argv.append(_flag(f.name))
+                continue
+            argv += [_flag(f.name), str(value)]
+        return argv
+
+    def replace(self, **changes: object) -> MockConfig:
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+def _flag(field_name: str) -> str:
+    return "--" + field_name.replace("_", "-")
+
+
+def _check(ok: bool, flag: str, message: str) -> None:
+    if not ok:
+        raise InputError(f"{flag}: {message}")
