@@ -152,6 +152,7 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> Path:
         "ttft_ms": round(pre.ttft_ms, 3),
         "token_source": pre.token_source,
         "continuous_usage": pre.continuous_usage,
+        "attempts": pre.attempts,
     }
     state.meta["warmup_requests"] = {"sent": len(warm), "failed": sum(1 for r in warm if not r.ok)}
     console.print(
@@ -301,7 +302,7 @@ def _refine(session, state: RunState, recorder, sink) -> None:
         recorder.flush()
         sink.drain()
         state.save()
-        level = next_refine_level(analyze_run(state.run_dir))
+        level = next_refine_level(analyze_run(state.run_dir).levels)
         if level is None:
             return
         index = max(s.index for s in state.spans) + 1

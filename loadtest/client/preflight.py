@@ -21,6 +21,11 @@ from loadtest.scenario import Scenario
 from loadtest.workload import Workload
 
 _PREFLIGHT_TOKENS = 8
+#: A server that fails some requests (5xx, dropped or malformed streams, 429)
+#: is still a valid target: its failures are what the run will measure. The
+#: preflight only needs one success, so it tries a few times.
+_ATTEMPTS = 5
+_TRANSIENT = {"http_5xx", "rate_limited", "disconnect", "malformed", "stream_error"}
 
 
 @dataclass
@@ -29,6 +34,8 @@ class PreflightResult:
     ttft_ms: float
     token_source: str
     record: RequestRecord
+    #: Every attempt's outcome (also the failed ones), for run.json.
+    attempts: list[dict]
 
 
 def _client(scenario: Scenario, api_key: str | None) -> StreamingClient:
@@ -47,20 +54,39 @@ def _body(scenario: Scenario, continuous_usage: bool, max_tokens: int) -> bytes:
 
 
 def preflight(scenario: Scenario, api_key: str | None) -> PreflightResult:
-    """Send one short streaming request; raise :class:`TargetError` if the target is unusable."""
-    t = scenario.target
+    """Send a short streaming request; raise :class:`TargetError` if the target is unusable."""
     client = _client(scenario, api_key)
+    attempts: list[dict] = []
     try:
         max_tokens = min(scenario.workload.max_tokens, _PREFLIGHT_TOKENS)
-        rec = client.send(_body(scenario, True, max_tokens))
         continuous = True
-        if rec.status == 400:  # the server may not know continuous_usage_stats: ask without it
-            rec = client.send(_body(scenario, False, max_tokens))
-            continuous = False
-        else:
-            continuous = rec.token_source == "continuous_usage"
+        for _ in range(_ATTEMPTS):
+            rec = client.send(_body(scenario, continuous, max_tokens))
+            attempts.append({"status": rec.status, "error_kind": rec.error_kind, "continuous_usage": continuous})
+            if rec.status == 400 and continuous:
+                continuous = False  # the server may not know continuous_usage_stats: ask without it
+                rec = client.send(_body(scenario, continuous, max_tokens))
+                attempts.append({"status": rec.status, "error_kind": rec.error_kind, "continuous_usage": continuous})
+            # A timeout after the response began (a stalled stream) is the server's
+            # flakiness, not a dead target.
+            stalled = rec.error_kind == "timeout" and rec.ttfb_ms == rec.ttfb_ms
+            if rec.error_kind not in _TRANSIENT and not stalled:
+                break
+            gevent.sleep(min(rec.retry_after_s or 0.2, 2.0))
     finally:
         client.close()
+    _raise_if_unusable(scenario, rec, len(attempts))
+    return PreflightResult(
+        continuous_usage=rec.token_source == "continuous_usage",
+        ttft_ms=rec.ttft_ms,
+        token_source=rec.token_source,
+        record=rec,
+        attempts=attempts,
+    )
+
+
+def _raise_if_unusable(scenario: Scenario, rec: RequestRecord, tries: int) -> None:
+    t = scenario.target
     url = t.base_url + PATHS[t.api]
     if rec.error_kind == "connect":
         raise TargetError(f"cannot reach {url}: {rec.error}")
@@ -74,10 +100,9 @@ def preflight(scenario: Scenario, api_key: str | None) -> PreflightResult:
             f"{url} answered HTTP 404 ({rec.error}); check target.base_url (it usually ends in /v1) and target.model"
         )
     if not rec.ok:
-        raise TargetError(f"the preflight request to {url} failed ({rec.error_kind}): {rec.error}")
+        raise TargetError(f"the preflight request to {url} failed {tries} times; last ({rec.error_kind}): {rec.error}")
     if not len(rec.chunk_ms):
         raise TargetError(f"{url} streamed no content chunks; is it an OpenAI-compatible streaming endpoint?")
-    return PreflightResult(continuous_usage=continuous, ttft_ms=rec.ttft_ms, token_source=rec.token_source, record=rec)
 
 
 def warm_up(scenario: Scenario, api_key: str | None, continuous_usage: bool) -> list[RequestRecord]:

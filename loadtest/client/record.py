@@ -44,6 +44,8 @@ class RequestRecord:
     status: int = 0
     error_kind: str | None = None
     error: str | None = None
+    #: The server's Retry-After on a 429, in seconds (not persisted: it steers back-off).
+    retry_after_s: float | None = None
 
     @property
     def ok(self) -> bool:

@@ -159,6 +159,10 @@ def _record_http_error(rec: RequestRecord, response) -> None:
     if rec.status == 429:
         retry = response.get("retry-after")
         rec.fail("rate_limited", message + (f" (Retry-After: {retry})" if retry else ""))
+        try:
+            rec.retry_after_s = float(retry) if retry else None
+        except ValueError:  # an HTTP date: fall back to our own back-off
+            rec.retry_after_s = None
     elif 400 <= rec.status < 500:
         rec.fail("http_4xx", message)
     else:

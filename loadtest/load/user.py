@@ -39,6 +39,10 @@ class UserSettings:
     worker_seed: int = 0
 
 
+#: The longest a user pauses after a refused connection or a 429.
+MAX_BACKOFF_S = 2.0
+
+
 def make_user_class(scenario: Scenario, clock: LevelClock, recorder: Recorder, settings: UserSettings) -> type[User]:
     """A Locust ``User`` subclass bound to this scenario, clock and recorder."""
     target = scenario.target
@@ -68,17 +72,20 @@ def make_user_class(scenario: Scenario, clock: LevelClock, recorder: Recorder, s
             self.client.close()
 
         def _back_off(self, rec) -> None:
-            """After a connect error, wait a little (capped) before the next try.
+            """After a refused connection or a 429, wait a little before the next try.
 
-            Without it a user facing a refused port spins, writing thousands of
-            identical records a second and starving the other users of CPU.
-            Every failed attempt is still recorded.
+            Without it a user facing a closed port or a rate limiter spins,
+            writing thousands of identical records a second and starving the
+            other users of CPU. A 429's Retry-After is honoured (capped at
+            ``MAX_BACKOFF_S``); otherwise the wait doubles from 50 ms. Every
+            failed attempt is still recorded and counts against the SLO.
             """
-            if rec.error_kind == "connect":
-                self.connect_failures = getattr(self, "connect_failures", 0) + 1
-                gevent.sleep(min(0.05 * 2 ** min(self.connect_failures, 5), 1.0))
+            if rec.error_kind in ("connect", "rate_limited"):
+                self.failures_in_a_row = getattr(self, "failures_in_a_row", 0) + 1
+                wait = rec.retry_after_s if rec.retry_after_s is not None else 0.05 * 2 ** min(self.failures_in_a_row, 5)
+                gevent.sleep(min(wait, MAX_BACKOFF_S))
             else:
-                self.connect_failures = 0
+                self.failures_in_a_row = 0
 
         @task
         def stream(self) -> None:

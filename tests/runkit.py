@@ -1,0 +1,60 @@
+"""Helpers for end-to-end tests: scenario files and the real ``loadtest`` command.
+
+Everything here drives the real CLI in a subprocess against a real
+``loadtest mock`` on 127.0.0.1; every call is bounded by a timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+def deep_update(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            deep_update(base[key], value)
+        else:
+            base[key] = value
+    return base
+
+
+def write_scenario(folder: Path, base_url: str, **sections: Any) -> Path:
+    """A small scenario against ``base_url``; keyword sections override the defaults."""
+    data: dict[str, Any] = {
+        "name": "test",
+        "target": {"base_url": base_url, "model": "mock-model", "api": "chat", "timeout_s": 10},
+        "workload": {"prompt_tokens": {"mean": 16, "stddev": 0}, "max_tokens": 16},
+        "load": {"levels": [1, 2, 4], "level_duration_s": 4, "warmup_s": 1, "warmup_requests": 0},
+        "slo": {"ttft_ms": {"p95": 1000}, "itl_ms": {"p95": 1000}, "max_error_rate": 0.5},
+    }
+    deep_update(data, sections)
+    path = folder / f"{data['name']}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def loadtest(*args: str, timeout: float = 180, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run the ``loadtest`` command; the test sees its exit code and output."""
+    return subprocess.run(
+        [sys.executable, "-m", "loadtest", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def summary(run_dir: Path) -> dict[str, Any]:
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+def level_rows(frame, level: int):
+    """Successful, measured (non-warmup) records of one concurrency level."""
+    return frame[(frame.level == level) & frame.ok & ~frame.warmup]

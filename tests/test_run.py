@@ -1,0 +1,203 @@
+"""``loadtest run`` end to end: real Locust, real mock server, real files."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from loadtest.mock.process import MockServer
+from loadtest.records import read_requests, read_run_json
+from runkit import level_rows, loadtest, summary, write_scenario
+
+
+@pytest.fixture(scope="module")
+def formula_run(tmp_path_factory):
+    """One short run (3 levels x 4 s) against a mock whose timings are known."""
+    folder = tmp_path_factory.mktemp("formula")
+    with MockServer(["--decode-base-ms", "10", "--decode-per-seq-ms", "20", "--prefill-per-token-ms", "0"]) as mock:
+        scenario = write_scenario(folder, mock.base_url)
+        out = folder / "run"
+        result = loadtest("run", str(scenario), "--out", str(out))
+        seen = mock.requests_by_status()
+    return result, out, seen
+
+
+def test_short_run_writes_a_complete_folder(formula_run):
+    result, out, _ = formula_run
+    assert result.returncode == 0, result.stderr
+    for name in ("run.json", "requests.parquet", "locust.log", "summary.json", "report.html"):
+        assert (out / name).is_file(), name
+    assert not (out / "requests.parts").exists()
+    run = read_run_json(out)
+    assert run["complete"] is True
+    assert [lv["concurrency"] for lv in run["levels"]] == [1, 2, 4]
+    for lv in run["levels"]:
+        assert lv["end_wall"] > lv["start_wall"]
+        assert {"loop_lag_p99_ms", "cpu_pct", "saturated"} <= set(lv["client"])
+    assert run["preflight"]["token_source"] == "continuous_usage"
+    # Locust's own log goes to the file, not the screen.
+    assert "Shape" in (out / "locust.log").read_text()
+    assert "Shape test" not in result.stderr
+
+
+def test_every_request_the_mock_saw_is_a_record(formula_run):
+    _, out, seen = formula_run
+    frame = read_requests(out)
+    # The mock also saw the one preflight request (warmup_requests is 0 here).
+    assert len(frame) == sum(seen.values()) - 1
+    assert set(frame.level) == {1, 2, 4}
+    assert frame.request_id.is_unique
+
+
+def test_per_level_itl_and_ttft_match_the_mock_formula(formula_run):
+    _, out, _ = formula_run
+    frame = read_requests(out)
+    for users in (1, 2, 4):
+        rows = level_rows(frame, users)
+        assert len(rows) >= 3, users
+        step = 10 + 20 * users  # decode_base_ms + decode_per_seq_ms x running
+        gaps = np.concatenate([np.diff(np.asarray(c)) for c in rows.chunk_ms])
+        assert abs(np.median(gaps) - step) <= 3, (users, np.median(gaps))
+        # The first token comes at the end of the step that admits the request:
+        # one step, plus the wait for the step in progress to end (at most one more).
+        ttft = rows.ttft_ms.to_numpy()
+        assert np.all(ttft >= step - 3) and np.all(ttft <= 2 * step + 10), (users, ttft)
+        assert (rows.token_source == "continuous_usage").all()
+        assert (rows.completion_tokens == 16).all()
+        assert all(len(c) == 16 for c in rows.chunk_ms)
+
+
+def test_summary_reports_the_levels(formula_run):
+    _, out, _ = formula_run
+    s = summary(out)
+    assert [lv["concurrency"] for lv in s["levels"]] == [1, 2, 4]
+    itl = {lv["concurrency"]: lv["itl_ms"]["p50"] for lv in s["levels"]}
+    assert abs(itl[4] - 90) <= 3 and abs(itl[1] - 30) <= 3
+
+
+def test_gaps_at_20_streams_match_the_server_within_2ms(tmp_path):
+    """At 20 concurrent streams and a 20 ms step, the client must not bunch chunks."""
+    with MockServer(["--decode-base-ms", "20", "--decode-per-seq-ms", "0", "--prefill-per-token-ms", "0"]) as mock:
+        scenario = write_scenario(
+            tmp_path, mock.base_url,
+            workload={"max_tokens": 40},
+            load={"levels": [20], "level_duration_s": 5, "warmup_s": 1},
+        )
+        result = loadtest("run", str(scenario), "--out", str(tmp_path / "run"))
+    assert result.returncode == 0, result.stderr
+    rows = level_rows(read_requests(tmp_path / "run"), 20)
+    gaps = np.concatenate([np.diff(np.asarray(c)) for c in rows.chunk_ms])
+    assert len(gaps) > 1000
+    assert abs(np.median(gaps) - 20) <= 2, np.median(gaps)
+    # Bunched chunks would show up as near-zero gaps.
+    assert np.percentile(gaps, 5) > 10, np.percentile(gaps, 5)
+
+
+FAULTS = [
+    # (mock flags, scenario target overrides, expected error kind, mock status counted)
+    (["--fail-rate", "0.3"], {}, "http_5xx", 500),
+    (["--rate-limit-queue", "0", "--max-batch", "1"], {}, "rate_limited", 429),
+    (["--drop-rate", "0.3"], {}, "disconnect", None),
+    (["--malformed-rate", "0.3"], {}, "malformed", None),
+    (["--stall-rate", "0.3", "--stall-s", "3"], {"timeout_s": 1.5}, "timeout", None),
+]
+
+
+@pytest.mark.parametrize("flags,target,kind,status", FAULTS, ids=[f[2] for f in FAULTS])
+def test_faults_show_up_as_the_right_error_kind(tmp_path, flags, target, kind, status):
+    with MockServer(["--decode-base-ms", "5", "--decode-per-seq-ms", "0", "--seed", "7", *flags]) as mock:
+        scenario = write_scenario(
+            tmp_path, mock.base_url,
+            target=target,
+            load={"levels": [2, 4], "level_duration_s": 3, "warmup_s": 0.5},
+            slo={"max_error_rate": 1.0},
+        )
+        result = loadtest("run", str(scenario), "--out", str(tmp_path / "run"))
+        seen = mock.requests_by_status()
+    assert result.returncode == 0, result.stderr
+    frame = read_requests(tmp_path / "run")
+    kinds = frame.error_kind.value_counts().to_dict()
+    assert kinds.get(kind, 0) > 0, kinds
+    unexpected = set(kinds) - {kind, "cancelled"}
+    assert not unexpected, kinds
+    if status is not None:
+        # Never lost, never retried: one record per refusal the server sent, less
+        # the preflight's failed tries (run.json lists them). A refusal still in
+        # flight when the run stopped is recorded as "cancelled", hence the slack.
+        attempts = read_run_json(tmp_path / "run")["preflight"]["attempts"]
+        sent = seen.get(status, 0) - sum(1 for a in attempts if a["status"] == status)
+        assert kinds[kind] <= sent <= kinds[kind] + kinds.get("cancelled", 0), (kinds, seen, attempts)
+    failed = frame[frame.error_kind == kind]
+    assert failed.error.str.len().gt(0).all()
+    assert (~failed.ok).all()
+
+
+def test_killed_run_keeps_what_it_measured(tmp_path):
+    with MockServer(["--decode-base-ms", "10", "--decode-per-seq-ms", "0"]) as mock:
+        scenario = write_scenario(tmp_path, mock.base_url, load={"levels": [2, 4], "level_duration_s": 20})
+        out = tmp_path / "run"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "loadtest", "run", str(scenario), "--out", str(out)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and len(list((out / "requests.parts").glob("*.parquet"))) < 3:
+                time.sleep(0.2)
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=10)
+    frame = read_requests(out)
+    assert len(frame) > 10
+    assert read_run_json(out)["levels"][0]["concurrency"] == 2
+    # And the saved run can still be analyzed.
+    result = loadtest("analyze", str(out))
+    assert result.returncode == 0, result.stderr
+    assert (out / "summary.json").is_file()
+
+
+def test_api_key_never_reaches_the_run_folder(tmp_path):
+    secret = "sk-test-SECRET-4242"
+    env = {**os.environ, "MY_TEST_KEY": secret}
+    with MockServer(["--api-key", secret, "--decode-base-ms", "5", "--decode-per-seq-ms", "0"]) as mock:
+        scenario = write_scenario(
+            tmp_path, mock.base_url,
+            target={"api_key_env": "MY_TEST_KEY", "headers": {"X-Api-Key": secret}},
+            load={"levels": [1, 2], "level_duration_s": 2, "warmup_s": 0.5},
+        )
+        result = loadtest("run", str(scenario), "--out", str(tmp_path / "run"), env=env)
+        assert result.returncode == 0, result.stderr
+        # Without the key the mock says 401, and the run stops before any level (exit 3).
+        env.pop("MY_TEST_KEY")
+        refused = loadtest("run", str(scenario), "--out", str(tmp_path / "refused"), env=env)
+    assert refused.returncode == 3
+    assert "401" in refused.stderr and "MY_TEST_KEY" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    files = [p for p in (tmp_path / "run").rglob("*") if p.is_file()]
+    assert len(files) >= 5
+    for path in files:
+        assert secret.encode() not in path.read_bytes(), path
+
+
+def test_unreachable_target_exits_3_before_any_level(tmp_path):
+    scenario = write_scenario(tmp_path, "http://127.0.0.1:9/v1")
+    result = loadtest("run", str(scenario), "--out", str(tmp_path / "run"))
+    assert result.returncode == 3
+    lines = result.stderr.strip().splitlines()
+    assert "cannot reach http://127.0.0.1:9/v1/chat/completions" in lines[-1]
+    assert "Traceback" not in result.stderr
+    assert read_run_json(tmp_path / "run")["levels"] == []
+
+
+def test_wrong_path_gives_404_hint(tmp_path):
+    with MockServer([]) as mock:
+        scenario = write_scenario(tmp_path, mock.base_url.removesuffix("/v1") + "/nope")
+        result = loadtest("run", str(scenario), "--out", str(tmp_path / "run"))
+    assert result.returncode == 3
+    assert "404" in result.stderr and "base_url" in result.stderr
