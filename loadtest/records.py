@@ -41,6 +41,7 @@ SCHEMA = pa.schema(
         pa.field("e2e_ms", pa.float64()),         # request end (success or failure)
         pa.field("chunk_ms", pa.list_(pa.float64())),   # arrival of each content chunk
         pa.field("chunk_tokens", pa.list_(pa.int32())), # tokens carried by each content chunk
+        pa.field("chunk_sent_ms", pa.list_(pa.float64())),  # server's send time per chunk, when it stamps them (loadtest mock --stamp-chunks); else empty
         pa.field("prompt_tokens", pa.int32()),    # null when unknown
         pa.field("completion_tokens", pa.int32()),
         pa.field("token_source", pa.string()),    # "usage" | "continuous_usage" | "chunks"

@@ -38,6 +38,10 @@ class RequestRecord:
     e2e_ms: float = math.nan
     chunk_ms: array = field(default_factory=lambda: array("d"))
     chunk_tokens: array = field(default_factory=lambda: array("i"))
+    #: The server's own send time of each content chunk, when it stamps them
+    #: (``loadtest mock --stamp-chunks``, same host and clock): the benchmarks'
+    #: ground truth for each chunk's lag. Empty for real servers.
+    chunk_sent_ms: array = field(default_factory=lambda: array("d"))
     prompt_tokens: int | None = None
     completion_tokens: int = 0
     token_source: str = "chunks"

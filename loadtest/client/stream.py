@@ -213,6 +213,8 @@ def _read_stream(rec: RequestRecord, response, api: Api) -> None:
                     if not chunk_ms:
                         rec.ttft_ms = t
                     chunk_ms.append(t)
+                    if "mock_sent" in obj:
+                        rec.chunk_sent_ms.append((obj["mock_sent"] - start) * 1000.0)
                     if continuous:
                         chunk_tokens.append(max(facts.usage_completion - last_completion, 1))
                     else:

@@ -1,7 +1,7 @@
 """A columnar buffer of records, and its compact encoding for the wire.
 
 Records pile up here between flushes. Scalars go into one list per column and
-chunk data into two flat arrays plus offsets, so a batch is a handful of
+chunk data into flat arrays plus offsets, so a batch is a handful of
 arrays (not a dict per chunk): cheap to send from a Locust worker to the master
 with ``runner.send_message`` and cheap to turn into an Arrow table.
 """
@@ -36,6 +36,8 @@ class RecordBuffer:
         self._chunk_ms = array("d")
         self._chunk_tokens = array("i")
         self._offsets = array("q", [0])
+        self._sent_ms = array("d")
+        self._sent_offsets = array("q", [0])
 
     def __len__(self) -> int:
         return len(self._cols["request_id"])
@@ -63,6 +65,8 @@ class RecordBuffer:
         self._chunk_ms.extend(rec.chunk_ms)
         self._chunk_tokens.extend(rec.chunk_tokens)
         self._offsets.append(len(self._chunk_ms))
+        self._sent_ms.extend(rec.chunk_sent_ms)
+        self._sent_offsets.append(len(self._sent_ms))
 
     def take(self) -> dict[str, Any]:
         """Empty the buffer into the compact encoding (plain lists and bytes)."""
@@ -70,6 +74,8 @@ class RecordBuffer:
         encoded["chunk_ms"] = self._chunk_ms.tobytes()
         encoded["chunk_tokens"] = self._chunk_tokens.tobytes()
         encoded["offsets"] = self._offsets.tobytes()
+        encoded["chunk_sent_ms"] = self._sent_ms.tobytes()
+        encoded["sent_offsets"] = self._sent_offsets.tobytes()
         self._reset()
         return encoded
 
@@ -79,12 +85,16 @@ def decode_table(encoded: dict[str, Any]) -> pa.Table:
     offsets = pa.array(memoryview(encoded["offsets"]).cast("q"), type=pa.int32())
     chunk_ms = pa.array(memoryview(encoded["chunk_ms"]).cast("d"), type=pa.float64())
     chunk_tokens = pa.array(memoryview(encoded["chunk_tokens"]).cast("i"), type=pa.int32())
+    sent_offsets = pa.array(memoryview(encoded["sent_offsets"]).cast("q"), type=pa.int32())
+    sent_ms = pa.array(memoryview(encoded["chunk_sent_ms"]).cast("d"), type=pa.float64())
     arrays = []
     for field in SCHEMA:
         if field.name == "chunk_ms":
             arrays.append(pa.ListArray.from_arrays(offsets, chunk_ms))
         elif field.name == "chunk_tokens":
             arrays.append(pa.ListArray.from_arrays(offsets, chunk_tokens))
+        elif field.name == "chunk_sent_ms":
+            arrays.append(pa.ListArray.from_arrays(sent_offsets, sent_ms))
         else:
             arrays.append(pa.array(encoded[field.name], type=field.type, from_pandas=True))
     return pa.Table.from_arrays(arrays, schema=SCHEMA)

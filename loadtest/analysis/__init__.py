@@ -1,0 +1,137 @@
+"""Records → per-level metrics → SLO verdicts → capacity. Pure pandas/numpy, no Locust.
+
+The pipeline inside, one module per idea:
+
+``windows``   which time span of each level is measured (warmup excluded)
+``columns``   record columns as plain arrays, whatever pandas made of them
+``chunks``    flattened chunk timestamps → per-token ITL and streamed tokens
+``frame``     per-request flags (measured, complete, spillover) and samples
+``quantiles`` / ``bootstrap``   percentiles that tolerate failures, and their CIs
+``metrics``   per-level distributions, throughput, goodput, errors
+``verdict``   each SLO check → pass / fail / uncertain
+``capacity``  the highest concurrency that holds, and why the next one fails
+``refine``    the next concurrency to probe by bisection
+``caveats``   warnings a reader needs to weigh the numbers
+``results``   the output dataclasses (``Analysis``, ``LevelResult``, ``Stats``, ``Check``, ``Capacity``)
+``synthetic`` runs with known answers, for tests and benchmarks
+
+Public entry points: :func:`analyze` (data already in memory, e.g. for tests
+and the live runner) and :func:`analyze_run` (a run folder on disk).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import pandas as pd
+
+from loadtest.analysis.bootstrap import DEFAULT_RESAMPLES
+from loadtest.analysis.capacity import find_capacity
+from loadtest.analysis.caveats import MIN_COMPLETE, level_caveats, run_caveats
+from loadtest.analysis.chunks import (
+    chunk_positions,
+    flatten_chunks,
+    group_by_position,
+    itl_samples,
+    tokens_per_window,
+)
+from loadtest.analysis.columns import numeric
+from loadtest.analysis.frame import request_frame
+from loadtest.analysis.metrics import level_results
+from loadtest.analysis.refine import next_refine_level
+from loadtest.analysis.results import Analysis, Capacity, Check, LevelResult, Stats
+from loadtest.analysis.slo import SloCheck, SloSpec
+from loadtest.analysis.verdict import evaluate_level
+from loadtest.analysis.windows import level_windows
+from loadtest.errors import InputError
+
+__all__ = [
+    "Analysis",
+    "Capacity",
+    "Check",
+    "LevelResult",
+    "SloCheck",
+    "SloSpec",
+    "Stats",
+    "analyze",
+    "analyze_run",
+    "next_refine_level",
+]
+
+
+def analyze(
+    requests: pd.DataFrame,
+    run: Mapping[str, Any],
+    slo: SloSpec,
+    *,
+    seed: int = 0,
+    resamples: int = DEFAULT_RESAMPLES,
+    min_complete: int = MIN_COMPLETE,
+) -> Analysis:
+    """Analyze one run's records against ``slo``.
+
+    ``requests`` has the columns of :data:`loadtest.records.SCHEMA` (as
+    returned by :func:`loadtest.records.read_requests`); ``run`` is run.json as
+    a dict. Deterministic for a given ``seed``. Never raises on odd data
+    (empty frames, missing levels, all failures): such runs get a ``no_data``
+    or ``uncertain`` verdict and warnings instead.
+    """
+    run = dict(run)
+    windows, warnings = level_windows(run, requests)
+    chunks = flatten_chunks(requests)
+    frame = request_frame(requests, windows, chunks, slo)
+
+    start = frame["start_wall"].to_numpy(dtype=float)
+    positions = chunk_positions(chunks, start, windows)
+    tokens = tokens_per_window(chunks, positions, numeric(requests, "completion_tokens"), len(windows))
+    itl, itl_pos = itl_samples(
+        chunks, positions, start, frame["e2e_ms"].to_numpy(dtype=float), ~frame["ok"].to_numpy(), windows
+    )
+    del chunks, positions  # the flattened chunk arrays are the bulk of the memory
+    itl_groups = group_by_position(itl, itl_pos, len(windows))
+    del itl, itl_pos
+
+    levels = level_results(frame, windows, itl_groups, tokens, seed=seed, resamples=resamples)
+    for level in levels:
+        evaluate_level(level, slo)
+    levels.sort(key=lambda lv: (lv.concurrency, lv.index))
+    capacity = find_capacity(levels, slo)
+
+    warnings += run_caveats(run, frame)
+    warnings += level_caveats(levels, slo, min_complete)
+    sources = frame["token_source"].value_counts(dropna=True) if len(frame) else pd.Series(dtype=int)
+
+    return Analysis(
+        name=str(run.get("name") or (run.get("scenario") or {}).get("name") or ""),
+        target=dict(run.get("target") or {}),
+        slo=slo,
+        levels=levels,
+        capacity=capacity,
+        warnings=warnings,
+        token_source={str(k): int(v) for k, v in sources.items()},
+        warmup_s=float(run.get("warmup_s") or 0.0),
+        run=run,
+        requests=frame,
+    )
+
+
+def analyze_run(run_dir: Path | str, slo_overrides: Iterable[str] = (), **options: Any) -> Analysis:
+    """Analyze a run folder: SLOs from ``run["scenario"]["slo"]``, then CLI overrides.
+
+    Raises :class:`InputError` when the folder is not a run or an override is bad.
+    """
+    from loadtest.records import RUN_JSON, read_requests, read_run_json
+
+    run_dir = Path(run_dir)
+    if not (run_dir / RUN_JSON).is_file():
+        raise InputError(f"{run_dir}: not a run folder (no {RUN_JSON})")
+    try:
+        run = read_run_json(run_dir)
+    except ValueError as err:
+        raise InputError(f"{run_dir / RUN_JSON}: not valid JSON ({err})") from None
+    scenario = run.get("scenario") or {}
+    slo = SloSpec.from_dict(scenario.get("slo") if isinstance(scenario, Mapping) else None)
+    slo = slo.with_overrides(slo_overrides)
+    return analyze(read_requests(run_dir), run, slo, **options)
+

@@ -1,0 +1,198 @@
+"""Capacity: the highest concurrency at which every level up to it meets the SLOs.
+
+Levels are taken in concurrency order (refine levels included, wherever they
+were run). Capacity is the level just below the first failing one. The
+answer comes with:
+
+* the *first failing* level and the *binding* SLO, i.e. the check that failed
+  there (if several failed, the one furthest over its limit by ratio), with its
+  value and limit;
+* throughput and goodput at capacity, which is what sizing replicas needs;
+* a verdict that says how far to trust it: ``found``, ``at_least`` (nothing
+  failed: the endpoint holds at least the highest tested level),
+  ``below_minimum`` (even the lowest level fails), ``uncertain`` (a level at or
+  below capacity has a check whose interval straddles its limit),
+  ``client_saturated`` (the load generator was the bottleneck at a level that
+  decides the answer) or ``no_data``;
+* one human sentence (:attr:`Capacity.message`).
+
+Levels without data are skipped (a crashed worker must not hide the levels
+around it). Levels above the first failure do not change the answer.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from loadtest.analysis.results import Capacity, CapacityVerdict, Check, LevelResult
+from loadtest.analysis.slo import METRIC_LABELS, SloSpec
+from loadtest.analysis.verdict import ERROR_RATE_CHECK
+
+
+def find_capacity(levels: Sequence[LevelResult], slo: SloSpec) -> Capacity:
+    """Derive the capacity from evaluated levels (any order)."""
+    usable = sorted((lv for lv in levels if lv.status != "no_data"), key=lambda lv: lv.concurrency)
+    if not usable:
+        return Capacity(
+            concurrency=None,
+            verdict="no_data",
+            message="No request was measured: every level was empty or shorter than its warmup, "
+            "so the capacity is unknown.",
+        )
+
+    fail_at = next((i for i, lv in enumerate(usable) if lv.status == "fail"), None)
+    cap_pos = (len(usable) - 1) if fail_at is None else fail_at - 1
+    cap = usable[cap_pos] if cap_pos >= 0 else None
+    first_failing = usable[fail_at] if fail_at is not None else None
+    deciding = usable[: cap_pos + 2]  # up to and including the first failure
+    saturated = [lv for lv in deciding if lv.client_saturated]
+    uncertain = [lv for lv in usable[: cap_pos + 1] if lv.status == "uncertain"]
+
+    certain = None
+    for lv in usable:
+        if lv.status != "pass":
+            break
+        certain = lv.concurrency
+
+    binding = binding_check(first_failing) if first_failing else None
+    verdict: CapacityVerdict
+    if saturated:
+        verdict = "client_saturated"
+    elif uncertain:
+        verdict = "uncertain"
+    elif cap is None:
+        verdict = "below_minimum"
+    elif first_failing is None:
+        verdict = "at_least"
+    else:
+        verdict = "found"
+
+    result = Capacity(
+        concurrency=cap.concurrency if cap else None,
+        verdict=verdict,
+        message="",
+        first_failing=first_failing.concurrency if first_failing else None,
+        binding=binding.name if binding else None,
+        binding_value=binding.value if binding else None,
+        binding_limit=binding.limit if binding else None,
+        binding_ratio=binding.ratio if binding else None,
+        requests_per_s=cap.requests_per_s if cap else None,
+        output_tokens_per_s=cap.output_tokens_per_s if cap else None,
+        goodput_rps=cap.goodput_rps if cap else None,
+        certain_concurrency=certain,
+        max_tested=usable[-1].concurrency,
+        uncertain_levels=[lv.concurrency for lv in uncertain],
+        saturated_levels=[lv.concurrency for lv in levels if lv.client_saturated],
+    )
+    result.message = _message(result, cap, first_failing, binding, uncertain, saturated, slo)
+    return result
+
+
+def binding_check(level: LevelResult) -> Check | None:
+    """The failed check furthest over its limit (ratio value/limit) at ``level``."""
+    failed = [c for c in level.checks if c.verdict == "fail"]
+    if not failed:
+        return None
+    return max(failed, key=lambda c: (c.ratio if not math.isnan(c.ratio) else -1.0))
+
+
+# -- the human sentence ---------------------------------------------------------------------
+
+
+def _users(n: int) -> str:
+    return f"{n} concurrent user" + ("" if n == 1 else "s")
+
+
+def fmt_ms(value: float) -> str:
+    """Milliseconds with sensible precision: 1,300 / 130 / 13.2 / 1.32."""
+    if math.isinf(value):
+        return "∞"
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+def fmt_pct(value: float) -> str:
+    """A rate as a percentage: 0.05% / 0.5% / 2.0% / 19.6%."""
+    return f"{value * 100:.2g}%" if value < 0.01 else f"{value * 100:.1f}%"
+
+
+def describe_check(check: Check, *, with_ci: bool = False) -> str:
+    """``"p95 ITL is 130 ms against a 120 ms limit"`` (no leading article)."""
+    if check.metric == ERROR_RATE_CHECK:
+        text = f"error rate is {fmt_pct(check.value)} against a {check.limit * 100:g}% budget"
+        if with_ci:
+            text += f" (95% CI {fmt_pct(check.ci[0])}–{fmt_pct(check.ci[1])})"
+        return text
+    label = f"{check.percentile} {METRIC_LABELS.get(check.metric, check.metric)}"
+    if math.isinf(check.value):
+        share = (1 - float(check.percentile[1:]) / 100) * 100 if check.percentile else 0
+        value = f"unbounded (more than {share:g}% of requests failed)"
+    else:
+        value = f"{fmt_ms(check.value)} ms"
+    ci = ""
+    if with_ci:
+        lo, hi = check.ci
+        ci = f" (95% CI {fmt_ms(lo)}–{fmt_ms(hi)} ms)"
+    return f"{label} is {value}{ci} against a {check.limit:g} ms limit"
+
+
+def _message(
+    cap: Capacity,
+    cap_level: LevelResult | None,
+    first_failing: LevelResult | None,
+    binding: Check | None,
+    uncertain: list[LevelResult],
+    saturated: list[LevelResult],
+    slo: SloSpec,
+) -> str:
+    fail_part = (
+        f"at {first_failing.concurrency} the {describe_check(binding)}" if first_failing and binding else ""
+    )
+    if cap.verdict == "found":
+        assert cap_level is not None
+        return f"This endpoint holds {_users(cap_level.concurrency)} within the SLOs; {fail_part}."
+    if cap.verdict == "at_least":
+        if slo.is_empty:
+            return f"No SLOs were defined, so every level passes: capacity ≥ max tested ({cap.max_tested})."
+        return f"This endpoint held every tested level within the SLOs: capacity ≥ max tested ({cap.max_tested})."
+    if cap.verdict == "below_minimum":
+        assert first_failing is not None
+        return (
+            f"Even the lowest tested level ({_users(first_failing.concurrency)}) fails the SLOs: "
+            f"the {describe_check(binding) if binding else 'SLOs fail'}."
+        )
+    if cap.verdict == "uncertain":
+        level = uncertain[-1]
+        doubt = next((c for c in level.checks if c.verdict in ("uncertain", "no_data")), None)
+        if doubt is not None and doubt.verdict == "uncertain":
+            why = f"at {level.concurrency} the {describe_check(doubt, with_ci=True)}"
+        elif doubt is not None:
+            why = f"at {level.concurrency} there is no {doubt.name} sample"
+        else:
+            why = f"at {level.concurrency} a check is inconclusive"
+        holds = (
+            f"This endpoint holds about {_users(cap.concurrency)}"
+            if cap.concurrency is not None
+            else "The capacity is unclear"
+        )
+        tail = f"; {fail_part}" if fail_part else ""
+        return f"{holds}, but the verdict is uncertain: {why}{tail}; lengthen the levels to decide."
+    if cap.verdict == "client_saturated":
+        at = ", ".join(str(lv.concurrency) for lv in saturated)
+        reasons = sorted({str(lv.client.get("reason")) for lv in saturated if lv.client.get("reason")})
+        why = f" ({'; '.join(reasons)})" if reasons else ""
+        if cap_level is None:
+            face = "even the lowest level fails"
+        elif first_failing is None:
+            face = f"capacity ≥ max tested ({cap.max_tested})"
+        else:
+            face = f"the endpoint holds {_users(cap_level.concurrency)}"
+        return (
+            f"The load generator was saturated at concurrency {at}{why}, so results there are not "
+            f"trustworthy; taken at face value, {face}."
+        )
+    return "The capacity is unknown."

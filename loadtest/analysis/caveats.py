@@ -1,0 +1,101 @@
+"""Warnings: the reasons a reader should trust a number less.
+
+Each warning is one self-contained sentence that says what happened, at which
+levels, and what it means for the verdict or how to fix it. They are grouped
+(one line per problem, listing levels) so a 30-level run does not print 90.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+
+from loadtest.analysis.results import LevelResult
+from loadtest.analysis.slo import SloSpec
+
+#: A level with fewer complete requests than this gets a "too short" warning.
+MIN_COMPLETE = 10
+#: Warn when more than this share of a level's requests outlived the level.
+SPILLOVER_SHARE = 0.25
+
+
+def _levels(values: Sequence[int]) -> str:
+    return ", ".join(str(v) for v in values)
+
+
+def level_caveats(levels: Sequence[LevelResult], slo: SloSpec, min_complete: int = MIN_COMPLETE) -> list[str]:
+    out: list[str] = []
+    saturated = [lv for lv in levels if lv.client_saturated]
+    if saturated:
+        reasons = sorted({str(lv.client.get("reason")) for lv in saturated if lv.client.get("reason")})
+        out.append(
+            f"the load generator was saturated at concurrency {_levels([lv.concurrency for lv in saturated])}"
+            + (f" ({'; '.join(reasons)})" if reasons else "")
+            + ": latencies there include the client's own delay; add workers or CPUs"
+        )
+    short = [lv for lv in levels if lv.requests and lv.complete < min_complete]
+    if short:
+        detail = ", ".join(f"{lv.concurrency} ({lv.complete})" for lv in short)
+        out.append(
+            f"levels are too short for the output length: fewer than {min_complete} requests started and "
+            f"finished inside the measured window at concurrency {detail}; e2e and TPOT there are unreliable"
+        )
+    spill = [lv for lv in levels if lv.requests and lv.spillover / lv.requests > SPILLOVER_SHARE]
+    if spill:
+        detail = ", ".join(f"{lv.concurrency} ({lv.spillover / lv.requests:.0%})" for lv in spill)
+        out.append(
+            f"many requests outlived their level (spillover) at concurrency {detail}: e2e and TPOT only count "
+            "requests that finished inside the window, which favours short requests; lengthen the levels"
+        )
+    low: dict[str, list[int]] = defaultdict(list)
+    empty: dict[str, list[int]] = defaultdict(list)
+    for lv in levels:
+        for check in lv.checks:
+            if check.verdict == "no_data" and lv.requests:
+                empty[check.name].append(lv.concurrency)
+            elif check.low_n:
+                low[check.name].append(lv.concurrency)
+    for name, at in low.items():
+        if name == "error_rate" and slo.max_error_rate:
+            out.append(
+                f"error_rate is judged on fewer than 1/max_error_rate = {1 / slo.max_error_rate:g} requests "
+                f"at concurrency {_levels(at)} (flagged low_n): a single failure already exceeds the budget"
+            )
+            continue
+        out.append(
+            f"{name} is computed from too few samples at concurrency {_levels(at)} (flagged low_n): "
+            "the percentile is close to the largest sample; lengthen the levels"
+        )
+    for name, at in empty.items():
+        hint = " (every response arrived in a single chunk?)" if name.startswith("itl_ms") else ""
+        out.append(f"{name} has no samples at concurrency {_levels(at)}{hint}; those levels are uncertain")
+    nodata = [lv.concurrency for lv in levels if lv.status == "no_data"]
+    if nodata:
+        out.append(f"no request was measured at concurrency {_levels(nodata)}; those levels are ignored")
+    if slo.is_empty:
+        out.append("no SLOs are defined: every level passes, so the capacity is only a lower bound")
+    return out
+
+
+def run_caveats(run: Mapping[str, Any], frame: pd.DataFrame) -> list[str]:
+    out: list[str] = []
+    if run.get("complete") is False:
+        out.append("the run did not complete (interrupted?); its last level may be partial")
+    lost = run.get("workers_lost") or []
+    if lost:
+        out.append(
+            f"workers were lost during the run ({', '.join(map(str, lost))}); levels after that ran with less load"
+        )
+    if len(frame):
+        orphans = int((frame["pos"] < 0).sum())
+        if orphans:
+            out.append(f"{orphans} requests name a level that run.json does not know; they were ignored")
+        sources = frame["token_source"].value_counts(dropna=True)
+        if "chunks" in sources.index:
+            out.append(
+                f"{int(sources['chunks'])} of {len(frame)} requests have token counts estimated as one per chunk "
+                "(the server reported no usage): TPOT and tokens/s may be off"
+            )
+    return out

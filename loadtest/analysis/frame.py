@@ -1,0 +1,122 @@
+"""The per-request frame: each record's derived timing, window membership and SLO outcome.
+
+Raw records stay untouched; this frame adds what the metrics need, one
+vectorized column at a time:
+
+* ``pos``: position (in the window list) of the level the request *started* in;
+* ``measured``: it started inside that level's measured window and is not
+  flagged ``warmup``, so its TTFT/TTFB and its success or failure count there;
+* ``spillover``: it outlived its level (ended after the level's end). It stays
+  in the data (its chunks count where they arrived) but it is not *complete*;
+* ``complete``: measured and finished inside the same window, which is what
+  e2e and TPOT require, since a request that spans two levels was served
+  under two different loads;
+* ``*_sample``: the value each request contributes to a latency percentile.
+  **Failed requests count as +inf** (a timeout is not a missing sample: it is
+  a request that missed every limit). A failure that did produce a first
+  token keeps its real TTFT; it gets +inf for e2e and TPOT;
+* ``good``: completed successfully and met every per-request limit (goodput).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from loadtest.analysis.chunks import Chunks
+from loadtest.analysis.columns import boolean, numeric, text
+from loadtest.analysis.slo import SloSpec
+from loadtest.analysis.windows import LevelWindow, locate, position_by_index
+
+
+def request_frame(
+    requests: pd.DataFrame, windows: Sequence[LevelWindow], chunks: Chunks, slo: SloSpec
+) -> pd.DataFrame:
+    """Derive the per-request frame (same row order as ``requests``; no list columns)."""
+    n = len(requests)
+    start = numeric(requests, "start_wall")
+    e2e = numeric(requests, "e2e_ms")
+    ttft = numeric(requests, "ttft_ms")
+    ttfb = numeric(requests, "ttfb_ms")
+    ok = boolean(requests, "ok")
+    failed = ~ok
+    warmup = boolean(requests, "warmup")
+    end = start + e2e / 1000.0
+
+    by_index = position_by_index(windows)
+    level_index = numeric(requests, "level_index")
+    pos = np.full(n, -1, dtype=np.int64)
+    for index, p in by_index.items():
+        pos[level_index == index] = p
+
+    w_start = np.array([w.window_start for w in windows] + [np.nan])[pos]
+    w_end = np.array([w.end_wall for w in windows] + [np.nan])[pos]
+    measured = (pos >= 0) & ~warmup & (start >= w_start) & (start < w_end)
+    spillover = (pos >= 0) & (end > w_end)
+    complete = measured & (end <= w_end)
+
+    tokens = numeric(requests, "completion_tokens")
+    tokens = np.where(np.isnan(tokens), chunks.token_sums, tokens)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tpot = np.where(ok & (tokens >= 2) & np.isfinite(ttft), (e2e - ttft) / (tokens - 1), np.nan)
+
+    def failure_is_inf(values: np.ndarray) -> np.ndarray:
+        return np.where(np.isnan(values) & failed, np.inf, values)
+
+    frame = pd.DataFrame(
+        {
+            "request_id": text(requests, "request_id"),
+            "worker": text(requests, "worker"),
+            "level": numeric(requests, "level"),
+            "level_index": level_index,
+            "pos": pos,
+            "start_wall": start,
+            "end_wall": end,
+            "end_pos": locate(end, windows),
+            "ok": ok,
+            "error_kind": text(requests, "error_kind"),
+            "error": text(requests, "error"),
+            "token_source": text(requests, "token_source"),
+            "warmup": warmup,
+            "measured": measured,
+            "spillover": spillover,
+            "complete": complete,
+            "ttft_ms": ttft,
+            "ttfb_ms": ttfb,
+            "e2e_ms": e2e,
+            "tpot_ms": tpot,
+            "completion_tokens": tokens,
+            "chunks": chunks.counts,
+            "ttft_sample": np.where(measured, failure_is_inf(ttft), np.nan),
+            "ttfb_sample": np.where(measured, failure_is_inf(ttfb), np.nan),
+            "e2e_sample": np.where(complete, np.where(failed, np.inf, e2e), np.nan),
+            "tpot_sample": np.where(complete, np.where(failed, np.inf, tpot), np.nan),
+        }
+    )
+    frame["good"] = ok & _meets_limits(frame, slo)
+    return frame
+
+
+def _meets_limits(frame: pd.DataFrame, slo: SloSpec) -> np.ndarray:
+    """Per-request SLO test for goodput.
+
+    A single request has no percentiles, so it is held to the tightest limit of
+    each metric: TTFT ≤ the tightest TTFT limit, TPOT ≤ the tightest ITL *or*
+    TPOT limit (a request's mean time per output token is its ITL averaged),
+    e2e ≤ the tightest e2e limit. A missing value (e.g. TPOT of a one-token
+    reply) does not fail the request.
+    """
+    good = np.ones(len(frame), dtype=bool)
+    for limit, column in (
+        (slo.tightest("ttft_ms"), "ttft_ms"),
+        (slo.tightest("ttfb_ms"), "ttfb_ms"),
+        (slo.tightest("itl_ms", "tpot_ms"), "tpot_ms"),
+        (slo.tightest("e2e_ms"), "e2e_ms"),
+    ):
+        if limit is None:
+            continue
+        values = frame[column].to_numpy(dtype=float)
+        good &= ~(values > limit)
+    return good

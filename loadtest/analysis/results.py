@@ -1,0 +1,161 @@
+"""The analyzer's output types: plain dataclasses, no behaviour beyond small helpers.
+
+They are what the reports consume. Floats use NaN for "no data" and ``inf``
+for "failures dominate this percentile"; the JSON writer maps both to null.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from loadtest.analysis.slo import SloSpec
+
+CheckVerdict = Literal["pass", "fail", "uncertain", "no_data"]
+LevelStatus = Literal["pass", "fail", "uncertain", "no_data"]
+CapacityVerdict = Literal["found", "at_least", "below_minimum", "uncertain", "client_saturated", "no_data"]
+
+#: Percentiles reported for every metric (an SLO may use any of them).
+REPORTED = ("p50", "p90", "p95", "p99")
+
+
+@dataclass
+class Stats:
+    """Distribution summary of one metric at one level.
+
+    ``n`` counts every sample, including ``n_failed`` failures entered as +inf.
+    Percentiles include the failures; ``mean`` and ``max`` are over the finite
+    (observed) values only, since an infinite mean says nothing useful.
+    ``ci`` holds a 95% bootstrap interval for each reported percentile.
+    """
+
+    n: int = 0
+    n_failed: int = 0
+    mean: float = math.nan
+    max: float = math.nan
+    p50: float = math.nan
+    p90: float = math.nan
+    p95: float = math.nan
+    p99: float = math.nan
+    ci: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    def percentile(self, name: str) -> float:
+        return float(getattr(self, name))
+
+
+@dataclass
+class Check:
+    """One SLO check evaluated on one level."""
+
+    name: str  # "itl_ms.p95" or "error_rate"
+    metric: str  # "itl_ms" ... or "error_rate"
+    percentile: str | None  # "p95"; None for the error budget
+    value: float
+    ci: tuple[float, float]
+    limit: float
+    verdict: CheckVerdict
+    n: int
+    low_n: bool
+
+    @property
+    def ratio(self) -> float:
+        """value / limit: how far over (> 1) or under (< 1) the limit."""
+        if math.isnan(self.value):
+            return math.nan
+        if self.limit == 0:
+            return math.inf if self.value > 0 else 0.0
+        return self.value / self.limit
+
+
+@dataclass
+class LevelResult:
+    """Everything measured at one concurrency level."""
+
+    index: int
+    concurrency: int
+    refine: bool
+    start_wall: float
+    end_wall: float
+    window_start: float
+    window_s: float
+    requests: int  # started inside the measured window
+    errors: int
+    error_rate: float
+    error_rate_ci: tuple[float, float]
+    errors_by_kind: dict[str, int]
+    completed: int  # succeeded and ended inside the window (throughput numerator)
+    complete: int  # started and ended inside the window (e2e/TPOT sample)
+    spillover: int  # started here, ended after the level ended
+    ttft_ms: Stats
+    itl_ms: Stats
+    tpot_ms: Stats
+    e2e_ms: Stats
+    ttfb_ms: Stats
+    requests_per_s: float
+    output_tokens_per_s: float
+    goodput_rps: float
+    client_saturated: bool
+    client: dict[str, Any]
+    checks: list[Check] = field(default_factory=list)
+    status: LevelStatus = "no_data"
+    #: Small subsample of finite TTFT/ITL values for plots (not serialized).
+    samples: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+
+    @property
+    def passed(self) -> bool | None:
+        """True when no check fails (uncertain counts as not failing); None without data."""
+        if self.status == "no_data":
+            return None
+        return self.status != "fail"
+
+    def metric(self, name: str) -> Stats:
+        return getattr(self, name)
+
+    def check(self, name: str) -> Check | None:
+        return next((c for c in self.checks if c.name == name), None)
+
+
+@dataclass
+class Capacity:
+    """The answer: how many concurrent users the endpoint holds within the SLOs."""
+
+    concurrency: int | None
+    verdict: CapacityVerdict
+    message: str
+    first_failing: int | None = None
+    binding: str | None = None  # check name that failed first, e.g. "itl_ms.p95"
+    binding_value: float | None = None
+    binding_limit: float | None = None
+    binding_ratio: float | None = None  # value / limit at the first failing level
+    requests_per_s: float | None = None  # at capacity
+    output_tokens_per_s: float | None = None
+    goodput_rps: float | None = None
+    certain_concurrency: int | None = None  # highest level with only certain passes up to it
+    max_tested: int | None = None
+    uncertain_levels: list[int] = field(default_factory=list)
+    saturated_levels: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Analysis:
+    """The result of :func:`loadtest.analysis.analyze`."""
+
+    name: str
+    target: dict[str, Any]
+    slo: SloSpec
+    levels: list[LevelResult]  # sorted by concurrency
+    capacity: Capacity
+    warnings: list[str]
+    token_source: dict[str, int]  # requests per token-count source
+    warmup_s: float
+    run: dict[str, Any]  # run.json as read
+    #: Per-request derived frame (see :mod:`loadtest.analysis.frame`), no list columns.
+    requests: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)
+    itl_unit: str = "per_token"
+
+    def level(self, concurrency: int) -> LevelResult | None:
+        return next((lv for lv in self.levels if lv.concurrency == concurrency), None)

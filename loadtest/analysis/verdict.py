@@ -1,0 +1,112 @@
+"""SLO verdicts: does one level meet each objective, and how sure are we?
+
+A check compares a point estimate *and* its 95% interval with the limit:
+
+* latency percentile: ``pass`` when the value and the whole interval are at or
+  under the limit, ``fail`` when the value and the whole interval are over it,
+  ``uncertain`` when the interval straddles the limit. More samples (longer
+  levels) turn an uncertain verdict into a definite one;
+* error budget: ``fail`` when the observed rate exceeds ``max_error_rate`` and
+  the Wilson interval's lower bound does too; ``uncertain`` when it exceeds the
+  budget but the excess is within noise; ``pass`` when the observed rate is
+  within budget. The pass side deliberately uses the point estimate: showing
+  with 95% confidence that a rate is under 1% needs ≥ 380 error-free requests
+  per level (the Wilson upper bound at 0 failures is 3.84/(n + 3.84)), which
+  would make nearly every short level "uncertain" without saying anything about
+  the endpoint. The interval is still reported, and ``low_n`` flags a level
+  with fewer requests than 1 / max_error_rate;
+* no samples: ``no_data``.
+
+A level's status is ``fail`` if any check fails, else ``uncertain`` if any
+check is uncertain or has no data, else ``pass``; a level where no request
+started inside its measured window is ``no_data``.
+"""
+
+from __future__ import annotations
+
+import math
+
+from loadtest.analysis.quantiles import low_n
+from loadtest.analysis.results import Check, CheckVerdict, LevelResult, LevelStatus
+from loadtest.analysis.slo import SloCheck, SloSpec
+
+ERROR_RATE_CHECK = "error_rate"
+
+
+def interval_verdict(value: float, ci: tuple[float, float], limit: float) -> CheckVerdict:
+    """Compare a value and its interval with an upper limit (see module doc)."""
+    lo, hi = ci
+    if math.isnan(value):
+        return "no_data"
+    if math.isnan(lo) or math.isnan(hi):
+        lo = hi = value
+    if value <= limit and hi <= limit:
+        return "pass"
+    if value > limit and lo > limit:
+        return "fail"
+    return "uncertain"
+
+
+def latency_check(level: LevelResult, slo_check: SloCheck) -> Check:
+    stats = level.metric(slo_check.metric)
+    value = stats.percentile(slo_check.percentile)
+    ci = stats.ci.get(slo_check.percentile, (math.nan, math.nan))
+    verdict: CheckVerdict = "no_data" if stats.n == 0 else interval_verdict(value, ci, slo_check.limit)
+    return Check(
+        name=slo_check.name,
+        metric=slo_check.metric,
+        percentile=slo_check.percentile,
+        value=value,
+        ci=ci,
+        limit=slo_check.limit,
+        verdict=verdict,
+        n=stats.n,
+        low_n=low_n(stats.n, slo_check.q),
+    )
+
+
+def error_rate_check(level: LevelResult, max_error_rate: float) -> Check:
+    n = level.requests
+    rate = level.error_rate
+    lo, _hi = level.error_rate_ci
+    verdict: CheckVerdict
+    if n == 0:
+        verdict = "no_data"
+    elif rate <= max_error_rate:
+        verdict = "pass"
+    elif lo > max_error_rate:
+        verdict = "fail"
+    else:
+        verdict = "uncertain"
+    return Check(
+        name=ERROR_RATE_CHECK,
+        metric=ERROR_RATE_CHECK,
+        percentile=None,
+        value=rate,
+        ci=level.error_rate_ci,
+        limit=max_error_rate,
+        verdict=verdict,
+        n=n,
+        low_n=max_error_rate > 0 and n * max_error_rate < 1.0,
+    )
+
+
+def evaluate_level(level: LevelResult, slo: SloSpec) -> LevelResult:
+    """Attach the checks and the level status to ``level`` (returned for chaining)."""
+    checks = [latency_check(level, c) for c in slo.checks]
+    if slo.max_error_rate is not None:
+        checks.append(error_rate_check(level, slo.max_error_rate))
+    level.checks = checks
+    level.status = level_status(level.requests, checks)
+    return level
+
+
+def level_status(requests: int, checks: list[Check]) -> LevelStatus:
+    if requests == 0:
+        return "no_data"
+    verdicts = {c.verdict for c in checks}
+    if "fail" in verdicts:
+        return "fail"
+    if verdicts & {"uncertain", "no_data"}:
+        return "uncertain"
+    return "pass"

@@ -1,0 +1,547 @@
+"""``report.html``: one self-contained page for the person who must size the deployment.
+
+Reading order follows the decision: the verdict and what it means in replicas
+first, then why (latency percentiles against concurrency with the SLO lines
+and confidence bands), then what it buys (throughput, goodput, the knee), and
+last the evidence a sceptic wants (distributions, the run's timeline, errors,
+warnings, the exact scenario).
+
+The file works offline and from an e-mail attachment: plotly.js is inlined
+once in ``<head>`` (~4.8 MB) and every figure reuses it. Figure data is kept
+small (≤ 2000 points per level and metric for distributions, ≤ 1500 time bins
+for the timeline), so even a 100k-request run stays well under 8 MB.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+import plotly.io as pio
+from plotly.offline import get_plotlyjs
+from plotly.subplots import make_subplots
+
+from loadtest.analysis.capacity import fmt_ms
+from loadtest.analysis.results import Analysis, LevelResult
+from loadtest.analysis.slo import METRIC_LABELS
+
+REPORT_HTML = "report.html"
+TIMELINE_BINS = 1500
+
+VERDICT_COLOURS = {
+    "found": "#1a7f37",
+    "at_least": "#1a7f37",
+    "below_minimum": "#cf222e",
+    "uncertain": "#9a6700",
+    "client_saturated": "#9a6700",
+    "no_data": "#6e7781",
+}
+STATUS_COLOURS = {"pass": "#1a7f37", "fail": "#cf222e", "uncertain": "#9a6700", "no_data": "#6e7781"}
+PCT_COLOURS = {"p50": "#2f81f7", "p90": "#8250df", "p95": "#bf8700", "p99": "#cf222e"}
+PLOT_CONFIG = {"displaylogo": False, "responsive": True}
+
+
+# -- small helpers ------------------------------------------------------------------------
+
+
+def _e(value: Any) -> str:
+    return html.escape("" if value is None else str(value))
+
+
+def _finite(values: Iterable[float]) -> list[float | None]:
+    """Plotly-safe values: NaN/inf become gaps (None)."""
+    return [float(v) if v is not None and math.isfinite(v) else None for v in values]
+
+
+def _concurrency_axis(levels: Sequence[LevelResult]) -> dict[str, Any]:
+    """Log axis with the tested levels as ticks when the sweep is geometric."""
+    xs = sorted({lv.concurrency for lv in levels if lv.concurrency > 0})
+    axis: dict[str, Any] = {"title": "concurrent users"}
+    if len(xs) >= 3 and xs[-1] / xs[0] >= 8:
+        axis.update(type="log", tickvals=xs, ticktext=[str(x) for x in xs])
+    return axis
+
+
+def _figure_html(fig: go.Figure) -> str:
+    fig.update_layout(template="plotly_white", margin=dict(l=60, r=30, t=60, b=50))
+    return pio.to_html(fig, include_plotlyjs=False, full_html=False, config=PLOT_CONFIG)
+
+
+def _mark_capacity(fig: go.Figure, analysis: Analysis, *, legend: bool = True, **where: Any) -> None:
+    """Vertical lines at the capacity and the first failing level, named in the legend.
+
+    Not labelled with ``annotation_text``: on a log x axis plotly places a
+    vline's annotation at 10^x while the line stays at x (plotly.py #2580).
+    """
+    cap = analysis.capacity
+    marks = [
+        (cap.concurrency, "#1a7f37", "dash", f"capacity ({cap.concurrency})"),
+        (cap.first_failing, "#cf222e", "dot", f"first failing level ({cap.first_failing})"),
+    ]
+    for x, colour, dash, label in marks:
+        if x is None:
+            continue
+        fig.add_vline(x=x, line=dict(color=colour, dash=dash), **where)
+        if legend:
+            fig.add_trace(
+                go.Scatter(x=[None], y=[None], mode="lines", line=dict(color=colour, dash=dash), name=label),
+                **where,
+            )
+
+
+# -- figures --------------------------------------------------------------------------------
+
+
+def latency_figure(analysis: Analysis) -> go.Figure:
+    """TTFT, ITL, TPOT and e2e percentiles against concurrency, with SLO limits and CI bands."""
+    metrics = ["ttft_ms", "itl_ms", "tpot_ms", "e2e_ms"]
+    fig = make_subplots(
+        rows=2,
+        cols=2,
+        subplot_titles=[f"{METRIC_LABELS[m]} (ms{', per token' if m == 'itl_ms' else ''})" for m in metrics],
+        horizontal_spacing=0.08,
+        vertical_spacing=0.14,
+    )
+    levels = [lv for lv in analysis.levels if lv.status != "no_data"]
+    xs = [lv.concurrency for lv in levels]
+    for i, metric in enumerate(metrics):
+        row, col = i // 2 + 1, i % 2 + 1
+        checked = {c.percentile for c in analysis.slo.checks if c.metric == metric}
+        for pct in ("p50", "p95", "p99"):
+            colour = PCT_COLOURS[pct]
+            if pct in checked:
+                lo = _finite(lv.metric(metric).ci.get(pct, (math.nan, math.nan))[0] for lv in levels)
+                hi = _finite(lv.metric(metric).ci.get(pct, (math.nan, math.nan))[1] for lv in levels)
+                fig.add_trace(
+                    go.Scatter(x=xs, y=hi, mode="lines", line=dict(width=0), showlegend=False, hoverinfo="skip",
+                               legendgroup=pct),
+                    row=row, col=col,
+                )
+                fig.add_trace(
+                    go.Scatter(x=xs, y=lo, mode="lines", line=dict(width=0), fill="tonexty",
+                               fillcolor=_rgba(colour, 0.18), name=f"{pct} 95% CI", legendgroup=pct,
+                               showlegend=i == 0, hoverinfo="skip"),
+                    row=row, col=col,
+                )
+            fig.add_trace(
+                go.Scatter(
+                    x=xs,
+                    y=_finite(lv.metric(metric).percentile(pct) for lv in levels),
+                    mode="lines+markers",
+                    name=pct,
+                    legendgroup=pct,
+                    showlegend=i == 0,
+                    line=dict(color=colour),
+                    hovertemplate=f"{pct}: %{{y:.1f}} ms at %{{x}} users<extra></extra>",
+                ),
+                row=row, col=col,
+            )
+        for check in analysis.slo.checks:
+            if check.metric == metric:
+                fig.add_hline(
+                    y=check.limit, line=dict(color=PCT_COLOURS.get(check.percentile, "#000"), dash="dash"),
+                    annotation_text=f"SLO {check.percentile} ≤ {check.limit:g}", row=row, col=col,
+                )
+        _mark_capacity(fig, analysis, legend=i == 0, row=row, col=col)
+        fig.update_xaxes(**_concurrency_axis(levels), row=row, col=col)
+        fig.update_yaxes(title="ms", rangemode="tozero", row=row, col=col)
+    fig.update_layout(height=720, title="Latency against concurrency")
+    return fig
+
+
+def throughput_figure(analysis: Analysis) -> go.Figure:
+    levels = [lv for lv in analysis.levels if lv.status != "no_data"]
+    xs = [lv.concurrency for lv in levels]
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    fig.add_trace(go.Scatter(x=xs, y=_finite(lv.requests_per_s for lv in levels), name="requests/s",
+                             mode="lines+markers"), secondary_y=False)
+    fig.add_trace(go.Scatter(x=xs, y=_finite(lv.goodput_rps for lv in levels), name="goodput (requests/s within SLO)",
+                             mode="lines+markers", line=dict(color="#1a7f37")), secondary_y=False)
+    fig.add_trace(go.Scatter(x=xs, y=_finite(lv.output_tokens_per_s for lv in levels), name="output tokens/s",
+                             mode="lines+markers", line=dict(dash="dot", color="#8250df")), secondary_y=True)
+    _mark_capacity(fig, analysis)
+    fig.update_xaxes(**_concurrency_axis(levels))
+    fig.update_yaxes(title="requests/s", rangemode="tozero", secondary_y=False)
+    fig.update_yaxes(title="output tokens/s", rangemode="tozero", secondary_y=True)
+    fig.update_layout(height=420, title="Throughput and goodput against concurrency")
+    return fig
+
+
+def knee_figure(analysis: Analysis) -> go.Figure:
+    """Latency against delivered throughput: where more load stops buying tokens/s."""
+    levels = [lv for lv in analysis.levels if lv.status != "no_data"]
+    fig = make_subplots(rows=1, cols=2, subplot_titles=["p95 TTFT (ms)", "p95 ITL (ms per token)"])
+    for col, metric in ((1, "ttft_ms"), (2, "itl_ms")):
+        fig.add_trace(
+            go.Scatter(
+                x=_finite(lv.output_tokens_per_s for lv in levels),
+                y=_finite(lv.metric(metric).p95 for lv in levels),
+                text=[str(lv.concurrency) for lv in levels],
+                mode="lines+markers+text",
+                textposition="top center",
+                marker=dict(color=[STATUS_COLOURS.get(lv.status, "#000") for lv in levels], size=9),
+                line=dict(color="#6e7781"),
+                showlegend=False,
+                hovertemplate="%{text} users: %{x:.0f} tok/s, p95 %{y:.1f} ms<extra></extra>",
+            ),
+            row=1, col=col,
+        )
+        for check in analysis.slo.checks:
+            if check.metric == metric and check.percentile == "p95":
+                fig.add_hline(y=check.limit, line=dict(color="#cf222e", dash="dash"),
+                              annotation_text=f"SLO ≤ {check.limit:g}", row=1, col=col)
+        fig.update_xaxes(title="output tokens/s", rangemode="tozero", row=1, col=col)
+        fig.update_yaxes(rangemode="tozero", row=1, col=col)
+    fig.update_layout(height=420, title="Latency against throughput (labels: concurrent users; colour: verdict)")
+    return fig
+
+
+def distribution_figure(analysis: Analysis) -> go.Figure:
+    fig = make_subplots(rows=1, cols=2, subplot_titles=["TTFT (ms)", "ITL (ms per token)"])
+    for col, metric in ((1, "ttft_ms"), (2, "itl_ms")):
+        for lv in analysis.levels:
+            values = lv.samples.get(metric)
+            if values is None or not len(values):
+                continue
+            fig.add_trace(
+                go.Box(
+                    y=np.round(np.asarray(values, dtype=float), 2),
+                    name=str(lv.concurrency),
+                    boxpoints=False,
+                    marker_color=STATUS_COLOURS.get(lv.status, "#000"),
+                    showlegend=False,
+                ),
+                row=1, col=col,
+            )
+        fig.update_xaxes(title="concurrent users", type="category", row=1, col=col)
+        fig.update_yaxes(title="ms", row=1, col=col)
+    fig.update_layout(height=440, title="Per-level distributions (subsample of successful samples; failures not shown)")
+    return fig
+
+
+def timeline_figure(analysis: Analysis) -> go.Figure:
+    """Active concurrency as steps, requests and errors per second, warmup shaded."""
+    frame = analysis.requests
+    origin = analysis.run.get("started_wall")
+    starts_all = [lv.start_wall for lv in analysis.levels]
+    if origin is None:
+        origin = min(starts_all) if starts_all else (float(frame["start_wall"].min()) if len(frame) else 0.0)
+    origin = float(origin)
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    in_run = sorted(analysis.levels, key=lambda lv: lv.start_wall)
+    if in_run:
+        xs: list[float] = []
+        ys: list[int] = []
+        for lv in in_run:
+            xs += [lv.start_wall - origin, lv.end_wall - origin]
+            ys += [lv.concurrency, lv.concurrency]
+        fig.add_trace(go.Scatter(x=xs, y=ys, name="concurrent users", mode="lines", line_shape="hv",
+                                 line=dict(color="#6e7781")), secondary_y=True)
+        for lv in in_run:
+            if lv.window_start > lv.start_wall:
+                fig.add_vrect(x0=lv.start_wall - origin, x1=lv.window_start - origin, fillcolor="#d0d7de",
+                              opacity=0.35, line_width=0, layer="below")
+    if len(frame):
+        start = frame["start_wall"].to_numpy(dtype=float) - origin
+        valid = np.isfinite(start)
+        if valid.any():
+            lo, hi = float(np.min(start[valid])), float(np.max(start[valid]))
+            width = max(1.0, math.ceil((hi - lo) / TIMELINE_BINS)) if hi > lo else 1.0
+            edges = np.arange(math.floor(lo), hi + width, width)
+            if len(edges) < 2:
+                edges = np.array([lo, lo + width])
+            centres = (edges[:-1] + edges[1:]) / 2
+            ok = frame["ok"].to_numpy(dtype=bool)
+            total, _ = np.histogram(start[valid], bins=edges)
+            errors, _ = np.histogram(start[valid & ~ok], bins=edges)
+            fig.add_trace(go.Scatter(x=np.round(centres, 2), y=total / width, name="requests/s (by start)",
+                                     mode="lines", line=dict(color="#2f81f7")), secondary_y=False)
+            fig.add_trace(go.Bar(x=np.round(centres, 2), y=errors / width, name="errors/s", marker_color="#cf222e",
+                                 opacity=0.7), secondary_y=False)
+    fig.update_xaxes(title="seconds since start (grey: warmup, not measured)")
+    fig.update_yaxes(title="per second", rangemode="tozero", secondary_y=False)
+    fig.update_yaxes(title="concurrent users", rangemode="tozero", secondary_y=True)
+    fig.update_layout(height=400, title="Run timeline", bargap=0)
+    return fig
+
+
+def _rgba(hex_colour: str, alpha: float) -> str:
+    h = hex_colour.lstrip("#")
+    r, g, b = (int(h[i : i + 2], 16) for i in (0, 2, 4))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
+# -- HTML sections ---------------------------------------------------------------------------
+
+
+def _header(analysis: Analysis) -> str:
+    cap = analysis.capacity
+    colour = VERDICT_COLOURS.get(cap.verdict, "#000")
+    target = analysis.target
+    started = analysis.run.get("started_wall")
+    date = (
+        datetime.fromtimestamp(float(started), tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        if started is not None
+        else "unknown date"
+    )
+    if cap.concurrency is None:
+        big = "below the lowest level" if cap.verdict in ("below_minimum", "client_saturated") else "unknown"
+    elif cap.verdict == "at_least":
+        big = f"≥ {cap.concurrency} concurrent users"
+    else:
+        big = f"{cap.concurrency} concurrent users"
+    sources = ", ".join(f"{k} ({v} requests)" for k, v in analysis.token_source.items()) or "unknown"
+    slo = ", ".join(
+        [f"{c.name} ≤ {c.limit:g} ms" for c in analysis.slo.checks]
+        + ([f"error rate ≤ {analysis.slo.max_error_rate:.2%}"] if analysis.slo.max_error_rate is not None else [])
+    ) or "none defined"
+    facts = [
+        ("Verdict", cap.verdict.replace("_", " ")),
+        ("Binding SLO", f"{cap.binding} at {cap.first_failing} users" if cap.binding else "—"),
+        ("At capacity", _at_capacity(cap)),
+        ("Target", f"{target.get('model', '?')} · {target.get('base_url', '?')} · {target.get('api', '?')}"),
+        ("SLOs", slo),
+        ("Date", date),
+        ("Token counts", sources),
+        ("ITL unit", "per token (a chunk's gap is spread over its tokens)"),
+    ]
+    rows = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in facts)
+    return f"""
+<section class="verdict" style="border-color:{colour}">
+  <div class="cap" style="color:{colour}">Capacity: {_e(big)}</div>
+  <p class="message">{_e(cap.message)}</p>
+  <table class="facts">{rows}</table>
+  {_calculator(analysis)}
+</section>"""
+
+
+def _at_capacity(cap: Any) -> str:
+    if cap.requests_per_s is None:
+        return "—"
+    parts = [f"{cap.requests_per_s:.2f} req/s", f"{cap.output_tokens_per_s:.0f} output tok/s"]
+    if cap.goodput_rps is not None and math.isfinite(cap.goodput_rps):
+        parts.append(f"goodput {cap.goodput_rps:.2f} req/s")
+    return " · ".join(parts) + " per replica"
+
+
+def _calculator(analysis: Analysis) -> str:
+    """A two-field replica estimate: peak users / capacity, peak req/s / goodput at capacity."""
+    cap = analysis.capacity
+    if cap.concurrency is None or cap.verdict == "no_data":
+        return ""
+    goodput = cap.goodput_rps if cap.goodput_rps is not None and math.isfinite(cap.goodput_rps) else 0.0
+    return f"""
+<div class="calc">
+  <b>Replicas needed</b> (assumes identical replicas and an even load balancer):
+  peak concurrent users <input id="calc-users" type="number" min="0" value="{cap.concurrency * 4}">
+  → <span id="calc-users-out"></span>;
+  peak requests/s <input id="calc-rps" type="number" min="0" step="any" value="{max(1, round(goodput * 4, 1))}">
+  → <span id="calc-rps-out"></span>
+</div>
+<script>
+(function() {{
+  var cap = {cap.concurrency}, good = {goodput:.6f};
+  function upd() {{
+    var u = parseFloat(document.getElementById('calc-users').value) || 0;
+    var r = parseFloat(document.getElementById('calc-rps').value) || 0;
+    document.getElementById('calc-users-out').textContent = cap > 0 ? Math.ceil(u / cap) + ' replicas' : 'n/a';
+    document.getElementById('calc-rps-out').textContent = good > 0 ? Math.ceil(r / good) + ' replicas' : 'n/a';
+  }}
+  document.getElementById('calc-users').addEventListener('input', upd);
+  document.getElementById('calc-rps').addEventListener('input', upd);
+  upd();
+}})();
+</script>"""
+
+
+def _cell_ms(level: LevelResult, metric: str, pct: str) -> str:
+    value = level.metric(metric).percentile(pct)
+    if math.isnan(value):
+        return "<td class='num dim'>–</td>"
+    verdicts = [c.verdict for c in level.checks if c.metric == metric and c.percentile == pct]
+    style = f" style='color:{STATUS_COLOURS[verdicts[0]]}'" if verdicts else ""
+    text = "∞" if math.isinf(value) else fmt_ms(value)
+    return f"<td class='num'{style}>{_e(text)}</td>"
+
+
+def _levels_table(analysis: Analysis) -> str:
+    head = (
+        "<tr><th>users</th><th>requests</th><th>errors</th><th>TTFT p50</th><th>TTFT p95</th><th>TTFT p99</th>"
+        "<th>ITL p50</th><th>ITL p95</th><th>ITL p99</th><th>TPOT p95</th><th>e2e p95</th><th>req/s</th>"
+        "<th>tok/s</th><th>goodput</th><th>spillover</th><th>verdict</th></tr>"
+    )
+    rows = []
+    for lv in analysis.levels:
+        flags = []
+        if lv.refine:
+            flags.append("refine")
+        if lv.client_saturated:
+            flags.append("client saturated")
+        err = f"{lv.errors} ({lv.error_rate:.1%})" if lv.requests else "–"
+        rows.append(
+            "<tr>"
+            f"<td class='num'>{lv.concurrency}</td><td class='num'>{lv.requests}</td><td class='num'>{_e(err)}</td>"
+            + _cell_ms(lv, "ttft_ms", "p50") + _cell_ms(lv, "ttft_ms", "p95") + _cell_ms(lv, "ttft_ms", "p99")
+            + _cell_ms(lv, "itl_ms", "p50") + _cell_ms(lv, "itl_ms", "p95") + _cell_ms(lv, "itl_ms", "p99")
+            + _cell_ms(lv, "tpot_ms", "p95") + _cell_ms(lv, "e2e_ms", "p95")
+            + f"<td class='num'>{_num(lv.requests_per_s, '.2f')}</td>"
+            f"<td class='num'>{_num(lv.output_tokens_per_s, '.0f')}</td>"
+            f"<td class='num'>{_num(lv.goodput_rps, '.2f')}</td><td class='num'>{lv.spillover}</td>"
+            f"<td style='color:{STATUS_COLOURS.get(lv.status, '#000')}'><b>{_e(lv.status)}</b>"
+            f"{' · ' + _e(', '.join(flags)) if flags else ''}</td></tr>"
+        )
+    checks = _checks_table(analysis)
+    return f"<table class='grid'>{head}{''.join(rows)}</table>{checks}"
+
+
+def _checks_table(analysis: Analysis) -> str:
+    rows = []
+    for lv in analysis.levels:
+        for c in lv.checks:
+            if c.metric == "error_rate":
+                value = f"{c.value:.2%}" if math.isfinite(c.value) else "–"
+                ci = f"{c.ci[0]:.2%} – {c.ci[1]:.2%}" if math.isfinite(c.ci[0]) else "–"
+                limit = f"{c.limit:.2%}"
+            else:
+                value = fmt_ms(c.value) if not math.isnan(c.value) else "–"
+                ci = f"{fmt_ms(c.ci[0])} – {fmt_ms(c.ci[1])}" if not math.isnan(c.ci[0]) else "–"
+                limit = f"{c.limit:g}"
+            rows.append(
+                f"<tr><td class='num'>{lv.concurrency}</td><td>{_e(c.name)}</td><td class='num'>{_e(value)}</td>"
+                f"<td class='num'>{_e(ci)}</td><td class='num'>{_e(limit)}</td><td class='num'>{c.n}"
+                f"{' (low n)' if c.low_n else ''}</td>"
+                f"<td style='color:{STATUS_COLOURS.get(c.verdict, '#000')}'>{_e(c.verdict)}</td></tr>"
+            )
+    if not rows:
+        return ""
+    return (
+        "<details><summary>Every SLO check with its 95% confidence interval</summary><table class='grid'>"
+        "<tr><th>users</th><th>check</th><th>value</th><th>95% CI</th><th>limit</th><th>n</th><th>verdict</th></tr>"
+        + "".join(rows) + "</table></details>"
+    )
+
+
+def _num(value: float, fmt: str) -> str:
+    return "–" if value is None or not math.isfinite(value) else format(value, fmt)
+
+
+def _errors_section(analysis: Analysis) -> str:
+    kinds = sorted({k for lv in analysis.levels for k in lv.errors_by_kind})
+    if not kinds:
+        return "<p>No failed request in any measured window.</p>"
+    head = "<tr><th>users</th><th>requests</th><th>errors</th>" + "".join(f"<th>{_e(k)}</th>" for k in kinds) + "</tr>"
+    rows = [
+        f"<tr><td class='num'>{lv.concurrency}</td><td class='num'>{lv.requests}</td><td class='num'>{lv.errors}</td>"
+        + "".join(f"<td class='num'>{lv.errors_by_kind.get(k, 0)}</td>" for k in kinds)
+        + "</tr>"
+        for lv in analysis.levels
+    ]
+    messages = ""
+    frame = analysis.requests
+    if len(frame) and "error" in frame:
+        failed = frame[~frame["ok"]]
+        if len(failed):
+            top = (
+                failed.assign(kind=failed["error_kind"].fillna("unknown"), msg=failed["error"].fillna(""))
+                .groupby(["kind", "msg"], sort=False)
+                .size()
+                .sort_values(ascending=False)
+                .head(15)
+            )
+            items = "".join(
+                f"<tr><td>{_e(kind)}</td><td class='num'>{count}</td><td><code>{_e(str(msg)[:300])}</code></td></tr>"
+                for (kind, msg), count in top.items()
+            )
+            messages = (
+                "<h3>Most frequent error messages (whole run)</h3><table class='grid'>"
+                "<tr><th>kind</th><th>count</th><th>message</th></tr>" + items + "</table>"
+            )
+    return f"<table class='grid'>{head}{''.join(rows)}</table>{messages}"
+
+
+def _warnings_section(analysis: Analysis) -> str:
+    if not analysis.warnings:
+        return "<p>None.</p>"
+    return "<ul class='warnings'>" + "".join(f"<li>{_e(w)}</li>" for w in analysis.warnings) + "</ul>"
+
+
+def _scenario_section(analysis: Analysis) -> str:
+    scenario = analysis.run.get("scenario") or {}
+    try:
+        import yaml
+
+        text = yaml.safe_dump(scenario, sort_keys=False, allow_unicode=True)
+    except Exception:  # unserializable values: fall back to JSON, which stringifies them
+        text = json.dumps(scenario, indent=2, default=str)
+    host = analysis.run.get("host") or {}
+    versions = (
+        f"loadtest {analysis.run.get('tool_version', '?')} · Python {analysis.run.get('python', '?')} · "
+        f"Locust {analysis.run.get('locust', '?')} · host {host.get('hostname', '?')} "
+        f"({host.get('cpus', '?')} CPUs, {host.get('platform', '?')})"
+    )
+    return f"<p class='dim'>{_e(versions)}</p><pre>{_e(text)}</pre>"
+
+
+STYLE = """
+body{font-family:-apple-system,BlinkMacSystemFont,"Segoe UI",Helvetica,Arial,sans-serif;margin:0 auto;max-width:1200px;
+padding:16px 24px;color:#1f2328}
+h1{font-size:1.5em;margin:.2em 0}h2{margin-top:1.6em;border-bottom:1px solid #d0d7de;padding-bottom:.2em}
+.verdict{border-left:8px solid;padding:8px 16px;background:#f6f8fa;border-radius:6px}
+.cap{font-size:2.2em;font-weight:700}.message{font-size:1.15em}
+.facts th{text-align:left;padding-right:16px;color:#57606a;font-weight:600}.facts td{padding:2px 0}
+table.grid{border-collapse:collapse;margin:8px 0;font-size:.9em}
+table.grid th,table.grid td{border:1px solid #d0d7de;padding:3px 8px}table.grid th{background:#f6f8fa}
+td.num{text-align:right;font-variant-numeric:tabular-nums}.dim{color:#6e7781}
+.warnings li{color:#9a6700;margin:4px 0}pre{background:#f6f8fa;padding:12px;overflow:auto;font-size:.85em}
+.calc{margin-top:10px;padding-top:8px;border-top:1px solid #d0d7de}.calc input{width:7em}
+"""
+
+
+def render_html(analysis: Analysis) -> str:
+    """The whole report as one HTML string (plotly.js inlined once)."""
+    has_data = any(lv.status != "no_data" for lv in analysis.levels)
+    figures = []
+    if has_data:
+        figures = [
+            ("Latency against concurrency", latency_figure(analysis),
+             "Lines: percentiles per level. Shaded: 95% bootstrap CI of each percentile an SLO uses. "
+             "Dashed horizontal: SLO limits. Green dashed: capacity; red dotted: first failing level."),
+            ("Throughput and goodput", throughput_figure(analysis),
+             "Goodput counts only requests that met every per-request limit; the gap to requests/s is "
+             "traffic that was served too slowly to count."),
+            ("Latency against throughput", knee_figure(analysis),
+             "The knee: beyond it, more users add latency but few tokens/s."),
+            ("Distributions", distribution_figure(analysis), ""),
+        ]
+    figures.append(("Timeline", timeline_figure(analysis), ""))
+    body = [f"<h1>{_e(analysis.name or 'Load test')}: capacity report</h1>", _header(analysis)]
+    body.append("<h2>Per level</h2>" + _levels_table(analysis))
+    for title, fig, note in figures:
+        body.append(f"<h2>{_e(title)}</h2>" + (f"<p class='dim'>{_e(note)}</p>" if note else "") + _figure_html(fig))
+    body.append("<h2>Errors (measured windows)</h2>" + _errors_section(analysis))
+    body.append("<h2>Warnings</h2>" + _warnings_section(analysis))
+    body.append("<h2>Scenario</h2>" + _scenario_section(analysis))
+    return (
+        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+        f"<title>{_e(analysis.name or 'loadtest')}: capacity report</title>"
+        f"<style>{STYLE}</style>"
+        f"<script type='text/javascript'>{get_plotlyjs()}</script>"
+        "</head><body>" + "\n".join(body) + "</body></html>\n"
+    )
+
+
+def write_html(run_dir: Path | str, analysis: Analysis) -> Path:
+    """Write ``report.html`` atomically into the run folder."""
+    path = Path(run_dir) / REPORT_HTML
+    tmp = path.with_suffix(".html.tmp")
+    tmp.write_text(render_html(analysis), encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+

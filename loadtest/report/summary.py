@@ -1,0 +1,216 @@
+"""``summary.json``: the machine-readable result of a run, the interface for CI and ``compare``.
+
+Stable keys (others may be added, never renamed):
+
+* ``capacity``: ``concurrency`` (int or null), ``verdict``, ``message``,
+  ``first_failing``, ``binding`` (e.g. ``"itl_ms.p95"``), ``binding_value``,
+  ``binding_limit``, ``binding_ratio``, throughput and goodput at capacity;
+* ``levels[]`` sorted by concurrency, each with its metrics
+  (``{p50, p90, p95, p99, mean, max, n, n_failed, ci}``), rates, errors and
+  ``checks`` (``name, value, ci, limit, verdict, n, low_n``);
+* ``slo``, ``target``, ``name``, ``token_source``, ``itl_unit``, ``warnings``,
+  ``definitions``.
+
+Strict JSON: NaN ("no data") and infinity ("failures dominate this
+percentile"; see ``n_failed``) are written as ``null``, and
+``json.dumps(allow_nan=False)`` guarantees no bare ``NaN`` slips through.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from loadtest import __version__
+from loadtest.analysis.results import REPORTED, Analysis, Capacity, Check, LevelResult, Stats
+
+SUMMARY_JSON = "summary.json"
+FORMAT = 1
+
+LATENCY_KEYS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "ttfb_ms")
+
+DEFINITIONS = {
+    "ttft_ms": "time from send to the first chunk with generated content; per request that started in the "
+    "measured window; a failed request without a first token counts as +inf",
+    "itl_ms": "gap between consecutive content chunks, divided evenly over the later chunk's tokens (per "
+    "token); assigned to the window in which the chunk arrived; a stream that broke adds one +inf sample",
+    "tpot_ms": "(e2e - ttft) / (completion_tokens - 1) per request with >= 2 tokens that started and finished "
+    "inside one window; failed such requests count as +inf",
+    "e2e_ms": "send to last byte, for requests that started and finished inside one window; failures count as +inf",
+    "ttfb_ms": "send to the first response byte; same population as ttft_ms",
+    "requests_per_s": "successful requests that ended in the measured window, per second of window",
+    "output_tokens_per_s": "output tokens whose chunk arrived in the measured window, per second of window",
+    "goodput_rps": "successful requests that ended in the window and met every per-request limit "
+    "(ttft <= tightest TTFT limit, tpot <= tightest ITL/TPOT limit, e2e <= tightest e2e limit), per second",
+    "error_rate": "failed / all requests that started in the measured window (warmup excluded); Wilson 95% CI",
+    "percentiles": "linear interpolation (numpy default); CIs are 95% percentile-bootstrap intervals",
+    "null": "null means no data, or, for a percentile, that failures (+inf) reach it (see n_failed)",
+}
+
+
+def clean(value: Any) -> Any:
+    """Recursively convert to JSON-safe Python values (NaN/inf → None, numpy → builtins)."""
+    if isinstance(value, dict):
+        return {str(k): clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean(v) for v in value]
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        number = float(value)
+        return number if math.isfinite(number) else None
+    if isinstance(value, np.ndarray):
+        return clean(value.tolist())
+    return value
+
+
+def _round(value: float | None, digits: int = 3) -> float | None:
+    if value is None or not math.isfinite(value):
+        return value
+    return round(float(value), digits)
+
+
+def stats_dict(stats: Stats) -> dict[str, Any]:
+    out: dict[str, Any] = {p: _round(stats.percentile(p)) for p in REPORTED}
+    out.update(
+        mean=_round(stats.mean),
+        max=_round(stats.max),
+        n=stats.n,
+        n_failed=stats.n_failed,
+        ci={p: [_round(lo), _round(hi)] for p, (lo, hi) in stats.ci.items()},
+    )
+    return out
+
+
+def check_dict(check: Check) -> dict[str, Any]:
+    digits = 6 if check.percentile is None else 3
+    return {
+        "name": check.name,
+        "value": _round(check.value, digits),
+        "ci": [_round(check.ci[0], digits), _round(check.ci[1], digits)],
+        "limit": check.limit,
+        "verdict": check.verdict,
+        "n": check.n,
+        "low_n": check.low_n,
+        "ratio": _round(check.ratio, 4),
+        "unbounded": math.isinf(check.value),  # value is null because failures reach the percentile
+    }
+
+
+def level_dict(level: LevelResult) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "concurrency": level.concurrency,
+        "index": level.index,
+        "refine": level.refine,
+        "status": level.status,
+        "passed": level.passed,
+        "client_saturated": level.client_saturated,
+        "client": level.client,
+        "window": {
+            "start_wall": level.start_wall,
+            "measured_from_wall": level.window_start,
+            "end_wall": level.end_wall,
+            "seconds": _round(level.window_s),
+        },
+        "requests": level.requests,
+        "errors": level.errors,
+        "error_rate": _round(level.error_rate, 6),
+        "error_rate_ci": [_round(level.error_rate_ci[0], 6), _round(level.error_rate_ci[1], 6)],
+        "errors_by_kind": level.errors_by_kind,
+        "completed": level.completed,
+        "complete": level.complete,
+        "spillover": level.spillover,
+    }
+    for key in LATENCY_KEYS:
+        out[key] = stats_dict(level.metric(key))
+    out.update(
+        requests_per_s=_round(level.requests_per_s, 4),
+        output_tokens_per_s=_round(level.output_tokens_per_s, 2),
+        goodput_rps=_round(level.goodput_rps, 4),
+        checks=[check_dict(c) for c in level.checks],
+    )
+    return out
+
+
+def capacity_dict(cap: Capacity) -> dict[str, Any]:
+    return {
+        "concurrency": cap.concurrency,
+        "verdict": cap.verdict,
+        "message": cap.message,
+        "first_failing": cap.first_failing,
+        "binding": cap.binding,
+        "binding_value": _round(cap.binding_value, 6),
+        "binding_unbounded": cap.binding_value is not None and math.isinf(cap.binding_value),
+        "binding_limit": cap.binding_limit,
+        "binding_ratio": _round(cap.binding_ratio, 4),
+        "requests_per_s": _round(cap.requests_per_s, 4),
+        "output_tokens_per_s": _round(cap.output_tokens_per_s, 2),
+        "goodput_rps": _round(cap.goodput_rps, 4),
+        "certain_concurrency": cap.certain_concurrency,
+        "max_tested": cap.max_tested,
+        "uncertain_levels": cap.uncertain_levels,
+        "saturated_levels": cap.saturated_levels,
+    }
+
+
+def _iso(wall: Any) -> str | None:
+    try:
+        return datetime.fromtimestamp(float(wall), tz=timezone.utc).isoformat(timespec="seconds")
+    except (TypeError, ValueError, OverflowError, OSError):
+        return None
+
+
+def summary_dict(analysis: Analysis) -> dict[str, Any]:
+    """The summary as plain JSON-safe data."""
+    run = analysis.run
+    sources = analysis.token_source
+    out = {
+        "format": FORMAT,
+        "name": analysis.name,
+        "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "tool_version": __version__,
+        "target": analysis.target,
+        "slo": analysis.slo.to_dict(),
+        "capacity": capacity_dict(analysis.capacity),
+        "levels": [level_dict(lv) for lv in sorted(analysis.levels, key=lambda lv: lv.concurrency)],
+        "token_source": {
+            "primary": max(sources, key=sources.__getitem__) if sources else None,
+            "requests": sources,
+        },
+        "itl_unit": analysis.itl_unit,
+        "warnings": list(analysis.warnings),
+        "run": {
+            "started_at": _iso(run.get("started_wall")),
+            "started_wall": run.get("started_wall"),
+            "ended_wall": run.get("ended_wall"),
+            "complete": run.get("complete"),
+            "warmup_s": analysis.warmup_s,
+            "workers": run.get("workers"),
+            "workers_lost": run.get("workers_lost"),
+            "tool_version": run.get("tool_version"),
+            "locust": run.get("locust"),
+        },
+        "definitions": DEFINITIONS,
+    }
+    return clean(out)
+
+
+def dumps(analysis: Analysis) -> str:
+    return json.dumps(summary_dict(analysis), indent=2, allow_nan=False, ensure_ascii=False)
+
+
+def write_summary(run_dir: Path | str, analysis: Analysis) -> Path:
+    """Write ``summary.json`` atomically into the run folder."""
+    path = Path(run_dir) / SUMMARY_JSON
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(dumps(analysis) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
