@@ -24,6 +24,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+import numpy as np
 import pandas as pd
 
 from loadtest.analysis.bootstrap import DEFAULT_RESAMPLES
@@ -83,10 +84,13 @@ def analyze(
     frame = request_frame(requests, windows, chunks, slo)
 
     start = frame["start_wall"].to_numpy(dtype=float)
+    ok = frame["ok"].to_numpy()
     positions = chunk_positions(chunks, start, windows)
-    tokens = tokens_per_window(chunks, positions, numeric(requests, "completion_tokens"), len(windows))
+    reported = numeric(requests, "completion_tokens")
+    reported = np.where(ok & (reported > 0), reported, np.nan)  # final counts exist for successes only
+    tokens = tokens_per_window(chunks, positions, reported, len(windows))
     itl, itl_pos = itl_samples(
-        chunks, positions, start, frame["e2e_ms"].to_numpy(dtype=float), ~frame["ok"].to_numpy(), windows
+        chunks, positions, start, frame["e2e_ms"].to_numpy(dtype=float), frame["failed"].to_numpy(), windows
     )
     del chunks, positions  # the flattened chunk arrays are the bulk of the memory
     itl_groups = group_by_position(itl, itl_pos, len(windows))
@@ -100,7 +104,8 @@ def analyze(
 
     warnings += run_caveats(run, frame)
     warnings += level_caveats(levels, slo, min_complete)
-    sources = frame["token_source"].value_counts(dropna=True) if len(frame) else pd.Series(dtype=int)
+    # only successful requests carry final token counts
+    sources = frame.loc[frame["ok"], "token_source"].value_counts(dropna=True) if len(frame) else {}
 
     return Analysis(
         name=str(run.get("name") or (run.get("scenario") or {}).get("name") or ""),

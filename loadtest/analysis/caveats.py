@@ -42,9 +42,13 @@ def level_caveats(levels: Sequence[LevelResult], slo: SloSpec, min_complete: int
             f"levels are too short for the output length: fewer than {min_complete} requests started and "
             f"finished inside the measured window at concurrency {detail}; e2e and TPOT there are unreliable"
         )
-    spill = [lv for lv in levels if lv.requests and lv.spillover / lv.requests > SPILLOVER_SHARE]
+    def spill_share(lv: LevelResult) -> float:
+        started = lv.requests + lv.cancelled
+        return lv.spillover / started if started else 0.0
+
+    spill = [lv for lv in levels if spill_share(lv) > SPILLOVER_SHARE]
     if spill:
-        detail = ", ".join(f"{lv.concurrency} ({lv.spillover / lv.requests:.0%})" for lv in spill)
+        detail = ", ".join(f"{lv.concurrency} ({spill_share(lv):.0%})" for lv in spill)
         out.append(
             f"many requests outlived their level (spillover) at concurrency {detail}: e2e and TPOT only count "
             "requests that finished inside the window, which favours short requests; lengthen the levels"
@@ -92,10 +96,11 @@ def run_caveats(run: Mapping[str, Any], frame: pd.DataFrame) -> list[str]:
         orphans = int((frame["pos"] < 0).sum())
         if orphans:
             out.append(f"{orphans} requests name a level that run.json does not know; they were ignored")
-        sources = frame["token_source"].value_counts(dropna=True)
+        ok = frame[frame["ok"]]
+        sources = ok["token_source"].value_counts(dropna=True)
         if "chunks" in sources.index:
             out.append(
-                f"{int(sources['chunks'])} of {len(frame)} requests have token counts estimated as one per chunk "
-                "(the server reported no usage): TPOT and tokens/s may be off"
+                f"{int(sources['chunks'])} of {len(ok)} successful requests have token counts estimated as one "
+                "per chunk (the server reported no usage): TPOT and tokens/s may be off"
             )
     return out

@@ -135,13 +135,14 @@ def tokens_per_window(
     level with the tokens it actually streamed there. When the server reported
     a completion-token count that differs from the chunk-token sum (``usage``
     counts vs. one-per-chunk estimates), each chunk is scaled so the request's
-    total matches the reported count.
+    total matches the reported count. Pass NaN (or 0) where no final count is
+    known (failed or cancelled requests): their chunks count as streamed.
     """
     if n_windows == 0:
         return np.zeros(0)
     sums = chunks.token_sums
     with np.errstate(divide="ignore", invalid="ignore"):
-        scale = np.where((sums > 0) & np.isfinite(completion_tokens), completion_tokens / sums, 1.0)
+        scale = np.where((sums > 0) & (completion_tokens > 0), completion_tokens / sums, 1.0)
     inside = positions >= 0
     if np.all(scale == 1.0):
         weights = None if not chunks.multi_token else chunks.tokens[inside]

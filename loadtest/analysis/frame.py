@@ -16,6 +16,12 @@ vectorized column at a time:
   a request that missed every limit). A failure that did produce a first
   token keeps its real TTFT; it gets +inf for e2e and TPOT;
 * ``good``: completed successfully and met every per-request limit (goodput).
+
+A request with error kind ``cancelled`` was ended by the harness (users
+stopped at a level change or at the end of the run), not by the server. It is
+*censored*, not failed: it counts in no error rate and adds no +inf sample;
+what it did observe (a TTFT, chunk gaps) is kept, and it is flagged
+``spillover`` since a level boundary cut it.
 """
 
 from __future__ import annotations
@@ -30,6 +36,9 @@ from loadtest.analysis.columns import boolean, numeric, text
 from loadtest.analysis.slo import SloSpec
 from loadtest.analysis.windows import LevelWindow, locate, position_by_index
 
+#: Error kind of a request the harness itself ended (see module doc).
+CANCELLED = "cancelled"
+
 
 def request_frame(
     requests: pd.DataFrame, windows: Sequence[LevelWindow], chunks: Chunks, slo: SloSpec
@@ -41,7 +50,9 @@ def request_frame(
     ttft = numeric(requests, "ttft_ms")
     ttfb = numeric(requests, "ttfb_ms")
     ok = boolean(requests, "ok")
-    failed = ~ok
+    kinds = text(requests, "error_kind")
+    cancelled = ~ok & (kinds == CANCELLED)
+    failed = ~ok & ~cancelled  # the server's failures only
     warmup = boolean(requests, "warmup")
     end = start + e2e / 1000.0
 
@@ -54,8 +65,8 @@ def request_frame(
     w_start = np.array([w.window_start for w in windows] + [np.nan])[pos]
     w_end = np.array([w.end_wall for w in windows] + [np.nan])[pos]
     measured = (pos >= 0) & ~warmup & (start >= w_start) & (start < w_end)
-    spillover = (pos >= 0) & (end > w_end)
-    complete = measured & (end <= w_end)
+    spillover = (pos >= 0) & ((end > w_end) | cancelled)
+    complete = measured & (end <= w_end) & ~cancelled
 
     tokens = numeric(requests, "completion_tokens")
     tokens = np.where(np.isnan(tokens), chunks.token_sums, tokens)
@@ -76,7 +87,9 @@ def request_frame(
             "end_wall": end,
             "end_pos": locate(end, windows),
             "ok": ok,
-            "error_kind": text(requests, "error_kind"),
+            "failed": failed,
+            "cancelled": cancelled,
+            "error_kind": kinds,
             "error": text(requests, "error"),
             "token_source": text(requests, "token_source"),
             "warmup": warmup,

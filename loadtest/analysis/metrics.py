@@ -13,7 +13,8 @@ Rates are per second of *measured window* (``end_wall − window_start``):
 * ``goodput_rps``: the subset of ``requests_per_s`` that met every
   per-request limit (see :func:`frame._meets_limits`);
 * ``error_rate``: failed / all requests that *started* in the window (not in
-  warmup), with a Wilson 95% interval.
+  warmup), with a Wilson 95% interval. Requests the harness cancelled (users
+  stopped at a level change) are in neither count.
 """
 
 from __future__ import annotations
@@ -117,6 +118,8 @@ def level_results(
     end_pos = frame["end_pos"].to_numpy()
     measured = frame["measured"].to_numpy()
     ok = frame["ok"].to_numpy()
+    failed = frame["failed"].to_numpy()
+    cancelled = frame["cancelled"].to_numpy()
     good = frame["good"].to_numpy()
     spill = frame["spillover"].to_numpy()
     complete = frame["complete"].to_numpy()
@@ -125,9 +128,10 @@ def level_results(
 
     results: list[LevelResult] = []
     for p, window in enumerate(windows):
-        mine = measured & (pos == p)
+        here = measured & (pos == p)
+        mine = here & ~cancelled  # harness-cancelled requests are censored, not counted
         started = int(mine.sum())
-        failed_here = mine & ~ok
+        failed_here = mine & failed
         errors = int(failed_here.sum())
         by_kind = pd.Series(kinds[failed_here]).fillna("unknown").value_counts()
         ended_ok = ok & (end_pos == p)
@@ -161,7 +165,8 @@ def level_results(
                 errors_by_kind={str(k): int(v) for k, v in by_kind.items()},
                 completed=int(ended_ok.sum()),
                 complete=int((complete & (pos == p)).sum()),
-                spillover=int((spill & (pos == p)).sum()),
+                spillover=int((spill & here).sum()),
+                cancelled=int((here & cancelled).sum()),
                 requests_per_s=_rate(float(ended_ok.sum()), duration),
                 output_tokens_per_s=_rate(float(tokens_in_window[p]) if p < len(tokens_in_window) else 0.0, duration),
                 goodput_rps=_rate(float((ended_ok & good).sum()), duration),

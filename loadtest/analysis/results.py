@@ -89,7 +89,8 @@ class LevelResult:
     errors_by_kind: dict[str, int]
     completed: int  # succeeded and ended inside the window (throughput numerator)
     complete: int  # started and ended inside the window (e2e/TPOT sample)
-    spillover: int  # started here, ended after the level ended
+    spillover: int  # started in the window, ended after the level ended (or was cancelled at its end)
+    cancelled: int  # started in the window, cut by the harness; excluded from requests/errors
     ttft_ms: Stats
     itl_ms: Stats
     tpot_ms: Stats
@@ -150,7 +151,7 @@ class Analysis:
     levels: list[LevelResult]  # sorted by concurrency
     capacity: Capacity
     warnings: list[str]
-    token_source: dict[str, int]  # requests per token-count source
+    token_source: dict[str, int]  # successful requests per token-count source
     warmup_s: float
     run: dict[str, Any]  # run.json as read
     #: Per-request derived frame (see :mod:`loadtest.analysis.frame`), no list columns.

@@ -63,30 +63,30 @@ def bulk_requests(
     chunk_ms = np.cumsum(gaps, axis=1)
     e2e = chunk_ms[:, -1] + 1.0
     offsets = pa.array(np.arange(0, n * m + 1, m, dtype=np.int32))
-    table = pa.table(
-        {
-            "request_id": pa.array([f"local-{i}" for i in range(n)]),
-            "worker": pa.array(np.full(n, "local", dtype=object)),
-            "user": pa.array(np.arange(n) % 64, type=pa.int32()),
-            "level": pa.array(np.array([lv["concurrency"] for lv in levels])[level_of], type=pa.int32()),
-            "level_index": pa.array(level_of, type=pa.int32()),
-            "warmup": pa.array(np.zeros(n, dtype=bool)),
-            "start_wall": pa.array(start_wall),
-            "ttfb_ms": pa.array(ttft * 0.9),
-            "ttft_ms": pa.array(ttft),
-            "e2e_ms": pa.array(e2e),
-            "chunk_ms": pa.ListArray.from_arrays(offsets, pa.array(chunk_ms.ravel())),
-            "chunk_tokens": pa.ListArray.from_arrays(offsets, pa.array(np.ones(n * m, dtype=np.int32))),
-            "prompt_tokens": pa.array(np.full(n, 128, dtype=np.int32)),
-            "completion_tokens": pa.array(np.full(n, m, dtype=np.int32)),
-            "token_source": pa.array(np.full(n, "usage", dtype=object)),
-            "status": pa.array(np.full(n, 200, dtype=np.int32)),
-            "ok": pa.array(np.ones(n, dtype=bool)),
-            "error_kind": pa.nulls(n, pa.string()),
-            "error": pa.nulls(n, pa.string()),
-        }
-    )
-    return table.cast(SCHEMA).to_pandas()
+    columns = {
+        "request_id": pa.array([f"local-{i}" for i in range(n)]),
+        "worker": pa.array(np.full(n, "local", dtype=object)),
+        "user": pa.array(np.arange(n) % 64, type=pa.int32()),
+        "level": pa.array(np.array([lv["concurrency"] for lv in levels])[level_of], type=pa.int32()),
+        "level_index": pa.array(level_of, type=pa.int32()),
+        "warmup": pa.array(np.zeros(n, dtype=bool)),
+        "start_wall": pa.array(start_wall),
+        "ttfb_ms": pa.array(ttft * 0.9),
+        "ttft_ms": pa.array(ttft),
+        "e2e_ms": pa.array(e2e),
+        "chunk_ms": pa.ListArray.from_arrays(offsets, pa.array(chunk_ms.ravel())),
+        "chunk_tokens": pa.ListArray.from_arrays(offsets, pa.array(np.ones(n * m, dtype=np.int32))),
+        "prompt_tokens": pa.array(np.full(n, 128, dtype=np.int32)),
+        "completion_tokens": pa.array(np.full(n, m, dtype=np.int32)),
+        "token_source": pa.array(np.full(n, "usage", dtype=object)),
+        "status": pa.array(np.full(n, 200, dtype=np.int32)),
+        "ok": pa.array(np.ones(n, dtype=bool)),
+        "error_kind": pa.nulls(n, pa.string()),
+        "error": pa.nulls(n, pa.string()),
+    }
+    # columns this generator does not model (e.g. added to the schema later) are null
+    arrays = [columns.get(f.name, pa.nulls(n, f.type)) for f in SCHEMA]
+    return pa.Table.from_arrays(arrays, schema=SCHEMA).to_pandas()
 
 
 # -- small, exact runs built from record dicts ------------------------------------------------

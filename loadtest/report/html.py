@@ -258,9 +258,9 @@ def timeline_figure(analysis: Analysis) -> go.Figure:
             if len(edges) < 2:
                 edges = np.array([lo, lo + width])
             centres = (edges[:-1] + edges[1:]) / 2
-            ok = frame["ok"].to_numpy(dtype=bool)
+            failed = frame["failed"].to_numpy(dtype=bool)
             total, _ = np.histogram(start[valid], bins=edges)
-            errors, _ = np.histogram(start[valid & ~ok], bins=edges)
+            errors, _ = np.histogram(start[valid & failed], bins=edges)
             fig.add_trace(go.Scatter(x=np.round(centres, 2), y=total / width, name="requests/s (by start)",
                                      mode="lines", line=dict(color="#2f81f7")), secondary_y=False)
             fig.add_trace(go.Bar(x=np.round(centres, 2), y=errors / width, name="errors/s", marker_color="#cf222e",
@@ -434,8 +434,15 @@ def _num(value: float, fmt: str) -> str:
 
 def _errors_section(analysis: Analysis) -> str:
     kinds = sorted({k for lv in analysis.levels for k in lv.errors_by_kind})
+    cancelled = sum(lv.cancelled for lv in analysis.levels)
+    note = (
+        f"<p class='dim'>{cancelled} requests were cancelled by the harness when users stopped at a level change "
+        "or at the end of the run; they are not errors and are not counted in any rate.</p>"
+        if cancelled
+        else ""
+    )
     if not kinds:
-        return "<p>No failed request in any measured window.</p>"
+        return "<p>No failed request in any measured window.</p>" + note
     head = "<tr><th>users</th><th>requests</th><th>errors</th>" + "".join(f"<th>{_e(k)}</th>" for k in kinds) + "</tr>"
     rows = [
         f"<tr><td class='num'>{lv.concurrency}</td><td class='num'>{lv.requests}</td><td class='num'>{lv.errors}</td>"
@@ -446,7 +453,7 @@ def _errors_section(analysis: Analysis) -> str:
     messages = ""
     frame = analysis.requests
     if len(frame) and "error" in frame:
-        failed = frame[~frame["ok"]]
+        failed = frame[frame["failed"]]
         if len(failed):
             top = (
                 failed.assign(kind=failed["error_kind"].fillna("unknown"), msg=failed["error"].fillna(""))
@@ -463,7 +470,7 @@ def _errors_section(analysis: Analysis) -> str:
                 "<h3>Most frequent error messages (whole run)</h3><table class='grid'>"
                 "<tr><th>kind</th><th>count</th><th>message</th></tr>" + items + "</table>"
             )
-    return f"<table class='grid'>{head}{''.join(rows)}</table>{messages}"
+    return f"<table class='grid'>{head}{''.join(rows)}</table>{note}{messages}"
 
 
 def _warnings_section(analysis: Analysis) -> str:

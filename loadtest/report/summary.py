@@ -49,6 +49,9 @@ DEFINITIONS = {
     "goodput_rps": "successful requests that ended in the window and met every per-request limit "
     "(ttft <= tightest TTFT limit, tpot <= tightest ITL/TPOT limit, e2e <= tightest e2e limit), per second",
     "error_rate": "failed / all requests that started in the measured window (warmup excluded); Wilson 95% CI",
+    "cancelled": "requests the harness ended (users stopped at a level change or the end of the run): "
+    "not errors, no +inf samples; counted as spillover",
+    "token_source": "token-count source per successful request (usage, continuous_usage, or one per chunk)",
     "percentiles": "linear interpolation (numpy default); CIs are 95% percentile-bootstrap intervals",
     "null": "null means no data, or, for a percentile, that failures (+inf) reach it (see n_failed)",
 }
@@ -128,6 +131,7 @@ def level_dict(level: LevelResult) -> dict[str, Any]:
         "completed": level.completed,
         "complete": level.complete,
         "spillover": level.spillover,
+        "cancelled": level.cancelled,
     }
     for key in LATENCY_KEYS:
         out[key] = stats_dict(level.metric(key))

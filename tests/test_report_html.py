@@ -1,0 +1,43 @@
+"""report.html is one offline file that names the capacity; the terminal table prints."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from loadtest.analysis import SloSpec, analyze, analyze_run
+from loadtest.analysis.synthetic import level_plan, run_dict, to_frame, write_sample_run
+from loadtest.report import print_summary, write_reports
+
+
+def test_report_html_is_self_contained_and_names_the_capacity(tmp_path):
+    run_dir = write_sample_run(tmp_path)
+    analysis = analyze_run(run_dir)
+    path = write_reports(run_dir, analysis)["html"]
+    html = path.read_text(encoding="utf-8")
+    assert html.startswith("<!DOCTYPE html>")
+    assert "<script src=\"http" not in html and "<script src='http" not in html
+    assert "cdn.plot.ly" not in html.split("</head>")[1]
+    assert "Plotly.newPlot" in html and "plotly.js" in html  # library inlined, figures drawn with it
+    assert "Capacity: 4 concurrent users" in html
+    assert analysis.capacity.message.split(";")[0] in html
+    assert "ttft_ms.p95" in html and "mock-model" in html
+    assert path.stat().st_size < 8_000_000
+
+
+def test_report_html_without_data_does_not_crash(tmp_path):
+    analysis = analyze(to_frame([]), run_dict(level_plan([1, 2], 10.0)), SloSpec.from_dict({"itl_ms": {"p95": 5}}))
+    html = write_reports(tmp_path, analysis)["html"].read_text()
+    assert "Capacity: unknown" in html
+
+
+def test_terminal_summary_states_the_capacity(tmp_path):
+    analysis = analyze_run(write_sample_run(tmp_path))
+    console = Console(file=io.StringIO(), width=140, record=True, color_system=None)
+    print_summary(analysis, console)
+    text = console.export_text()
+    assert "This endpoint holds 4 concurrent users" in text
+    for header in ("users", "TTFT p95", "ITL p95", "TPOT p95", "tok/s", "good/s", "verdict"):
+        assert header in text
+    assert "fail" in text and "pass" in text
