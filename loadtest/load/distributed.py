@@ -33,7 +33,7 @@ from loadtest.errors import LoadtestError
 from loadtest.load.levels import LevelClock, LevelSpan
 from loadtest.load.monitor import SelfMonitor, merge_worker_health
 from loadtest.load.recorder import Recorder
-from loadtest.load.session import LoadSession, freeze_heap, library_options
+from loadtest.load.session import LoadSession, tune_interpreter, library_options
 from loadtest.load.user import UserSettings, make_user_class
 from loadtest.scenario import Scenario
 
@@ -180,7 +180,7 @@ def run_worker(scenario: Scenario, master_host: str, master_port: int) -> int:
     runner.register_message(MSG_LEVEL, on_level)
     env.events.test_stop.add_listener(on_test_stop)
     runner.send_message(MSG_HELLO, {})
-    freeze_heap()
+    tune_interpreter()
     recorder.start()
     monitor.start()
     try:

@@ -51,14 +51,15 @@ class LiveView:
         table = Table(title="loadtest run (live)", box=None)
         for col in ("level", "users", "requests", "errors", "TTFT p95 ms", "ITL p95 ms"):
             table.add_column(col, justify="right")
-        for index, p in sorted(self.progress.levels.items()):
+        for index, p in self.progress.snapshot():
             ttft, itl = p.p95()
             table.add_row(str(index + 1), str(p.concurrency), str(p.requests), str(p.errors), _fmt(ttft), _fmt(itl))
         return table
 
     def level_ended(self, index: int) -> None:
-        if self._live is None and index in self.progress.levels:
-            self.console.print(progress_line(index, self.progress.levels[index]), highlight=False)
+        levels = dict(self.progress.snapshot())
+        if self._live is None and index in levels:
+            self.console.print(progress_line(index, levels[index]), highlight=False)
 
     def stop(self) -> None:
         if self._greenlet is not None:

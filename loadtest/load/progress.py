@@ -1,34 +1,33 @@
 """Running figures for the live view, updated from each flushed batch of records.
 
 The same code serves a local run (batches from our own recorder) and a master
-(batches from workers), and it works on Arrow columns, so the per-request hot
-path never pays for the live view.
+(batches from workers). It runs in the sink's background thread, works on
+whole Arrow columns with numpy, and keeps only a bounded sample per level.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 
-def list_gaps(column: pa.ChunkedArray | pa.ListArray) -> np.ndarray:
-    """Differences between consecutive values inside each list (never across lists)."""
-    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+def list_gaps(arr: pa.ListArray) -> tuple[np.ndarray, np.ndarray]:
+    """Differences between consecutive values inside each list, and each gap's row."""
     if len(arr) == 0:
-        return np.zeros(0)
+        return np.zeros(0), np.zeros(0, dtype=np.int64)
     offsets = arr.offsets.to_numpy()
     values = arr.values.to_numpy(zero_copy_only=False)[offsets[0] : offsets[-1]]
     offsets = offsets - offsets[0]
+    lengths = np.diff(offsets)
+    rows = np.repeat(np.arange(len(lengths)), lengths)
     if len(values) < 2:
-        return np.zeros(0)
+        return np.zeros(0), np.zeros(0, dtype=np.int64)
     gaps = np.diff(values)
-    starts = offsets[1:-1]  # index in values where a new list begins
-    keep = np.ones(len(gaps), dtype=bool)
-    keep[starts[(starts > 0) & (starts <= len(gaps))] - 1] = False
-    return gaps[keep]
+    same_row = rows[1:] == rows[:-1]
+    return gaps[same_row], rows[1:][same_row]
 
 
 class LevelProgress:
@@ -44,9 +43,12 @@ class LevelProgress:
         self.itl: deque[float] = deque(maxlen=keep)
 
     def p95(self) -> tuple[float | None, float | None]:
-        ttft = float(np.percentile(np.fromiter(self.ttft, float), 95)) if self.ttft else None
-        itl = float(np.percentile(np.fromiter(self.itl, float), 95)) if self.itl else None
-        return ttft, itl
+        ttft = list(self.ttft)
+        itl = list(self.itl)
+        return (
+            float(np.percentile(ttft, 95)) if ttft else None,
+            float(np.percentile(itl, 95)) if itl else None,
+        )
 
 
 class RunProgress:
@@ -55,20 +57,34 @@ class RunProgress:
     def __init__(self) -> None:
         self.levels: dict[int, LevelProgress] = {}
         self.total = 0
+        self._lock = threading.Lock()
+
+    def snapshot(self) -> list[tuple[int, LevelProgress]]:
+        with self._lock:
+            return sorted(self.levels.items())
 
     def update(self, table: pa.Table) -> None:
-        self.total += table.num_rows
-        indexes = table["level_index"].to_numpy()
-        for index in np.unique(indexes):
-            rows = table.filter(pc.equal(table["level_index"], pa.scalar(int(index), pa.int32())))
-            level = int(rows["level"][0].as_py())
-            p = self.levels.get(int(index))
-            if p is None:
-                p = self.levels[int(index)] = LevelProgress(level)
-            cancelled = pc.fill_null(pc.equal(rows["error_kind"], "cancelled"), False)
-            p.requests += rows.num_rows - pc.sum(cancelled).as_py() if rows.num_rows else 0
-            p.errors += pc.sum(pc.and_(pc.invert(rows["ok"]), pc.invert(cancelled))).as_py() or 0
-            measured = rows.filter(pc.invert(rows["warmup"]))
-            ttft = measured["ttft_ms"].to_numpy(zero_copy_only=False)
-            p.ttft.extend(ttft[np.isfinite(ttft)].tolist())
-            p.itl.extend(list_gaps(measured["chunk_ms"]).tolist())
+        n = table.num_rows
+        if n == 0:
+            return
+        index = table["level_index"].to_numpy()
+        level = table["level"].to_numpy()
+        kinds = table["error_kind"].to_numpy(zero_copy_only=False)
+        ok = table["ok"].to_numpy(zero_copy_only=False)
+        warmup = table["warmup"].to_numpy(zero_copy_only=False)
+        ttft = table["ttft_ms"].to_numpy(zero_copy_only=False).astype(float)
+        cancelled = kinds == "cancelled"
+        gaps, gap_rows = list_gaps(table["chunk_ms"].combine_chunks())
+        with self._lock:
+            self.total += n
+            for i in np.unique(index):
+                rows = index == i
+                p = self.levels.get(int(i))
+                if p is None:
+                    p = self.levels[int(i)] = LevelProgress(int(level[rows][0]))
+                p.requests += int(np.sum(rows & ~cancelled))
+                p.errors += int(np.sum(rows & ~ok & ~cancelled))
+                measured = rows & ~warmup
+                values = ttft[measured]
+                p.ttft.extend(values[np.isfinite(values)].tolist())
+                p.itl.extend(gaps[measured[gap_rows]].tolist())

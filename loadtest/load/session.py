@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -27,15 +28,22 @@ from loadtest.load.shape import SteppedShape
 from loadtest.load.user import UserSettings, make_user_class
 from loadtest.scenario import Scenario
 
-def freeze_heap() -> None:
-    """Move everything allocated during set-up out of the garbage collector's sight.
+#: How long a background thread may hold the GIL before the event loop gets it.
+SWITCH_INTERVAL_S = 0.0005
 
-    Imports (pandas, pyarrow, locust) leave hundreds of thousands of objects; a
-    full collection walking them pauses the event loop for tens of ms, which
-    shows up as a false inter-chunk gap. Frozen objects are never scanned.
+
+def tune_interpreter() -> None:
+    """Keep the interpreter from delaying the event loop that stamps chunks.
+
+    - Imports (pandas, pyarrow, locust) leave hundreds of thousands of objects;
+      a full collection walking them pauses the loop for tens of ms, which shows
+      up as a false inter-chunk gap. ``gc.freeze()`` hides them from the collector.
+    - The record sink works in a background thread; with CPython's default
+      5 ms switch interval it could keep the loop waiting for the GIL for 5 ms.
     """
     gc.collect()
     gc.freeze()
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
 
 
 LevelChange = Callable[[LevelSpan | None, LevelSpan | None], None]
@@ -70,7 +78,7 @@ class LoadSession:
         user_class = make_user_class(self.scenario, self.clock, self.recorder, self.settings)
         self.env = Environment(user_classes=[user_class], host=self.scenario.target.base_url, parsed_options=library_options())
         self.runner = self.create_runner()
-        freeze_heap()
+        tune_interpreter()
 
     def create_runner(self) -> Runner:
         return self.env.create_local_runner()

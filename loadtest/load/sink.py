@@ -1,17 +1,19 @@
 """Where flushed batches go on the process that owns the run folder.
 
 A local run and a master both receive encoded batches (from their own
-recorder, or from workers), decode them once, update the live progress, and
-write them as Parquet part files in a one-thread pool: an fsync must not stall
-the event loop that is timestamping chunks, and one thread keeps the part files
-in order.
+recorder, or from workers). Decoding them, updating the live progress and
+writing the Parquet part file all happen in one background thread: on a local
+run the event loop is timestamping chunks, and even a few milliseconds of
+Arrow work per flush would show up as a late chunk. One thread also keeps the
+part files in order. (The interpreter's switch interval is lowered at session
+start, see :func:`loadtest.load.session.tune_interpreter`, so this thread
+cannot hold the GIL for long.)
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import gevent
 import gevent.event
 from gevent.threadpool import ThreadPool
 
@@ -21,24 +23,25 @@ from loadtest.records import RequestWriter
 
 
 class RunSink:
-    """Decode, count, and write batches of records."""
+    """Decode, count, and write batches of records, off the event loop."""
 
     def __init__(self, writer: RequestWriter, progress: RunProgress) -> None:
         self.writer = writer
         self.progress = progress
         self._pool = ThreadPool(1)
         self._pending: list[gevent.event.AsyncResult] = []
-        self.received = 0
 
     def __call__(self, batch: dict[str, Any]) -> None:
-        table = decode_table(batch)
-        self.received += table.num_rows
-        self.progress.update(table)
         self._pending = [w for w in self._pending if not w.ready()]
-        self._pending.append(self._pool.spawn(self.writer.write, table))
+        self._pending.append(self._pool.spawn(self._store, batch))
+
+    def _store(self, batch: dict[str, Any]) -> None:
+        table = decode_table(batch)
+        self.progress.update(table)
+        self.writer.write(table)
 
     def drain(self) -> None:
-        """Wait until every batch handed over so far is on disk."""
+        """Wait until every batch handed over so far is on disk (re-raising a failed write)."""
         for write in self._pending:
             write.get()
         self._pending.clear()

@@ -1,0 +1,136 @@
+"""CPU cost per chunk of the client path, in isolation, and the chunks/s one process sustains.
+
+A subprocess replays prepared SSE bytes (benchmarks/_sse_server.py), so only
+the client's CPU is counted (``time.process_time`` of this process). Two paths:
+
+- ``loadtest``: our StreamingClient (one recv, one timestamp, C de-chunking,
+  our SSE parser, orjson, array appends);
+- ``naive``: what a straightforward Locust user does: geventhttpclient's
+  ``readline`` per line, ``json.loads`` of every chunk, a Python list of dicts.
+
+Paced mode (one event per read, as a real server sends them) gives the cost
+per chunk including the greenlet wake-up; burst mode (the whole response at
+once) gives the most chunks/s that one process can parse.
+
+    python benchmarks/bench_client_cpu.py [--seconds 5] [--streams 50] [--chunks 100]
+"""
+
+from __future__ import annotations
+
+import gevent.monkey
+
+gevent.monkey.patch_all()
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import gevent  # noqa: E402
+from geventhttpclient import HTTPClient  # noqa: E402
+
+from loadtest.client.stream import StreamingClient  # noqa: E402
+from loadtest.client.wire import build_body  # noqa: E402
+from loadtest.load.session import tune_interpreter  # noqa: E402
+
+SERVER = Path(__file__).with_name("_sse_server.py")
+BODY = build_body("chat", "m", "hello " * 8, 100)
+
+
+def start_server(chunks: int, interval_ms: float) -> tuple[subprocess.Popen, int]:
+    proc = subprocess.Popen(
+        [sys.executable, str(SERVER), "--chunks", str(chunks), "--interval-ms", str(interval_ms)],
+        stdout=subprocess.PIPE, text=True,
+    )
+    port = int(proc.stdout.readline())
+    return proc, port
+
+
+def loadtest_path(port: int, stop_at: float, counts: list[int]) -> None:
+    client = StreamingClient(f"http://127.0.0.1:{port}/v1", "chat", timeout_s=30)
+    while time.monotonic() < stop_at:
+        rec = client.send(BODY)
+        if not rec.ok:
+            raise RuntimeError(rec.error)
+        counts.append(len(rec.chunk_ms))
+    client.close()
+
+
+def naive_path(port: int, stop_at: float, counts: list[int]) -> None:
+    http = HTTPClient("127.0.0.1", port, concurrency=1, network_timeout=30)
+    headers = {"Content-Type": "application/json", "Accept-Encoding": "identity"}
+    while time.monotonic() < stop_at:
+        resp = http.request("POST", "/v1/chat/completions", body=BODY, headers=headers)
+        chunks = []
+        while True:
+            line = resp.readline(b"\n")
+            if not line:
+                break
+            line = line.strip()
+            if not line.startswith(b"data:"):
+                continue
+            data = line[5:].strip()
+            if data == b"[DONE]":
+                continue
+            obj = json.loads(data)
+            if obj["choices"] and obj["choices"][0]["delta"].get("content"):
+                chunks.append({"t": time.perf_counter(), "obj": obj})
+        resp.release()
+        counts.append(len(chunks))
+    http.close()
+
+
+PATHS = {"loadtest": loadtest_path, "naive": naive_path}
+
+
+def measure(path: str, port: int, streams: int, seconds: float) -> dict:
+    counts: list[int] = []
+    stop_at = time.monotonic() + seconds
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    gevent.joinall([gevent.spawn(PATHS[path], port, stop_at, counts) for _ in range(streams)], raise_error=True)
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    chunks = sum(counts)
+    return {
+        "path": path,
+        "chunks": chunks,
+        "chunks_per_s": chunks / wall,
+        "cpu_us_per_chunk": cpu / chunks * 1e6,
+        "cpu_pct": 100 * cpu / wall,
+    }
+
+
+def run(seconds: float, streams: int, chunks: int) -> list[dict]:
+    tune_interpreter()
+    rows = []
+    for mode, interval in (("paced", 10.0), ("burst", 0.0)):
+        server, port = start_server(chunks, interval)
+        try:
+            for path in PATHS:
+                row = measure(path, port, streams, seconds)
+                row.update(mode=mode, streams=streams)
+                rows.append(row)
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+    return rows
+
+
+def print_rows(rows: list[dict]) -> None:
+    print(f"{'mode':6} {'path':9} {'streams':>7} {'chunks/s':>10} {'CPU µs/chunk':>13} {'CPU %':>6}")
+    for r in rows:
+        print(f"{r['mode']:6} {r['path']:9} {r['streams']:7d} {r['chunks_per_s']:10.0f} {r['cpu_us_per_chunk']:13.1f} {r['cpu_pct']:6.0f}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--streams", type=int, default=50)
+    ap.add_argument("--chunks", type=int, default=100)
+    args = ap.parse_args()
+    print_rows(run(args.seconds, args.streams, args.chunks))
+
+
+if __name__ == "__main__":
+    main()

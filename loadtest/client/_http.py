@@ -1,0 +1,46 @@
+"""The few places where we reach inside geventhttpclient (pinned to 2.x).
+
+We use its connection pool and its C HTTP parser, but read the socket
+ourselves (see :mod:`loadtest.client.reactor`), so we need the response's
+socket and pool, and to hand the socket back when the stream is over. These
+touch private attributes; they are kept here, in one small module, so an
+upgrade that changes them breaks in one place (and ``tests/test_client.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def body_buffer(response: Any) -> bytearray:
+    """The bytes the C parser has already de-chunked and not yet handed out."""
+    return response._body_buffer
+
+
+def detach(response: Any) -> tuple[Any, Any]:
+    """Take the socket and pool from a response, so parsing its end cannot touch them.
+
+    (geventhttpclient returns the socket to its pool from inside the parser's
+    message-complete callback; that must not happen on the reactor thread.)
+    """
+    sock, pool = response._sock, response._pool
+    response._sock = None
+    response._pool = None
+    return sock, pool
+
+
+def give_back(response: Any, sock: Any, pool: Any, reusable: bool) -> None:
+    """Return a keep-alive socket to its pool, or close it if the exchange did not end cleanly."""
+    if sock is None or pool is None:
+        return
+    if reusable and response.message_complete and not response.should_close():
+        pool.return_socket(sock)
+    else:
+        pool.release_socket(sock)
+
+
+def discard(response: Any) -> None:
+    """Close a response's socket (if it still holds one): it cannot be reused."""
+    sock, pool = detach(response)
+    if sock is not None and pool is not None:
+        pool.release_socket(sock)

@@ -1,0 +1,256 @@
+"""One OS thread that reads every plain-HTTP stream of this process.
+
+Why a thread, when Locust users are greenlets: a greenlet that waits for each
+chunk costs a hub wake-up, two ``recv`` calls (one says "would block"), a
+timeout timer and two context switches per chunk, about 20 µs of CPU before a
+byte is parsed; and its timestamp waits for whatever other greenlet is
+running. Here one thread blocks in ``epoll`` over all open streams, stamps
+``perf_counter()`` the moment a read returns, and decodes it on the spot:
+about half the CPU per chunk, and a stamp that never waits behind Locust's
+own work for longer than the interpreter's switch interval (lowered to 0.5 ms
+by :func:`loadtest.load.session.tune_interpreter`).
+
+The user greenlet still sends the request and reads the response head with
+geventhttpclient; for a 200 event stream it hands the socket over with
+:meth:`Reactor.read` and sleeps until the reactor says the stream ended. It
+gets the socket back to return it to the keep-alive pool itself, on the hub's
+thread, since gevent's pool is not thread-safe.
+
+The thread and its epoll are the unpatched originals (Locust monkey-patches
+``threading`` and ``select`` for gevent). It is a daemon: it dies with the
+process.
+
+Every stream that one ``epoll`` call reports ready is stamped with the time
+that call returned: their bytes were all in the kernel by then, so a stamp does
+not depend on where in the batch its stream happened to be read. Health
+figures (how long each batch took, how busy the thread was) feed the
+self-check: a stream whose next bytes arrive while a long batch is still being
+processed is stamped up to one batch late.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from array import array
+from collections import deque
+from typing import Any
+
+import gevent
+import gevent.event
+from gevent import monkey
+from geventhttpclient.response import HTTPParseError
+
+from loadtest.client._http import body_buffer
+from loadtest.client.decode import StreamDecoder
+
+_READ_SIZE = 65536
+_EPOLLIN = 0x001
+_start_thread = monkey.get_original("_thread", "start_new_thread")
+
+
+def _make_poller() -> Any:
+    try:
+        return monkey.get_original("select", "epoll")()
+    except (AttributeError, ImportError):  # not Linux: poll(2) has the same shape (timeout in ms)
+        return _PollAsEpoll(monkey.get_original("select", "poll")())
+
+
+class _PollAsEpoll:
+    def __init__(self, poller: Any) -> None:
+        self._p = poller
+
+    def register(self, fd: int, mask: int) -> None:
+        self._p.register(fd, mask)
+
+    def unregister(self, fd: int) -> None:
+        self._p.unregister(fd)
+
+    def poll(self, timeout: float) -> list[tuple[int, int]]:
+        return self._p.poll(timeout * 1000.0)
+
+
+class _Stream:
+    """One response being read by the reactor."""
+
+    __slots__ = ("raw", "fd", "response", "decoder", "first_at", "event", "cancelled", "registered", "ended")
+
+    def __init__(self, raw: Any, response: Any, decoder: StreamDecoder, first_at: float) -> None:
+        self.raw = raw                      # the real, non-blocking socket under gevent's wrapper
+        self.fd = raw.fileno()
+        self.response = response
+        self.decoder = decoder
+        self.first_at = first_at            # when the bytes read with the head arrived
+        self.event = gevent.event.Event()   # set (on the hub) when the reactor is done with it
+        self.cancelled = False
+        self.registered = False
+        self.ended = False                  # the stream finished (cleanly or not) in the reactor
+
+
+class Reactor:
+    """The process's stream reader. Use :func:`reactor` to get it."""
+
+    def __init__(self) -> None:
+        self._poll = _make_poller()
+        self._streams: dict[int, _Stream] = {}
+        self._inbox: deque[_Stream] = deque()
+        self._outbox: deque[_Stream] = deque()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        self._poll.register(self._wake_r, _EPOLLIN)
+        self._async = gevent.get_hub().loop.async_()
+        self._async.start(self._deliver)
+        #: Milliseconds spent on each batch of ready streams (the worst stamp delay within it).
+        self.batch_ms = array("d")
+        self.busy_s = 0.0
+        _start_thread(self._run, ())
+
+    # -- called from greenlets (the hub's thread) ------------------------------
+    def read(self, raw: Any, response: Any, decoder: StreamDecoder, first_at: float) -> bool:
+        """Read the stream to its end; False if the reactor ended it early (cut, malformed)."""
+        stream = _Stream(raw, response, decoder, first_at)
+        self._post(stream)
+        try:
+            stream.event.wait()
+        except BaseException:
+            self.cancel(stream)
+            raise
+        return stream.ended
+
+    def cancel(self, stream: _Stream) -> None:
+        """Take a stream back before its end (timeout, or the user was stopped)."""
+        stream.cancelled = True
+        self._post(stream)
+        stream.event.wait(timeout=5.0)  # the reactor acknowledges within a poll round
+
+    def _post(self, stream: _Stream) -> None:
+        self._inbox.append(stream)
+        os.write(self._wake_w, b"\0")
+
+    def _deliver(self) -> None:
+        while self._outbox:
+            self._outbox.popleft().event.set()
+
+    # -- the reactor thread ------------------------------------------------------
+    def _run(self) -> None:
+        poll = self._poll
+        streams = self._streams
+        wake = self._wake_r
+        perf = time.perf_counter
+        while True:
+            ready = poll.poll(1.0)
+            # One stamp for the whole batch, taken before any of it is processed:
+            # every stream in it already had its bytes in the kernel by now, so
+            # the stamp does not depend on the order the batch is read in.
+            now = perf()
+            for fd, _ in ready:
+                if fd == wake:
+                    self._take_inbox()
+                    continue
+                stream = streams.get(fd)
+                if stream is None:
+                    continue
+                try:
+                    data = stream.raw.recv(_READ_SIZE)
+                except BlockingIOError:
+                    continue
+                except OSError as err:
+                    stream.decoder.rec.fail("disconnect", f"{type(err).__name__}: {err}")
+                    self._end(stream, now)
+                    continue
+                if not data:
+                    self._end(stream, now)
+                    continue
+                self._consume(stream, data, now)
+            if ready:
+                spent = perf() - now
+                self.busy_s += spent
+                self.batch_ms.append(spent * 1000.0)
+
+    def _consume(self, stream: _Stream, data: bytes, now: float) -> None:
+        response = stream.response
+        try:
+            response.feed(data)
+        except HTTPParseError as err:
+            stream.decoder.rec.fail("malformed", f"bad HTTP framing: {err}")
+            self._end(stream, now)
+            return
+        body = body_buffer(response)
+        if body:
+            chunk = bytes(body)
+            del body[:]
+            if not stream.decoder.feed(chunk, now):
+                self._end(stream, now)
+                return
+        if response.message_complete:
+            self._end(stream, now)
+
+    def _take_inbox(self) -> None:
+        try:
+            os.read(self._wake_r, 4096)
+        except BlockingIOError:
+            pass
+        while self._inbox:
+            stream = self._inbox.popleft()
+            if stream.cancelled:
+                self._drop(stream)
+            elif not stream.registered and not stream.ended:
+                self._start(stream)
+
+    def _start(self, stream: _Stream) -> None:
+        body = body_buffer(stream.response)
+        if body:  # bytes that came with the response head
+            chunk = bytes(body)
+            del body[:]
+            if not stream.decoder.feed(chunk, stream.first_at):
+                self._end(stream, stream.first_at)
+                return
+        if stream.response.message_complete:
+            self._end(stream, stream.first_at)
+            return
+        self._streams[stream.fd] = stream
+        self._poll.register(stream.fd, _EPOLLIN)
+        stream.registered = True
+
+    def _unregister(self, stream: _Stream) -> None:
+        if stream.registered:
+            stream.registered = False
+            self._streams.pop(stream.fd, None)
+            try:
+                self._poll.unregister(stream.fd)
+            except (OSError, ValueError, KeyError):
+                pass
+
+    def _end(self, stream: _Stream, now: float) -> None:
+        self._unregister(stream)
+        stream.ended = True
+        stream.decoder.close(now)
+        self._outbox.append(stream)
+        self._async.send()
+
+    def _drop(self, stream: _Stream) -> None:
+        self._unregister(stream)
+        self._outbox.append(stream)
+        self._async.send()
+
+    def health(self) -> tuple[array, float]:
+        """Take the batch timings and busy seconds gathered since the last call."""
+        batches, self.batch_ms = self.batch_ms, array("d")
+        busy, self.busy_s = self.busy_s, 0.0
+        return batches, busy
+
+
+_instance: Reactor | None = None
+
+
+def reactor() -> Reactor:
+    """The process's reactor, started on first use."""
+    global _instance
+    if _instance is None:
+        _instance = Reactor()
+    return _instance
+
+
+def running_reactor() -> Reactor | None:
+    """The reactor if this process started one (the self-monitor reads its health)."""
+    return _instance
