@@ -1,11 +1,22 @@
-"""The harness watches itself: event-loop lag and CPU, per level.
+"""The harness watches itself: event-loop lag, stream-reader batches and CPU, per level.
 
-A load generator that is out of CPU, or whose gevent hub is busy, timestamps
-chunks late and bunches them together: its ITL is wrong, and it cannot tell
-from the data alone. So a greenlet sleeps a fixed interval and records how late
-it wakes (the lag every other greenlet also suffers), and the process CPU time
-is sampled per level. A level whose lag or CPU passed the thresholds is marked
-``client_saturated`` and the analyzer says its numbers are not trustworthy.
+A load generator that is out of CPU, or whose threads wait for each other,
+timestamps chunks late and bunches them together: its ITL is wrong, and the
+data alone cannot tell. Three figures are gathered per level:
+
+- **loop lag**: a greenlet sleeps 10 ms and records how late it wakes. Every
+  greenlet suffers the same delay: request sends and response heads (TTFB).
+- **reactor batches**: how long the stream-reader thread took over each batch
+  of ready streams (:mod:`loadtest.client.reactor`). A stream whose next bytes
+  arrive while a batch is being processed is stamped up to one batch late, so
+  this bounds the error of chunk times (TTFT, ITL).
+- **CPU**: the process's CPU time over the level's wall time, all threads.
+  Python runs one thread at a time, so near 100% of one core the stream reader
+  starts to queue behind the rest.
+
+A level where any figure passed its limit is marked ``client_saturated``, and
+the analyzer says its numbers are not trustworthy. The limits are calibrated
+by ``benchmarks/bench_fidelity.py`` (see the README's performance section).
 """
 
 from __future__ import annotations
@@ -16,17 +27,26 @@ from array import array
 import gevent
 import numpy as np
 
-#: Defaults from the issue; calibrated by benchmarks/bench_fidelity.py.
+from loadtest.client.reactor import running_reactor
+
+#: The limits of a trustworthy level (calibrated by benchmarks/bench_fidelity.py).
 LAG_P99_LIMIT_MS = 5.0
+BATCH_P99_LIMIT_MS = 2.0
 CPU_LIMIT_PCT = 80.0
 _INTERVAL_S = 0.01
 
 
 class SelfMonitor:
-    """Collects loop-lag samples and CPU time, and summarizes them per level."""
+    """Collects loop-lag samples, reader batch times and CPU time, per level."""
 
-    def __init__(self, lag_limit_ms: float = LAG_P99_LIMIT_MS, cpu_limit_pct: float = CPU_LIMIT_PCT) -> None:
+    def __init__(
+        self,
+        lag_limit_ms: float = LAG_P99_LIMIT_MS,
+        batch_limit_ms: float = BATCH_P99_LIMIT_MS,
+        cpu_limit_pct: float = CPU_LIMIT_PCT,
+    ) -> None:
         self.lag_limit_ms = lag_limit_ms
+        self.batch_limit_ms = batch_limit_ms
         self.cpu_limit_pct = cpu_limit_pct
         self._lags = array("d")
         self._greenlet: gevent.Greenlet | None = None
@@ -52,24 +72,44 @@ class SelfMonitor:
         now_wall, now_cpu = time.perf_counter(), time.process_time()
         elapsed = max(now_wall - self._mark_wall, 1e-9)
         cpu_pct = 100.0 * (now_cpu - self._mark_cpu) / elapsed
-        lags = np.frombuffer(self._lags, dtype=np.float64).copy() if len(self._lags) else np.zeros(1)
-        self._lags = array("d")
+        lags, self._lags = self._lags, array("d")
+        reader = running_reactor()
+        batches, busy_s = reader.health() if reader is not None else (array("d"), 0.0)
         self._mark_wall, self._mark_cpu = now_wall, now_cpu
-        return summarize(lags, cpu_pct, self.lag_limit_ms, self.cpu_limit_pct)
+        return summarize(
+            np.frombuffer(lags, dtype=np.float64) if len(lags) else np.zeros(1),
+            np.frombuffer(batches, dtype=np.float64) if len(batches) else np.zeros(1),
+            cpu_pct,
+            100.0 * busy_s / elapsed,
+            limits=(self.lag_limit_ms, self.batch_limit_ms, self.cpu_limit_pct),
+        )
 
 
-def summarize(lags_ms: np.ndarray, cpu_pct: float, lag_limit_ms: float, cpu_limit_pct: float) -> dict:
+def summarize(
+    lags_ms: np.ndarray,
+    batches_ms: np.ndarray,
+    cpu_pct: float,
+    reader_busy_pct: float,
+    limits: tuple[float, float, float] = (LAG_P99_LIMIT_MS, BATCH_P99_LIMIT_MS, CPU_LIMIT_PCT),
+) -> dict:
     """The per-level client health record written to run.json."""
-    p99 = float(np.percentile(lags_ms, 99))
+    lag_limit, batch_limit, cpu_limit = limits
+    lag_p99 = float(np.percentile(lags_ms, 99))
+    batch_p99 = float(np.percentile(batches_ms, 99))
     reasons = []
-    if p99 > lag_limit_ms:
-        reasons.append(f"event-loop lag p99 {p99:.1f} ms > {lag_limit_ms:g} ms")
-    if cpu_pct > cpu_limit_pct:
-        reasons.append(f"CPU {cpu_pct:.0f}% > {cpu_limit_pct:g}%")
+    if lag_p99 > lag_limit:
+        reasons.append(f"event-loop lag p99 {lag_p99:.1f} ms > {lag_limit:g} ms")
+    if batch_p99 > batch_limit:
+        reasons.append(f"stream-reader batch p99 {batch_p99:.1f} ms > {batch_limit:g} ms")
+    if cpu_pct > cpu_limit:
+        reasons.append(f"CPU {cpu_pct:.0f}% > {cpu_limit:g}%")
     return {
         "loop_lag_p50_ms": round(float(np.percentile(lags_ms, 50)), 3),
-        "loop_lag_p99_ms": round(p99, 3),
+        "loop_lag_p99_ms": round(lag_p99, 3),
         "loop_lag_max_ms": round(float(lags_ms.max()), 3),
+        "reader_batch_p99_ms": round(batch_p99, 3),
+        "reader_batch_max_ms": round(float(batches_ms.max()), 3),
+        "reader_busy_pct": round(reader_busy_pct, 1),
         "cpu_pct": round(cpu_pct, 1),
         "saturated": bool(reasons),
         "reason": "; ".join(reasons) or None,
@@ -77,12 +117,13 @@ def summarize(lags_ms: np.ndarray, cpu_pct: float, lag_limit_ms: float, cpu_limi
 
 
 def merge_worker_health(reports: list[dict]) -> dict:
-    """A level is saturated if any worker was; the worst figures are reported."""
+    """A level is saturated if any worker was; the worst figures are reported, each worker's kept."""
     if not reports:
         return {}
     if len(reports) == 1:
         return dict(reports[0])
-    merged = {k: max(r.get(k, 0.0) or 0.0 for r in reports) for k in ("loop_lag_p50_ms", "loop_lag_p99_ms", "loop_lag_max_ms", "cpu_pct")}
+    keys = ("loop_lag_p50_ms", "loop_lag_p99_ms", "loop_lag_max_ms", "reader_batch_p99_ms", "reader_batch_max_ms", "reader_busy_pct", "cpu_pct")
+    merged: dict = {k: max(r.get(k) or 0.0 for r in reports) for k in keys}
     reasons = [f"{r.get('worker', '?')}: {r['reason']}" for r in reports if r.get("saturated")]
     merged.update(saturated=any(r.get("saturated") for r in reports), reason="; ".join(reasons) or None, workers=reports)
     return merged
