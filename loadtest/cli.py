@@ -121,7 +121,7 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
         raise InputError(f"{args.run_dir}: not a run folder (no run.json)")
     analysis = analyze_run(args.run_dir, slo_overrides=args.slo or ())
     paths = write_reports(args.run_dir, analysis)
-    print_summary(analysis, console=Console())
+    print_summary(analysis, console=Console(soft_wrap=True, width=None if sys.stdout.isatty() else 120))
     for path in paths.values():
         print(f"wrote {path}")
     return 0

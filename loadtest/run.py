@@ -165,7 +165,7 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> Path:
 
     analysis = analyze_run(run_dir)
     write_reports(run_dir, analysis)
-    print_summary(analysis, console=Console(soft_wrap=True))
+    print_summary(analysis, console=Console(soft_wrap=True, width=None if sys.stdout.isatty() else 120))
     console.print(f"report: {run_dir / 'report.html'}")
     return run_dir
 
