@@ -100,8 +100,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_worker(args: argparse.Namespace) -> int:
     import locust  # noqa: F401  (gevent's patches go first)
 
+    import logging
+
     from loadtest.load.distributed import run_worker
     from loadtest.scenario import load_scenario
+
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="[%(asctime)s] %(levelname)s/%(name)s: %(message)s")
 
     scenario = load_scenario(args.scenario).with_overrides(target=args.target, model=args.model)
     run_worker(scenario, args.master_host, args.master_port)

@@ -7,6 +7,8 @@ levels, and what it means for the verdict or how to fix it. They are grouped
 
 from __future__ import annotations
 
+import time
+
 from collections import defaultdict
 from typing import Any, Mapping, Sequence
 
@@ -83,15 +85,26 @@ def level_caveats(levels: Sequence[LevelResult], slo: SloSpec, min_complete: int
     return out
 
 
+def _worker_loss(loss: Any) -> str:
+    """One line per lost worker: who, when, and which level it hurt."""
+    if not isinstance(loss, Mapping):
+        return f"a worker was lost during the run ({loss})"
+    when = loss.get("lost_wall")
+    at = time.strftime("%H:%M:%S UTC", time.gmtime(when)) if isinstance(when, (int, float)) else "an unknown time"
+    level = loss.get("concurrency")
+    where = f"during concurrency {level}" if level else "between levels"
+    return (
+        f"worker {loss.get('worker', '?')} was lost {where} at {at}: the requests it had in flight and had not "
+        f"yet sent are missing from that level, and its users were moved to the remaining workers"
+    )
+
+
 def run_caveats(run: Mapping[str, Any], frame: pd.DataFrame) -> list[str]:
     out: list[str] = []
     if run.get("complete") is False:
         out.append("the run did not complete (interrupted?); its last level may be partial")
-    lost = run.get("workers_lost") or []
-    if lost:
-        out.append(
-            f"workers were lost during the run ({', '.join(map(str, lost))}); levels after that ran with less load"
-        )
+    for loss in run.get("workers_lost") or []:
+        out.append(_worker_loss(loss))
     if len(frame):
         orphans = int((frame["pos"] < 0).sum())
         if orphans:

@@ -146,8 +146,12 @@ def run_worker(scenario: Scenario, master_host: str, master_port: int) -> int:
     settings = UserSettings()
     holder: dict[str, WorkerRunner] = {}
 
+    sent = [0]
+
     def send(batch: dict[str, Any]) -> None:
         holder["runner"].send_message(MSG_RECORDS, batch)
+        sent[0] += len(batch["request_id"])
+        log.info("records sent to the master: %d", sent[0])
 
     recorder = Recorder("worker", clock, send)
     monitor = SelfMonitor()

@@ -1,0 +1,161 @@
+"""Locust master/workers: same records and same answer as one process; worker loss.
+
+The processes that docker-compose's services run (``loadtest run --master``
+and ``loadtest worker``) are exercised here as local processes, since CI has
+no Docker engine; the compose file itself is checked for what it runs.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from loadtest.mock.process import MockServer
+from loadtest.records import read_requests, read_run_json
+from runkit import level_rows, loadtest, summary, write_scenario
+
+ROOT = Path(__file__).resolve().parent.parent
+ITL_BOUND = ["--decode-base-ms", "10", "--decode-per-seq-ms", "20", "--prefill-per-token-ms", "0"]
+
+
+def test_two_workers_match_one_process(tmp_path):
+    """Records arrive complete from the workers, and the answer is the same as one process."""
+    sections = dict(
+        workload={"max_tokens": 12},
+        load={"levels": [1, 2, 4, 8], "level_duration_s": 4, "warmup_s": 1},
+        slo={"ttft_ms": {}, "itl_ms": {"p95": 120}, "max_error_rate": 0.01},
+    )
+    with MockServer(ITL_BOUND) as mock:
+        scenario = write_scenario(tmp_path, mock.base_url, **sections)
+        result = loadtest("run", str(scenario), "--out", str(tmp_path / "dist"), "--workers", "2", "--refine", timeout=300)
+        seen_dist = sum(mock.requests_by_status().values())
+        single = loadtest("run", str(scenario), "--out", str(tmp_path / "single"), "--levels", "1,2,4,8", timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert single.returncode == 0, single.stderr
+
+    dist = read_requests(tmp_path / "dist")
+    run = read_run_json(tmp_path / "dist")
+    assert run["mode"] == "workers" and len(run["workers"]) == 2
+    assert set(dist.worker) == set(run["workers"])
+    # Every request the mock saw (less the one preflight) is a record.
+    assert len(dist) == seen_dist - 1
+    assert dist.request_id.is_unique
+
+    # Same capacity as one process would find (ITL-bound truth: 5).
+    assert summary(tmp_path / "dist")["capacity"]["concurrency"] == 5
+    # Per-level TTFT and ITL agree with a single-process run.
+    one = read_requests(tmp_path / "single")
+    for users in (1, 2, 4, 8):
+        a, b = level_rows(dist, users), level_rows(one, users)
+        gaps_a = np.concatenate([np.diff(np.asarray(c)) for c in a.chunk_ms])
+        gaps_b = np.concatenate([np.diff(np.asarray(c)) for c in b.chunk_ms])
+        assert abs(np.median(gaps_a) - np.median(gaps_b)) < 3, users
+        assert abs(np.median(a.ttft_ms) - np.median(b.ttft_ms)) < 0.5 * (10 + 20 * users) + 5, users
+    # Both workers' health is reported per level.
+    assert all(len(lv["client"].get("workers", [])) == 2 for lv in run["levels"] if lv["concurrency"] >= 2)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _records_sent(log_text: str) -> int:
+    counts = [int(n) for n in re.findall(r"records sent to the master: (\d+)", log_text)]
+    return counts[-1] if counts else 0
+
+
+def test_worker_killed_mid_run(tmp_path):
+    port = _free_port()
+    with MockServer(["--decode-base-ms", "10", "--decode-per-seq-ms", "0"]) as mock:
+        scenario = write_scenario(tmp_path, mock.base_url, load={"levels": [4, 8], "level_duration_s": 8, "warmup_s": 1})
+        out = tmp_path / "run"
+        master = subprocess.Popen(
+            [sys.executable, "-m", "loadtest", "run", str(scenario), "--out", str(out), "--master",
+             "--expect-workers", "2", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
+             "--worker-timeout", "30"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+        )
+        logs = [tmp_path / f"worker{i}.log" for i in range(2)]
+        workers = [
+            subprocess.Popen(
+                [sys.executable, "-m", "loadtest", "worker", str(scenario), "--master-host", "127.0.0.1",
+                 "--master-port", str(port)],
+                stdout=subprocess.DEVNULL, stderr=open(log, "w"), stdin=subprocess.DEVNULL,
+            )
+            for log in logs
+        ]
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and _records_sent(logs[0].read_text()) < 20:
+                time.sleep(0.2)
+            workers[0].send_signal(signal.SIGKILL)
+            workers[0].wait(timeout=10)
+            stdout, stderr = master.communicate(timeout=120)
+        finally:
+            for p in (master, *workers):
+                if p.poll() is None:
+                    p.kill()
+    assert master.returncode == 0, stderr
+    sent_by_killed = _records_sent(logs[0].read_text())
+    assert sent_by_killed >= 20
+
+    run = read_run_json(out)
+    assert run["complete"] is True
+    assert len(run["workers_lost"]) == 1
+    lost = run["workers_lost"][0]
+    assert lost["concurrency"] in (4, 8) and lost["lost_wall"] > run["started_wall"]
+    frame = read_requests(out)
+    # Every record the killed worker had sent is kept.
+    assert (frame.worker == lost["worker"]).sum() >= sent_by_killed
+    # The run went on: the surviving worker kept the load up after the loss.
+    survivor = frame[frame.worker != lost["worker"]]
+    assert survivor.start_wall.max() > lost["lost_wall"] + 1
+    # The report names the lost worker.
+    assert lost["worker"] in " ".join(summary(out)["warnings"])
+    assert lost["worker"] in (out / "report.html").read_text()
+
+
+def test_master_without_workers_fails_clearly(tmp_path):
+    with MockServer([]) as mock:
+        scenario = write_scenario(tmp_path, mock.base_url)
+        result = loadtest(
+            "run", str(scenario), "--out", str(tmp_path / "run"), "--master", "--expect-workers", "1",
+            "--master-bind-host", "127.0.0.1", "--master-bind-port", str(_free_port()), "--worker-timeout", "2",
+        )
+    assert result.returncode == 4
+    assert "only 0 of 1 workers connected within 2 s" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_compose_file_runs_the_tested_commands():
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    services = compose["services"]
+    assert {"mock", "master", "worker"} <= set(services)
+    assert services["mock"]["command"][0] == "mock"
+    master, worker = services["master"]["command"], services["worker"]["command"]
+    assert master[0] == "run" and "--master" in master and "--expect-workers" in master
+    assert worker[0] == "worker" and worker[worker.index("--master-host") + 1] == "master"
+    # The target is an environment variable, so the same file drives a real endpoint.
+    assert any("TARGET_URL" in str(part) for part in master) and any("TARGET_URL" in str(part) for part in worker)
+    assert any(v.endswith(":/app/reports") for v in services["master"]["volumes"])
+    # The scenario paths exist in the image (scenarios/ is copied in).
+    assert (ROOT / "scenarios" / "quickstart.yaml").is_file()
+    assert "COPY scenarios" in (ROOT / "Dockerfile").read_text()
+    # Every sub-command and flag the services use is accepted by our CLI.
+    from loadtest.cli import build_parser
+
+    parser = build_parser()
+    resolve = {"${TARGET_URL:-http://mock:8000/v1}": "http://mock:8000/v1", "${MODEL:-mock-model}": "m",
+               "${EXPECT_WORKERS:-2}": "2", "scenarios/${SCENARIO:-quickstart.yaml}": "scenarios/quickstart.yaml"}
+    for command in (master, worker, services["mock"]["command"]):
+        parser.parse_args([resolve.get(str(part), str(part)) for part in command])
