@@ -12,7 +12,7 @@ Paced mode (one event per read, as a real server sends them) gives the cost
 per chunk including the greenlet wake-up; burst mode (the whole response at
 once) gives the most chunks/s that one process can parse.
 
-    python benchmarks/bench_client_cpu.py [--seconds 5] [--streams 50] [--chunks 100]
+    python benchmarks/bench_client_cpu.py [--seconds 5] [--streams 50] [--chunks 100] [--json PATH]
 """
 
 from __future__ import annotations
@@ -128,8 +128,13 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--streams", type=int, default=50)
     ap.add_argument("--chunks", type=int, default=100)
+    ap.add_argument("--json", type=Path, metavar="PATH", help="also write the rows as JSON")
     args = ap.parse_args()
-    print_rows(run(args.seconds, args.streams, args.chunks))
+    rows = run(args.seconds, args.streams, args.chunks)
+    print_rows(rows)
+    if args.json:
+        config = {"seconds": args.seconds, "streams": args.streams, "chunks": args.chunks}
+        args.json.write_text(json.dumps({"benchmark": "client_cpu", "config": config, "rows": rows}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,222 @@
+"""Run every benchmark and check the headline figures against their targets (``make bench``).
+
+Each benchmark runs as its own process (as a user would run it, and so that
+one's CPU or memory never leaks into another's figures), prints its own table
+as it goes and writes its rows with ``--json``; the headline figures are then
+picked from those rows and printed as one table, each marked met / NOT MET.
+
+A figure whose benchmark did not measure it (``--quick`` runs tiny sizes that
+skip 100 and 200 streams) is "not measured"; figures from runs smaller than
+the targets' (analyzer below 10M chunk timestamps, client CPU shorter than
+5 s) are shown but not judged ("n/a").
+
+    python benchmarks/run_all.py [--quick] [--json PATH] [--strict]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from _table import Column, format_table, write_json
+
+HERE = Path(__file__).resolve().parent
+
+#: name → (script, extra arguments at full size, extra arguments with --quick)
+BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
+    # --quick keeps the default streams and chunks (per-chunk CPU depends on them), only shorter.
+    "client_cpu": ("bench_client_cpu.py", [], ["--seconds", "1"]),
+    "fidelity": ("bench_fidelity.py", [], ["--streams", "1,20", "--level-duration", "3", "--warmup", "0.5"]),
+    "analyzer": ("bench_analyzer.py", [], ["--requests", "5000", "--chunks", "20"]),
+}
+
+CPU_US_LIMIT = 20.0
+CPU_SECONDS = 5.0  # bench_client_cpu.py's default length
+ITL_ERR_LIMIT_MS = 2.0
+ANALYZER_S_LIMIT = 10.0
+ANALYZER_GB_LIMIT = 4.0
+ANALYZER_TIMESTAMPS = 10_000_000
+
+
+@dataclass
+class Headline:
+    """One figure against its target: ``value ≤ limit`` is met."""
+
+    name: str
+    value: float | None
+    unit: str
+    limit: float
+    not_judged: str = ""  # why the figure is shown but not compared (e.g. a smaller run)
+    failed: str = ""      # why the benchmark gave no figure at all
+    detail: str = ""
+
+    @property
+    def status(self) -> str:
+        if self.failed:
+            return "benchmark failed"
+        if self.value is None:
+            return "not measured"
+        if self.not_judged:
+            return f"n/a ({self.not_judged})"
+        return "met" if self.value <= self.limit else "NOT MET"
+
+
+# -- picking the figures ---------------------------------------------------------------------
+
+
+def find_row(result: dict[str, Any] | None, **match: Any) -> dict[str, Any] | None:
+    rows = (result or {}).get("rows") or []
+    return next((r for r in rows if all(r.get(k) == v for k, v in match.items())), None)
+
+
+def client_cpu_headlines(result: dict[str, Any] | None) -> list[Headline]:
+    """CPU µs per chunk of our client path; paced is the realistic case (a wake-up per chunk).
+
+    Judged only from runs of the default length or longer: in a shorter one,
+    connecting and the first requests weigh on too few chunks.
+    """
+    seconds = ((result or {}).get("config") or {}).get("seconds", CPU_SECONDS)
+    short = f"{seconds:g} s run < {CPU_SECONDS:g} s" if seconds < CPU_SECONDS else ""
+    out = []
+    for mode in ("paced", "burst"):
+        row = find_row(result, path="loadtest", mode=mode)
+        value = row["cpu_us_per_chunk"] if row else None
+        detail = f"{row['streams']} streams, {row['chunks_per_s']:,.0f} chunks/s" if row else ""
+        out.append(Headline(f"client CPU per chunk ({mode})", value, "µs", CPU_US_LIMIT, short, detail=detail))
+    return out
+
+
+def fidelity_headlines(result: dict[str, Any] | None) -> list[Headline]:
+    """|ITL error| p99 at the two loads of the targets, and the self-check's calibration."""
+    out = []
+    for mode, streams in (("single", 100), ("workers2", 200)):
+        row = find_row(result, mode=mode, streams=streams)
+        value = row["err_p99_ms"] if row else None
+        detail = f"self-check {'flagged' if row['saturated'] else 'passed'}, CPU {row['cpu_pct']:.0f}%" if row else ""
+        out.append(Headline(f"|ITL error| p99, {mode} @ {streams} streams", value, "ms", ITL_ERR_LIMIT_MS, detail=detail))
+    summary = (result or {}).get("summary")
+    failures = summary["calibration_failures"] if summary else None
+    worst = summary.get("worst_passed_err_p99_ms") if summary else None
+    detail = f"worst passed level: {worst:.2f} ms ({summary['worst_passed_level']})" if worst is not None else ""
+    if failures:
+        detail = "at " + ", ".join(failures)
+    out.append(Headline("self-check-passed levels with p99 |error| > 5 ms", None if failures is None else len(failures),
+                        "levels", 0, detail=detail))
+    return out
+
+
+def analyzer_headlines(result: dict[str, Any] | None) -> list[Headline]:
+    """Analysis time and peak RSS; judged only at the target's size."""
+    row = find_row(result)
+    small = ""
+    detail = ""
+    if row:
+        detail = f"{row['timestamps']:,} chunk timestamps"
+        if row["timestamps"] < ANALYZER_TIMESTAMPS:
+            small = f"{row['timestamps']:,} < 10M timestamps"
+    return [
+        Headline("analyzer time (analyze + reports)", row["total_s"] if row else None, "s", ANALYZER_S_LIMIT, small, detail=detail),
+        Headline("analyzer peak RSS", row["peak_rss_mb"] / 1024 if row else None, "GB", ANALYZER_GB_LIMIT, small, detail=detail),
+    ]
+
+
+PICKERS: dict[str, Callable[[dict[str, Any] | None], list[Headline]]] = {
+    "client_cpu": client_cpu_headlines,
+    "fidelity": fidelity_headlines,
+    "analyzer": analyzer_headlines,
+}
+
+
+def headlines(results: dict[str, dict[str, Any] | None], errors: dict[str, str] | None = None) -> list[Headline]:
+    """The headline figures of the benchmarks in ``results`` (a payload of None: it failed)."""
+    out = []
+    for name, pick in PICKERS.items():
+        if name not in results:
+            continue
+        items = pick(results[name])
+        for item in items:
+            item.failed = (errors or {}).get(name, "")
+        out += items
+    return out
+
+
+# -- running ---------------------------------------------------------------------------------
+
+
+def run_benchmark(name: str, quick: bool, work: Path) -> tuple[dict[str, Any] | None, str]:
+    """Run one benchmark script (its output goes straight to ours); return its JSON or the error."""
+    script, full, tiny = BENCHMARKS[name]
+    out = work / f"{name}.json"
+    cmd = [sys.executable, str(HERE / script), *(tiny if quick else full), "--json", str(out)]
+    print(f"\n=== {name}: {' '.join(cmd[1:])}", flush=True)
+    started = time.perf_counter()
+    code = subprocess.run(cmd, stdin=subprocess.DEVNULL).returncode
+    print(f"=== {name}: {time.perf_counter() - started:.0f} s", flush=True)
+    if code != 0 or not out.is_file():
+        return None, f"exit code {code}"
+    return json.loads(out.read_text()), ""
+
+
+COLUMNS = [
+    Column("name", "figure"),
+    Column("value", "value"),
+    Column("target", "target"),
+    Column("status", "status", left=True),
+    Column("detail", "detail", left=True),
+]
+
+
+def value_text(h: Headline) -> str:
+    if h.value is None:
+        return "-"
+    number = f"{h.value:.2f}" if isinstance(h.value, float) else str(h.value)
+    return f"{number} {h.unit}"
+
+
+def table_rows(items: list[Headline]) -> list[dict[str, Any]]:
+    return [
+        {"name": h.name, "value": value_text(h), "target": f"≤ {h.limit:g} {h.unit}",
+         "status": h.status, "detail": h.failed or h.detail}
+        for h in items
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="tiny sizes: checks that everything runs (a minute or so)")
+    ap.add_argument("--only", default=",".join(BENCHMARKS), help=f"comma-separated subset of {','.join(BENCHMARKS)}")
+    ap.add_argument("--json", type=Path, metavar="PATH", help="also write the headline figures and every benchmark's rows")
+    ap.add_argument("--strict", action="store_true", help="exit 1 when a target is not met")
+    args = ap.parse_args(argv)
+    names = [n for n in args.only.split(",") if n]
+    if unknown := sorted(set(names) - set(BENCHMARKS)):
+        ap.error(f"unknown benchmark(s): {', '.join(unknown)}")
+
+    results: dict[str, dict[str, Any] | None] = {}
+    errors: dict[str, str] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-all-") as tmp:
+        for name in names:
+            results[name], err = run_benchmark(name, args.quick, Path(tmp))
+            if err:
+                errors[name] = err
+    items = headlines(results, errors)
+
+    print("\n=== headline figures" + (" (--quick: tiny sizes)" if args.quick else ""))
+    print(format_table(table_rows(items), COLUMNS))
+    if args.json:
+        write_json(args.json, {"quick": args.quick, "headlines": [{**asdict(h), "status": h.status} for h in items],
+                               "benchmarks": results})
+    if errors:
+        return 1
+    return 1 if args.strict and any(h.status == "NOT MET" for h in items) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
