@@ -1,6 +1,7 @@
 """``make demo``: the main job, end to end, against the built-in simulated server.
 
-It starts ``loadtest mock`` on a free port, streams one request and prints its
+It starts ``loadtest mock`` on a free port (with the options the quickstart
+scenario is written for), streams one request and prints its
 TTFT and ITL (proof that the wire works), then runs
 ``scenarios/quickstart.yaml`` against it with ``--refine``: the capacity table,
 the verdict and ``report.html`` land in ``reports/``. The mock is stopped
@@ -12,17 +13,21 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+# Locust monkey-patches the standard library for gevent on import. That must
+# happen before this process starts any thread (the mock's output reader) or
+# opens any socket, or the two worlds do not mix.
+import locust  # noqa: F401,E402
+
 from loadtest.cli import main as cli_main
 from loadtest.mock.process import MockServer
 
 QUICKSTART = Path(__file__).resolve().parent.parent / "scenarios" / "quickstart.yaml"
+#: The mock the quickstart scenario is written for: ITL = 10 + 2 x users ms.
+MOCK_FLAGS = ["--decode-base-ms", "10", "--decode-per-seq-ms", "2", "--prefill-per-token-ms", "0"]
 
 
 def stream_one(base_url: str) -> None:
     """One streamed request, timed by our own client, printed plainly."""
-    import gevent.monkey
-
-    gevent.monkey.patch_all()
     import numpy as np
 
     from loadtest.client.stream import StreamingClient
@@ -41,7 +46,7 @@ def stream_one(base_url: str) -> None:
 
 def main() -> int:
     scenario = sys.argv[1] if len(sys.argv) > 1 else str(QUICKSTART)
-    with MockServer([]) as mock:
+    with MockServer(MOCK_FLAGS) as mock:
         print(f"simulated server at {mock.base_url}")
         stream_one(mock.base_url)
         return cli_main(["run", scenario, "--target", mock.base_url, "--refine"])

@@ -8,6 +8,7 @@ is editing a YAML file, not a Python model.
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any, Literal
 
@@ -59,10 +60,20 @@ class TokenDistribution(_Strict):
     mean: PositiveInt
     stddev: NonNegativeFloat = 0.0
 
+    def sample(self, rng: "random.Random") -> int:
+        return max(1, round(rng.gauss(self.mean, self.stddev))) if self.stddev else self.mean
+
+
+def typical_tokens(value: "int | TokenDistribution") -> int:
+    """A fixed count, or a distribution's mean."""
+    return value if isinstance(value, int) else value.mean
+
 
 class Workload(_Strict):
     prompt_tokens: TokenDistribution = TokenDistribution(mean=128, stddev=16)
-    max_tokens: PositiveInt = 64
+    #: A fixed output length, or a distribution: varied lengths keep closed-loop
+    #: users from finishing in lock-step, as real traffic does.
+    max_tokens: PositiveInt | TokenDistribution = 64
     ignore_eos: bool = True
     temperature: NonNegativeFloat = 0.0
     extra_body: dict[str, Any] = Field(default_factory=dict)

@@ -42,9 +42,11 @@ class Workload:
         self._continuous_usage = continuous_usage
 
     def prompt_length(self) -> int:
-        dist = self._scenario.workload.prompt_tokens
-        n = round(self._rng.gauss(dist.mean, dist.stddev)) if dist.stddev else dist.mean
-        return max(1, n)
+        return self._scenario.workload.prompt_tokens.sample(self._rng)
+
+    def output_length(self) -> int:
+        max_tokens = self._scenario.workload.max_tokens
+        return max_tokens if isinstance(max_tokens, int) else max_tokens.sample(self._rng)
 
     def prompt(self, n_words: int) -> str:
         rng = self._rng
@@ -58,7 +60,7 @@ class Workload:
             t.api,
             t.model,
             self.prompt(self.prompt_length()),
-            w.max_tokens,
+            self.output_length(),
             temperature=w.temperature,
             ignore_eos=w.ignore_eos,
             continuous_usage=self._continuous_usage,

@@ -17,7 +17,7 @@ from loadtest.client.record import RequestRecord
 from loadtest.client.stream import StreamingClient
 from loadtest.client.wire import PATHS, build_body
 from loadtest.errors import TargetError
-from loadtest.scenario import Scenario
+from loadtest.scenario import Scenario, typical_tokens
 from loadtest.workload import Workload
 
 _PREFLIGHT_TOKENS = 8
@@ -58,7 +58,7 @@ def preflight(scenario: Scenario, api_key: str | None) -> PreflightResult:
     client = _client(scenario, api_key)
     attempts: list[dict] = []
     try:
-        max_tokens = min(scenario.workload.max_tokens, _PREFLIGHT_TOKENS)
+        max_tokens = min(typical_tokens(scenario.workload.max_tokens), _PREFLIGHT_TOKENS)
         continuous = True
         for _ in range(_ATTEMPTS):
             rec = client.send(_body(scenario, continuous, max_tokens))
@@ -110,7 +110,7 @@ def warm_up(scenario: Scenario, api_key: str | None, continuous_usage: bool) -> 
     n = scenario.load.warmup_requests
     if n == 0:
         return []
-    max_tokens = min(scenario.workload.max_tokens, 16)
+    max_tokens = min(typical_tokens(scenario.workload.max_tokens), 16)
 
     def one(_: int) -> RequestRecord:
         client = _client(scenario, api_key)

@@ -44,9 +44,18 @@ class SteppedShape(LoadTestShape):
         self.on_level_change = on_level_change
         self.spans: list[LevelSpan] = []
         self._current: LevelSpan | None = None
+        self._entered = 0.0
 
     def tick(self) -> tuple[int, float] | None:
-        step = int(self.get_run_time() // self.duration_s)
+        # Locust ticks about once a second, so a level starts at the first tick
+        # after its predecessor has run its full duration: levels last
+        # duration_s to duration_s + 1 s, never less.
+        if self._current is None:
+            step = 0 if not self.spans else len(self.levels)
+        elif time.perf_counter() - self._entered >= self.duration_s:
+            step = self._current.index - self.first_index + 1
+        else:
+            step = self._current.index - self.first_index
         if step >= len(self.levels):
             self.finish()
             return None
@@ -75,6 +84,7 @@ class SteppedShape(LoadTestShape):
             )
             self.spans.append(span)
             self._current = span
+            self._entered = time.perf_counter()
             self.clock.set(span.index, span.concurrency, now)
         if self.on_level_change is not None and (previous is not None or step is not None):
             self.on_level_change(previous, self._current)
