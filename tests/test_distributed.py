@@ -120,6 +120,8 @@ def test_worker_killed_mid_run(tmp_path):
     # The run went on: the surviving worker kept the load up after the loss.
     survivor = frame[frame.worker != lost["worker"]]
     assert survivor.start_wall.max() > lost["lost_wall"] + 1
+    # Its users were moved to the survivor (Locust's rebalancing): it ran all 8 at level 8.
+    assert survivor[survivor.level == 8].user.nunique() == 8
     # The report names the lost worker.
     assert lost["worker"] in " ".join(summary(out)["warnings"])
     assert lost["worker"] in (out / "report.html").read_text()
