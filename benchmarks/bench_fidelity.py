@@ -173,6 +173,7 @@ def self_check(level: dict[str, Any]) -> dict[str, Any]:
         "cpu_pct": client.get("cpu_pct"),
         "loop_lag_p99_ms": client.get("loop_lag_p99_ms"),
         "reader_batch_p99_ms": client.get("reader_batch_p99_ms"),
+        "reader_lag_p99_ms": client.get("reader_lag_p99_ms"),
         "saturated": bool(client.get("saturated")),
         "reason": client.get("reason"),
     }
@@ -240,6 +241,7 @@ COLUMNS = [
     Column("cpu_pct", "CPU %", ".0f"),
     Column("loop_lag_p99_ms", "loop lag p99", ".2f"),
     Column("reader_batch_p99_ms", "batch p99", ".2f"),
+    Column("reader_lag_p99_ms", "reader lag p99", ".2f"),
     Column("saturated", "flagged"),
 ]
 

@@ -187,7 +187,7 @@ def _run_load(scenario: Scenario, options: RunOptions, state: RunState, continuo
     sink = RunSink(writer, RunProgress())
     clock = LevelClock(scenario.load.warmup_s)
     recorder = Recorder("local", clock, sink)
-    monitor = SelfMonitor()
+    monitor = SelfMonitor.for_scenario(scenario)
     live = LiveView(sink.progress, console)
 
     def on_level_change(previous, current) -> None:

@@ -80,6 +80,18 @@ class Workload(_Strict):
     seed: int = 0
 
 
+class ClientLimits(_Strict):
+    """When the load generator itself is too busy to time chunks within about 2 ms.
+
+    Defaults come from benchmarks/bench_fidelity.py on a 2-core machine (see the
+    README's performance section); a level past any limit is ``client_saturated``.
+    """
+
+    loop_lag_p99_ms: PositiveFloat = 2.5
+    reader_batch_p99_ms: PositiveFloat = 2.0
+    cpu_pct: PositiveFloat = 80.0
+
+
 class Load(_Strict):
     levels: list[PositiveInt] | None = None
     start: PositiveInt | None = None
@@ -89,6 +101,7 @@ class Load(_Strict):
     level_duration_s: PositiveFloat = 30.0
     warmup_s: NonNegativeFloat = 5.0
     warmup_requests: NonNegativeInt = 5
+    client_limits: ClientLimits = ClientLimits()
 
     @model_validator(mode="after")
     def _one_way_to_give_levels(self) -> "Load":

@@ -201,3 +201,24 @@ def test_wrong_path_gives_404_hint(tmp_path):
         result = loadtest("run", str(scenario), "--out", str(tmp_path / "run"))
     assert result.returncode == 3
     assert "404" in result.stderr and "base_url" in result.stderr
+
+
+def test_a_saturated_client_is_flagged_and_the_verdict_says_so(tmp_path):
+    """Limits no process can meet (CPU <= 0.001%) mark every level: the mechanism, end to end."""
+    with MockServer(["--decode-base-ms", "5", "--decode-per-seq-ms", "0"]) as mock:
+        scenario = write_scenario(
+            tmp_path, mock.base_url,
+            load={"levels": [1, 2], "level_duration_s": 2, "warmup_s": 0.5,
+                  "client_limits": {"loop_lag_p99_ms": 50, "reader_batch_p99_ms": 50, "cpu_pct": 0.001}},
+        )
+        result = loadtest("run", str(scenario), "--out", str(tmp_path / "run"))
+    assert result.returncode == 0, result.stderr
+    run = read_run_json(tmp_path / "run")
+    for level in run["levels"]:
+        assert level["client"]["saturated"] is True
+        assert "CPU" in level["client"]["reason"]
+        assert level["client"]["reader_batch_p99_ms"] >= 0 and level["client"]["loop_lag_p99_ms"] >= 0
+    s = summary(tmp_path / "run")
+    assert all(lv["client_saturated"] for lv in s["levels"])
+    assert s["capacity"]["verdict"] == "client_saturated"
+    assert any("saturated" in w for w in s["warnings"])

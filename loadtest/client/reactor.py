@@ -30,6 +30,7 @@ processed is stamped up to one batch late.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from array import array
@@ -45,6 +46,7 @@ from loadtest.client._http import body_buffer
 from loadtest.client.decode import StreamDecoder
 
 _READ_SIZE = 65536
+_TICK_S = 0.01
 _EPOLLIN = 0x001
 _start_thread = monkey.get_original("_thread", "start_new_thread")
 
@@ -102,6 +104,8 @@ class Reactor:
         self._async.start(self._deliver)
         #: Milliseconds spent on each batch of ready streams (the worst stamp delay within it).
         self.batch_ms = array("d")
+        #: Milliseconds this thread woke up late for its 10 ms tick (CPU and GIL waits).
+        self.tick_lag_ms = array("d")
         self.busy_s = 0.0
         _start_thread(self._run, ())
 
@@ -137,12 +141,23 @@ class Reactor:
         streams = self._streams
         wake = self._wake_r
         perf = time.perf_counter
+        next_tick = perf() + _TICK_S
         while True:
-            ready = poll.poll(1.0)
+            # epoll counts whole milliseconds, rounding up: the wake-up it promises
+            # is at the next millisecond boundary after the tick, not the tick.
+            before = perf()
+            wait_ms = math.ceil(max(0.0, next_tick - before) * 1000.0)
+            ready = poll.poll(wait_ms / 1000.0)
             # One stamp for the whole batch, taken before any of it is processed:
             # every stream in it already had its bytes in the kernel by now, so
             # the stamp does not depend on the order the batch is read in.
             now = perf()
+            promised = before + wait_ms / 1000.0
+            if now >= promised:
+                # How late this thread ran past a wake-up the kernel promised: the
+                # wait for a CPU and for the GIL, which every stamp also suffers.
+                self.tick_lag_ms.append((now - promised) * 1000.0)
+                next_tick = now + _TICK_S
             for fd, _ in ready:
                 if fd == wake:
                     self._take_inbox()
@@ -233,11 +248,12 @@ class Reactor:
         self._outbox.append(stream)
         self._async.send()
 
-    def health(self) -> tuple[array, float]:
-        """Take the batch timings and busy seconds gathered since the last call."""
+    def health(self) -> tuple[array, array, float]:
+        """Take the batch timings, tick lags and busy seconds gathered since the last call."""
         batches, self.batch_ms = self.batch_ms, array("d")
+        lags, self.tick_lag_ms = self.tick_lag_ms, array("d")
         busy, self.busy_s = self.busy_s, 0.0
-        return batches, busy
+        return batches, lags, busy
 
 
 _instance: Reactor | None = None
