@@ -41,24 +41,25 @@ def _levels_arg(text: str) -> list[int]:
     return levels
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number; got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive; got {text!r}")
-    return value
+def _positive(kind: type) -> Callable[[str], float]:
+    """An argparse type for a positive int or float, with a one-line message."""
+    noun = "an integer" if kind is int else "a number"
+
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {noun}; got {text!r}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"must be positive; got {text!r}")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer; got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be positive; got {text!r}")
-    return value
+_positive_int = _positive(int)
+_positive_float = _positive(float)
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:

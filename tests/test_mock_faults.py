@@ -117,7 +117,9 @@ def test_stall_pauses_once_for_stall_s() -> None:
         assert r.complete
         gaps = sorted(r.gaps_ms())
         assert len(gaps) == 9
-        assert 300 <= gaps[-1] <= 300 + 10 + 5, gaps  # stall_s, rounded up to a step
+        # stall_s, rounded up to a step; the client's two arrival times each
+        # carry some scheduling jitter, hence the millisecond below.
+        assert 299 <= gaps[-1] <= 300 + 10 + 5, gaps
         assert abs(statistics.median(gaps[:-1]) - 10) <= 2
         assert mock.metrics()['loadtest_mock_faults_total{kind="stall"}'] == 1
 
