@@ -59,6 +59,8 @@ def test_two_workers_match_one_process(tmp_path):
         gaps_b = np.concatenate([np.diff(np.asarray(c)) for c in b.chunk_ms])
         assert abs(np.median(gaps_a) - np.median(gaps_b)) < 3, users
         assert abs(np.median(a.ttft_ms) - np.median(b.ttft_ms)) < 0.5 * (10 + 20 * users) + 5, users
+    # The report names the hosts that generated the load.
+    assert "2 workers on " + socket.gethostname() in (tmp_path / "dist" / "report.html").read_text()
     # Both workers' health is reported per level.
     assert all(len(lv["client"].get("workers", [])) == 2 for lv in run["levels"] if lv["concurrency"] >= 2)
 

@@ -221,4 +221,5 @@ def test_a_saturated_client_is_flagged_and_the_verdict_says_so(tmp_path):
     s = summary(tmp_path / "run")
     assert all(lv["client_saturated"] for lv in s["levels"])
     assert s["capacity"]["verdict"] == "client_saturated"
-    assert any("saturated" in w for w in s["warnings"])
+    advice = [w for w in s["warnings"] if "saturated" in w]
+    assert advice and "--workers 2" in advice[0]

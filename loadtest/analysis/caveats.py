@@ -7,6 +7,7 @@ levels, and what it means for the verdict or how to fix it. They are grouped
 
 from __future__ import annotations
 
+import math
 import time
 
 from collections import defaultdict
@@ -16,6 +17,10 @@ import pandas as pd
 
 from loadtest.analysis.results import LevelResult
 from loadtest.analysis.slo import SloSpec
+
+#: Chunks per second one load-generator process times within about 2 ms (p99), as
+#: measured by benchmarks/bench_fidelity.py on a 2-core machine (README, performance).
+CHUNKS_PER_S_PER_WORKER = 10_000
 
 #: A level with fewer complete requests than this gets a "too short" warning.
 MIN_COMPLETE = 10
@@ -27,6 +32,21 @@ def _levels(values: Sequence[int]) -> str:
     return ", ".join(str(v) for v in values)
 
 
+def _workers_advice(levels: Sequence[LevelResult]) -> str:
+    """How many load processes the busiest level needs, from its token rate.
+
+    Tokens/s is an upper bound on chunks/s (a chunk carries at least one token),
+    so the advice errs towards more workers.
+    """
+    peak = max((lv.output_tokens_per_s or 0.0) for lv in levels) if levels else 0.0
+    needed = max(2, math.ceil(peak / CHUNKS_PER_S_PER_WORKER))
+    return (
+        f"the busiest level streamed about {peak:,.0f} tokens/s and one worker process times about "
+        f"{CHUNKS_PER_S_PER_WORKER:,} chunks/s accurately, so run it with --workers {needed} "
+        "(one per core, or more machines)"
+    )
+
+
 def level_caveats(levels: Sequence[LevelResult], slo: SloSpec, min_complete: int = MIN_COMPLETE) -> list[str]:
     out: list[str] = []
     saturated = [lv for lv in levels if lv.client_saturated]
@@ -35,7 +55,7 @@ def level_caveats(levels: Sequence[LevelResult], slo: SloSpec, min_complete: int
         out.append(
             f"the load generator was saturated at concurrency {_levels([lv.concurrency for lv in saturated])}"
             + (f" ({'; '.join(reasons)})" if reasons else "")
-            + ": latencies there include the client's own delay; add workers or CPUs"
+            + ": latencies there include the client's own delay; " + _workers_advice(levels)
         )
     short = [lv for lv in levels if lv.requests and lv.complete < min_complete]
     if short:

@@ -493,6 +493,11 @@ def _scenario_section(analysis: Analysis) -> str:
         f"Locust {analysis.run.get('locust', '?')} · host {host.get('hostname', '?')} "
         f"({host.get('cpus', '?')} CPUs, {host.get('platform', '?')})"
     )
+    workers = analysis.run.get("workers") or []
+    if workers and workers != ["local"]:
+        # Locust names workers <hostname>_<id>: the hosts that generated the load.
+        hosts = sorted({str(w).rsplit("_", 1)[0] for w in workers})
+        versions += f" · {len(workers)} workers on {', '.join(hosts)} (mode {analysis.run.get('mode', '?')})"
     return f"<p class='dim'>{_e(versions)}</p><pre>{_e(text)}</pre>"
 
 
