@@ -122,3 +122,15 @@ def test_many_concurrent_streams_share_the_reactor(mock):
     assert abs(np.median(gaps) - 10) < 1.5
     for c in clients:
         c.close()
+
+
+def test_json_that_is_not_a_chunk_fails_one_request_not_the_reader():
+    """A server that sends JSON of the wrong shape gets 'malformed'; the reader thread lives on."""
+    from loadtest.client.decode import StreamDecoder
+    from loadtest.client.record import RequestRecord
+
+    for payload in (b'{"choices": [null]}', b'{"choices": [{"delta": "text"}]}', b'{"choices": 3}', b"[1, 2]"):
+        rec = RequestRecord(start_wall=0.0, start_perf=0.0)
+        decoder = StreamDecoder(rec, "chat")
+        assert decoder.feed(b"data: " + payload + b"\n\n", 0.001) is False
+        assert rec.error_kind == "malformed", payload

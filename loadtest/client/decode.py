@@ -48,7 +48,12 @@ class StreamDecoder:
                 rec.fail("malformed", f"chunk is not JSON: {payload[:120]!r}")
                 self.failed = True
                 return False
-            facts = read_chunk(obj, self.api)
+            try:
+                facts = read_chunk(obj, self.api)
+            except (AttributeError, TypeError, IndexError, KeyError) as err:  # JSON, but not a chunk's shape
+                rec.fail("malformed", f"unexpected chunk ({type(err).__name__}: {err}): {payload[:120]!r}")
+                self.failed = True
+                return False
             if facts.error is not None:
                 rec.fail("stream_error", f"error in stream: {facts.error}")
                 self.failed = True

@@ -176,7 +176,11 @@ class Reactor:
                 if not data:
                     self._end(stream, now)
                     continue
-                self._consume(stream, data, now)
+                try:
+                    self._consume(stream, data, now)
+                except Exception as err:  # a bug must cost one stream, never the reader thread
+                    stream.decoder.rec.fail("malformed", f"could not process the stream: {type(err).__name__}: {err}")
+                    self._end(stream, now)
             if ready:
                 spent = perf() - now
                 self.busy_s += spent

@@ -61,11 +61,14 @@ class ChunkFacts:
 
 
 def read_chunk(obj: Any, api: Api) -> ChunkFacts:
-    """Classify one decoded SSE ``data`` object."""
-    facts = ChunkFacts()
+    """Classify one decoded SSE ``data`` object.
+
+    Raises TypeError (or AttributeError, IndexError) for JSON that is not a
+    chunk's shape; the decoder records those as ``malformed``.
+    """
     if not isinstance(obj, dict):
-        facts.error = "chunk is not a JSON object"
-        return facts
+        raise TypeError("chunk is not a JSON object")
+    facts = ChunkFacts()
     if "error" in obj and obj["error"]:
         err = obj["error"]
         facts.error = str(err.get("message", err)) if isinstance(err, dict) else str(err)
