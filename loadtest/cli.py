@@ -82,7 +82,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     )
     if args.workers and args.master:
         raise InputError("--workers and --master: choose one (--workers starts local workers; --master waits for remote ones)")
-    run_scenario(
+    outcome = run_scenario(
         scenario,
         RunOptions(
             out=args.out,
@@ -95,7 +95,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             worker_timeout_s=args.worker_timeout,
         ),
     )
-    return 0
+    # An interrupted run is not a completed one: CI must not mistake it for a result.
+    return 130 if outcome.interrupted else 0
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:

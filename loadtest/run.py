@@ -123,8 +123,15 @@ def api_key_for(scenario: Scenario) -> str | None:
     return os.environ.get(env) if env else None
 
 
-def run_scenario(scenario: Scenario, options: RunOptions) -> Path:
-    """Run a scenario end to end and return the run folder."""
+@dataclass
+class RunOutcome:
+    run_dir: Path
+    #: Stopped early (Ctrl-C, SIGTERM): what was measured is kept and analyzed.
+    interrupted: bool
+
+
+def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
+    """Run a scenario end to end: the run folder, and whether it was cut short."""
     # Locust patches the standard library for gevent; do it before anything opens sockets.
     import locust  # noqa: F401
     from rich.console import Console
@@ -167,7 +174,7 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> Path:
     write_reports(run_dir, analysis)
     print_summary(analysis, console=Console(soft_wrap=True, width=None if sys.stdout.isatty() else 120))
     console.print(f"report: {run_dir / 'report.html'}")
-    return run_dir
+    return RunOutcome(run_dir, interrupted)
 
 
 def _run_load(scenario: Scenario, options: RunOptions, state: RunState, continuous_usage: bool, console) -> bool:
@@ -205,18 +212,19 @@ def _run_load(scenario: Scenario, options: RunOptions, state: RunState, continuo
         session, workers = _start_master(scenario, options, state, clock, recorder, monitor, settings, sink, on_level_change, console)
     else:
         session = LoadSession(scenario, clock, recorder, monitor, settings, on_level_change)
-    _install_sigterm()
+    _stop_on_signals(session)
     recorder.start()
     monitor.start()
     live.start()
     interrupted = False
     try:
         session.run_levels(scenario.load.concurrency_levels(), first_index=0)
-        if options.refine:
+        if options.refine and not session.stop_requested.is_set():
             _refine(session, state, recorder, sink)
     except KeyboardInterrupt:
         interrupted = True
     finally:
+        interrupted = interrupted or session.stop_requested.is_set()
         session.close()
         live.stop()
         monitor.stop()
@@ -303,17 +311,20 @@ def _refine(session, state: RunState, recorder, sink) -> None:
         sink.drain()
         state.save()
         level = next_refine_level(analyze_run(state.run_dir).levels)
-        if level is None:
+        if level is None or session.stop_requested.is_set():
             return
         index = max(s.index for s in state.spans) + 1
         session.run_levels([level], first_index=index, refine=True)
         state.save()
 
 
-def _install_sigterm() -> None:
-    """SIGTERM ends the run like Ctrl-C: stop the load, keep every record, analyze."""
+def _stop_on_signals(session) -> None:
+    """Ctrl-C and SIGTERM end the load gracefully: every record is kept and analyzed.
 
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
+    The handler only sets an event that the session polls; raising from a signal
+    handler would land in gevent's hub, which prints a traceback.
+    """
+    import gevent
 
-    signal.signal(signal.SIGTERM, handler)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        gevent.signal_handler(signum, session.stop_requested.set)

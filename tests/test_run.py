@@ -223,3 +223,29 @@ def test_a_saturated_client_is_flagged_and_the_verdict_says_so(tmp_path):
     assert s["capacity"]["verdict"] == "client_saturated"
     advice = [w for w in s["warnings"] if "saturated" in w]
     assert advice and "--workers 2" in advice[0]
+
+
+def test_sigterm_stops_the_load_and_still_reports(tmp_path):
+    with MockServer(["--decode-base-ms", "10", "--decode-per-seq-ms", "0"]) as mock:
+        scenario = write_scenario(tmp_path, mock.base_url, load={"levels": [2, 4], "level_duration_s": 20})
+        out = tmp_path / "run"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "loadtest", "run", str(scenario), "--out", str(out)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and len(list((out / "requests.parts").glob("*.parquet"))) < 3:
+                time.sleep(0.2)
+            proc.send_signal(signal.SIGTERM)
+            _, stderr = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 130, stderr
+    assert "run interrupted" in stderr and "Traceback" not in stderr
+    run = read_run_json(out)
+    assert run["complete"] is False and run["ended_wall"] is not None
+    assert len(read_requests(out)) > 10
+    assert (out / "summary.json").is_file() and (out / "report.html").is_file()
+    assert any("did not complete" in w for w in summary(out)["warnings"])

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import gevent
+import gevent.event
 from locust.env import Environment
 from locust.runners import STATE_STOPPED, Runner
 
@@ -71,6 +72,8 @@ class LoadSession:
     monitor: SelfMonitor
     settings: UserSettings
     on_level_change: LevelChange | None = None
+    #: Set (by a signal handler) to end the run early; records are kept.
+    stop_requested: gevent.event.Event = field(default_factory=gevent.event.Event)
     env: Environment = field(init=False)
     runner: Runner = field(init=False)
 
@@ -104,7 +107,11 @@ class LoadSession:
         deadline = time.monotonic() + len(levels) * (duration + 2) + 30
         try:
             gevent.sleep(0.1)
-            while self.runner.state != STATE_STOPPED and time.monotonic() < deadline:
+            while (
+                self.runner.state != STATE_STOPPED
+                and time.monotonic() < deadline
+                and not self.stop_requested.is_set()
+            ):
                 gevent.sleep(0.1)
                 self.poll()
         finally:
