@@ -7,6 +7,7 @@ records every second), so an interrupted run can still be analyzed.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import signal
@@ -18,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import yaml
 
@@ -254,15 +255,17 @@ def _start_master(scenario, options, state, clock, recorder, monitor, settings, 
         bind_host=bind_host, bind_port=bind_port, sink=sink,
     )
     state.meta["mode"] = "workers" if local else "master"
-    workers = _spawn_workers(scenario, n_local, bind_port, state.run_dir) if local else []
     expected = n_local if local else options.expect_workers
     console.print(f"waiting for {expected} worker(s) on {bind_host}:{bind_port}")
-    try:
-        session.wait_for_workers(expected, options.worker_timeout_s)
-    except BaseException:
-        session.close()
-        _stop_workers(workers)
-        raise
+    with _private_scenario_file(scenario) as scenario_file:
+        workers = _spawn_workers(scenario_file, n_local, bind_port, state.run_dir) if local else []
+        try:
+            # Once connected, every worker has read the file: it can go.
+            session.wait_for_workers(expected, options.worker_timeout_s)
+        except BaseException:
+            session.close()
+            _stop_workers(workers)
+            raise
     return session, workers
 
 
@@ -272,13 +275,23 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _spawn_workers(scenario: Scenario, n: int, port: int, run_dir: Path) -> list[subprocess.Popen]:
-    """Start ``n`` local ``loadtest worker`` processes with this exact scenario."""
-    # The worker needs the full scenario (headers included), so it goes to a private
-    # temporary file, never into the run folder.
+@contextlib.contextmanager
+def _private_scenario_file(scenario: Scenario) -> Iterator[str]:
+    """The full scenario (headers included) for local workers, readable by us only, then deleted.
+
+    It never goes into the run folder, which must hold no secret.
+    """
     fd, path = tempfile.mkstemp(prefix="loadtest-scenario-", suffix=".yaml")
-    with os.fdopen(fd, "w") as fh:
-        yaml.safe_dump(scenario.model_dump(mode="json"), fh)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            yaml.safe_dump(scenario.model_dump(mode="json"), fh)
+        yield path
+    finally:
+        os.unlink(path)
+
+
+def _spawn_workers(path: str, n: int, port: int, run_dir: Path) -> list[subprocess.Popen]:
+    """Start ``n`` local ``loadtest worker`` processes on the scenario file ``path``."""
     procs = []
     for i in range(n):
         log = open(run_dir / f"worker-{i}.log", "w")

@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -33,6 +34,7 @@ def test_two_workers_match_one_process(tmp_path):
         load={"levels": [1, 2, 4, 8], "level_duration_s": 4, "warmup_s": 1},
         slo={"ttft_ms": {}, "itl_ms": {"p95": 120}, "max_error_rate": 0.01},
     )
+    private = set(Path(tempfile.gettempdir()).glob("loadtest-scenario-*.yaml"))
     with MockServer(ITL_BOUND) as mock:
         scenario = write_scenario(tmp_path, mock.base_url, **sections)
         result = loadtest("run", str(scenario), "--out", str(tmp_path / "dist"), "--workers", "2", "--refine", timeout=300)
@@ -41,6 +43,8 @@ def test_two_workers_match_one_process(tmp_path):
     assert result.returncode == 0, result.stderr
     assert single.returncode == 0, single.stderr
 
+    # The private scenario file handed to the local workers (it may hold secrets) is gone.
+    assert set(Path(tempfile.gettempdir()).glob("loadtest-scenario-*.yaml")) <= private
     dist = read_requests(tmp_path / "dist")
     run = read_run_json(tmp_path / "dist")
     assert run["mode"] == "workers" and len(run["workers"]) == 2
