@@ -45,6 +45,17 @@ class Target(_Strict):
     api_key_env: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
     timeout_s: PositiveFloat = 120.0
+    #: HTTPS only: check the server's certificate (false for a self-signed test endpoint).
+    verify_tls: bool = True
+    #: HTTPS only: a PEM file of CA certificates to trust (a private CA), instead of the system's.
+    ca_bundle: str | None = None
+
+    @field_validator("ca_bundle")
+    @classmethod
+    def _bundle_exists(cls, v: str | None) -> str | None:
+        if v is not None and not Path(v).is_file():
+            raise ValueError(f"no such file: {v}")
+        return v
 
     @field_validator("base_url")
     @classmethod

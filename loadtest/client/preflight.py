@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import gevent.pool
 
 from loadtest.client.record import RequestRecord
-from loadtest.client.stream import StreamingClient
+from loadtest.client.stream import StreamingClient, client_for
 from loadtest.client.wire import PATHS, build_body
 from loadtest.errors import TargetError
 from loadtest.scenario import Scenario, typical_tokens
@@ -39,8 +39,7 @@ class PreflightResult:
 
 
 def _client(scenario: Scenario, api_key: str | None) -> StreamingClient:
-    t = scenario.target
-    return StreamingClient(t.base_url, t.api, headers=t.headers, api_key=api_key, timeout_s=t.timeout_s)
+    return client_for(scenario.target, api_key)
 
 
 def _body(scenario: Scenario, continuous_usage: bool, max_tokens: int) -> bytes:

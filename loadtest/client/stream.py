@@ -20,6 +20,7 @@ from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 import gevent
+import gevent.ssl
 from geventhttpclient import HTTPClient
 from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 
@@ -54,6 +55,7 @@ class StreamingClient:
         timeout_s: float = 120.0,
         connect_timeout_s: float = 10.0,
         insecure: bool = False,
+        ca_bundle: str | None = None,
         use_reactor: bool = True,
     ) -> None:
         url = urlsplit(base_url.rstrip("/"))
@@ -77,6 +79,8 @@ class StreamingClient:
             port=url.port,
             ssl=url.scheme == "https",
             insecure=insecure,
+            ssl_options={"ca_certs": ca_bundle} if ca_bundle else None,
+            ssl_context_factory=_unverified_tls if insecure else gevent.ssl.create_default_context,
             connection_timeout=connect_timeout_s,
             # The whole request is bounded by a gevent.Timeout in send(); a per-read
             # socket timeout would only add a timer start and stop to every chunk.
@@ -141,6 +145,27 @@ class StreamingClient:
             if not clean and rec.ok:  # interrupted from outside (timeout, cancel): stamp the end here
                 rec.e2e_ms = (time.perf_counter() - rec.start_perf) * 1000.0
             _http.give_back(response, sock, pool, reusable=clean and rec.ok)
+
+
+def _unverified_tls(cafile: str | None = None) -> Any:
+    """A TLS context that accepts any certificate (``target.verify_tls: false``)."""
+    context = gevent.ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = gevent.ssl.CERT_NONE
+    return context
+
+
+def client_for(target: Any, api_key: str | None) -> StreamingClient:
+    """A client configured from a scenario's ``target`` section."""
+    return StreamingClient(
+        target.base_url,
+        target.api,
+        headers=target.headers,
+        api_key=api_key,
+        timeout_s=target.timeout_s,
+        insecure=not target.verify_tls,
+        ca_bundle=target.ca_bundle,
+    )
 
 
 def _read_in_greenlet(sock: Any, response: Any, decoder: StreamDecoder, head_at: float) -> bool:

@@ -20,7 +20,7 @@ import gevent
 from gevent import GreenletExit
 from locust import User, constant, task
 
-from loadtest.client.stream import StreamingClient
+from loadtest.client.stream import client_for
 from loadtest.load.levels import LevelClock
 from loadtest.load.recorder import Recorder
 from loadtest.scenario import Scenario
@@ -55,13 +55,7 @@ def make_user_class(scenario: Scenario, clock: LevelClock, recorder: Recorder, s
 
         def on_start(self) -> None:
             self.index = next(counter)
-            self.client = StreamingClient(
-                target.base_url,
-                target.api,
-                headers=target.headers,
-                api_key=api_key,
-                timeout_s=target.timeout_s,
-            )
+            self.client = client_for(target, api_key)
             self.workload = Workload(
                 scenario,
                 seed=settings.worker_seed * 1_000_003 + self.index,

@@ -18,7 +18,7 @@ from loadtest.mock.config import MockConfig
 _D = MockConfig()  # the defaults, in one place
 
 #: The line printed once the socket is listening; MockServer parses it.
-LISTENING = "loadtest mock listening on http://{host}:{port}"
+LISTENING = "loadtest mock listening on {scheme}://{host}:{port}"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,6 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     net.add_argument(
         "--port", type=int, default=_D.port, help="port; 0 = any free port (default: %(default)s)"
     )
+    net.add_argument("--tls-cert", default=None, metavar="PEM", help="serve HTTPS with this certificate (with --tls-key)")
+    net.add_argument("--tls-key", default=None, metavar="PEM", help="the certificate's private key")
     net.add_argument(
         "--model-name",
         default=_D.model_name,
@@ -128,7 +130,8 @@ async def _main(config: MockConfig) -> None:
 
     def ready(host: str, port: int) -> None:
         shown = f"[{host}]" if ":" in host else host
-        print(LISTENING.format(host=shown, port=port), flush=True)
+        scheme = "https" if config.tls_cert else "http"
+        print(LISTENING.format(scheme=scheme, host=shown, port=port), flush=True)
         # Everything allocated so far lives for the whole run: keep the cyclic
         # GC from re-scanning it, which shortens collections under load.
         gc.collect()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import os
 from dataclasses import dataclass, fields
 
 from loadtest.errors import InputError
@@ -43,6 +44,9 @@ class MockConfig:
     tokens_per_chunk: int = 1
     # Access.
     api_key: str | None = None
+    #: Serve HTTPS with this certificate and key (PEM files), to test TLS clients.
+    tls_cert: str | None = None
+    tls_key: str | None = None
     # Fault injection: rates are per-request probabilities drawn from ``seed``.
     fail_rate: float = 0.0
     rate_limit_queue: int | None = None
@@ -74,6 +78,10 @@ class MockConfig:
         )
         _check(self.retry_after_s >= 0, "--retry-after-s", "must be >= 0")
         _check(self.api_key is None or bool(self.api_key), "--api-key", "must not be empty")
+        _check((self.tls_cert is None) == (self.tls_key is None), "--tls-cert", "goes with --tls-key")
+        for name in ("tls_cert", "tls_key"):
+            path = getattr(self, name)
+            _check(path is None or os.path.isfile(path), _flag(name), f"no such file: {path}")
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> MockConfig:

@@ -23,6 +23,7 @@ import collections
 import os
 import re
 import signal
+import ssl
 import subprocess
 import sys
 import threading
@@ -34,10 +35,14 @@ from typing import Sequence
 
 from loadtest.mock.config import MockConfig
 
-_LISTENING_RE = re.compile(r"loadtest mock listening on http://(\[[^\]]+\]|[^\s:/]+):(\d+)")
+_LISTENING_RE = re.compile(r"loadtest mock listening on (https?)://(\[[^\]]+\]|[^\s:/]+):(\d+)")
 
-#: Never use a proxy from the environment to reach our own child process.
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+#: Never use a proxy from the environment to reach our own child process, and
+#: do not verify its (self-signed, test-only) certificate when it serves HTTPS.
+_OPENER = urllib.request.build_opener(
+    urllib.request.ProxyHandler({}),
+    urllib.request.HTTPSHandler(context=ssl._create_unverified_context()),
+)
 
 
 class MockServer:
@@ -66,6 +71,7 @@ class MockServer:
         self._lines: collections.deque[str] = collections.deque(maxlen=200)
         self._ready = threading.Event()
         self._reader: threading.Thread | None = None
+        self.scheme = "http"
         self.host = ""
         self.port = 0
 
@@ -128,7 +134,7 @@ class MockServer:
     @property
     def url(self) -> str:
         """The server's root, e.g. ``http://127.0.0.1:41234``."""
-        return f"http://{self.host}:{self.port}"
+        return f"{self.scheme}://{self.host}:{self.port}"
 
     @property
     def base_url(self) -> str:
@@ -182,10 +188,10 @@ class MockServer:
         for line in self._proc.stdout:
             self._lines.append(line.rstrip("\n"))
             if not self._ready.is_set() and (m := _LISTENING_RE.search(line)):
-                host = m.group(1)
+                host = m.group(2)
                 if host in ("0.0.0.0", "[::]", "localhost"):
                     host = "127.0.0.1"
-                self.host, self.port = host, int(m.group(2))
+                self.scheme, self.host, self.port = m.group(1), host, int(m.group(3))
                 self._ready.set()
         self._ready.set()  # EOF: wake the waiter; it sees the process ended
 

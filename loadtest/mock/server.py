@@ -17,6 +17,7 @@ before the client can have seen the status.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from typing import Awaitable, Callable
 
@@ -291,7 +292,11 @@ async def serve(
     )
     await runner.setup()
     try:
-        site = web.TCPSite(runner, config.host, config.port, backlog=4096)
+        tls = None
+        if config.tls_cert:
+            tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            tls.load_cert_chain(config.tls_cert, config.tls_key)
+        site = web.TCPSite(runner, config.host, config.port, backlog=4096, ssl_context=tls)
         try:
             await site.start()
         except OSError as err:

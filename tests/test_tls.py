@@ -1,0 +1,80 @@
+"""HTTPS targets (hosted APIs, private CAs): the same records over TLS.
+
+The mock serves HTTPS with a throw-away self-signed certificate made by the
+``openssl`` command (on every machine this project runs on).
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+import numpy as np
+import pytest
+
+from loadtest.client.stream import StreamingClient
+from loadtest.client.wire import build_body
+from loadtest.mock.process import MockServer
+from loadtest.records import read_requests
+from runkit import level_rows, loadtest, write_scenario
+
+
+@pytest.fixture(scope="module")
+def tls_files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tls")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+         "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+        check=True, capture_output=True, timeout=60,
+    )
+    return cert, key
+
+
+@pytest.fixture(scope="module")
+def tls_mock(tls_files):
+    cert, key = tls_files
+    flags = ["--tls-cert", str(cert), "--tls-key", str(key), "--decode-base-ms", "10", "--decode-per-seq-ms", "0"]
+    with MockServer(flags) as mock:
+        assert mock.base_url.startswith("https://")
+        yield mock
+
+
+@pytest.mark.parametrize("options", ["ca_bundle", "insecure"])
+def test_tls_stream_is_timed_per_chunk(tls_mock, tls_files, options):
+    kwargs = {"ca_bundle": str(tls_files[0])} if options == "ca_bundle" else {"insecure": True}
+    client = StreamingClient(tls_mock.base_url, "chat", **kwargs)
+    assert not client.use_reactor  # TLS streams are read by the user's greenlet
+    rec = client.send(build_body("chat", "mock-model", "hi", 12, continuous_usage=True))
+    client.close()
+    assert rec.ok, rec.error
+    assert len(rec.chunk_ms) == 12 and rec.token_source == "continuous_usage"
+    assert abs(np.median(np.diff(np.asarray(rec.chunk_ms))) - 10) < 1.5
+
+
+def test_untrusted_certificate_is_a_clear_preflight_error(tls_mock, tmp_path):
+    scenario = write_scenario(tmp_path, tls_mock.base_url)
+    result = loadtest("run", str(scenario), "--out", str(tmp_path / "run"))
+    assert result.returncode == 3
+    assert "CERTIFICATE_VERIFY_FAILED" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_run_over_tls_with_a_private_ca(tls_mock, tls_files, tmp_path):
+    scenario = write_scenario(
+        tmp_path, tls_mock.base_url,
+        target={"ca_bundle": str(tls_files[0])},
+        load={"levels": [1, 4], "level_duration_s": 3, "warmup_s": 0.5},
+    )
+    result = loadtest("run", str(scenario), "--out", str(tmp_path / "run"))
+    assert result.returncode == 0, result.stderr
+    frame = read_requests(tmp_path / "run")
+    assert frame[frame.error_kind.ne("cancelled")].ok.all()  # cancelled: cut by the end of the run
+    rows = level_rows(frame, 4)
+    gaps = np.concatenate([np.diff(np.asarray(c)) for c in rows.chunk_ms])
+    assert abs(np.median(gaps) - 10) < 1.5
+
+
+def test_missing_ca_bundle_is_an_input_error(tmp_path):
+    scenario = write_scenario(tmp_path, "https://127.0.0.1:9/v1", target={"ca_bundle": str(tmp_path / "nope.pem")})
+    result = loadtest("validate", str(scenario))
+    assert result.returncode == 2
+    assert "target.ca_bundle: no such file" in result.stderr
