@@ -194,7 +194,7 @@ def _run_load(scenario: Scenario, options: RunOptions, state: RunState, continuo
     writer = RequestWriter(run_dir)
     sink = RunSink(writer, RunProgress())
     clock = LevelClock(scenario.load.warmup_s)
-    recorder = Recorder("local", clock, sink)
+    recorder = Recorder("local", sink)
     monitor = SelfMonitor.for_scenario(scenario)
     live = LiveView(sink.progress, console)
 

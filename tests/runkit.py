@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,21 @@ def loadtest(*args: str, timeout: float = 180, env: dict[str, str] | None = None
         env=env,
         stdin=subprocess.DEVNULL,
     )
+
+
+def start_run(scenario: Path, out: Path) -> subprocess.Popen:
+    """``loadtest run`` in the background (for tests that stop it mid-way)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "loadtest", "run", str(scenario), "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+    )
+
+
+def wait_for_flushes(out: Path, parts: int, timeout: float = 60) -> None:
+    """Wait (bounded) until the run has flushed ``parts`` batches of records to disk."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and len(list((out / "requests.parts").glob("*.parquet"))) < parts:
+        time.sleep(0.2)
 
 
 def summary(run_dir: Path) -> dict[str, Any]:

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
-import time
 
 import numpy as np
 import pytest
 
 from loadtest.mock.process import MockServer
 from loadtest.records import read_requests, read_run_json
-from runkit import level_rows, loadtest, summary, write_scenario
+from runkit import level_rows, loadtest, start_run, summary, wait_for_flushes, write_scenario
 
 
 @pytest.fixture(scope="module")
@@ -142,17 +139,12 @@ def test_killed_run_keeps_what_it_measured(tmp_path):
     with MockServer(["--decode-base-ms", "10", "--decode-per-seq-ms", "0"]) as mock:
         scenario = write_scenario(tmp_path, mock.base_url, load={"levels": [2, 4], "level_duration_s": 20})
         out = tmp_path / "run"
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "loadtest", "run", str(scenario), "--out", str(out)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-        )
+        proc = start_run(scenario, out)
         try:
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and len(list((out / "requests.parts").glob("*.parquet"))) < 3:
-                time.sleep(0.2)
+            wait_for_flushes(out, 3)
         finally:
             proc.send_signal(signal.SIGKILL)
-            proc.wait(timeout=10)
+            proc.communicate(timeout=10)
     frame = read_requests(out)
     assert len(frame) > 10
     assert read_run_json(out)["levels"][0]["concurrency"] == 2
@@ -229,14 +221,9 @@ def test_sigterm_stops_the_load_and_still_reports(tmp_path):
     with MockServer(["--decode-base-ms", "10", "--decode-per-seq-ms", "0"]) as mock:
         scenario = write_scenario(tmp_path, mock.base_url, load={"levels": [2, 4], "level_duration_s": 20})
         out = tmp_path / "run"
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "loadtest", "run", str(scenario), "--out", str(out)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-        )
+        proc = start_run(scenario, out)
         try:
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and len(list((out / "requests.parts").glob("*.parquet"))) < 3:
-                time.sleep(0.2)
+            wait_for_flushes(out, 3)
             proc.send_signal(signal.SIGTERM)
             _, stderr = proc.communicate(timeout=60)
         finally:

@@ -153,7 +153,7 @@ def run_worker(scenario: Scenario, master_host: str, master_port: int) -> int:
         sent[0] += len(batch["request_id"])
         log.info("records sent to the master: %d", sent[0])
 
-    recorder = Recorder("worker", clock, send)
+    recorder = Recorder("worker", send)
     monitor = SelfMonitor.for_scenario(scenario)
     user_class = make_user_class(scenario, clock, recorder, settings)
     env = Environment(user_classes=[user_class], host=scenario.target.base_url, parsed_options=library_options())

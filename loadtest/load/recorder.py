@@ -1,10 +1,11 @@
-"""The recorder: tag each finished request with its level and get it to disk.
+"""The recorder: keep each finished request, tagged with its level, and get it to disk.
 
 Records are buffered in columns (:class:`~loadtest.load.batch.RecordBuffer`)
 and flushed at least once a second through a *sink*: on a local run the sink
-writes a Parquet part file (in gevent's thread pool, so an fsync never stalls
-the event loop that is timestamping chunks); on a Locust worker it sends the
-batch to the master. A final flush on stop means nothing measured is lost.
+(:class:`~loadtest.load.sink.RunSink`) decodes and writes a Parquet part file
+in a background thread, so an fsync never stalls the event loop; on a Locust
+worker it sends the batch to the master. A batch the sink refuses is kept and
+retried, and a final flush on stop means nothing measured is lost.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import gevent
 
 from loadtest.client.record import RequestRecord
 from loadtest.load.batch import RecordBuffer
-from loadtest.load.levels import LevelClock
 
 log = logging.getLogger(__name__)
 
@@ -28,8 +28,7 @@ FLUSH_INTERVAL_S = 1.0
 class Recorder:
     """Buffers tagged records and flushes them to a sink every second."""
 
-    def __init__(self, worker: str, clock: LevelClock, sink: Sink, interval_s: float = FLUSH_INTERVAL_S) -> None:
-        self.clock = clock
+    def __init__(self, worker: str, sink: Sink, interval_s: float = FLUSH_INTERVAL_S) -> None:
         self.buffer = RecordBuffer(worker)
         self.sink = sink
         self.interval_s = interval_s
