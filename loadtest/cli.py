@@ -14,9 +14,6 @@ from typing import Callable, Sequence
 from loadtest import __version__
 from loadtest.errors import LoadtestError
 
-Command = Callable[[argparse.Namespace], int]
-
-
 def _cmd_mock(args: argparse.Namespace) -> int:
     from loadtest.mock.cli import run
 

@@ -75,7 +75,6 @@ class RequestWriter:
         self.parts = self.run_dir / PARTS_DIR
         self.parts.mkdir(parents=True, exist_ok=True)
         self._n_parts = 0
-        self.rows_written = 0
 
     def write(self, table: pa.Table) -> None:
         if table.num_rows == 0:
@@ -87,7 +86,6 @@ class RequestWriter:
             os.fsync(fh.fileno())
         tmp.rename(path)
         self._n_parts += 1
-        self.rows_written += table.num_rows
 
     def close(self) -> Path:
         """Merge the part files into ``requests.parquet`` (also when there are none)."""

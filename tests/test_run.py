@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 
@@ -135,16 +136,26 @@ def test_faults_show_up_as_the_right_error_kind(tmp_path, flags, target, kind, s
     assert (~failed.ok).all()
 
 
-def test_killed_run_keeps_what_it_measured(tmp_path):
+@contextlib.contextmanager
+def run_in_background(tmp_path):
+    """A 40 s run against the mock, once it has flushed a few batches; killed if still alive at the end."""
     with MockServer(["--decode-base-ms", "10", "--decode-per-seq-ms", "0"]) as mock:
         scenario = write_scenario(tmp_path, mock.base_url, load={"levels": [2, 4], "level_duration_s": 20})
         out = tmp_path / "run"
         proc = start_run(scenario, out)
         try:
             wait_for_flushes(out, 3)
+            yield proc, out
         finally:
-            proc.send_signal(signal.SIGKILL)
-            proc.communicate(timeout=10)
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate(timeout=10)
+
+
+def test_killed_run_keeps_what_it_measured(tmp_path):
+    with run_in_background(tmp_path) as (proc, out):
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=10)
     frame = read_requests(out)
     assert len(frame) > 10
     assert read_run_json(out)["levels"][0]["concurrency"] == 2
@@ -218,17 +229,9 @@ def test_a_saturated_client_is_flagged_and_the_verdict_says_so(tmp_path):
 
 
 def test_sigterm_stops_the_load_and_still_reports(tmp_path):
-    with MockServer(["--decode-base-ms", "10", "--decode-per-seq-ms", "0"]) as mock:
-        scenario = write_scenario(tmp_path, mock.base_url, load={"levels": [2, 4], "level_duration_s": 20})
-        out = tmp_path / "run"
-        proc = start_run(scenario, out)
-        try:
-            wait_for_flushes(out, 3)
-            proc.send_signal(signal.SIGTERM)
-            _, stderr = proc.communicate(timeout=60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+    with run_in_background(tmp_path) as (proc, out):
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
     assert "run interrupted" in stderr and "Traceback" not in stderr
     run = read_run_json(out)

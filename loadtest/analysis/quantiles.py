@@ -52,15 +52,6 @@ def quantile_sorted(sorted_values: np.ndarray, q: float) -> float:
     return float(lerp(sorted_values[lo], sorted_values[lo + 1], t))
 
 
-def quantiles_along_axis(sorted_rows: np.ndarray, q: float) -> np.ndarray:
-    """Quantile ``q`` of each row of a 2-D array whose rows are sorted ascending."""
-    n = sorted_rows.shape[1]
-    lo, t = position(n, q)
-    if t == 0.0:
-        return sorted_rows[:, lo].astype(float)
-    return lerp(sorted_rows[:, lo], sorted_rows[:, lo + 1], t)
-
-
 def low_n(n: int, q: float) -> bool:
     """True when fewer than one sample is expected above quantile ``q``.
 

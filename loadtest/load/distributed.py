@@ -27,7 +27,7 @@ from typing import Any
 
 import gevent
 from locust.env import Environment
-from locust.runners import STATE_MISSING, MasterRunner, Runner, WorkerRunner
+from locust.runners import STATE_MISSING, Runner, WorkerRunner
 
 from loadtest.errors import LoadtestError
 from loadtest.load.levels import LevelClock, LevelSpan

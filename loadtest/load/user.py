@@ -55,6 +55,7 @@ def make_user_class(scenario: Scenario, clock: LevelClock, recorder: Recorder, s
 
         def on_start(self) -> None:
             self.index = next(counter)
+            self.failures_in_a_row = 0
             self.client = client_for(target, api_key)
             self.workload = Workload(
                 scenario,
@@ -75,7 +76,7 @@ def make_user_class(scenario: Scenario, clock: LevelClock, recorder: Recorder, s
             failed attempt is still recorded and counts against the SLO.
             """
             if rec.error_kind in ("connect", "rate_limited"):
-                self.failures_in_a_row = getattr(self, "failures_in_a_row", 0) + 1
+                self.failures_in_a_row += 1
                 wait = rec.retry_after_s if rec.retry_after_s is not None else 0.05 * 2 ** min(self.failures_in_a_row, 5)
                 gevent.sleep(min(wait, MAX_BACKOFF_S))
             else:
