@@ -211,7 +211,7 @@ def _run_load(scenario: Scenario, options: RunOptions, state: RunState, settings
     sink = RunSink(writer, RunProgress())
     clock = LevelClock(scenario.load.warmup_s)
     recorder = Recorder("local", sink)
-    monitor = SelfMonitor.for_scenario(scenario)
+    monitor = SelfMonitor.for_scenario(scenario, clock)
     live = LiveView(sink.progress, console)
 
     def on_level_change(previous, current) -> None:

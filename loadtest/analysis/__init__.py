@@ -30,6 +30,7 @@ import pandas as pd
 from loadtest.analysis.bootstrap import DEFAULT_RESAMPLES
 from loadtest.analysis.capacity import find_capacity
 from loadtest.analysis.caveats import MIN_COMPLETE, level_caveats, run_caveats
+from loadtest.analysis.client_error import judge_client
 from loadtest.analysis.chunks import (
     chunk_positions,
     flatten_chunks,
@@ -105,7 +106,7 @@ def analyze(
         frame, windows, itl_groups, tokens, seed=seed, resamples=resamples, confidence=confidence
     )
     for level in levels:
-        evaluate_level(level, slo)
+        judge_client(evaluate_level(level, slo))
     levels.sort(key=lambda lv: (lv.concurrency, lv.index))
     capacity = find_capacity(levels, slo, confidence)
 

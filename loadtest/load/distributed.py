@@ -158,7 +158,7 @@ def run_worker(scenario: Scenario, master_host: str, master_port: int) -> int:
         log.info("records sent to the master: %d", sent[0])
 
     recorder = Recorder("worker", send)
-    monitor = SelfMonitor.for_scenario(scenario)
+    monitor = SelfMonitor.for_scenario(scenario, clock)
     user_class = make_user_class(scenario, clock, recorder, settings)
     env = Environment(user_classes=[user_class], host=scenario.target.base_url, parsed_options=library_options())
     runner = env.create_worker_runner(master_host, master_port)
