@@ -43,6 +43,7 @@ import yaml
 
 from _table import Column, format_table, write_json
 from loadtest.mock.process import MockServer
+from loadtest.mock.tls import self_signed_cert
 from loadtest.records import read_requests, read_run_json
 
 #: 100 tokens/s per stream whatever the concurrency; stamped chunks give the truth.
@@ -87,17 +88,6 @@ def mock_argv(max_streams: int, tokens_per_chunk: int = 1, tls: tuple[Path, Path
     return argv
 
 
-def self_signed(folder: Path) -> tuple[Path, Path]:
-    """A throw-away certificate for 127.0.0.1 (the ``openssl`` command)."""
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-         "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
-        check=True, capture_output=True, timeout=60,
-    )
-    return cert, key
-
-
 def write_scenario(folder: Path, base_url: str, cfg: Config) -> Path:
     """A scenario with short prompts, 100-token answers and SLOs that never interfere."""
     data = {
@@ -125,7 +115,7 @@ def run_mode(mode: str, cfg: Config, work: Path) -> Path:
     """One ``loadtest run`` over all stream counts against a fresh mock; returns the run folder."""
     run_dir = work / mode
     log = work / f"{mode}.log"
-    tls = self_signed(work) if cfg.https else None
+    tls = self_signed_cert(work) if cfg.https else None
     with MockServer(mock_argv(max(cfg.streams), cfg.tokens_per_chunk, tls)) as mock:
         scenario = write_scenario(work, mock.base_url, cfg)
         cmd = [

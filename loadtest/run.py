@@ -8,6 +8,7 @@ records every second), so an interrupted run can still be analyzed.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import platform
 import secrets
@@ -279,7 +280,7 @@ def _level_judge(scenario: Scenario, state: RunState, recorder, sink):
     """
     import gevent
 
-    from loadtest.analysis.decide import decide_level
+    from loadtest.analysis.decide import Decision, decide_level
     from loadtest.analysis.slo import SloSpec
     from loadtest.records import read_requests
 
@@ -295,7 +296,11 @@ def _level_judge(scenario: Scenario, state: RunState, recorder, sink):
         def work():
             return decide_level(read_requests(state.run_dir), run, slo, span.to_json(), time.time(), confidence, in_flight)
 
-        return gevent.get_hub().threadpool.apply(work)
+        try:
+            return gevent.get_hub().threadpool.apply(work)
+        except Exception as err:  # a bug in judging must not stop the run: the level runs its full course
+            logging.getLogger(__name__).exception("could not judge level %s", span.index)
+            return Decision("uncertain", f"could not judge the level ({type(err).__name__}: {err})")
 
     return judge
 

@@ -6,28 +6,20 @@ The mock serves HTTPS with a throw-away self-signed certificate made by the
 
 from __future__ import annotations
 
-import subprocess
-
 import numpy as np
 import pytest
 
 from loadtest.client.stream import StreamingClient
 from loadtest.client.wire import build_body
 from loadtest.mock.process import MockServer
+from loadtest.mock.tls import self_signed_cert
 from loadtest.records import read_requests
 from runkit import level_rows, loadtest, write_scenario
 
 
 @pytest.fixture(scope="module")
 def tls_files(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("tls")
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-         "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
-        check=True, capture_output=True, timeout=60,
-    )
-    return cert, key
+    return self_signed_cert(tmp_path_factory.mktemp("tls"))
 
 
 @pytest.fixture(scope="module")
