@@ -138,7 +138,7 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
     from rich.console import Console
 
     from loadtest.analysis import analyze_run
-    from loadtest.client.preflight import preflight, warm_up
+    from loadtest.client.preflight import describe_adaptation, preflight, warm_up
     from loadtest.report import write_reports
     from loadtest.report.terminal import print_summary
 
@@ -147,6 +147,9 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
     api_key = api_key_for(scenario)
     if target.api_key_env and not api_key:
         console.print(f"[yellow]warning:[/] ${target.api_key_env} is not set; sending no API key")
+    for header, env in target.headers_env.items():
+        if env not in os.environ:
+            console.print(f"[yellow]warning:[/] ${env} is not set; sending no {header} header")
 
     run_dir = make_run_dir(options.out or default_run_dir(scenario, options.reports_dir))
     state = RunState(run_dir, initial_meta(scenario))
@@ -155,19 +158,24 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
 
     console.print(f"loadtest {__version__}: {scenario.name} against {target.base_url} ({target.model}); writing {run_dir}")
     pre = preflight(scenario, api_key)
-    warm = warm_up(scenario, api_key, pre.continuous_usage)
+    for change in pre.adaptations:
+        console.print(describe_adaptation(change))
+    warm = warm_up(scenario, api_key, pre.dialect)
     state.meta["preflight"] = {
         "ttft_ms": round(pre.ttft_ms, 3),
         "token_source": pre.token_source,
         "continuous_usage": pre.continuous_usage,
         "attempts": pre.attempts,
+        "dropped_fields": list(pre.dialect.drop),
+        "max_tokens_field": pre.dialect.max_tokens_field,
+        "adaptations": pre.adaptations,
     }
     state.meta["warmup_requests"] = {"sent": len(warm), "failed": sum(1 for r in warm if not r.ok)}
     console.print(
         f"preflight ok: TTFT {pre.ttft_ms:.1f} ms, tokens from {pre.token_source}; {len(warm)} warm-up requests sent"
     )
 
-    interrupted = _run_load(scenario, options, state, pre.continuous_usage, console)
+    interrupted = _run_load(scenario, options, state, pre.dialect, console)
     if interrupted:
         console.print(f"[yellow]run interrupted[/]; the records measured so far are kept in {run_dir}")
 
@@ -178,7 +186,7 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
     return RunOutcome(run_dir, interrupted)
 
 
-def _run_load(scenario: Scenario, options: RunOptions, state: RunState, continuous_usage: bool, console) -> bool:
+def _run_load(scenario: Scenario, options: RunOptions, state: RunState, dialect, console) -> bool:
     """Drive Locust through the levels (and the refine probes); return True if interrupted."""
     from loadtest.load.levels import LevelClock
     from loadtest.load.live import LiveView
@@ -206,7 +214,9 @@ def _run_load(scenario: Scenario, options: RunOptions, state: RunState, continuo
             state.spans.append(current)
         state.save()
 
-    settings = UserSettings(continuous_usage=continuous_usage)
+    settings = UserSettings(
+        continuous_usage=dialect.continuous_usage, drop=dialect.drop, max_tokens_field=dialect.max_tokens_field
+    )
     workers: list[subprocess.Popen] = []
     distributed = options.workers != 0 or options.master
     if distributed:
@@ -233,6 +243,7 @@ def _run_load(scenario: Scenario, options: RunOptions, state: RunState, continuo
         _stop_workers(workers)
         sink.drain()
         writer.close()
+        state.meta["keepalive_resends"] = _count_resends(run_dir)
         if distributed:
             state.meta["workers"] = session.worker_ids
             state.meta["workers_lost"] = session.workers_lost
@@ -240,6 +251,17 @@ def _run_load(scenario: Scenario, options: RunOptions, state: RunState, continuo
         state.meta["complete"] = not interrupted
         state.save()
     return interrupted
+
+
+def _count_resends(run_dir: Path) -> int:
+    """Requests resent on a fresh connection after a stale keep-alive one (not failures)."""
+    from loadtest.records import read_requests
+
+    try:
+        frame = read_requests(run_dir)
+    except Exception:  # noqa: BLE001 - a count for run.json must never cost the run
+        return 0
+    return int(frame["resends"].fillna(0).sum()) if "resends" in frame else 0
 
 
 def _start_master(scenario, options, state, clock, recorder, monitor, settings, sink, on_level_change, console):

@@ -92,7 +92,8 @@ class MasterSession(LoadSession):
 
     # -- what the master tells workers ---------------------------------------
     def _setup(self) -> dict[str, Any]:
-        return {"continuous_usage": self.settings.continuous_usage, "warmup_s": self.clock.warmup_s}
+        return {"continuous_usage": self.settings.continuous_usage, "warmup_s": self.clock.warmup_s,
+                "drop": list(self.settings.drop), "max_tokens_field": self.settings.max_tokens_field}
 
     def _level_message(self) -> dict[str, Any]:
         return {"index": self.clock.index, "concurrency": self.clock.concurrency, "start_wall": self.clock.start_wall}
@@ -164,6 +165,8 @@ def run_worker(scenario: Scenario, master_host: str, master_port: int) -> int:
 
     def on_setup(environment: Environment, msg: Any, **_: Any) -> None:
         settings.continuous_usage = bool(msg.data["continuous_usage"])
+        settings.drop = tuple(msg.data.get("drop", ()))
+        settings.max_tokens_field = msg.data.get("max_tokens_field")
         clock.warmup_s = float(msg.data["warmup_s"])
 
     def on_level(environment: Environment, msg: Any, **_: Any) -> None:

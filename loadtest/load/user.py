@@ -37,6 +37,10 @@ class UserSettings:
 
     continuous_usage: bool = False
     worker_seed: int = 0
+    #: Optional body fields the preflight found the target rejects (see client.wire.DROPPABLE).
+    drop: tuple[str, ...] = ()
+    #: The output-length field the preflight settled on (None: the scenario's).
+    max_tokens_field: str | None = None
 
 
 #: The longest a user pauses after a refused connection or a 429.
@@ -61,6 +65,8 @@ def make_user_class(scenario: Scenario, clock: LevelClock, recorder: Recorder, s
                 scenario,
                 seed=settings.worker_seed * 1_000_003 + self.index,
                 continuous_usage=settings.continuous_usage,
+                drop=settings.drop,
+                max_tokens_field=settings.max_tokens_field,
             )
 
         def on_stop(self) -> None:
@@ -77,7 +83,9 @@ def make_user_class(scenario: Scenario, clock: LevelClock, recorder: Recorder, s
             """
             if rec.error_kind in ("connect", "rate_limited"):
                 self.failures_in_a_row += 1
-                wait = rec.retry_after_s if rec.retry_after_s is not None else 0.05 * 2 ** min(self.failures_in_a_row, 5)
+                # Retry-After: 0 (or a tiny value) must not turn into a busy loop.
+                floor = 0.05 * 2 ** min(self.failures_in_a_row, 5)
+                wait = max(rec.retry_after_s, 0.05) if rec.retry_after_s is not None else floor
                 gevent.sleep(min(wait, MAX_BACKOFF_S))
             else:
                 self.failures_in_a_row = 0
