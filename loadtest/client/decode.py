@@ -94,6 +94,9 @@ class StreamDecoder:
                 rec.prompt_tokens = facts.usage_prompt
             if facts.reasoning_tokens is not None:
                 self.reasoning_tokens = facts.reasoning_tokens
+            timings = obj.get("timings")  # llama.cpp's own measurement, beside its usage
+            if isinstance(timings, dict):
+                rec.server_timings = timings
         if facts.content:
             t = (now - rec.start_perf) * 1000.0
             if not rec.chunk_ms:

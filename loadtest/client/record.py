@@ -63,6 +63,9 @@ class RequestRecord:
     error: str | None = None
     #: The server's Retry-After on a 429, in seconds (not persisted: it steers back-off).
     retry_after_s: float | None = None
+    #: The server's own per-request ``timings`` when it sends them (llama.cpp:
+    #: prompt_ms, predicted_ms, predicted_n …); not persisted, for cross-checks.
+    server_timings: dict | None = None
 
     @property
     def ok(self) -> bool:

@@ -36,7 +36,7 @@ CHATML = (
     "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
 
-N_EMBD, N_HEAD, N_HEAD_KV, N_LAYER, N_FF, N_CTX = 128, 4, 2, 4, 256, 4096
+N_EMBD, N_HEAD, N_HEAD_KV, N_LAYER, N_FF, N_CTX = 384, 6, 2, 6, 1152, 4096
 
 
 def vocabulary() -> tuple[list[str], list[float], list[int], set[int]]:
@@ -67,7 +67,7 @@ def vocabulary() -> tuple[list[str], list[float], list[int], set[int]]:
 
 
 def write_tiny_llama(path: Path, seed: int = 0) -> Path:
-    """Write the model to ``path`` (about 4 MB of f32 weights) and return it."""
+    """Write the model to ``path`` (about 8 MB of f16 weights) and return it."""
     import gguf
 
     rng = np.random.default_rng(seed)
@@ -75,8 +75,9 @@ def write_tiny_llama(path: Path, seed: int = 0) -> Path:
     n_vocab = len(tokens)
     head_dim = N_EMBD // N_HEAD
 
-    def w(*shape: int, scale: float = 0.08) -> np.ndarray:
-        return (rng.standard_normal(shape) * scale).astype(np.float32)
+    def w(*shape: int, scale: float = 0.06) -> np.ndarray:
+        """A random f16 matrix (f16 halves the file; llama.cpp computes with it on CPU)."""
+        return (rng.standard_normal(shape) * scale).astype(np.float16)
 
     writer = gguf.GGUFWriter(str(path), "llama")
     writer.add_name("loadtest-tiny-random")
@@ -89,7 +90,7 @@ def write_tiny_llama(path: Path, seed: int = 0) -> Path:
     writer.add_rope_dimension_count(head_dim)
     writer.add_rope_freq_base(10000.0)
     writer.add_layer_norm_rms_eps(1e-5)
-    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
     writer.add_tokenizer_model("llama")
     writer.add_token_list(tokens)
     writer.add_token_scores(scores)
@@ -101,9 +102,9 @@ def write_tiny_llama(path: Path, seed: int = 0) -> Path:
     writer.add_add_eos_token(False)
     writer.add_chat_template(CHATML)
 
-    writer.add_tensor("token_embd.weight", w(n_vocab, N_EMBD, scale=1.0))
+    writer.add_tensor("token_embd.weight", w(n_vocab, N_EMBD, scale=1.0).astype(np.float32))
     writer.add_tensor("output_norm.weight", np.ones(N_EMBD, dtype=np.float32))
-    output = w(n_vocab, N_EMBD, scale=1.0)
+    output = w(n_vocab, N_EMBD, scale=1.0).astype(np.float32)
     mask = np.zeros(n_vocab, dtype=bool)
     mask[sorted(word_ids)] = True
     output[~mask] = 0.0  # logit exactly 0: never the argmax against ~250 random logits
