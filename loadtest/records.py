@@ -122,9 +122,11 @@ def read_requests(run_dir: Path) -> pd.DataFrame:
 
 def write_run_json(run_dir: Path, run: Mapping[str, Any]) -> None:
     """Write ``run.json`` atomically (it is rewritten as levels start and end)."""
+    from loadtest.redact import scrub_any
+
     path = Path(run_dir) / RUN_JSON
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(run, indent=2, sort_keys=False, default=str))
+    tmp.write_text(json.dumps(scrub_any(json.loads(json.dumps(run, default=str))), indent=2, sort_keys=False))
     tmp.rename(path)
 
 

@@ -83,8 +83,10 @@ def setup_file_logging(log_file: Path) -> None:
     """Send Locust's and our log to a file in the run folder, not the screen."""
     import logging
 
+    from loadtest.redact import ScrubbingFormatter
+
     handler = logging.FileHandler(log_file)
-    handler.setFormatter(logging.Formatter("[%(asctime)s] %(levelname)s/%(name)s: %(message)s"))
+    handler.setFormatter(ScrubbingFormatter("[%(asctime)s] %(levelname)s/%(name)s: %(message)s"))
     root = logging.getLogger()
     for h in list(root.handlers):
         root.removeHandler(h)
@@ -99,6 +101,8 @@ def setup_file_logging(log_file: Path) -> None:
 def initial_meta(scenario: Scenario) -> dict[str, Any]:
     import locust
 
+    from loadtest.redact import public_url
+
     t = scenario.target
     return {
         "format": 1,
@@ -107,7 +111,7 @@ def initial_meta(scenario: Scenario) -> dict[str, Any]:
         "python": platform.python_version(),
         "locust": locust.__version__,
         "host": host_facts(),
-        "target": {"base_url": t.base_url, "model": t.model, "api": t.api},
+        "target": {"base_url": public_url(t.base_url), "model": t.model, "api": t.api},
         "scenario": scenario.public_dict(),
         "warmup_s": scenario.load.warmup_s,
         "started_wall": time.time(),
@@ -142,8 +146,11 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
     from loadtest.report import write_reports
     from loadtest.report.terminal import print_summary
 
+    from loadtest.redact import install_for
+
     console = Console(stderr=True, soft_wrap=True)
     target = scenario.target
+    install_for(target)  # from here on, every file and line this process writes is scrubbed
     api_key = api_key_for(scenario)
     if target.api_key_env and not api_key:
         console.print(f"[yellow]warning:[/] ${target.api_key_env} is not set; sending no API key")

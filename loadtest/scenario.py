@@ -230,17 +230,20 @@ class Scenario(_Strict):
         return parse_scenario(data, source="command line")
 
     def public_dict(self) -> dict[str, Any]:
-        """The scenario as written to run.json: never holds a secret (only the env var's name)."""
+        """The scenario as written to run.json: never holds a secret (only env var names).
+
+        Headers whose names look secret, URL userinfo and token-like query values
+        are replaced; :mod:`loadtest.redact` scrubs the values themselves too.
+        """
+        from loadtest.redact import REDACTED, looks_secret_name, public_url, query_secrets
+
         data = self.model_dump(mode="json")
-        data["target"]["headers"] = {
-            k: ("<redacted>" if _looks_secret(k) else v) for k, v in data["target"]["headers"].items()
-        }
+        target = data["target"]
+        target["headers"] = {k: (REDACTED if looks_secret_name(k) else v) for k, v in target["headers"].items()}
+        target["base_url"] = public_url(target["base_url"])
+        secret = set(query_secrets(target["query"]))
+        target["query"] = {k: (REDACTED if v in secret else v) for k, v in target["query"].items()}
         return data
-
-
-def _looks_secret(header: str) -> bool:
-    h = header.lower()
-    return any(word in h for word in ("auth", "key", "token", "secret", "cookie"))
 
 
 _MESSAGES = {

@@ -11,6 +11,8 @@ import math
 from array import array
 from dataclasses import dataclass, field
 
+from loadtest.redact import scrub
+
 #: Error kinds a record can carry. ``cancelled`` means the harness itself ended
 #: the request (the run stopped while it was in flight): it is kept in the
 #: records but is not the server's fault. ``aborted``: the server ended the
@@ -75,4 +77,4 @@ class RequestRecord:
         """Mark the request failed; the first failure wins (it is the cause)."""
         if self.error_kind is None:
             self.error_kind = kind
-            self.error = message[:500]
+            self.error = scrub(message)[:500]  # a server may echo the key back: never keep it

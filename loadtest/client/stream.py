@@ -20,11 +20,12 @@ reset is the server's failure, as before.
 
 from __future__ import annotations
 
+import base64
 import socket
 import ssl
 import time
 from typing import Any, Mapping
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import unquote, urlencode, urlsplit
 
 import gevent
 import gevent.ssl
@@ -83,6 +84,9 @@ class StreamingClient:
         }
         if api_key:
             self.headers["Authorization"] = f"Bearer {api_key}"
+        elif url.username is not None:  # https://user:password@host/v1: HTTP Basic, as curl does
+            token = base64.b64encode(f"{unquote(url.username)}:{unquote(url.password or '')}".encode()).decode()
+            self.headers["Authorization"] = f"Basic {token}"
         # TLS streams are read by the user's greenlet (the reactor reads raw sockets).
         self.use_reactor = use_reactor and url.scheme == "http"
         proxy = proxy_for(base_url)

@@ -37,8 +37,14 @@ class Exchange:
 class ReplayServer:
     """Serve ``fixtures`` on 127.0.0.1; use as a context manager."""
 
-    def __init__(self, fixtures: list[Fixture], close_after: int | None = None) -> None:
+    def __init__(
+        self, fixtures: list[Fixture], close_after: int | None = None, rotate: dict[str, list[str]] | None = None
+    ) -> None:
         self.fixtures = {f.name: f for f in fixtures}
+        #: A path name served by several fixtures in turn (e.g. two good streams, then an error).
+        self.rotate = rotate or {}
+        self._turns: dict[str, int] = {}
+        self._lock = threading.Lock()
         #: Close a connection, without answering, on the request after this many answers.
         self.close_after = close_after
         self.exchanges: list[Exchange] = []
@@ -87,7 +93,7 @@ class ReplayServer:
                 if self.close_after is not None and answered >= self.close_after:
                     exchange.answered = False  # the keep-alive race: closed before any byte
                     return
-                fixture = self.fixtures.get(name)
+                fixture = self.fixtures.get(self._turn(name))
                 if fixture is None:
                     conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
                     answered += 1
@@ -100,18 +106,28 @@ class ReplayServer:
                 if not keep:
                     return
 
+    def _turn(self, name: str) -> str:
+        if name not in self.rotate:
+            return name
+        with self._lock:
+            turn = self._turns.get(name, 0)
+            self._turns[name] = turn + 1
+        names = self.rotate[name]
+        return names[turn % len(names)]
+
     def _respond(self, conn: socket.socket, fixture: Fixture, exchange: Exchange) -> bool:
         """Write the fixture's response; True if the connection may be reused."""
         head = [f"HTTP/1.1 {fixture.status} {fixture.reason}"]
         head += [f"{k}: {v}" for k, v in fixture.headers.items()]
+        writes = [_echo(w, exchange.headers) for w in fixture.writes]
         if fixture.framing == "chunked":
             head.append("Transfer-Encoding: chunked")
         elif fixture.framing == "length":
-            head.append(f"Content-Length: {sum(len(w) for w in fixture.writes)}")
+            head.append(f"Content-Length: {sum(len(w) for w in writes)}")
         else:
             head.append("Connection: close")
         conn.sendall(("\r\n".join(head) + "\r\n\r\n").encode())
-        for i, data in enumerate(fixture.writes):
+        for i, data in enumerate(writes):
             if i and fixture.pace_ms:
                 time.sleep(fixture.pace_ms / 1000.0)
             exchange.sent_at.append(time.perf_counter())
@@ -125,6 +141,16 @@ class ReplayServer:
             conn.sendall(b"0\r\n\r\n")
             return True
         return fixture.framing == "length"
+
+
+def _echo(data: bytes, headers: dict[str, str]) -> bytes:
+    """Replace ``{echo:<header>}`` with the request's header value (servers echo keys in errors)."""
+    while b"{echo:" in data:
+        start = data.index(b"{echo:")
+        end = data.index(b"}", start)
+        name = data[start + 6:end].decode().lower()
+        data = data[:start] + headers.get(name, "").encode() + data[end + 1:]
+    return data
 
 
 def _read_request(conn: socket.socket, buf: bytes):
