@@ -17,6 +17,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 from wirezoo.fixtures import Fixture
 
@@ -38,12 +39,18 @@ class ReplayServer:
     """Serve ``fixtures`` on 127.0.0.1; use as a context manager."""
 
     def __init__(
-        self, fixtures: list[Fixture], close_after: int | None = None, rotate: dict[str, list[str]] | None = None
+        self,
+        fixtures: list[Fixture],
+        close_after: int | None = None,
+        rotate: dict[str, list[str]] | None = None,
+        choose: "Callable[[Exchange], str | None] | None" = None,
     ) -> None:
         self.fixtures = {f.name: f for f in fixtures}
         #: A path name served by several fixtures in turn (e.g. two good streams, then an error).
         self.rotate = rotate or {}
         self._turns: dict[str, int] = {}
+        #: Pick the fixture from the request itself (e.g. reject a body field); None: by path.
+        self.choose = choose
         self._lock = threading.Lock()
         #: Close a connection, without answering, on the request after this many answers.
         self.close_after = close_after
@@ -93,7 +100,8 @@ class ReplayServer:
                 if self.close_after is not None and answered >= self.close_after:
                     exchange.answered = False  # the keep-alive race: closed before any byte
                     return
-                fixture = self.fixtures.get(self._turn(name))
+                chosen = self.choose(exchange) if self.choose else None
+                fixture = self.fixtures.get(chosen or self._turn(name))
                 if fixture is None:
                     conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
                     answered += 1
@@ -166,6 +174,9 @@ def _read_request(conn: socket.socket, buf: bytes):
     head, _, rest = buf.partition(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
     path = lines[0].split(" ")[1]
+    if path.startswith("http://"):  # absolute form: we were sent the request as a proxy
+        path = "/" + path.split("/", 3)[3]
+        lines.append(f"x-absolute-form: {lines[0].split(' ')[1]}")
     headers = {}
     for line in lines[1:]:
         k, _, v = line.partition(":")
