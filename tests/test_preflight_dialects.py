@@ -146,3 +146,19 @@ def test_an_unsupported_proxy_is_one_clear_error(monkeypatch):
 def test_header_values_with_line_breaks_are_refused_with_their_yaml_path():
     with pytest.raises(InputError, match=r"target.headers: 'X-A' must not contain a line break"):
         _scenario("http://127.0.0.1:1/v1", target={"headers": {"X-A": "a\nb"}})
+
+
+def test_ready_scenarios_validate_and_azure_builds_its_url(monkeypatch):
+    from pathlib import Path
+
+    from loadtest.client.stream import client_for
+    from loadtest.scenario import load_scenario
+
+    for path in sorted(Path(__file__).parent.parent.glob("scenarios/*.yaml")):
+        load_scenario(path)
+    azure = load_scenario(Path(__file__).parent.parent / "scenarios" / "azure-openai.yaml")
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", "azure-key-for-test")
+    client = client_for(azure.target, None)
+    assert client.path == "/openai/deployments/my-deployment/chat/completions?api-version=2024-10-21"
+    assert client.headers["api-key"] == "azure-key-for-test" and "Authorization" not in client.headers
+    client.close()
