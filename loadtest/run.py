@@ -262,13 +262,16 @@ def _run_load(scenario: Scenario, options: RunOptions, state: RunState, dialect,
 
 def _count_resends(run_dir: Path) -> int:
     """Requests resent on a fresh connection after a stale keep-alive one (not failures)."""
-    from loadtest.records import read_requests
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
 
-    try:
-        frame = read_requests(run_dir)
+    from loadtest.records import REQUESTS_PARQUET
+
+    try:  # one column, not the whole (possibly large) file
+        column = pq.read_table(run_dir / REQUESTS_PARQUET, columns=["resends"]).column("resends")
     except Exception:  # noqa: BLE001 - a count for run.json must never cost the run
         return 0
-    return int(frame["resends"].fillna(0).sum()) if "resends" in frame else 0
+    return int(pc.sum(column).as_py() or 0)
 
 
 def _start_master(scenario, options, state, clock, recorder, monitor, settings, sink, on_level_change, console):

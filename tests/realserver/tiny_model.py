@@ -18,18 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-WORDS = (
-    "the of and to in is was for on that with as by at from his it an were are which this be "
-    "or has had first one their its new after but who not they have her she two been other when "
-    "there all during into school time may years more most only over city some world would where "
-    "later up such used many can state about national out known university united then made also "
-    "team three well like part film people while since under both number region house family "
-    "season early before war day life name being including these area year through same long second "
-    "because play music river place point water light small large great old public high work south "
-    "north east west home game show line party court group members book town power road "
-    "death left right back local late major best side field final open total church body order "
-    "user assistant system hello world"
-).split()
+from loadtest.workload import _WORDS as PROMPT_WORDS
+
+#: The prompts' own words (one token each, as in real BPE vocabularies) and the chat roles.
+WORDS = [*PROMPT_WORDS, "user", "assistant", "system", "hello"]
 
 CHATML = (
     "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' }}"
