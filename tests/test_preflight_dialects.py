@@ -162,3 +162,12 @@ def test_ready_scenarios_validate_and_azure_builds_its_url(monkeypatch):
     assert client.path == "/openai/deployments/my-deployment/chat/completions?api-version=2024-10-21"
     assert client.headers["api-key"] == "azure-key-for-test" and "Authorization" not in client.headers
     client.close()
+
+
+def test_retry_after_zero_still_backs_off():
+    from loadtest.load.backoff import MAX_BACKOFF_S, MIN_BACKOFF_S, backoff_s
+
+    assert backoff_s(0.0, 1) == MIN_BACKOFF_S
+    assert backoff_s(0.5, 3) == 0.5
+    assert backoff_s(60.0, 1) == MAX_BACKOFF_S
+    assert [backoff_s(None, n) for n in (1, 2, 3)] == [0.1, 0.2, 0.4]

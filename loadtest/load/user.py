@@ -21,6 +21,7 @@ from gevent import GreenletExit
 from locust import User, constant, task
 
 from loadtest.client.stream import client_for
+from loadtest.load.backoff import backoff_s
 from loadtest.load.levels import LevelClock
 from loadtest.load.recorder import Recorder
 from loadtest.scenario import Scenario
@@ -43,8 +44,6 @@ class UserSettings:
     max_tokens_field: str | None = None
 
 
-#: The longest a user pauses after a refused connection or a 429.
-MAX_BACKOFF_S = 2.0
 
 
 def make_user_class(scenario: Scenario, clock: LevelClock, recorder: Recorder, settings: UserSettings) -> type[User]:
@@ -73,20 +72,10 @@ def make_user_class(scenario: Scenario, clock: LevelClock, recorder: Recorder, s
             self.client.close()
 
         def _back_off(self, rec) -> None:
-            """After a refused connection or a 429, wait a little before the next try.
-
-            Without it a user facing a closed port or a rate limiter spins,
-            writing thousands of identical records a second and starving the
-            other users of CPU. A 429's Retry-After is honoured (capped at
-            ``MAX_BACKOFF_S``); otherwise the wait doubles from 50 ms. Every
-            failed attempt is still recorded and counts against the SLO.
-            """
+            """After a refused connection or a 429, wait a little before the next try (see :func:`backoff_s`)."""
             if rec.error_kind in ("connect", "rate_limited"):
                 self.failures_in_a_row += 1
-                # Retry-After: 0 (or a tiny value) must not turn into a busy loop.
-                floor = 0.05 * 2 ** min(self.failures_in_a_row, 5)
-                wait = max(rec.retry_after_s, 0.05) if rec.retry_after_s is not None else floor
-                gevent.sleep(min(wait, MAX_BACKOFF_S))
+                gevent.sleep(backoff_s(rec.retry_after_s, self.failures_in_a_row))
             else:
                 self.failures_in_a_row = 0
 
