@@ -102,10 +102,11 @@ def test_scenario_fields_shape_the_body():
     assert body["max_completion_tokens"] == 64
 
 
-def test_run_records_the_adaptations_and_says_so(tmp_path):
+@pytest.mark.parametrize("mode", [[], ["--workers", "1"]], ids=["local", "workers"])
+def test_run_records_the_adaptations_and_says_so(tmp_path, mode):
     with _server(["ignore_eos"]) as server:
         path = write_scenario(tmp_path, server.base_url("x"), load={"levels": [1], "level_duration_s": 2, "warmup_s": 0.5})
-        result = loadtest("run", str(path), "--out", str(tmp_path / "run"), timeout=120)
+        result = loadtest("run", str(path), "--out", str(tmp_path / "run"), *mode, timeout=120)
         bodies = [json.loads(e.body) for e in server.exchanges if e.body]
     assert result.returncode == 0, result.stderr[-2000:]
     assert "preflight: the target rejected ignore_eos (HTTP 400" in result.stderr
