@@ -75,7 +75,10 @@ def _extract_vendor(sdist: Path, dest: Path) -> Path:
     with tarfile.open(sdist) as tar:
         members = [m for m in tar.getmembers() if "/vendor/llama.cpp/" in m.name + "/"
                    and "/.git/" not in m.name]
-        tar.extractall(dest, members=members, filter="data")
+        if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4: refuse links and paths out of dest
+            tar.extractall(dest, members=members, filter="data")
+        else:
+            tar.extractall(dest, members=members)
     roots = list(dest.glob("*/vendor/llama.cpp"))
     if not roots:
         raise SystemExit(f"{sdist.name} has no vendor/llama.cpp")
