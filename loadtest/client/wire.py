@@ -131,11 +131,16 @@ def read_chunk(obj: Any, api: Api) -> ChunkFacts:
     usage = obj.get("usage")
     if usage:
         facts.usage_completion = usage.get("completion_tokens")
-        facts.usage_prompt = usage.get("prompt_tokens")
+        facts.usage_prompt = _count(usage.get("prompt_tokens"))
         details = usage.get("completion_tokens_details")
         if details:
-            facts.reasoning_tokens = details.get("reasoning_tokens")
+            facts.reasoning_tokens = _count(details.get("reasoning_tokens"))
     return facts
+
+
+def _count(value: Any) -> int | None:
+    """A token count, or None for anything else (a count of the wrong type must not reach the records)."""
+    return value if type(value) is int and value >= 0 else None
 
 
 def error_message(body: bytes) -> str:

@@ -323,6 +323,19 @@ CUT_STREAM = Fixture(
     framing="close",
 )
 
+USAGE_WRONG_TYPE = Fixture(
+    "usage-wrong-type", "usage counts as strings (a hand-written proxy)",
+    "a count that is not an integer is a malformed chunk, never a crash or a bad Parquet row",
+    _ev(
+        b'data: {' + _G + b',"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}',
+        b'data: {' + _G + b',"choices":[],"usage":{"prompt_tokens":"3","completion_tokens":"1"}}',
+        b"data: [DONE]",
+    ),
+    {"ok": False, "error_kind": "malformed", "token_source": "chunks", "chunk_tokens": [1], "completion_tokens": 1,
+     "prompt_tokens": None},
+    chunk_writes=[0],
+)
+
 # -- Statuses ---------------------------------------------------------------------------------
 REDIRECT = Fixture(
     "redirect-307", "a gateway that redirects http to https",
@@ -364,6 +377,6 @@ ZOO = [
     OPENAI_CHAT, OPENAI_REASONING_HIDDEN, AZURE_CHAT, VLLM_CONTINUOUS, VLLM_ABORT, VLLM_OLD_ERROR,
     VLLM_REASONING, SGLANG_ABORT, TGI_USAGE_ON_LAST_CONTENT, TGI_ERROR_EVENT, LLAMACPP_CHAT,
     LLAMACPP_OLD_USAGE_ON_FINISH, LLAMACPP_COMPLETIONS, USAGE_ON_EVERY_CHUNK, DONE_WITHOUT_BLANK_LINE,
-    DONE_WITH_TRAILING_SPACE, LONG_EVENT, EMPTY_STREAM, CUT_STREAM, REDIRECT, NO_CONTENT, FASTAPI_422,
+    DONE_WITH_TRAILING_SPACE, LONG_EVENT, EMPTY_STREAM, CUT_STREAM, USAGE_WRONG_TYPE, REDIRECT, NO_CONTENT, FASTAPI_422,
     RATE_LIMITED_NOW,
 ]
