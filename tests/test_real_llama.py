@@ -12,6 +12,7 @@ llama.cpp's own figures are then skipped.
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -40,9 +41,22 @@ def real(tmp_path_factory) -> RealServer:
         server.stop()
 
 
-def _llama_only(server: RealServer) -> None:
-    if not server.is_llama:
-        pytest.skip("needs llama.cpp's own timings and /metrics (LOADTEST_REAL_URL points elsewhere)")
+@pytest.fixture(scope="module")
+def dialect(real):
+    """What the server accepts, learned once by the preflight (a hosted API rejects ignore_eos)."""
+    return preflight(_scenario(real), _api_key(real)).dialect
+
+
+def _api_key(server: RealServer) -> str | None:
+    return os.environ.get(server.api_key_env) if server.api_key_env else None
+
+
+def _client(server: RealServer, api: str, timeout_s: float = 60) -> StreamingClient:
+    return StreamingClient(server.base_url, api, api_key=_api_key(server), timeout_s=timeout_s)
+
+
+def _body(server: RealServer, dialect, api: str, prompt: str, tokens: int) -> bytes:
+    return build_body(api, server.model, prompt, tokens, drop=dialect.drop, max_tokens_field=dialect.max_tokens_field)
 
 
 def _scenario(server: RealServer, **target):
@@ -55,7 +69,7 @@ def _scenario(server: RealServer, **target):
 
 
 def test_preflight_against_the_real_server(real):
-    result = preflight(_scenario(real), None)
+    result = preflight(_scenario(real), _api_key(real))
     assert result.record.ok and len(result.record.chunk_ms) >= 1
     assert result.token_source in ("usage", "continuous_usage")
     assert result.record.prompt_tokens and result.record.prompt_tokens > 0
@@ -65,17 +79,22 @@ def test_preflight_against_the_real_server(real):
 
 
 @pytest.mark.parametrize("api", ["chat", "completions"])
-def test_streaming_tokens_and_timings_agree_with_the_server(real, api):
-    client = StreamingClient(real.base_url, api, timeout_s=60)
+def test_streaming_tokens_and_timings_agree_with_the_server(real, dialect, api):
+    client = _client(real, api)
     try:
-        recs = [client.send(build_body(api, real.model, "the old river " * 6 + f"{i}", TOKENS)) for i in range(4)]
+        recs = [client.send(_body(real, dialect, api, "the old river " * 6 + f"{i}", TOKENS)) for i in range(4)]
     finally:
         client.close()
+    if not real.is_llama and recs[0].status == 404:
+        pytest.skip(f"the server has no {api} endpoint")
+    # With ignore_eos the output is exactly max_tokens; a server that refused it may stop sooner.
+    expected = TOKENS if "ignore_eos" not in dialect.drop else None
     for rec in recs:
         assert rec.ok, rec.error
-        assert rec.token_source == "usage" and rec.completion_tokens == TOKENS  # ignore_eos: exactly max_tokens
+        assert rec.token_source == "usage"
+        assert rec.completion_tokens == expected if expected else 0 < rec.completion_tokens <= TOKENS
         assert rec.ttfb_ms <= rec.ttft_ms == rec.chunk_ms[0] <= rec.chunk_ms[-1] <= rec.e2e_ms
-        assert sum(rec.chunk_tokens) == TOKENS
+        assert sum(rec.chunk_tokens) == rec.completion_tokens
     if not real.is_llama:
         return
     for rec in recs:
@@ -92,11 +111,11 @@ def test_streaming_tokens_and_timings_agree_with_the_server(real, api):
         assert abs(span - t["predicted_ms"]) <= max(0.3 * t["predicted_ms"], 5.0), (span, t)
 
 
-def test_keepalive_past_the_servers_request_limit(real):
+def test_keepalive_past_the_servers_request_limit(real, dialect):
     """llama-server closes each connection after 100 requests; none of that may count as an error."""
-    client = StreamingClient(real.base_url, "completions", timeout_s=30)
+    client = _client(real, "chat", timeout_s=30)
     try:
-        recs = [client.send(build_body("completions", real.model, f"the {i}", 2)) for i in range(230)]
+        recs = [client.send(_body(real, dialect, "chat", f"the {i}", 2)) for i in range(230)]
     finally:
         client.close()
     assert [r.error for r in recs if not r.ok] == []
@@ -153,3 +172,24 @@ def test_capacity_run_with_refine_finds_the_slot_count(two_slots, tmp_path):
     ok = frame[frame.ok]
     spans = np.array([(c[-1] - c[0]) / (len(c) - 1) for c in ok.chunk_ms if len(c) > 1])
     assert abs(spans.mean() - server_tpot) <= max(0.3 * server_tpot, 0.5), (spans.mean(), server_tpot)
+
+
+def test_capacity_run_with_refine_against_any_server(real, tmp_path):
+    """The whole pipeline against the real server: every level measured, no failures, usage tokens."""
+    path = write_scenario(
+        tmp_path, real.base_url,
+        target={"model": real.model, "api": "chat", "timeout_s": 60, "api_key_env": real.api_key_env},
+        workload={"prompt_tokens": {"mean": 16, "stddev": 0}, "max_tokens": 24},
+        load={"levels": [1, 2, 4], "level_duration_s": 3, "warmup_s": 0.5},
+        slo={"ttft_ms": {"p95": 60000}, "itl_ms": {"p95": 60000}, "max_error_rate": 0.0},
+    )
+    out = tmp_path / "run"
+    result = loadtest("run", str(path), "--out", str(out), "--refine", timeout=240)
+    assert result.returncode == 0, result.stderr[-3000:]
+    s = summary(out)
+    assert s["capacity"]["verdict"] == "at_least" and s["capacity"]["concurrency"] == 4, s["capacity"]
+    frame = read_requests(out)
+    done = frame[frame.error_kind != "cancelled"]
+    assert len(done) > 10 and done.ok.all(), done[~done.ok][["error_kind", "error"]].head()
+    assert set(done.token_source) == {"usage"}
+    assert (done.completion_tokens == done.chunk_tokens.map(sum)).all()
