@@ -26,7 +26,7 @@ from array import array
 import orjson
 
 from loadtest.client.record import RequestRecord
-from loadtest.client.sse import SSEParser
+from loadtest.client.sse import SSEEvent, SSEParser
 from loadtest.client.wire import Api, error_message, read_chunk
 
 _NO_USAGE = -1
@@ -63,7 +63,8 @@ class StreamDecoder:
                 return False
         return True
 
-    def _event(self, payload, now: float) -> bool:
+    def _event(self, payload: "bytes | SSEEvent", now: float) -> bool:
+        """Apply one SSE event to the record. False: the stream failed, stop reading."""
         rec = self.rec
         if type(payload) is not bytes:  # a named event (SSEEvent)
             if payload.name == "error":  # TGI: "event: error" with the message as data
