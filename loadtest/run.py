@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+import secrets
 import signal
 import socket
 import subprocess
@@ -101,9 +102,12 @@ def setup_file_logging(log_file: Path) -> None:
 def initial_meta(scenario: Scenario) -> dict[str, Any]:
     import locust
 
+    from loadtest.analysis.decide import LookSchedule
     from loadtest.redact import public_url
 
     t = scenario.target
+    load = scenario.load
+    schedule = LookSchedule(load.min_duration_s, load.level_duration_s, load.max_duration_s)
     return {
         "format": 1,
         "name": scenario.name,
@@ -114,6 +118,11 @@ def initial_meta(scenario: Scenario) -> dict[str, Any]:
         "target": {"base_url": public_url(t.base_url), "model": t.model, "api": t.api},
         "scenario": scenario.public_dict(),
         "warmup_s": scenario.load.warmup_s,
+        # each level is looked at on this schedule, each look at this confidence (analysis/decide.py)
+        "looks_s": schedule.looks,
+        "verdict_confidence": schedule.confidence,
+        # mixed into every prompt's nonce: no two runs share a prompt prefix (workload.cache_bust)
+        "prompt_salt": new_salt() if scenario.workload.cache_bust else "",
         "started_wall": time.time(),
         "ended_wall": None,
         "complete": False,
@@ -121,6 +130,11 @@ def initial_meta(scenario: Scenario) -> dict[str, Any]:
         "workers": ["local"],
         "workers_lost": [],
     }
+
+
+def new_salt() -> str:
+    """A fresh random salt per run (never seeded: its whole point is to differ between runs)."""
+    return secrets.token_hex(4)
 
 
 def api_key_for(scenario: Scenario) -> str | None:
@@ -143,10 +157,10 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
 
     from loadtest.analysis import analyze_run
     from loadtest.client.preflight import describe_adaptation, preflight, warm_up
+    from loadtest.load.user import UserSettings
+    from loadtest.redact import install_for
     from loadtest.report import write_reports
     from loadtest.report.terminal import print_summary
-
-    from loadtest.redact import install_for
 
     console = Console(stderr=True, soft_wrap=True)
     target = scenario.target
@@ -164,10 +178,11 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
     state.save()
 
     console.print(f"loadtest {__version__}: {scenario.name} against {target.base_url} ({target.model}); writing {run_dir}")
-    pre = preflight(scenario, api_key)
+    salt = state.meta["prompt_salt"]
+    pre = preflight(scenario, api_key, salt)
     for change in pre.adaptations:
         console.print(describe_adaptation(change))
-    warm = warm_up(scenario, api_key, pre.dialect)
+    warm = warm_up(scenario, api_key, pre.dialect, salt)
     state.meta["preflight"] = {
         "ttft_ms": round(pre.ttft_ms, 3),
         "token_source": pre.token_source,
@@ -182,7 +197,11 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
         f"preflight ok: TTFT {pre.ttft_ms:.1f} ms, tokens from {pre.token_source}; {len(warm)} warm-up requests sent"
     )
 
-    interrupted = _run_load(scenario, options, state, pre.dialect, console)
+    settings = UserSettings(
+        continuous_usage=pre.dialect.continuous_usage, drop=pre.dialect.drop,
+        max_tokens_field=pre.dialect.max_tokens_field, salt=salt,
+    )
+    interrupted = _run_load(scenario, options, state, settings, console)
     if interrupted:
         console.print(f"[yellow]run interrupted[/]; the records measured so far are kept in {run_dir}")
 
@@ -193,7 +212,7 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
     return RunOutcome(run_dir, interrupted)
 
 
-def _run_load(scenario: Scenario, options: RunOptions, state: RunState, dialect, console) -> bool:
+def _run_load(scenario: Scenario, options: RunOptions, state: RunState, settings, console) -> bool:
     """Drive Locust through the levels (and the refine probes); return True if interrupted."""
     from loadtest.load.levels import LevelClock
     from loadtest.load.live import LiveView
@@ -202,7 +221,6 @@ def _run_load(scenario: Scenario, options: RunOptions, state: RunState, dialect,
     from loadtest.load.recorder import Recorder
     from loadtest.load.session import LoadSession
     from loadtest.load.sink import RunSink
-    from loadtest.load.user import UserSettings
     from loadtest.records import RequestWriter
 
     run_dir = state.run_dir
@@ -216,27 +234,26 @@ def _run_load(scenario: Scenario, options: RunOptions, state: RunState, dialect,
     def on_level_change(previous, current) -> None:
         if previous is not None:
             recorder.flush()
-            live.level_ended(previous.index)
+            live.level_ended(previous.index, previous.decision)
         if current is not None:
             state.spans.append(current)
         state.save()
 
-    settings = UserSettings(
-        continuous_usage=dialect.continuous_usage, drop=dialect.drop, max_tokens_field=dialect.max_tokens_field
-    )
     workers: list[subprocess.Popen] = []
     distributed = options.workers != 0 or options.master
     if distributed:
         session, workers = _start_master(scenario, options, state, clock, recorder, monitor, settings, sink, on_level_change, console)
     else:
         session = LoadSession(scenario, clock, recorder, monitor, settings, on_level_change)
+    session.decide = _level_judge(scenario, state, recorder, sink)
+    session.in_flight = _in_flight_reader(recorder, sink)
     _stop_on_signals(session)
     recorder.start()
     monitor.start()
     live.start()
     interrupted = False
     try:
-        session.run_levels(scenario.load.concurrency_levels(), first_index=0)
+        session.run_levels(scenario.load.concurrency_levels(), first_index=0, stop_on_fail=True)
         if options.refine and not session.stop_requested.is_set():
             _refine(session, state, recorder, sink)
     except KeyboardInterrupt:
@@ -272,6 +289,47 @@ def _count_resends(run_dir: Path) -> int:
     except Exception:  # noqa: BLE001 - a count for run.json must never cost the run
         return 0
     return int(pc.sum(column).as_py() or 0)
+
+
+def _in_flight_reader(recorder, sink):
+    """The requests in flight now, from every process's latest snapshot (local: flushed first)."""
+
+    def read():
+        recorder.flush()
+        sink.drain()
+        return sink.in_flight_frame()
+
+    return read
+
+
+def _level_judge(scenario: Scenario, state: RunState, recorder, sink):
+    """The callback the shape calls at each look: the verdict of the running level so far.
+
+    The records are flushed first, and the analysis runs in a native thread so
+    the event loop keeps stamping chunks meanwhile; requests in flight (the
+    processes' latest snapshots) are passed in as censored requests.
+    """
+    import gevent
+
+    from loadtest.analysis.decide import decide_level
+    from loadtest.analysis.slo import SloSpec
+    from loadtest.records import read_requests
+
+    slo = SloSpec.from_dict(scenario.public_dict()["slo"])
+    confidence = float(state.meta["verdict_confidence"])
+
+    read_in_flight = _in_flight_reader(recorder, sink)
+
+    def judge(span):
+        in_flight = read_in_flight()
+        run = state.to_json()
+
+        def work():
+            return decide_level(read_requests(state.run_dir), run, slo, span.to_json(), time.time(), confidence, in_flight)
+
+        return gevent.get_hub().threadpool.apply(work)
+
+    return judge
 
 
 def _start_master(scenario, options, state, clock, recorder, monitor, settings, sink, on_level_change, console):

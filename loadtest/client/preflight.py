@@ -59,9 +59,10 @@ def _client(scenario: Scenario, api_key: str | None) -> StreamingClient:
         raise InputError(str(err)) from None
 
 
-def _body(scenario: Scenario, dialect: Dialect, max_tokens: int) -> bytes:
+def _body(scenario: Scenario, dialect: Dialect, max_tokens: int, salt: str = "", seed: int = -1) -> bytes:
+    """A short request; each ``seed`` gets its own prompt, prefixed by the run's ``salt``."""
     t, w = scenario.target, scenario.workload
-    prompt = Workload(scenario, seed=-1).prompt(min(w.prompt_tokens.mean, 64))
+    prompt = Workload(scenario, seed=seed, salt=salt).prompt(min(w.prompt_tokens.mean, 64))
     return build_body(
         t.api, t.model, prompt, max_tokens,
         temperature=w.temperature, ignore_eos=w.ignore_eos,
@@ -109,7 +110,7 @@ def _without(dialect: Dialect, name: str) -> Dialect:
     return replace(dialect, drop=(*dialect.drop, name))
 
 
-def preflight(scenario: Scenario, api_key: str | None) -> PreflightResult:
+def preflight(scenario: Scenario, api_key: str | None, salt: str = "") -> PreflightResult:
     """Send a short streaming request; raise :class:`TargetError` if the target is unusable."""
     client = _client(scenario, api_key)
     attempts: list[dict] = []
@@ -118,7 +119,7 @@ def preflight(scenario: Scenario, api_key: str | None) -> PreflightResult:
     max_tokens = min(typical_tokens(scenario.workload.max_tokens), _PREFLIGHT_TOKENS)
 
     def send() -> RequestRecord:
-        rec = client.send(_body(scenario, dialect, max_tokens))
+        rec = client.send(_body(scenario, dialect, max_tokens, salt))
         attempts.append({"status": rec.status, "error_kind": rec.error_kind,
                          "continuous_usage": dialect.continuous_usage, "drop": list(dialect.drop),
                          "max_tokens_field": dialect.max_tokens_field})
@@ -189,7 +190,7 @@ def _raise_if_unusable(scenario: Scenario, rec: RequestRecord, tries: int) -> No
         raise TargetError(f"{url} streamed no content chunks; is it an OpenAI-compatible streaming endpoint?")
 
 
-def warm_up(scenario: Scenario, api_key: str | None, dialect: Dialect | bool) -> list[RequestRecord]:
+def warm_up(scenario: Scenario, api_key: str | None, dialect: Dialect | bool, salt: str = "") -> list[RequestRecord]:
     """Send ``load.warmup_requests`` throw-away requests at once (cold caches, connections, JIT)."""
     n = scenario.load.warmup_requests
     if n == 0:
@@ -198,10 +199,10 @@ def warm_up(scenario: Scenario, api_key: str | None, dialect: Dialect | bool) ->
         dialect = Dialect(continuous_usage=dialect, max_tokens_field=scenario.target.max_tokens_field)
     max_tokens = min(typical_tokens(scenario.workload.max_tokens), 16)
 
-    def one(_: int) -> RequestRecord:
+    def one(i: int) -> RequestRecord:
         client = _client(scenario, api_key)
-        try:
-            return client.send(_body(scenario, dialect, max_tokens))
+        try:  # every warm-up request has its own prompt: one shared prompt would warm the prefix cache
+            return client.send(_body(scenario, dialect, max_tokens, salt, seed=-2 - i))
         finally:
             client.close()
 

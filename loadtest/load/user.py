@@ -42,8 +42,8 @@ class UserSettings:
     drop: tuple[str, ...] = ()
     #: The output-length field the preflight settled on (None: the scenario's).
     max_tokens_field: str | None = None
-
-
+    #: This run's prompt salt (run.json ``prompt_salt``; empty with ``workload.cache_bust: false``).
+    salt: str = ""
 
 
 def make_user_class(scenario: Scenario, clock: LevelClock, recorder: Recorder, settings: UserSettings) -> type[User]:
@@ -66,6 +66,7 @@ def make_user_class(scenario: Scenario, clock: LevelClock, recorder: Recorder, s
                 continuous_usage=settings.continuous_usage,
                 drop=settings.drop,
                 max_tokens_field=settings.max_tokens_field,
+                salt=settings.salt,
             )
 
         def on_stop(self) -> None:
@@ -84,12 +85,15 @@ def make_user_class(scenario: Scenario, clock: LevelClock, recorder: Recorder, s
             body = self.workload.next_body()
             level_index, level = clock.index, clock.concurrency
             warmup = clock.in_warmup(time.perf_counter())
+            recorder.begin(self.index, self.client, level_index, warmup)
             try:
                 rec = self.client.send(body)
             except GreenletExit:
                 if self.client.in_flight is not None:  # the run stopped mid-request: keep the record
                     recorder.add(self.client.in_flight, self.index, level_index, level, warmup)
                 raise
+            finally:
+                recorder.end(self.index)
             recorder.add(rec, self.index, level_index, level, warmup)
             self._back_off(rec)
             self.environment.events.request.fire(
