@@ -14,7 +14,7 @@ the words, so runs stay comparable.
 from __future__ import annotations
 
 import random
-from typing import Iterator
+from typing import Collection, Iterator
 
 from loadtest.client.wire import build_body
 from loadtest.scenario import Scenario
@@ -40,11 +40,22 @@ class Workload:
     different from one another.
     """
 
-    def __init__(self, scenario: Scenario, seed: int = 0, continuous_usage: bool = False, salt: str = "") -> None:
+    def __init__(
+        self,
+        scenario: Scenario,
+        seed: int = 0,
+        continuous_usage: bool = False,
+        salt: str = "",
+        drop: Collection[str] = (),
+        max_tokens_field: str | None = None,
+    ) -> None:
         self._scenario = scenario
         self._rng = random.Random(f"{scenario.workload.seed}-{seed}")
         self._continuous_usage = continuous_usage
         self._salt = salt
+        #: What the preflight learned about the target's wire (see client.wire.build_body).
+        self._drop = tuple(drop)
+        self._max_tokens_field = max_tokens_field or scenario.target.max_tokens_field
 
     def prompt_length(self) -> int:
         return self._scenario.workload.prompt_tokens.sample(self._rng)
@@ -70,6 +81,8 @@ class Workload:
             ignore_eos=w.ignore_eos,
             continuous_usage=self._continuous_usage,
             extra_body=w.extra_body,
+            max_tokens_field=self._max_tokens_field,
+            drop=self._drop,
         )
 
     def __iter__(self) -> Iterator[bytes]:

@@ -266,7 +266,10 @@ class Reactor:
     def _end(self, stream: _Stream, now: float) -> None:
         self._unregister(stream)
         stream.ended = True
-        stream.decoder.close(now)
+        try:
+            stream.decoder.close(now)
+        except Exception as err:  # a bug must cost one stream, never the reader thread
+            stream.decoder.rec.fail("malformed", f"could not settle the stream: {type(err).__name__}: {err}")
         self._outbox.append(stream)
         self._async.send()
 

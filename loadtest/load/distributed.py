@@ -96,6 +96,8 @@ class MasterSession(LoadSession):
             "continuous_usage": self.settings.continuous_usage,
             "warmup_s": self.clock.warmup_s,
             "salt": self.settings.salt,
+            "drop": list(self.settings.drop),
+            "max_tokens_field": self.settings.max_tokens_field,
         }
 
     def _level_message(self) -> dict[str, Any]:
@@ -168,6 +170,8 @@ def run_worker(scenario: Scenario, master_host: str, master_port: int) -> int:
 
     def on_setup(environment: Environment, msg: Any, **_: Any) -> None:
         settings.continuous_usage = bool(msg.data["continuous_usage"])
+        settings.drop = tuple(msg.data.get("drop", ()))
+        settings.max_tokens_field = msg.data.get("max_tokens_field")
         clock.warmup_s = float(msg.data["warmup_s"])
         settings.salt = str(msg.data.get("salt", ""))
 

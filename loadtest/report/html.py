@@ -31,6 +31,7 @@ from plotly.subplots import make_subplots
 from loadtest.analysis.capacity import ci_label, fmt_ms
 from loadtest.analysis.results import Analysis, LevelResult
 from loadtest.analysis.slo import METRIC_LABELS
+from loadtest.redact import scrub
 from loadtest.report.terminal import describe_ending
 
 REPORT_HTML = "report.html"
@@ -570,7 +571,10 @@ def write_html(run_dir: Path | str, analysis: Analysis) -> Path:
     """Write ``report.html`` atomically into the run folder."""
     path = Path(run_dir) / REPORT_HTML
     tmp = path.with_suffix(".html.tmp")
-    tmp.write_text(render_html(analysis), encoding="utf-8")
+    # Error messages and URLs must hold no secret; plotly's own bundle is left as it is.
+    bundle = get_plotlyjs()
+    page = bundle.join(scrub(part) for part in render_html(analysis).split(bundle))
+    tmp.write_text(page, encoding="utf-8")
     os.replace(tmp, path)
     return path
 
