@@ -41,6 +41,8 @@ class RunOptions:
     master_bind_host: str = "*"
     master_bind_port: int = 5557
     worker_timeout_s: float = 60.0
+    #: ``--headroom``/``--scale-up-s``/``--traffic-growth``: kept in run.json for ``analyze``.
+    autoscaling: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -96,11 +98,18 @@ def setup_file_logging(log_file: Path) -> None:
         logger.propagate = False
 
 
-def initial_meta(scenario: Scenario) -> dict[str, Any]:
+def initial_meta(scenario: Scenario, options: RunOptions | None = None) -> dict[str, Any]:
     import locust
 
     t = scenario.target
     return {
+        "server_metrics": {
+            "enabled": t.metrics.enabled,
+            "url": t.metrics_url if t.metrics.enabled else None,
+            "interval_s": t.metrics.interval_s,
+            "signals": list(t.metrics.signals),
+        },
+        "autoscaling": dict(options.autoscaling) if options else {},
         "format": 1,
         "name": scenario.name,
         "tool_version": __version__,
@@ -149,7 +158,7 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
         console.print(f"[yellow]warning:[/] ${target.api_key_env} is not set; sending no API key")
 
     run_dir = make_run_dir(options.out or default_run_dir(scenario, options.reports_dir))
-    state = RunState(run_dir, initial_meta(scenario))
+    state = RunState(run_dir, initial_meta(scenario, options))
     setup_file_logging(run_dir / "locust.log")
     state.save()
 
@@ -214,6 +223,7 @@ def _run_load(scenario: Scenario, options: RunOptions, state: RunState, continuo
     else:
         session = LoadSession(scenario, clock, recorder, monitor, settings, on_level_change)
     _stop_on_signals(session)
+    scraper = _start_scraper(scenario, run_dir)
     recorder.start()
     monitor.start()
     live.start()
@@ -227,6 +237,7 @@ def _run_load(scenario: Scenario, options: RunOptions, state: RunState, continuo
     finally:
         interrupted = interrupted or session.stop_requested.is_set()
         session.close()
+        _stop_scraper(scraper, state)
         live.stop()
         monitor.stop()
         recorder.stop()
@@ -240,6 +251,37 @@ def _run_load(scenario: Scenario, options: RunOptions, state: RunState, continuo
         state.meta["complete"] = not interrupted
         state.save()
     return interrupted
+
+
+def _start_scraper(scenario: Scenario, run_dir: Path):
+    """The server-metrics scraper (a child process), unless the scenario turned it off."""
+    if not scenario.target.metrics.enabled:
+        return None
+    from loadtest.scrape.process import ScraperProcess
+
+    return ScraperProcess(scenario.target, run_dir).start()
+
+
+def _stop_scraper(scraper, state: RunState) -> None:
+    """Stop the scraper and record its health per level in run.json (never fails the run)."""
+    if scraper is None:
+        return
+    scraper.stop()
+    try:
+        from loadtest.analysis.server import scrape_health
+        from loadtest.scrape.store import read_samples
+
+        samples = read_samples(state.run_dir)
+        if samples is None:
+            return
+        spans = [(s.index, s.start_wall, s.end_wall or time.time()) for s in state.spans]
+        per_level, total = scrape_health(samples, spans)
+        state.meta["server_metrics"]["health"] = total.to_json()
+        state.meta["server_metrics"]["levels"] = [
+            {"index": s.index, "concurrency": s.concurrency, **per_level[s.index].to_json()} for s in state.spans
+        ]
+    except Exception as err:  # a broken metrics file must not cost the run
+        state.meta["server_metrics"]["health_error"] = str(err)
 
 
 def _start_master(scenario, options, state, clock, recorder, monitor, settings, sink, on_level_change, console):

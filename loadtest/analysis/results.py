@@ -157,6 +157,10 @@ class Analysis:
     #: Per-request derived frame (see :mod:`loadtest.analysis.frame`), no list columns.
     requests: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)
     itl_unit: str = "per_token"
+    #: The server's own view (:mod:`loadtest.analysis.server`); None when the run did not scrape.
+    server: Any = None
+    #: Thresholds from capacity (:mod:`loadtest.analysis.autoscaling`).
+    autoscaling: Any = None
 
     def level(self, concurrency: int) -> LevelResult | None:
         return next((lv for lv in self.levels if lv.concurrency == concurrency), None)

@@ -537,6 +537,10 @@ def render_html(analysis: Analysis) -> str:
     body.append("<h2>Per level</h2>" + _levels_table(analysis))
     for title, fig, note in figures:
         body.append(f"<h2>{_e(title)}</h2>" + (f"<p class='dim'>{_e(note)}</p>" if note else "") + _figure_html(fig))
+    if has_data:
+        from loadtest.report.server_view import server_section
+
+        body.append("<h2>Server view</h2>" + server_section(analysis, _figure_html))
     body.append("<h2>Errors (measured windows)</h2>" + _errors_section(analysis))
     body.append("<h2>Warnings</h2>" + _warnings_section(analysis))
     body.append("<h2>Scenario</h2>" + _scenario_section(analysis))
