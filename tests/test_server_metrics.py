@@ -153,11 +153,19 @@ def test_headroom_from_scale_up_time_and_growth():
 
 def test_a_run_without_scrapes_still_gets_a_target_concurrency():
     requests, run, _ = _run()
+    run["server_metrics"]["enabled"] = False
     a = analyze(requests, run, SloSpec.from_dict(run["scenario"]["slo"]), resamples=200)
     assert a.server is None
     assert a.autoscaling.target_concurrency_per_replica == 4 and a.autoscaling.best is None
     text = render_autoscaling_yaml(a)
     assert list(yaml.safe_load_all(text)) in ([], [None])  # comments only: nothing to apply
+
+
+def test_scraping_that_left_nothing_on_disk_is_a_warning():
+    requests, run, _ = _run()
+    a = analyze(requests, run, SloSpec.from_dict(run["scenario"]["slo"]), resamples=200)
+    assert [w for w in a.warnings if w.startswith("server metrics: no scrape")]
+    assert a.autoscaling.best is None and a.autoscaling.target_concurrency_per_replica == 4
 
 
 # -- the manifests -------------------------------------------------------------------------

@@ -143,8 +143,11 @@ def server_view(
     from before scraping existed has neither it nor samples.
     """
     settings = dict(settings or {})
-    if samples is None or (not settings.get("enabled", True) and not len(samples)):
-        return None
+    if samples is None:
+        if not settings.get("enabled"):
+            return None
+        # Scraping was on but nothing reached the disk (the scraper could not start): say so.
+        samples = pd.DataFrame({"wall": [], "metric": [], "labels": [], "value": [], "type": []})
     url = settings.get("url")
     signals = signals_present(samples, settings.get("signals") or ())
     series = {s.metric: signal_series(samples, s) for s in signals}
@@ -166,7 +169,12 @@ def health_warnings(view: ServerView, settings: Mapping[str, Any]) -> list[str]:
     where = view.url or "the metrics endpoint"
     out = []
     total = view.total
-    for message, count in sorted(view.total.errors.items(), key=lambda kv: -kv[1]):
+    kinds: dict[str, list[tuple[str, int]]] = {}
+    for message, count in view.total.errors.items():
+        kinds.setdefault(message.split(" (")[0], []).append((message, count))
+    for group in sorted(kinds.values(), key=lambda g: -sum(c for _, c in g)):
+        count = sum(c for _, c in group)
+        message = max(group, key=lambda mc: mc[1])[0]
         out.append(
             f"server metrics: {count} of {total.scrapes} scrapes of {where} failed ({message}); "
             + ("there is no server view for this run" if total.failed == total.scrapes else "those moments have no server view")

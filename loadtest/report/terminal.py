@@ -115,5 +115,8 @@ def print_summary(analysis: Analysis, console: Console | None = None) -> None:
     console.print(Text(cap.message, style=CAPACITY_COLOURS.get(cap.verdict, "")))
     if any(lv.refine for lv in analysis.levels):
         console.print(Text("r = refine level (bisection between the last pass and the first fail)", style="dim"))
+    scaling = analysis.autoscaling
+    if scaling is not None and scaling.capacity is not None:
+        console.print(Text(f"autoscaling: {scaling.paragraph}"))
     for warning in analysis.warnings:
         console.print(Text(f"warning: {warning}", style="yellow"))

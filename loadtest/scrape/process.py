@@ -4,7 +4,9 @@ Why a process and not a thread: the load process times every chunk in one
 reader thread and runs its users as gevent greenlets; a scraper thread would
 share their GIL (parsing a large /metrics page holds it for milliseconds) and
 a greenlet would share their event loop. A child process shares neither, so
-the self-check's loop lag and reader batch times do not see it.
+the self-check's loop lag and reader batch times do not see it; it also runs
+at the lowest CPU priority (nice 19), so on a busy machine it is the one that
+waits for a core.
 
 The parent writes the settings as one JSON line on the child's stdin (headers
 may hold secrets; argv is visible to every user of the machine) and keeps the
@@ -109,6 +111,12 @@ def main() -> int:
     from loadtest.scrape.store import SampleWriter
 
     settings = json.loads(sys.stdin.readline())
+    # Lowest priority on a shared machine: the load process's timing matters, a scrape's does not
+    # (each is stamped with its own wall time), so on a busy core the scraper waits, not the client.
+    try:
+        os.nice(19)
+    except OSError:
+        pass
     stop = threading.Event()
 
     def wait_for_eof() -> None:
