@@ -12,6 +12,7 @@ Differences within run-to-run noise (about ±0.5 ms on the shared 2-core
 development machine) mean the scraper's cost does not show.
 
     python benchmarks/bench_scrape_overhead.py [--streams 50,100] [--level-duration 8] [--lines 2000]
+                                               [--interval 0.2] [--repeat 2]
 """
 
 from __future__ import annotations
@@ -96,6 +97,7 @@ def main() -> int:
     parser.add_argument("--level-duration", type=float, default=8.0)
     parser.add_argument("--lines", type=int, default=2000)
     parser.add_argument("--interval", type=float, default=0.2)
+    parser.add_argument("--repeat", type=int, default=2, help="off/on pairs, alternating")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     streams = [int(s) for s in args.streams.split(",")]
@@ -106,15 +108,14 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp, MockServer(["--decode-base-ms", "10", "--decode-per-seq-ms", "0",
                                                            "--prefill-per-token-ms", "0"]) as mock:
         work = Path(tmp)
-        rows += run_once(mock.base_url, False, streams, args.level_duration, work, "off-1")
-        rows += run_once(mock.base_url, {"url": url, "interval_s": args.interval}, streams, args.level_duration, work, "on-1")
-        rows += run_once(mock.base_url, False, streams, args.level_duration, work, "off-2")
-        rows += run_once(mock.base_url, {"url": url, "interval_s": args.interval}, streams, args.level_duration, work, "on-2")
+        for i in range(args.repeat):
+            rows += run_once(mock.base_url, False, streams, args.level_duration, work, f"off-{i}")
+            rows += run_once(mock.base_url, {"url": url, "interval_s": args.interval}, streams, args.level_duration, work, f"on-{i}")
     server.shutdown()
     rows.sort(key=lambda r: (r["streams"], r["scraping"]))
     n_lines = page.count(b"\n")
     print(f"scraping a {len(page) / 1024:.0f} KiB page of {n_lines} lines every {args.interval:g} s, "
-          "in a child process; two runs each, alternating off/on")
+          f"in a child process; {args.repeat} runs each, alternating off/on")
     print(format_table(rows, [
         Column("streams", "streams"), Column("scraping", "scraping", left=True),
         Column("loop_lag_p99_ms", "loop lag p99 ms", ".2f"), Column("reader_batch_p99_ms", "reader batch p99 ms", ".2f"),

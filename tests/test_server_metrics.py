@@ -65,7 +65,7 @@ def test_parser_rejects_what_is_not_prometheus_text(body):
 def test_samples_survive_without_the_merge(tmp_path):
     """A killed run never merges the part files; the reader falls back to them."""
     writer = SampleWriter(tmp_path)
-    writer.write({"wall": [1.0], "metric": ["m"], "labels": ["{}"], "value": [2.0], "type": ["gauge"]})
+    writer.write_columns({"wall": [1.0], "metric": ["m"], "labels": ["{}"], "value": [2.0], "type": ["gauge"]})
     assert read_samples(tmp_path)["value"].tolist() == [2.0]
     writer.close()
     assert read_samples(tmp_path)["value"].tolist() == [2.0]

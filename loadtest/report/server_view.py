@@ -54,12 +54,10 @@ def signals_time_figure(analysis: Analysis) -> go.Figure:
         rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06,
         subplot_titles=["client users and the server's requests", "server cache usage", "client latency (median per bin)"],
     )
+    from loadtest.report.html import level_steps
+
     levels = sorted(analysis.levels, key=lambda lv: lv.start_wall)
-    xs: list[float] = []
-    ys: list[int] = []
-    for lv in levels:
-        xs += [lv.start_wall - origin, lv.end_wall - origin]
-        ys += [lv.concurrency, lv.concurrency]
+    xs, ys = level_steps(levels, origin)
     fig.add_trace(go.Scatter(x=xs, y=ys, name="client users", mode="lines", line_shape="hv",
                              line=dict(color="#6e7781", width=3)), row=1, col=1)
     for i, signal in enumerate(view.signals):

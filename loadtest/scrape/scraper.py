@@ -123,12 +123,12 @@ def scrape_loop(
             on_new_failure(result)
         merge_columns(pending, result_columns(result))
         if interval_s >= FLUSH_EVERY_S or time.monotonic() - last_flush >= FLUSH_EVERY_S:
-            writer.write(pending)
+            writer.write_columns(pending)
             pending, last_flush = {"wall": []}, time.monotonic()
         now = time.monotonic()
         next_at += interval_s * max(1, math.ceil((now - next_at) / interval_s))
         stop.wait(max(0.0, next_at - now))
-    writer.write(pending)
+    writer.write_columns(pending)
 
 
 def scrape_timeout(interval_s: float) -> float:

@@ -15,12 +15,13 @@ falls back to the parts when the merged file was never written.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from loadtest.records import PartFiles, read_parts
 
 SERVER_METRICS_PARQUET = "server_metrics.parquet"
 PARTS_DIR = "server_metrics.parts"
@@ -41,51 +42,15 @@ SCRAPE_DURATION = "scrape_duration_seconds"
 SCRAPE_SAMPLES = "scrape_samples_scraped"
 
 
-class SampleWriter:
-    """Appends rows as durable part files; :meth:`close` merges them into one Parquet file."""
+class SampleWriter(PartFiles):
+    """Scraped samples as durable part files, merged into ``server_metrics.parquet`` at the end."""
 
     def __init__(self, run_dir: Path) -> None:
-        self.run_dir = Path(run_dir)
-        self.parts = self.run_dir / PARTS_DIR
-        self.parts.mkdir(parents=True, exist_ok=True)
-        self._n = 0
+        super().__init__(run_dir, PARTS_DIR, SERVER_METRICS_PARQUET, SCHEMA)
 
-    def write(self, columns: dict[str, list]) -> None:
-        if not columns["wall"]:
-            return
-        table = pa.Table.from_pydict(columns, schema=SCHEMA)
-        path = self.parts / f"{self._n:06d}.parquet"
-        tmp = path.with_suffix(".tmp")
-        pq.write_table(table, tmp)
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        tmp.rename(path)
-        self._n += 1
-
-    def close(self) -> Path:
-        out = self.run_dir / SERVER_METRICS_PARQUET
-        tmp = out.with_suffix(".tmp")
-        pq.write_table(_read_parts(self.parts), tmp)
-        tmp.rename(out)
-        for part in sorted(self.parts.glob("*.parquet")):
-            part.unlink()
-        try:
-            self.parts.rmdir()
-        except OSError:
-            pass
-        return out
-
-
-def _read_parts(parts: Path) -> pa.Table:
-    files = sorted(parts.glob("*.parquet")) if parts.is_dir() else []
-    if not files:
-        return SCHEMA.empty_table()
-    return pa.concat_tables([pq.ParquetFile(f).read().cast(SCHEMA) for f in files])
-
-
-def has_samples(run_dir: Path) -> bool:
-    run_dir = Path(run_dir)
-    return (run_dir / SERVER_METRICS_PARQUET).exists() or (run_dir / PARTS_DIR).is_dir()
+    def write_columns(self, columns: dict[str, list]) -> None:
+        if columns.get("wall"):
+            self.write(pa.Table.from_pydict(columns, schema=SCHEMA))
 
 
 def read_samples(run_dir: Path) -> pd.DataFrame | None:
@@ -95,5 +60,5 @@ def read_samples(run_dir: Path) -> pd.DataFrame | None:
     if merged.exists():
         return pq.ParquetFile(merged).read().to_pandas()
     if (run_dir / PARTS_DIR).is_dir():
-        return _read_parts(run_dir / PARTS_DIR).to_pandas()
+        return read_parts(run_dir / PARTS_DIR, SCHEMA).to_pandas()
     return None
