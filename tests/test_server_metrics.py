@@ -198,3 +198,46 @@ def test_autoscaling_yaml_is_valid_against_the_published_schemas(kw):
 
 def test_quantities():
     assert k8s_quantity(4.0) == "4" and k8s_quantity(4.8) == "4800m" and k8s_quantity(0.066) == "66m"
+
+
+# -- the scenario and the command line -----------------------------------------------------
+
+
+def test_target_metrics_in_the_scenario():
+    from loadtest.errors import InputError
+    from loadtest.scenario import parse_scenario
+
+    base = {"name": "x", "load": {"levels": [1]}}
+    on = parse_scenario({**base, "target": {"base_url": "https://h.example:8443/v1"}})
+    assert on.target.metrics.enabled and on.target.metrics_url == "https://h.example:8443/metrics"
+    off = parse_scenario({**base, "target": {"metrics": False}})
+    assert not off.target.metrics.enabled
+    custom = parse_scenario({**base, "target": {"metrics": {"url": "http://127.0.0.1:9/m", "interval_s": 0.5, "signals": ["q"]}}})
+    assert custom.target.metrics_url == "http://127.0.0.1:9/m" and custom.target.metrics.signals == ["q"]
+    assert not custom.with_overrides(server_metrics=False).target.metrics.enabled
+    for bad, message in [
+        ({"interval_s": 0}, "target.metrics.interval_s: must be a positive number"),
+        ({"url": "ftp://x"}, "target.metrics.url: must start with http:// or https://"),
+        ({"intervall_s": 1}, "target.metrics.intervall_s: unknown key"),
+    ]:
+        with pytest.raises(InputError, match=message.replace(".", r"\.")):
+            parse_scenario({**base, "target": {"metrics": bad}})
+
+
+@pytest.mark.parametrize("text, value", [("20%", 0.2), ("0.25", 0.25), ("0", 0.0)])
+def test_headroom_argument(text, value):
+    from loadtest.cli import build_parser
+
+    args = build_parser().parse_args(["analyze", "somewhere", "--headroom", text])
+    assert args.headroom == pytest.approx(value)
+
+
+@pytest.mark.parametrize("text", ["20", "-5%", "100%", "lots"])
+def test_bad_headroom_is_one_line_and_exit_2(text, capsys):
+    from loadtest.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["analyze", "somewhere", "--headroom", text])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "--headroom" in err[-1] and "Traceback" not in "".join(err)
