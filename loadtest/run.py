@@ -164,7 +164,14 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
 
     console.print(f"loadtest {__version__}: {scenario.name} against {target.base_url} ({target.model}); writing {run_dir}")
     pre = preflight(scenario, api_key)
-    warm = warm_up(scenario, api_key, pre.continuous_usage)
+    # Started before the warm-up so that its own start-up (an interpreter, imports) is over
+    # before the first level is measured.
+    scraper = _start_scraper(scenario, run_dir)
+    try:
+        warm = warm_up(scenario, api_key, pre.continuous_usage)
+    except BaseException:
+        _stop_scraper(scraper, state)
+        raise
     state.meta["preflight"] = {
         "ttft_ms": round(pre.ttft_ms, 3),
         "token_source": pre.token_source,
@@ -176,7 +183,7 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
         f"preflight ok: TTFT {pre.ttft_ms:.1f} ms, tokens from {pre.token_source}; {len(warm)} warm-up requests sent"
     )
 
-    interrupted = _run_load(scenario, options, state, pre.continuous_usage, console)
+    interrupted = _run_load(scenario, options, state, pre.continuous_usage, console, scraper)
     if interrupted:
         console.print(f"[yellow]run interrupted[/]; the records measured so far are kept in {run_dir}")
 
@@ -187,7 +194,7 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
     return RunOutcome(run_dir, interrupted)
 
 
-def _run_load(scenario: Scenario, options: RunOptions, state: RunState, continuous_usage: bool, console) -> bool:
+def _run_load(scenario: Scenario, options: RunOptions, state: RunState, continuous_usage: bool, console, scraper=None) -> bool:
     """Drive Locust through the levels (and the refine probes); return True if interrupted."""
     from loadtest.load.levels import LevelClock
     from loadtest.load.live import LiveView
@@ -223,7 +230,6 @@ def _run_load(scenario: Scenario, options: RunOptions, state: RunState, continuo
     else:
         session = LoadSession(scenario, clock, recorder, monitor, settings, on_level_change)
     _stop_on_signals(session)
-    scraper = _start_scraper(scenario, run_dir)
     recorder.start()
     monitor.start()
     live.start()

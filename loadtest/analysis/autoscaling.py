@@ -33,7 +33,8 @@ Per signal role:
 
 The **best** signal is the one that separates the capacity level from the
 first failing one most clearly: the first failing level's median above the
-capacity level's p95, by the largest share. Ties go to running requests,
+capacity level's p95, by the largest share (waiting requests only count when
+none typically wait at capacity). Ties go to running requests,
 then waiting, then KV cache. A signal that does not rise from capacity to
 failure (running requests pinned at a batch limit, say) is reported but
 never chosen while another separates.
@@ -171,7 +172,11 @@ def _threshold(signal: Signal, cap: SignalStats, fail: SignalStats | None, headr
     return value, f"{at_cap}{at_fail}; scale out above {_fmt(value, frac)} per replica, {headroom:.0%} below the value at capacity."
 
 
-def _separation(cap: SignalStats, fail: SignalStats | None) -> float:
+def _separation(signal: Signal, cap: SignalStats, fail: SignalStats | None) -> float:
+    if signal.role == "waiting" and not cap.p50 < NOTHING_WAITS:
+        # Requests already queue at capacity (arrivals waiting for the next step): how many
+        # wait is noise around the limit, not a clean sign of overload.
+        return 0.0
     if fail is None or not fail.n or not cap.n or fail.p50 <= 0 or not fail.p50 > cap.p95:
         return 0.0
     return (fail.p50 - cap.p95) / fail.p50
@@ -199,7 +204,7 @@ def recommend(
             cap = server.stats(cap_level.index, signal.metric) or SignalStats()
             fail = server.stats(fail_level.index, signal.metric) if fail_level is not None else None
             threshold, why = _threshold(signal, cap, fail, headroom)
-            sep = _separation(cap, fail)
+            sep = _separation(signal, cap, fail)
             result.signals.append(
                 SignalRecommendation(signal.metric, signal.server, signal.role, cap, fail, threshold, why, sep > 0, sep)
             )

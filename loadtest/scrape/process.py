@@ -107,16 +107,17 @@ def _client(settings: dict[str, Any]):
 
 def main() -> int:
     """Child entry point: settings on stdin, scrape until stdin closes."""
-    from loadtest.scrape.scraper import ScrapeResult, scrape_loop
-    from loadtest.scrape.store import SampleWriter
-
-    settings = json.loads(sys.stdin.readline())
-    # Lowest priority on a shared machine: the load process's timing matters, a scrape's does not
-    # (each is stamped with its own wall time), so on a busy core the scraper waits, not the client.
+    # Lowest priority on a shared machine, before the heavy imports: the load process's timing
+    # matters, a scrape's does not (each is stamped with its own wall time), so on a busy core
+    # the scraper waits, not the client.
     try:
         os.nice(19)
     except OSError:
         pass
+    from loadtest.scrape.scraper import ScrapeResult, scrape_loop
+    from loadtest.scrape.store import SampleWriter
+
+    settings = json.loads(sys.stdin.readline())
     stop = threading.Event()
 
     def wait_for_eof() -> None:
