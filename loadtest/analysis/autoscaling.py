@@ -31,13 +31,16 @@ Per signal role:
   otherwise ``p50 at capacity × (1 − h)``, at least 1;
 * KV cache usage: ``p50 at capacity × (1 − h)`` (a fraction).
 
-The **best** signal is the one that separates the capacity level from the
-first failing one most clearly: the first failing level's median above the
-capacity level's p95, by the largest share (waiting requests only count when
-none typically wait at capacity). Ties go to running requests,
-then waiting, then KV cache. A signal that does not rise from capacity to
-failure (running requests pinned at a batch limit, say) is reported but
-never chosen while another separates.
+The **best** signal is the first, in the order running requests, waiting
+requests, KV cache, of those that *separate* the capacity level from the
+first failing one: the first failing level's median above the capacity
+level's p95 (waiting requests only count when none typically wait at
+capacity). The order is by directness: running requests track the load a
+replica carries, waiting requests show that it carries more than it can
+batch, cache usage depends on prompt and output lengths. So a decode-bound
+server scales on running requests, and a server whose running requests are
+pinned at a batch limit (they no longer separate) scales on waiting ones.
+When nothing separates (no level failed), the most direct signal is used.
 """
 
 from __future__ import annotations
@@ -209,9 +212,9 @@ def recommend(
                 SignalRecommendation(signal.metric, signal.server, signal.role, cap, fail, threshold, why, sep > 0, sep)
             )
         usable = [s for s in result.signals if s.threshold is not None]
+        separating = [s for s in usable if s.separates]
         if usable:
-            best = max(usable, key=lambda s: (s.separation, -role_rank(s.role)))
-            result.best = best.metric
+            result.best = min(separating or usable, key=lambda s: role_rank(s.role)).metric
     result.paragraph = _paragraph(result, capacity, server)
     return result
 
@@ -252,7 +255,7 @@ def _paragraph(result: Autoscaling, capacity: Capacity, server: ServerView | Non
     extra = ""
     if running is not None and best.metric != running.metric and running.threshold is not None:
         extra = f", or when running > {running.threshold:g} per replica"
-    why = "it separates the capacity level from the first failing one most clearly" if best.separates else (
+    why = "it is the most direct signal that rises from the capacity level to the first failing one" if best.separates else (
         "no signal rises between the capacity and the first failing level, so the most direct one is used" if fail is not None
         else "it is the most direct measure of load"
     )
