@@ -24,9 +24,9 @@ headroom wins.
 Per signal role:
 
 * running requests (and any count that follows concurrency): ``p50 at capacity × (1 − h)``;
-* waiting requests: when nothing typically waits at capacity (median 0; an arrival waits for
-  the next engine step, so a scrape may catch one in passing) but requests wait at the first failing
-  level, any waiting is the sign of overload: threshold 1 per replica (it fires at the edge,
+* waiting requests: when nothing typically waits while the SLO holds (median 0 at every level up
+  to capacity; an arrival waits for the next engine step, so a scrape may catch one in passing)
+  but requests wait at the first failing level, any waiting is the sign of overload: threshold 1 per replica (it fires at the edge,
   so it carries no headroom of its own: pair it with the running threshold);
   otherwise ``p50 at capacity × (1 − h)``, at least 1;
 * KV cache usage: ``p50 at capacity × (1 − h)`` (a fraction).
@@ -34,8 +34,8 @@ Per signal role:
 The **best** signal is the first, in the order running requests, waiting
 requests, KV cache, of those that *separate* the capacity level from the
 first failing one: the first failing level's median above the capacity
-level's p95 (waiting requests only count when none typically wait at
-capacity). The order is by directness: running requests track the load a
+level's p95 (waiting requests only count when none typically wait at any
+level up to capacity). The order is by directness: running requests track the load a
 replica carries, waiting requests show that it carries more than it can
 batch, cache usage depends on prompt and output lengths. So a decode-bound
 server scales on running requests, and a server whose running requests are
@@ -151,8 +151,23 @@ def _fmt(value: float, fraction: bool) -> str:
     return f"{value:.0%}" if fraction else f"{value:g}"
 
 
-def _threshold(signal: Signal, cap: SignalStats, fail: SignalStats | None, headroom: float) -> tuple[float | None, str]:
-    """The scale-out threshold for one signal, and why (one sentence)."""
+def _typical_below(server: ServerView, levels: Sequence[LevelResult], capacity: int, metric: str) -> float:
+    """The largest median of ``metric`` over the levels up to the capacity (what is normal while the SLO holds)."""
+    medians = [
+        st.p50 for lv in levels
+        if lv.concurrency <= capacity and (st := server.stats(lv.index, metric)) is not None and st.n
+    ]
+    return max(medians, default=math.nan)
+
+
+def _threshold(
+    signal: Signal, cap: SignalStats, fail: SignalStats | None, headroom: float, typical: float
+) -> tuple[float | None, str]:
+    """The scale-out threshold for one signal, and why (one sentence).
+
+    ``typical`` is the signal's largest median over the passing levels: for waiting requests,
+    whether requests queue while the SLO still holds.
+    """
     if cap.n == 0 or math.isnan(cap.p50):
         return None, "no sample at the capacity level"
     frac = signal.is_fraction
@@ -163,20 +178,23 @@ def _threshold(signal: Signal, cap: SignalStats, fail: SignalStats | None, headr
         else ""
     )
     if signal.role == "waiting":
-        if cap.p50 < NOTHING_WAITS:
+        if typical < NOTHING_WAITS:
             if fail is not None and fail.n and fail.p50 >= NOTHING_WAITS:
                 why = "requests rarely wait while the SLO holds (median 0) and wait once it breaks: scale out as soon as requests wait"
             else:
                 why = "requests rarely wait while the SLO holds (median 0): scale out as soon as requests wait"
             return 1.0, f"{at_cap}{at_fail}; {why} (this fires at the edge, without headroom of its own)."
         value = max(1.0, round(cap.p50 * (1 - headroom), 2))
-        return value, f"{at_cap}{at_fail}; requests already wait at capacity, so scale out above {value:g} waiting per replica ({headroom:.0%} below)."
+        return value, (
+            f"{at_cap}{at_fail}; requests already wait while the SLO holds (arrivals queue for the next step), "
+            f"so waiting is a weak trigger: scale out above {value:g} waiting per replica ({headroom:.0%} below)."
+        )
     value = round(cap.p50 * (1 - headroom), 3 if frac else 2)
     return value, f"{at_cap}{at_fail}; scale out above {_fmt(value, frac)} per replica, {headroom:.0%} below the value at capacity."
 
 
-def _separation(signal: Signal, cap: SignalStats, fail: SignalStats | None) -> float:
-    if signal.role == "waiting" and not cap.p50 < NOTHING_WAITS:
+def _separation(signal: Signal, cap: SignalStats, fail: SignalStats | None, typical: float) -> float:
+    if signal.role == "waiting" and not typical < NOTHING_WAITS:
         # Requests already queue at capacity (arrivals waiting for the next step): how many
         # wait is noise around the limit, not a clean sign of overload.
         return 0.0
@@ -206,8 +224,9 @@ def recommend(
         for signal in server.signals:
             cap = server.stats(cap_level.index, signal.metric) or SignalStats()
             fail = server.stats(fail_level.index, signal.metric) if fail_level is not None else None
-            threshold, why = _threshold(signal, cap, fail, headroom)
-            sep = _separation(signal, cap, fail)
+            typical = _typical_below(server, levels, cap_level.concurrency, signal.metric)
+            threshold, why = _threshold(signal, cap, fail, headroom, typical)
+            sep = _separation(signal, cap, fail, typical)
             result.signals.append(
                 SignalRecommendation(signal.metric, signal.server, signal.role, cap, fail, threshold, why, sep > 0, sep)
             )
