@@ -32,10 +32,12 @@ Per signal role:
 * KV cache usage: ``p50 at capacity × (1 − h)`` (a fraction).
 
 The **best** signal is the first, in the order running requests, waiting
-requests, KV cache, of those that *separate* the capacity level from the
-first failing one: the first failing level's median above the capacity
-level's p95 (waiting requests only count when none typically wait at any
-level up to capacity). The order is by directness: running requests track the load a
+requests, KV cache, of those that *rise* from the capacity level to the
+first failing one: a higher median at the first failing level (waiting
+requests only count when none typically wait at any level up to capacity:
+otherwise their count is arrival noise, not overload). With one user
+between the two levels the distributions overlap; the medians still move
+with the load, which is what a trigger needs. The order is by directness: running requests track the load a
 replica carries, waiting requests show that it carries more than it can
 batch, cache usage depends on prompt and output lengths. So a decode-bound
 server scales on running requests, and a server whose running requests are
@@ -117,8 +119,8 @@ class SignalRecommendation:
     at_first_failing: SignalStats | None
     threshold: float | None
     why: str
-    separates: bool  # rises from the capacity level to the first failing one
-    separation: float  # (failing p50 − capacity p95) / failing p50; 0 when it does not separate
+    separates: bool  # its median rises from the capacity level to the first failing one
+    separation: float  # (failing p50 − capacity p50) / failing p50; 0 when it does not rise
 
 
 @dataclass
@@ -198,9 +200,9 @@ def _separation(signal: Signal, cap: SignalStats, fail: SignalStats | None, typi
         # Requests already queue at capacity (arrivals waiting for the next step): how many
         # wait is noise around the limit, not a clean sign of overload.
         return 0.0
-    if fail is None or not fail.n or not cap.n or fail.p50 <= 0 or not fail.p50 > cap.p95:
+    if fail is None or not fail.n or not cap.n or fail.p50 <= 0 or not fail.p50 > cap.p50:
         return 0.0
-    return (fail.p50 - cap.p95) / fail.p50
+    return (fail.p50 - cap.p50) / fail.p50
 
 
 def recommend(
