@@ -241,3 +241,31 @@ def test_bad_headroom_is_one_line_and_exit_2(text, capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert "--headroom" in err[-1] and "Traceback" not in "".join(err)
+
+
+# -- the scraper talks to the server as the load does: TLS settings, headers, key ----------
+
+
+def test_scraper_uses_the_targets_tls_settings_headers_and_key(tmp_path, monkeypatch):
+    import subprocess
+
+    from loadtest.scrape.process import _client
+
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+         "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True, timeout=60,
+    )
+    monkeypatch.setenv("SCRAPE_TEST_KEY", "sk-scrape")
+    base = {"interval_s": 1.0, "headers": {"X-Tenant": "t1"}, "api_key_env": "SCRAPE_TEST_KEY"}
+    with MockServer(["--tls-cert", str(cert), "--tls-key", str(key)]) as mock:
+        url = mock.base_url.rsplit("/v1", 1)[0] + "/metrics"
+        with _client({**base, "verify_tls": True, "ca_bundle": str(cert)}) as client:
+            assert client.headers["Authorization"] == "Bearer sk-scrape" and client.headers["X-Tenant"] == "t1"
+            assert scrape_once(client, url).failure is None
+        with _client({**base, "verify_tls": False, "ca_bundle": None}) as client:
+            assert scrape_once(client, url).failure is None
+        with _client({**base, "verify_tls": True, "ca_bundle": None}) as client:
+            refused = scrape_once(client, url)
+    assert refused.failure == "connect" and "CERTIFICATE_VERIFY_FAILED" in refused.message

@@ -98,7 +98,11 @@ def _client(settings: dict[str, Any]):
     key = os.environ.get(key_env) if key_env else None
     if key and not any(h.lower() == "authorization" for h in headers):
         headers["Authorization"] = f"Bearer {key}"
-    verify: Any = settings.get("ca_bundle") or bool(settings.get("verify_tls", True))
+    verify: Any = bool(settings.get("verify_tls", True))
+    if settings.get("ca_bundle"):
+        import ssl
+
+        verify = ssl.create_default_context(cafile=settings["ca_bundle"])
     return httpx.Client(
         headers=headers, verify=verify, timeout=scrape_timeout(float(settings["interval_s"])),
         trust_env=False, follow_redirects=True,
