@@ -99,7 +99,7 @@ def _client(settings: dict[str, Any]):
     if key and not any(h.lower() == "authorization" for h in headers):
         headers["Authorization"] = f"Bearer {key}"
     verify: Any = bool(settings.get("verify_tls", True))
-    if settings.get("ca_bundle"):
+    if verify and settings.get("ca_bundle"):
         import ssl
 
         verify = ssl.create_default_context(cafile=settings["ca_bundle"])
