@@ -4,13 +4,15 @@ serves vLLM's names, with truths computed from the mock's model (MODEL.md)."""
 from __future__ import annotations
 
 import json
+import signal
 import socket
+import time
 
 import pytest
 import yaml
 
 from loadtest.mock.process import MockServer
-from runkit import loadtest, summary, write_scenario
+from runkit import loadtest, start_run, summary, wait_for_flushes, write_scenario
 
 
 def run_against_mock(tmp_path, mock_flags, *cli, metrics=None, **sections):
@@ -154,3 +156,28 @@ def test_no_server_metrics_turns_scraping_off(tmp_path):
     assert not (tmp_path / "run" / "server_metrics.parquet").exists()
     assert s["server_metrics"]["enabled"] is False
     assert "warning: server metrics" not in result.stderr
+
+
+def test_a_killed_run_keeps_its_server_metrics(tmp_path):
+    """SIGKILL the run: the scraper sees its stdin close, flushes and merges; analyze rebuilds the view."""
+    out = tmp_path / "run"
+    with MockServer(["--decode-base-ms", "10", "--decode-per-seq-ms", "0"]) as mock:
+        scenario = write_scenario(tmp_path, mock.base_url, load={"levels": [2, 4], "level_duration_s": 20})
+        proc = start_run(scenario, out)
+        try:
+            wait_for_flushes(out, 4)
+            proc.send_signal(signal.SIGKILL)
+            proc.communicate(timeout=10)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate(timeout=10)
+        deadline = time.monotonic() + 20
+        while not (out / "server_metrics.parquet").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+    assert (out / "server_metrics.parquet").exists()
+    result = loadtest("analyze", str(out))
+    assert result.returncode == 0, result.stderr
+    s = summary(out)
+    assert s["server_metrics"]["scrapes"]["scrapes"] >= 2
+    assert s["levels"][0]["server"]["vllm:num_requests_running"]["max"] == 2
