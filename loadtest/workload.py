@@ -3,8 +3,12 @@
 Prompts are built from common English words that are a single token in the
 usual BPE vocabularies (GPT, Llama, Qwen, Mistral), so "N words" is close to
 "N tokens" without downloading a tokenizer: the tool works offline. Each prompt
-starts with a random nonce so that servers with prefix caching cannot serve one
-request's prefill from another's, which would flatter TTFT.
+starts with a nonce so that servers with prefix caching cannot serve one
+request's prefill from another's, which would flatter TTFT. The nonce starts
+with the run's random *salt* (run.json ``prompt_salt``), so a second run
+against the same server (vLLM and SGLang cache prefixes by default) does not
+hit the first run's cache either; ``workload.seed`` still fixes the lengths and
+the words, so runs stay comparable.
 """
 
 from __future__ import annotations
@@ -36,10 +40,11 @@ class Workload:
     different from one another.
     """
 
-    def __init__(self, scenario: Scenario, seed: int = 0, continuous_usage: bool = False) -> None:
+    def __init__(self, scenario: Scenario, seed: int = 0, continuous_usage: bool = False, salt: str = "") -> None:
         self._scenario = scenario
         self._rng = random.Random(f"{scenario.workload.seed}-{seed}")
         self._continuous_usage = continuous_usage
+        self._salt = salt
 
     def prompt_length(self) -> int:
         return self._scenario.workload.prompt_tokens.sample(self._rng)
@@ -50,7 +55,7 @@ class Workload:
 
     def prompt(self, n_words: int) -> str:
         rng = self._rng
-        nonce = f"{rng.getrandbits(32):08x}"
+        nonce = f"{self._salt}{rng.getrandbits(32):08x}"
         return nonce + " " + " ".join(rng.choices(_WORDS, k=max(0, n_words - 1)))
 
     def next_body(self) -> bytes:

@@ -47,7 +47,7 @@ from loadtest.analysis.refine import next_refine_level
 from loadtest.analysis.results import Analysis, Capacity, Check, LevelResult, Stats
 from loadtest.analysis.server import server_view
 from loadtest.analysis.slo import SloCheck, SloSpec
-from loadtest.analysis.verdict import evaluate_level
+from loadtest.analysis.verdict import evaluate_level, verdict_confidence
 from loadtest.analysis.windows import level_windows
 from loadtest.errors import InputError
 
@@ -73,6 +73,7 @@ def analyze(
     seed: int = 0,
     resamples: int = DEFAULT_RESAMPLES,
     min_complete: int = MIN_COMPLETE,
+    confidence: float | None = None,
     server_samples: pd.DataFrame | None = None,
     autoscaling: AutoscalingOptions | None = None,
 ) -> Analysis:
@@ -87,6 +88,8 @@ def analyze(
     ``autoscaling`` defaults to run.json's ``autoscaling`` options.
     """
     run = dict(run)
+    if confidence is None:
+        confidence = verdict_confidence(run)
     windows, warnings = level_windows(run, requests)
     chunks = flatten_chunks(requests)
     frame = request_frame(requests, windows, chunks, slo)
@@ -97,18 +100,22 @@ def analyze(
     reported = numeric(requests, "completion_tokens")
     reported = np.where(ok & (reported > 0), reported, np.nan)  # final counts exist for successes only
     tokens = tokens_per_window(chunks, positions, reported, len(windows))
-    itl, itl_pos = itl_samples(
+    itl, itl_pos, itl_at = itl_samples(
         chunks, positions, start, frame["e2e_ms"].to_numpy(dtype=float), frame["failed"].to_numpy(), windows
     )
     del chunks, positions  # the flattened chunk arrays are the bulk of the memory
-    itl_groups = group_by_position(itl, itl_pos, len(windows))
-    del itl, itl_pos
+    itl_groups = list(
+        zip(group_by_position(itl, itl_pos, len(windows)), group_by_position(itl_at, itl_pos, len(windows)))
+    )
+    del itl, itl_pos, itl_at
 
-    levels = level_results(frame, windows, itl_groups, tokens, seed=seed, resamples=resamples)
+    levels = level_results(
+        frame, windows, itl_groups, tokens, seed=seed, resamples=resamples, confidence=confidence
+    )
     for level in levels:
         evaluate_level(level, slo)
     levels.sort(key=lambda lv: (lv.concurrency, lv.index))
-    capacity = find_capacity(levels, slo)
+    capacity = find_capacity(levels, slo, confidence)
 
     warnings += run_caveats(run, frame)
     warnings += level_caveats(levels, slo, min_complete)
@@ -130,6 +137,7 @@ def analyze(
         warmup_s=float(run.get("warmup_s") or 0.0),
         run=run,
         requests=frame,
+        confidence=confidence,
         server=server,
         autoscaling=recommend(levels, capacity, server, options),
     )

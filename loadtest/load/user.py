@@ -37,6 +37,8 @@ class UserSettings:
 
     continuous_usage: bool = False
     worker_seed: int = 0
+    #: This run's prompt salt (run.json ``prompt_salt``; empty with ``workload.cache_bust: false``).
+    salt: str = ""
 
 
 #: The longest a user pauses after a refused connection or a 429.
@@ -61,6 +63,7 @@ def make_user_class(scenario: Scenario, clock: LevelClock, recorder: Recorder, s
                 scenario,
                 seed=settings.worker_seed * 1_000_003 + self.index,
                 continuous_usage=settings.continuous_usage,
+                salt=settings.salt,
             )
 
         def on_stop(self) -> None:
@@ -87,12 +90,15 @@ def make_user_class(scenario: Scenario, clock: LevelClock, recorder: Recorder, s
             body = self.workload.next_body()
             level_index, level = clock.index, clock.concurrency
             warmup = clock.in_warmup(time.perf_counter())
+            recorder.begin(self.index, self.client, level_index, warmup)
             try:
                 rec = self.client.send(body)
             except GreenletExit:
                 if self.client.in_flight is not None:  # the run stopped mid-request: keep the record
                     recorder.add(self.client.in_flight, self.index, level_index, level, warmup)
                 raise
+            finally:
+                recorder.end(self.index)
             recorder.add(rec, self.index, level_index, level, warmup)
             self._back_off(rec)
             self.environment.events.request.fire(
