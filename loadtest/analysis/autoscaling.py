@@ -247,8 +247,10 @@ def _paragraph(result: Autoscaling, capacity: Capacity, server: ServerView | Non
         return "No autoscaling threshold: no level held the SLOs, so there is no capacity to scale around."
     target = result.target_concurrency_per_replica
     parts = []
+    between = [c for c in capacity.uncertain_levels if cap < c < (fail if fail is not None else float("inf"))]
+    undecided = f" ({', '.join(map(str, between))} undecided)" if between else ""
     if fail is not None:
-        parts.append(f"At {cap} users the SLOs hold; at {fail} the {capacity.binding or 'SLO'} breaks.")
+        parts.append(f"At {cap} users the SLOs hold{undecided}; at {fail} the {capacity.binding or 'SLO'} breaks.")
     else:
         parts.append(f"Every tested level held the SLOs (up to {cap} users), so these thresholds are a lower bound.")
     if capacity.verdict in ("uncertain", "client_saturated"):
