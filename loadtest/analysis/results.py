@@ -170,6 +170,10 @@ class Analysis:
     itl_unit: str = "per_token"
     #: Two-sided confidence of every interval and verdict (see :mod:`verdict`).
     confidence: float = 0.95
+    #: The server's own view (:mod:`loadtest.analysis.server`); None when the run did not scrape.
+    server: Any = None
+    #: Thresholds from capacity (:mod:`loadtest.analysis.autoscaling`).
+    autoscaling: Any = None
 
     def level(self, concurrency: int) -> LevelResult | None:
         return next((lv for lv in self.levels if lv.concurrency == concurrency), None)
