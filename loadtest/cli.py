@@ -38,6 +38,16 @@ def _levels_arg(text: str) -> list[int]:
     return levels
 
 
+def _rates_arg(text: str) -> list[float]:
+    try:
+        rates = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated rates like 1,2,4 (requests/s); got {text!r}") from None
+    if not rates or any(not rate > 0 for rate in rates):
+        raise argparse.ArgumentTypeError(f"rates must be positive numbers (requests/s); got {text!r}")
+    return rates
+
+
 def _positive(kind: type) -> Callable[[str], float]:
     """An argparse type for a positive int or float, with a one-line message."""
     noun = "an integer" if kind is int else "a number"
@@ -93,9 +103,12 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     from loadtest.scenario import load_scenario
 
     scenario = load_scenario(args.scenario)
-    levels = ", ".join(str(level) for level in scenario.load.concurrency_levels())
-    total = len(scenario.load.concurrency_levels()) * scenario.load.level_duration_s
-    print(f"{args.scenario}: ok ({scenario.name}: levels {levels}, about {total:g} s of load)")
+    load = scenario.load
+    steps = load.rate_levels() if load.open_loop else load.concurrency_levels()
+    levels = ", ".join(f"{level:g}" for level in steps)
+    total = len(steps) * load.level_duration_s
+    what = f"rates {levels} req/s ({load.arrival} arrivals)" if load.open_loop else f"levels {levels}"
+    print(f"{args.scenario}: ok ({scenario.name}: {what}, about {total:g} s of load)")
     return 0
 
 
@@ -105,9 +118,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from loadtest.scenario import load_scenario
 
     scenario = load_scenario(args.scenario).with_overrides(
-        target=args.target, model=args.model, levels=args.levels, level_duration_s=args.level_duration,
+        target=args.target, model=args.model, levels=args.levels, rates=args.rates, level_duration_s=args.level_duration,
         server_metrics=False if args.no_server_metrics else None,
     )
+    if args.levels is not None and args.rates is not None:
+        raise InputError("--levels and --rates: choose one (--levels is closed loop, --rates open loop)")
     if args.workers and args.master:
         raise InputError("--workers and --master: choose one (--workers starts local workers; --master waits for remote ones)")
     outcome = run_scenario(
@@ -115,6 +130,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         RunOptions(
             out=args.out,
             refine=args.refine,
+            rate_resolution=args.rate_resolution,
             workers=args.workers,
             master=args.master,
             expect_workers=args.expect_workers,
@@ -176,7 +192,10 @@ def _add_pipeline_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, help="run folder (default reports/<name>-<UTC timestamp>/)")
     p.add_argument("--levels", type=_levels_arg, help="override load levels, e.g. 1,2,4,8")
     p.add_argument("--level-duration", type=_positive_float, metavar="S", help="override load.level_duration_s")
+    p.add_argument("--rates", type=_rates_arg, help="open loop: override load rates (requests/s), e.g. 1,2,4")
     p.add_argument("--refine", action="store_true", help="bisect between the last passing and first failing level")
+    p.add_argument("--rate-resolution", type=_positive_float, metavar="R",
+                   help="open loop: --refine stops when the rate bracket is this narrow (req/s; default 5%% of the failing rate)")
     p.add_argument("--no-server-metrics", action="store_true", help="do not scrape the target's Prometheus /metrics")
     _add_autoscaling_args(p)
     dist = p.add_argument_group("distributed load (Locust master/workers)")

@@ -51,6 +51,12 @@ SCHEMA = pa.schema(
         pa.field("error", pa.string()),           # message (secrets scrubbed), null when ok
         pa.field("reasoning_tokens", pa.int32()), # hidden or streamed reasoning tokens, when usage says; else null
         pa.field("resends", pa.int32()),          # resent on a fresh connection after a stale keep-alive one (0/1)
+        # open loop only (null in closed loop): the level's offered rate, when the request was due
+        # (time.time(), seconds) and how late it went out (send perf_counter − scheduled, ms;
+        # null for an arrival ``dropped`` at max_in_flight, which was never sent)
+        pa.field("rate_rps", pa.float64()),
+        pa.field("scheduled_wall", pa.float64()),
+        pa.field("schedule_lag_ms", pa.float64()),
     ]
 )
 

@@ -43,6 +43,9 @@ class RunOptions:
     master_bind_host: str = "*"
     master_bind_port: int = 5557
     worker_timeout_s: float = 60.0
+    #: ``--rate-resolution``: open-loop refine stops when the bracket is this narrow (req/s;
+    #: None: 5% of the first failing rate).
+    rate_resolution: float | None = None
     #: ``--headroom``/``--scale-up-s``/``--traffic-growth``: kept in run.json for ``analyze``.
     autoscaling: dict[str, Any] = field(default_factory=dict)
 
@@ -133,6 +136,8 @@ def initial_meta(scenario: Scenario, options: RunOptions | None = None) -> dict[
         "verdict_confidence": schedule.confidence,
         # mixed into every prompt's nonce: no two runs share a prompt prefix (workload.cache_bust)
         "prompt_salt": new_salt() if scenario.workload.cache_bust else "",
+        # closed loop (concurrency levels) or open loop (rate levels, load/open_loop.py)
+        "load_mode": "open_loop" if load.open_loop else "closed_loop",
         "started_wall": time.time(),
         "ended_wall": None,
         "complete": False,
@@ -270,9 +275,11 @@ def _run_load(scenario: Scenario, options: RunOptions, state: RunState, settings
     live.start()
     interrupted = False
     try:
-        session.run_levels(scenario.load.concurrency_levels(), first_index=0, stop_on_fail=True)
+        load = scenario.load
+        first = load.rate_levels() if load.open_loop else load.concurrency_levels()
+        session.run_levels(first, first_index=0, stop_on_fail=True)
         if options.refine and not session.stop_requested.is_set():
-            _refine(session, state, recorder, sink)
+            _refine(session, state, recorder, sink, options.rate_resolution if load.open_loop else None, load.open_loop)
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -458,15 +465,16 @@ def _stop_workers(procs: list[subprocess.Popen]) -> None:
             p.wait(timeout=5)
 
 
-def _refine(session, state: RunState, recorder, sink) -> None:
-    """Bisect between the last passing and the first failing level, one level at a time."""
-    from loadtest.analysis import analyze_run, next_refine_level
+def _refine(session, state: RunState, recorder, sink, rate_resolution: float | None = None, rates: bool = False) -> None:
+    """Bisect between the last passing and the first failing level (or rate), one level at a time."""
+    from loadtest.analysis import analyze_run, next_refine_level, next_refine_rate
 
     for _ in range(32):  # bounded: bisection over any sane range ends far sooner
         recorder.flush()
         sink.drain()
         state.save()
-        level = next_refine_level(analyze_run(state.run_dir).levels)
+        levels = analyze_run(state.run_dir).levels
+        level = next_refine_rate(levels, rate_resolution) if rates else next_refine_level(levels)
         if level is None or session.stop_requested.is_set():
             return
         index = max(s.index for s in state.spans) + 1

@@ -191,6 +191,19 @@ class Load(_Strict):
     step: PositiveFloat | None = None
     max: PositiveInt | None = None
     step_mode: Literal["multiply", "add"] = "multiply"
+    #: Open loop (load/open_loop.py): requests per second per level, or rate_start/rate_step/rate_max.
+    rates: list[PositiveFloat] | None = None
+    rate_start: PositiveFloat | None = None
+    rate_step: PositiveFloat | None = None
+    rate_max: PositiveFloat | None = None
+    #: How the send times of an open-loop level are drawn (load/arrivals.py).
+    arrival: Literal["poisson", "constant", "gamma"] = "poisson"
+    #: Gamma arrivals' shape: 1 is Poisson, below 1 burstier, above 1 more regular.
+    burstiness: PositiveFloat | None = None
+    #: Open loop: at most this many requests in flight; arrivals beyond it fail as ``dropped``.
+    max_in_flight: PositiveInt = 512
+    #: Seeds the open-loop arrival streams (each level and worker draws its own).
+    arrival_seed: int = 0
     level_duration_s: PositiveFloat = 30.0
     warmup_s: NonNegativeFloat = 5.0
     warmup_requests: NonNegativeInt = 5
@@ -204,9 +217,19 @@ class Load(_Strict):
     @model_validator(mode="after")
     def _one_way_to_give_levels(self) -> "Load":
         ranged = [k for k in ("start", "step", "max") if getattr(self, k) is not None]
-        if self.levels is not None and ranged:
-            raise ValueError(f"give either 'levels' or 'start/step/max', not both (found levels and {', '.join(ranged)})")
-        if self.levels is None and not ranged:
+        rate_ranged = [k for k in ("rate_start", "rate_step", "rate_max") if getattr(self, k) is not None]
+        closed = self.levels is not None or bool(ranged)
+        if closed and (self.rates is not None or rate_ranged):
+            given = ", ".join((["levels"] if self.levels is not None else []) + ranged)
+            rates = ", ".join((["rates"] if self.rates is not None else []) + rate_ranged)
+            raise ValueError(
+                f"give either 'levels' (closed loop) or 'rates' (open loop), not both (found {given} and {rates})"
+            )
+        if self.burstiness is not None and self.arrival != "gamma":
+            raise ValueError(f"'burstiness' applies to 'arrival: gamma' only (arrival is {self.arrival})")
+        if not closed:
+            self._check_rates(rate_ranged)
+        elif self.levels is None and not ranged:
             raise ValueError("give the concurrency levels: 'levels: [1, 2, 4]' or 'start', 'step' and 'max'")
         if ranged and len(ranged) != 3:
             missing = sorted({"start", "step", "max"} - set(ranged))
@@ -228,6 +251,42 @@ class Load(_Strict):
             raise ValueError("'step' must be greater than 1 when step_mode is multiply")
         return self
 
+    def _check_rates(self, rate_ranged: list[str]) -> None:
+        if self.rates is None and not rate_ranged:
+            raise ValueError(
+                "give the load: concurrency 'levels: [1, 2, 4]' (or start/step/max), "
+                "or open-loop 'rates: [1, 2, 4]' (or rate_start/rate_step/rate_max)"
+            )
+        if self.rates is not None and rate_ranged:
+            raise ValueError(f"give either 'rates' or 'rate_start/rate_step/rate_max', not both (found rates and {', '.join(rate_ranged)})")
+        if rate_ranged and len(rate_ranged) != 3:
+            missing = sorted({"rate_start", "rate_step", "rate_max"} - set(rate_ranged))
+            raise ValueError(f"'rate_start/rate_step/rate_max' needs all three; missing {', '.join(missing)}")
+        if self.rates is not None and not self.rates:
+            raise ValueError("'rates' must not be empty")
+        if rate_ranged and self.rate_start > self.rate_max:
+            raise ValueError(f"'rate_start' ({self.rate_start:g}) must not exceed 'rate_max' ({self.rate_max:g})")
+        if rate_ranged and self.step_mode == "multiply" and self.rate_step <= 1:
+            raise ValueError("'rate_step' must be greater than 1 when step_mode is multiply")
+
+    @property
+    def open_loop(self) -> bool:
+        """Rates (requests per second) rather than concurrency levels."""
+        return self.rates is not None or self.rate_start is not None
+
+    def rate_levels(self) -> list[float]:
+        """The open-loop rates in run order: as given, or generated from rate_start/rate_step/rate_max."""
+        if self.rates is not None:
+            return [float(r) for r in self.rates]
+        if self.rate_start is None:
+            return []
+        out: list[float] = []
+        value = float(self.rate_start)
+        while value <= self.rate_max * (1 + 1e-9):
+            out.append(round(value, 6))
+            value = value * self.rate_step if self.step_mode == "multiply" else value + self.rate_step
+        return out
+
     @property
     def min_duration_s(self) -> float:
         """When a decided level may end (see ``min_level_duration_s``)."""
@@ -241,9 +300,11 @@ class Load(_Strict):
         return self.max_level_duration_s if self.max_level_duration_s is not None else 4 * self.level_duration_s
 
     def concurrency_levels(self) -> list[int]:
-        """The levels in run order: as given, or generated from start/step/max."""
+        """The levels in run order: as given, or generated from start/step/max (empty in open loop)."""
         if self.levels is not None:
             return list(self.levels)
+        if self.start is None:
+            return []
         out: list[int] = []
         value = float(self.start)
         while round(value) <= self.max:
@@ -285,6 +346,7 @@ class Scenario(_Strict):
         target: str | None = None,
         model: str | None = None,
         levels: list[int] | None = None,
+        rates: list[float] | None = None,
         level_duration_s: float | None = None,
         server_metrics: bool | None = None,
     ) -> "Scenario":
@@ -295,7 +357,11 @@ class Scenario(_Strict):
         if model is not None:
             data["target"]["model"] = model
         if levels is not None:
-            data["load"].update(levels=levels, start=None, step=None, max=None)
+            data["load"].update(levels=levels, start=None, step=None, max=None, rates=None,
+                                rate_start=None, rate_step=None, rate_max=None)
+        if rates is not None:
+            data["load"].update(rates=rates, rate_start=None, rate_step=None, rate_max=None,
+                                levels=None, start=None, step=None, max=None)
         if level_duration_s is not None:
             data["load"]["level_duration_s"] = level_duration_s
         if server_metrics is not None:

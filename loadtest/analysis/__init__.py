@@ -10,7 +10,8 @@ The pipeline inside, one module per idea:
 ``metrics``   per-level distributions, throughput, goodput, errors
 ``verdict``   each SLO check → pass / fail / uncertain
 ``capacity``  the highest concurrency that holds, and why the next one fails
-``refine``    the next concurrency to probe by bisection
+``refine``    the next concurrency (or rate) to probe by bisection
+``open_loop`` offered / sent / completed rates, send lag and in-flight of rate levels
 ``caveats``   warnings a reader needs to weigh the numbers
 ``signals`` / ``server``   the server's scraped metrics joined to the levels on wall time
 ``autoscaling``   scale-out thresholds from the capacity and the server's signals
@@ -44,7 +45,7 @@ from loadtest.analysis.chunks import (
 from loadtest.analysis.columns import numeric
 from loadtest.analysis.frame import request_frame
 from loadtest.analysis.metrics import level_results
-from loadtest.analysis.refine import next_refine_level
+from loadtest.analysis.refine import next_refine_level, next_refine_rate
 from loadtest.analysis.results import Analysis, Capacity, Check, LevelResult, Stats
 from loadtest.analysis.server import server_view
 from loadtest.analysis.slo import SloCheck, SloSpec
@@ -63,6 +64,7 @@ __all__ = [
     "analyze",
     "analyze_run",
     "next_refine_level",
+    "next_refine_rate",
 ]
 
 
@@ -95,14 +97,16 @@ def analyze(
     chunks = flatten_chunks(requests)
     frame = request_frame(requests, windows, chunks, slo)
 
-    start = frame["start_wall"].to_numpy(dtype=float)
+    # chunk times are relative to the actual send (open loop: not the scheduled time)
+    start = frame["sent_wall"].to_numpy(dtype=float)
+    send_e2e = frame["e2e_ms"].to_numpy(dtype=float) - np.nan_to_num(frame["schedule_lag_ms"].to_numpy(dtype=float))
     ok = frame["ok"].to_numpy()
     positions = chunk_positions(chunks, start, windows)
     reported = numeric(requests, "completion_tokens")
     reported = np.where(ok & (reported > 0), reported, np.nan)  # final counts exist for successes only
     tokens = tokens_per_window(chunks, positions, reported, len(windows))
     itl, itl_pos, itl_at = itl_samples(
-        chunks, positions, start, frame["e2e_ms"].to_numpy(dtype=float), frame["failed"].to_numpy(), windows
+        chunks, positions, start, send_e2e, frame["failed"].to_numpy(), windows
     )
     del chunks, positions  # the flattened chunk arrays are the bulk of the memory
     itl_groups = list(
@@ -115,7 +119,7 @@ def analyze(
     )
     for level in levels:
         judge_client(evaluate_level(level, slo))
-    levels.sort(key=lambda lv: (lv.concurrency, lv.index))
+    levels.sort(key=lambda lv: (lv.load, lv.index))
     capacity = find_capacity(levels, slo, confidence)
 
     warnings += run_caveats(run, frame)

@@ -21,6 +21,11 @@ a pass, so the capacity is never read off a coin flip. The answer comes with:
 * one human sentence (:attr:`Capacity.message`), which gives both numbers when
   they differ.
 
+In open loop (rate levels) the same rule runs on rates: the capacity is the
+highest rate such that every rate up to it passes, reported as
+``rate_rps`` (with ``first_failing_rate_rps`` …) and the mean requests in
+flight there; the concurrency fields stay None.
+
 Levels without data are skipped (a crashed worker must not hide the levels
 around it). Levels above the first failure do not change the answer.
 """
@@ -37,7 +42,7 @@ from loadtest.analysis.verdict import ERROR_RATE_CHECK
 
 def find_capacity(levels: Sequence[LevelResult], slo: SloSpec, confidence: float = 0.95) -> Capacity:
     """Derive the capacity from evaluated levels (any order); ``confidence`` is the intervals' level."""
-    usable = sorted((lv for lv in levels if lv.status != "no_data"), key=lambda lv: lv.concurrency)
+    usable = sorted((lv for lv in levels if lv.status != "no_data"), key=lambda lv: lv.load)
     if not usable:
         return Capacity(
             concurrency=None,
@@ -91,8 +96,23 @@ def find_capacity(levels: Sequence[LevelResult], slo: SloSpec, confidence: float
         uncertain_levels=[lv.concurrency for lv in undecided],
         saturated_levels=[lv.concurrency for lv in levels if lv.client_saturated],
     )
+    if any(lv.rate_rps is not None for lv in usable):
+        _as_rates(result, cap, first_failing, optimistic, usable, undecided, levels)
     result.message = _message(result, cap, first_failing, binding, undecided, saturated, slo, confidence)
     return result
+
+
+def _as_rates(result, cap, first_failing, optimistic, usable, undecided, levels) -> None:
+    """Open loop: the answer is a rate; the concurrency readings do not apply."""
+    result.rate_rps = cap.rate_rps if cap else None
+    result.first_failing_rate_rps = first_failing.rate_rps if first_failing else None
+    result.upper_bound_rate_rps = optimistic.rate_rps if optimistic else None
+    result.max_tested_rate_rps = usable[-1].rate_rps
+    result.mean_in_flight = cap.open_loop.get("mean_in_flight") if cap and cap.open_loop else None
+    result.concurrency = result.certain_concurrency = result.upper_bound = None
+    result.first_failing = result.max_tested = None
+    result.uncertain_levels = []
+    result.saturated_levels = []
 
 
 def binding_check(level: LevelResult) -> Check | None:
@@ -108,6 +128,20 @@ def binding_check(level: LevelResult) -> Check | None:
 
 def _users(n: int) -> str:
     return f"{n} concurrent user" + ("" if n == 1 else "s")
+
+
+def _amount(value: float, like: LevelResult) -> str:
+    """``value`` in the unit of ``like``'s mode: "12.5 req/s" or "8 concurrent users"."""
+    return f"{value:g} req/s" if like.rate_rps is not None else _users(int(value))
+
+
+def _at(level: LevelResult) -> str:
+    """How a sentence names a level after "at": "16" or "12.5 req/s"."""
+    return f"{level.rate_rps:g} req/s" if level.rate_rps is not None else str(level.concurrency)
+
+
+def _max_tested(cap: Capacity) -> str:
+    return f"{cap.max_tested_rate_rps:g} req/s" if cap.max_tested_rate_rps is not None else str(cap.max_tested)
 
 
 def fmt_ms(value: float) -> str:
@@ -162,35 +196,35 @@ def _message(
     confidence: float,
 ) -> str:
     fail_part = (
-        f"at {first_failing.concurrency} the {describe_check(binding)}" if first_failing and binding else ""
+        f"at {_at(first_failing)} the {describe_check(binding)}" if first_failing and binding else ""
     )
     if cap.verdict == "found":
         assert cap_level is not None
-        return f"This endpoint holds {_users(cap_level.concurrency)} within the SLOs; {fail_part}."
+        return f"This endpoint holds {cap_level.label} within the SLOs; {fail_part}."
     if cap.verdict == "at_least":
         if slo.is_empty:
-            return f"No SLOs were defined, so every level passes: capacity ≥ max tested ({cap.max_tested})."
-        return f"This endpoint held every tested level within the SLOs: capacity ≥ max tested ({cap.max_tested})."
+            return f"No SLOs were defined, so every level passes: capacity ≥ max tested ({_max_tested(cap)})."
+        return f"This endpoint held every tested level within the SLOs: capacity ≥ max tested ({_max_tested(cap)})."
     if cap.verdict == "below_minimum":
         assert first_failing is not None
         return (
-            f"Even the lowest tested level ({_users(first_failing.concurrency)}) fails the SLOs: "
+            f"Even the lowest tested level ({first_failing.label}) fails the SLOs: "
             f"the {describe_check(binding) if binding else 'SLOs fail'}."
         )
     if cap.verdict == "uncertain":
         return _uncertain_message(cap, uncertain, fail_part, confidence)
     if cap.verdict == "client_saturated":
-        at = ", ".join(str(lv.concurrency) for lv in saturated)
+        at = ", ".join(_at(lv) for lv in saturated)
         reasons = sorted({str(lv.client.get("reason")) for lv in saturated if lv.client.get("reason")})
         why = f" ({'; '.join(reasons)})" if reasons else ""
         if cap_level is None:
             face = "even the lowest level fails"
         elif first_failing is None:
-            face = f"capacity ≥ max tested ({cap.max_tested})"
+            face = f"capacity ≥ max tested ({_max_tested(cap)})"
         else:
-            face = f"the endpoint holds {_users(cap_level.concurrency)}"
+            face = f"the endpoint holds {cap_level.label}"
         return (
-            f"The load generator was saturated at concurrency {at}{why}, so results there are not "
+            f"The load generator was saturated at {'rate' if cap.rate_rps is not None or cap.max_tested is None else 'concurrency'} {at}{why}, so results there are not "
             f"trustworthy; taken at face value, {face}."
         )
     return "The capacity is unknown."
@@ -202,16 +236,17 @@ def _uncertain_message(cap: Capacity, undecided: list[LevelResult], fail_part: s
     doubt = next((c for c in level.checks if c.verdict in ("uncertain", "no_data")), None)
     if doubt is not None and doubt.verdict == "uncertain":
         reason = f", {doubt.reason}" if doubt.reason else ""
-        why = f"at {level.concurrency} the {describe_check(doubt, with_ci=True, confidence=confidence)}{reason}"
+        why = f"at {_at(level)} the {describe_check(doubt, with_ci=True, confidence=confidence)}{reason}"
     elif doubt is not None:
-        why = f"at {level.concurrency} there is no {doubt.name} sample"
+        why = f"at {_at(level)} there is no {doubt.name} sample"
     else:
-        why = f"at {level.concurrency} a check is inconclusive"
-    if cap.concurrency is not None:
-        holds = f"This endpoint holds {_users(cap.concurrency)} within the SLOs with confidence"
+        why = f"at {_at(level)} a check is inconclusive"
+    held, upper = (cap.rate_rps, cap.upper_bound_rate_rps) if level.rate_rps is not None else (cap.concurrency, cap.upper_bound)
+    if held is not None:
+        holds = f"This endpoint holds {_amount(held, level)} within the SLOs with confidence"
     else:
         holds = "No tested level holds the SLOs with confidence"
-    if cap.upper_bound is not None and cap.upper_bound != cap.concurrency:
-        holds += f", and up to {cap.upper_bound} if the undecided level{'s' if len(undecided) > 1 else ''} hold"
+    if upper is not None and upper != held:
+        holds += f", and up to {upper:g} if the undecided level{'s' if len(undecided) > 1 else ''} hold"
     tail = f"; {fail_part}" if fail_part else ""
     return f"{holds}; the verdict is uncertain: {why}{tail}. Longer levels (load.max_level_duration_s) can decide it."

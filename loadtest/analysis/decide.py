@@ -85,7 +85,9 @@ class Decision:
 
 
 #: Columns of an in-flight snapshot (one row per request still running at the look).
-IN_FLIGHT_COLUMNS = ("level_index", "warmup", "start_wall", "elapsed_ms", "ttfb_ms", "ttft_ms")
+#: ``schedule_lag_ms``: open loop, how late it went out (None in closed loop); the frame then
+#: judges its wait from the scheduled time, as for finished requests.
+IN_FLIGHT_COLUMNS = ("level_index", "warmup", "start_wall", "elapsed_ms", "ttfb_ms", "ttft_ms", "schedule_lag_ms")
 
 
 def in_flight_records(in_flight: pd.DataFrame, level: int) -> pd.DataFrame:
@@ -93,6 +95,11 @@ def in_flight_records(in_flight: pd.DataFrame, level: int) -> pd.DataFrame:
     n = len(in_flight)
     if n == 0:
         return pd.DataFrame()
+    extra = {}
+    if "schedule_lag_ms" in in_flight and in_flight["schedule_lag_ms"].notna().any():
+        lag = in_flight["schedule_lag_ms"].to_numpy(dtype=float)
+        start = in_flight["start_wall"].to_numpy(dtype=float)
+        extra = {"schedule_lag_ms": lag, "scheduled_wall": start - np.nan_to_num(lag) / 1000.0}
     return pd.DataFrame(
         {
             "request_id": [f"in-flight-{i}" for i in range(n)],
@@ -109,6 +116,7 @@ def in_flight_records(in_flight: pd.DataFrame, level: int) -> pd.DataFrame:
             "completion_tokens": np.nan,
             "chunk_ms": [[] for _ in range(n)],
             "chunk_tokens": [[] for _ in range(n)],
+            **extra,
         }
     )
 

@@ -18,6 +18,16 @@ vectorized column at a time:
   token keeps its real TTFT; it gets +inf for e2e and TPOT;
 * ``good``: completed successfully and met every per-request limit (goodput).
 
+**Open loop** (records with a ``schedule_lag_ms`` column that holds values):
+a request belongs to the level and window of its *scheduled* time, and its
+TTFB, TTFT and e2e are measured from that time (send lag + the server's
+time), because that is what a user arriving on that schedule waits; this is
+what the SLO judges, and what keeps a late send from hiding a slow server
+(coordinated omission). ``sent_wall`` keeps the actual send time (chunk
+times are relative to it) and ``schedule_lag_ms`` the lag. An arrival
+``dropped`` at ``max_in_flight`` was never sent: it is a failure like any other.
+Closed-loop records have no such column and are unchanged.
+
 A request with error kind ``cancelled`` was ended by the harness (users
 stopped at a level change, at the end of a refine probe or of the run), not
 by the server. It is *censored*, not failed: it counts in no error rate, and
@@ -56,10 +66,12 @@ def request_frame(
 ) -> pd.DataFrame:
     """Derive the per-request frame (same row order as ``requests``; no list columns)."""
     n = len(requests)
-    start = numeric(requests, "start_wall")
-    e2e = numeric(requests, "e2e_ms")
-    ttft = numeric(requests, "ttft_ms")
-    ttfb = numeric(requests, "ttfb_ms")
+    sent = numeric(requests, "start_wall")
+    lag = scheduled_lag_ms(requests)
+    start = sent - lag / 1000.0  # open loop: the scheduled time; closed loop: the send
+    e2e = numeric(requests, "e2e_ms") + lag
+    ttft = numeric(requests, "ttft_ms") + lag
+    ttfb = numeric(requests, "ttfb_ms") + lag
     ok = boolean(requests, "ok")
     kinds = text(requests, "error_kind")
     cancelled = ~ok & (kinds == CANCELLED)
@@ -104,6 +116,8 @@ def request_frame(
             "level_index": level_index,
             "pos": pos,
             "start_wall": start,
+            "sent_wall": sent,
+            "schedule_lag_ms": np.where(lag_known(requests), lag, np.nan),
             "end_wall": end,
             "end_pos": locate(end, windows),
             "ok": ok,
@@ -132,6 +146,20 @@ def request_frame(
     )
     frame["good"] = ok & _meets_limits(frame, slo)
     return frame
+
+
+def lag_known(requests: pd.DataFrame) -> np.ndarray:
+    """Rows that carry a send lag (open-loop requests that were sent)."""
+    if "schedule_lag_ms" not in requests:
+        return np.zeros(len(requests), dtype=bool)
+    return ~np.isnan(numeric(requests, "schedule_lag_ms"))
+
+
+def scheduled_lag_ms(requests: pd.DataFrame) -> np.ndarray:
+    """Each request's send lag in ms (0 where there is none: closed loop, dropped arrivals)."""
+    if "schedule_lag_ms" not in requests:
+        return np.zeros(len(requests))
+    return np.nan_to_num(numeric(requests, "schedule_lag_ms"), nan=0.0)
 
 
 def _meets_limits(frame: pd.DataFrame, slo: SloSpec) -> np.ndarray:

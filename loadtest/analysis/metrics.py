@@ -33,6 +33,7 @@ from loadtest.analysis.bootstrap import (
     rng_for,
     wilson_interval,
 )
+from loadtest.analysis.open_loop import open_loop_stats
 from loadtest.analysis.intervals import block_bootstrap_intervals, block_ids, block_length_s
 from loadtest.analysis.quantiles import lerp, low_n, order_statistics, position
 from loadtest.analysis.results import REPORTED, LevelResult, Stats
@@ -166,6 +167,15 @@ def level_results(
             if metric in ("ttft_ms", "itl_ms"):
                 plot[metric] = _plot_sample(values, rng)
 
+        loop = open_loop_stats(frame, window, p) if window.rate_rps is not None else None
+        client = dict(window.client)
+        if loop is not None and loop["client_late"]:
+            lag = loop["schedule_lag_ms"]
+            client.update(
+                saturated=True,
+                reason=f"{lag['late']} of {lag['n']} sends later than {lag['late_ms']:g} ms "
+                f"(send lag p99 {lag['p99']:.1f} ms)",
+            )
         results.append(
             LevelResult(
                 index=window.index,
@@ -187,8 +197,8 @@ def level_results(
                 requests_per_s=_rate(float(ended_ok.sum()), duration),
                 output_tokens_per_s=_rate(float(tokens_in_window[p]) if p < len(tokens_in_window) else 0.0, duration),
                 goodput_rps=_rate(float((ended_ok & good).sum()), duration),
-                client_saturated=window.client_saturated,
-                client=dict(window.client),
+                client_saturated=window.client_saturated or bool(loop and loop["client_late"]),
+                client=client,
                 decision=dict(window.decision),
                 samples=plot,
                 ttft_ms=stats["ttft_ms"],
@@ -196,6 +206,8 @@ def level_results(
                 tpot_ms=stats["tpot_ms"],
                 e2e_ms=stats["e2e_ms"],
                 ttfb_ms=stats["ttfb_ms"],
+                rate_rps=window.rate_rps,
+                open_loop=loop,
             )
         )
     return results

@@ -67,3 +67,44 @@ def next_refine_level(results: Iterable[Result]) -> int | None:
     if high - low <= 1:
         return None
     return (low + high) // 2
+
+
+#: Default refine resolution on a rate: this share of the first failing rate.
+RATE_RESOLUTION_SHARE = 0.05
+
+
+def rate_bracket(results: Iterable[object]) -> tuple[float, float] | None:
+    """(highest passing rate below the first failure, first failing rate), or None.
+
+    The same rule as :func:`bracket` on open-loop levels (``rate_rps``);
+    closed-loop levels (no rate) are ignored.
+    """
+    verdicts: dict[float, bool] = {}
+    for item in results:
+        rate = getattr(item, "rate_rps", None)
+        passed = getattr(item, "passed", None)
+        if rate is not None and passed is not None:
+            verdicts[float(rate)] = bool(passed) and verdicts.get(float(rate), True)
+    fails = [r for r, ok in verdicts.items() if not ok]
+    if not fails:
+        return None
+    first_fail = min(fails)
+    passes = [r for r, ok in verdicts.items() if ok and r < first_fail]
+    return (max(passes), first_fail) if passes else None
+
+
+def next_refine_rate(results: Iterable[object], resolution: float | None = None) -> float | None:
+    """The next rate to probe by bisection, or None once the bracket is within ``resolution``.
+
+    ``resolution`` (requests/s) defaults to :data:`RATE_RESOLUTION_SHARE` of the
+    first failing rate. The probe is rounded to 3 significant digits past the
+    resolution's own precision, so levels read cleanly in the report.
+    """
+    pair = rate_bracket(results)
+    if pair is None:
+        return None
+    low, high = pair
+    step = resolution if resolution is not None else RATE_RESOLUTION_SHARE * high
+    if high - low <= step:
+        return None
+    return round((low + high) / 2, 6)

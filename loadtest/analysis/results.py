@@ -109,6 +109,22 @@ class LevelResult:
     decision: dict[str, Any] = field(default_factory=dict)
     #: Small subsample of finite TTFT/ITL values for plots (not serialized).
     samples: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    #: Open loop: the offered rate (requests/s); None for a concurrency level.
+    rate_rps: float | None = None
+    #: Open loop: offered/sent/completed rates, send lag, mean in flight (:mod:`open_loop`).
+    open_loop: dict[str, Any] | None = None
+
+    @property
+    def load(self) -> float:
+        """The level's load: its rate in open loop, its concurrency in closed loop."""
+        return self.rate_rps if self.rate_rps is not None else float(self.concurrency)
+
+    @property
+    def label(self) -> str:
+        """``"8 users"`` or ``"12.5 req/s"``: how to name the level to a reader."""
+        if self.rate_rps is not None:
+            return f"{self.rate_rps:g} req/s"
+        return f"{self.concurrency} user" + ("" if self.concurrency == 1 else "s")
 
     @property
     def passed(self) -> bool | None:
@@ -150,6 +166,14 @@ class Capacity:
     max_tested: int | None = None
     uncertain_levels: list[int] = field(default_factory=list)
     saturated_levels: list[int] = field(default_factory=list)
+    #: Open loop: the capacity as a rate (requests/s), and the same readings as rates
+    #: (``concurrency`` and its siblings stay None in this mode).
+    rate_rps: float | None = None
+    first_failing_rate_rps: float | None = None
+    upper_bound_rate_rps: float | None = None
+    max_tested_rate_rps: float | None = None
+    #: Open loop: mean requests in flight at the capacity rate (Little's law: rate × time in system).
+    mean_in_flight: float | None = None
 
 
 @dataclass

@@ -39,6 +39,8 @@ class LevelWindow:
     inferred: bool = False  # bounds came from the requests, not run.json
     #: How the load stage ran the level: its looks and why it ended (run.json ``decision``).
     decision: Mapping[str, Any] = field(default_factory=dict)
+    #: Open loop: the offered rate (requests/s); None for a concurrency level.
+    rate_rps: float | None = None
 
     @property
     def duration_s(self) -> float:
@@ -129,6 +131,7 @@ def level_windows(run: Mapping[str, Any], requests: pd.DataFrame) -> tuple[list[
                 client=dict(level.get("client") or {}),
                 inferred=inferred,
                 decision={**dict(level.get("decision") or {}), "looks_taken": list(level.get("looks") or [])},
+                rate_rps=float(level["rate_rps"]) if level.get("rate_rps") is not None else None,
             )
         )
         if end - start > 0 and window_start >= end:

@@ -19,6 +19,8 @@ from loadtest.redact import scrub
 #: stream with ``finish_reason: abort``; ``empty``: a 200 stream without a
 #: single content chunk; ``http_3xx``: a redirect (never followed for a POST);
 #: ``client_error``: the request could not even be sent (a bug or a bad header).
+#: ``dropped``: an open-loop arrival found ``load.max_in_flight`` requests in
+#: flight and was never sent (it counts against the error budget).
 ERROR_KINDS = (
     "connect",
     "timeout",
@@ -33,6 +35,7 @@ ERROR_KINDS = (
     "empty",
     "client_error",
     "cancelled",
+    "dropped",
 )
 
 

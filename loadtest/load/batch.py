@@ -9,17 +9,21 @@ with ``runner.send_message`` and cheap to turn into an Arrow table.
 from __future__ import annotations
 
 from array import array
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from loadtest.client.record import RequestRecord
 from loadtest.records import SCHEMA
 
+if TYPE_CHECKING:
+    from loadtest.load.open_loop import Slot
+
 _SCALARS = (
     "request_id", "worker", "user", "level", "level_index", "warmup", "start_wall",
     "ttfb_ms", "ttft_ms", "e2e_ms", "prompt_tokens", "completion_tokens", "token_source",
     "status", "ok", "error_kind", "error", "reasoning_tokens", "resends",
+    "rate_rps", "scheduled_wall", "schedule_lag_ms",
 )
 
 
@@ -42,7 +46,17 @@ class RecordBuffer:
     def __len__(self) -> int:
         return len(self._cols["request_id"])
 
-    def add(self, rec: RequestRecord, *, user: int, level: int, level_index: int, warmup: bool) -> None:
+    def add(
+        self,
+        rec: RequestRecord,
+        *,
+        user: int,
+        level: int,
+        level_index: int,
+        warmup: bool,
+        slot: "Slot | None" = None,
+    ) -> None:
+        """Append one record; ``slot`` is its open-loop arrival (None in closed loop)."""
         cols = self._cols
         self._seq += 1
         cols["request_id"].append(f"{self.worker}-{self._seq}")
@@ -64,6 +78,14 @@ class RecordBuffer:
         cols["error"].append(rec.error)
         cols["reasoning_tokens"].append(rec.reasoning_tokens)
         cols["resends"].append(rec.resends)
+        if slot is None:
+            cols["rate_rps"].append(None)
+            cols["scheduled_wall"].append(None)
+            cols["schedule_lag_ms"].append(None)
+        else:
+            cols["rate_rps"].append(slot.rate_rps)
+            cols["scheduled_wall"].append(slot.wall)
+            cols["schedule_lag_ms"].append(slot.lag_ms(rec))
         self._chunk_ms.extend(rec.chunk_ms)
         self._chunk_tokens.extend(rec.chunk_tokens)
         self._offsets.append(len(self._chunk_ms))

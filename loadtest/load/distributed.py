@@ -33,7 +33,8 @@ from loadtest.errors import LoadtestError
 from loadtest.load.levels import LevelClock, LevelSpan
 from loadtest.load.monitor import SelfMonitor, merge_worker_health
 from loadtest.load.recorder import Recorder
-from loadtest.load.session import LoadSession, tune_interpreter, library_options
+from loadtest.load.open_loop import ArrivalScheduler
+from loadtest.load.session import LoadSession, arrival_horizon_s, tune_interpreter, library_options
 from loadtest.load.user import UserSettings, make_user_class
 from loadtest.scenario import Scenario
 
@@ -63,6 +64,9 @@ class MasterSession(LoadSession):
     spans: dict[int, LevelSpan] = field(default_factory=dict)
     workers_seen: set[str] = field(default_factory=set)
     workers_lost: list[dict] = field(default_factory=list)
+
+    def make_scheduler(self):
+        return None  # the workers schedule their own share of the arrivals
 
     def create_runner(self) -> Runner:
         runner = self.env.create_master_runner(self.bind_host, self.bind_port)
@@ -98,14 +102,20 @@ class MasterSession(LoadSession):
             "salt": self.settings.salt,
             "drop": list(self.settings.drop),
             "max_tokens_field": self.settings.max_tokens_field,
+            # open loop: each worker sends rate / streams, from its own stream (its worker index)
+            "streams": max(1, len(self.runner.clients.ready) + len(self.runner.clients.running)
+                           + len(self.runner.clients.spawning)),
         }
 
     def _level_message(self) -> dict[str, Any]:
-        return {"index": self.clock.index, "concurrency": self.clock.concurrency, "start_wall": self.clock.start_wall}
+        return {
+            "index": self.clock.index, "concurrency": self.clock.concurrency,
+            "start_wall": self.clock.start_wall, "rate_rps": self.clock.rate_rps,
+        }
 
     def level_changed(self, previous: LevelSpan | None, current: LevelSpan | None) -> None:
         if current is None:
-            self.clock.index, self.clock.concurrency = -1, 0
+            self.clock.clear()
         else:
             self.spans[current.index] = current
         self.runner.send_message(MSG_LEVEL, self._level_message())
@@ -161,7 +171,10 @@ def run_worker(scenario: Scenario, master_host: str, master_port: int) -> int:
 
     recorder = Recorder("worker", send)
     monitor = SelfMonitor.for_scenario(scenario, clock)
-    user_class = make_user_class(scenario, clock, recorder, settings)
+    scheduler = None
+    if scenario.load.open_loop:
+        scheduler = ArrivalScheduler(scenario.load, clock, recorder, duration_s=arrival_horizon_s(scenario))
+    user_class = make_user_class(scenario, clock, recorder, settings, scheduler)
     env = Environment(user_classes=[user_class], host=scenario.target.base_url, parsed_options=library_options())
     runner = env.create_worker_runner(master_host, master_port)
     holder["runner"] = runner
@@ -174,6 +187,9 @@ def run_worker(scenario: Scenario, master_host: str, master_port: int) -> int:
         settings.max_tokens_field = msg.data.get("max_tokens_field")
         clock.warmup_s = float(msg.data["warmup_s"])
         settings.salt = str(msg.data.get("salt", ""))
+        if scheduler is not None:
+            scheduler.streams = int(msg.data.get("streams") or 1)
+            scheduler.stream = max(0, int(getattr(runner, "worker_index", 0)))
 
     def on_level(environment: Environment, msg: Any, **_: Any) -> None:
         previous = clock.index
@@ -182,9 +198,11 @@ def run_worker(scenario: Scenario, master_host: str, master_port: int) -> int:
             runner.send_message(MSG_HEALTH, {"index": previous, "health": health})
         data = msg.data
         if data["index"] >= 0:
-            clock.set(int(data["index"]), int(data["concurrency"]), float(data["start_wall"]))
+            rate = data.get("rate_rps")
+            clock.set(int(data["index"]), int(data["concurrency"]), float(data["start_wall"]),
+                      rate_rps=float(rate) if rate else None)
         else:
-            clock.index = -1
+            clock.clear()
 
     def on_test_stop(**_: Any) -> None:
         recorder.flush()  # the final batch goes before Locust's "client_stopped"

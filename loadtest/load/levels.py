@@ -26,6 +26,8 @@ class LevelSpan:
     looks: list = field(default_factory=list)
     #: Why the level ended and how long it ran: {ended, ran_s, verdict, why, looks, extended}.
     decision: dict = field(default_factory=dict)
+    #: Open loop: the offered rate (requests/s); None for a closed-loop (concurrency) level.
+    rate_rps: float | None = None
 
     def to_json(self) -> dict:
         return {
@@ -37,13 +39,14 @@ class LevelSpan:
             "client": self.client,
             "looks": self.looks,
             "decision": self.decision,
+            "rate_rps": self.rate_rps,
         }
 
 
 class LevelClock:
     """The current level and when it started, in this process's clocks."""
 
-    __slots__ = ("index", "concurrency", "start_perf", "start_wall", "warmup_s")
+    __slots__ = ("index", "concurrency", "start_perf", "start_wall", "warmup_s", "rate_rps", "listeners")
 
     def __init__(self, warmup_s: float) -> None:
         self.index = -1
@@ -51,8 +54,12 @@ class LevelClock:
         self.start_perf = 0.0
         self.start_wall = 0.0
         self.warmup_s = warmup_s
+        #: Open loop: the level's offered rate (None in closed loop).
+        self.rate_rps: float | None = None
+        #: Called after every :meth:`set` (the open-loop scheduler draws the level's arrivals).
+        self.listeners: list = []
 
-    def set(self, index: int, concurrency: int, start_wall: float | None = None) -> None:
+    def set(self, index: int, concurrency: int, start_wall: float | None = None, rate_rps: float | None = None) -> None:
         """Enter a level. ``start_wall`` comes from the master on a worker."""
         now_wall = time.time()
         now_perf = time.perf_counter()
@@ -62,6 +69,17 @@ class LevelClock:
         self.start_wall = start_wall
         # Place the start on this process's monotonic clock (message delay is sub-ms locally).
         self.start_perf = now_perf - max(0.0, now_wall - start_wall)
+        self.rate_rps = rate_rps
+        for listener in self.listeners:
+            listener(self)
+
+    def clear(self) -> None:
+        """No level is in force (between batches, at the end of the run)."""
+        self.index = -1
+        self.concurrency = 0
+        self.rate_rps = None
+        for listener in self.listeners:
+            listener(self)
 
     def in_warmup(self, t_perf: float) -> bool:
         return t_perf - self.start_perf < self.warmup_s

@@ -22,7 +22,7 @@ def _fmt(x: float | None) -> str:
 def progress_line(index: int, p: LevelProgress) -> str:
     ttft, itl = p.p95()
     return (
-        f"level {index + 1}: {p.concurrency} users, {p.requests} requests, {p.errors} errors, "
+        f"level {index + 1}: {p.label}, {p.requests} requests, {p.errors} errors, "
         f"TTFT p95 {_fmt(ttft)} ms, ITL p95 {_fmt(itl)} ms"
     )
 
@@ -50,11 +50,11 @@ class LiveView:
 
     def _table(self) -> Table:
         table = Table(title="loadtest run (live)", box=None)
-        for col in ("level", "users", "requests", "errors", "TTFT p95 ms", "ITL p95 ms"):
+        for col in ("level", "load", "requests", "errors", "TTFT p95 ms", "ITL p95 ms"):
             table.add_column(col, justify="right")
         for index, p in self.progress.snapshot():
             ttft, itl = p.p95()
-            table.add_row(str(index + 1), str(p.concurrency), str(p.requests), str(p.errors), _fmt(ttft), _fmt(itl))
+            table.add_row(str(index + 1), p.label, str(p.requests), str(p.errors), _fmt(ttft), _fmt(itl))
         return table
 
     def level_ended(self, index: int, decision: dict | None = None) -> None:

@@ -33,14 +33,21 @@ def list_gaps(arr: pa.ListArray) -> tuple[np.ndarray, np.ndarray]:
 class LevelProgress:
     """Counts and recent TTFT/ITL samples of one level."""
 
-    __slots__ = ("concurrency", "requests", "errors", "ttft", "itl")
+    __slots__ = ("concurrency", "requests", "errors", "ttft", "itl", "rate_rps")
 
-    def __init__(self, concurrency: int, keep: int = 20_000) -> None:
+    def __init__(self, concurrency: int, keep: int = 20_000, rate_rps: float | None = None) -> None:
         self.concurrency = concurrency
+        #: Open loop: the level's offered rate (the level is a rate, not a number of users).
+        self.rate_rps = rate_rps
         self.requests = 0
         self.errors = 0
         self.ttft: deque[float] = deque(maxlen=keep)
         self.itl: deque[float] = deque(maxlen=keep)
+
+    @property
+    def label(self) -> str:
+        """``"8 users"`` or ``"12.5 req/s"``."""
+        return f"{self.rate_rps:g} req/s" if self.rate_rps is not None else f"{self.concurrency} users"
 
     def p95(self) -> tuple[float | None, float | None]:
         ttft = list(self.ttft)
@@ -74,6 +81,7 @@ class RunProgress:
         warmup = table["warmup"].to_numpy(zero_copy_only=False)
         ttft = table["ttft_ms"].to_numpy(zero_copy_only=False).astype(float)
         cancelled = kinds == "cancelled"
+        rates = table["rate_rps"].to_numpy(zero_copy_only=False) if "rate_rps" in table.column_names else None
         gaps, gap_rows = list_gaps(table["chunk_ms"].combine_chunks())
         with self._lock:
             self.total += n
@@ -81,7 +89,9 @@ class RunProgress:
                 rows = index == i
                 p = self.levels.get(int(i))
                 if p is None:
-                    p = self.levels[int(i)] = LevelProgress(int(level[rows][0]))
+                    rate = rates[rows][0] if rates is not None else None
+                    rate = float(rate) if rate is not None and rate == rate else None
+                    p = self.levels[int(i)] = LevelProgress(int(level[rows][0]), rate_rps=rate)
                 p.requests += int(np.sum(rows & ~cancelled))
                 p.errors += int(np.sum(rows & ~ok & ~cancelled))
                 measured = rows & ~warmup

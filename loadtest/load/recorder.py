@@ -37,13 +37,13 @@ class Recorder:
         self.total = 0
         self._greenlet: gevent.Greenlet | None = None
         self._unsent: list[dict[str, Any]] = []
-        #: Requests being sent, by user: (client, level index, warmup). A decision taken
-        #: mid-level must see the ones still waiting for their first token (the slow tail).
-        self._active: dict[int, tuple[Any, int, bool]] = {}
+        #: Requests being sent, by user: (client, level index, warmup, open-loop slot). A decision
+        #: taken mid-level must see the ones still waiting for their first token (the slow tail).
+        self._active: dict[int, tuple[Any, int, bool, Any]] = {}
 
-    def begin(self, user: int, client: Any, level_index: int, warmup: bool) -> None:
+    def begin(self, user: int, client: Any, level_index: int, warmup: bool, slot: Any = None) -> None:
         """A user is about to send a request through ``client`` (its ``in_flight`` record)."""
-        self._active[user] = (client, level_index, warmup)
+        self._active[user] = (client, level_index, warmup, slot)
 
     def end(self, user: int) -> None:
         self._active.pop(user, None)
@@ -52,10 +52,11 @@ class Recorder:
         """Columns (see :data:`loadtest.analysis.decide.IN_FLIGHT_COLUMNS`) of the requests running now."""
         cols: dict[str, list] = {name: [] for name in IN_FLIGHT_COLUMNS}
         now = time.perf_counter()
-        for client, level_index, warmup in list(self._active.values()):
+        for client, level_index, warmup, slot in list(self._active.values()):
             rec = client.in_flight
             if rec is None:
                 continue
+            cols["schedule_lag_ms"].append(slot.lag_ms(rec) if slot is not None else None)
             cols["level_index"].append(level_index)
             cols["warmup"].append(warmup)
             cols["start_wall"].append(rec.start_wall)
@@ -64,9 +65,9 @@ class Recorder:
             cols["ttft_ms"].append(rec.ttft_ms)
         return cols
 
-    def add(self, rec: RequestRecord, user: int, level_index: int, level: int, warmup: bool) -> None:
-        """Record a finished request under the level in force when it *started*."""
-        self.buffer.add(rec, user=user, level=level, level_index=level_index, warmup=warmup)
+    def add(self, rec: RequestRecord, user: int, level_index: int, level: int, warmup: bool, slot: Any = None) -> None:
+        """Record a finished request under the level in force when it *started* (open loop: was due)."""
+        self.buffer.add(rec, user=user, level=level, level_index=level_index, warmup=warmup, slot=slot)
         self.total += 1
 
     def start(self) -> None:

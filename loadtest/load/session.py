@@ -26,7 +26,8 @@ from loadtest.load.levels import LevelClock, LevelSpan
 from loadtest.load.monitor import SelfMonitor
 from loadtest.load.recorder import Recorder
 from loadtest.analysis.decide import LookSchedule
-from loadtest.load.shape import Decide, SteppedShape
+from loadtest.load.open_loop import ArrivalScheduler
+from loadtest.load.shape import Decide, RateShape, SteppedShape
 from loadtest.load.user import UserSettings, make_user_class
 from loadtest.scenario import Scenario
 
@@ -38,6 +39,12 @@ MAX_DRAIN_S = 30.0
 
 #: How long a background thread may hold the GIL before the event loop gets it.
 SWITCH_INTERVAL_S = 0.0005
+
+
+def arrival_horizon_s(scenario: Scenario) -> float:
+    """How far ahead an open-loop level's arrivals are drawn: its longest possible run (+ ticks)."""
+    load = scenario.load
+    return max(load.max_duration_s, load.level_duration_s) + 5.0
 
 
 def tune_interpreter() -> None:
@@ -87,15 +94,24 @@ class LoadSession:
     in_flight: Callable[[], "pd.DataFrame"] | None = None
     env: Environment = field(init=False)
     runner: Runner = field(init=False)
+    #: Open loop: releases each level's arrivals to this process's users (None in closed loop).
+    scheduler: ArrivalScheduler | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
-        user_class = make_user_class(self.scenario, self.clock, self.recorder, self.settings)
+        self.scheduler = self.make_scheduler()
+        user_class = make_user_class(self.scenario, self.clock, self.recorder, self.settings, self.scheduler)
         self.env = Environment(user_classes=[user_class], host=self.scenario.target.base_url, parsed_options=library_options())
         self.runner = self.create_runner()
         tune_interpreter()
 
     def create_runner(self) -> Runner:
         return self.env.create_local_runner()
+
+    def make_scheduler(self) -> ArrivalScheduler | None:
+        """Open loop: the scheduler of this process's users (a master has none: its workers do)."""
+        if not self.scenario.load.open_loop:
+            return None
+        return ArrivalScheduler(self.scenario.load, self.clock, self.recorder, duration_s=arrival_horizon_s(self.scenario))
 
     def level_changed(self, previous: LevelSpan | None, current: LevelSpan | None) -> None:
         """Close the previous level's health record; tell whoever listens."""
@@ -111,18 +127,25 @@ class LoadSession:
         return LookSchedule(load.min_duration_s, load.level_duration_s, load.max_duration_s)
 
     def run_levels(
-        self, levels: list[int], *, first_index: int, refine: bool = False, stop_on_fail: bool = False
+        self, levels: list[int] | list[float], *, first_index: int, refine: bool = False, stop_on_fail: bool = False
     ) -> list[LevelSpan]:
         """Run ``levels`` in order, each until decided (see :mod:`shape`), and return their spans.
+
+        In open loop (``load.rates``) the levels are rates in requests per second.
 
         ``stop_on_fail``: end the batch at the first level that fails with certainty.
         """
         duration = self.scenario.load.level_duration_s
         schedule = self.schedule if self.decide is not None else None
-        shape = SteppedShape(
-            levels, duration, self.clock, first_index=first_index, refine=refine,
+        common = dict(
+            first_index=first_index, refine=refine,
             on_level_change=self.level_changed, schedule=schedule, decide=self.decide, stop_on_fail=stop_on_fail,
         )
+        shape: SteppedShape
+        if self.scenario.load.open_loop:  # levels are rates (requests/s)
+            shape = RateShape(levels, duration, self.clock, max_in_flight=self.scenario.load.max_in_flight, **common)
+        else:
+            shape = SteppedShape(levels, duration, self.clock, **common)
         self.env.shape_class = shape
         shape.runner = self.runner
         self.runner.start_shape()

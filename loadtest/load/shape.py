@@ -89,8 +89,18 @@ class SteppedShape(LoadTestShape):
             return self._last_users, SPAWN_RATE
         if self._current is None or self._current.index != self.first_index + step:
             self._enter(step)
-        self._last_users = self.levels[step]
-        return self.levels[step], SPAWN_RATE
+        self._last_users = self.users(step)
+        return self._last_users, SPAWN_RATE
+
+    def users(self, step: int) -> int:
+        """How many users run at ``step`` (closed loop: the level itself)."""
+        return self.levels[step]
+
+    def new_span(self, step: int, now: float) -> LevelSpan:
+        """The span of ``step`` and put it in force on the clock users read."""
+        span = LevelSpan(index=self.first_index + step, concurrency=self.levels[step], start_wall=now, refine=self.refine)
+        self.clock.set(span.index, span.concurrency, now)
+        return span
 
     def _level_over(self, elapsed: float) -> bool:
         """Is the current level done? Takes the looks that are due (see module doc)."""
@@ -137,16 +147,38 @@ class SteppedShape(LoadTestShape):
         if step is None:
             self._current = None
         else:
-            span = LevelSpan(
-                index=self.first_index + step,
-                concurrency=self.levels[step],
-                start_wall=now,
-                refine=self.refine,
-            )
+            span = self.new_span(step, now)
             self.spans.append(span)
             self._current = span
             self._entered = time.perf_counter()
             self._looks = list(self.schedule.looks) if self.schedule is not None else []
-            self.clock.set(span.index, span.concurrency, now)
         if self.on_level_change is not None and (previous is not None or step is not None):
             self.on_level_change(previous, self._current)
+
+
+class RateShape(SteppedShape):
+    """Open loop: ``levels`` are rates (requests/s); the user count is the in-flight cap.
+
+    Users here are only senders (see :mod:`loadtest.load.open_loop`): the
+    arrival scheduler hands each due arrival to a free one, so the number of
+    users bounds the requests in flight (``load.max_in_flight``) and does not
+    set the load. Looks, decisions and ``stop_on_fail`` are the closed loop's.
+    """
+
+    def __init__(self, rates: list[float], duration_s: float, clock: LevelClock, *, max_in_flight: int, **kwargs) -> None:
+        super().__init__(list(rates), duration_s, clock, **kwargs)  # type: ignore[arg-type]
+        self.max_in_flight = max_in_flight
+
+    def users(self, step: int) -> int:
+        return self.max_in_flight
+
+    def new_span(self, step: int, now: float) -> LevelSpan:
+        rate = float(self.levels[step])
+        span = LevelSpan(index=self.first_index + step, concurrency=0, start_wall=now, refine=self.refine, rate_rps=rate)
+        self.clock.set(span.index, 0, now, rate_rps=rate)
+        return span
+
+    def _enter(self, step: int | None) -> None:
+        if step is None and self.clock.index >= 0:
+            self.clock.clear()  # the level's window closed: no more arrivals
+        super()._enter(step)

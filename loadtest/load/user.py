@@ -15,6 +15,7 @@ import itertools
 import os
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import gevent
 from gevent import GreenletExit
@@ -26,6 +27,9 @@ from loadtest.load.levels import LevelClock
 from loadtest.load.recorder import Recorder
 from loadtest.scenario import Scenario
 from loadtest.workload import Workload
+
+if TYPE_CHECKING:
+    from loadtest.load.open_loop import ArrivalScheduler, Slot
 
 
 @dataclass
@@ -46,8 +50,19 @@ class UserSettings:
     salt: str = ""
 
 
-def make_user_class(scenario: Scenario, clock: LevelClock, recorder: Recorder, settings: UserSettings) -> type[User]:
-    """A Locust ``User`` subclass bound to this scenario, clock and recorder."""
+def make_user_class(
+    scenario: Scenario,
+    clock: LevelClock,
+    recorder: Recorder,
+    settings: UserSettings,
+    scheduler: "ArrivalScheduler | None" = None,
+) -> type[User]:
+    """A Locust ``User`` subclass bound to this scenario, clock and recorder.
+
+    With a ``scheduler`` (open loop, :mod:`loadtest.load.open_loop`) a user does
+    not send as soon as its last request ended: it waits for the next due
+    arrival, and the record carries that arrival's level and scheduled time.
+    """
     target = scenario.target
     api_key = os.environ.get(target.api_key_env) if target.api_key_env else None
     counter = itertools.count()
@@ -68,8 +83,12 @@ def make_user_class(scenario: Scenario, clock: LevelClock, recorder: Recorder, s
                 max_tokens_field=settings.max_tokens_field,
                 salt=settings.salt,
             )
+            if scheduler is not None:
+                scheduler.join()
 
         def on_stop(self) -> None:
+            if scheduler is not None:
+                scheduler.leave()
             self.client.close()
 
         def _back_off(self, rec) -> None:
@@ -82,20 +101,32 @@ def make_user_class(scenario: Scenario, clock: LevelClock, recorder: Recorder, s
 
         @task
         def stream(self) -> None:
+            slot = scheduler.take() if scheduler is not None else None
+            try:
+                self._send(slot)
+            finally:
+                if scheduler is not None:
+                    scheduler.done()
+
+        def _send(self, slot: "Slot | None") -> None:
             body = self.workload.next_body()
-            level_index, level = clock.index, clock.concurrency
-            warmup = clock.in_warmup(time.perf_counter())
-            recorder.begin(self.index, self.client, level_index, warmup)
+            if slot is None:
+                level_index, level = clock.index, clock.concurrency
+                warmup = clock.in_warmup(time.perf_counter())
+            else:
+                level_index, level, warmup = slot.level_index, 0, slot.warmup
+            recorder.begin(self.index, self.client, level_index, warmup, slot)
             try:
                 rec = self.client.send(body)
             except GreenletExit:
                 if self.client.in_flight is not None:  # the run stopped mid-request: keep the record
-                    recorder.add(self.client.in_flight, self.index, level_index, level, warmup)
+                    recorder.add(self.client.in_flight, self.index, level_index, level, warmup, slot)
                 raise
             finally:
                 recorder.end(self.index)
-            recorder.add(rec, self.index, level_index, level, warmup)
-            self._back_off(rec)
+            recorder.add(rec, self.index, level_index, level, warmup, slot)
+            if slot is None:  # open loop: the schedule, not a retry loop, decides when the next request goes
+                self._back_off(rec)
             self.environment.events.request.fire(
                 request_type="POST",
                 name=target.api,

@@ -157,8 +157,32 @@ def level_dict(level: LevelResult) -> dict[str, Any]:
         output_tokens_per_s=_round(level.output_tokens_per_s, 2),
         goodput_rps=_round(level.goodput_rps, 4),
         checks=[check_dict(c) for c in level.checks],
+        rate_rps=level.rate_rps,
+        open_loop=open_loop_dict(level.open_loop),
     )
     return out
+
+
+def open_loop_dict(stats: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``levels[].open_loop``: offered/sent/completed rates, drops, send lag, mean in flight (null in closed loop)."""
+    if stats is None:
+        return None
+    lag = stats["schedule_lag_ms"]
+    return {
+        "offered_rps": _round(stats["offered_rps"], 4),
+        "sent_rps": _round(stats["sent_rps"], 4),
+        "completed_rps": _round(stats["completed_rps"], 4),
+        "arrivals": stats["arrivals"],
+        "sent": stats["sent"],
+        "dropped": stats["dropped"],
+        "server_kept_up": stats["server_kept_up"],
+        "schedule_lag_ms": {
+            "p50": _round(lag["p50"]), "p99": _round(lag["p99"]), "max": _round(lag["max"]),
+            "n": lag["n"], "late": lag["late"], "late_threshold_ms": lag["late_ms"],
+        },
+        "client_late": stats["client_late"],
+        "mean_in_flight": _round(stats["mean_in_flight"], 3),
+    }
 
 
 def capacity_dict(cap: Capacity) -> dict[str, Any]:
@@ -180,6 +204,12 @@ def capacity_dict(cap: Capacity) -> dict[str, Any]:
         "max_tested": cap.max_tested,
         "uncertain_levels": cap.uncertain_levels,
         "saturated_levels": cap.saturated_levels,
+        # open loop (null in closed loop, where concurrency answers)
+        "rate_rps": cap.rate_rps,
+        "first_failing_rate_rps": cap.first_failing_rate_rps,
+        "upper_bound_rate_rps": cap.upper_bound_rate_rps,
+        "max_tested_rate_rps": cap.max_tested_rate_rps,
+        "mean_in_flight": _round(cap.mean_in_flight, 3),
     }
 
 

@@ -80,7 +80,11 @@ def build_table(analysis: Analysis) -> Table:
         pad_edge=False,
         collapse_padding=True,
     )
-    table.add_column("users", justify="right", no_wrap=True)
+    open_loop = any(lv.rate_rps is not None for lv in analysis.levels)
+    table.add_column("req/s" if open_loop else "users", justify="right", no_wrap=True)
+    if open_loop:
+        table.add_column("sent/done", justify="right", no_wrap=True)
+        table.add_column("lag p99", justify="right", no_wrap=True)
     table.add_column("reqs", justify="right", no_wrap=True)
     table.add_column("errors", justify="right", no_wrap=True)
     percentiles = {}
@@ -91,13 +95,14 @@ def build_table(analysis: Analysis) -> Table:
     table.add_column("good/s", justify="right", no_wrap=True)
     table.add_column("ran", justify="right", no_wrap=True)
     table.add_column("verdict", min_width=4, no_wrap=True)
-    capacity = analysis.capacity.concurrency
+    capacity = analysis.capacity.rate_rps if open_loop else analysis.capacity.concurrency
     for level in analysis.levels:
-        users = Text(str(level.concurrency) + (" r" if level.refine else ""))
-        if capacity is not None and level.concurrency == capacity:
+        users = Text(f"{level.load:g}" + (" r" if level.refine else ""))
+        if capacity is not None and level.load == capacity:
             users.stylize("bold")
         table.add_row(
             users,
+            *(_open_loop_cells(level) if open_loop else ()),
             str(level.requests),
             _errors_cell(level),
             *(_latency_cell(level, m, percentiles[m]) for m in ("ttft_ms", "itl_ms", "tpot_ms")),
@@ -107,6 +112,19 @@ def build_table(analysis: Analysis) -> Table:
             _verdict_cell(level),
         )
     return table
+
+
+def _open_loop_cells(level) -> tuple[str, str]:
+    """Achieved send and completion rates (``!`` when the server fell behind), and the send lag p99."""
+    stats = level.open_loop
+    if not stats:
+        return "-", "-"
+    behind = "" if stats["server_kept_up"] else "!"
+    lag = stats["schedule_lag_ms"]["p99"]
+    return (
+        f"{stats['sent_rps']:.1f}/{stats['completed_rps']:.1f}{behind}",
+        "-" if lag != lag else f"{lag:.1f}ms",
+    )
 
 
 def describe_ending(decision: dict) -> str:
@@ -141,6 +159,13 @@ def print_summary(analysis: Analysis, console: Console | None = None) -> None:
     console.print(build_table(analysis))
     cap = analysis.capacity
     console.print(Text(cap.message, style=CAPACITY_COLOURS.get(cap.verdict, "")))
+    if any(lv.open_loop and not lv.open_loop["server_kept_up"] for lv in analysis.levels):
+        console.print(Text("! = the server could not keep up: completions fell behind arrivals", style="dim"))
+    for lv in analysis.levels:
+        if lv.open_loop and lv.open_loop["dropped"]:
+            console.print(Text(f"{lv.label}: {lv.open_loop['dropped']} arrivals dropped at load.max_in_flight", style="yellow"))
+    if cap.mean_in_flight is not None:
+        console.print(Text(f"mean requests in flight at capacity: {cap.mean_in_flight:.1f}"))
     if any(lv.refine for lv in analysis.levels):
         console.print(Text("r = refine level (bisection between the last pass and the first fail)", style="dim"))
     if any(lv.decision.get("ended") in RAN_MARKS for lv in analysis.levels):

@@ -1,0 +1,112 @@
+"""Open-loop levels: was the schedule kept, and did the server keep up?
+
+A rate level is only meaningful if the arrivals went out when they were due.
+Three rates per level, each per second of measured window, tell the story:
+
+* ``offered_rps``: arrivals scheduled in the window (sent, dropped or cut);
+* ``sent_rps``: the ones actually sent (the achieved send rate). Below the
+  offered rate only by ``dropped`` arrivals (``max_in_flight`` was reached);
+* ``completed_rps``: successful requests that ended in the window. When it
+  falls clearly behind the send rate (below :data:`KEEP_UP` of it) the server
+  could not keep up: its queue grew through the level.
+
+The **send lag** (actual send − scheduled time) is the client's own delay:
+users are never the bottleneck by construction (an arrival that finds none
+free is dropped, not delayed), so a late send means the client's event loop
+or CPU was too busy. Its p50/p99 and the count of sends later than
+:data:`LATE_MS` are reported; when more than :data:`LATE_SHARE` of the sends
+were that late, the level is ``client_saturated`` (the latencies still include
+the lag, since they are measured from the scheduled time, but they describe
+the client as much as the server).
+
+``mean_in_flight`` is the time-average number of requests in flight during
+the window (each request's in-flight time clipped to the window, summed, over
+the window's length). At the capacity rate it bridges to the closed-loop
+answer (Little's law: in flight = rate × time in system) and to autoscaling.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from loadtest.analysis.windows import LevelWindow
+
+#: A send later than this (ms) counts as late.
+LATE_MS = 10.0
+#: A level whose share of late sends exceeds this is client_saturated.
+LATE_SHARE = 0.01
+#: Completions below this share of the send rate: the server could not keep up.
+KEEP_UP = 0.9
+
+DROPPED = "dropped"
+
+
+def open_loop_stats(frame: pd.DataFrame, window: LevelWindow, p: int) -> dict[str, Any]:
+    """The open-loop figures of the level at window position ``p`` (see module doc)."""
+    duration = window.duration_s
+    pos = frame["pos"].to_numpy()
+    measured = frame["measured"].to_numpy() & (pos == p)
+    dropped = measured & (frame["error_kind"].to_numpy(dtype=object) == DROPPED)
+    sent = measured & ~dropped
+    ok = frame["ok"].to_numpy()
+    completed = ok & (frame["end_pos"].to_numpy() == p)
+    lag = frame["schedule_lag_ms"].to_numpy(dtype=float)[sent]
+    lag = lag[~np.isnan(lag)]
+    late = int((lag > LATE_MS).sum())
+
+    def rate(n: int) -> float:
+        return n / duration if duration > 0 else math.nan
+
+    offered, achieved, done = rate(int(measured.sum())), rate(int(sent.sum())), rate(int(completed.sum()))
+    kept_up = not (achieved > 0 and done < KEEP_UP * achieved)
+    return {
+        "rate_rps": window.rate_rps,
+        "offered_rps": offered,
+        "sent_rps": achieved,
+        "completed_rps": done,
+        "arrivals": int(measured.sum()),
+        "sent": int(sent.sum()),
+        "dropped": int(dropped.sum()),
+        "server_kept_up": kept_up,
+        "schedule_lag_ms": {
+            "n": int(len(lag)),
+            "p50": float(np.percentile(lag, 50)) if len(lag) else math.nan,
+            "p99": float(np.percentile(lag, 99)) if len(lag) else math.nan,
+            "max": float(lag.max()) if len(lag) else math.nan,
+            "late": late,
+            "late_ms": LATE_MS,
+        },
+        "client_late": bool(len(lag) and late / len(lag) > LATE_SHARE),
+        "mean_in_flight": mean_in_flight(frame, window),
+    }
+
+
+def mean_in_flight(frame: pd.DataFrame, window: LevelWindow) -> float:
+    """Time-average of the requests in flight (sent, not yet ended) over the measured window."""
+    duration = window.duration_s
+    if duration <= 0:
+        return math.nan
+    sent = frame["sent_wall"].to_numpy(dtype=float)
+    end = frame["end_wall"].to_numpy(dtype=float)
+    dropped = frame["error_kind"].to_numpy(dtype=object) == DROPPED
+    lo = np.maximum(sent, window.window_start)
+    hi = np.minimum(np.where(np.isnan(end), window.end_wall, end), window.end_wall)
+    overlap = np.where(~dropped & ~np.isnan(sent), np.clip(hi - lo, 0.0, None), 0.0)
+    return float(overlap.sum() / duration)
+
+
+def describe_keep_up(stats: dict[str, Any]) -> str:
+    """One line for the report: the three rates, and whether the server kept up."""
+    text = (
+        f"offered {stats['offered_rps']:.2f} req/s, sent {stats['sent_rps']:.2f}, "
+        f"completed {stats['completed_rps']:.2f}"
+    )
+    if stats["dropped"]:
+        text += f"; {stats['dropped']} arrivals dropped at max_in_flight"
+    if not stats["server_kept_up"]:
+        text += "; the server could not keep up (completions fell behind arrivals)"
+    return text

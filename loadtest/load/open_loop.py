@@ -1,0 +1,143 @@
+"""Open-loop load: arrivals on their own schedule, sent by whichever user is free.
+
+In a closed loop a slow server receives fewer requests, so its latency looks
+better than users would feel it (*coordinated omission*). Here the send times
+of each level are drawn in advance (:mod:`arrivals`) when the level starts, and
+one dispatcher greenlet per sending process releases each arrival at its time
+to a queue that idle users wait on. Users are not the concurrency: there are
+``max_in_flight`` of them (spread over the workers), most of them idle while the
+server keeps up; in-flight requests grow as the server slows.
+
+What each arrival records (:class:`Slot`):
+
+* its scheduled time (wall clock, for the timeline; ``perf_counter``, to
+  measure against). TTFT and e2e are judged from the *scheduled* time
+  (``analysis/frame.py``), so a request that could not go out on time, or
+  waited for a free user, carries that wait in its latency;
+* its send lag (actual send − scheduled), reported on its own: a late send is
+  the client's fault, and a level whose sends ran late is ``client_saturated``;
+* an arrival that finds every user of its process busy (``max_in_flight``
+  requests in flight) is not silently skipped: it is recorded as a failed
+  request of kind ``dropped``, which counts against the error budget.
+
+With ``--workers N`` each worker draws ``rate / N`` from its own seeded stream
+(stream = its Locust worker index); the superposition is Poisson at the full rate.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import gevent
+import gevent.queue
+
+from loadtest.client.record import RequestRecord
+from loadtest.load.arrivals import arrival_offsets, stream_rng
+
+if TYPE_CHECKING:
+    from loadtest.load.levels import LevelClock
+    from loadtest.load.recorder import Recorder
+    from loadtest.scenario import Load
+
+
+@dataclass(slots=True)
+class Slot:
+    """One scheduled arrival: its level and when it was due."""
+
+    level_index: int
+    rate_rps: float
+    perf: float  # perf_counter() when due
+    wall: float  # time.time() when due
+    warmup: bool
+
+    def lag_ms(self, rec: RequestRecord) -> float | None:
+        """How late the request went out (its perf start − the scheduled time), ms; None if never sent."""
+        if rec.error_kind == "dropped":
+            return None
+        return (rec.start_perf - self.perf) * 1000.0
+
+
+class ArrivalScheduler:
+    """Draws each level's arrivals and hands them to free users (one per sending process).
+
+    ``streams`` is how many processes share the rate (1 locally, N workers);
+    ``stream`` is this process's index among them: it takes ``rate / streams``
+    from the random stream (seed, level, stream).
+    """
+
+    def __init__(self, load: "Load", clock: "LevelClock", recorder: "Recorder", *, duration_s: float) -> None:
+        self.load = load
+        self.clock = clock
+        self.recorder = recorder
+        self.duration_s = duration_s
+        self.streams = 1
+        self.stream = 0
+        self.queue: gevent.queue.Queue = gevent.queue.Queue()
+        #: Users of this process (each sends at most one request at a time).
+        self.users = 0
+        #: Arrivals released and not yet finished (queued or being sent).
+        self.busy = 0
+        self.dispatched = 0
+        self.dropped = 0
+        self._greenlet: gevent.Greenlet | None = None
+        clock.listeners.append(self.level_changed)
+
+    # -- levels -------------------------------------------------------------------------
+    def level_changed(self, clock: "LevelClock") -> None:
+        """A level started (draw its arrivals and start releasing them) or the load stopped."""
+        if self._greenlet is not None:
+            self._greenlet.kill(block=False)
+            self._greenlet = None
+        if clock.index < 0 or not clock.rate_rps:
+            return
+        share = clock.rate_rps / max(1, self.streams)
+        rng = stream_rng(self.load.arrival_seed, clock.index, self.stream)
+        offsets = arrival_offsets(share, self.duration_s, self.load.arrival, rng, burstiness=self.load.burstiness)
+        self._greenlet = gevent.spawn(
+            self._release, offsets, clock.index, float(clock.rate_rps), clock.start_perf, clock.start_wall
+        )
+
+    def _release(self, offsets, level_index: int, rate: float, start_perf: float, start_wall: float) -> None:
+        """Release each arrival at its time; arrivals already due go at once, in order."""
+        warmup_end = self.clock.warmup_s
+        for offset in offsets.tolist():
+            due = start_perf + offset
+            wait = due - time.perf_counter()
+            if wait > 0:
+                gevent.sleep(wait)
+            slot = Slot(level_index, rate, due, start_wall + offset, offset < warmup_end)
+            self.dispatched += 1
+            if self.busy >= self.users:
+                self._drop(slot)
+                continue
+            self.busy += 1
+            self.queue.put(slot)
+
+    def _drop(self, slot: Slot) -> None:
+        self.dropped += 1
+        rec = RequestRecord(start_wall=slot.wall, start_perf=slot.perf, e2e_ms=0.0)
+        rec.fail("dropped", f"{self.users} requests in flight in this process (load.max_in_flight)")
+        self.recorder.add(rec, -1, slot.level_index, 0, slot.warmup, slot=slot)
+
+    # -- users --------------------------------------------------------------------------
+    def join(self) -> None:
+        """A user started: one more request can be in flight."""
+        self.users += 1
+
+    def leave(self) -> None:
+        self.users = max(0, self.users - 1)
+
+    def take(self) -> Slot:
+        """Block until an arrival is due and this user is the free one to send it."""
+        return self.queue.get()
+
+    def done(self) -> None:
+        """The user finished sending a slot (whatever the outcome)."""
+        self.busy = max(0, self.busy - 1)
+
+    def stop(self) -> None:
+        if self._greenlet is not None:
+            self._greenlet.kill(block=False)
+            self._greenlet = None
