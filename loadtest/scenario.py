@@ -219,6 +219,8 @@ class Load(_Strict):
         ranged = [k for k in ("start", "step", "max") if getattr(self, k) is not None]
         rate_ranged = [k for k in ("rate_start", "rate_step", "rate_max") if getattr(self, k) is not None]
         closed = self.levels is not None or bool(ranged)
+        if self.levels is not None and ranged:
+            raise ValueError(f"give either 'levels' or 'start/step/max', not both (found levels and {', '.join(ranged)})")
         if closed and (self.rates is not None or rate_ranged):
             given = ", ".join((["levels"] if self.levels is not None else []) + ranged)
             rates = ", ".join((["rates"] if self.rates is not None else []) + rate_ranged)
@@ -409,7 +411,7 @@ def _yaml_path(loc: tuple[Any, ...]) -> str:
     return out or "(top level)"
 
 
-_INT_FIELDS = {"levels", "start", "max", "mean", "max_tokens", "warmup_requests"}
+_INT_FIELDS = {"levels", "start", "max", "mean", "max_tokens", "warmup_requests", "max_in_flight"}
 
 
 def _is_int_field(loc: tuple[Any, ...]) -> bool:

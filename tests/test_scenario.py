@@ -17,7 +17,7 @@ SCENARIOS = sorted((Path(__file__).parent.parent / "scenarios").glob("*.yaml"))
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.name)
 def test_shipped_scenarios_are_valid(path):
     scenario = load_scenario(path)
-    assert scenario.load.concurrency_levels()
+    assert scenario.load.rate_levels() if scenario.load.open_loop else scenario.load.concurrency_levels()
 
 
 def test_shipped_scenarios_include_the_documented_ones():
@@ -94,3 +94,42 @@ def test_validate_command_exit_codes(tmp_path):
 
     out = _cli("validate", str(SCENARIOS[0]))
     assert out.returncode == 0, out.stderr
+
+
+# -- open loop (issue 15) -----------------------------------------------------------------
+
+def _load(**load):
+    return {"name": "x", "load": {"level_duration_s": 10, "warmup_s": 1, **load}}
+
+
+@pytest.mark.parametrize(
+    "load,message",
+    [
+        ({"levels": [1, 2], "rates": [1, 2]}, "load: give either 'levels' (closed loop) or 'rates' (open loop), not both"),
+        ({"start": 1, "step": 2, "max": 8, "rate_max": 4}, "load: give either 'levels' (closed loop) or 'rates' (open loop)"),
+        ({"rates": [1, 2], "rate_start": 1}, "load: give either 'rates' or 'rate_start/rate_step/rate_max'"),
+        ({"rate_start": 1, "rate_max": 8}, "load: 'rate_start/rate_step/rate_max' needs all three; missing rate_step"),
+        ({"rates": [1, 0]}, "load.rates[1]: must be a positive number"),
+        ({"rates": [1], "arrival": "bursty"}, "load.arrival: must be one of"),
+        ({"rates": [1], "burstiness": 0.5}, "load: 'burstiness' applies to 'arrival: gamma' only"),
+        ({"rates": [1], "max_in_flight": 0}, "load.max_in_flight: must be a positive integer"),
+        ({}, "load: give the load:"),
+    ],
+)
+def test_open_loop_mistakes_are_one_line(load, message):
+    with pytest.raises(InputError) as err:
+        parse_scenario(_load(**load))
+    text = str(err.value)
+    assert message in text and "\n" not in text
+
+
+def test_rate_levels_from_a_range_and_the_command_line_override():
+    scenario = parse_scenario(_load(rate_start=1, rate_step=2, rate_max=8, arrival="gamma", burstiness=0.5))
+    assert scenario.load.open_loop and scenario.load.rate_levels() == [1, 2, 4, 8]
+    assert scenario.load.concurrency_levels() == []
+    added = parse_scenario(_load(rate_start=0.5, rate_step=1.5, rate_max=5, step_mode="add")).load.rate_levels()
+    assert added == [0.5, 2.0, 3.5, 5.0]
+    closed = parse_scenario(_load(levels=[1, 2]))
+    opened = closed.with_overrides(rates=[3, 6.5])
+    assert opened.load.open_loop and opened.load.rate_levels() == [3, 6.5] and opened.load.levels is None
+    assert not opened.with_overrides(levels=[4]).load.open_loop

@@ -121,10 +121,10 @@ class LevelResult:
 
     @property
     def label(self) -> str:
-        """``"8 users"`` or ``"12.5 req/s"``: how to name the level to a reader."""
+        """``"8 concurrent users"`` or ``"12.5 req/s"``: how to name the level to a reader."""
         if self.rate_rps is not None:
             return f"{self.rate_rps:g} req/s"
-        return f"{self.concurrency} user" + ("" if self.concurrency == 1 else "s")
+        return f"{self.concurrency} concurrent user" + ("" if self.concurrency == 1 else "s")
 
     @property
     def passed(self) -> bool | None:
