@@ -37,6 +37,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "analyzer": ("bench_analyzer.py", [], ["--requests", "5000", "--chunks", "20"]),
     "selfcheck": ("bench_selfcheck.py", [], ["--streams", "1,20", "--level-duration", "3", "--chunks", "1"]),
     "stability": ("bench_stability.py", [], ["--runs", "1"]),
+    "schedule_lag": ("bench_schedule_lag.py", [], ["--rates", "50,200", "--level-duration", "3"]),
 }
 
 CPU_US_LIMIT = 20.0
@@ -152,6 +153,22 @@ def stability_headlines(result: dict[str, Any] | None) -> list[Headline]:
 
 
 STABILITY_S_LIMIT = 60.0
+#: Open loop: a send later than this after its schedule is "late" (analysis/open_loop.py LATE_MS).
+SCHEDULE_LAG_LIMIT_MS = 10.0
+
+
+def schedule_lag_headlines(result: dict[str, Any] | None) -> list[Headline]:
+    """Open-loop send lag p99 at each measured rate, in one process and with 2 workers."""
+    out = []
+    for mode in ("single", "workers2"):
+        for rate in (50.0, 200.0, 500.0):
+            row = find_row(result, mode=mode, rate=rate)
+            detail = ""
+            if row:
+                detail = f"p50 {row['lag_p50_ms']:.2f} ms, {row['late']} late, sent {row['sent_rps']:.1f} req/s"
+            out.append(Headline(f"open-loop send lag p99, {mode} @ {rate:g} req/s", row["lag_p99_ms"] if row else None,
+                                "ms", SCHEDULE_LAG_LIMIT_MS, detail=detail))
+    return out
 
 PICKERS: dict[str, Callable[[dict[str, Any] | None], list[Headline]]] = {
     "client_cpu": client_cpu_headlines,
@@ -159,6 +176,7 @@ PICKERS: dict[str, Callable[[dict[str, Any] | None], list[Headline]]] = {
     "analyzer": analyzer_headlines,
     "selfcheck": selfcheck_headlines,
     "stability": stability_headlines,
+    "schedule_lag": schedule_lag_headlines,
 }
 
 

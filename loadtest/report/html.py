@@ -64,10 +64,11 @@ def _finite(values: Iterable[float]) -> list[float | None]:
 
 def _concurrency_axis(levels: Sequence[LevelResult]) -> dict[str, Any]:
     """Log axis with the tested levels as ticks when the sweep is geometric."""
-    xs = sorted({lv.concurrency for lv in levels if lv.concurrency > 0})
-    axis: dict[str, Any] = {"title": "concurrent users"}
+    xs = sorted({lv.load for lv in levels if lv.load > 0})
+    open_loop = any(lv.rate_rps is not None for lv in levels)
+    axis: dict[str, Any] = {"title": "offered rate (requests/s)" if open_loop else "concurrent users"}
     if len(xs) >= 3 and xs[-1] / xs[0] >= 8:
-        axis.update(type="log", tickvals=xs, ticktext=[str(x) for x in xs])
+        axis.update(type="log", tickvals=xs, ticktext=[f"{x:g}" for x in xs])
     return axis
 
 
@@ -83,9 +84,11 @@ def _mark_capacity(fig: go.Figure, analysis: Analysis, *, legend: bool = True, *
     vline's annotation at 10^x while the line stays at x (plotly.py #2580).
     """
     cap = analysis.capacity
+    at, fail = (cap.rate_rps, cap.first_failing_rate_rps) if cap.rate_rps is not None or cap.max_tested_rate_rps else (
+        cap.concurrency, cap.first_failing)
     marks = [
-        (cap.concurrency, "#1a7f37", "dash", f"capacity ({cap.concurrency})"),
-        (cap.first_failing, "#cf222e", "dot", f"first failing level ({cap.first_failing})"),
+        (at, "#1a7f37", "dash", f"capacity ({at:g})" if at is not None else ""),
+        (fail, "#cf222e", "dot", f"first failing level ({fail:g})" if fail is not None else ""),
     ]
     for x, colour, dash, label in marks:
         if x is None:
@@ -112,7 +115,7 @@ def latency_figure(analysis: Analysis) -> go.Figure:
         vertical_spacing=0.14,
     )
     levels = [lv for lv in analysis.levels if lv.status != "no_data"]
-    xs = [lv.concurrency for lv in levels]
+    xs = [lv.load for lv in levels]
     for i, metric in enumerate(metrics):
         row, col = i // 2 + 1, i % 2 + 1
         checked = {c.percentile for c in analysis.slo.checks if c.metric == metric}
@@ -160,7 +163,7 @@ def latency_figure(analysis: Analysis) -> go.Figure:
 
 def throughput_figure(analysis: Analysis) -> go.Figure:
     levels = [lv for lv in analysis.levels if lv.status != "no_data"]
-    xs = [lv.concurrency for lv in levels]
+    xs = [lv.load for lv in levels]
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     fig.add_trace(go.Scatter(x=xs, y=_finite(lv.requests_per_s for lv in levels), name="requests/s",
                              mode="lines+markers"), secondary_y=False)
@@ -185,7 +188,7 @@ def knee_figure(analysis: Analysis) -> go.Figure:
             go.Scatter(
                 x=_finite(lv.output_tokens_per_s for lv in levels),
                 y=_finite(lv.metric(metric).p95 for lv in levels),
-                text=[str(lv.concurrency) for lv in levels],
+                text=[f"{lv.load:g}" for lv in levels],
                 mode="lines+markers+text",
                 textposition="top center",
                 marker=dict(color=[STATUS_COLOURS.get(lv.status, "#000") for lv in levels], size=9),
@@ -215,7 +218,7 @@ def distribution_figure(analysis: Analysis) -> go.Figure:
             fig.add_trace(
                 go.Box(
                     y=np.round(np.asarray(values, dtype=float), 2),
-                    name=str(lv.concurrency),
+                    name=f"{lv.load:g}",
                     boxpoints=False,
                     marker_color=STATUS_COLOURS.get(lv.status, "#000"),
                     showlegend=False,
@@ -234,7 +237,7 @@ def level_steps(levels: Sequence[LevelResult], origin: float) -> tuple[list[floa
     ys: list[int] = []
     for lv in levels:
         xs += [lv.start_wall - origin, lv.end_wall - origin]
-        ys += [lv.concurrency, lv.concurrency]
+        ys += [lv.load, lv.load]
     return xs, ys
 
 
@@ -299,7 +302,11 @@ def _header(analysis: Analysis) -> str:
         if started is not None
         else "unknown date"
     )
-    if cap.concurrency is None:
+    if cap.rate_rps is not None:
+        big = f"{'≥ ' if cap.verdict == 'at_least' else ''}{cap.rate_rps:g} requests/s"
+        if cap.mean_in_flight is not None:
+            big += f" (mean {cap.mean_in_flight:.1f} in flight)"
+    elif cap.concurrency is None:
         big = "below the lowest level" if cap.verdict in ("below_minimum", "client_saturated") else "unknown"
     elif cap.verdict == "at_least":
         big = f"≥ {cap.concurrency} concurrent users"
@@ -312,7 +319,7 @@ def _header(analysis: Analysis) -> str:
     ) or "none defined"
     facts = [
         ("Verdict", cap.verdict.replace("_", " ")),
-        ("Binding SLO", f"{cap.binding} at {cap.first_failing} users" if cap.binding else "—"),
+        ("Binding SLO", _binding_at(cap)),
         ("At capacity", _at_capacity(cap)),
         ("Target", f"{target.get('model', '?')} · {target.get('base_url', '?')} · {target.get('api', '?')}"),
         ("SLOs", slo),
@@ -328,6 +335,14 @@ def _header(analysis: Analysis) -> str:
   <table class="facts">{rows}</table>
   {_calculator(analysis)}
 </section>"""
+
+
+def _binding_at(cap: Any) -> str:
+    if not cap.binding:
+        return "—"
+    if cap.first_failing_rate_rps is not None:
+        return f"{cap.binding} at {cap.first_failing_rate_rps:g} req/s"
+    return f"{cap.binding} at {cap.first_failing} users"
 
 
 def _at_capacity(cap: Any) -> str:
@@ -380,8 +395,9 @@ def _cell_ms(level: LevelResult, metric: str, pct: str) -> str:
 
 
 def _levels_table(analysis: Analysis) -> str:
+    unit = "offered req/s" if any(lv.rate_rps is not None for lv in analysis.levels) else "users"
     head = (
-        "<tr><th>users</th><th>requests</th><th>errors</th><th>TTFT p50</th><th>TTFT p95</th><th>TTFT p99</th>"
+        f"<tr><th>{unit}</th><th>requests</th><th>errors</th><th>TTFT p50</th><th>TTFT p95</th><th>TTFT p99</th>"
         "<th>ITL p50</th><th>ITL p95</th><th>ITL p99</th><th>TPOT p95</th><th>e2e p95</th><th>req/s</th>"
         "<th>tok/s</th><th>goodput</th><th>spillover</th><th>ran</th><th>verdict</th></tr>"
     )
@@ -395,7 +411,7 @@ def _levels_table(analysis: Analysis) -> str:
         err = f"{lv.errors} ({lv.error_rate:.1%})" if lv.requests else "–"
         rows.append(
             "<tr>"
-            f"<td class='num'>{lv.concurrency}</td><td class='num'>{lv.requests}</td><td class='num'>{_e(err)}</td>"
+            f"<td class='num'>{lv.load:g}</td><td class='num'>{lv.requests}</td><td class='num'>{_e(err)}</td>"
             + _cell_ms(lv, "ttft_ms", "p50") + _cell_ms(lv, "ttft_ms", "p95") + _cell_ms(lv, "ttft_ms", "p99")
             + _cell_ms(lv, "itl_ms", "p50") + _cell_ms(lv, "itl_ms", "p95") + _cell_ms(lv, "itl_ms", "p99")
             + _cell_ms(lv, "tpot_ms", "p95") + _cell_ms(lv, "e2e_ms", "p95")
@@ -407,7 +423,37 @@ def _levels_table(analysis: Analysis) -> str:
             f"{' · ' + _e(', '.join(flags)) if flags else ''}</td></tr>"
         )
     checks = _checks_table(analysis)
-    return f"<table class='grid'>{head}{''.join(rows)}</table>{checks}"
+    return f"<table class='grid'>{head}{''.join(rows)}</table>{_open_loop_table(analysis)}{checks}"
+
+
+def _open_loop_table(analysis: Analysis) -> str:
+    """Open loop: was the schedule kept (send lag), and did the server keep up (completions)?"""
+    levels = [lv for lv in analysis.levels if lv.open_loop]
+    if not levels:
+        return ""
+    rows = []
+    for lv in levels:
+        o = lv.open_loop
+        lag = o["schedule_lag_ms"]
+        note = "" if o["server_kept_up"] else "the server could not keep up"
+        if o["client_late"]:
+            note = "; ".join(x for x in (note, "sends fell behind: client saturated") if x)
+        rows.append(
+            f"<tr><td class='num'>{lv.load:g}</td><td class='num'>{_num(o['offered_rps'], '.2f')}</td>"
+            f"<td class='num'>{_num(o['sent_rps'], '.2f')}</td><td class='num'>{_num(o['completed_rps'], '.2f')}</td>"
+            f"<td class='num'>{o['dropped']}</td><td class='num'>{_num(lag['p50'], '.2f')}</td>"
+            f"<td class='num'>{_num(lag['p99'], '.2f')}</td><td class='num'>{lag['late']}</td>"
+            f"<td class='num'>{_num(o['mean_in_flight'], '.1f')}</td><td>{_e(note)}</td></tr>"
+        )
+    head = (
+        "<tr><th>rate</th><th>offered req/s</th><th>sent req/s</th><th>completed req/s</th><th>dropped</th>"
+        "<th>send lag p50 ms</th><th>send lag p99 ms</th><th>sends &gt; 10 ms late</th><th>mean in flight</th><th></th></tr>"
+    )
+    return (
+        "<h3>Open loop: offered, sent and completed</h3><p class='dim'>Latencies above are measured from each "
+        "request's scheduled time, so they include the send lag and any wait the server's queue caused.</p>"
+        f"<table class='grid'>{head}{''.join(rows)}</table>"
+    )
 
 
 def _ran_cell(decision: dict) -> str:
@@ -435,7 +481,7 @@ def _checks_table(analysis: Analysis) -> str:
                 ci = f"{fmt_ms(c.ci[0])} – {fmt_ms(c.ci[1])}" if not math.isnan(c.ci[0]) else "–"
                 limit = f"{c.limit:g}"
             rows.append(
-                f"<tr><td class='num'>{lv.concurrency}</td><td>{_e(c.name)}</td><td class='num'>{_e(value)}</td>"
+                f"<tr><td class='num'>{lv.load:g}</td><td>{_e(c.name)}</td><td class='num'>{_e(value)}</td>"
                 f"<td class='num'>{_e(ci)}</td><td class='num'>{_e(limit)}</td><td class='num'>{c.n}"
                 f"{' (low n)' if c.low_n else ''}</td>"
                 f"<td style='color:{STATUS_COLOURS.get(c.verdict, '#000')}'>{_e(c.verdict)}"
@@ -468,7 +514,7 @@ def _errors_section(analysis: Analysis) -> str:
         return "<p>No failed request in any measured window.</p>" + note
     head = "<tr><th>users</th><th>requests</th><th>errors</th>" + "".join(f"<th>{_e(k)}</th>" for k in kinds) + "</tr>"
     rows = [
-        f"<tr><td class='num'>{lv.concurrency}</td><td class='num'>{lv.requests}</td><td class='num'>{lv.errors}</td>"
+        f"<tr><td class='num'>{lv.load:g}</td><td class='num'>{lv.requests}</td><td class='num'>{lv.errors}</td>"
         + "".join(f"<td class='num'>{lv.errors_by_kind.get(k, 0)}</td>" for k in kinds)
         + "</tr>"
         for lv in analysis.levels

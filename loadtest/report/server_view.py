@@ -108,7 +108,7 @@ def signals_per_level_figure(analysis: Analysis) -> go.Figure:
     view = analysis.server
     levels = [lv for lv in analysis.levels if lv.status != "no_data"]
     fig = make_subplots(rows=1, cols=2, subplot_titles=["requests (server) against users (client)", "cache usage (%)"])
-    xs = [lv.concurrency for lv in levels]
+    xs = [lv.load for lv in levels]
     if xs:
         fig.add_trace(go.Scatter(x=xs, y=xs, name="users = requests", mode="lines",
                                  line=dict(color="#d0d7de", dash="dot")), row=1, col=1)
@@ -165,7 +165,7 @@ def levels_table(analysis: Analysis) -> str:
                 else f"<td class='num'>{_fmt(st.p50, frac)} / {_fmt(st.p95, frac)} / {_fmt(st.max, frac)}</td>"
             )
         scrapes = f"{health.scrapes} ({health.failed})" if health else "–"
-        rows.append(f"<tr><td class='num'>{lv.concurrency}</td><td class='num'>{scrapes}</td>{''.join(cells)}</tr>")
+        rows.append(f"<tr><td class='num'>{lv.load:g}</td><td class='num'>{scrapes}</td>{''.join(cells)}</tr>")
     return f"<table class='grid'>{head}{''.join(rows)}</table>"
 
 

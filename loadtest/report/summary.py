@@ -67,6 +67,10 @@ DEFINITIONS = {
     "one metric summed, or for cache fractions the maximum) over the scrapes inside the measured window",
     "autoscaling": "threshold = a signal's p50 at the capacity level x (1 - headroom); waiting requests: 1 when "
     "none typically waits up to capacity; headroom from --headroom, or 1 - (1 + growth/min)^(-scale_up_s/60)",
+    "open_loop": "rate levels (load.rates): arrivals drawn in advance (poisson/constant/gamma); TTFT, TTFB and e2e "
+    "measured from each request's scheduled time; offered/sent/completed per second of measured window; an arrival "
+    "finding max_in_flight requests in flight fails as 'dropped'; more than 1% of sends over 10 ms late marks the level "
+    "client_saturated; capacity.rate_rps is the highest rate such that every rate up to it passes",
     "null": "null means no data, or, for a percentile, that failures (+inf) reach it (see n_failed)",
 }
 

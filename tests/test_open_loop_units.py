@@ -1,0 +1,116 @@
+"""Open loop's pure parts: arrival draws, rate bisection, and the analysis from the scheduled time."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from loadtest.analysis import analyze, next_refine_rate
+from loadtest.analysis.slo import SloSpec
+from loadtest.load.arrivals import arrival_offsets, stream_rng
+
+
+def test_poisson_arrivals_have_the_rate_and_exponential_gaps():
+    times = arrival_offsets(50.0, 200.0, "poisson", stream_rng(7, 0, 0))
+    assert np.all(np.diff(times) > 0) and times[-1] < 200.0
+    assert len(times) == pytest.approx(50 * 200, rel=0.03)
+    gaps = np.diff(times)
+    assert gaps.mean() == pytest.approx(1 / 50, rel=0.03)
+    assert gaps.std() / gaps.mean() == pytest.approx(1.0, abs=0.04)  # exponential: CV 1
+
+
+def test_constant_and_gamma_arrivals():
+    times = arrival_offsets(10.0, 5.0, "constant", stream_rng(1, 2, 0))
+    assert np.allclose(np.diff(times), 0.1) and len(times) in (49, 50) and times[0] < 0.1
+    bursty = np.diff(arrival_offsets(20.0, 500.0, "gamma", stream_rng(1, 0, 0), burstiness=0.25))
+    assert bursty.mean() == pytest.approx(1 / 20, rel=0.05)
+    assert bursty.std() / bursty.mean() == pytest.approx(2.0, rel=0.1)  # CV = 1/sqrt(burstiness)
+
+
+def test_streams_are_seeded_and_independent():
+    a = arrival_offsets(5.0, 10.0, "poisson", stream_rng(3, 1, 0))
+    assert np.array_equal(a, arrival_offsets(5.0, 10.0, "poisson", stream_rng(3, 1, 0)))
+    assert not np.array_equal(a[:5], arrival_offsets(5.0, 10.0, "poisson", stream_rng(3, 1, 1))[:5])
+    assert not np.array_equal(a[:5], arrival_offsets(5.0, 10.0, "poisson", stream_rng(3, 2, 0))[:5])
+
+
+def test_merged_worker_streams_are_poisson_at_the_full_rate():
+    """N workers at rate/N from their own streams: counts per second have mean = variance = rate."""
+    rate, workers, seconds = 40.0, 4, 400.0
+    merged = np.sort(np.concatenate([
+        arrival_offsets(rate / workers, seconds, "poisson", stream_rng(11, 0, w)) for w in range(workers)
+    ]))
+    counts = np.histogram(merged, bins=int(seconds), range=(0, seconds))[0]
+    assert counts.mean() == pytest.approx(rate, rel=0.03)
+    assert counts.var() / counts.mean() == pytest.approx(1.0, abs=0.15)  # Poisson dispersion
+    gaps = np.diff(merged)
+    assert gaps.std() / gaps.mean() == pytest.approx(1.0, abs=0.05)
+
+
+class _Level:
+    def __init__(self, rate, passed):
+        self.rate_rps, self.passed = rate, passed
+
+
+def test_rate_bisection_stops_at_the_resolution():
+    assert next_refine_rate([_Level(8, True), _Level(16, False)]) == 12
+    assert next_refine_rate([_Level(8, True), _Level(16, False), _Level(12, False)]) == 10
+    # default resolution: 5% of the first failing rate
+    assert next_refine_rate([_Level(10, True), _Level(10.5, False)]) is None
+    assert next_refine_rate([_Level(10, True), _Level(11, False)]) == 10.5
+    assert next_refine_rate([_Level(10, True), _Level(11, False)], resolution=1.0) is None
+    assert next_refine_rate([_Level(10, True), _Level(20, True)]) is None  # nothing failed
+
+
+def _records(lags, ttft=20.0, scheduled=True, dropped=0):
+    n = len(lags)
+    start = 1000.0 + np.arange(n) * 0.1
+    frame = pd.DataFrame({
+        "request_id": [f"r{i}" for i in range(n)], "worker": "local", "user": 0, "level": 0, "level_index": 0,
+        "warmup": False, "start_wall": start + np.asarray(lags) / 1000.0, "ttfb_ms": ttft, "ttft_ms": ttft,
+        "e2e_ms": 100.0, "chunk_ms": [[ttft, 100.0]] * n, "chunk_tokens": [[1, 1]] * n, "completion_tokens": 2,
+        "token_source": "usage", "status": 200, "ok": True, "error_kind": None, "error": None,
+    })
+    if scheduled:
+        frame["rate_rps"] = 10.0
+        frame["scheduled_wall"] = start
+        frame["schedule_lag_ms"] = np.asarray(lags, dtype=float)
+        if dropped:  # the first ones found max_in_flight requests in flight: never sent
+            cols = ["ok", "error_kind", "schedule_lag_ms", "e2e_ms", "ttft_ms", "ttfb_ms"]
+            frame.loc[: dropped - 1, cols] = [False, "dropped", np.nan, 0.0, np.nan, np.nan]
+    return frame
+
+
+def _run(rate=10.0):
+    return {"warmup_s": 0, "levels": [{"index": 0, "concurrency": 0, "start_wall": 1000.0, "end_wall": 1010.0,
+                                       "rate_rps": rate}], "ended_wall": 1011.0}
+
+
+def test_ttft_is_measured_from_the_scheduled_time_and_late_sends_saturate_the_client():
+    slo = SloSpec.from_dict({"ttft_ms": {"p50": 40}, "max_error_rate": 0.5})
+    on_time = analyze(_records([1.0] * 100), _run(), slo).levels[0]
+    assert on_time.ttft_ms.p50 == pytest.approx(21.0) and on_time.status == "pass"
+    assert not on_time.client_saturated and on_time.open_loop["schedule_lag_ms"]["p99"] == pytest.approx(1.0)
+    late = analyze(_records([30.0] * 100), _run(), slo).levels[0]
+    assert late.ttft_ms.p50 == pytest.approx(50.0) and late.status == "fail"  # the lag counts against the SLO
+    assert late.client_saturated and "later than 10 ms" in late.client["reason"]
+    closed = analyze(_records([30.0] * 100, scheduled=False), {**_run(None)}, slo).levels[0]
+    assert closed.ttft_ms.p50 == pytest.approx(20.0) and closed.open_loop is None and closed.rate_rps is None
+
+
+def test_offered_sent_and_completed_rates_and_dropped_arrivals():
+    slo = SloSpec.from_dict({"max_error_rate": 0.05})
+    analysis = analyze(_records([1.0] * 100, dropped=10), _run(), slo)
+    level = analysis.levels[0]
+    o = level.open_loop
+    assert (o["arrivals"], o["sent"], o["dropped"]) == (100, 90, 10)
+    assert o["offered_rps"] == pytest.approx(10.0) and o["sent_rps"] == pytest.approx(9.0)
+    assert o["completed_rps"] == pytest.approx(9.0, abs=0.15) and o["server_kept_up"]  # the last ends after the window
+    assert level.errors_by_kind == {"dropped": 10} and level.status == "fail"
+    # each request is in flight 100 ms at 9 req/s: 0.9 on average (Little's law)
+    assert o["mean_in_flight"] == pytest.approx(0.9, abs=0.02)
+    assert analysis.capacity.rate_rps is None and analysis.capacity.first_failing_rate_rps == 10.0
+    assert analysis.capacity.concurrency is None and "10 req/s" in analysis.capacity.message
