@@ -16,9 +16,11 @@ What each arrival records (:class:`Slot`):
   waited for a free user, carries that wait in its latency;
 * its send lag (actual send − scheduled), reported on its own: a late send is
   the client's fault, and a level whose sends ran late is ``client_saturated``;
-* an arrival that finds every user of its process busy (``max_in_flight``
-  requests in flight) is not silently skipped: it is recorded as a failed
-  request of kind ``dropped``, which counts against the error budget.
+* an arrival that finds this process's share of ``max_in_flight`` requests
+  in flight is not silently skipped: it is recorded as a failed request of
+  kind ``dropped``, which counts against the error budget. (Users are as many
+  as that share, so normally one is free; while they are still starting, an
+  arrival waits in the queue and its lag says so.)
 
 With ``--workers N`` each worker draws ``rate / N`` from its own seeded stream
 (stream = its Locust worker index); the superposition is Poisson at the full rate.
@@ -109,7 +111,7 @@ class ArrivalScheduler:
                 gevent.sleep(wait)
             slot = Slot(level_index, rate, due, start_wall + offset, offset < warmup_end)
             self.dispatched += 1
-            if self.busy >= self.users:
+            if self.busy >= self.cap:
                 self._drop(slot)
                 continue
             self.busy += 1
@@ -118,8 +120,13 @@ class ArrivalScheduler:
     def _drop(self, slot: Slot) -> None:
         self.dropped += 1
         rec = RequestRecord(start_wall=slot.wall, start_perf=slot.perf, e2e_ms=0.0)
-        rec.fail("dropped", f"{self.users} requests in flight in this process (load.max_in_flight)")
+        rec.fail("dropped", f"{self.busy} requests in flight in this process (load.max_in_flight: {self.load.max_in_flight})")
         self.recorder.add(rec, -1, slot.level_index, 0, slot.warmup, slot=slot)
+
+    @property
+    def cap(self) -> int:
+        """This process's share of ``load.max_in_flight`` (Locust spreads the users the same way)."""
+        return max(1, -(-self.load.max_in_flight // max(1, self.streams)))
 
     # -- users --------------------------------------------------------------------------
     def join(self) -> None:
