@@ -100,7 +100,7 @@ def test_below_throughput_the_rate_is_kept_and_at_3x_the_server_receives_the_off
         tmp_path, mock_flags(step, log),
         "--rates", f"{top / 2:g},{3 * top:g}",
         workload={"max_tokens": TOKENS},
-        load={"arrival": "constant", "max_in_flight": 300, "level_duration_s": 5, "warmup_s": 1,
+        load={"rates": [1], "arrival": "constant", "max_in_flight": 300, "level_duration_s": 5, "warmup_s": 1,
               "min_level_duration_s": 5, "max_level_duration_s": 5},
         slo={"ttft_ms": {"p95": 1000}, "itl_ms": {}, "max_error_rate": 0.01},
     )
