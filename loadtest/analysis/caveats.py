@@ -28,8 +28,8 @@ MIN_COMPLETE = 10
 SPILLOVER_SHARE = 0.25
 
 
-def _levels(values: Sequence[int]) -> str:
-    return ", ".join(str(v) for v in values)
+def _levels(values: Sequence[float]) -> str:
+    return ", ".join(f"{v:g}" for v in values)
 
 
 def _workers_advice(levels: Sequence[LevelResult]) -> str:
@@ -49,11 +49,13 @@ def _workers_advice(levels: Sequence[LevelResult]) -> str:
 
 def level_caveats(levels: Sequence[LevelResult], slo: SloSpec, min_complete: int = MIN_COMPLETE) -> list[str]:
     out: list[str] = []
+    # open loop: levels are rates; "at concurrency 4" becomes "at rate (req/s) 4"
+    unit = "rate (req/s)" if any(lv.rate_rps is not None for lv in levels) else "concurrency"
     saturated = [lv for lv in levels if lv.client_saturated]
     if saturated:
         reasons = sorted({str(lv.client.get("reason")) for lv in saturated if lv.client.get("reason")})
         out.append(
-            f"the load generator was saturated at concurrency {_levels([lv.concurrency for lv in saturated])}"
+            f"the load generator was saturated at {unit} {_levels([lv.load for lv in saturated])}"
             + (f" ({'; '.join(reasons)})" if reasons else "")
             + ": latencies there include the client's own delay; " + _workers_advice(levels)
         )
@@ -61,10 +63,10 @@ def level_caveats(levels: Sequence[LevelResult], slo: SloSpec, min_complete: int
     judged = any(c.metric in ("e2e_ms", "tpot_ms") for c in slo.checks)
     short = [lv for lv in levels if lv.requests and lv.complete < min_complete] if judged else []
     if short:
-        detail = ", ".join(f"{lv.concurrency} ({lv.complete})" for lv in short)
+        detail = ", ".join(f"{lv.load:g} ({lv.complete})" for lv in short)
         out.append(
             f"levels are too short for the output length: fewer than {min_complete} requests started and "
-            f"finished inside the measured window at concurrency {detail}; e2e and TPOT there are unreliable"
+            f"finished inside the measured window at {unit} {detail}; e2e and TPOT there are unreliable"
         )
     def spill_share(lv: LevelResult) -> float:
         started = lv.requests + lv.cancelled
@@ -72,36 +74,36 @@ def level_caveats(levels: Sequence[LevelResult], slo: SloSpec, min_complete: int
 
     spill = [lv for lv in levels if spill_share(lv) > SPILLOVER_SHARE] if judged else []
     if spill:
-        detail = ", ".join(f"{lv.concurrency} ({spill_share(lv):.0%})" for lv in spill)
+        detail = ", ".join(f"{lv.load:g} ({spill_share(lv):.0%})" for lv in spill)
         out.append(
-            f"many requests outlived their level (spillover) at concurrency {detail}: their e2e and TPOT count "
+            f"many requests outlived their level (spillover) at {unit} {detail}: their e2e and TPOT count "
             "at the level they started in but were partly served under the next level's load; lengthen the levels"
         )
-    low: dict[str, list[int]] = defaultdict(list)
-    empty: dict[str, list[int]] = defaultdict(list)
+    low: dict[str, list[float]] = defaultdict(list)
+    empty: dict[str, list[float]] = defaultdict(list)
     for lv in levels:
         for check in lv.checks:
             if check.verdict == "no_data" and lv.requests:
-                empty[check.name].append(lv.concurrency)
+                empty[check.name].append(lv.load)
             elif check.low_n and _low_n_matters(check):
-                low[check.name].append(lv.concurrency)
+                low[check.name].append(lv.load)
     for name, at in low.items():
         if name == "error_rate" and slo.max_error_rate:
             out.append(
                 f"error_rate is judged on fewer than 1/max_error_rate = {1 / slo.max_error_rate:g} requests "
-                f"at concurrency {_levels(at)} (flagged low_n): a single failure already exceeds the budget"
+                f"at {unit} {_levels(at)} (flagged low_n): a single failure already exceeds the budget"
             )
             continue
         out.append(
-            f"{name} is computed from too few samples at concurrency {_levels(at)} (flagged low_n): "
+            f"{name} is computed from too few samples at {unit} {_levels(at)} (flagged low_n): "
             "the percentile is close to the largest sample; lengthen the levels"
         )
     for name, at in empty.items():
         hint = " (every response arrived in a single chunk?)" if name.startswith("itl_ms") else ""
-        out.append(f"{name} has no samples at concurrency {_levels(at)}{hint}; those levels are uncertain")
-    nodata = [lv.concurrency for lv in levels if lv.status == "no_data"]
+        out.append(f"{name} has no samples at {unit} {_levels(at)}{hint}; those levels are uncertain")
+    nodata = [lv.load for lv in levels if lv.status == "no_data"]
     if nodata:
-        out.append(f"no request was measured at concurrency {_levels(nodata)}; those levels are ignored")
+        out.append(f"no request was measured at {unit} {_levels(nodata)}; those levels are ignored")
     if slo.is_empty:
         out.append("no SLOs are defined: every level passes, so the capacity is only a lower bound")
     return out
