@@ -15,7 +15,7 @@ users are never the bottleneck by construction (an arrival that finds none
 free is dropped, not delayed), so a late send means the client's event loop
 or CPU was too busy. Its p50/p99 and the count of sends later than
 :data:`LATE_MS` are reported; when more than :data:`LATE_SHARE` of the sends
-were that late, the level is ``client_saturated`` (the latencies still include
+(and at least :data:`MIN_LATE`) were that late, the level is ``client_saturated`` (the latencies still include
 the lag, since they are measured from the scheduled time, but they describe
 the client as much as the server).
 
@@ -37,8 +37,10 @@ from loadtest.analysis.windows import LevelWindow
 
 #: A send later than this (ms) counts as late.
 LATE_MS = 10.0
-#: A level whose share of late sends exceeds this is client_saturated.
+#: A level whose share of late sends exceeds this is client_saturated ...
 LATE_SHARE = 0.01
+#: ... if at least this many were late (one stall in a short, slow level is not a saturated client).
+MIN_LATE = 3
 #: Completions below this share of the send rate: the server could not keep up.
 KEEP_UP = 0.9
 
@@ -80,7 +82,7 @@ def open_loop_stats(frame: pd.DataFrame, window: LevelWindow, p: int) -> dict[st
             "late": late,
             "late_ms": LATE_MS,
         },
-        "client_late": bool(len(lag) and late / len(lag) > LATE_SHARE),
+        "client_late": bool(late >= MIN_LATE and late / len(lag) > LATE_SHARE),
         "mean_in_flight": mean_in_flight(frame, window),
     }
 

@@ -69,7 +69,7 @@ DEFINITIONS = {
     "none typically waits up to capacity; headroom from --headroom, or 1 - (1 + growth/min)^(-scale_up_s/60)",
     "open_loop": "rate levels (load.rates): arrivals drawn in advance (poisson/constant/gamma); TTFT, TTFB and e2e "
     "measured from each request's scheduled time; offered/sent/completed per second of measured window; an arrival "
-    "finding max_in_flight requests in flight fails as 'dropped'; more than 1% of sends over 10 ms late marks the level "
+    "finding max_in_flight requests in flight fails as 'dropped'; more than 1% (and at least 3) of sends over 10 ms late marks the level "
     "client_saturated; capacity.rate_rps is the highest rate such that every rate up to it passes",
     "null": "null means no data, or, for a percentile, that failures (+inf) reach it (see n_failed)",
 }
