@@ -142,6 +142,7 @@ def test_below_throughput_the_rate_is_kept_and_at_3x_the_server_receives_the_off
     assert rho > 0.9, rho
     assert 1000 < slope < 3000, slope  # ms of TTFT per s in the level; the queue model says ~2000
     assert s["levels"][1]["ttft_ms"]["p50"] > 1000
+    assert "the server could not keep up" in (out / "report.html").read_text()
 
 
 def test_rate_capacity_with_refine_agrees_with_the_slot_model(tmp_path):
