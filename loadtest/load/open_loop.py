@@ -77,12 +77,8 @@ class ArrivalScheduler:
         self.streams = 1
         self.stream = 0
         self.queue: gevent.queue.Queue = gevent.queue.Queue()
-        #: Users of this process (each sends at most one request at a time).
-        self.users = 0
         #: Arrivals released and not yet finished (queued or being sent).
         self.busy = 0
-        self.dispatched = 0
-        self.dropped = 0
         self._greenlet: gevent.Greenlet | None = None
         clock.listeners.append(self.level_changed)
 
@@ -110,7 +106,6 @@ class ArrivalScheduler:
             if wait > 0:
                 gevent.sleep(wait)
             slot = Slot(level_index, rate, due, start_wall + offset, offset < warmup_end)
-            self.dispatched += 1
             if self.busy >= self.cap:
                 self._drop(slot)
                 continue
@@ -118,7 +113,6 @@ class ArrivalScheduler:
             self.queue.put(slot)
 
     def _drop(self, slot: Slot) -> None:
-        self.dropped += 1
         rec = RequestRecord(start_wall=slot.wall, start_perf=slot.perf, e2e_ms=0.0)
         rec.fail("dropped", f"{self.busy} requests in flight in this process (load.max_in_flight: {self.load.max_in_flight})")
         self.recorder.add(rec, -1, slot.level_index, 0, slot.warmup, slot=slot)
@@ -129,13 +123,6 @@ class ArrivalScheduler:
         return max(1, -(-self.load.max_in_flight // max(1, self.streams)))
 
     # -- users --------------------------------------------------------------------------
-    def join(self) -> None:
-        """A user started: one more request can be in flight."""
-        self.users += 1
-
-    def leave(self) -> None:
-        self.users = max(0, self.users - 1)
-
     def take(self) -> Slot:
         """Block until an arrival is due and this user is the free one to send it."""
         return self.queue.get()
@@ -143,8 +130,3 @@ class ArrivalScheduler:
     def done(self) -> None:
         """The user finished sending a slot (whatever the outcome)."""
         self.busy = max(0, self.busy - 1)
-
-    def stop(self) -> None:
-        if self._greenlet is not None:
-            self._greenlet.kill(block=False)
-            self._greenlet = None

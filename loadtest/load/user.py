@@ -83,12 +83,8 @@ def make_user_class(
                 max_tokens_field=settings.max_tokens_field,
                 salt=settings.salt,
             )
-            if scheduler is not None:
-                scheduler.join()
 
         def on_stop(self) -> None:
-            if scheduler is not None:
-                scheduler.leave()
             self.client.close()
 
         def _back_off(self, rec) -> None:
