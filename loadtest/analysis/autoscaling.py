@@ -134,16 +134,21 @@ class Autoscaling:
     signals: list[SignalRecommendation] = field(default_factory=list)
     best: str | None = None  # metric of the recommended signal
     paragraph: str = ""
+    #: Open loop: the rate to aim for per replica (capacity.rate_rps × (1 − headroom)); None in closed loop.
+    target_rate_rps_per_replica: float | None = None
 
     def best_signal(self) -> SignalRecommendation | None:
         return next((s for s in self.signals if s.metric == self.best), None)
 
 
-def _level_at(levels: Sequence[LevelResult], concurrency: int | None) -> LevelResult | None:
-    """The level run at that concurrency (the last one, if a concurrency ran twice)."""
-    if concurrency is None:
+def _level_at(levels: Sequence[LevelResult], concurrency: int | None, rate: float | None = None) -> LevelResult | None:
+    """The level run at that concurrency, or open loop at that rate (the last one, if it ran twice)."""
+    if concurrency is None and rate is None:
         return None
-    same = [lv for lv in levels if lv.concurrency == concurrency and lv.status != "no_data"]
+    same = [
+        lv for lv in levels
+        if (lv.rate_rps == rate if rate is not None else lv.concurrency == concurrency) and lv.status != "no_data"
+    ]
     return max(same, key=lambda lv: lv.index) if same else None
 
 
@@ -153,11 +158,11 @@ def _fmt(value: float, fraction: bool) -> str:
     return f"{value:.0%}" if fraction else f"{value:g}"
 
 
-def _typical_below(server: ServerView, levels: Sequence[LevelResult], capacity: int, metric: str) -> float:
+def _typical_below(server: ServerView, levels: Sequence[LevelResult], capacity: float, metric: str) -> float:
     """The largest median of ``metric`` over the levels up to the capacity (what is normal while the SLO holds)."""
     medians = [
         st.p50 for lv in levels
-        if lv.concurrency <= capacity and (st := server.stats(lv.index, metric)) is not None and st.n
+        if lv.load <= capacity and (st := server.stats(lv.index, metric)) is not None and st.n
     ]
     return max(medians, default=math.nan)
 
@@ -220,13 +225,15 @@ def recommend(
             max(1, math.floor(capacity.concurrency * (1 - headroom))) if capacity.concurrency else None
         ),
     )
-    cap_level = _level_at(levels, capacity.concurrency)
-    fail_level = _level_at(levels, capacity.first_failing)
+    if capacity.rate_rps is not None:
+        result.target_rate_rps_per_replica = round(capacity.rate_rps * (1 - headroom), 3)
+    cap_level = _level_at(levels, capacity.concurrency, capacity.rate_rps)
+    fail_level = _level_at(levels, capacity.first_failing, capacity.first_failing_rate_rps)
     if server is not None and cap_level is not None:
         for signal in server.signals:
             cap = server.stats(cap_level.index, signal.metric) or SignalStats()
             fail = server.stats(fail_level.index, signal.metric) if fail_level is not None else None
-            typical = _typical_below(server, levels, cap_level.concurrency, signal.metric)
+            typical = _typical_below(server, levels, cap_level.load, signal.metric)
             threshold, why = _threshold(signal, cap, fail, headroom, typical)
             sep = _separation(signal, cap, fail, typical)
             result.signals.append(
@@ -243,8 +250,33 @@ def recommend(
 def _paragraph(result: Autoscaling, capacity: Capacity, server: ServerView | None) -> str:
     """The recommendation in words, for the report."""
     cap, fail = capacity.concurrency, capacity.first_failing
-    if cap is None:
+    if capacity.rate_rps is not None:
+        parts = [_open_loop_sentence(result, capacity)]
+    elif cap is None:
         return "No autoscaling threshold: no level held the SLOs, so there is no capacity to scale around."
+    else:
+        parts = _closed_loop_sentences(result, capacity)
+    if server is None:
+        parts.append("The server's metrics were not scraped, so only the client-side target is given.")
+        return " ".join(parts)
+    return " ".join(parts + _signal_sentences(result, fail if capacity.rate_rps is None else capacity.first_failing_rate_rps))
+
+
+def _open_loop_sentence(result: Autoscaling, capacity: Capacity) -> str:
+    """Open loop: the rate that holds, the one that breaks, and the rate to aim for per replica."""
+    held, fail = capacity.rate_rps, capacity.first_failing_rate_rps
+    text = f"At {held:g} req/s the SLOs hold"
+    text += f"; at {fail:g} req/s the {capacity.binding or 'SLO'} breaks." if fail is not None else (
+        " (every tested rate held, so these thresholds are a lower bound).")
+    if capacity.verdict in ("uncertain", "client_saturated"):
+        text += f" The capacity verdict is {capacity.verdict.replace('_', ' ')}: treat the numbers below as provisional."
+    in_flight = f" (at capacity {capacity.mean_in_flight:.1f} requests were in flight on average)" if capacity.mean_in_flight else ""
+    return text + (f" Headroom {result.headroom:.0%} ({result.headroom_source}): aim for "
+                   f"{result.target_rate_rps_per_replica:g} req/s per replica{in_flight}.")
+
+
+def _closed_loop_sentences(result: Autoscaling, capacity: Capacity) -> list[str]:
+    cap, fail = capacity.concurrency, capacity.first_failing
     target = result.target_concurrency_per_replica
     parts = []
     between = [c for c in capacity.uncertain_levels if cap < c < (fail if fail is not None else float("inf"))]
@@ -256,9 +288,12 @@ def _paragraph(result: Autoscaling, capacity: Capacity, server: ServerView | Non
     if capacity.verdict in ("uncertain", "client_saturated"):
         parts.append(f"The capacity verdict is {capacity.verdict.replace('_', ' ')}: treat the numbers below as provisional.")
     parts.append(f"Headroom {result.headroom:.0%} ({result.headroom_source}): aim for {target} concurrent users per replica.")
-    if server is None:
-        parts.append("The server's metrics were not scraped, so only the client-side target is given.")
-        return " ".join(parts)
+    return parts
+
+
+def _signal_sentences(result: Autoscaling, fail: float | None) -> list[str]:
+    """What the server reported at capacity, and the recommended server-side trigger."""
+    parts: list[str] = []
     running = next((s for s in result.signals if s.role == "running"), None)
     waiting = next((s for s in result.signals if s.role == "waiting"), None)
     if running is not None and running.at_capacity.n:
@@ -269,7 +304,7 @@ def _paragraph(result: Autoscaling, capacity: Capacity, server: ServerView | Non
     best = result.best_signal()
     if best is None:
         parts.append("No known signal was measured at the capacity level, so no server-side trigger is recommended.")
-        return " ".join(parts)
+        return parts
     label = ROLE_LABELS.get(best.role, best.role)
     rule = (
         "when any request waits" if best.role == "waiting" and best.threshold == 1.0
@@ -283,4 +318,4 @@ def _paragraph(result: Autoscaling, capacity: Capacity, server: ServerView | Non
         else "it is the most direct measure of load"
     )
     parts.append(f"Scale out {rule}{extra}: {label} is the recommended trigger because {why}.")
-    return " ".join(parts)
+    return parts

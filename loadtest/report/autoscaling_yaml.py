@@ -50,6 +50,22 @@ def adapter_metric_name(metric: str) -> str:
     return metric.replace(":", "_")
 
 
+def _capacity_line(cap, a) -> str:
+    """The capacity the thresholds come from: users (closed loop) or requests/s (open loop)."""
+    if cap.rate_rps is not None:
+        return (
+            f"Capacity: {cap.rate_rps:g} req/s per replica within the SLOs"
+            + (f" (first failing rate {cap.first_failing_rate_rps:g} req/s, {cap.binding})."
+               if cap.first_failing_rate_rps is not None else " (no rate failed: a lower bound).")
+            + f" Target rate per replica: {a.target_rate_rps_per_replica:g} req/s."
+        )
+    return (
+        f"Capacity: {cap.concurrency} concurrent users per replica within the SLOs"
+        + (f" (first failing level {cap.first_failing}, {cap.binding})." if cap.first_failing else " (no level failed: a lower bound).")
+        + f" Target concurrency per replica: {a.target_concurrency_per_replica}."
+    )
+
+
 def render_autoscaling_yaml(analysis: Analysis) -> str:
     a = analysis.autoscaling
     head = _comment(f"autoscaling.yaml, written by loadtest for run '{analysis.name}' from its measured capacity.")
@@ -61,11 +77,7 @@ def render_autoscaling_yaml(analysis: Analysis) -> str:
     cap = analysis.capacity
     out = [
         head,
-        _comment(
-            f"Capacity: {cap.concurrency} concurrent users per replica within the SLOs"
-            + (f" (first failing level {cap.first_failing}, {cap.binding})." if cap.first_failing else " (no level failed: a lower bound).")
-            + f" Target concurrency per replica: {a.target_concurrency_per_replica}."
-        ),
+        _comment(_capacity_line(cap, a)),
         _comment(f"Trigger: {best.metric} > {threshold:g} per replica. Why: {best.why}"),
         _comment(a.paragraph),
         "#\n",
@@ -74,8 +86,10 @@ def render_autoscaling_yaml(analysis: Analysis) -> str:
             "Replace every <PLACEHOLDER>: <NAMESPACE> and <DEPLOYMENT> (the model server's Deployment), "
             "<PROMETHEUS_URL> (e.g. http://prometheus-operated.monitoring.svc:9090) and <POD_SELECTOR> "
             "(PromQL labels that pick this deployment's pods, e.g. namespace=\"llm\",pod=~\"vllm-.*\"). "
-            f"maxReplicas ({MAX_REPLICAS}) is a placeholder too: peak concurrent users / "
-            f"{a.target_concurrency_per_replica} (target concurrency per replica), rounded up."
+            f"maxReplicas ({MAX_REPLICAS}) is a placeholder too: "
+            + (f"peak requests/s / {a.target_rate_rps_per_replica:g} (target rate per replica), rounded up."
+               if a.target_rate_rps_per_replica is not None else
+               f"peak concurrent users / {a.target_concurrency_per_replica} (target concurrency per replica), rounded up.")
         ),
         "#\n",
         _comment(

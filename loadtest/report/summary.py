@@ -262,6 +262,8 @@ def autoscaling_dict(analysis: Analysis) -> dict[str, Any] | None:
         return None
     return {
         "target_concurrency_per_replica": a.target_concurrency_per_replica,
+        # open loop: capacity.rate_rps x (1 - headroom); null in closed loop
+        "target_rate_rps_per_replica": a.target_rate_rps_per_replica,
         "headroom": _round(a.headroom, 4),
         "headroom_source": a.headroom_source,
         "options": a.options.to_dict(),
