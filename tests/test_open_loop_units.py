@@ -114,3 +114,24 @@ def test_offered_sent_and_completed_rates_and_dropped_arrivals():
     assert o["mean_in_flight"] == pytest.approx(0.9, abs=0.02)
     assert analysis.capacity.rate_rps is None and analysis.capacity.first_failing_rate_rps == 10.0
     assert analysis.capacity.concurrency is None and "10 req/s" in analysis.capacity.message
+
+
+def test_capacity_and_autoscaling_in_requests_per_second():
+    """10 req/s passes and 20 req/s fails: capacity 10 req/s, 8 req/s per replica with 20% headroom."""
+    fast, slow = _records([1.0] * 100, ttft=20.0), _records([1.0] * 100, ttft=400.0)
+    slow["level_index"], slow["rate_rps"] = 1, 20.0
+    shift = 20.0  # the second level runs 20 s later
+    slow["start_wall"] += shift
+    slow["scheduled_wall"] += shift
+    run = {"warmup_s": 0, "ended_wall": 1031.0, "levels": [
+        {"index": 0, "concurrency": 0, "start_wall": 1000.0, "end_wall": 1010.0, "rate_rps": 10.0},
+        {"index": 1, "concurrency": 0, "start_wall": 1020.0, "end_wall": 1030.0, "rate_rps": 20.0},
+    ]}
+    analysis = analyze(pd.concat([fast, slow], ignore_index=True), run,
+                       SloSpec.from_dict({"ttft_ms": {"p95": 100}, "max_error_rate": 0.5}))
+    cap = analysis.capacity
+    assert (cap.rate_rps, cap.first_failing_rate_rps, cap.verdict, cap.concurrency) == (10.0, 20.0, "found", None)
+    assert cap.message.startswith("This endpoint holds 10 req/s within the SLOs; at 20 req/s the p95 TTFT")
+    assert cap.mean_in_flight == pytest.approx(analysis.levels[0].open_loop["mean_in_flight"])
+    assert analysis.autoscaling.target_rate_rps_per_replica == pytest.approx(8.0)
+    assert "aim for 8 req/s per replica" in analysis.autoscaling.paragraph
