@@ -114,7 +114,7 @@ def initial_meta(scenario: Scenario, options: RunOptions | None = None) -> dict[
     return {
         "server_metrics": {
             "enabled": t.metrics.enabled,
-            "url": t.metrics_url if t.metrics.enabled else None,
+            "url": public_url(t.metrics_url) if t.metrics.enabled else None,
             "interval_s": t.metrics.interval_s,
             "signals": list(t.metrics.signals),
         },
