@@ -49,6 +49,10 @@ SCHEMA = pa.schema(
         pa.field("ok", pa.bool_()),
         pa.field("error_kind", pa.string()),      # null | connect | timeout | http_4xx | http_5xx | rate_limited | disconnect | malformed
         pa.field("error", pa.string()),           # message, null when ok
+        pa.field("class", pa.string()),           # request class (workload.classes[].name), null without classes
+        pa.field("turn", pa.int32()),             # turn within its conversation (1-based), null outside conversations
+        pa.field("conversation_id", pa.string()), # "<worker>-<user>-<n>", null outside conversations
+        pa.field("prompt_token_source", pa.string()),  # "usage" (server's count) | "estimate" (word count sent)
     ]
 )
 
@@ -107,7 +111,15 @@ def _read_parts(parts: Path) -> pa.Table:
     files = sorted(parts.glob("*.parquet")) if parts.is_dir() else []
     if not files:
         return SCHEMA.empty_table()
-    return pa.concat_tables([pq.ParquetFile(f).read().cast(SCHEMA) for f in files])
+    return pa.concat_tables([_conform(pq.ParquetFile(f).read()) for f in files])
+
+
+def _conform(table: pa.Table) -> pa.Table:
+    """Cast to SCHEMA; columns added to the format later are null in older files."""
+    for name in COLUMNS:
+        if name not in table.column_names:
+            table = table.append_column(SCHEMA.field(name), pa.nulls(table.num_rows, SCHEMA.field(name).type))
+    return table.select(COLUMNS).cast(SCHEMA)
 
 
 def read_requests(run_dir: Path) -> pd.DataFrame:

@@ -99,6 +99,8 @@ def setup_file_logging(log_file: Path) -> None:
 def initial_meta(scenario: Scenario) -> dict[str, Any]:
     import locust
 
+    from loadtest.workload import prepare, workload_fingerprint
+
     t = scenario.target
     return {
         "format": 1,
@@ -116,6 +118,9 @@ def initial_meta(scenario: Scenario) -> dict[str, Any]:
         "mode": "local",
         "workers": ["local"],
         "workers_lost": [],
+        # Datasets read (path, format, sha256, rows) and what makes workloads comparable.
+        "datasets": prepare(scenario),
+        "workload_fingerprint": workload_fingerprint(scenario),
     }
 
 
@@ -142,6 +147,9 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
     from loadtest.report import write_reports
     from loadtest.report.terminal import print_summary
 
+    from loadtest.workload import prepare
+
+    prepare(scenario)  # a bad dataset is one line and exit 2, before any folder or load
     console = Console(stderr=True, soft_wrap=True)
     target = scenario.target
     api_key = api_key_for(scenario)

@@ -16,16 +16,20 @@ import orjson
 
 from loadtest.client.record import RequestRecord
 from loadtest.client.sse import SSEParser
-from loadtest.client.wire import Api, read_chunk
+from loadtest.client.wire import Api, chunk_text, read_chunk
 
 
 class StreamDecoder:
     """SSE body bytes in, chunk times and token counts out."""
 
-    __slots__ = ("rec", "api", "parser", "continuous", "last_completion", "final_completion", "done", "finished", "failed")
+    __slots__ = ("rec", "api", "parser", "continuous", "last_completion", "final_completion", "done", "finished", "failed", "capture")
 
-    def __init__(self, rec: RequestRecord, api: Api) -> None:
+    def __init__(self, rec: RequestRecord, api: Api, capture_text: bool = False) -> None:
         self.rec = rec
+        #: Keep the generated text (only when asked: it costs a list append per chunk).
+        self.capture = capture_text
+        if capture_text:
+            rec.text = []
         self.api = api
         self.parser = SSEParser()
         self.continuous = False
@@ -70,6 +74,8 @@ class StreamDecoder:
                 if not rec.chunk_ms:
                     rec.ttft_ms = t
                 rec.chunk_ms.append(t)
+                if self.capture:
+                    rec.text.append(chunk_text(obj, self.api))
                 if "mock_sent" in obj:
                     rec.chunk_sent_ms.append((obj["mock_sent"] - rec.start_perf) * 1000.0)
                 if self.continuous:

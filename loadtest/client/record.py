@@ -50,6 +50,14 @@ class RequestRecord:
     error: str | None = None
     #: The server's Retry-After on a 429, in seconds (not persisted: it steers back-off).
     retry_after_s: float | None = None
+    #: The generated text, piece by piece, when the caller asked for it (a
+    #: conversation resends it next turn). Not persisted; None when not asked.
+    text: list[str] | None = None
+
+    @property
+    def answer(self) -> str:
+        """The generated text ("" when it was not captured)."""
+        return "".join(self.text) if self.text else ""
 
     @property
     def ok(self) -> bool:

@@ -22,7 +22,7 @@ PATHS: dict[str, str] = {"chat": "/chat/completions", "completions": "/completio
 def build_body(
     api: Api,
     model: str,
-    prompt: str,
+    prompt: str | list[dict[str, Any]],
     max_tokens: int,
     *,
     temperature: float = 0.0,
@@ -30,13 +30,17 @@ def build_body(
     continuous_usage: bool = False,
     extra_body: dict[str, Any] | None = None,
 ) -> bytes:
-    """A streaming request body that always asks for the usage chunk."""
+    """A streaming request body that always asks for the usage chunk.
+
+    ``prompt`` is the user's text, or (chat) a whole message list: a system
+    prompt, a conversation's history.
+    """
     stream_options: dict[str, Any] = {"include_usage": True}
     if continuous_usage:
         stream_options["continuous_usage_stats"] = True
     body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "temperature": temperature}
     if api == "chat":
-        body["messages"] = [{"role": "user", "content": prompt}]
+        body["messages"] = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
     else:
         body["prompt"] = prompt
     body["stream"] = True
@@ -90,6 +94,14 @@ def read_chunk(obj: Any, api: Api) -> ChunkFacts:
         facts.usage_prompt = usage.get("prompt_tokens")
         facts.final_usage = not choices
     return facts
+
+
+def chunk_text(obj: Any, api: Api) -> str:
+    """The generated text a content chunk carries (the answer a conversation resends)."""
+    choice = obj["choices"][0]
+    if api == "chat":
+        return (choice.get("delta") or {}).get("content") or ""
+    return choice.get("text") or ""
 
 
 def error_message(body: bytes) -> str:

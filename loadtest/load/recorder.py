@@ -36,9 +36,13 @@ class Recorder:
         self._greenlet: gevent.Greenlet | None = None
         self._unsent: list[dict[str, Any]] = []
 
-    def add(self, rec: RequestRecord, user: int, level_index: int, level: int, warmup: bool) -> None:
-        """Record a finished request under the level in force when it *started*."""
-        self.buffer.add(rec, user=user, level=level, level_index=level_index, warmup=warmup)
+    def add(self, rec: RequestRecord, user: int, level_index: int, level: int, warmup: bool, **tags: Any) -> None:
+        """Record a finished request under the level in force when it *started*.
+
+        ``tags``: what the workload says about the request (``request_class``,
+        ``turn``, ``conversation_id``, ``prompt_words``); see RecordBuffer.add.
+        """
+        self.buffer.add(rec, user=user, level=level, level_index=level_index, warmup=warmup, **tags)
         self.total += 1
 
     def start(self) -> None:

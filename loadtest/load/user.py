@@ -37,6 +37,8 @@ class UserSettings:
 
     continuous_usage: bool = False
     worker_seed: int = 0
+    #: Mixed into every nonce and shared prefix (see loadtest.workload); "" keeps prompts as seeded.
+    salt: str = ""
 
 
 #: The longest a user pauses after a refused connection or a 429.
@@ -61,6 +63,9 @@ def make_user_class(scenario: Scenario, clock: LevelClock, recorder: Recorder, s
                 scenario,
                 seed=settings.worker_seed * 1_000_003 + self.index,
                 continuous_usage=settings.continuous_usage,
+                salt=settings.salt,
+                stream_seed=settings.worker_seed,
+                user_tag=f"{recorder.buffer.worker}-{self.index}",
             )
 
         def on_stop(self) -> None:
@@ -84,16 +89,23 @@ def make_user_class(scenario: Scenario, clock: LevelClock, recorder: Recorder, s
 
         @task
         def stream(self) -> None:
-            body = self.workload.next_body()
+            planned = self.workload.next_request()
+            tags = {
+                "request_class": planned.class_name,
+                "turn": planned.turn,
+                "conversation_id": planned.conversation_id,
+                "prompt_words": planned.prompt_words,
+            }
             level_index, level = clock.index, clock.concurrency
             warmup = clock.in_warmup(time.perf_counter())
             try:
-                rec = self.client.send(body)
+                rec = self.client.send(planned.body, capture_text=planned.capture_text)
             except GreenletExit:
                 if self.client.in_flight is not None:  # the run stopped mid-request: keep the record
-                    recorder.add(self.client.in_flight, self.index, level_index, level, warmup)
+                    recorder.add(self.client.in_flight, self.index, level_index, level, warmup, **tags)
                 raise
-            recorder.add(rec, self.index, level_index, level, warmup)
+            recorder.add(rec, self.index, level_index, level, warmup, **tags)
+            self.workload.answered(rec.ok, rec.answer)
             self._back_off(rec)
             self.environment.events.request.fire(
                 request_type="POST",
@@ -103,5 +115,8 @@ def make_user_class(scenario: Scenario, clock: LevelClock, recorder: Recorder, s
                 exception=None if rec.ok else RuntimeError(f"{rec.error_kind}: {rec.error}"),
                 context={},
             )
+            pause = self.workload.think_time_s()  # between a conversation's turns
+            if pause > 0:
+                gevent.sleep(pause)
 
     return LLMUser

@@ -58,6 +58,9 @@ class MockConfig:
     seed: int | None = None
     # Instrumentation.
     stamp_chunks: bool = False
+    #: Append every completion request's JSON body to this file, one per line (tests read
+    #: exactly what the server received: prompts, their order, shared prefixes).
+    request_log: str | None = None
 
     def __post_init__(self) -> None:
         _check(0 <= self.port <= 65535, "--port", "must be between 0 and 65535")

@@ -74,6 +74,8 @@ class MockService:
         self.metrics = MockMetrics()
         self.started = int(time.time())
         self._auth = f"Bearer {config.api_key}" if config.api_key is not None else None
+        # Unbuffered: a test reading the file mid-run sees every request logged so far.
+        self._request_log = open(config.request_log, "ab", buffering=0) if config.request_log else None
 
     # -- the application ----------------------------------------------------
 
@@ -95,6 +97,8 @@ class MockService:
     async def _on_shutdown(self, app: web.Application) -> None:
         # Release every waiting handler so that shutdown does not wait on them.
         await self.engine.stop()
+        if self._request_log is not None:
+            self._request_log.close()
 
     async def _count_status(self, request: web.Request, response: web.StreamResponse) -> None:
         if request.path in _COUNTED_PATHS:
@@ -140,8 +144,11 @@ class MockService:
     async def _complete(self, request: web.Request, *, chat: bool) -> web.StreamResponse:
         if (denied := self._check_auth(request)) is not None:
             return denied
+        body = await request.read()
+        if self._request_log is not None:
+            self._request_log.write(body.replace(b"\n", b" ") + b"\n")  # JSON: a raw newline is only whitespace
         try:
-            req = parse_request(await request.read(), chat=chat)
+            req = parse_request(body, chat=chat)
         except BadRequest as err:
             return error_response(400, err.message, param=err.param)
 
