@@ -10,6 +10,7 @@ The pipeline inside, one module per idea:
 ``metrics``   per-level distributions, throughput, goodput, errors
 ``verdict``   each SLO check → pass / fail / uncertain
 ``capacity``  the highest concurrency that holds, and why the next one fails
+``classes``   request classes: per-class levels, per-class SLOs, the worst verdict wins
 ``refine``    the next concurrency to probe by bisection
 ``caveats``   warnings a reader needs to weigh the numbers
 ``results``   the output dataclasses (``Analysis``, ``LevelResult``, ``Stats``, ``Check``, ``Capacity``)
@@ -27,8 +28,10 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from loadtest.analysis.bootstrap import DEFAULT_RESAMPLES
+from loadtest.analysis.bootstrap import DEFAULT_RESAMPLES, rng_for
 from loadtest.analysis.capacity import find_capacity
+from loadtest.analysis.classes import class_slos as class_slos_for
+from loadtest.analysis.classes import judge_classes
 from loadtest.analysis.caveats import MIN_COMPLETE, level_caveats, run_caveats
 from loadtest.analysis.chunks import (
     chunk_positions,
@@ -37,9 +40,9 @@ from loadtest.analysis.chunks import (
     itl_samples,
     tokens_per_window,
 )
-from loadtest.analysis.columns import numeric
+from loadtest.analysis.columns import numeric, text
 from loadtest.analysis.frame import request_frame
-from loadtest.analysis.metrics import level_results
+from loadtest.analysis.metrics import describe, level_results
 from loadtest.analysis.refine import next_refine_level
 from loadtest.analysis.results import Analysis, Capacity, Check, LevelResult, Stats
 from loadtest.analysis.slo import SloCheck, SloSpec
@@ -69,6 +72,7 @@ def analyze(
     seed: int = 0,
     resamples: int = DEFAULT_RESAMPLES,
     min_complete: int = MIN_COMPLETE,
+    class_slos: Mapping[str, SloSpec] | None = None,
 ) -> Analysis:
     """Analyze one run's records against ``slo``.
 
@@ -77,9 +81,68 @@ def analyze(
     a dict. Deterministic for a given ``seed``. Never raises on odd data
     (empty frames, missing levels, all failures): such runs get a ``no_data``
     or ``uncertain`` verdict and warnings instead.
+
+    With request classes (a ``class`` column, ``workload.classes`` in the
+    run's scenario), each class is also analyzed alone and judged by its own
+    SLO (``class_slos``; by default the scenario's, else ``slo``), and a level
+    holds only if every class does (see :mod:`loadtest.analysis.classes`).
     """
     run = dict(run)
     windows, warnings = level_windows(run, requests)
+    frame, levels = _measure(requests, windows, slo, seed=seed, resamples=resamples)
+    turns = numeric(requests, "turn")
+    frame["class"] = text(requests, "class")
+    frame["turn"] = turns
+
+    slos = dict(class_slos) if class_slos is not None else class_slos_for(run, slo)[1]
+    for name in sorted({c for c in frame["class"] if c is not None} - set(slos)):
+        slos[name] = slo  # a class in the records that the scenario does not name
+    if slos:
+        per_class = _measure_classes(requests, frame["class"].to_numpy(), windows, slos, seed, resamples)
+        for position, level in enumerate(levels):
+            judge_classes(level, {name: lv[position] for name, lv in per_class.items()}, slos, slo)
+    else:
+        for level in levels:
+            evaluate_level(level, slo)
+    _attach_ttft_by_turn(levels, frame, turns, seed, resamples)
+    levels.sort(key=lambda lv: (lv.concurrency, lv.index))
+    capacity = find_capacity(levels, slo)
+    if slos:
+        capacity.classes = {
+            name: find_capacity([lv.classes[name] for lv in levels], class_slo) for name, class_slo in slos.items()
+        }
+
+    warnings += run_caveats(run, frame)
+    warnings += level_caveats(levels, slo, min_complete)
+    # only successful requests carry final token counts
+    sources = frame.loc[frame["ok"], "token_source"].value_counts(dropna=True) if len(frame) else {}
+    prompt_sources = pd.Series(text(requests, "prompt_token_source")).value_counts(dropna=True)
+    if prompt_sources.get("estimate", 0):
+        warnings.append(
+            f"prompt tokens of {int(prompt_sources['estimate'])} requests are estimated from the words sent "
+            "(the server reported no usage.prompt_tokens)"
+        )
+
+    return Analysis(
+        name=str(run.get("name") or (run.get("scenario") or {}).get("name") or ""),
+        target=dict(run.get("target") or {}),
+        slo=slo,
+        levels=levels,
+        capacity=capacity,
+        warnings=warnings,
+        token_source={str(k): int(v) for k, v in sources.items()},
+        warmup_s=float(run.get("warmup_s") or 0.0),
+        run=run,
+        requests=frame,
+        class_slos=slos,
+        prompt_token_source={str(k): int(v) for k, v in prompt_sources.items()},
+    )
+
+
+def _measure(
+    requests: pd.DataFrame, windows: list, slo: SloSpec, *, seed: int, resamples: int
+) -> tuple[pd.DataFrame, list[LevelResult]]:
+    """Records → the per-request frame and one unjudged :class:`LevelResult` per window (window order)."""
     chunks = flatten_chunks(requests)
     frame = request_frame(requests, windows, chunks, slo)
 
@@ -95,30 +158,38 @@ def analyze(
     del chunks, positions  # the flattened chunk arrays are the bulk of the memory
     itl_groups = group_by_position(itl, itl_pos, len(windows))
     del itl, itl_pos
+    return frame, level_results(frame, windows, itl_groups, tokens, seed=seed, resamples=resamples)
 
-    levels = level_results(frame, windows, itl_groups, tokens, seed=seed, resamples=resamples)
-    for level in levels:
-        evaluate_level(level, slo)
-    levels.sort(key=lambda lv: (lv.concurrency, lv.index))
-    capacity = find_capacity(levels, slo)
 
-    warnings += run_caveats(run, frame)
-    warnings += level_caveats(levels, slo, min_complete)
-    # only successful requests carry final token counts
-    sources = frame.loc[frame["ok"], "token_source"].value_counts(dropna=True) if len(frame) else {}
+def _measure_classes(
+    requests: pd.DataFrame,
+    classes: np.ndarray,
+    windows: list,
+    slos: Mapping[str, SloSpec],
+    seed: int,
+    resamples: int,
+) -> dict[str, list[LevelResult]]:
+    """Each class's own levels (window order): the same analysis on its records alone."""
+    out = {}
+    for name, class_slo in slos.items():
+        mine = requests.loc[classes == name].reset_index(drop=True)
+        out[name] = _measure(mine, windows, class_slo, seed=seed, resamples=resamples)[1]
+    return out
 
-    return Analysis(
-        name=str(run.get("name") or (run.get("scenario") or {}).get("name") or ""),
-        target=dict(run.get("target") or {}),
-        slo=slo,
-        levels=levels,
-        capacity=capacity,
-        warnings=warnings,
-        token_source={str(k): int(v) for k, v in sources.items()},
-        warmup_s=float(run.get("warmup_s") or 0.0),
-        run=run,
-        requests=frame,
-    )
+
+def _attach_ttft_by_turn(
+    levels: list[LevelResult], frame: pd.DataFrame, turns: np.ndarray, seed: int, resamples: int
+) -> None:
+    """TTFT per conversation turn at each level (levels in window order, as ``frame["pos"]`` counts)."""
+    if np.isnan(turns).all():
+        return
+    pos = frame["pos"].to_numpy()
+    ttft = frame["ttft_sample"].to_numpy(dtype=float)
+    for position, level in enumerate(levels):
+        here = (pos == position) & ~np.isnan(ttft)
+        for turn in sorted({int(t) for t in turns[here & ~np.isnan(turns)]}):
+            values = ttft[here & (turns == turn)]
+            level.ttft_by_turn[turn] = describe(values, rng_for(seed, level.index, "ttft_turn", turn), resamples)
 
 
 def analyze_run(run_dir: Path | str, slo_overrides: Iterable[str] = (), **options: Any) -> Analysis:
@@ -137,6 +208,6 @@ def analyze_run(run_dir: Path | str, slo_overrides: Iterable[str] = (), **option
         raise InputError(f"{run_dir / RUN_JSON}: not valid JSON ({err})") from None
     scenario = run.get("scenario") or {}
     slo = SloSpec.from_dict(scenario.get("slo") if isinstance(scenario, Mapping) else None)
-    slo = slo.with_overrides(slo_overrides)
-    return analyze(read_requests(run_dir), run, slo, **options)
+    slo, slos = class_slos_for(run, slo, slo_overrides)
+    return analyze(read_requests(run_dir), run, slo, class_slos=slos, **options)
 

@@ -31,6 +31,7 @@ from plotly.subplots import make_subplots
 from loadtest.analysis.capacity import fmt_ms
 from loadtest.analysis.results import Analysis, LevelResult
 from loadtest.analysis.slo import METRIC_LABELS
+from loadtest.report.workload_figures import class_figure, has_classes, has_turns, turn_figure
 
 REPORT_HTML = "report.html"
 TIMELINE_BINS = 1500
@@ -525,6 +526,16 @@ def render_html(analysis: Analysis) -> str:
             ("Latency against concurrency", latency_figure(analysis),
              "Lines: percentiles per level. Shaded: 95% bootstrap CI of each percentile an SLO uses. "
              "Dashed horizontal: SLO limits. Green dashed: capacity; red dotted: first failing level."),
+        ]
+        if has_classes(analysis):
+            figures.append(("Per request class", class_figure(analysis),
+                            "Each class is judged by its own SLO; a level holds only if every class does. "
+                            "The class whose curve crosses its own dashed limit first binds the capacity."))
+        if has_turns(analysis):
+            figures.append(("TTFT by conversation turn", turn_figure(analysis),
+                            "Later turns resend the history (earlier prompts and the answers streamed), "
+                            "so their prefill is longer."))
+        figures += [
             ("Throughput and goodput", throughput_figure(analysis),
              "Goodput counts only requests that met every per-request limit; the gap to requests/s is "
              "traffic that was served too slowly to count."),
