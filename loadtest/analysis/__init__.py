@@ -116,11 +116,12 @@ def analyze(
     warnings += level_caveats(levels, slo, min_complete)
     # only successful requests carry final token counts
     sources = frame.loc[frame["ok"], "token_source"].value_counts(dropna=True) if len(frame) else {}
-    prompt_sources = pd.Series(text(requests, "prompt_token_source")).value_counts(dropna=True)
+    # as for completion tokens: failures never got a usage chunk, so count successes
+    prompt_sources = pd.Series(text(requests, "prompt_token_source")[frame["ok"].to_numpy()]).value_counts(dropna=True)
     if prompt_sources.get("estimate", 0):
         warnings.append(
-            f"prompt tokens of {int(prompt_sources['estimate'])} requests are estimated from the words sent "
-            "(the server reported no usage.prompt_tokens)"
+            f"prompt tokens of {int(prompt_sources['estimate'])} successful requests are estimated from the "
+            "words sent (the server reported no usage.prompt_tokens)"
         )
 
     return Analysis(

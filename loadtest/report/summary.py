@@ -57,7 +57,7 @@ DEFINITIONS = {
     "cancelled": "requests the harness ended (users stopped at a level change or the end of the run): "
     "not errors, no +inf samples; counted as spillover",
     "token_source": "token-count source per successful request (usage, continuous_usage, or one per chunk)",
-    "prompt_token_source": "prompt-token source per request: usage (the server's usage.prompt_tokens) or "
+    "prompt_token_source": "prompt-token source per successful request: usage (the server's usage.prompt_tokens) or "
     "estimate (whitespace-separated words sent, when the server reported no usage)",
     "classes": "each request class analyzed alone with its own SLO; a level passes only if every class "
     "passes and the overall error budget holds",
