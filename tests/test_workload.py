@@ -144,9 +144,20 @@ def test_conversation_resends_history_with_the_streamed_answer():
     second = w.next_request()
     assert messages(second)[:2] == messages(first) + [{"role": "assistant", "content": "the streamed answer"}]
     assert second.turn == 2 and second.prompt_words == 5 + 3 + 5
+    assert w.think_time_s() == 0.0  # none asked for
     w.answered(False, None)  # a failed turn ends the conversation
     third = w.next_request()
     assert third.turn == 1 and third.conversation_id == "w-0-2" and len(messages(third)) == 1
+
+
+def test_think_time_pauses_between_turns_only():
+    w = Workload(scenario(conversation={"turns": 2, "think_time_s": 1.5}))
+    w.next_request()
+    w.answered(True, "a")
+    assert w.think_time_s() == 1.5  # turn 2 follows
+    w.next_request()
+    w.answered(True, "b")
+    assert w.think_time_s() == 0.0  # the next request starts a new conversation
 
 
 def test_classes_are_drawn_by_weight_with_their_own_fields():

@@ -146,6 +146,7 @@ def test_class_slos_bind_at_different_concurrencies(tmp_path):
         assert {ch["class"] for ch in lv["checks"]} == {"chat", "summarize", None}
         assert lv["status"] == ("pass" if c <= 3 else "fail")
     assert set(frame["class"]) == {"chat", "summarize"}
+    assert "Per request class" in (tmp_path / "run" / "report.html").read_text()
 
     # Re-judged with a looser summarize SLO: it now holds to 4 (2.25 s) and fails at 5 (≈2.64 s).
     out = tmp_path / "run"

@@ -42,13 +42,16 @@ def _worst(checks: list[Check]) -> str | None:
     return max((c.verdict for c in checks), key=_WORST.__getitem__)
 
 
-def _latency_cell(level: LevelResult, metric: str, percentile: str) -> Text:
+def _latency_cell(level: LevelResult, metric: str, percentile: str, *, same_percentile: bool = False) -> Text:
+    """The value, coloured by the metric's checks (only the shown percentile's, if asked)."""
     stats = level.metric(metric)
     value = stats.percentile(percentile)
     if stats.n == 0 or math.isnan(value):
         return Text("–", style="dim")
     text = "∞" if math.isinf(value) else fmt_ms(value)
-    verdict = _worst([c for c in level.checks if c.metric == metric])
+    verdict = _worst([
+        c for c in level.checks if c.metric == metric and (not same_percentile or c.percentile == percentile)
+    ])
     return Text(text, style=COLOURS.get(verdict or "", ""))
 
 
@@ -107,16 +110,6 @@ def build_table(analysis: Analysis) -> Table:
     return table
 
 
-def _class_cell(level: LevelResult, metric: str, percentile: str) -> Text:
-    stats = level.metric(metric)
-    value = stats.percentile(percentile)
-    if stats.n == 0 or math.isnan(value):
-        return Text("–", style="dim")
-    text = "∞" if math.isinf(value) else fmt_ms(value)
-    verdict = _worst([c for c in level.checks if c.metric == metric and c.percentile == percentile])
-    return Text(text, style=COLOURS.get(verdict or "", ""))
-
-
 def build_class_table(analysis: Analysis) -> Table:
     """One row per level and class: each class judged by its own SLO (its percentile, its colour)."""
     table = Table(
@@ -136,7 +129,7 @@ def build_class_table(analysis: Analysis) -> Table:
             for metric in metrics:
                 check = next((c for c in spec.checks if c.metric == metric), None) if spec else None
                 pct = check.percentile if check else "p95"
-                cell = _class_cell(class_level, metric, pct)
+                cell = _latency_cell(class_level, metric, pct, same_percentile=True)
                 cells.append(cell.append(f" {pct}", style="dim") if check else cell)
             table.add_row(
                 str(level.concurrency), name, str(class_level.requests), _errors_cell(class_level), *cells,
