@@ -31,7 +31,7 @@ import pandas as pd
 from loadtest.analysis.bootstrap import DEFAULT_RESAMPLES, rng_for
 from loadtest.analysis.capacity import find_capacity
 from loadtest.analysis.classes import class_slos as class_slos_for
-from loadtest.analysis.classes import judge_classes
+from loadtest.analysis.classes import judge_classes, scenario_classes
 from loadtest.analysis.caveats import MIN_COMPLETE, level_caveats, run_caveats
 from loadtest.analysis.chunks import (
     chunk_positions,
@@ -112,6 +112,12 @@ def analyze(
             name: find_capacity([lv.classes[name] for lv in levels], class_slo) for name, class_slo in slos.items()
         }
 
+    declared = scenario_classes(run)
+    if declared and slo.checks and all(isinstance(c.get("slo"), Mapping) for c in declared):
+        unused = ", ".join(c.name for c in slo.checks)
+        warnings.append(
+            f"the top-level SLO's latency checks ({unused}) judge no request class: every class has its own slo"
+        )
     warnings += run_caveats(run, frame)
     warnings += level_caveats(levels, slo, min_complete)
     # only successful requests carry final token counts

@@ -42,25 +42,32 @@ def _worst(checks: list[Check]) -> str | None:
     return max((c.verdict for c in checks), key=_WORST.__getitem__)
 
 
-def _latency_cell(level: LevelResult, metric: str, percentile: str, *, same_percentile: bool = False) -> Text:
-    """The value, coloured by the metric's checks (only the shown percentile's, if asked)."""
+def _latency_cell(
+    level: LevelResult, metric: str, percentile: str, *, same_percentile: bool = False, class_name: str | None = None
+) -> Text:
+    """The value, coloured by the metric's checks (only the shown percentile's, if asked).
+
+    With request classes a level also holds each class's checks; only those of
+    ``class_name`` (None: the level's own) colour the cell.
+    """
     stats = level.metric(metric)
     value = stats.percentile(percentile)
     if stats.n == 0 or math.isnan(value):
         return Text("–", style="dim")
     text = "∞" if math.isinf(value) else fmt_ms(value)
     verdict = _worst([
-        c for c in level.checks if c.metric == metric and (not same_percentile or c.percentile == percentile)
+        c for c in level.checks
+        if c.metric == metric and c.class_name == class_name and (not same_percentile or c.percentile == percentile)
     ])
     return Text(text, style=COLOURS.get(verdict or "", ""))
 
 
-def _errors_cell(level: LevelResult) -> Text:
+def _errors_cell(level: LevelResult, class_name: str | None = None) -> Text:
     if not level.requests:
         return Text("–", style="dim")
     pct = f"{level.error_rate:.0%}" if level.error_rate >= 0.1 else f"{level.error_rate:.1%}"
     text = f"{level.errors} ({pct})" if level.errors else "0"
-    verdict = _worst([c for c in level.checks if c.metric == "error_rate"])
+    verdict = _worst([c for c in level.checks if c.metric == "error_rate" and c.class_name == class_name])
     return Text(text, style=COLOURS.get(verdict or "", ""))
 
 
@@ -129,10 +136,10 @@ def build_class_table(analysis: Analysis) -> Table:
             for metric in metrics:
                 check = next((c for c in spec.checks if c.metric == metric), None) if spec else None
                 pct = check.percentile if check else "p95"
-                cell = _latency_cell(class_level, metric, pct, same_percentile=True)
+                cell = _latency_cell(class_level, metric, pct, same_percentile=True, class_name=name)
                 cells.append(cell.append(f" {pct}", style="dim") if check else cell)
             table.add_row(
-                str(level.concurrency), name, str(class_level.requests), _errors_cell(class_level), *cells,
+                str(level.concurrency), name, str(class_level.requests), _errors_cell(class_level, name), *cells,
                 _verdict_cell(class_level),
             )
     return table
