@@ -119,7 +119,8 @@ def test_class_slos_bind_at_different_concurrencies(tmp_path):
     * summarize (24 tokens), e2e p95 ≤ 1950 ms: e2e ≈ TTFT (d to 2d) + 23 d, i.e. 1.68–1.75 s
       at c = 3 and 2.16–2.25 s at c = 4, so it holds up to 3.
 
-    The mix holds 3 users; summarize binds, on e2e_ms.p95, at 4. Alone, chat would hold 5.
+    Levels 2, 3, 4, 6 (5 is left out: 110 ms is too close to 120 for a 4 s level on a busy
+    machine). The mix holds 3 users; summarize binds, on e2e_ms.p95, at 4; chat first fails at 6.
     """
     s, _, frame = run(
         tmp_path, ["--decode-base-ms", "10", "--decode-per-seq-ms", "20", "--prefill-per-token-ms", "0"],
@@ -127,20 +128,21 @@ def test_class_slos_bind_at_different_concurrencies(tmp_path):
             {"name": "chat", "max_tokens": 8, "slo": {"itl_ms": {"p95": 120}}},
             {"name": "summarize", "max_tokens": 24, "slo": {"e2e_ms": {"p95": 1950}}},
         ]},
-        load={"levels": [2, 3, 4, 5, 6], "level_duration_s": 4, "warmup_s": 1},
+        load={"levels": [2, 3, 4, 6], "level_duration_s": 4, "warmup_s": 1},
         slo={"ttft_ms": {}, "itl_ms": {}, "max_error_rate": 0.01},
     )
     cap = s["capacity"]
     assert (cap["concurrency"], cap["first_failing"], cap["verdict"]) == (3, 4, "found"), cap
     assert (cap["binding_class"], cap["binding"]) == ("summarize", "e2e_ms.p95")
-    assert cap["classes"]["chat"]["concurrency"] == 5 and cap["classes"]["chat"]["binding"] == "itl_ms.p95"
+    chat_cap = cap["classes"]["chat"]
+    assert (chat_cap["concurrency"], chat_cap["first_failing"], chat_cap["binding"]) == (4, 6, "itl_ms.p95")
     assert cap["classes"]["summarize"]["concurrency"] == 3
     assert "summarize class's p95 end-to-end latency" in cap["message"]
     levels = {lv["concurrency"]: lv for lv in s["levels"]}
     for c, lv in levels.items():
         chat, summ = lv["classes"]["chat"], lv["classes"]["summarize"]
         assert abs(chat["itl_ms"]["p50"] - (10 + 20 * c)) < 5
-        assert chat["status"] == ("pass" if c <= 5 else "fail")
+        assert chat["status"] == ("pass" if c <= 4 else "fail")
         if c < 6:  # at the last level the run's end cuts the long summarize requests: none is judged
             assert summ["status"] == ("pass" if c <= 3 else "fail")
         assert {ch["class"] for ch in lv["checks"]} == {"chat", "summarize", None}
@@ -148,12 +150,16 @@ def test_class_slos_bind_at_different_concurrencies(tmp_path):
     assert set(frame["class"]) == {"chat", "summarize"}
     assert "Per request class" in (tmp_path / "run" / "report.html").read_text()
 
-    # Re-judged with a looser summarize SLO: it now holds to 4 (2.25 s) and fails at 5 (≈2.64 s).
+    # Re-judged with a looser summarize SLO: it now holds to 4 (2.25 s) and fails at 6 (≈3.1 s).
     out = tmp_path / "run"
     result = loadtest("analyze", str(out), "--slo", "summarize.e2e_ms.p95=2400")
     assert result.returncode == 0, result.stderr
-    cap = summary(out)["capacity"]
-    assert (cap["concurrency"], cap["binding_class"]) == (4, "summarize"), cap
+    rejudged = summary(out)
+    cap = rejudged["capacity"]
+    assert (cap["concurrency"], cap["first_failing"]) == (4, 6), cap
+    assert rejudged["classes"]["summarize"]["slo"]["e2e_ms"] == {"p95": 2400.0}
+    at_4 = next(lv for lv in rejudged["levels"] if lv["concurrency"] == 4)
+    assert at_4["classes"]["summarize"]["status"] == "pass" and at_4["status"] == "pass"
     assert "per request class" in result.stdout and "summarize" in result.stdout
     bad = loadtest("analyze", str(out), "--slo", "summarise.e2e_ms.p95=2400")
     assert bad.returncode == 2 and "no request class named 'summarise'" in bad.stderr
