@@ -209,3 +209,16 @@ def test_a_class_slo_without_a_budget_keeps_the_top_level_budget():
                         "workload": {"classes": [{"name": "a", "slo": {"ttft_ms": {"p95": 1}}},
                                                  {"name": "b", "slo": {"max_error_rate": 0.2}}]}})
     assert [c.slo.max_error_rate for c in s.workload.classes] == [0.05, 0.2]
+
+
+def test_completions_api_gets_prefix_and_history_as_one_prompt():
+    s = parse_scenario({"name": "t", "load": {"levels": [1]}, "target": {"api": "completions"},
+                        "workload": {"prompt_tokens": {"mean": 4}, "shared_prefix": {"tokens": 6},
+                                     "conversation": {"turns": 2}}})
+    w = Workload(s)
+    first = orjson.loads(w.next_request().body)["prompt"]
+    w.answered(True, "an answer")
+    second = orjson.loads(w.next_request().body)["prompt"]
+    prefix, message = first.split("\n\n")
+    assert len(prefix.split()) == 6 and len(message.split()) == 4
+    assert second.startswith(first + "\n\nan answer\n\n") and len(second.split()) == 6 + 4 + 2 + 4
