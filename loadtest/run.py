@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+import secrets
 import signal
 import socket
 import subprocess
@@ -99,9 +100,12 @@ def setup_file_logging(log_file: Path) -> None:
 def initial_meta(scenario: Scenario) -> dict[str, Any]:
     import locust
 
+    from loadtest.analysis.decide import LookSchedule
     from loadtest.workload import prepare, workload_fingerprint
 
     t = scenario.target
+    load = scenario.load
+    schedule = LookSchedule(load.min_duration_s, load.level_duration_s, load.max_duration_s)
     return {
         "format": 1,
         "name": scenario.name,
@@ -112,6 +116,11 @@ def initial_meta(scenario: Scenario) -> dict[str, Any]:
         "target": {"base_url": t.base_url, "model": t.model, "api": t.api},
         "scenario": scenario.public_dict(),
         "warmup_s": scenario.load.warmup_s,
+        # each level is looked at on this schedule, each look at this confidence (analysis/decide.py)
+        "looks_s": schedule.looks,
+        "verdict_confidence": schedule.confidence,
+        # mixed into every prompt's nonce: no two runs share a prompt prefix (workload.cache_bust)
+        "prompt_salt": new_salt() if scenario.workload.cache_bust else "",
         "started_wall": time.time(),
         "ended_wall": None,
         "complete": False,
@@ -122,6 +131,11 @@ def initial_meta(scenario: Scenario) -> dict[str, Any]:
         "datasets": prepare(scenario),
         "workload_fingerprint": workload_fingerprint(scenario),
     }
+
+
+def new_salt() -> str:
+    """A fresh random salt per run (never seeded: its whole point is to differ between runs)."""
+    return secrets.token_hex(4)
 
 
 def api_key_for(scenario: Scenario) -> str | None:
@@ -144,6 +158,7 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
 
     from loadtest.analysis import analyze_run
     from loadtest.client.preflight import preflight, warm_up
+    from loadtest.load.user import UserSettings
     from loadtest.report import write_reports
     from loadtest.report.terminal import print_summary
 
@@ -162,8 +177,9 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
     state.save()
 
     console.print(f"loadtest {__version__}: {scenario.name} against {target.base_url} ({target.model}); writing {run_dir}")
-    pre = preflight(scenario, api_key)
-    warm = warm_up(scenario, api_key, pre.continuous_usage)
+    salt = state.meta["prompt_salt"]
+    pre = preflight(scenario, api_key, salt)
+    warm = warm_up(scenario, api_key, pre.continuous_usage, salt)
     state.meta["preflight"] = {
         "ttft_ms": round(pre.ttft_ms, 3),
         "token_source": pre.token_source,
@@ -175,7 +191,7 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
         f"preflight ok: TTFT {pre.ttft_ms:.1f} ms, tokens from {pre.token_source}; {len(warm)} warm-up requests sent"
     )
 
-    interrupted = _run_load(scenario, options, state, pre.continuous_usage, console)
+    interrupted = _run_load(scenario, options, state, UserSettings(continuous_usage=pre.continuous_usage, salt=salt), console)
     if interrupted:
         console.print(f"[yellow]run interrupted[/]; the records measured so far are kept in {run_dir}")
 
@@ -186,7 +202,7 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
     return RunOutcome(run_dir, interrupted)
 
 
-def _run_load(scenario: Scenario, options: RunOptions, state: RunState, continuous_usage: bool, console) -> bool:
+def _run_load(scenario: Scenario, options: RunOptions, state: RunState, settings, console) -> bool:
     """Drive Locust through the levels (and the refine probes); return True if interrupted."""
     from loadtest.load.levels import LevelClock
     from loadtest.load.live import LiveView
@@ -195,7 +211,6 @@ def _run_load(scenario: Scenario, options: RunOptions, state: RunState, continuo
     from loadtest.load.recorder import Recorder
     from loadtest.load.session import LoadSession
     from loadtest.load.sink import RunSink
-    from loadtest.load.user import UserSettings
     from loadtest.records import RequestWriter
 
     run_dir = state.run_dir
@@ -209,25 +224,26 @@ def _run_load(scenario: Scenario, options: RunOptions, state: RunState, continuo
     def on_level_change(previous, current) -> None:
         if previous is not None:
             recorder.flush()
-            live.level_ended(previous.index)
+            live.level_ended(previous.index, previous.decision)
         if current is not None:
             state.spans.append(current)
         state.save()
 
-    settings = UserSettings(continuous_usage=continuous_usage)
     workers: list[subprocess.Popen] = []
     distributed = options.workers != 0 or options.master
     if distributed:
         session, workers = _start_master(scenario, options, state, clock, recorder, monitor, settings, sink, on_level_change, console)
     else:
         session = LoadSession(scenario, clock, recorder, monitor, settings, on_level_change)
+    session.decide = _level_judge(scenario, state, recorder, sink)
+    session.in_flight = _in_flight_reader(recorder, sink)
     _stop_on_signals(session)
     recorder.start()
     monitor.start()
     live.start()
     interrupted = False
     try:
-        session.run_levels(scenario.load.concurrency_levels(), first_index=0)
+        session.run_levels(scenario.load.concurrency_levels(), first_index=0, stop_on_fail=True)
         if options.refine and not session.stop_requested.is_set():
             _refine(session, state, recorder, sink)
     except KeyboardInterrupt:
@@ -248,6 +264,47 @@ def _run_load(scenario: Scenario, options: RunOptions, state: RunState, continuo
         state.meta["complete"] = not interrupted
         state.save()
     return interrupted
+
+
+def _in_flight_reader(recorder, sink):
+    """The requests in flight now, from every process's latest snapshot (local: flushed first)."""
+
+    def read():
+        recorder.flush()
+        sink.drain()
+        return sink.in_flight_frame()
+
+    return read
+
+
+def _level_judge(scenario: Scenario, state: RunState, recorder, sink):
+    """The callback the shape calls at each look: the verdict of the running level so far.
+
+    The records are flushed first, and the analysis runs in a native thread so
+    the event loop keeps stamping chunks meanwhile; requests in flight (the
+    processes' latest snapshots) are passed in as censored requests.
+    """
+    import gevent
+
+    from loadtest.analysis.decide import decide_level
+    from loadtest.analysis.slo import SloSpec
+    from loadtest.records import read_requests
+
+    slo = SloSpec.from_dict(scenario.public_dict()["slo"])
+    confidence = float(state.meta["verdict_confidence"])
+
+    read_in_flight = _in_flight_reader(recorder, sink)
+
+    def judge(span):
+        in_flight = read_in_flight()
+        run = state.to_json()
+
+        def work():
+            return decide_level(read_requests(state.run_dir), run, slo, span.to_json(), time.time(), confidence, in_flight)
+
+        return gevent.get_hub().threadpool.apply(work)
+
+    return judge
 
 
 def _start_master(scenario, options, state, clock, recorder, monitor, settings, sink, on_level_change, console):

@@ -160,7 +160,13 @@ class RequestClass(_Strict):
 
 
 class Workload(_WorkloadFields):
+    #: Fixes the prompt lengths and words, so runs stay comparable.
     seed: int = 0
+    #: Each run draws a random salt that goes into every prompt's nonce (and every shared
+    #: prefix), so no two requests of any two runs share a prefix (a prefix cache cannot
+    #: flatter a second run). ``false`` keeps prompts identical across runs: for measuring
+    #: a warm prefix cache on purpose.
+    cache_bust: bool = True
     classes: list[RequestClass] = Field(default_factory=list)
 
     @field_validator("classes")
@@ -201,6 +207,11 @@ class Load(_Strict):
     level_duration_s: PositiveFloat = 30.0
     warmup_s: NonNegativeFloat = 5.0
     warmup_requests: NonNegativeInt = 5
+    #: A level whose verdict is decided this long after it started ends early
+    #: (default: half of its measured window, i.e. warmup + (duration − warmup) / 2).
+    min_level_duration_s: PositiveFloat | None = None
+    #: An undecided level runs on until it is decided or this long (default 4 × level_duration_s).
+    max_level_duration_s: PositiveFloat | None = None
     client_limits: ClientLimits = ClientLimits()
 
     @model_validator(mode="after")
@@ -217,11 +228,30 @@ class Load(_Strict):
             raise ValueError("'levels' must not be empty")
         if self.warmup_s >= self.level_duration_s:
             raise ValueError(f"'warmup_s' ({self.warmup_s:g}) must be shorter than 'level_duration_s' ({self.level_duration_s:g})")
+        lo, hi = self.min_duration_s, self.max_duration_s
+        if lo <= self.warmup_s:
+            raise ValueError(f"'min_level_duration_s' ({lo:g}) must be longer than 'warmup_s' ({self.warmup_s:g})")
+        if lo > self.level_duration_s:
+            raise ValueError(f"'min_level_duration_s' ({lo:g}) must not exceed 'level_duration_s' ({self.level_duration_s:g})")
+        if hi < self.level_duration_s:
+            raise ValueError(f"'max_level_duration_s' ({hi:g}) must be at least 'level_duration_s' ({self.level_duration_s:g})")
         if ranged and self.start > self.max:
             raise ValueError(f"'start' ({self.start}) must not exceed 'max' ({self.max})")
         if ranged and self.step_mode == "multiply" and self.step <= 1:
             raise ValueError("'step' must be greater than 1 when step_mode is multiply")
         return self
+
+    @property
+    def min_duration_s(self) -> float:
+        """When a decided level may end (see ``min_level_duration_s``)."""
+        if self.min_level_duration_s is not None:
+            return self.min_level_duration_s
+        return self.warmup_s + (self.level_duration_s - self.warmup_s) / 2
+
+    @property
+    def max_duration_s(self) -> float:
+        """How long an undecided level may run (see ``max_level_duration_s``)."""
+        return self.max_level_duration_s if self.max_level_duration_s is not None else 4 * self.level_duration_s
 
     def concurrency_levels(self) -> list[int]:
         """The levels in run order: as given, or generated from start/step/max."""

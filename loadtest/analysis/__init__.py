@@ -46,7 +46,7 @@ from loadtest.analysis.metrics import describe, level_results
 from loadtest.analysis.refine import next_refine_level
 from loadtest.analysis.results import Analysis, Capacity, Check, LevelResult, Stats
 from loadtest.analysis.slo import SloCheck, SloSpec
-from loadtest.analysis.verdict import evaluate_level
+from loadtest.analysis.verdict import evaluate_level, verdict_confidence
 from loadtest.analysis.windows import level_windows
 from loadtest.errors import InputError
 
@@ -73,6 +73,7 @@ def analyze(
     resamples: int = DEFAULT_RESAMPLES,
     min_complete: int = MIN_COMPLETE,
     class_slos: Mapping[str, SloSpec] | None = None,
+    confidence: float | None = None,
 ) -> Analysis:
     """Analyze one run's records against ``slo``.
 
@@ -88,8 +89,10 @@ def analyze(
     holds only if every class does (see :mod:`loadtest.analysis.classes`).
     """
     run = dict(run)
+    if confidence is None:
+        confidence = verdict_confidence(run)
     windows, warnings = level_windows(run, requests)
-    frame, levels = _measure(requests, windows, slo, seed=seed, resamples=resamples)
+    frame, levels = _measure(requests, windows, slo, seed=seed, resamples=resamples, confidence=confidence)
     turns = numeric(requests, "turn")
     frame["class"] = text(requests, "class")
     frame["turn"] = turns
@@ -98,18 +101,19 @@ def analyze(
     for name in sorted({c for c in frame["class"] if c is not None} - set(slos)):
         slos[name] = slo  # a class in the records that the scenario does not name
     if slos:
-        per_class = _measure_classes(requests, frame["class"].to_numpy(), windows, slos, seed, resamples)
+        per_class = _measure_classes(requests, frame["class"].to_numpy(), windows, slos, seed, resamples, confidence)
         for position, level in enumerate(levels):
             judge_classes(level, {name: lv[position] for name, lv in per_class.items()}, slos, slo)
     else:
         for level in levels:
             evaluate_level(level, slo)
-    _attach_ttft_by_turn(levels, frame, turns, seed, resamples)
+    _attach_ttft_by_turn(levels, frame, turns, seed, resamples, confidence)
     levels.sort(key=lambda lv: (lv.concurrency, lv.index))
-    capacity = find_capacity(levels, slo)
+    capacity = find_capacity(levels, slo, confidence)
     if slos:
         capacity.classes = {
-            name: find_capacity([lv.classes[name] for lv in levels], class_slo) for name, class_slo in slos.items()
+            name: find_capacity([lv.classes[name] for lv in levels], class_slo, confidence)
+            for name, class_slo in slos.items()
         }
 
     declared = scenario_classes(run)
@@ -141,13 +145,14 @@ def analyze(
         warmup_s=float(run.get("warmup_s") or 0.0),
         run=run,
         requests=frame,
+        confidence=confidence,
         class_slos=slos,
         prompt_token_source={str(k): int(v) for k, v in prompt_sources.items()},
     )
 
 
 def _measure(
-    requests: pd.DataFrame, windows: list, slo: SloSpec, *, seed: int, resamples: int
+    requests: pd.DataFrame, windows: list, slo: SloSpec, *, seed: int, resamples: int, confidence: float
 ) -> tuple[pd.DataFrame, list[LevelResult]]:
     """Records → the per-request frame and one unjudged :class:`LevelResult` per window (window order)."""
     chunks = flatten_chunks(requests)
@@ -159,13 +164,16 @@ def _measure(
     reported = numeric(requests, "completion_tokens")
     reported = np.where(ok & (reported > 0), reported, np.nan)  # final counts exist for successes only
     tokens = tokens_per_window(chunks, positions, reported, len(windows))
-    itl, itl_pos = itl_samples(
+    itl, itl_pos, itl_at = itl_samples(
         chunks, positions, start, frame["e2e_ms"].to_numpy(dtype=float), frame["failed"].to_numpy(), windows
     )
     del chunks, positions  # the flattened chunk arrays are the bulk of the memory
-    itl_groups = group_by_position(itl, itl_pos, len(windows))
-    del itl, itl_pos
-    return frame, level_results(frame, windows, itl_groups, tokens, seed=seed, resamples=resamples)
+    itl_groups = list(
+        zip(group_by_position(itl, itl_pos, len(windows)), group_by_position(itl_at, itl_pos, len(windows)))
+    )
+    del itl, itl_pos, itl_at
+    levels = level_results(frame, windows, itl_groups, tokens, seed=seed, resamples=resamples, confidence=confidence)
+    return frame, levels
 
 
 def _measure_classes(
@@ -175,17 +183,18 @@ def _measure_classes(
     slos: Mapping[str, SloSpec],
     seed: int,
     resamples: int,
+    confidence: float,
 ) -> dict[str, list[LevelResult]]:
     """Each class's own levels (window order): the same analysis on its records alone."""
     out = {}
     for name, class_slo in slos.items():
         mine = requests.loc[classes == name].reset_index(drop=True)
-        out[name] = _measure(mine, windows, class_slo, seed=seed, resamples=resamples)[1]
+        out[name] = _measure(mine, windows, class_slo, seed=seed, resamples=resamples, confidence=confidence)[1]
     return out
 
 
 def _attach_ttft_by_turn(
-    levels: list[LevelResult], frame: pd.DataFrame, turns: np.ndarray, seed: int, resamples: int
+    levels: list[LevelResult], frame: pd.DataFrame, turns: np.ndarray, seed: int, resamples: int, confidence: float
 ) -> None:
     """TTFT per conversation turn at each level (levels in window order, as ``frame["pos"]`` counts)."""
     if np.isnan(turns).all():
@@ -196,7 +205,8 @@ def _attach_ttft_by_turn(
         here = (pos == position) & ~np.isnan(ttft)
         for turn in sorted({int(t) for t in turns[here & ~np.isnan(turns)]}):
             values = ttft[here & (turns == turn)]
-            level.ttft_by_turn[turn] = describe(values, rng_for(seed, level.index, "ttft_turn", turn), resamples)
+            rng = rng_for(seed, level.index, "ttft_turn", turn)
+            level.ttft_by_turn[turn] = describe(values, rng, resamples, confidence=confidence)
 
 
 def analyze_run(run_dir: Path | str, slo_overrides: Iterable[str] = (), **options: Any) -> Analysis:

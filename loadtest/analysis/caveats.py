@@ -72,8 +72,8 @@ def level_caveats(levels: Sequence[LevelResult], slo: SloSpec, min_complete: int
     if spill:
         detail = ", ".join(f"{lv.concurrency} ({spill_share(lv):.0%})" for lv in spill)
         out.append(
-            f"many requests outlived their level (spillover) at concurrency {detail}: e2e and TPOT only count "
-            "requests that finished inside the window, which favours short requests; lengthen the levels"
+            f"many requests outlived their level (spillover) at concurrency {detail}: their e2e and TPOT count "
+            "at the level they started in but were partly served under the next level's load; lengthen the levels"
         )
     low: dict[str, list[int]] = defaultdict(list)
     empty: dict[str, list[int]] = defaultdict(list)

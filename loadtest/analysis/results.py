@@ -60,6 +60,8 @@ class Check:
     verdict: CheckVerdict
     n: int
     low_n: bool
+    #: Why an ``uncertain`` check is undecided ("too few samples", "interval straddles the limit").
+    reason: str = ""
     #: The request class whose SLO this is (None: the whole level, or a run without classes).
     class_name: str | None = None
 
@@ -105,6 +107,8 @@ class LevelResult:
     client: dict[str, Any]
     checks: list[Check] = field(default_factory=list)
     status: LevelStatus = "no_data"
+    #: How the load stage ran it: {ended, ran_s, verdict, why, looks, extended, looks_taken}.
+    decision: dict[str, Any] = field(default_factory=dict)
     #: Small subsample of finite TTFT/ITL values for plots (not serialized).
     samples: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     #: The same metrics for each request class alone, judged by that class's SLO.
@@ -114,10 +118,14 @@ class LevelResult:
 
     @property
     def passed(self) -> bool | None:
-        """True when no check fails (uncertain counts as not failing); None without data."""
+        """True only when every check passes; False when one fails or any is undecided; None without data.
+
+        An undecided level is not a pass: capacity counts only levels that hold
+        with confidence (see :mod:`capacity`).
+        """
         if self.status == "no_data":
             return None
-        return self.status != "fail"
+        return self.status == "pass"
 
     def metric(self, name: str) -> Stats:
         return getattr(self, name)
@@ -141,7 +149,10 @@ class Capacity:
     requests_per_s: float | None = None  # at capacity
     output_tokens_per_s: float | None = None
     goodput_rps: float | None = None
-    certain_concurrency: int | None = None  # highest level with only certain passes up to it
+    certain_concurrency: int | None = None  # same as ``concurrency`` (kept for readers of older summaries)
+    #: The optimistic reading: the highest level below the first *failing* one, counting
+    #: undecided levels as holding. Equals ``concurrency`` when every level was decided.
+    upper_bound: int | None = None
     max_tested: int | None = None
     uncertain_levels: list[int] = field(default_factory=list)
     saturated_levels: list[int] = field(default_factory=list)
@@ -167,6 +178,8 @@ class Analysis:
     #: Per-request derived frame (see :mod:`loadtest.analysis.frame`), no list columns.
     requests: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)
     itl_unit: str = "per_token"
+    #: Two-sided confidence of every interval and verdict (see :mod:`verdict`).
+    confidence: float = 0.95
     #: Each request class's SLO (empty without classes).
     class_slos: dict[str, SloSpec] = field(default_factory=dict)
     #: Requests per prompt-token source: "usage" (the server's count) or "estimate" (word count).

@@ -42,9 +42,10 @@ def _client(scenario: Scenario, api_key: str | None) -> StreamingClient:
     return client_for(scenario.target, api_key)
 
 
-def _body(scenario: Scenario, continuous_usage: bool, max_tokens: int) -> bytes:
+def _body(scenario: Scenario, continuous_usage: bool, max_tokens: int, salt: str = "", seed: int = -1) -> bytes:
+    """A short request; each ``seed`` gets its own prompt, prefixed by the run's ``salt``."""
     t, w = scenario.target, scenario.workload
-    prompt = Workload(scenario, seed=-1).prompt(min(w.prompt_tokens.mean, 64))
+    prompt = Workload(scenario, seed=seed, salt=salt).prompt(min(w.prompt_tokens.mean, 64))
     return build_body(
         t.api, t.model, prompt, max_tokens,
         temperature=w.temperature, ignore_eos=w.ignore_eos,
@@ -52,7 +53,7 @@ def _body(scenario: Scenario, continuous_usage: bool, max_tokens: int) -> bytes:
     )
 
 
-def preflight(scenario: Scenario, api_key: str | None) -> PreflightResult:
+def preflight(scenario: Scenario, api_key: str | None, salt: str = "") -> PreflightResult:
     """Send a short streaming request; raise :class:`TargetError` if the target is unusable."""
     client = _client(scenario, api_key)
     attempts: list[dict] = []
@@ -60,11 +61,11 @@ def preflight(scenario: Scenario, api_key: str | None) -> PreflightResult:
         max_tokens = min(typical_tokens(scenario.workload.max_tokens), _PREFLIGHT_TOKENS)
         continuous = True
         for _ in range(_ATTEMPTS):
-            rec = client.send(_body(scenario, continuous, max_tokens))
+            rec = client.send(_body(scenario, continuous, max_tokens, salt))
             attempts.append({"status": rec.status, "error_kind": rec.error_kind, "continuous_usage": continuous})
             if rec.status == 400 and continuous:
                 continuous = False  # the server may not know continuous_usage_stats: ask without it
-                rec = client.send(_body(scenario, continuous, max_tokens))
+                rec = client.send(_body(scenario, continuous, max_tokens, salt))
                 attempts.append({"status": rec.status, "error_kind": rec.error_kind, "continuous_usage": continuous})
             # A timeout after the response began (a stalled stream) is the server's
             # flakiness, not a dead target.
@@ -104,17 +105,17 @@ def _raise_if_unusable(scenario: Scenario, rec: RequestRecord, tries: int) -> No
         raise TargetError(f"{url} streamed no content chunks; is it an OpenAI-compatible streaming endpoint?")
 
 
-def warm_up(scenario: Scenario, api_key: str | None, continuous_usage: bool) -> list[RequestRecord]:
+def warm_up(scenario: Scenario, api_key: str | None, continuous_usage: bool, salt: str = "") -> list[RequestRecord]:
     """Send ``load.warmup_requests`` throw-away requests at once (cold caches, connections, JIT)."""
     n = scenario.load.warmup_requests
     if n == 0:
         return []
     max_tokens = min(typical_tokens(scenario.workload.max_tokens), 16)
 
-    def one(_: int) -> RequestRecord:
+    def one(i: int) -> RequestRecord:
         client = _client(scenario, api_key)
-        try:
-            return client.send(_body(scenario, continuous_usage, max_tokens))
+        try:  # every warm-up request has its own prompt: one shared prompt would warm the prefix cache
+            return client.send(_body(scenario, continuous_usage, max_tokens, salt, seed=-2 - i))
         finally:
             client.close()
 

@@ -74,7 +74,7 @@ class MasterSession(LoadSession):
     # -- messages from workers ------------------------------------------------
     def _on_records(self, environment: Environment, msg: Any, **_: Any) -> None:
         self.workers_seen.add(msg.node_id)
-        self.sink(msg.data)
+        self.sink({**msg.data, "source": msg.node_id})
 
     def _on_health(self, environment: Environment, msg: Any, **_: Any) -> None:
         index = int(msg.data["index"])
@@ -92,7 +92,11 @@ class MasterSession(LoadSession):
 
     # -- what the master tells workers ---------------------------------------
     def _setup(self) -> dict[str, Any]:
-        return {"continuous_usage": self.settings.continuous_usage, "warmup_s": self.clock.warmup_s}
+        return {
+            "continuous_usage": self.settings.continuous_usage,
+            "warmup_s": self.clock.warmup_s,
+            "salt": self.settings.salt,
+        }
 
     def _level_message(self) -> dict[str, Any]:
         return {"index": self.clock.index, "concurrency": self.clock.concurrency, "start_wall": self.clock.start_wall}
@@ -168,6 +172,7 @@ def run_worker(scenario: Scenario, master_host: str, master_port: int) -> int:
     def on_setup(environment: Environment, msg: Any, **_: Any) -> None:
         settings.continuous_usage = bool(msg.data["continuous_usage"])
         clock.warmup_s = float(msg.data["warmup_s"])
+        settings.salt = str(msg.data.get("salt", ""))
 
     def on_level(environment: Environment, msg: Any, **_: Any) -> None:
         previous = clock.index

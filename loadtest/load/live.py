@@ -26,6 +26,20 @@ def progress_line(index: int, p: LevelProgress) -> str:
     )
 
 
+def describe_ending(decision: dict) -> str:
+    """``"decided pass early"``, ``"extended until decided: fail"``, ``"still undecided at the limit: …"``."""
+    ended, verdict, why = decision.get("ended"), decision.get("verdict"), decision.get("why", "")
+    if ended == "decided_early":
+        return f"{verdict}, decided early"
+    if ended == "decided_after_extension":
+        return f"{verdict}, decided after running longer"
+    if ended == "undecided_at_max":
+        return f"still undecided at max_level_duration_s ({why})"
+    if ended == "decided":
+        return str(verdict)
+    return str(ended)
+
+
 class LiveView:
     """Shows the run's per-level progress while Locust runs."""
 
@@ -56,10 +70,18 @@ class LiveView:
             table.add_row(str(index + 1), str(p.concurrency), str(p.requests), str(p.errors), _fmt(ttft), _fmt(itl))
         return table
 
-    def level_ended(self, index: int) -> None:
+    def level_ended(self, index: int, decision: dict | None = None) -> None:
+        """Print the level's line (when not live), with how long it ran and why it ended."""
         levels = dict(self.progress.snapshot())
-        if self._live is None and index in levels:
-            self.console.print(progress_line(index, levels[index]), highlight=False)
+        if index not in levels:
+            return
+        line = progress_line(index, levels[index])
+        if decision and decision.get("ended"):
+            line += f"; ran {decision.get('ran_s', 0):.1f} s, {describe_ending(decision)}"
+        if self._live is None:
+            self.console.print(line, highlight=False)
+        else:
+            self._live.console.print(line, highlight=False)
 
     def stop(self) -> None:
         if self._greenlet is not None:

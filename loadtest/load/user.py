@@ -37,7 +37,8 @@ class UserSettings:
 
     continuous_usage: bool = False
     worker_seed: int = 0
-    #: Mixed into every nonce and shared prefix (see loadtest.workload); "" keeps prompts as seeded.
+    #: This run's prompt salt (run.json ``prompt_salt``; empty with ``workload.cache_bust: false``),
+    #: mixed into every nonce and shared prefix (see loadtest.workload).
     salt: str = ""
 
 
@@ -98,12 +99,15 @@ def make_user_class(scenario: Scenario, clock: LevelClock, recorder: Recorder, s
             }
             level_index, level = clock.index, clock.concurrency
             warmup = clock.in_warmup(time.perf_counter())
+            recorder.begin(self.index, self.client, level_index, warmup, planned.class_name)
             try:
                 rec = self.client.send(planned.body, capture_text=planned.capture_text)
             except GreenletExit:
                 if self.client.in_flight is not None:  # the run stopped mid-request: keep the record
                     recorder.add(self.client.in_flight, self.index, level_index, level, warmup, **tags)
                 raise
+            finally:
+                recorder.end(self.index)
             recorder.add(rec, self.index, level_index, level, warmup, **tags)
             self.workload.answered(rec.ok, rec.answer)
             self._back_off(rec)

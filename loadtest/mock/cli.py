@@ -111,7 +111,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     ins.add_argument(
         "--request-log", default=_D.request_log, metavar="FILE",
-        help="append each completion request's JSON body to FILE, one line per request, in arrival order",
+        help="append one JSON line per streamed request (arrival, first token, end, outcome, prompt)",
     )
 
 

@@ -58,8 +58,7 @@ class MockConfig:
     seed: int | None = None
     # Instrumentation.
     stamp_chunks: bool = False
-    #: Append every completion request's JSON body to this file, one per line (tests read
-    #: exactly what the server received: prompts, their order, shared prefixes).
+    #: Append one JSON line per streamed request to this file (see request_log.py).
     request_log: str | None = None
 
     def __post_init__(self) -> None:

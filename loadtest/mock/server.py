@@ -30,6 +30,7 @@ from loadtest.mock.engine import Engine, Outcome, Sequence
 from loadtest.mock.faults import FaultInjector, FaultPlan, middle_chunk
 from loadtest.mock.metrics import CLIENT_CLOSED, MockMetrics, render
 from loadtest.mock.parse import BadRequest, CompletionRequest, parse_request
+from loadtest.mock.request_log import RequestLog, TimedSink, prompt_text
 from loadtest.mock.stream import AliveSink, StreamSink
 
 CHAT_PATH = "/v1/chat/completions"
@@ -74,8 +75,7 @@ class MockService:
         self.metrics = MockMetrics()
         self.started = int(time.time())
         self._auth = f"Bearer {config.api_key}" if config.api_key is not None else None
-        # Unbuffered: a test reading the file mid-run sees every request logged so far.
-        self._request_log = open(config.request_log, "ab", buffering=0) if config.request_log else None
+        self.request_log = RequestLog(config.request_log) if config.request_log else None
 
     # -- the application ----------------------------------------------------
 
@@ -97,8 +97,6 @@ class MockService:
     async def _on_shutdown(self, app: web.Application) -> None:
         # Release every waiting handler so that shutdown does not wait on them.
         await self.engine.stop()
-        if self._request_log is not None:
-            self._request_log.close()
 
     async def _count_status(self, request: web.Request, response: web.StreamResponse) -> None:
         if request.path in _COUNTED_PATHS:
@@ -144,13 +142,14 @@ class MockService:
     async def _complete(self, request: web.Request, *, chat: bool) -> web.StreamResponse:
         if (denied := self._check_auth(request)) is not None:
             return denied
+        arrival = time.perf_counter()
         body = await request.read()
-        if self._request_log is not None:
-            self._request_log.write(body.replace(b"\n", b" ") + b"\n")  # JSON: a raw newline is only whitespace
         try:
             req = parse_request(body, chat=chat)
         except BadRequest as err:
             return error_response(400, err.message, param=err.param)
+        if self.request_log is not None:
+            request["loadtest.log"] = (arrival, prompt_text(body, chat=chat))
 
         plan = self.faults.draw()
         if plan.fail:
@@ -229,9 +228,14 @@ class MockService:
             malformed_chunk=mid if plan.malformed else -1,
         )
         stall_at, stall_s = self._stall(req, plan)
+        logged = request.get("loadtest.log")
+        if logged is not None:
+            sink = TimedSink(sink)
         seq = Sequence(req.prompt_tokens, req.max_tokens, sink, stall_at=stall_at, stall_s=stall_s)
         self.engine.submit(seq)
         outcome = await seq.done
+        if logged is not None and self.request_log is not None:
+            self.request_log.write(logged[0], sink, outcome.value, logged[1])
         # FINISHED: the engine wrote everything up to [DONE]; aiohttp writes the
         # last (empty) HTTP chunk when we return. ABORTED: the connection is
         # gone or was cut on purpose, and aiohttp's final write fails quietly.

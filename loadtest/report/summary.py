@@ -2,9 +2,10 @@
 
 Stable keys (others may be added, never renamed):
 
-* ``capacity``: ``concurrency`` (int or null), ``verdict``, ``message``,
-  ``first_failing``, ``binding`` (e.g. ``"itl_ms.p95"``), ``binding_value``,
-  ``binding_limit``, ``binding_ratio``, throughput and goodput at capacity;
+* ``capacity``: ``concurrency`` (int or null: the highest level such that every
+  level up to it passes), ``upper_bound`` (counting undecided levels as holding),
+  ``verdict``, ``message``, ``first_failing``, ``binding`` (e.g. ``"itl_ms.p95"``),
+  ``binding_value``, ``binding_limit``, ``binding_ratio``, throughput and goodput at capacity;
 * ``levels[]`` sorted by concurrency, each with its metrics
   (``{p50, p90, p95, p99, mean, max, n, n_failed, ci}``), rates, errors and
   ``checks`` (``name, value, ci, limit, verdict, n, low_n``);
@@ -45,9 +46,10 @@ DEFINITIONS = {
     "measured window; a failed request without a first token counts as +inf",
     "itl_ms": "gap between consecutive content chunks, divided evenly over the later chunk's tokens (per "
     "token); assigned to the window in which the chunk arrived; a stream that broke adds one +inf sample",
-    "tpot_ms": "(e2e - ttft) / (completion_tokens - 1) per request with >= 2 tokens that started and finished "
-    "inside one window; failed such requests count as +inf",
-    "e2e_ms": "send to last byte, for requests that started and finished inside one window; failures count as +inf",
+    "tpot_ms": "(e2e - ttft) / (completion_tokens - 1) per request with >= 2 tokens that started in the "
+    "measured window; failed such requests count as +inf",
+    "e2e_ms": "send to last byte, for requests that started in the measured window (also those that ended after "
+    "it); failures count as +inf; a request the harness cut after waiting past the e2e limit counts as +inf",
     "ttfb_ms": "send to the first response byte; same population as ttft_ms",
     "requests_per_s": "successful requests that ended in the measured window, per second of window",
     "output_tokens_per_s": "output tokens whose chunk arrived in the measured window, per second of window",
@@ -55,14 +57,17 @@ DEFINITIONS = {
     "(ttft <= tightest TTFT limit, tpot <= tightest ITL/TPOT limit, e2e <= tightest e2e limit), per second",
     "error_rate": "failed / all requests that started in the measured window (warmup excluded); Wilson 95% CI",
     "cancelled": "requests the harness ended (users stopped at a level change or the end of the run): "
-    "not errors, no +inf samples; counted as spillover",
+    "not errors; censored at their wait: +inf for a metric whose tightest limit the wait already exceeded, "
+    "else left out; counted as spillover",
     "token_source": "token-count source per successful request (usage, continuous_usage, or one per chunk)",
     "prompt_token_source": "prompt-token source per successful request: usage (the server's usage.prompt_tokens) or "
     "estimate (whitespace-separated words sent, when the server reported no usage)",
     "classes": "each request class analyzed alone with its own SLO; a level passes only if every class "
     "passes and the overall error budget holds",
     "ttft_by_turn": "TTFT of the requests at each conversation turn (history grows with every turn)",
-    "percentiles": "linear interpolation (numpy default); CIs are 95% percentile-bootstrap intervals",
+    "percentiles": "linear interpolation (numpy default); CIs resample blocks of time (shared decode steps and "
+    "multi-token chunks stay together) at the run's `confidence` (1 - 0.05/K for K looks per level); "
+    "too few samples for a percentile give an unbounded upper limit (never a pass)",
     "null": "null means no data, or, for a percentile, that failures (+inf) reach it (see n_failed)",
 }
 
@@ -114,6 +119,7 @@ def check_dict(check: Check) -> dict[str, Any]:
         "n": check.n,
         "low_n": check.low_n,
         "ratio": _round(check.ratio, 4),
+        "reason": check.reason,
         "unbounded": math.isinf(check.value),  # value is null because failures reach the percentile
         "class": check.class_name,  # the request class whose SLO this is; null for the whole level
     }
@@ -128,6 +134,8 @@ def level_dict(level: LevelResult) -> dict[str, Any]:
         "passed": level.passed,
         "client_saturated": level.client_saturated,
         "client": level.client,
+        # how long the level ran, every look at its verdict, and why it ended (run.json)
+        "decision": level.decision,
         "window": {
             "start_wall": level.start_wall,
             "measured_from_wall": level.window_start,
@@ -174,6 +182,7 @@ def capacity_dict(cap: Capacity) -> dict[str, Any]:
         "output_tokens_per_s": _round(cap.output_tokens_per_s, 2),
         "goodput_rps": _round(cap.goodput_rps, 4),
         "certain_concurrency": cap.certain_concurrency,
+        "upper_bound": cap.upper_bound,
         "max_tested": cap.max_tested,
         "uncertain_levels": cap.uncertain_levels,
         "saturated_levels": cap.saturated_levels,
@@ -207,6 +216,7 @@ def summary_dict(analysis: Analysis) -> dict[str, Any]:
             "requests": sources,
         },
         "itl_unit": analysis.itl_unit,
+        "confidence": analysis.confidence,
         "prompt_token_source": analysis.prompt_token_source,
         "classes": {name: {"slo": spec.to_dict()} for name, spec in analysis.class_slos.items()},
         "datasets": run.get("datasets") or [],
