@@ -79,6 +79,10 @@ def judge_classes(
     for name, class_level in per_class.items():
         evaluate_level(class_level, slos[name])
         class_level.checks = [replace(c, class_name=name) for c in class_level.checks]
+        if class_level.status == "no_data" and any(c.verdict == "fail" for c in class_level.checks):
+            # no request of the class ended in the window, but one cut after waiting past a
+            # limit is a certain miss: the class fails here, as the level it belongs to does
+            class_level.status = "fail"
         checks += class_level.checks
     if top.max_error_rate is not None:
         checks.append(error_rate_check(level, top.max_error_rate))
