@@ -108,11 +108,15 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     import logging
 
     from loadtest.load.distributed import run_worker
+    from loadtest.redact import ScrubbingFormatter, install_for
     from loadtest.scenario import load_scenario
 
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="[%(asctime)s] %(levelname)s/%(name)s: %(message)s")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(ScrubbingFormatter("[%(asctime)s] %(levelname)s/%(name)s: %(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
 
     scenario = load_scenario(args.scenario).with_overrides(target=args.target, model=args.model)
+    install_for(scenario.target)
     run_worker(scenario, args.master_host, args.master_port)
     return 0
 
@@ -187,16 +191,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from loadtest.redact import scrubbed_std_streams
+
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except LoadtestError as err:
-        print(f"loadtest {args.command}: error: {err}", file=sys.stderr)
-        return err.exit_code
-    except KeyboardInterrupt:
-        print(f"loadtest {args.command}: interrupted", file=sys.stderr)
-        return 130
+    with scrubbed_std_streams():  # no secret reaches stdout or stderr, tracebacks included
+        try:
+            return int(args.func(args) or 0)
+        except LoadtestError as err:
+            print(f"loadtest {args.command}: error: {err}", file=sys.stderr)
+            return err.exit_code
+        except KeyboardInterrupt:
+            print(f"loadtest {args.command}: interrupted", file=sys.stderr)
+            return 130
 
 
 if __name__ == "__main__":

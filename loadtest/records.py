@@ -47,8 +47,10 @@ SCHEMA = pa.schema(
         pa.field("token_source", pa.string()),    # "usage" | "continuous_usage" | "chunks"
         pa.field("status", pa.int32()),           # HTTP status, 0 when no response
         pa.field("ok", pa.bool_()),
-        pa.field("error_kind", pa.string()),      # null | connect | timeout | http_4xx | http_5xx | rate_limited | disconnect | malformed
-        pa.field("error", pa.string()),           # message, null when ok
+        pa.field("error_kind", pa.string()),      # null | see loadtest.client.record.ERROR_KINDS
+        pa.field("error", pa.string()),           # message (secrets scrubbed), null when ok
+        pa.field("reasoning_tokens", pa.int32()), # hidden or streamed reasoning tokens, when usage says; else null
+        pa.field("resends", pa.int32()),          # resent on a fresh connection after a stale keep-alive one (0/1)
         pa.field("class", pa.string()),           # request class (workload.classes[].name), null without classes
         pa.field("turn", pa.int32()),             # turn within its conversation (1-based), null outside conversations
         pa.field("conversation_id", pa.string()), # "<worker>-<user>-<n>", null outside conversations
@@ -132,9 +134,11 @@ def read_requests(run_dir: Path) -> pd.DataFrame:
 
 def write_run_json(run_dir: Path, run: Mapping[str, Any]) -> None:
     """Write ``run.json`` atomically (it is rewritten as levels start and end)."""
+    from loadtest.redact import scrub_any
+
     path = Path(run_dir) / RUN_JSON
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(run, indent=2, sort_keys=False, default=str))
+    tmp.write_text(json.dumps(scrub_any(json.loads(json.dumps(run, default=str))), indent=2, sort_keys=False))
     tmp.rename(path)
 
 

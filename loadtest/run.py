@@ -8,6 +8,7 @@ records every second), so an interrupted run can still be analyzed.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import platform
 import secrets
@@ -84,8 +85,10 @@ def setup_file_logging(log_file: Path) -> None:
     """Send Locust's and our log to a file in the run folder, not the screen."""
     import logging
 
+    from loadtest.redact import ScrubbingFormatter
+
     handler = logging.FileHandler(log_file)
-    handler.setFormatter(logging.Formatter("[%(asctime)s] %(levelname)s/%(name)s: %(message)s"))
+    handler.setFormatter(ScrubbingFormatter("[%(asctime)s] %(levelname)s/%(name)s: %(message)s"))
     root = logging.getLogger()
     for h in list(root.handlers):
         root.removeHandler(h)
@@ -101,6 +104,7 @@ def initial_meta(scenario: Scenario) -> dict[str, Any]:
     import locust
 
     from loadtest.analysis.decide import LookSchedule
+    from loadtest.redact import public_url
     from loadtest.workload import prepare, workload_fingerprint
 
     t = scenario.target
@@ -113,7 +117,7 @@ def initial_meta(scenario: Scenario) -> dict[str, Any]:
         "python": platform.python_version(),
         "locust": locust.__version__,
         "host": host_facts(),
-        "target": {"base_url": t.base_url, "model": t.model, "api": t.api},
+        "target": {"base_url": public_url(t.base_url), "model": t.model, "api": t.api},
         "scenario": scenario.public_dict(),
         "warmup_s": scenario.load.warmup_s,
         # each level is looked at on this schedule, each look at this confidence (analysis/decide.py)
@@ -157,8 +161,9 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
     from rich.console import Console
 
     from loadtest.analysis import analyze_run
-    from loadtest.client.preflight import preflight, warm_up
+    from loadtest.client.preflight import describe_adaptation, preflight, warm_up
     from loadtest.load.user import UserSettings
+    from loadtest.redact import install_for
     from loadtest.report import write_reports
     from loadtest.report.terminal import print_summary
 
@@ -167,9 +172,13 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
     prepare(scenario)  # a bad dataset is one line and exit 2, before any folder or load
     console = Console(stderr=True, soft_wrap=True)
     target = scenario.target
+    install_for(target)  # from here on, every file and line this process writes is scrubbed
     api_key = api_key_for(scenario)
     if target.api_key_env and not api_key:
         console.print(f"[yellow]warning:[/] ${target.api_key_env} is not set; sending no API key")
+    for header, env in target.headers_env.items():
+        if env not in os.environ:
+            console.print(f"[yellow]warning:[/] ${env} is not set; sending no {header} header")
 
     run_dir = make_run_dir(options.out or default_run_dir(scenario, options.reports_dir))
     state = RunState(run_dir, initial_meta(scenario))
@@ -179,19 +188,28 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
     console.print(f"loadtest {__version__}: {scenario.name} against {target.base_url} ({target.model}); writing {run_dir}")
     salt = state.meta["prompt_salt"]
     pre = preflight(scenario, api_key, salt)
-    warm = warm_up(scenario, api_key, pre.continuous_usage, salt)
+    for change in pre.adaptations:
+        console.print(describe_adaptation(change))
+    warm = warm_up(scenario, api_key, pre.dialect, salt)
     state.meta["preflight"] = {
         "ttft_ms": round(pre.ttft_ms, 3),
         "token_source": pre.token_source,
         "continuous_usage": pre.continuous_usage,
         "attempts": pre.attempts,
+        "dropped_fields": list(pre.dialect.drop),
+        "max_tokens_field": pre.dialect.max_tokens_field,
+        "adaptations": pre.adaptations,
     }
     state.meta["warmup_requests"] = {"sent": len(warm), "failed": sum(1 for r in warm if not r.ok)}
     console.print(
         f"preflight ok: TTFT {pre.ttft_ms:.1f} ms, tokens from {pre.token_source}; {len(warm)} warm-up requests sent"
     )
 
-    interrupted = _run_load(scenario, options, state, UserSettings(continuous_usage=pre.continuous_usage, salt=salt), console)
+    settings = UserSettings(
+        continuous_usage=pre.dialect.continuous_usage, drop=pre.dialect.drop,
+        max_tokens_field=pre.dialect.max_tokens_field, salt=salt,
+    )
+    interrupted = _run_load(scenario, options, state, settings, console)
     if interrupted:
         console.print(f"[yellow]run interrupted[/]; the records measured so far are kept in {run_dir}")
 
@@ -218,7 +236,7 @@ def _run_load(scenario: Scenario, options: RunOptions, state: RunState, settings
     sink = RunSink(writer, RunProgress())
     clock = LevelClock(scenario.load.warmup_s)
     recorder = Recorder("local", sink)
-    monitor = SelfMonitor.for_scenario(scenario)
+    monitor = SelfMonitor.for_scenario(scenario, clock)
     live = LiveView(sink.progress, console)
 
     def on_level_change(previous, current) -> None:
@@ -257,6 +275,7 @@ def _run_load(scenario: Scenario, options: RunOptions, state: RunState, settings
         _stop_workers(workers)
         sink.drain()
         writer.close()
+        state.meta["keepalive_resends"] = _count_resends(run_dir)
         if distributed:
             state.meta["workers"] = session.worker_ids
             state.meta["workers_lost"] = session.workers_lost
@@ -264,6 +283,20 @@ def _run_load(scenario: Scenario, options: RunOptions, state: RunState, settings
         state.meta["complete"] = not interrupted
         state.save()
     return interrupted
+
+
+def _count_resends(run_dir: Path) -> int:
+    """Requests resent on a fresh connection after a stale keep-alive one (not failures)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from loadtest.records import REQUESTS_PARQUET
+
+    try:  # one column, not the whole (possibly large) file
+        column = pq.read_table(run_dir / REQUESTS_PARQUET, columns=["resends"]).column("resends")
+    except Exception:  # noqa: BLE001 - a count for run.json must never cost the run
+        return 0
+    return int(pc.sum(column).as_py() or 0)
 
 
 def _in_flight_reader(recorder, sink):
@@ -286,7 +319,7 @@ def _level_judge(scenario: Scenario, state: RunState, recorder, sink):
     """
     import gevent
 
-    from loadtest.analysis.decide import decide_level
+    from loadtest.analysis.decide import Decision, decide_level
     from loadtest.analysis.slo import SloSpec
     from loadtest.records import read_requests
 
@@ -302,7 +335,11 @@ def _level_judge(scenario: Scenario, state: RunState, recorder, sink):
         def work():
             return decide_level(read_requests(state.run_dir), run, slo, span.to_json(), time.time(), confidence, in_flight)
 
-        return gevent.get_hub().threadpool.apply(work)
+        try:
+            return gevent.get_hub().threadpool.apply(work)
+        except Exception as err:  # a bug in judging must not stop the run: the level runs its full course
+            logging.getLogger(__name__).exception("could not judge level %s", span.index)
+            return Decision("uncertain", f"could not judge the level ({type(err).__name__}: {err})")
 
     return judge
 

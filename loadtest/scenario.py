@@ -8,6 +8,7 @@ is editing a YAML file, not a Python model.
 
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
 from typing import Any, Literal
@@ -44,6 +45,13 @@ class Target(_Strict):
     api: Literal["chat", "completions"] = "chat"
     api_key_env: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
+    #: Header values read from environment variables at run time: {header: ENV_VAR}
+    #: (Azure's ``api-key``), so a secret never has to be written into the YAML.
+    headers_env: dict[str, str] = Field(default_factory=dict)
+    #: Extra query parameters on every request (Azure's ``api-version``).
+    query: dict[str, str] = Field(default_factory=dict)
+    #: The body field for the output length: OpenAI's reasoning models want ``max_completion_tokens``.
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
     timeout_s: PositiveFloat = 120.0
     #: HTTPS only: check the server's certificate (false for a self-signed test endpoint).
     verify_tls: bool = True
@@ -62,7 +70,34 @@ class Target(_Strict):
     def _http_url(cls, v: str) -> str:
         if not v.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://")
+        if any(c in v for c in "\r\n "):
+            raise ValueError("must not contain spaces or line breaks")
         return v.rstrip("/")
+
+    @field_validator("headers", "headers_env", "query")
+    @classmethod
+    def _one_line_values(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, value in v.items():
+            if any(c in f"{key}{value}" for c in "\r\n"):
+                raise ValueError(f"'{key}' must not contain a line break")
+        return v
+
+    def resolved_headers(self) -> dict[str, str]:
+        """``headers`` plus each ``headers_env`` header whose variable is set."""
+        out = dict(self.headers)
+        for header, env in self.headers_env.items():
+            value = os.environ.get(env)
+            if value is not None:
+                out[header] = value
+        return out
+
+    def secret_env_names(self) -> list[str]:
+        """The environment variables whose values are secrets (scrubbed from every output)."""
+        return [n for n in [self.api_key_env, *self.headers_env.values()] if n]
+
+    def missing_env(self) -> list[str]:
+        """Secret variables the scenario names that are not set."""
+        return [n for n in self.secret_env_names() if n not in os.environ]
 
 
 class TokenDistribution(_Strict):
@@ -122,7 +157,8 @@ class _WorkloadFields(_Strict):
     #: users from finishing in lock-step, as real traffic does.
     max_tokens: PositiveInt | TokenDistribution = 64
     ignore_eos: bool = True
-    temperature: NonNegativeFloat = 0.0
+    #: ``null`` leaves temperature out of the body (reasoning models reject it).
+    temperature: NonNegativeFloat | None = 0.0
     extra_body: dict[str, Any] = Field(default_factory=dict)
     dataset: Dataset | None = None
     shared_prefix: SharedPrefix | None = None
@@ -187,14 +223,16 @@ class Workload(_WorkloadFields):
 
 
 class ClientLimits(_Strict):
-    """When the load generator itself is too busy to time chunks within about 2 ms.
+    """When the load generator itself is too busy to be trusted.
 
-    Defaults come from benchmarks/bench_fidelity.py on a 2-core machine (see the
-    README's performance section); a level past any limit is ``client_saturated``.
+    A level is judged by whether the client's own measured timing error could
+    move a verdict (load/monitor.py, analysis/client_error.py); above ``cpu_pct``
+    of a core it is flagged whatever its verdicts. The two others are optional
+    hard limits (off by default): a level past one is flagged too.
     """
 
-    loop_lag_p99_ms: PositiveFloat = 2.5
-    reader_batch_p99_ms: PositiveFloat = 2.0
+    loop_lag_p99_ms: PositiveFloat | None = None
+    reader_batch_p99_ms: PositiveFloat | None = None
     cpu_pct: PositiveFloat = 80.0
 
 
@@ -325,22 +363,25 @@ class Scenario(_Strict):
         return parse_scenario(data, source="command line")
 
     def public_dict(self) -> dict[str, Any]:
-        """The scenario as written to run.json: never holds a secret (only the env var's name)."""
+        """The scenario as written to run.json: never holds a secret (only env var names).
+
+        Headers whose names look secret, URL userinfo and token-like query values
+        are replaced; :mod:`loadtest.redact` scrubs the values themselves too.
+        """
+        from loadtest.redact import REDACTED, looks_secret_name, public_url, query_secrets
+
         data = self.model_dump(mode="json")
-        data["target"]["headers"] = {
-            k: ("<redacted>" if _looks_secret(k) else v) for k, v in data["target"]["headers"].items()
-        }
+        target = data["target"]
+        target["headers"] = {k: (REDACTED if looks_secret_name(k) else v) for k, v in target["headers"].items()}
+        target["base_url"] = public_url(target["base_url"])
+        secret = set(query_secrets(target["query"]))
+        target["query"] = {k: (REDACTED if v in secret else v) for k, v in target["query"].items()}
         return data
 
 
 RequestClass.model_rebuild()
 Workload.model_rebuild()
 Scenario.model_rebuild()
-
-
-def _looks_secret(header: str) -> bool:
-    h = header.lower()
-    return any(word in h for word in ("auth", "key", "token", "secret", "cookie"))
 
 
 _MESSAGES = {

@@ -229,8 +229,10 @@ def test_reported_completion_tokens_scale_tokens_per_second():
 
 def test_too_short_levels_and_spillover_are_warned():
     rows = [request_row(request_id=f"r{i}", start_wall=T0 + 2 * i, chunk_ms=[100.0, 5000.0]) for i in range(5)]
-    analysis = one_level(rows, seconds=10.0)
-    assert any("levels are too short for the output length" in w for w in analysis.warnings)
+    judged = one_level(rows, seconds=10.0, slo=SloSpec.from_dict({"e2e_ms": {"p95": 20000}}))
+    assert any("levels are too short for the output length" in w for w in judged.warnings)
+    # with no e2e or TPOT objective nothing judged depends on whole requests: no warning
+    assert not any("too short" in w for w in one_level(rows, seconds=10.0).warnings)
 
 
 def test_levels_listed_out_of_order_and_refine_levels_are_sorted():

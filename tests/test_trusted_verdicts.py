@@ -117,4 +117,6 @@ def test_two_runs_send_disjoint_prompt_prefixes(tmp_path):
     same2, _ = _prompts(tmp_path, "warm2", cache_bust=False)
     assert run3["prompt_salt"] == ""
     # with cache_bust off, the seed fixes the prompts: the runs repeat each other's prompts
-    assert same1[:4] == same2[:4]
+    # (the preflight first, then the three warm-ups, concurrently, so in any order)
+    assert same1[0] == same2[0] and set(same1[1:4]) == set(same2[1:4])
+    assert len(set(same1) & set(same2)) >= min(len(same1), len(same2)) // 2

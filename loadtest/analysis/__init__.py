@@ -13,6 +13,8 @@ The pipeline inside, one module per idea:
 ``classes``   request classes: per-class levels, per-class SLOs, the worst verdict wins
 ``refine``    the next concurrency to probe by bisection
 ``caveats``   warnings a reader needs to weigh the numbers
+``signals`` / ``server``   the server's scraped metrics joined to the levels on wall time
+``autoscaling``   scale-out thresholds from the capacity and the server's signals
 ``results``   the output dataclasses (``Analysis``, ``LevelResult``, ``Stats``, ``Check``, ``Capacity``)
 ``synthetic`` runs with known answers, for tests and benchmarks
 
@@ -28,11 +30,13 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from loadtest.analysis.autoscaling import AutoscalingOptions, recommend
 from loadtest.analysis.bootstrap import DEFAULT_RESAMPLES, rng_for
 from loadtest.analysis.capacity import find_capacity
 from loadtest.analysis.classes import class_slos as class_slos_for
 from loadtest.analysis.classes import judge_classes, scenario_classes
 from loadtest.analysis.caveats import MIN_COMPLETE, level_caveats, run_caveats
+from loadtest.analysis.client_error import judge_client
 from loadtest.analysis.chunks import (
     chunk_positions,
     flatten_chunks,
@@ -45,6 +49,7 @@ from loadtest.analysis.frame import request_frame
 from loadtest.analysis.metrics import describe, level_results
 from loadtest.analysis.refine import next_refine_level
 from loadtest.analysis.results import Analysis, Capacity, Check, LevelResult, Stats
+from loadtest.analysis.server import server_view
 from loadtest.analysis.slo import SloCheck, SloSpec
 from loadtest.analysis.verdict import evaluate_level, verdict_confidence
 from loadtest.analysis.windows import level_windows
@@ -74,6 +79,8 @@ def analyze(
     min_complete: int = MIN_COMPLETE,
     class_slos: Mapping[str, SloSpec] | None = None,
     confidence: float | None = None,
+    server_samples: pd.DataFrame | None = None,
+    autoscaling: AutoscalingOptions | None = None,
 ) -> Analysis:
     """Analyze one run's records against ``slo``.
 
@@ -81,7 +88,9 @@ def analyze(
     returned by :func:`loadtest.records.read_requests`); ``run`` is run.json as
     a dict. Deterministic for a given ``seed``. Never raises on odd data
     (empty frames, missing levels, all failures): such runs get a ``no_data``
-    or ``uncertain`` verdict and warnings instead.
+    or ``uncertain`` verdict and warnings instead. ``server_samples`` are the
+    scraped server metrics (``server_metrics.parquet``), None when not scraped;
+    ``autoscaling`` defaults to run.json's ``autoscaling`` options.
 
     With request classes (a ``class`` column, ``workload.classes`` in the
     run's scenario), each class is also analyzed alone and judged by its own
@@ -103,10 +112,10 @@ def analyze(
     if slos:
         per_class = _measure_classes(requests, frame["class"].to_numpy(), windows, slos, seed, resamples, confidence)
         for position, level in enumerate(levels):
-            judge_classes(level, {name: lv[position] for name, lv in per_class.items()}, slos, slo)
+            judge_client(judge_classes(level, {name: lv[position] for name, lv in per_class.items()}, slos, slo))
     else:
         for level in levels:
-            evaluate_level(level, slo)
+            judge_client(evaluate_level(level, slo))
     _attach_ttft_by_turn(levels, frame, turns, seed, resamples, confidence)
     levels.sort(key=lambda lv: (lv.concurrency, lv.index))
     capacity = find_capacity(levels, slo, confidence)
@@ -124,6 +133,10 @@ def analyze(
         )
     warnings += run_caveats(run, frame)
     warnings += level_caveats(levels, slo, min_complete)
+    server = server_view(server_samples, levels, run.get("server_metrics"))
+    if server is not None:
+        warnings += server.warnings
+    options = autoscaling or AutoscalingOptions.from_dict(run.get("autoscaling"))
     # only successful requests carry final token counts
     sources = frame.loc[frame["ok"], "token_source"].value_counts(dropna=True) if len(frame) else {}
     # as for completion tokens: failures never got a usage chunk, so count successes
@@ -146,6 +159,8 @@ def analyze(
         run=run,
         requests=frame,
         confidence=confidence,
+        server=server,
+        autoscaling=recommend(levels, capacity, server, options),
         class_slos=slos,
         prompt_token_source={str(k): int(v) for k, v in prompt_sources.items()},
     )
@@ -209,12 +224,22 @@ def _attach_ttft_by_turn(
             level.ttft_by_turn[turn] = describe(values, rng, resamples, confidence=confidence)
 
 
-def analyze_run(run_dir: Path | str, slo_overrides: Iterable[str] = (), **options: Any) -> Analysis:
+def analyze_run(
+    run_dir: Path | str,
+    slo_overrides: Iterable[str] = (),
+    autoscaling_overrides: Mapping[str, float | None] | None = None,
+    **options: Any,
+) -> Analysis:
     """Analyze a run folder: SLOs from ``run["scenario"]["slo"]``, then CLI overrides.
+
+    ``autoscaling_overrides`` (``headroom``, ``scale_up_s``, ``traffic_growth_per_min``)
+    replace run.json's ``autoscaling`` options where not None. ``slo_overrides`` may
+    name a request class (``summarize.e2e_ms.p95=15000``).
 
     Raises :class:`InputError` when the folder is not a run or an override is bad.
     """
     from loadtest.records import RUN_JSON, read_requests, read_run_json
+    from loadtest.scrape.store import read_samples
 
     run_dir = Path(run_dir)
     if not (run_dir / RUN_JSON).is_file():
@@ -226,5 +251,12 @@ def analyze_run(run_dir: Path | str, slo_overrides: Iterable[str] = (), **option
     scenario = run.get("scenario") or {}
     slo = SloSpec.from_dict(scenario.get("slo") if isinstance(scenario, Mapping) else None)
     slo, slos = class_slos_for(run, slo, slo_overrides)
-    return analyze(read_requests(run_dir), run, slo, class_slos=slos, **options)
+    scaling = AutoscalingOptions.from_dict(run.get("autoscaling"))
+    if autoscaling_overrides:
+        o = autoscaling_overrides
+        scaling = scaling.with_overrides(o.get("headroom"), o.get("scale_up_s"), o.get("traffic_growth_per_min"))
+    return analyze(
+        read_requests(run_dir), run, slo, class_slos=slos, server_samples=read_samples(run_dir),
+        autoscaling=scaling, **options,
+    )
 

@@ -180,6 +180,10 @@ class Analysis:
     itl_unit: str = "per_token"
     #: Two-sided confidence of every interval and verdict (see :mod:`verdict`).
     confidence: float = 0.95
+    #: The server's own view (:mod:`loadtest.analysis.server`); None when the run did not scrape.
+    server: Any = None
+    #: Thresholds from capacity (:mod:`loadtest.analysis.autoscaling`).
+    autoscaling: Any = None
     #: Each request class's SLO (empty without classes).
     class_slos: dict[str, SloSpec] = field(default_factory=dict)
     #: Requests per prompt-token source: "usage" (the server's count) or "estimate" (word count).

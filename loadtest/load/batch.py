@@ -19,7 +19,7 @@ from loadtest.records import SCHEMA
 _SCALARS = (
     "request_id", "worker", "user", "level", "level_index", "warmup", "start_wall",
     "ttfb_ms", "ttft_ms", "e2e_ms", "prompt_tokens", "completion_tokens", "token_source",
-    "status", "ok", "error_kind", "error",
+    "status", "ok", "error_kind", "error", "reasoning_tokens", "resends",
     "class", "turn", "conversation_id", "prompt_token_source",
 )
 
@@ -81,6 +81,8 @@ class RecordBuffer:
         cols["ok"].append(rec.ok)
         cols["error_kind"].append(rec.error_kind)
         cols["error"].append(rec.error)
+        cols["reasoning_tokens"].append(rec.reasoning_tokens)
+        cols["resends"].append(rec.resends)
         cols["class"].append(request_class)
         cols["turn"].append(turn)
         cols["conversation_id"].append(conversation_id)

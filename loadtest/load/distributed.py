@@ -96,6 +96,8 @@ class MasterSession(LoadSession):
             "continuous_usage": self.settings.continuous_usage,
             "warmup_s": self.clock.warmup_s,
             "salt": self.settings.salt,
+            "drop": list(self.settings.drop),
+            "max_tokens_field": self.settings.max_tokens_field,
         }
 
     def _level_message(self) -> dict[str, Any]:
@@ -161,7 +163,7 @@ def run_worker(scenario: Scenario, master_host: str, master_port: int) -> int:
         log.info("records sent to the master: %d", sent[0])
 
     recorder = Recorder("worker", send)
-    monitor = SelfMonitor.for_scenario(scenario)
+    monitor = SelfMonitor.for_scenario(scenario, clock)
     user_class = make_user_class(scenario, clock, recorder, settings)
     env = Environment(user_classes=[user_class], host=scenario.target.base_url, parsed_options=library_options())
     runner = env.create_worker_runner(master_host, master_port)
@@ -171,6 +173,8 @@ def run_worker(scenario: Scenario, master_host: str, master_port: int) -> int:
 
     def on_setup(environment: Environment, msg: Any, **_: Any) -> None:
         settings.continuous_usage = bool(msg.data["continuous_usage"])
+        settings.drop = tuple(msg.data.get("drop", ()))
+        settings.max_tokens_field = msg.data.get("max_tokens_field")
         clock.warmup_s = float(msg.data["warmup_s"])
         settings.salt = str(msg.data.get("salt", ""))
 

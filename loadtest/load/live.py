@@ -12,6 +12,7 @@ from rich.live import Live
 from rich.table import Table
 
 from loadtest.load.progress import LevelProgress, RunProgress
+from loadtest.report.terminal import describe_ending
 
 
 def _fmt(x: float | None) -> str:
@@ -24,20 +25,6 @@ def progress_line(index: int, p: LevelProgress) -> str:
         f"level {index + 1}: {p.concurrency} users, {p.requests} requests, {p.errors} errors, "
         f"TTFT p95 {_fmt(ttft)} ms, ITL p95 {_fmt(itl)} ms"
     )
-
-
-def describe_ending(decision: dict) -> str:
-    """``"decided pass early"``, ``"extended until decided: fail"``, ``"still undecided at the limit: …"``."""
-    ended, verdict, why = decision.get("ended"), decision.get("verdict"), decision.get("why", "")
-    if ended == "decided_early":
-        return f"{verdict}, decided early"
-    if ended == "decided_after_extension":
-        return f"{verdict}, decided after running longer"
-    if ended == "undecided_at_max":
-        return f"still undecided at max_level_duration_s ({why})"
-    if ended == "decided":
-        return str(verdict)
-    return str(ended)
 
 
 class LiveView:

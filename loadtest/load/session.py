@@ -133,6 +133,7 @@ class LoadSession:
             gevent.sleep(0.1)
             while (
                 self.runner.state != STATE_STOPPED
+                and not shape.done
                 and time.monotonic() < deadline
                 and not self.stop_requested.is_set()
             ):

@@ -64,6 +64,11 @@ class SteppedShape(LoadTestShape):
         self._current: LevelSpan | None = None
         self._entered = 0.0
         self._looks: list[float] = []
+        #: Set when the last level has ended. The shape then keeps its users running
+        #: (Locust would stop them at once on a None) so the session can let the last
+        #: level's queued requests get their first token before it stops them itself.
+        self.done = False
+        self._last_users = 0
 
     def tick(self) -> tuple[int, float] | None:
         # Locust ticks about once a second, so a level ends at the first tick
@@ -76,11 +81,15 @@ class SteppedShape(LoadTestShape):
                 step = len(self.levels)  # a certain failure: the levels above it are not needed
         else:
             step = self._current.index - self.first_index
+        if self.done:
+            return self._last_users, SPAWN_RATE
         if step >= len(self.levels):
             self.finish()
-            return None
+            self.done = True
+            return self._last_users, SPAWN_RATE
         if self._current is None or self._current.index != self.first_index + step:
             self._enter(step)
+        self._last_users = self.levels[step]
         return self.levels[step], SPAWN_RATE
 
     def _level_over(self, elapsed: float) -> bool:

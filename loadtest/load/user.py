@@ -21,6 +21,7 @@ from gevent import GreenletExit
 from locust import User, constant, task
 
 from loadtest.client.stream import client_for
+from loadtest.load.backoff import backoff_s
 from loadtest.load.levels import LevelClock
 from loadtest.load.recorder import Recorder
 from loadtest.scenario import Scenario
@@ -37,13 +38,13 @@ class UserSettings:
 
     continuous_usage: bool = False
     worker_seed: int = 0
+    #: Optional body fields the preflight found the target rejects (see client.wire.DROPPABLE).
+    drop: tuple[str, ...] = ()
+    #: The output-length field the preflight settled on (None: the scenario's).
+    max_tokens_field: str | None = None
     #: This run's prompt salt (run.json ``prompt_salt``; empty with ``workload.cache_bust: false``),
     #: mixed into every nonce and shared prefix (see loadtest.workload).
     salt: str = ""
-
-
-#: The longest a user pauses after a refused connection or a 429.
-MAX_BACKOFF_S = 2.0
 
 
 def make_user_class(scenario: Scenario, clock: LevelClock, recorder: Recorder, settings: UserSettings) -> type[User]:
@@ -64,6 +65,8 @@ def make_user_class(scenario: Scenario, clock: LevelClock, recorder: Recorder, s
                 scenario,
                 seed=settings.worker_seed * 1_000_003 + self.index,
                 continuous_usage=settings.continuous_usage,
+                drop=settings.drop,
+                max_tokens_field=settings.max_tokens_field,
                 salt=settings.salt,
                 stream_seed=settings.worker_seed,
                 user_tag=f"{recorder.buffer.worker}-{self.index}",
@@ -73,18 +76,10 @@ def make_user_class(scenario: Scenario, clock: LevelClock, recorder: Recorder, s
             self.client.close()
 
         def _back_off(self, rec) -> None:
-            """After a refused connection or a 429, wait a little before the next try.
-
-            Without it a user facing a closed port or a rate limiter spins,
-            writing thousands of identical records a second and starving the
-            other users of CPU. A 429's Retry-After is honoured (capped at
-            ``MAX_BACKOFF_S``); otherwise the wait doubles from 50 ms. Every
-            failed attempt is still recorded and counts against the SLO.
-            """
+            """After a refused connection or a 429, wait a little before the next try (see :func:`backoff_s`)."""
             if rec.error_kind in ("connect", "rate_limited"):
                 self.failures_in_a_row += 1
-                wait = rec.retry_after_s if rec.retry_after_s is not None else 0.05 * 2 ** min(self.failures_in_a_row, 5)
-                gevent.sleep(min(wait, MAX_BACKOFF_S))
+                gevent.sleep(backoff_s(rec.retry_after_s, self.failures_in_a_row))
             else:
                 self.failures_in_a_row = 0
 

@@ -35,6 +35,7 @@ import numpy as np
 
 from loadtest import __version__
 from loadtest.analysis.results import REPORTED, Analysis, Capacity, Check, LevelResult, Stats
+from loadtest.redact import scrub
 
 SUMMARY_JSON = "summary.json"
 FORMAT = 1
@@ -245,6 +246,6 @@ def write_summary(run_dir: Path | str, analysis: Analysis) -> Path:
     """Write ``summary.json`` atomically into the run folder."""
     path = Path(run_dir) / SUMMARY_JSON
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(dumps(analysis) + "\n", encoding="utf-8")
+    tmp.write_text(scrub(dumps(analysis)) + "\n", encoding="utf-8")  # error messages, URLs: no secret
     os.replace(tmp, path)
     return path

@@ -158,6 +158,20 @@ def _class_capacities(analysis: Analysis) -> str:
     return "each class alone holds: " + "; ".join(parts)
 
 
+def describe_ending(decision: dict) -> str:
+    """``"decided pass early"``, ``"extended until decided: fail"``, ``"still undecided at the limit: …"``."""
+    ended, verdict, why = decision.get("ended"), decision.get("verdict"), decision.get("why", "")
+    if ended == "decided_early":
+        return f"{verdict}, decided early"
+    if ended == "decided_after_extension":
+        return f"{verdict}, decided after running longer"
+    if ended == "undecided_at_max":
+        return f"still undecided at max_level_duration_s ({why})"
+    if ended == "decided":
+        return str(verdict)
+    return str(ended)
+
+
 #: How a level's length is marked: ended early once decided, or run past level_duration_s.
 RAN_MARKS = {"decided_early": " <", "decided_after_extension": " +", "undecided_at_max": " +?"}
 

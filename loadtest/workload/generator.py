@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Collection, Iterator
 
 from loadtest.client.wire import build_body
 from loadtest.scenario import Scenario
@@ -84,10 +84,15 @@ class Workload:
         continuous_usage: bool = False,
         *,
         salt: str = "",
+        drop: Collection[str] = (),
+        max_tokens_field: str | None = None,
         stream_seed: int = 0,
         user_tag: str = "",
     ) -> None:
         self._scenario = scenario
+        #: What the preflight learned about the target's wire (see client.wire.build_body).
+        self._drop = tuple(drop)
+        self._max_tokens_field = max_tokens_field or scenario.target.max_tokens_field
         self._rng = random.Random(f"{scenario.workload.seed}-{seed}")
         self._continuous_usage = continuous_usage
         self._salt = salt
@@ -196,6 +201,8 @@ class Workload:
             ignore_eos=spec.ignore_eos,
             continuous_usage=self._continuous_usage,
             extra_body=spec.extra_body,
+            max_tokens_field=self._max_tokens_field,
+            drop=self._drop,
         )
 
 
