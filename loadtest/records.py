@@ -68,18 +68,21 @@ def records_to_table(rows: Iterable[Mapping[str, Any]]) -> pa.Table:
     return pa.Table.from_pydict(columns, schema=SCHEMA)
 
 
-class RequestWriter:
-    """Appends record batches to the run folder; each flush is durable on its own.
+class PartFiles:
+    """Appends Arrow tables to a run folder as part files; each flush is durable on its own.
 
-    Each flush writes a small part file (``requests.parts/NNNNNN.parquet``) and
-    fsyncs it, so a SIGKILL loses at most the records since the last flush.
-    :meth:`close` merges the parts into ``requests.parquet`` and removes them.
+    Each :meth:`write` puts a small part file (``<parts_dir>/NNNNNN.parquet``) and
+    fsyncs it, so a SIGKILL loses at most what came since the last flush.
+    :meth:`close` merges the parts into one Parquet file and removes them.
+    Used for the request records and for the scraped server metrics.
     """
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, parts_dir: str, merged: str, schema: pa.Schema) -> None:
         self.run_dir = Path(run_dir)
-        self.parts = self.run_dir / PARTS_DIR
+        self.parts = self.run_dir / parts_dir
         self.parts.mkdir(parents=True, exist_ok=True)
+        self.merged = merged
+        self.schema = schema
         self._n_parts = 0
 
     def write(self, table: pa.Table) -> None:
@@ -94,9 +97,9 @@ class RequestWriter:
         self._n_parts += 1
 
     def close(self) -> Path:
-        """Merge the part files into ``requests.parquet`` (also when there are none)."""
-        out = self.run_dir / REQUESTS_PARQUET
-        table = _read_parts(self.parts)
+        """Merge the part files into the merged file (also when there are none)."""
+        out = self.run_dir / self.merged
+        table = read_parts(self.parts, self.schema)
         tmp = out.with_suffix(".tmp")
         pq.write_table(table, tmp)
         tmp.rename(out)
@@ -109,19 +112,30 @@ class RequestWriter:
         return out
 
 
-def _read_parts(parts: Path) -> pa.Table:
+class RequestWriter(PartFiles):
+    """The request records: ``requests.parts/`` while the run goes, ``requests.parquet`` at its end."""
+
+    def __init__(self, run_dir: Path) -> None:
+        super().__init__(run_dir, PARTS_DIR, REQUESTS_PARQUET, SCHEMA)
+
+
+def read_parts(parts: Path, schema: pa.Schema) -> pa.Table:
     files = sorted(parts.glob("*.parquet")) if parts.is_dir() else []
     if not files:
-        return SCHEMA.empty_table()
-    return pa.concat_tables([_conform(pq.ParquetFile(f).read()) for f in files])
+        return schema.empty_table()
+    return pa.concat_tables([_conform(pq.ParquetFile(f).read(), schema) for f in files])
 
 
-def _conform(table: pa.Table) -> pa.Table:
-    """Cast to SCHEMA; columns added to the format later are null in older files."""
-    for name in COLUMNS:
-        if name not in table.column_names:
-            table = table.append_column(SCHEMA.field(name), pa.nulls(table.num_rows, SCHEMA.field(name).type))
-    return table.select(COLUMNS).cast(SCHEMA)
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Cast to ``schema``; columns added to the format later are null in older files."""
+    for field in schema:
+        if field.name not in table.column_names:
+            table = table.append_column(field, pa.nulls(table.num_rows, field.type))
+    return table.select(schema.names).cast(schema)
+
+
+def _read_parts(parts: Path) -> pa.Table:
+    return read_parts(parts, SCHEMA)
 
 
 def read_requests(run_dir: Path) -> pd.DataFrame:

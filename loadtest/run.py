@@ -43,6 +43,8 @@ class RunOptions:
     master_bind_host: str = "*"
     master_bind_port: int = 5557
     worker_timeout_s: float = 60.0
+    #: ``--headroom``/``--scale-up-s``/``--traffic-growth``: kept in run.json for ``analyze``.
+    autoscaling: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -100,7 +102,7 @@ def setup_file_logging(log_file: Path) -> None:
         logger.propagate = False
 
 
-def initial_meta(scenario: Scenario) -> dict[str, Any]:
+def initial_meta(scenario: Scenario, options: RunOptions | None = None) -> dict[str, Any]:
     import locust
 
     from loadtest.analysis.decide import LookSchedule
@@ -111,6 +113,13 @@ def initial_meta(scenario: Scenario) -> dict[str, Any]:
     load = scenario.load
     schedule = LookSchedule(load.min_duration_s, load.level_duration_s, load.max_duration_s)
     return {
+        "server_metrics": {
+            "enabled": t.metrics.enabled,
+            "url": t.metrics_url if t.metrics.enabled else None,
+            "interval_s": t.metrics.interval_s,
+            "signals": list(t.metrics.signals),
+        },
+        "autoscaling": dict(options.autoscaling) if options else {},
         "format": 1,
         "name": scenario.name,
         "tool_version": __version__,
@@ -181,7 +190,7 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
             console.print(f"[yellow]warning:[/] ${env} is not set; sending no {header} header")
 
     run_dir = make_run_dir(options.out or default_run_dir(scenario, options.reports_dir))
-    state = RunState(run_dir, initial_meta(scenario))
+    state = RunState(run_dir, initial_meta(scenario, options))
     setup_file_logging(run_dir / "locust.log")
     state.save()
 
@@ -190,7 +199,14 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
     pre = preflight(scenario, api_key, salt)
     for change in pre.adaptations:
         console.print(describe_adaptation(change))
-    warm = warm_up(scenario, api_key, pre.dialect, salt)
+    # Started before the warm-up so that its own start-up (an interpreter, imports) is over
+    # before the first level is measured.
+    scraper = _start_scraper(scenario, run_dir)
+    try:
+        warm = warm_up(scenario, api_key, pre.dialect, salt)
+    except BaseException:
+        _stop_scraper(scraper, state)
+        raise
     state.meta["preflight"] = {
         "ttft_ms": round(pre.ttft_ms, 3),
         "token_source": pre.token_source,
@@ -209,7 +225,7 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
         continuous_usage=pre.dialect.continuous_usage, drop=pre.dialect.drop,
         max_tokens_field=pre.dialect.max_tokens_field, salt=salt,
     )
-    interrupted = _run_load(scenario, options, state, settings, console)
+    interrupted = _run_load(scenario, options, state, settings, console, scraper)
     if interrupted:
         console.print(f"[yellow]run interrupted[/]; the records measured so far are kept in {run_dir}")
 
@@ -220,7 +236,7 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
     return RunOutcome(run_dir, interrupted)
 
 
-def _run_load(scenario: Scenario, options: RunOptions, state: RunState, settings, console) -> bool:
+def _run_load(scenario: Scenario, options: RunOptions, state: RunState, settings, console, scraper=None) -> bool:
     """Drive Locust through the levels (and the refine probes); return True if interrupted."""
     from loadtest.load.levels import LevelClock
     from loadtest.load.live import LiveView
@@ -269,6 +285,7 @@ def _run_load(scenario: Scenario, options: RunOptions, state: RunState, settings
     finally:
         interrupted = interrupted or session.stop_requested.is_set()
         session.close()
+        _stop_scraper(scraper, state)
         live.stop()
         monitor.stop()
         recorder.stop()
@@ -297,6 +314,37 @@ def _count_resends(run_dir: Path) -> int:
     except Exception:  # noqa: BLE001 - a count for run.json must never cost the run
         return 0
     return int(pc.sum(column).as_py() or 0)
+
+
+def _start_scraper(scenario: Scenario, run_dir: Path):
+    """The server-metrics scraper (a child process), unless the scenario turned it off."""
+    if not scenario.target.metrics.enabled:
+        return None
+    from loadtest.scrape.process import ScraperProcess
+
+    return ScraperProcess(scenario.target, run_dir).start()
+
+
+def _stop_scraper(scraper, state: RunState) -> None:
+    """Stop the scraper and record its health per level in run.json (never fails the run)."""
+    if scraper is None:
+        return
+    scraper.stop()
+    try:
+        from loadtest.analysis.server import scrape_health
+        from loadtest.scrape.store import read_samples
+
+        samples = read_samples(state.run_dir)
+        if samples is None:
+            return
+        spans = [(s.index, s.start_wall, s.end_wall or time.time()) for s in state.spans]
+        per_level, total = scrape_health(samples, spans)
+        state.meta["server_metrics"]["health"] = total.to_json()
+        state.meta["server_metrics"]["levels"] = [
+            {"index": s.index, "concurrency": s.concurrency, **per_level[s.index].to_json()} for s in state.spans
+        ]
+    except Exception as err:  # a broken metrics file must not cost the run
+        state.meta["server_metrics"]["health_error"] = str(err)
 
 
 def _in_flight_reader(recorder, sink):

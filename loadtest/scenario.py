@@ -39,6 +39,27 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class ServerMetrics(_Strict):
+    """Scraping the target's Prometheus endpoint during the run (``target.metrics``).
+
+    ``target.metrics: false`` turns it off; ``true`` or a mapping turns it on.
+    """
+
+    enabled: bool = True
+    #: Default: the base URL's origin + ``/metrics`` (where vLLM, SGLang, TGI and llama-server serve it).
+    url: str | None = None
+    interval_s: PositiveFloat = 1.0
+    #: Extra metric names to summarize per level and consider for autoscaling (beyond the known ones).
+    signals: list[str] = Field(default_factory=list)
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return v
+
+
 class Target(_Strict):
     base_url: str = "http://127.0.0.1:8000/v1"
     model: str = "mock-model"
@@ -57,6 +78,23 @@ class Target(_Strict):
     verify_tls: bool = True
     #: HTTPS only: a PEM file of CA certificates to trust (a private CA), instead of the system's.
     ca_bundle: str | None = None
+    #: The server's own view during the run: false, true, or {url, interval_s, signals}.
+    metrics: ServerMetrics = ServerMetrics()
+
+    @field_validator("metrics", mode="before")
+    @classmethod
+    def _metrics_switch(cls, v: Any) -> Any:
+        return {"enabled": v} if isinstance(v, bool) else v
+
+    @property
+    def metrics_url(self) -> str:
+        """Where the server's Prometheus text is: ``metrics.url``, else the base URL's origin + /metrics."""
+        from urllib.parse import urlsplit
+
+        if self.metrics.url:
+            return self.metrics.url
+        parts = urlsplit(self.base_url)
+        return f"{parts.scheme}://{parts.netloc}/metrics"
 
     @field_validator("ca_bundle")
     @classmethod
@@ -349,6 +387,7 @@ class Scenario(_Strict):
         model: str | None = None,
         levels: list[int] | None = None,
         level_duration_s: float | None = None,
+        server_metrics: bool | None = None,
     ) -> "Scenario":
         """Apply command-line overrides, re-validating the result."""
         data = self.model_dump()
@@ -360,6 +399,8 @@ class Scenario(_Strict):
             data["load"].update(levels=levels, start=None, step=None, max=None)
         if level_duration_s is not None:
             data["load"]["level_duration_s"] = level_duration_s
+        if server_metrics is not None:
+            data["target"]["metrics"]["enabled"] = server_metrics
         return parse_scenario(data, source="command line")
 
     def public_dict(self) -> dict[str, Any]:

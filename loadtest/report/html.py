@@ -229,6 +229,16 @@ def distribution_figure(analysis: Analysis) -> go.Figure:
     return fig
 
 
+def level_steps(levels: Sequence[LevelResult], origin: float) -> tuple[list[float], list[int]]:
+    """The users in force against time (seconds since ``origin``), as the corners of a step line."""
+    xs: list[float] = []
+    ys: list[int] = []
+    for lv in levels:
+        xs += [lv.start_wall - origin, lv.end_wall - origin]
+        ys += [lv.concurrency, lv.concurrency]
+    return xs, ys
+
+
 def timeline_figure(analysis: Analysis) -> go.Figure:
     """Active concurrency as steps, requests and errors per second, warmup shaded."""
     frame = analysis.requests
@@ -240,11 +250,7 @@ def timeline_figure(analysis: Analysis) -> go.Figure:
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     in_run = sorted(analysis.levels, key=lambda lv: lv.start_wall)
     if in_run:
-        xs: list[float] = []
-        ys: list[int] = []
-        for lv in in_run:
-            xs += [lv.start_wall - origin, lv.end_wall - origin]
-            ys += [lv.concurrency, lv.concurrency]
+        xs, ys = level_steps(in_run, origin)
         fig.add_trace(go.Scatter(x=xs, y=ys, name="concurrent users", mode="lines", line_shape="hv",
                                  line=dict(color="#6e7781")), secondary_y=True)
         for lv in in_run:
@@ -572,6 +578,10 @@ def render_html(analysis: Analysis) -> str:
     body.append("<h2>Per level</h2>" + _levels_table(analysis))
     for title, fig, note in figures:
         body.append(f"<h2>{_e(title)}</h2>" + (f"<p class='dim'>{_e(note)}</p>" if note else "") + _figure_html(fig))
+    if has_data:
+        from loadtest.report.server_view import server_section
+
+        body.append("<h2>Server view</h2>" + server_section(analysis, _figure_html))
     body.append("<h2>Errors (measured windows)</h2>" + _errors_section(analysis))
     body.append("<h2>Warnings</h2>" + _warnings_section(analysis))
     body.append("<h2>Scenario</h2>" + _scenario_section(analysis))

@@ -11,6 +11,10 @@ Stable keys (others may be added, never renamed):
   ``checks`` (``name, value, ci, limit, verdict, n, low_n``);
 * ``slo``, ``target``, ``name``, ``token_source``, ``itl_unit``, ``warnings``,
   ``definitions``;
+* ``levels[].server`` (per known signal ``{p50, p95, max, n, role, server}``),
+  ``server_metrics`` (url, signals, scrape health overall and per level) and
+  ``autoscaling`` (``signals[]`` with ``metric, at_capacity, at_first_failing,
+  threshold, why``; ``target_concurrency_per_replica``; ``best``; ``headroom``).
 * with request classes: ``levels[].classes[name]`` (the same level keys for
   that class alone, judged by its SLO), ``checks[].class``,
   ``capacity.binding_class``, ``capacity.classes[name]`` (each class's own
@@ -69,6 +73,10 @@ DEFINITIONS = {
     "percentiles": "linear interpolation (numpy default); CIs resample blocks of time (shared decode steps and "
     "multi-token chunks stay together) at the run's `confidence` (1 - 0.05/K for K looks per level); "
     "too few samples for a percentile give an unbounded upper limit (never a pass)",
+    "server": "per level, each known server signal (server_metrics.parquet, one value per scrape, series of "
+    "one metric summed, or for cache fractions the maximum) over the scrapes inside the measured window",
+    "autoscaling": "threshold = a signal's p50 at the capacity level x (1 - headroom); waiting requests: 1 when "
+    "none typically waits up to capacity; headroom from --headroom, or 1 - (1 + growth/min)^(-scale_up_s/60)",
     "null": "null means no data, or, for a percentile, that failures (+inf) reach it (see n_failed)",
 }
 
@@ -192,6 +200,74 @@ def capacity_dict(cap: Capacity) -> dict[str, Any]:
     }
 
 
+def _signal_stats(stats: Any) -> dict[str, Any] | None:
+    if stats is None or not stats.n:
+        return None
+    return {"p50": _round(stats.p50, 4), "p95": _round(stats.p95, 4), "max": _round(stats.max, 4), "n": stats.n}
+
+
+def level_server_dict(analysis: Analysis, level: LevelResult) -> dict[str, Any]:
+    """``levels[].server``: each known signal's p50/p95/max over the level's measured window."""
+    view = analysis.server
+    if view is None:
+        return {}
+    out = {}
+    for signal in view.signals:
+        stats = _signal_stats(view.stats(level.index, signal.metric))
+        out[signal.metric] = {**(stats or {"p50": None, "p95": None, "max": None, "n": 0}),
+                              "role": signal.role, "server": signal.server}
+    return out
+
+
+def server_metrics_dict(analysis: Analysis) -> dict[str, Any]:
+    view = analysis.server
+    settings = analysis.run.get("server_metrics") or {}
+    if view is None:
+        # not scraped: turned off, or a run from before scraping existed
+        return {"enabled": False, "url": None}
+    by_index = {lv.index: lv for lv in analysis.levels}
+    return {
+        "enabled": True,
+        "url": view.url,
+        "interval_s": settings.get("interval_s"),
+        "signals": [{"metric": s.metric, "role": s.role, "server": s.server} for s in view.signals],
+        "scrapes": view.total.to_json(),
+        "levels": [
+            {"concurrency": by_index[i].concurrency, "index": i, **h.to_json()}
+            for i, h in sorted(view.health.items()) if i in by_index
+        ],
+    }
+
+
+def autoscaling_dict(analysis: Analysis) -> dict[str, Any] | None:
+    a = analysis.autoscaling
+    if a is None:
+        return None
+    return {
+        "target_concurrency_per_replica": a.target_concurrency_per_replica,
+        "headroom": _round(a.headroom, 4),
+        "headroom_source": a.headroom_source,
+        "options": a.options.to_dict(),
+        "capacity": a.capacity,
+        "first_failing": a.first_failing,
+        "best": a.best,
+        "signals": [
+            {
+                "metric": s.metric,
+                "role": s.role,
+                "server": s.server,
+                "at_capacity": _signal_stats(s.at_capacity),
+                "at_first_failing": _signal_stats(s.at_first_failing),
+                "threshold": s.threshold,
+                "separates": s.separates,
+                "why": s.why,
+            }
+            for s in a.signals
+        ],
+        "message": a.paragraph,
+    }
+
+
 def _iso(wall: Any) -> str | None:
     try:
         return datetime.fromtimestamp(float(wall), tz=timezone.utc).isoformat(timespec="seconds")
@@ -211,13 +287,18 @@ def summary_dict(analysis: Analysis) -> dict[str, Any]:
         "target": analysis.target,
         "slo": analysis.slo.to_dict(),
         "capacity": capacity_dict(analysis.capacity),
-        "levels": [level_dict(lv) for lv in sorted(analysis.levels, key=lambda lv: lv.concurrency)],
+        "levels": [
+            {**level_dict(lv), "server": level_server_dict(analysis, lv)}
+            for lv in sorted(analysis.levels, key=lambda lv: lv.concurrency)
+        ],
         "token_source": {
             "primary": max(sources, key=sources.__getitem__) if sources else None,
             "requests": sources,
         },
         "itl_unit": analysis.itl_unit,
         "confidence": analysis.confidence,
+        "server_metrics": server_metrics_dict(analysis),
+        "autoscaling": autoscaling_dict(analysis),
         "prompt_token_source": analysis.prompt_token_source,
         "classes": {name: {"slo": spec.to_dict()} for name, spec in analysis.class_slos.items()},
         "datasets": run.get("datasets") or [],

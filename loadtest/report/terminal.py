@@ -199,5 +199,8 @@ def print_summary(analysis: Analysis, console: Console | None = None) -> None:
         console.print(
             Text("ran: < ended early once decided, + run longer until decided, +? still undecided at the limit", style="dim")
         )
+    scaling = analysis.autoscaling
+    if scaling is not None and scaling.capacity is not None:
+        console.print(Text(f"autoscaling: {scaling.paragraph}"))
     for warning in analysis.warnings:
         console.print(Text(f"warning: {warning}", style="yellow"))
