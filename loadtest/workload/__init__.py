@@ -19,6 +19,7 @@ from typing import Any
 from loadtest.scenario import Scenario
 from loadtest.workload.dataset import load_dataset
 from loadtest.workload.generator import PlannedRequest, Workload
+from loadtest.workload.words import WORDS as _WORDS  # noqa: F401  (the name tests/realserver imports)
 
 __all__ = ["PlannedRequest", "Workload", "prepare", "workload_fingerprint"]
 
