@@ -87,7 +87,7 @@ class Decision:
 
 
 #: Columns of an in-flight snapshot (one row per request still running at the look).
-IN_FLIGHT_COLUMNS = ("level_index", "warmup", "start_wall", "elapsed_ms", "ttfb_ms", "ttft_ms")
+IN_FLIGHT_COLUMNS = ("level_index", "warmup", "start_wall", "elapsed_ms", "ttfb_ms", "ttft_ms", "class")
 
 
 def in_flight_records(in_flight: pd.DataFrame, level: int) -> pd.DataFrame:
@@ -111,6 +111,8 @@ def in_flight_records(in_flight: pd.DataFrame, level: int) -> pd.DataFrame:
             "completion_tokens": np.nan,
             "chunk_ms": [[] for _ in range(n)],
             "chunk_tokens": [[] for _ in range(n)],
+            # the request class (workload.classes), so a waiting request counts against its class's SLO
+            "class": in_flight["class"].to_numpy(dtype=object) if "class" in in_flight else None,
         }
     )
 
