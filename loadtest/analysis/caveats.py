@@ -141,7 +141,8 @@ def run_caveats(run: Mapping[str, Any], frame: pd.DataFrame) -> list[str]:
     for loss in run.get("workers_lost") or []:
         out.append(_worker_loss(loss))
     if len(frame):
-        orphans = int((frame["pos"] < 0).sum())
+        # level_index -1: started when no level was in force (after the last one), not an orphan
+        orphans = int(((frame["pos"] < 0) & (frame["level_index"] >= 0)).sum())
         if orphans:
             out.append(f"{orphans} requests name a level that run.json does not know; they were ignored")
         ok = frame[frame["ok"]]
