@@ -102,13 +102,19 @@ def _autoscaling_overrides(args: argparse.Namespace) -> dict[str, float | None]:
 def _cmd_validate(args: argparse.Namespace) -> int:
     from loadtest.scenario import load_scenario
 
+    from loadtest.workload import prepare
+
     scenario = load_scenario(args.scenario)
+    datasets = prepare(scenario)
     load = scenario.load
     steps = load.rate_levels() if load.open_loop else load.concurrency_levels()
     levels = ", ".join(f"{level:g}" for level in steps)
     total = len(steps) * load.level_duration_s
     what = f"rates {levels} req/s ({load.arrival} arrivals)" if load.open_loop else f"levels {levels}"
     print(f"{args.scenario}: ok ({scenario.name}: {what}, about {total:g} s of load)")
+    for d in datasets:
+        skipped = f", {d['skipped']} skipped" if d["skipped"] else ""
+        print(f"  dataset {d['path']}: {d['rows']} {d['format']} prompts{skipped}")
     return 0
 
 

@@ -23,6 +23,7 @@ _SCALARS = (
     "request_id", "worker", "user", "level", "level_index", "warmup", "start_wall",
     "ttfb_ms", "ttft_ms", "e2e_ms", "prompt_tokens", "completion_tokens", "token_source",
     "status", "ok", "error_kind", "error", "reasoning_tokens", "resends",
+    "class", "turn", "conversation_id", "prompt_token_source",
     "rate_rps", "scheduled_wall", "schedule_lag_ms",
 )
 
@@ -54,9 +55,16 @@ class RecordBuffer:
         level: int,
         level_index: int,
         warmup: bool,
+        request_class: str | None = None,
+        turn: int | None = None,
+        conversation_id: str | None = None,
+        prompt_words: int | None = None,
         slot: "Slot | None" = None,
     ) -> None:
-        """Append one record; ``slot`` is its open-loop arrival (None in closed loop)."""
+        """Append one record with its tags; without ``usage`` the prompt's word count stands in.
+
+        ``slot`` is its open-loop arrival (None in closed loop).
+        """
         cols = self._cols
         self._seq += 1
         cols["request_id"].append(f"{self.worker}-{self._seq}")
@@ -69,7 +77,12 @@ class RecordBuffer:
         cols["ttfb_ms"].append(rec.ttfb_ms)
         cols["ttft_ms"].append(rec.ttft_ms)
         cols["e2e_ms"].append(rec.e2e_ms)
-        cols["prompt_tokens"].append(rec.prompt_tokens)
+        if rec.prompt_tokens is not None:
+            cols["prompt_tokens"].append(rec.prompt_tokens)
+            cols["prompt_token_source"].append("usage")
+        else:
+            cols["prompt_tokens"].append(prompt_words)
+            cols["prompt_token_source"].append("estimate" if prompt_words is not None else None)
         cols["completion_tokens"].append(rec.completion_tokens)
         cols["token_source"].append(rec.token_source)
         cols["status"].append(rec.status)
@@ -78,6 +91,9 @@ class RecordBuffer:
         cols["error"].append(rec.error)
         cols["reasoning_tokens"].append(rec.reasoning_tokens)
         cols["resends"].append(rec.resends)
+        cols["class"].append(request_class)
+        cols["turn"].append(turn)
+        cols["conversation_id"].append(conversation_id)
         if slot is None:
             cols["rate_rps"].append(None)
             cols["scheduled_wall"].append(None)

@@ -46,7 +46,8 @@ class UserSettings:
     drop: tuple[str, ...] = ()
     #: The output-length field the preflight settled on (None: the scenario's).
     max_tokens_field: str | None = None
-    #: This run's prompt salt (run.json ``prompt_salt``; empty with ``workload.cache_bust: false``).
+    #: This run's prompt salt (run.json ``prompt_salt``; empty with ``workload.cache_bust: false``),
+    #: mixed into every nonce and shared prefix (see loadtest.workload).
     salt: str = ""
 
 
@@ -82,6 +83,8 @@ def make_user_class(
                 drop=settings.drop,
                 max_tokens_field=settings.max_tokens_field,
                 salt=settings.salt,
+                stream_seed=settings.worker_seed,
+                user_tag=f"{recorder.buffer.worker}-{self.index}",
             )
 
         def on_stop(self) -> None:
@@ -105,22 +108,30 @@ def make_user_class(
                     scheduler.done()
 
         def _send(self, slot: "Slot | None") -> None:
-            body = self.workload.next_body()
+            planned = self.workload.next_request()
+            tags = {
+                "request_class": planned.class_name,
+                "turn": planned.turn,
+                "conversation_id": planned.conversation_id,
+                "prompt_words": planned.prompt_words,
+                "slot": slot,
+            }
             if slot is None:
                 level_index, level = clock.index, clock.concurrency
                 warmup = clock.in_warmup(time.perf_counter())
             else:
                 level_index, level, warmup = slot.level_index, 0, slot.warmup
-            recorder.begin(self.index, self.client, level_index, warmup, slot)
+            recorder.begin(self.index, self.client, level_index, warmup, planned.class_name, slot)
             try:
-                rec = self.client.send(body)
+                rec = self.client.send(planned.body, capture_text=planned.capture_text)
             except GreenletExit:
                 if self.client.in_flight is not None:  # the run stopped mid-request: keep the record
-                    recorder.add(self.client.in_flight, self.index, level_index, level, warmup, slot)
+                    recorder.add(self.client.in_flight, self.index, level_index, level, warmup, **tags)
                 raise
             finally:
                 recorder.end(self.index)
-            recorder.add(rec, self.index, level_index, level, warmup, slot)
+            recorder.add(rec, self.index, level_index, level, warmup, **tags)
+            self.workload.answered(rec.ok, rec.answer)
             if slot is None:  # open loop: the schedule, not a retry loop, decides when the next request goes
                 self._back_off(rec)
             self.environment.events.request.fire(
@@ -131,5 +142,8 @@ def make_user_class(
                 exception=None if rec.ok else RuntimeError(f"{rec.error_kind}: {rec.error}"),
                 context={},
             )
+            pause = self.workload.think_time_s()  # between a conversation's turns
+            if pause > 0 and slot is None:  # open loop: arrivals keep their own schedule
+                gevent.sleep(pause)
 
     return LLMUser
