@@ -135,3 +135,24 @@ def test_capacity_and_autoscaling_in_requests_per_second():
     assert cap.mean_in_flight == pytest.approx(analysis.levels[0].open_loop["mean_in_flight"])
     assert analysis.autoscaling.target_rate_rps_per_replica == pytest.approx(8.0)
     assert "aim for 8 req/s per replica" in analysis.autoscaling.paragraph
+
+
+def test_a_request_still_in_flight_has_waited_since_its_scheduled_time():
+    """At a look, an open-loop request sent 250 ms late and waiting 100 ms has waited 350 ms."""
+    from loadtest.analysis.decide import decide_level, in_flight_records
+
+    n = 200  # spread over the level, between the finished ones
+    running = pd.DataFrame({
+        "level_index": [0] * n, "warmup": False, "start_wall": 1000.02 + np.arange(n) * 0.045,
+        "elapsed_ms": 100.0, "ttfb_ms": np.nan, "ttft_ms": np.nan, "class": None,
+        "schedule_lag_ms": [250.0] * n,
+    })
+    censored = in_flight_records(running, 0)
+    assert np.allclose(censored["scheduled_wall"], running["start_wall"] - 0.25)
+    slo = SloSpec.from_dict({"ttft_ms": {"p50": 200}, "max_error_rate": 0.5})
+    level = {"index": 0, "concurrency": 0, "start_wall": 1000.0, "rate_rps": 10.0}
+    done = _records([1.0] * 100)
+    late = decide_level(done, _run(), slo, level, 1010.0, 0.95, running)
+    assert late.verdict == "fail", late  # 200 certain misses (350 ms > 200 ms) outnumber 100 on-time requests
+    closed = decide_level(done, _run(), slo, level, 1010.0, 0.95, running.assign(schedule_lag_ms=None))
+    assert closed.verdict != "fail"  # without the lag, 100 ms of waiting says nothing yet
