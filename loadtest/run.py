@@ -292,6 +292,7 @@ def _run_load(scenario: Scenario, options: RunOptions, state: RunState, settings
     finally:
         interrupted = interrupted or session.stop_requested.is_set()
         session.close()
+        session.decide.close()
         _stop_scraper(scraper, state)
         live.stop()
         monitor.stop()
@@ -368,34 +369,55 @@ def _in_flight_reader(recorder, sink):
 def _level_judge(scenario: Scenario, state: RunState, recorder, sink):
     """The callback the shape calls at each look: the verdict of the running level so far.
 
-    The records are flushed first, and the analysis runs in a native thread so
-    the event loop keeps stamping chunks meanwhile; requests in flight (the
-    processes' latest snapshots) are passed in as censored requests.
+    The records are flushed first; the analysis runs in a child process
+    (:mod:`loadtest.load.judge`) so that it holds neither the event loop nor
+    the interpreter lock the chunk stamps need; requests in flight (the
+    processes' latest snapshots) are passed in as censored requests. Should
+    the child fail, a look is judged in a native thread instead.
     """
     import gevent
 
     from loadtest.analysis.decide import Decision, decide_level
     from loadtest.analysis.slo import SloSpec
+    from loadtest.load.judge import JudgeError, JudgeProcess
     from loadtest.records import read_requests
 
-    slo = SloSpec.from_dict(scenario.public_dict()["slo"])
+    slo_dict = scenario.public_dict()["slo"]
+    slo = SloSpec.from_dict(slo_dict)
     confidence = float(state.meta["verdict_confidence"])
-
+    log = logging.getLogger(__name__)
     read_in_flight = _in_flight_reader(recorder, sink)
+    child: list[JudgeProcess | None] = [None]
+    try:
+        child[0] = JudgeProcess(state.run_dir, slo_dict, confidence)
+    except OSError as err:
+        log.warning("could not start the judge process (%s); levels are judged in a thread", err)
+
+    def in_thread(span, run, in_flight) -> Decision:
+        def work():
+            frame = in_flight if len(in_flight) else None
+            return decide_level(read_requests(state.run_dir), run, slo, span.to_json(), time.time(), confidence, frame)
+
+        return gevent.get_hub().threadpool.apply(work)
 
     def judge(span):
         in_flight = read_in_flight()
         run = state.to_json()
-
-        def work():
-            return decide_level(read_requests(state.run_dir), run, slo, span.to_json(), time.time(), confidence, in_flight)
-
         try:
-            return gevent.get_hub().threadpool.apply(work)
+            if child[0] is not None:
+                try:
+                    columns = in_flight.to_dict(orient="list") if len(in_flight) else {}
+                    return child[0].decide(run, span.to_json(), time.time(), columns)
+                except JudgeError as err:
+                    log.warning("the judge process failed (%s); judging in a thread from now on", err)
+                    child[0].close()
+                    child[0] = None
+            return in_thread(span, run, in_flight)
         except Exception as err:  # a bug in judging must not stop the run: the level runs its full course
-            logging.getLogger(__name__).exception("could not judge level %s", span.index)
+            log.exception("could not judge level %s", span.index)
             return Decision("uncertain", f"could not judge the level ({type(err).__name__}: {err})")
 
+    judge.close = lambda: child[0] is not None and child[0].close()  # type: ignore[attr-defined]
     return judge
 
 
