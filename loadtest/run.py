@@ -99,6 +99,8 @@ def setup_file_logging(log_file: Path) -> None:
 def initial_meta(scenario: Scenario) -> dict[str, Any]:
     import locust
 
+    from loadtest.compare.fingerprint import fingerprint
+
     t = scenario.target
     return {
         "format": 1,
@@ -109,6 +111,8 @@ def initial_meta(scenario: Scenario) -> dict[str, Any]:
         "host": host_facts(),
         "target": {"base_url": t.base_url, "model": t.model, "api": t.api},
         "scenario": scenario.public_dict(),
+        # What `loadtest compare` requires to be equal (dataset hashes taken now, while the files are here).
+        "workload_fingerprint": fingerprint(scenario.public_dict()),
         "warmup_s": scenario.load.warmup_s,
         "started_wall": time.time(),
         "ended_wall": None,

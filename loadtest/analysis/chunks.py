@@ -104,15 +104,35 @@ def itl_samples(
     ``positions`` comes from :func:`chunk_positions`. Returns only samples that
     fall inside a measured window.
     """
+    per_token, pos, _rows = itl_samples_with_rows(chunks, positions, start_wall, e2e_ms, failed, windows)
+    return per_token, pos
+
+
+def itl_samples_with_rows(
+    chunks: Chunks,
+    positions: np.ndarray,
+    start_wall: np.ndarray,
+    e2e_ms: np.ndarray,
+    failed: np.ndarray,
+    windows: Sequence[LevelWindow],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`itl_samples` plus the row (request) each sample belongs to.
+
+    ``loadtest compare`` bootstraps ITL by resampling *requests*: the gaps of
+    one stream are correlated (they share a batch and a queue), so resampling
+    single gaps would make the interval too narrow.
+    """
     row = chunks.row
     # chunk j+1 has a predecessor in the same request, and arrived in a window
     valid = (row[1:] == row[:-1]) & (positions[1:] >= 0)
     gaps = np.diff(chunks.arrival_ms)[valid]
     pos = positions[1:][valid]
+    owner = row[1:][valid]
     if chunks.multi_token:
         k = chunks.tokens[1:][valid]
         per_token = np.repeat(gaps / k, k)
         pos = np.repeat(pos, k)
+        owner = np.repeat(owner, k)
     else:
         per_token = gaps
 
@@ -120,10 +140,12 @@ def itl_samples(
     broken = failed & (chunks.counts > 0)
     if broken.any():
         fail_pos = locate(start_wall[broken] + np.nan_to_num(e2e_ms[broken]) / 1000.0, windows)
+        fail_rows = np.flatnonzero(broken)[fail_pos >= 0]
         fail_pos = fail_pos[fail_pos >= 0]
         per_token = np.concatenate([per_token, np.full(len(fail_pos), np.inf)])
         pos = np.concatenate([pos, fail_pos])
-    return per_token, pos
+        owner = np.concatenate([owner, fail_rows.astype(owner.dtype)])
+    return per_token, pos, owner
 
 
 def tokens_per_window(

@@ -9,7 +9,10 @@ Stable keys (others may be added, never renamed):
   (``{p50, p90, p95, p99, mean, max, n, n_failed, ci}``), rates, errors and
   ``checks`` (``name, value, ci, limit, verdict, n, low_n``);
 * ``slo``, ``target``, ``name``, ``token_source``, ``itl_unit``, ``warnings``,
-  ``definitions``.
+  ``definitions``;
+* ``fingerprint``: the workload fingerprint that ``loadtest compare`` matches
+  (API, length distributions, dataset hashes, levels, level duration, warm-up,
+  and its ``hash``).
 
 Strict JSON: NaN ("no data") and infinity ("failures dominate this
 percentile"; see ``n_failed``) are written as ``null``, and
@@ -203,8 +206,18 @@ def summary_dict(analysis: Analysis) -> dict[str, Any]:
             "locust": run.get("locust"),
         },
         "definitions": DEFINITIONS,
+        "fingerprint": _fingerprint(run),
     }
     return clean(out)
+
+
+def _fingerprint(run: dict[str, Any]) -> dict[str, Any] | None:
+    """The workload fingerprint (``loadtest compare``): stored in run.json, or recomputed for older runs."""
+    from loadtest.compare.fingerprint import fingerprint_of_run
+
+    if not run.get("workload_fingerprint") and not isinstance(run.get("scenario"), dict):
+        return None
+    return fingerprint_of_run(run)
 
 
 def dumps(analysis: Analysis) -> str:

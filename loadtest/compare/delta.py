@@ -1,0 +1,125 @@
+"""Bootstrap replicates of one run's metric at one level, resampling requests.
+
+Each function returns ``resamples`` replicates of a statistic, drawn by
+resampling the level's requests with replacement (a cluster bootstrap: a
+drawn request brings all of its samples). The comparison draws both runs
+independently and turns each pair of replicates into one replicate of the
+*change*; the central interval of those, at the confidence the verdicts use,
+is the change's interval.
+
+* **Percentiles** (TTFT, ITL, TPOT, e2e): the type-7 quantile of the pooled
+  samples of the drawn requests, computed from per-replicate weights on one
+  sorted copy of the sample (+inf failures sort last, as in the analyzer).
+* **Throughput** (successful requests/s): in a closed loop of c users,
+  throughput = c / mean request time (Little's law), so its sampling noise is
+  the noise of the mean request time. A replicate is the observed rate scaled
+  by ``mean(e2e) / mean(e2e of the drawn requests)``, over the requests that
+  ended in the window. Resampling the *count* instead would claim a spread
+  that a closed loop does not have.
+* **Error rate**: the failed share of the drawn requests.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from loadtest.analysis.quantiles import quantile_sorted
+from loadtest.compare.samples import Clustered
+
+#: Replicates per change interval (the analyzer's own intervals use 1000 too).
+RESAMPLES = 1000
+#: Upper bound on replicates × samples held in memory at once.
+_BLOCK_CELLS = 4_000_000
+
+
+def multinomial_counts(n: int, rng: np.random.Generator, size: int) -> np.ndarray:
+    """How often each of ``n`` requests is drawn, per replicate (size × n)."""
+    return rng.multinomial(n, np.full(n, 1.0 / n), size=size)
+
+
+def percentile_replicates(
+    sample: Clustered, q: float, rng: np.random.Generator, resamples: int = RESAMPLES
+) -> np.ndarray:
+    """Replicates of quantile ``q`` (0..1) under request resampling; NaN without samples."""
+    n = len(sample.values)
+    if n == 0 or sample.n_owners == 0:
+        return np.full(resamples, math.nan)
+    order = np.argsort(sample.values, kind="stable")
+    values = sample.values[order]
+    owner = sample.owner[order]
+    out = np.empty(resamples)
+    block = max(1, _BLOCK_CELLS // max(n, sample.n_owners))
+    for start in range(0, resamples, block):
+        size = min(block, resamples - start)
+        counts = multinomial_counts(sample.n_owners, rng, size)
+        weights = counts[:, owner]  # size × n: how often each sample is in the replicate
+        cum = np.cumsum(weights, axis=1)
+        total = cum[:, -1]
+        h = q * np.maximum(total - 1, 0)
+        lo_rank = np.floor(h + 1e-9)
+        t = np.where(h - lo_rank < 1e-9, 0.0, h - lo_rank)
+        lo_idx = np.minimum((cum <= lo_rank[:, None]).sum(axis=1), n - 1)
+        hi_idx = np.minimum((cum <= lo_rank[:, None] + 1).sum(axis=1), n - 1)
+        lo_v, hi_v = values[lo_idx], values[hi_idx]
+        with np.errstate(invalid="ignore"):
+            mixed = lo_v + (hi_v - lo_v) * t
+        picked = np.where(t == 0.0, lo_v, np.where(np.isinf(hi_v) | np.isinf(lo_v), np.inf, mixed))
+        picked = np.where(total > 0, picked, math.nan)  # every drawn request lacked a sample
+        out[start : start + size] = picked
+    return out
+
+
+def throughput_replicates(
+    rate: float, served_e2e_ms: np.ndarray, rng: np.random.Generator, resamples: int = RESAMPLES
+) -> np.ndarray:
+    """Replicates of a closed-loop request rate (see module doc); the rate itself when nothing ended."""
+    m = len(served_e2e_ms)
+    if m == 0 or not math.isfinite(rate):
+        return np.full(resamples, rate)
+    mean = float(served_e2e_ms.mean())
+    if mean <= 0:
+        return np.full(resamples, rate)
+    counts = multinomial_counts(m, rng, resamples)
+    drawn_mean = counts @ served_e2e_ms / m
+    with np.errstate(divide="ignore"):
+        return rate * mean / drawn_mean
+
+
+def share_replicates(flags: np.ndarray, rng: np.random.Generator, resamples: int = RESAMPLES) -> np.ndarray:
+    """Replicates of the share of True among ``flags`` (the error rate); NaN when empty."""
+    n = len(flags)
+    if n == 0:
+        return np.full(resamples, math.nan)
+    counts = multinomial_counts(n, rng, resamples)
+    return counts @ flags.astype(float) / n
+
+
+def relative_change(candidate: np.ndarray | float, baseline: np.ndarray | float) -> np.ndarray:
+    """``candidate / baseline − 1``, defined for the edge cases a gate meets.
+
+    +inf values are percentiles reached by failures: both infinite is no
+    change, only the candidate's is +inf (as bad as it gets), only the
+    baseline's is −100%. A zero baseline gives +inf for any positive candidate.
+    """
+    c = np.asarray(candidate, dtype=float)
+    b = np.asarray(baseline, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        plain = c / b - 1.0
+    out = np.where(np.isinf(c) & np.isinf(b), 0.0, plain)
+    out = np.where(np.isinf(b) & np.isfinite(c), -1.0, out)
+    out = np.where(np.isinf(c) & np.isfinite(b), np.inf, out)
+    out = np.where((b == 0) & np.isfinite(c), np.where(c > 0, np.inf, 0.0), out)
+    return np.where(np.isnan(c) | np.isnan(b), np.nan, out)
+
+
+def central_interval(replicates: np.ndarray, confidence: float) -> tuple[float, float]:
+    """The central ``confidence`` interval of replicates, ignoring NaN (inf-safe)."""
+    finite = replicates[~np.isnan(replicates)]
+    if len(finite) == 0:
+        return (math.nan, math.nan)
+    ordered = np.sort(finite)
+    alpha = (1.0 - confidence) / 2.0
+    return (quantile_sorted(ordered, alpha), quantile_sorted(ordered, 1.0 - alpha))
+
