@@ -10,12 +10,14 @@ is the change's interval.
 * **Percentiles** (TTFT, ITL, TPOT, e2e): the type-7 quantile of the pooled
   samples of the drawn requests, computed from per-replicate weights on one
   sorted copy of the sample (+inf failures sort last, as in the analyzer).
-* **Throughput** (successful requests/s): in a closed loop of c users,
-  throughput = c / mean request time (Little's law), so its sampling noise is
-  the noise of the mean request time. A replicate is the observed rate scaled
-  by ``mean(e2e) / mean(e2e of the drawn requests)``, over the requests that
-  ended in the window. Resampling the *count* instead would claim a spread
-  that a closed loop does not have.
+* **Throughput** (output tokens/s, counted by chunk arrival in the window as
+  in the summary): in a closed loop of c users, throughput = c × (tokens per
+  request) / (time per request) (Little's law), so its sampling noise is the
+  noise of the ratio Σ tokens / Σ request time. A replicate is the observed
+  rate scaled by that ratio over the drawn requests (those that ended in the
+  window) against the ratio over all of them. Resampling the *count* instead
+  would claim a spread a closed loop does not have, and a ratio of whole
+  requests would move with the mix of long and short outputs drawn.
 * **Error rate**: the failed share of the drawn requests.
 """
 
@@ -72,19 +74,19 @@ def percentile_replicates(
 
 
 def throughput_replicates(
-    rate: float, served_e2e_ms: np.ndarray, rng: np.random.Generator, resamples: int = RESAMPLES
+    rate: float, e2e_ms: np.ndarray, tokens: np.ndarray, rng: np.random.Generator, resamples: int = RESAMPLES
 ) -> np.ndarray:
-    """Replicates of a closed-loop request rate (see module doc); the rate itself when nothing ended."""
-    m = len(served_e2e_ms)
+    """Replicates of a closed-loop token rate (see module doc); the rate itself when nothing ended."""
+    m = len(e2e_ms)
     if m == 0 or not math.isfinite(rate):
         return np.full(resamples, rate)
-    mean = float(served_e2e_ms.mean())
-    if mean <= 0:
+    speed = float(tokens.sum()) / float(e2e_ms.sum()) if e2e_ms.sum() > 0 else 0.0
+    if speed <= 0:
         return np.full(resamples, rate)
     counts = multinomial_counts(m, rng, resamples)
-    drawn_mean = counts @ served_e2e_ms / m
-    with np.errstate(divide="ignore"):
-        return rate * mean / drawn_mean
+    with np.errstate(divide="ignore", invalid="ignore"):
+        drawn = (counts @ tokens) / (counts @ e2e_ms)
+    return rate * drawn / speed
 
 
 def share_replicates(flags: np.ndarray, rng: np.random.Generator, resamples: int = RESAMPLES) -> np.ndarray:

@@ -57,7 +57,7 @@ class IncomparableRuns(InputError):
 class Change:
     """One check at one level (or the capacity): the candidate against the baseline."""
 
-    check: str  # "itl_ms.p95", "requests_per_s", "error_rate" or "capacity"
+    check: str  # "itl_ms.p95", "output_tokens_per_s", "error_rate" or "capacity"
     kind: str  # "latency" | "throughput" | "error_rate" | "capacity"
     level: int | None  # concurrency; None for capacity
     baseline: float | None
@@ -329,15 +329,13 @@ def _level_change(
         badness = (point, ci[0], ci[1])
     elif kind == "throughput":
         vb, vc = _num(lb.get(THROUGHPUT)), _num(lc.get(THROUGHPUT))
-        if sb is not None and sc is not None:  # the edge-free estimate of the same rate (samples.served_rate)
-            vb, vc = sb.served_rps, sc.served_rps
         if math.isnan(vb) or math.isnan(vc):
             return None
         point = float(delta.relative_change(vc, vb))
         if sb is not None and sc is not None:
             reps = delta.relative_change(
-                delta.throughput_replicates(vc, sc.served_e2e_ms, rng_c),
-                delta.throughput_replicates(vb, sb.served_e2e_ms, rng_b),
+                delta.throughput_replicates(vc, sc.served_e2e_ms, sc.served_tokens, rng_c),
+                delta.throughput_replicates(vb, sb.served_e2e_ms, sb.served_tokens, rng_b),
             )
             ci = delta.central_interval(reps, CONFIDENCE)
         else:
@@ -433,7 +431,7 @@ def _fmt_value(kind: str, value: float | None) -> str:
     if kind == "latency":
         return f"{value:.1f} ms" if abs(value) < 1000 else f"{value:,.0f} ms"
     if kind == "throughput":
-        return f"{value:.2f} req/s"
+        return f"{value:,.1f} tok/s"
     if kind == ERROR_RATE:
         return f"{value * 100:.2f}%"
     return str(int(value)) if float(value).is_integer() else f"{value:g}"

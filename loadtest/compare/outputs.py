@@ -193,7 +193,7 @@ def _value(change: Change, value: float | None) -> str:
     if change.kind == "latency":
         return f"{value:.1f} ms"
     if change.kind == "throughput":
-        return f"{value:.2f}/s"
+        return f"{value:,.1f} tok/s"
     if change.kind == "error_rate":
         return f"{value * 100:.2f}%"
     return f"{value:g}"

@@ -97,7 +97,7 @@ def overlay_figure(cmp: Comparison) -> go.Figure:
 
 def _title(check: str) -> str:
     if check == THROUGHPUT:
-        return "throughput (requests/s)"
+        return "throughput (output tokens/s)"
     if check == ERROR_RATE:
         return "error rate (%)"
     metric, _, pct = check.partition(".")

@@ -7,6 +7,8 @@ Latency and throughput tolerances are *relative* (5% = the candidate may be
 (``error_rate=0.5%`` allows the failed share to grow by half a point), since
 a relative change of a rate that is usually 0 means nothing.
 
+Throughput is output tokens/s (``throughput`` or ``output_tokens_per_s``).
+
 ``--fail-on`` lists what fails the gate: ``capacity``, ``latency`` (every SLO
 percentile), ``throughput``, ``error_rate``, a check name such as
 ``itl_ms.p95``, ``all`` (the default) or ``none``.
@@ -23,7 +25,7 @@ from loadtest.errors import InputError
 
 DEFAULT_TOLERANCE = 0.05
 DEFAULT_ERROR_RATE_TOLERANCE = 0.01
-THROUGHPUT = "requests_per_s"
+THROUGHPUT = "output_tokens_per_s"
 ERROR_RATE = "error_rate"
 CAPACITY = "capacity"
 GROUPS = ("capacity", "latency", "throughput", "error_rate")
@@ -36,7 +38,7 @@ class Rules:
 
     tolerance: float = DEFAULT_TOLERANCE
     error_rate_tolerance: float = DEFAULT_ERROR_RATE_TOLERANCE
-    per_check: dict[str, float] = field(default_factory=dict)  # "itl_ms.p95" / "itl_ms" / "requests_per_s"
+    per_check: dict[str, float] = field(default_factory=dict)  # "itl_ms.p95" / "itl_ms" / THROUGHPUT
     fail_on: frozenset[str] = frozenset({"all"})
     inconclusive: str = "six"  # "six" (exit 6), "pass" (0) or "fail" (1)
 

@@ -9,8 +9,8 @@ id within its level.
 The populations are the analyzer's own (see :mod:`loadtest.analysis.frame`
 and :mod:`loadtest.analysis.chunks`): TTFT/TTFB of measured requests, e2e and
 TPOT of complete ones, failures as +inf, ITL per token assigned to the window
-its chunk arrived in, throughput from the successful requests that ended in
-the window. They are rebuilt with the analysis functions, never re-derived.
+its chunk arrived in; for throughput, the time and tokens of the requests
+that ended in the window. They are rebuilt with the analysis functions, never re-derived.
 """
 
 from __future__ import annotations
@@ -44,9 +44,10 @@ class LevelSamples:
     window_s: float
     latency: dict[str, Clustered] = field(default_factory=dict)
     failed: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # per measured request
-    served_e2e_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))  # requests that ended in the window
-    completed: int = 0  # successful requests that ended in the window
-    served_rps: float = float("nan")  # successful requests per second, partial ones by their share (see below)
+    #: Requests that ended in the window (cancelled ones excepted): their time and output tokens,
+    #: for the throughput's interval (see :func:`loadtest.compare.delta.throughput_replicates`).
+    served_e2e_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    served_tokens: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 def level_samples(requests: pd.DataFrame, run: dict, frame: pd.DataFrame) -> dict[int, LevelSamples]:
@@ -65,10 +66,10 @@ def level_samples(requests: pd.DataFrame, run: dict, frame: pd.DataFrame) -> dic
     pos = frame["pos"].to_numpy()
     end_pos = frame["end_pos"].to_numpy()
     measured = frame["measured"].to_numpy()
-    ok = frame["ok"].to_numpy()
     failed = frame["failed"].to_numpy()
     cancelled = frame["cancelled"].to_numpy()
     e2e = frame["e2e_ms"].to_numpy(dtype=float)
+    tokens = frame["completion_tokens"].to_numpy(dtype=float)
 
     out: dict[int, LevelSamples] = {}
     for p, window in enumerate(windows):
@@ -79,9 +80,7 @@ def level_samples(requests: pd.DataFrame, run: dict, frame: pd.DataFrame) -> dic
             window_s=window.duration_s,
             failed=failed[mine],
             served_e2e_ms=e2e[ended],
-            completed=int((ended & ok).sum()),
-            served_rps=served_rate(start, frame["end_wall"].to_numpy(dtype=float), ok,
-                                   window.window_start, window.end_wall),
+            served_tokens=np.nan_to_num(tokens[ended]),
         )
         for metric, column in SAMPLE_COLUMNS.items():
             values = frame[column].to_numpy(dtype=float)[pos == p]
@@ -102,23 +101,3 @@ def _dense(values: np.ndarray, rows: np.ndarray) -> Clustered:
     unique, owner = np.unique(rows, return_inverse=True)
     return Clustered(values, owner.astype(np.int64), len(unique))
 
-
-def served_rate(start: np.ndarray, end: np.ndarray, ok: np.ndarray, w_start: float, w_end: float) -> float:
-    """Successful requests per second of window, each counted by the share of its time inside it.
-
-    The summary's ``requests_per_s`` counts whole requests that *ended* in the
-    window, so in a short level one request more or less crossing the edge
-    moves it by a whole request (7 vs 6 in 2.5 s is 14%), which is noise a
-    gate must not read as a change. Counting each successful request by the
-    fraction of its life spent inside the window removes that edge effect
-    and estimates the same rate.
-    """
-    seconds = w_end - w_start
-    if not seconds > 0:
-        return float("nan")
-    with np.errstate(invalid="ignore", divide="ignore"):
-        life = end - start
-        overlap = np.clip(np.minimum(end, w_end) - np.maximum(start, w_start), 0.0, None)
-        share = np.where(life > 0, overlap / life, ((start >= w_start) & (start < w_end)).astype(float))
-    share = np.where(ok & np.isfinite(share), share, 0.0)
-    return float(share.sum() / seconds)
