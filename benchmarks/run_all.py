@@ -35,6 +35,8 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "client_cpu": ("bench_client_cpu.py", [], ["--seconds", "1"]),
     "fidelity": ("bench_fidelity.py", [], ["--streams", "1,20", "--level-duration", "3", "--warmup", "0.5"]),
     "analyzer": ("bench_analyzer.py", [], ["--requests", "5000", "--chunks", "20"]),
+    "gate": ("bench_gate.py", [], ["--pairs", "2", "--detect", "1", "--slowdowns", "20", "--tolerances", "5",
+                                   "--level-duration", "3"]),
 }
 
 CPU_US_LIMIT = 20.0
@@ -127,10 +129,31 @@ def analyzer_headlines(result: dict[str, Any] | None) -> list[Headline]:
     ]
 
 
+NO_TARGET = "no target"
+GATE_PAIRS = 20  # the false-alarm target is stated over 20 same-server pairs
+GATE_TOLERANCE = 5.0  # compare's default tolerance, in percent
+
+
+def gate_headlines(result: dict[str, Any] | None) -> list[Headline]:
+    """False alarms on same-server pairs (target 0 in 20) and detection per slowdown, at the default tolerance."""
+    rows = [r for r in (result or {}).get("rows") or [] if r.get("tolerance_pct") == GATE_TOLERANCE]
+    same = next((r for r in rows if r["case"] == "same server"), None)
+    few = f"{same['pairs']} < {GATE_PAIRS} pairs" if same and same["pairs"] < GATE_PAIRS else ""
+    out = [Headline("gate false alarms (same server)", same["regression"] if same else None, "pairs", 0, few,
+                    detail=f"of {same['pairs']}; {same['inconclusive']} inconclusive" if same else "")]
+    for row in rows:
+        if row["case"] == "same server":
+            continue
+        out.append(Headline(f"gate detection, {row['case']}", row["regression"], "pairs", row["pairs"],
+                            NO_TARGET, detail=f"of {row['pairs']}; {row['inconclusive']} inconclusive"))
+    return out
+
+
 PICKERS: dict[str, Callable[[dict[str, Any] | None], list[Headline]]] = {
     "client_cpu": client_cpu_headlines,
     "fidelity": fidelity_headlines,
     "analyzer": analyzer_headlines,
+    "gate": gate_headlines,
 }
 
 
@@ -182,7 +205,7 @@ def value_text(h: Headline) -> str:
 
 def table_rows(items: list[Headline]) -> list[dict[str, Any]]:
     return [
-        {"name": h.name, "value": value_text(h), "target": f"≤ {h.limit:g} {h.unit}",
+        {"name": h.name, "value": value_text(h), "target": "-" if h.not_judged == NO_TARGET else f"≤ {h.limit:g} {h.unit}",
          "status": h.status, "detail": h.failed or h.detail}
         for h in items
     ]

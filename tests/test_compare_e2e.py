@@ -10,7 +10,12 @@ p50, so those (plus throughput and the error rate) are the checks.
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 import yaml
@@ -117,3 +122,44 @@ def test_different_max_tokens_is_refused(runs, tmp_path):
     assert refused.returncode == 2
     line = refused.stderr.strip()
     assert len(line.splitlines()) == 1 and "max_tokens.mean: 8 → 12" in line and "Traceback" not in line
+
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "nightly-regression.yml"
+
+
+def _step_script(workflow: dict, name: str, values: dict[str, str]) -> str:
+    """A step's shell script with the ``${{ … }}`` expressions the test stands in for."""
+    step = next(s for s in workflow["jobs"]["gate"]["steps"] if s.get("name", "").startswith(name))
+    script = step["run"]
+    for expr, value in values.items():
+        script = script.replace("${{ " + expr + " }}", value)
+    assert "${{" not in script, script
+    return script
+
+
+def test_the_ci_example_runs_as_written(tmp_path):
+    """The workflow's gate step, run by bash as written: first night (no baseline), then a gated night."""
+    workflow = yaml.safe_load(EXAMPLE.read_text())
+    summary, output = tmp_path / "summary.md", tmp_path / "output"
+    with MockServer([*MOCK, "--decode-per-seq-ms", str(PER_SEQ_MS)]) as mock:
+        scenario = _scenario(tmp_path, mock.base_url)
+        env = {**os.environ, "SCENARIO": str(scenario), "BASELINE": str(tmp_path / "baseline"),
+               "GITHUB_STEP_SUMMARY": str(summary), "GITHUB_OUTPUT": str(output), "PYTHONPATH": os.pathsep.join(sys.path)}
+        env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env["PATH"]
+        script = _step_script(workflow, "Run the scenario", {"secrets.STAGING_URL": mock.base_url,
+                                                              "vars.MODEL": "mock-model"})
+        nights = []
+        for night in ("first", "second"):
+            run_dir = tmp_path / "reports" / night
+            done = subprocess.run(["bash", "-e", "-c", script], env={**env, "RUN_DIR": str(run_dir)},
+                                  capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+            assert done.returncode == 0, done.stderr
+            nights.append(output.read_text().strip().splitlines()[-1])
+            if night == "first":
+                assert "No baseline" in summary.read_text() and not (run_dir / "compare.json").exists()
+                shutil.copytree(run_dir, tmp_path / "baseline")  # what committing the artifact does
+    assert nights == ["code=0", "code=0"]
+    assert (tmp_path / "reports" / "second" / "compare.junit.xml").is_file()
+    assert "loadtest compare" in summary.read_text()  # the Markdown went to the job summary
+    verdict = _step_script(workflow, "Verdict", {"steps.gate.outputs.code": "1"})
+    assert subprocess.run(["bash", "-e", "-c", verdict], capture_output=True).returncode == 1
