@@ -106,16 +106,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _check_baseline(args: argparse.Namespace, scenario) -> None:
     """Refuse before any load is sent: a missing baseline, or one of another workload (exit 2)."""
-    from loadtest.compare.engine import IncomparableRuns
-    from loadtest.compare.fingerprint import differences, fingerprint, fingerprint_of_run
+    from loadtest.compare.engine import require_same_workload, side_fingerprint
+    from loadtest.compare.fingerprint import fingerprint
     from loadtest.compare.inputs import load_run
     from loadtest.compare.rules import parse_rules
 
     parse_rules([t for group in (args.tolerance or []) for t in group], args.fail_on or (), args.inconclusive)
-    base = load_run(args.baseline, records=False)
-    diff = differences(fingerprint_of_run(base.run, base.summary), fingerprint(scenario.public_dict()))
-    if diff:
-        raise IncomparableRuns(f"--baseline {args.baseline}: incomparable runs, the workload differs: " + "; ".join(diff))
+    base = side_fingerprint(load_run(args.baseline, records=False), "baseline")
+    require_same_workload(base, fingerprint(scenario.public_dict()), prefix=f"--baseline {args.baseline}: ")
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:

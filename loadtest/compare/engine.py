@@ -161,9 +161,10 @@ class Comparison:
 def compare_runs(baseline: Path | str, candidate: Path | str, rules: Rules, *, seed: int = 0) -> Comparison:
     """Compare two run folders (or summary.json files). Raises :class:`InputError` (exit 2)."""
     base, cand = load_run(baseline), load_run(candidate)
-    fp = _check_fingerprints(base, cand)
+    fp_b, fp = side_fingerprint(base, "baseline"), side_fingerprint(cand, "candidate")
+    require_same_workload(fp_b, fp)
     warnings: list[str] = []
-    if unverified_datasets(fingerprint_of_run(base.run, base.summary), fingerprint_of_run(cand.run, cand.summary)):
+    if unverified_datasets(fp_b, fp):
         warnings.append("a dataset's hash is known for only one run, so its content could not be checked")
 
     slo_b, slo_c = _slo(base), _slo(cand)
@@ -190,19 +191,21 @@ def compare_runs(baseline: Path | str, candidate: Path | str, rules: Rules, *, s
     return Comparison(side_b, side_c, slo_c.to_dict(), fp, rules, changes, warnings)
 
 
-def _check_fingerprints(base: RunInput, cand: RunInput) -> dict[str, Any]:
-    for side, which in ((base, "baseline"), (cand, "candidate")):
-        if not side.scenario and not (side.summary or {}).get("fingerprint"):
-            raise IncomparableRuns(
-                f"incomparable runs: the {which} ({side.label}) says nothing about its workload "
-                "(no run.json scenario and no fingerprint in summary.json)"
-            )
-    fp_b = fingerprint_of_run(base.run, base.summary)
-    fp_c = fingerprint_of_run(cand.run, cand.summary)
+def side_fingerprint(side: RunInput, which: str) -> dict[str, Any]:
+    """A run's workload fingerprint; :class:`IncomparableRuns` when nothing says what it ran."""
+    if not side.scenario and not side.run.get("workload_fingerprint") and not (side.summary or {}).get("fingerprint"):
+        raise IncomparableRuns(
+            f"incomparable runs: the {which} ({side.label}) says nothing about its workload "
+            "(no run.json scenario and no fingerprint in summary.json)"
+        )
+    return fingerprint_of_run(side.run, side.summary)
+
+
+def require_same_workload(fp_b: Mapping[str, Any], fp_c: Mapping[str, Any], prefix: str = "") -> None:
+    """Refuse (exit 2, one line naming every difference) unless the fingerprints match."""
     diff = differences(fp_b, fp_c)
     if diff:
-        raise IncomparableRuns("incomparable runs, the workload differs: " + "; ".join(diff))
-    return fp_c
+        raise IncomparableRuns(f"{prefix}incomparable runs, the workload differs: " + "; ".join(diff))
 
 
 def _slo(side: RunInput) -> SloSpec:
@@ -341,6 +344,8 @@ def _level_change(
         else:
             ci = (math.nan, math.nan)  # summaries hold no throughput interval
         badness = (-point, -ci[1], -ci[0])
+        if math.isnan(ci[0]) and abs(point) <= tol:
+            badness = (-point, -point, -point)  # no interval, but the change itself is within tolerance
     else:
         vb, vc = _num(lb.get("error_rate")), _num(lc.get("error_rate"))
         if math.isnan(vb) or math.isnan(vc):

@@ -37,7 +37,7 @@ def fingerprint(scenario: Mapping[str, Any], *, base_dir: Path | None = None) ->
     load = scenario.get("load") or {}
     body: dict[str, Any] = {
         "api": target.get("api", "chat"),
-        "workload": _normalize({k: v for k, v in workload.items() if k not in IGNORED_WORKLOAD_KEYS}),
+        "workload": _normalize({k: v for k, v in _with_defaults(workload).items() if k not in IGNORED_WORKLOAD_KEYS}),
         "levels": concurrency_levels(load),
         "level_duration_s": _number(load.get("level_duration_s")),
         "warmup_s": _number(load.get("warmup_s")),
@@ -118,10 +118,25 @@ def _show(value: Any) -> str:
     return str(value)
 
 
+def _with_defaults(workload: Mapping[str, Any]) -> dict[str, Any]:
+    """The workload with this version's defaults filled in.
+
+    A run made before a workload field existed did not record it; it ran with
+    the default, so it must not differ from a newer run that states it.
+    """
+    from loadtest.scenario import Workload
+
+    try:
+        return Workload.model_validate(dict(workload)).model_dump(mode="json")
+    except Exception:  # written by another version: compare what it says
+        return dict(workload)
+
+
 def _normalize(value: Any) -> Any:
-    """One spelling per meaning: ``{mean: 64, stddev: 0}`` is ``64``; ints and floats compare equal."""
+    """One spelling per meaning: ``{mean: 64, stddev: 0}`` is ``64``; ints and floats compare equal;
+    an empty or null field is the same as an absent one."""
     if isinstance(value, Mapping):
-        items = {str(k): _normalize(v) for k, v in value.items()}
+        items = {str(k): _normalize(v) for k, v in value.items() if v not in (None, {}, [])}
         if set(items) == {"mean", "stddev"} and not items["stddev"]:
             return items["mean"]
         return items

@@ -47,9 +47,10 @@ def run_gate(args: argparse.Namespace, baseline: Path, candidate: Path, *, defau
         "markdown": outputs.write_markdown,
         "html": write_compare_html,
     }
+    # Files first: a closed stdout (``| head``) must not cost CI its reports.
+    written = [writers[kind](path, cmp) for kind, path in targets.items() if path is not None]
     print(outputs.terminal_text(cmp))
-    for kind, path in targets.items():
-        if path is not None:
-            print(f"wrote {writers[kind](path, cmp)}")
+    for path in written:
+        print(f"wrote {path}")
     sys.stdout.flush()
     return cmp.exit_code

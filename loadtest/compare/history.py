@@ -167,7 +167,7 @@ def value_at(run: HistoryRun, check: str, level: int) -> tuple[float | None, flo
 def history_figure(runs: Sequence[HistoryRun]) -> go.Figure:
     checks = key_checks(runs)
     levels = runs[-1].levels or sorted({lv["concurrency"] for lv in runs[-1].summary.get("levels") or []})
-    fig = make_subplots(rows=1 + len(checks), cols=1, shared_xaxes=True, vertical_spacing=0.06,
+    fig = make_subplots(rows=1 + len(checks), cols=1, shared_xaxes=True, vertical_spacing=min(0.06, 0.5 / (1 + len(checks))),
                         subplot_titles=["capacity (concurrent users; bar: certain bracket)"]
                         + [f"{c} at each level (ms; bars: 95% CI)" for c in checks])
     xs = [datetime.fromtimestamp(r.started_wall, tz=timezone.utc) for r in runs]

@@ -40,7 +40,7 @@ class Rules:
     error_rate_tolerance: float = DEFAULT_ERROR_RATE_TOLERANCE
     per_check: dict[str, float] = field(default_factory=dict)  # "itl_ms.p95" / "itl_ms" / THROUGHPUT
     fail_on: frozenset[str] = frozenset({"all"})
-    inconclusive: str = "six"  # "six" (exit 6), "pass" (0) or "fail" (1)
+    inconclusive: str = "exit_6"  # "exit_6", "pass" (exit 0) or "fail" (exit 1)
 
     def tolerance_for(self, check: str) -> float:
         if check == ERROR_RATE:
@@ -85,7 +85,7 @@ def parse_rules(
         tolerance=glob,
         per_check=per,
         fail_on=frozenset(groups or {"all"}),
-        inconclusive=inconclusive or "six",
+        inconclusive=inconclusive or "exit_6",
     )
 
 
