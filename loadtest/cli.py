@@ -79,6 +79,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     )
     if args.baseline is not None:
         _check_baseline(args, scenario)
+    else:
+        gate_flags = [f"--{name.replace('_', '-')}" for name in ("tolerance", "fail_on", "inconclusive", "junit", "markdown", "html", "json")
+                      if getattr(args, name) is not None]
+        if gate_flags:
+            raise InputError(f"{', '.join(gate_flags)}: only with --baseline RUN_DIR (they configure the comparison)")
     if args.workers and args.master:
         raise InputError("--workers and --master: choose one (--workers starts local workers; --master waits for remote ones)")
     outcome = run_scenario(

@@ -293,3 +293,12 @@ def test_history_marks_the_run_that_regressed(pair, tmp_path):
     code, _, err = cli("history", str(root), str(tmp_path / "runs"), "--html", str(page))
     assert code == 2 and "--scenario" in err
     assert cli("history", str(root), str(tmp_path / "runs"), "--scenario", "other", "--html", str(page))[0] == 0
+
+
+def test_run_refuses_gate_flags_without_a_baseline_and_a_missing_baseline(tmp_path):
+    scenario = str(Path(__file__).resolve().parent.parent / "scenarios" / "quickstart.yaml")
+    code, _, err = cli("run", scenario, "--junit", str(tmp_path / "j.xml"), "--out", str(tmp_path / "run"))
+    assert code == 2 and "--junit" in err and "--baseline" in err
+    code, _, err = cli("run", scenario, "--baseline", str(tmp_path / "nowhere"), "--out", str(tmp_path / "run"))
+    assert code == 2 and "no such run folder" in err
+    assert not (tmp_path / "run").exists()  # refused before anything was started
