@@ -302,3 +302,18 @@ def test_run_refuses_gate_flags_without_a_baseline_and_a_missing_baseline(tmp_pa
     code, _, err = cli("run", scenario, "--baseline", str(tmp_path / "nowhere"), "--out", str(tmp_path / "run"))
     assert code == 2 and "no such run folder" in err
     assert not (tmp_path / "run").exists()  # refused before anything was started
+
+
+def test_a_slowdown_where_the_load_generator_was_saturated_is_only_inconclusive(pair, tmp_path):
+    _, base, _, slow = pair
+    cand = tmp_path / "cand"
+    shutil.copytree(slow, cand)
+    run = json.loads((cand / "run.json").read_text())
+    for level in run["levels"]:
+        level["client"]["saturated"] = True  # the self-check flagged every level of this run
+    (cand / "run.json").write_text(json.dumps(run))
+    code, out, _ = cli("compare", str(base), str(cand), "--json", str(tmp_path / "c.json"))
+    assert code == 6, out
+    checks = json.loads((tmp_path / "c.json").read_text())["checks"]
+    itl4 = next(c for c in checks if c["name"] == "itl_ms.p95 @ 4 users")
+    assert itl4["verdict"] == "inconclusive" and "saturated" in itl4["message"]

@@ -21,6 +21,10 @@ The steps, in order:
      interval reaches past the *worse* tolerance (``may_regress``) can hold
      the gate; one that straddles only the better side cannot be a regression.
 
+   A level where either run's load generator was saturated (its self-check
+   flagged it: the numbers include the client's own delay) cannot prove a
+   regression: one there is reported as ``inconclusive``.
+
 4. **Capacity**: a certain drop is a regression whatever the tolerance; a drop
    that depends on an uncertain level is inconclusive (see :func:`capacity_change`).
 5. **Exit code**: 1 when a gated check regressed, else 6 when a gated check is
@@ -358,12 +362,17 @@ def _level_change(
             ci = _approx_absolute(_pair(lb.get("error_rate_ci")), _pair(lc.get("error_rate_ci")), point)
         badness = (point, ci[0], ci[1])
     verdict, may_regress = classify(badness[1], badness[2], tol)
+    saturated = bool(lb.get("client_saturated") or lc.get("client_saturated"))
+    if saturated and verdict == "regression":
+        verdict = "inconclusive"  # the numbers include the load generator's own delay
     change = Change(
         check=check, kind=kind, level=conc, baseline=vb, candidate=vc, change=point, ci=ci,
         relative=kind != ERROR_RATE, tolerance=tol, verdict=verdict, may_regress=may_regress,
         gating=rules.gates(check, kind),
     )
     change.message = describe_change(change)
+    if saturated:
+        change.message += "; the load generator was saturated at this level, so a slowdown here may be the client's"
     return change
 
 

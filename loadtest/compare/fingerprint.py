@@ -50,17 +50,28 @@ def fingerprint(scenario: Mapping[str, Any], *, base_dir: Path | None = None) ->
 
 
 def fingerprint_of_run(run: Mapping[str, Any], summary: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The stored fingerprint of a run, or one recomputed from its resolved scenario.
+    """A run's fingerprint, recomputed from its resolved scenario by *this* version's rules.
 
-    The stored one wins: it holds the dataset hash taken when the run was made.
+    Recomputing keeps runs made by different versions comparable (a newer
+    version may spell a field differently). What cannot be recomputed is
+    taken from the stored fingerprint: the dataset hashes taken when the run
+    was made (the file may have changed since). Without a scenario (a bare
+    summary.json) the stored fingerprint is all there is.
     """
-    for source in (run.get("workload_fingerprint"), (summary or {}).get("fingerprint")):
-        if isinstance(source, Mapping) and source.get("hash"):
-            return dict(source)
+    stored = next(
+        (dict(s) for s in (run.get("workload_fingerprint"), (summary or {}).get("fingerprint"))
+         if isinstance(s, Mapping) and s.get("hash")),
+        None,
+    )
     scenario = run.get("scenario")
-    if not isinstance(scenario, Mapping):
-        scenario = {}
-    return fingerprint(scenario)
+    if not isinstance(scenario, Mapping) or not scenario:
+        return stored if stored is not None else fingerprint({})
+    fresh = fingerprint(scenario)
+    if stored is not None and stored.get("datasets"):
+        body = {k: v for k, v in fresh.items() if k not in ("hash", "version")}
+        body["datasets"] = stored["datasets"]
+        fresh = {"version": FINGERPRINT_VERSION, **body, "hash": _digest(body)}
+    return fresh
 
 
 def differences(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> list[str]:
