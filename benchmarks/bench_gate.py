@@ -50,9 +50,10 @@ def scenario(base_url: str, level_duration: float) -> dict[str, Any]:
         "name": "gate-bench",
         "target": {"base_url": base_url, "model": "mock-model", "api": "chat", "timeout_s": 30},
         "workload": {"prompt_tokens": {"mean": 64, "stddev": 8}, "max_tokens": {"mean": 32, "stddev": 8}},
+        # The default client self-check: a level where the load generator was starved (on a shared
+        # machine, often) is flagged, and the gate will not call a regression there.
         "load": {"levels": [1, 4, 8, 16], "level_duration_s": level_duration, "warmup_s": 1.0,
-                 "warmup_requests": 2,
-                 "client_limits": {"loop_lag_p99_ms": 50, "reader_batch_p99_ms": 50, "cpu_pct": 100}},
+                 "warmup_requests": 2},
         "slo": {"ttft_ms": {"p95": 500}, "itl_ms": {"p95": 40}, "max_error_rate": 0.01},
     }
 
