@@ -317,3 +317,16 @@ def test_a_slowdown_where_the_load_generator_was_saturated_is_only_inconclusive(
     checks = json.loads((tmp_path / "c.json").read_text())["checks"]
     itl4 = next(c for c in checks if c["name"] == "itl_ms.p95 @ 4 users")
     assert itl4["verdict"] == "inconclusive" and "saturated" in itl4["message"]
+
+
+@pytest.mark.parametrize("q", [0.5, 0.95, 0.99])
+def test_percentile_replicates_equal_the_quantile_of_the_expanded_resample(q):
+    """Each replicate is numpy's quantile of the drawn requests' pooled samples, exactly."""
+    rng = np.random.default_rng(3)
+    per = rng.integers(1, 40, size=60)
+    owner = np.repeat(np.arange(60), per)
+    values = rng.gamma(2.0, 10.0, size=len(owner)) + owner * 0.5  # requests differ, as real ones do
+    got = percentile_replicates(Clustered(values, owner, 60), q, np.random.default_rng(9), 300)
+    counts = np.random.default_rng(9).multinomial(60, np.full(60, 1 / 60), size=300)
+    want = [np.quantile(np.repeat(values, c[owner]), q) for c in counts]
+    assert np.allclose(got, want)
