@@ -251,6 +251,9 @@ def test_warnings_for_a_different_slo_model_or_version_reach_every_output(pair, 
     run["target"]["model"] = "other-model"
     run["tool_version"] = "9.9.9"
     (cand / "run.json").write_text(json.dumps(run))
+    summary = json.loads((cand / "summary.json").read_text())
+    summary["slo"] = run["scenario"]["slo"]
+    (cand / "summary.json").write_text(json.dumps(summary))
     code, out, _ = cli("compare", str(base), str(cand), "--junit", str(tmp_path / "j.xml"),
                        "--markdown", str(tmp_path / "m.md"), "--json", str(tmp_path / "c.json"))
     assert code == 0, out

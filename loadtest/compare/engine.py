@@ -213,10 +213,12 @@ def require_same_workload(fp_b: Mapping[str, Any], fp_c: Mapping[str, Any], pref
 
 
 def _slo(side: RunInput) -> SloSpec:
-    scenario_slo = side.scenario.get("slo")
-    if isinstance(scenario_slo, Mapping):
-        return SloSpec.from_dict(scenario_slo)
-    return SloSpec.from_dict((side.summary or {}).get("slo"))
+    """The SLO the run was last judged by: its summary's (``loadtest analyze --slo`` may have
+    changed it), else its scenario's."""
+    summary_slo = (side.summary or {}).get("slo")
+    if isinstance(summary_slo, Mapping):
+        return SloSpec.from_dict(summary_slo)
+    return SloSpec.from_dict(side.scenario.get("slo"))
 
 
 def _slo_text(slo: SloSpec) -> str:
