@@ -29,7 +29,7 @@ SECTIONS = {
     # Varied output lengths, as in real traffic: with one fixed length the closed-loop users fall
     # into lock-step patterns that differ from run to run (a run-level effect, not sampling noise).
     "workload": {"prompt_tokens": {"mean": 16, "stddev": 0}, "max_tokens": {"mean": 8, "stddev": 3}},
-    "load": {"levels": [2, 4], "level_duration_s": 4, "warmup_s": 0.5},
+    "load": {"levels": [2, 4], "level_duration_s": 5, "warmup_s": 0.5},
     # Medians: on a shared 2-core machine a p95 of ~30 requests per level moves with one stalled
     # request, and the gate then (rightly) answers "inconclusive" rather than "no regression".
     "slo": {"tpot_ms": {"p50": 1000}, "itl_ms": {"p50": 1000}, "max_error_rate": 0.5},
@@ -69,18 +69,31 @@ def _failing_cases(junit_file):
 
 
 def test_same_mock_same_scenario_passes_every_repeat(runs):
+    """No regression in any repeated pair.
+
+    The mock shares two cores with the load generator (and, on a CI machine, with
+    other jobs), so a run can be genuinely a little slower; the gate may then say
+    "inconclusive" (exit 6) about it, which is not a regression. ``--inconclusive
+    pass`` is how a CI job that does not want to be held by that says so; what must
+    never happen is a *regression* verdict, and that is what is asserted.
+    """
     folder, outs = runs
     baseline = outs[0]
-    codes = []
+    codes, outcomes = [], []
     for i, candidate in enumerate(outs[1:]):
-        junit = folder / f"same-{i}.xml"
-        result = loadtest("compare", str(baseline), str(candidate), "--junit", str(junit), "--json", str(folder / f"same-{i}.json"))
+        junit, report = folder / f"same-{i}.xml", folder / f"same-{i}.json"
+        result = loadtest("compare", str(baseline), str(candidate), "--inconclusive", "pass",
+                          "--junit", str(junit), "--json", str(report))
         failing, root = _failing_cases(junit)
         codes.append(result.returncode)
+        data = json.loads(report.read_text())
+        outcomes.append(data["outcome"])
         assert result.returncode == 0, result.stdout + result.stderr
         assert failing == [], [c.get("name") for c in failing]
+        assert data["counts"]["regression"] == 0, result.stdout
         assert int(root.get("tests")) == 1 + 2 * 4  # capacity + 2 levels × (tpot p50, itl p50, throughput, errors)
     assert codes == [0] * REPEATS
+    print("same-server outcomes:", outcomes)
 
 
 def test_slower_decode_is_a_regression_with_a_failing_testcase(runs, tmp_path):
