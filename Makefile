@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench clean real-server
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -15,7 +15,12 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python -m loadtest.demo
 
-test: $(STAMP)
+# llama.cpp's llama-server, built once per machine from the llama-cpp-python sdist and cached
+# in ~/.cache/loadtest/llama-server/<version>/ (LOADTEST_CACHE moves it); the real-server tests use it.
+real-server: $(STAMP)
+	nice -n 10 $(BIN)/python tests/realserver/build_llama_server.py
+
+test: $(STAMP) real-server
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)

@@ -35,6 +35,8 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "client_cpu": ("bench_client_cpu.py", [], ["--seconds", "1"]),
     "fidelity": ("bench_fidelity.py", [], ["--streams", "1,20", "--level-duration", "3", "--warmup", "0.5"]),
     "analyzer": ("bench_analyzer.py", [], ["--requests", "5000", "--chunks", "20"]),
+    "selfcheck": ("bench_selfcheck.py", [], ["--streams", "1,20", "--level-duration", "3", "--chunks", "1"]),
+    "stability": ("bench_stability.py", [], ["--runs", "1"]),
     "gate": ("bench_gate.py", [], ["--pairs", "2", "--detect", "1", "--slowdowns", "20", "--tolerances", "5",
                                    "--level-duration", "3"]),
 }
@@ -101,7 +103,7 @@ def fidelity_headlines(result: dict[str, Any] | None) -> list[Headline]:
     for mode, streams in (("single", 100), ("workers2", 200)):
         row = find_row(result, mode=mode, streams=streams)
         value = row["err_p99_ms"] if row else None
-        detail = f"self-check {'flagged' if row['saturated'] else 'passed'}, CPU {row['cpu_pct']:.0f}%" if row else ""
+        detail = f"error bound {row.get('itl_error_bound_ms') or 0:.2f} ms, CPU {row['cpu_pct']:.0f}%" if row else ""
         out.append(Headline(f"|ITL error| p99, {mode} @ {streams} streams", value, "ms", ITL_ERR_LIMIT_MS, detail=detail))
     summary = (result or {}).get("summary")
     failures = summary["calibration_failures"] if summary else None
@@ -129,6 +131,30 @@ def analyzer_headlines(result: dict[str, Any] | None) -> list[Headline]:
     ]
 
 
+def selfcheck_headlines(result: dict[str, Any] | None) -> list[Headline]:
+    """The self-check's confusion matrix: misses anywhere, false alarms at or below half load."""
+    counts = (result or {}).get("matrix")
+    detail = "  ".join(f"{k}: {v}" for k, v in counts.items()) if counts else ""
+    return [
+        Headline("self-check misses (verdict could flip, not flagged)", counts["MISS"] if counts else None,
+                 "levels", 0, detail=detail),
+        Headline("self-check false alarms at <= 50% load", counts["false alarms at <= 50% load"] if counts else None,
+                 "levels", 0),
+    ]
+
+
+def stability_headlines(result: dict[str, Any] | None) -> list[Headline]:
+    """Same scenario, same mock: capacities above the truth, and the mean time to the answer."""
+    out = []
+    for case, row in ((result or {}).get("summary") or {}).items():
+        detail = f"{row['right']}/{row['runs']} runs give the truth"
+        out.append(Headline(f"{case}: runs above the truth", row["above_truth"], "runs", 0, detail=detail))
+        out.append(Headline(f"{case}: mean wall time to the answer", row["mean_wall_s"], "s", STABILITY_S_LIMIT))
+    return out
+
+
+STABILITY_S_LIMIT = 60.0
+
 NO_TARGET = "no target"
 GATE_PAIRS = 20  # the false-alarm target is stated over 20 same-server pairs
 GATE_TOLERANCE = 5.0  # compare's default tolerance, in percent
@@ -153,6 +179,8 @@ PICKERS: dict[str, Callable[[dict[str, Any] | None], list[Headline]]] = {
     "client_cpu": client_cpu_headlines,
     "fidelity": fidelity_headlines,
     "analyzer": analyzer_headlines,
+    "selfcheck": selfcheck_headlines,
+    "stability": stability_headlines,
     "gate": gate_headlines,
 }
 

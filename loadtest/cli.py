@@ -59,6 +59,36 @@ _positive_int = _positive(int)
 _positive_float = _positive(float)
 
 
+def _fraction(text: str) -> float:
+    """A share as ``0.2`` or ``20%`` (the headroom, the traffic growth per minute)."""
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a fraction like 0.2 or a percentage like 20%; got {text!r}") from None
+    if not raw.endswith("%") and value > 1:
+        raise argparse.ArgumentTypeError(f"a fraction must be at most 1 (for a percentage write {text}%); got {text!r}")
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 0 and below 100%; got {text!r}")
+    return value
+
+
+_fraction.__name__ = "fraction"
+
+
+def _add_autoscaling_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("autoscaling thresholds (summary.json autoscaling, autoscaling.yaml)")
+    g.add_argument("--headroom", type=_fraction, metavar="H", help="scale out this far below capacity (default 20%%)")
+    g.add_argument("--scale-up-s", type=_positive_float, metavar="S",
+                   help="seconds from a threshold crossing to a new replica serving; derives the headroom from --traffic-growth")
+    g.add_argument("--traffic-growth", type=_fraction, metavar="G",
+                   help="assumed traffic growth per minute for --scale-up-s (default 10%%)")
+
+
+def _autoscaling_overrides(args: argparse.Namespace) -> dict[str, float | None]:
+    return {"headroom": args.headroom, "scale_up_s": args.scale_up_s, "traffic_growth_per_min": args.traffic_growth}
+
+
 def _cmd_validate(args: argparse.Namespace) -> int:
     from loadtest.scenario import load_scenario
 
@@ -75,7 +105,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from loadtest.scenario import load_scenario
 
     scenario = load_scenario(args.scenario).with_overrides(
-        target=args.target, model=args.model, levels=args.levels, level_duration_s=args.level_duration
+        target=args.target, model=args.model, levels=args.levels, level_duration_s=args.level_duration,
+        server_metrics=False if args.no_server_metrics else None,
     )
     if args.baseline is not None:
         _check_baseline(args, scenario)
@@ -97,6 +128,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             master_bind_host=args.master_bind_host,
             master_bind_port=args.master_bind_port,
             worker_timeout_s=args.worker_timeout,
+            autoscaling={k: v for k, v in _autoscaling_overrides(args).items() if v is not None},
         ),
     )
     # An interrupted run is not a completed one: CI must not mistake it for a result.
@@ -139,11 +171,15 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     import logging
 
     from loadtest.load.distributed import run_worker
+    from loadtest.redact import ScrubbingFormatter, install_for
     from loadtest.scenario import load_scenario
 
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="[%(asctime)s] %(levelname)s/%(name)s: %(message)s")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(ScrubbingFormatter("[%(asctime)s] %(levelname)s/%(name)s: %(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
 
     scenario = load_scenario(args.scenario).with_overrides(target=args.target, model=args.model)
+    install_for(scenario.target)
     run_worker(scenario, args.master_host, args.master_port)
     return 0
 
@@ -159,7 +195,7 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
         from loadtest.errors import InputError
 
         raise InputError(f"{args.run_dir}: not a run folder (no run.json)")
-    analysis = analyze_run(args.run_dir, slo_overrides=args.slo or ())
+    analysis = analyze_run(args.run_dir, slo_overrides=args.slo or (), autoscaling_overrides=_autoscaling_overrides(args))
     paths = write_reports(args.run_dir, analysis)
     print_summary(analysis, console=Console(soft_wrap=True, width=None if sys.stdout.isatty() else 120))
     for path in paths.values():
@@ -178,6 +214,8 @@ def _add_pipeline_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--levels", type=_levels_arg, help="override load levels, e.g. 1,2,4,8")
     p.add_argument("--level-duration", type=_positive_float, metavar="S", help="override load.level_duration_s")
     p.add_argument("--refine", action="store_true", help="bisect between the last passing and first failing level")
+    p.add_argument("--no-server-metrics", action="store_true", help="do not scrape the target's Prometheus /metrics")
+    _add_autoscaling_args(p)
     dist = p.add_argument_group("distributed load (Locust master/workers)")
     dist.add_argument("--workers", type=int, default=0, metavar="N", help="run a master plus N local worker processes (-1: one per core)")
     dist.add_argument("--master", action="store_true", help="act as master and wait for workers started with 'loadtest worker'")
@@ -207,6 +245,7 @@ def _add_pipeline_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("analyze", help="re-analyze a saved run (optionally with other SLOs)")
     p.add_argument("run_dir", type=Path, help="a run folder written by 'loadtest run'")
     p.add_argument("--slo", action="append", metavar="METRIC.PCT=LIMIT", help="override an SLO, e.g. itl_ms.p95=40 or max_error_rate=0.05")
+    _add_autoscaling_args(p)
     p.set_defaults(func=_cmd_analyze)
 
     p = sub.add_parser("compare", help="regression gate: compare a candidate run with a baseline run")
@@ -236,16 +275,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from loadtest.redact import scrubbed_std_streams
+
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except LoadtestError as err:
-        print(f"loadtest {args.command}: error: {err}", file=sys.stderr)
-        return err.exit_code
-    except KeyboardInterrupt:
-        print(f"loadtest {args.command}: interrupted", file=sys.stderr)
-        return 130
+    with scrubbed_std_streams():  # no secret reaches stdout or stderr, tracebacks included
+        try:
+            return int(args.func(args) or 0)
+        except LoadtestError as err:
+            print(f"loadtest {args.command}: error: {err}", file=sys.stderr)
+            return err.exit_code
+        except KeyboardInterrupt:
+            print(f"loadtest {args.command}: interrupted", file=sys.stderr)
+            return 130
 
 
 if __name__ == "__main__":

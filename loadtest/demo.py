@@ -22,8 +22,8 @@ from loadtest.cli import main as cli_main
 from loadtest.mock.process import MockServer
 
 QUICKSTART = Path(__file__).resolve().parent.parent / "scenarios" / "quickstart.yaml"
-#: The mock the quickstart scenario is written for: ITL = 10 + 2 x users ms.
-MOCK_FLAGS = ["--decode-base-ms", "10", "--decode-per-seq-ms", "2", "--prefill-per-token-ms", "0"]
+#: The mock the quickstart scenario is written for: ITL = 10 + 5 x users ms.
+MOCK_FLAGS = ["--decode-base-ms", "10", "--decode-per-seq-ms", "5", "--prefill-per-token-ms", "0"]
 
 
 def stream_one(base_url: str) -> None:

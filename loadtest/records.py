@@ -47,8 +47,10 @@ SCHEMA = pa.schema(
         pa.field("token_source", pa.string()),    # "usage" | "continuous_usage" | "chunks"
         pa.field("status", pa.int32()),           # HTTP status, 0 when no response
         pa.field("ok", pa.bool_()),
-        pa.field("error_kind", pa.string()),      # null | connect | timeout | http_4xx | http_5xx | rate_limited | disconnect | malformed
-        pa.field("error", pa.string()),           # message, null when ok
+        pa.field("error_kind", pa.string()),      # null | see loadtest.client.record.ERROR_KINDS
+        pa.field("error", pa.string()),           # message (secrets scrubbed), null when ok
+        pa.field("reasoning_tokens", pa.int32()), # hidden or streamed reasoning tokens, when usage says; else null
+        pa.field("resends", pa.int32()),          # resent on a fresh connection after a stale keep-alive one (0/1)
     ]
 )
 
@@ -62,18 +64,21 @@ def records_to_table(rows: Iterable[Mapping[str, Any]]) -> pa.Table:
     return pa.Table.from_pydict(columns, schema=SCHEMA)
 
 
-class RequestWriter:
-    """Appends record batches to the run folder; each flush is durable on its own.
+class PartFiles:
+    """Appends Arrow tables to a run folder as part files; each flush is durable on its own.
 
-    Each flush writes a small part file (``requests.parts/NNNNNN.parquet``) and
-    fsyncs it, so a SIGKILL loses at most the records since the last flush.
-    :meth:`close` merges the parts into ``requests.parquet`` and removes them.
+    Each :meth:`write` puts a small part file (``<parts_dir>/NNNNNN.parquet``) and
+    fsyncs it, so a SIGKILL loses at most what came since the last flush.
+    :meth:`close` merges the parts into one Parquet file and removes them.
+    Used for the request records and for the scraped server metrics.
     """
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, parts_dir: str, merged: str, schema: pa.Schema) -> None:
         self.run_dir = Path(run_dir)
-        self.parts = self.run_dir / PARTS_DIR
+        self.parts = self.run_dir / parts_dir
         self.parts.mkdir(parents=True, exist_ok=True)
+        self.merged = merged
+        self.schema = schema
         self._n_parts = 0
 
     def write(self, table: pa.Table) -> None:
@@ -88,9 +93,9 @@ class RequestWriter:
         self._n_parts += 1
 
     def close(self) -> Path:
-        """Merge the part files into ``requests.parquet`` (also when there are none)."""
-        out = self.run_dir / REQUESTS_PARQUET
-        table = _read_parts(self.parts)
+        """Merge the part files into the merged file (also when there are none)."""
+        out = self.run_dir / self.merged
+        table = read_parts(self.parts, self.schema)
         tmp = out.with_suffix(".tmp")
         pq.write_table(table, tmp)
         tmp.rename(out)
@@ -103,11 +108,22 @@ class RequestWriter:
         return out
 
 
-def _read_parts(parts: Path) -> pa.Table:
+class RequestWriter(PartFiles):
+    """The request records: ``requests.parts/`` while the run goes, ``requests.parquet`` at its end."""
+
+    def __init__(self, run_dir: Path) -> None:
+        super().__init__(run_dir, PARTS_DIR, REQUESTS_PARQUET, SCHEMA)
+
+
+def read_parts(parts: Path, schema: pa.Schema) -> pa.Table:
     files = sorted(parts.glob("*.parquet")) if parts.is_dir() else []
     if not files:
-        return SCHEMA.empty_table()
-    return pa.concat_tables([pq.ParquetFile(f).read().cast(SCHEMA) for f in files])
+        return schema.empty_table()
+    return pa.concat_tables([pq.ParquetFile(f).read().cast(schema) for f in files])
+
+
+def _read_parts(parts: Path) -> pa.Table:
+    return read_parts(parts, SCHEMA)
 
 
 def read_requests(run_dir: Path) -> pd.DataFrame:
@@ -120,9 +136,11 @@ def read_requests(run_dir: Path) -> pd.DataFrame:
 
 def write_run_json(run_dir: Path, run: Mapping[str, Any]) -> None:
     """Write ``run.json`` atomically (it is rewritten as levels start and end)."""
+    from loadtest.redact import scrub_any
+
     path = Path(run_dir) / RUN_JSON
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(run, indent=2, sort_keys=False, default=str))
+    tmp.write_text(json.dumps(scrub_any(json.loads(json.dumps(run, default=str))), indent=2, sort_keys=False))
     tmp.rename(path)
 
 

@@ -8,8 +8,10 @@ records every second), so an interrupted run can still be analyzed.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import platform
+import secrets
 import signal
 import socket
 import subprocess
@@ -41,6 +43,8 @@ class RunOptions:
     master_bind_host: str = "*"
     master_bind_port: int = 5557
     worker_timeout_s: float = 60.0
+    #: ``--headroom``/``--scale-up-s``/``--traffic-growth``: kept in run.json for ``analyze``.
+    autoscaling: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -83,8 +87,10 @@ def setup_file_logging(log_file: Path) -> None:
     """Send Locust's and our log to a file in the run folder, not the screen."""
     import logging
 
+    from loadtest.redact import ScrubbingFormatter
+
     handler = logging.FileHandler(log_file)
-    handler.setFormatter(logging.Formatter("[%(asctime)s] %(levelname)s/%(name)s: %(message)s"))
+    handler.setFormatter(ScrubbingFormatter("[%(asctime)s] %(levelname)s/%(name)s: %(message)s"))
     root = logging.getLogger()
     for h in list(root.handlers):
         root.removeHandler(h)
@@ -96,24 +102,40 @@ def setup_file_logging(log_file: Path) -> None:
         logger.propagate = False
 
 
-def initial_meta(scenario: Scenario) -> dict[str, Any]:
+def initial_meta(scenario: Scenario, options: RunOptions | None = None) -> dict[str, Any]:
     import locust
 
+    from loadtest.analysis.decide import LookSchedule
     from loadtest.compare.fingerprint import fingerprint
+    from loadtest.redact import public_url
 
     t = scenario.target
+    load = scenario.load
+    schedule = LookSchedule(load.min_duration_s, load.level_duration_s, load.max_duration_s)
     return {
+        "server_metrics": {
+            "enabled": t.metrics.enabled,
+            "url": t.metrics_url if t.metrics.enabled else None,
+            "interval_s": t.metrics.interval_s,
+            "signals": list(t.metrics.signals),
+        },
+        "autoscaling": dict(options.autoscaling) if options else {},
         "format": 1,
         "name": scenario.name,
         "tool_version": __version__,
         "python": platform.python_version(),
         "locust": locust.__version__,
         "host": host_facts(),
-        "target": {"base_url": t.base_url, "model": t.model, "api": t.api},
+        "target": {"base_url": public_url(t.base_url), "model": t.model, "api": t.api},
         "scenario": scenario.public_dict(),
         # What `loadtest compare` requires to be equal (dataset hashes taken now, while the files are here).
         "workload_fingerprint": fingerprint(scenario.public_dict()),
         "warmup_s": scenario.load.warmup_s,
+        # each level is looked at on this schedule, each look at this confidence (analysis/decide.py)
+        "looks_s": schedule.looks,
+        "verdict_confidence": schedule.confidence,
+        # mixed into every prompt's nonce: no two runs share a prompt prefix (workload.cache_bust)
+        "prompt_salt": new_salt() if scenario.workload.cache_bust else "",
         "started_wall": time.time(),
         "ended_wall": None,
         "complete": False,
@@ -121,6 +143,11 @@ def initial_meta(scenario: Scenario) -> dict[str, Any]:
         "workers": ["local"],
         "workers_lost": [],
     }
+
+
+def new_salt() -> str:
+    """A fresh random salt per run (never seeded: its whole point is to differ between runs)."""
+    return secrets.token_hex(4)
 
 
 def api_key_for(scenario: Scenario) -> str | None:
@@ -142,36 +169,59 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
     from rich.console import Console
 
     from loadtest.analysis import analyze_run
-    from loadtest.client.preflight import preflight, warm_up
+    from loadtest.client.preflight import describe_adaptation, preflight, warm_up
+    from loadtest.load.user import UserSettings
+    from loadtest.redact import install_for
     from loadtest.report import write_reports
     from loadtest.report.terminal import print_summary
 
     console = Console(stderr=True, soft_wrap=True)
     target = scenario.target
+    install_for(target)  # from here on, every file and line this process writes is scrubbed
     api_key = api_key_for(scenario)
     if target.api_key_env and not api_key:
         console.print(f"[yellow]warning:[/] ${target.api_key_env} is not set; sending no API key")
+    for header, env in target.headers_env.items():
+        if env not in os.environ:
+            console.print(f"[yellow]warning:[/] ${env} is not set; sending no {header} header")
 
     run_dir = make_run_dir(options.out or default_run_dir(scenario, options.reports_dir))
-    state = RunState(run_dir, initial_meta(scenario))
+    state = RunState(run_dir, initial_meta(scenario, options))
     setup_file_logging(run_dir / "locust.log")
     state.save()
 
     console.print(f"loadtest {__version__}: {scenario.name} against {target.base_url} ({target.model}); writing {run_dir}")
-    pre = preflight(scenario, api_key)
-    warm = warm_up(scenario, api_key, pre.continuous_usage)
+    salt = state.meta["prompt_salt"]
+    pre = preflight(scenario, api_key, salt)
+    for change in pre.adaptations:
+        console.print(describe_adaptation(change))
+    # Started before the warm-up so that its own start-up (an interpreter, imports) is over
+    # before the first level is measured.
+    scraper = _start_scraper(scenario, run_dir)
+    try:
+        warm = warm_up(scenario, api_key, pre.dialect, salt)
+    except BaseException:
+        _stop_scraper(scraper, state)
+        raise
     state.meta["preflight"] = {
         "ttft_ms": round(pre.ttft_ms, 3),
         "token_source": pre.token_source,
         "continuous_usage": pre.continuous_usage,
         "attempts": pre.attempts,
+        "dropped_fields": list(pre.dialect.drop),
+        "max_tokens_field": pre.dialect.max_tokens_field,
+        "adaptations": pre.adaptations,
     }
     state.meta["warmup_requests"] = {"sent": len(warm), "failed": sum(1 for r in warm if not r.ok)}
     console.print(
         f"preflight ok: TTFT {pre.ttft_ms:.1f} ms, tokens from {pre.token_source}; {len(warm)} warm-up requests sent"
     )
 
-    interrupted = _run_load(scenario, options, state, pre.continuous_usage, console)
+    settings = UserSettings(
+        continuous_usage=pre.dialect.continuous_usage, drop=pre.dialect.drop,
+        max_tokens_field=pre.dialect.max_tokens_field, salt=salt,
+    )
+    interrupted = _run_load(scenario, options, state, settings, console, scraper)
     if interrupted:
         console.print(f"[yellow]run interrupted[/]; the records measured so far are kept in {run_dir}")
 
@@ -182,7 +232,7 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
     return RunOutcome(run_dir, interrupted)
 
 
-def _run_load(scenario: Scenario, options: RunOptions, state: RunState, continuous_usage: bool, console) -> bool:
+def _run_load(scenario: Scenario, options: RunOptions, state: RunState, settings, console, scraper=None) -> bool:
     """Drive Locust through the levels (and the refine probes); return True if interrupted."""
     from loadtest.load.levels import LevelClock
     from loadtest.load.live import LiveView
@@ -191,7 +241,6 @@ def _run_load(scenario: Scenario, options: RunOptions, state: RunState, continuo
     from loadtest.load.recorder import Recorder
     from loadtest.load.session import LoadSession
     from loadtest.load.sink import RunSink
-    from loadtest.load.user import UserSettings
     from loadtest.records import RequestWriter
 
     run_dir = state.run_dir
@@ -199,31 +248,32 @@ def _run_load(scenario: Scenario, options: RunOptions, state: RunState, continuo
     sink = RunSink(writer, RunProgress())
     clock = LevelClock(scenario.load.warmup_s)
     recorder = Recorder("local", sink)
-    monitor = SelfMonitor.for_scenario(scenario)
+    monitor = SelfMonitor.for_scenario(scenario, clock)
     live = LiveView(sink.progress, console)
 
     def on_level_change(previous, current) -> None:
         if previous is not None:
             recorder.flush()
-            live.level_ended(previous.index)
+            live.level_ended(previous.index, previous.decision)
         if current is not None:
             state.spans.append(current)
         state.save()
 
-    settings = UserSettings(continuous_usage=continuous_usage)
     workers: list[subprocess.Popen] = []
     distributed = options.workers != 0 or options.master
     if distributed:
         session, workers = _start_master(scenario, options, state, clock, recorder, monitor, settings, sink, on_level_change, console)
     else:
         session = LoadSession(scenario, clock, recorder, monitor, settings, on_level_change)
+    session.decide = _level_judge(scenario, state, recorder, sink)
+    session.in_flight = _in_flight_reader(recorder, sink)
     _stop_on_signals(session)
     recorder.start()
     monitor.start()
     live.start()
     interrupted = False
     try:
-        session.run_levels(scenario.load.concurrency_levels(), first_index=0)
+        session.run_levels(scenario.load.concurrency_levels(), first_index=0, stop_on_fail=True)
         if options.refine and not session.stop_requested.is_set():
             _refine(session, state, recorder, sink)
     except KeyboardInterrupt:
@@ -231,12 +281,14 @@ def _run_load(scenario: Scenario, options: RunOptions, state: RunState, continuo
     finally:
         interrupted = interrupted or session.stop_requested.is_set()
         session.close()
+        _stop_scraper(scraper, state)
         live.stop()
         monitor.stop()
         recorder.stop()
         _stop_workers(workers)
         sink.drain()
         writer.close()
+        state.meta["keepalive_resends"] = _count_resends(run_dir)
         if distributed:
             state.meta["workers"] = session.worker_ids
             state.meta["workers_lost"] = session.workers_lost
@@ -244,6 +296,96 @@ def _run_load(scenario: Scenario, options: RunOptions, state: RunState, continuo
         state.meta["complete"] = not interrupted
         state.save()
     return interrupted
+
+
+def _count_resends(run_dir: Path) -> int:
+    """Requests resent on a fresh connection after a stale keep-alive one (not failures)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from loadtest.records import REQUESTS_PARQUET
+
+    try:  # one column, not the whole (possibly large) file
+        column = pq.read_table(run_dir / REQUESTS_PARQUET, columns=["resends"]).column("resends")
+    except Exception:  # noqa: BLE001 - a count for run.json must never cost the run
+        return 0
+    return int(pc.sum(column).as_py() or 0)
+
+
+def _start_scraper(scenario: Scenario, run_dir: Path):
+    """The server-metrics scraper (a child process), unless the scenario turned it off."""
+    if not scenario.target.metrics.enabled:
+        return None
+    from loadtest.scrape.process import ScraperProcess
+
+    return ScraperProcess(scenario.target, run_dir).start()
+
+
+def _stop_scraper(scraper, state: RunState) -> None:
+    """Stop the scraper and record its health per level in run.json (never fails the run)."""
+    if scraper is None:
+        return
+    scraper.stop()
+    try:
+        from loadtest.analysis.server import scrape_health
+        from loadtest.scrape.store import read_samples
+
+        samples = read_samples(state.run_dir)
+        if samples is None:
+            return
+        spans = [(s.index, s.start_wall, s.end_wall or time.time()) for s in state.spans]
+        per_level, total = scrape_health(samples, spans)
+        state.meta["server_metrics"]["health"] = total.to_json()
+        state.meta["server_metrics"]["levels"] = [
+            {"index": s.index, "concurrency": s.concurrency, **per_level[s.index].to_json()} for s in state.spans
+        ]
+    except Exception as err:  # a broken metrics file must not cost the run
+        state.meta["server_metrics"]["health_error"] = str(err)
+
+
+def _in_flight_reader(recorder, sink):
+    """The requests in flight now, from every process's latest snapshot (local: flushed first)."""
+
+    def read():
+        recorder.flush()
+        sink.drain()
+        return sink.in_flight_frame()
+
+    return read
+
+
+def _level_judge(scenario: Scenario, state: RunState, recorder, sink):
+    """The callback the shape calls at each look: the verdict of the running level so far.
+
+    The records are flushed first, and the analysis runs in a native thread so
+    the event loop keeps stamping chunks meanwhile; requests in flight (the
+    processes' latest snapshots) are passed in as censored requests.
+    """
+    import gevent
+
+    from loadtest.analysis.decide import Decision, decide_level
+    from loadtest.analysis.slo import SloSpec
+    from loadtest.records import read_requests
+
+    slo = SloSpec.from_dict(scenario.public_dict()["slo"])
+    confidence = float(state.meta["verdict_confidence"])
+
+    read_in_flight = _in_flight_reader(recorder, sink)
+
+    def judge(span):
+        in_flight = read_in_flight()
+        run = state.to_json()
+
+        def work():
+            return decide_level(read_requests(state.run_dir), run, slo, span.to_json(), time.time(), confidence, in_flight)
+
+        try:
+            return gevent.get_hub().threadpool.apply(work)
+        except Exception as err:  # a bug in judging must not stop the run: the level runs its full course
+            logging.getLogger(__name__).exception("could not judge level %s", span.index)
+            return Decision("uncertain", f"could not judge the level ({type(err).__name__}: {err})")
+
+    return judge
 
 
 def _start_master(scenario, options, state, clock, recorder, monitor, settings, sink, on_level_change, console):

@@ -8,6 +8,7 @@ is editing a YAML file, not a Python model.
 
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
 from typing import Any, Literal
@@ -38,17 +39,62 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class ServerMetrics(_Strict):
+    """Scraping the target's Prometheus endpoint during the run (``target.metrics``).
+
+    ``target.metrics: false`` turns it off; ``true`` or a mapping turns it on.
+    """
+
+    enabled: bool = True
+    #: Default: the base URL's origin + ``/metrics`` (where vLLM, SGLang, TGI and llama-server serve it).
+    url: str | None = None
+    interval_s: PositiveFloat = 1.0
+    #: Extra metric names to summarize per level and consider for autoscaling (beyond the known ones).
+    signals: list[str] = Field(default_factory=list)
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return v
+
+
 class Target(_Strict):
     base_url: str = "http://127.0.0.1:8000/v1"
     model: str = "mock-model"
     api: Literal["chat", "completions"] = "chat"
     api_key_env: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
+    #: Header values read from environment variables at run time: {header: ENV_VAR}
+    #: (Azure's ``api-key``), so a secret never has to be written into the YAML.
+    headers_env: dict[str, str] = Field(default_factory=dict)
+    #: Extra query parameters on every request (Azure's ``api-version``).
+    query: dict[str, str] = Field(default_factory=dict)
+    #: The body field for the output length: OpenAI's reasoning models want ``max_completion_tokens``.
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
     timeout_s: PositiveFloat = 120.0
     #: HTTPS only: check the server's certificate (false for a self-signed test endpoint).
     verify_tls: bool = True
     #: HTTPS only: a PEM file of CA certificates to trust (a private CA), instead of the system's.
     ca_bundle: str | None = None
+    #: The server's own view during the run: false, true, or {url, interval_s, signals}.
+    metrics: ServerMetrics = ServerMetrics()
+
+    @field_validator("metrics", mode="before")
+    @classmethod
+    def _metrics_switch(cls, v: Any) -> Any:
+        return {"enabled": v} if isinstance(v, bool) else v
+
+    @property
+    def metrics_url(self) -> str:
+        """Where the server's Prometheus text is: ``metrics.url``, else the base URL's origin + /metrics."""
+        from urllib.parse import urlsplit
+
+        if self.metrics.url:
+            return self.metrics.url
+        parts = urlsplit(self.base_url)
+        return f"{parts.scheme}://{parts.netloc}/metrics"
 
     @field_validator("ca_bundle")
     @classmethod
@@ -62,7 +108,34 @@ class Target(_Strict):
     def _http_url(cls, v: str) -> str:
         if not v.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://")
+        if any(c in v for c in "\r\n "):
+            raise ValueError("must not contain spaces or line breaks")
         return v.rstrip("/")
+
+    @field_validator("headers", "headers_env", "query")
+    @classmethod
+    def _one_line_values(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, value in v.items():
+            if any(c in f"{key}{value}" for c in "\r\n"):
+                raise ValueError(f"'{key}' must not contain a line break")
+        return v
+
+    def resolved_headers(self) -> dict[str, str]:
+        """``headers`` plus each ``headers_env`` header whose variable is set."""
+        out = dict(self.headers)
+        for header, env in self.headers_env.items():
+            value = os.environ.get(env)
+            if value is not None:
+                out[header] = value
+        return out
+
+    def secret_env_names(self) -> list[str]:
+        """The environment variables whose values are secrets (scrubbed from every output)."""
+        return [n for n in [self.api_key_env, *self.headers_env.values()] if n]
+
+    def missing_env(self) -> list[str]:
+        """Secret variables the scenario names that are not set."""
+        return [n for n in self.secret_env_names() if n not in os.environ]
 
 
 class TokenDistribution(_Strict):
@@ -86,20 +159,29 @@ class Workload(_Strict):
     #: users from finishing in lock-step, as real traffic does.
     max_tokens: PositiveInt | TokenDistribution = 64
     ignore_eos: bool = True
-    temperature: NonNegativeFloat = 0.0
+    #: ``null`` leaves temperature out of the body (reasoning models reject it).
+    temperature: NonNegativeFloat | None = 0.0
     extra_body: dict[str, Any] = Field(default_factory=dict)
+    #: Fixes the prompt lengths and words, so runs stay comparable.
     seed: int = 0
+    #: Each run draws a random salt that goes into every prompt's nonce, so no two
+    #: requests of any two runs share a prefix (a prefix cache cannot flatter a
+    #: second run). ``false`` keeps prompts identical across runs: for measuring a
+    #: warm prefix cache on purpose.
+    cache_bust: bool = True
 
 
 class ClientLimits(_Strict):
-    """When the load generator itself is too busy to time chunks within about 2 ms.
+    """When the load generator itself is too busy to be trusted.
 
-    Defaults come from benchmarks/bench_fidelity.py on a 2-core machine (see the
-    README's performance section); a level past any limit is ``client_saturated``.
+    A level is judged by whether the client's own measured timing error could
+    move a verdict (load/monitor.py, analysis/client_error.py); above ``cpu_pct``
+    of a core it is flagged whatever its verdicts. The two others are optional
+    hard limits (off by default): a level past one is flagged too.
     """
 
-    loop_lag_p99_ms: PositiveFloat = 2.5
-    reader_batch_p99_ms: PositiveFloat = 2.0
+    loop_lag_p99_ms: PositiveFloat | None = None
+    reader_batch_p99_ms: PositiveFloat | None = None
     cpu_pct: PositiveFloat = 80.0
 
 
@@ -112,6 +194,11 @@ class Load(_Strict):
     level_duration_s: PositiveFloat = 30.0
     warmup_s: NonNegativeFloat = 5.0
     warmup_requests: NonNegativeInt = 5
+    #: A level whose verdict is decided this long after it started ends early
+    #: (default: half of its measured window, i.e. warmup + (duration − warmup) / 2).
+    min_level_duration_s: PositiveFloat | None = None
+    #: An undecided level runs on until it is decided or this long (default 4 × level_duration_s).
+    max_level_duration_s: PositiveFloat | None = None
     client_limits: ClientLimits = ClientLimits()
 
     @model_validator(mode="after")
@@ -128,11 +215,30 @@ class Load(_Strict):
             raise ValueError("'levels' must not be empty")
         if self.warmup_s >= self.level_duration_s:
             raise ValueError(f"'warmup_s' ({self.warmup_s:g}) must be shorter than 'level_duration_s' ({self.level_duration_s:g})")
+        lo, hi = self.min_duration_s, self.max_duration_s
+        if lo <= self.warmup_s:
+            raise ValueError(f"'min_level_duration_s' ({lo:g}) must be longer than 'warmup_s' ({self.warmup_s:g})")
+        if lo > self.level_duration_s:
+            raise ValueError(f"'min_level_duration_s' ({lo:g}) must not exceed 'level_duration_s' ({self.level_duration_s:g})")
+        if hi < self.level_duration_s:
+            raise ValueError(f"'max_level_duration_s' ({hi:g}) must be at least 'level_duration_s' ({self.level_duration_s:g})")
         if ranged and self.start > self.max:
             raise ValueError(f"'start' ({self.start}) must not exceed 'max' ({self.max})")
         if ranged and self.step_mode == "multiply" and self.step <= 1:
             raise ValueError("'step' must be greater than 1 when step_mode is multiply")
         return self
+
+    @property
+    def min_duration_s(self) -> float:
+        """When a decided level may end (see ``min_level_duration_s``)."""
+        if self.min_level_duration_s is not None:
+            return self.min_level_duration_s
+        return self.warmup_s + (self.level_duration_s - self.warmup_s) / 2
+
+    @property
+    def max_duration_s(self) -> float:
+        """How long an undecided level may run (see ``max_level_duration_s``)."""
+        return self.max_level_duration_s if self.max_level_duration_s is not None else 4 * self.level_duration_s
 
     def concurrency_levels(self) -> list[int]:
         """The levels in run order: as given, or generated from start/step/max."""
@@ -180,6 +286,7 @@ class Scenario(_Strict):
         model: str | None = None,
         levels: list[int] | None = None,
         level_duration_s: float | None = None,
+        server_metrics: bool | None = None,
     ) -> "Scenario":
         """Apply command-line overrides, re-validating the result."""
         data = self.model_dump()
@@ -191,20 +298,25 @@ class Scenario(_Strict):
             data["load"].update(levels=levels, start=None, step=None, max=None)
         if level_duration_s is not None:
             data["load"]["level_duration_s"] = level_duration_s
+        if server_metrics is not None:
+            data["target"]["metrics"]["enabled"] = server_metrics
         return parse_scenario(data, source="command line")
 
     def public_dict(self) -> dict[str, Any]:
-        """The scenario as written to run.json: never holds a secret (only the env var's name)."""
+        """The scenario as written to run.json: never holds a secret (only env var names).
+
+        Headers whose names look secret, URL userinfo and token-like query values
+        are replaced; :mod:`loadtest.redact` scrubs the values themselves too.
+        """
+        from loadtest.redact import REDACTED, looks_secret_name, public_url, query_secrets
+
         data = self.model_dump(mode="json")
-        data["target"]["headers"] = {
-            k: ("<redacted>" if _looks_secret(k) else v) for k, v in data["target"]["headers"].items()
-        }
+        target = data["target"]
+        target["headers"] = {k: (REDACTED if looks_secret_name(k) else v) for k, v in target["headers"].items()}
+        target["base_url"] = public_url(target["base_url"])
+        secret = set(query_secrets(target["query"]))
+        target["query"] = {k: (REDACTED if v in secret else v) for k, v in target["query"].items()}
         return data
-
-
-def _looks_secret(header: str) -> bool:
-    h = header.lower()
-    return any(word in h for word in ("auth", "key", "token", "secret", "cookie"))
 
 
 _MESSAGES = {

@@ -3,14 +3,18 @@
 Prompts are built from common English words that are a single token in the
 usual BPE vocabularies (GPT, Llama, Qwen, Mistral), so "N words" is close to
 "N tokens" without downloading a tokenizer: the tool works offline. Each prompt
-starts with a random nonce so that servers with prefix caching cannot serve one
-request's prefill from another's, which would flatter TTFT.
+starts with a nonce so that servers with prefix caching cannot serve one
+request's prefill from another's, which would flatter TTFT. The nonce starts
+with the run's random *salt* (run.json ``prompt_salt``), so a second run
+against the same server (vLLM and SGLang cache prefixes by default) does not
+hit the first run's cache either; ``workload.seed`` still fixes the lengths and
+the words, so runs stay comparable.
 """
 
 from __future__ import annotations
 
 import random
-from typing import Iterator
+from typing import Collection, Iterator
 
 from loadtest.client.wire import build_body
 from loadtest.scenario import Scenario
@@ -36,10 +40,22 @@ class Workload:
     different from one another.
     """
 
-    def __init__(self, scenario: Scenario, seed: int = 0, continuous_usage: bool = False) -> None:
+    def __init__(
+        self,
+        scenario: Scenario,
+        seed: int = 0,
+        continuous_usage: bool = False,
+        salt: str = "",
+        drop: Collection[str] = (),
+        max_tokens_field: str | None = None,
+    ) -> None:
         self._scenario = scenario
         self._rng = random.Random(f"{scenario.workload.seed}-{seed}")
         self._continuous_usage = continuous_usage
+        self._salt = salt
+        #: What the preflight learned about the target's wire (see client.wire.build_body).
+        self._drop = tuple(drop)
+        self._max_tokens_field = max_tokens_field or scenario.target.max_tokens_field
 
     def prompt_length(self) -> int:
         return self._scenario.workload.prompt_tokens.sample(self._rng)
@@ -50,7 +66,7 @@ class Workload:
 
     def prompt(self, n_words: int) -> str:
         rng = self._rng
-        nonce = f"{rng.getrandbits(32):08x}"
+        nonce = f"{self._salt}{rng.getrandbits(32):08x}"
         return nonce + " " + " ".join(rng.choices(_WORDS, k=max(0, n_words - 1)))
 
     def next_body(self) -> bytes:
@@ -65,6 +81,8 @@ class Workload:
             ignore_eos=w.ignore_eos,
             continuous_usage=self._continuous_usage,
             extra_body=w.extra_body,
+            max_tokens_field=self._max_tokens_field,
+            drop=self._drop,
         )
 
     def __iter__(self) -> Iterator[bytes]:

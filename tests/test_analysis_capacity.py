@@ -96,9 +96,10 @@ def test_uncertain_when_a_ci_straddles_the_limit_at_capacity():
     assert check.ci[0] < 590 < check.ci[1]
     assert check.verdict == "uncertain" and analysis.level(2).status == "uncertain"
     cap = analysis.capacity
-    assert (cap.concurrency, cap.verdict, cap.first_failing) == (2, "uncertain", 4)
+    assert (cap.concurrency, cap.upper_bound, cap.verdict, cap.first_failing) == (None, 2, "uncertain", 4)
     assert cap.certain_concurrency is None and cap.uncertain_levels == [2]
     assert "uncertain" in cap.message and "95% CI" in cap.message
+    assert "No tested level holds the SLOs with confidence, and up to 2" in cap.message
 
 
 def test_client_saturation_at_a_deciding_level_is_the_verdict():

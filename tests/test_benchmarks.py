@@ -67,8 +67,9 @@ def test_fidelity_rows_measure_the_mock_truth(fidelity):
         assert 0 <= r["err_p50_ms"] <= r["err_p99_ms"] <= r["err_max_ms"] < 1000, r
         # Arrival after send on one clock: the lag is positive, and small on loopback.
         assert 0 < r["lag_p50_ms"] < 50, r
-        assert finite(r["cpu_pct"], r["loop_lag_p99_ms"], r["reader_batch_p99_ms"]), r
+        assert finite(r["cpu_pct"], r["loop_lag_p99_ms"], r["reader_batch_p99_ms"], r["stamp_delay_p99_ms"]), r
         assert isinstance(r["saturated"], bool) and r["verdict"]
+        assert r["stamp_delay_ms"]["0.5"] <= r["stamp_delay_ms"]["0.99"] <= r["stamp_delay_ms"]["max"]
     summary = fidelity["summary"]
     assert summary["levels_passed"] + summary["levels_flagged"] == 2
     assert isinstance(summary["calibration_failures"], list)
@@ -109,6 +110,25 @@ def test_run_all_picks_headlines_from_the_payloads(run_all, fidelity, client_cpu
     assert items["analyzer peak RSS"].status.startswith("n/a")  # 40k timestamps, not the target's 10M
     table = run_all.format_table(run_all.table_rows(list(items.values())), run_all.COLUMNS)
     assert len(table.splitlines()) == 1 + len(items)
+
+
+@pytest.fixture(scope="module")
+def selfcheck(tmp_path_factory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("selfcheck")
+    return run_bench("bench_selfcheck.py", tmp, "--streams", "1,4", "--level-duration", "3", "--warmup", "0.5",
+                     "--chunks", "1", "--protos", "http", "--modes", "single", timeout=120)
+
+
+def test_selfcheck_matrix_classifies_every_level(selfcheck, run_all):
+    rows = selfcheck["rows"]
+    assert [(r["proto"], r["k"], r["streams"]) for r in rows] == [("http", 1, 1), ("http", 1, 4)]
+    for r in rows:
+        assert r["outcome"] in ("hit", "ok", "FALSE ALARM", "MISS")
+        assert r["flagged"] == (r["bound_ms"] >= selfcheck["delta_ms"])
+        assert r["large"] == (r["err_p99_ms"] >= selfcheck["delta_ms"])
+    assert sum(v for k, v in selfcheck["matrix"].items() if k in ("hit", "ok", "FALSE ALARM", "MISS")) == 2
+    items = {h.name: h for h in run_all.headlines({"selfcheck": selfcheck})}
+    assert items["self-check misses (verdict could flip, not flagged)"].value == selfcheck["matrix"]["MISS"]
 
 
 def test_run_all_reports_a_failed_benchmark(run_all):

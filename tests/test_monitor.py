@@ -1,31 +1,102 @@
-"""The self-check's verdict from its samples (the limits' calibration is a benchmark)."""
+"""The self-check from its samples: stamp-delay bounds, CPU, and the verdict-flip judgment.
+
+The calibration against ground truth (the mock's own send stamps) is a
+benchmark: benchmarks/bench_selfcheck.py.
+"""
 
 from __future__ import annotations
 
-import numpy as np
+from array import array
 
-from loadtest.load.monitor import merge_worker_health, summarize
+import numpy as np
+import pytest
+
+from loadtest.analysis.client_error import could_flip, delay_for_percentile, judge_client
+from loadtest.analysis.results import Check
+from loadtest.client.reactor import ReaderHealth
+from loadtest.load.monitor import merge_worker_health, stamp_delays, summarize
+from test_analysis_capacity import sweep
 
 CALM = np.full(100, 0.3)
 
 
+def reader(waiting=(), ticks=(0.2,) * 50, woken=0, batches=(0.1,) * 50) -> ReaderHealth:
+    return ReaderHealth(array("d", batches), array("d", ticks), array("d", waiting), woken, 0.1)
+
+
 def test_calm_level_passes():
-    health = summarize(CALM, CALM, CALM, cpu_pct=20, reader_busy_pct=10)
+    health = summarize(CALM, reader(woken=200), cpu_pct=20, reader_busy_pct=10)
     assert health["saturated"] is False and health["reason"] is None
+    assert health["itl_error_bound_ms"] < 0.5
 
 
-def test_each_limit_marks_the_level_and_says_which():
+def test_long_batches_delay_nothing_when_every_poll_waited_for_data():
+    """The demo's case: long batches, but each step's tokens come tens of ms apart."""
+    long_batches = reader(woken=500, batches=(3.0,) * 500)
+    health = summarize(CALM, long_batches, 20, 10)
+    assert health["reader_batch_p99_ms"] == 3.0
+    assert health["stamp_delay_p99_ms"] < 0.5  # only wake-ups, not the batches, delay stamps
+
+
+def test_data_already_waiting_is_bounded_by_the_time_since_the_last_poll():
+    backlog = reader(waiting=(4.0,) * 100, woken=10)
+    health = summarize(CALM, backlog, 20, 10)
+    assert health["stamp_delay_p99_ms"] == 4.0 and health["itl_error_bound_ms"] == 4.0
+    assert health["ttft_error_bound_ms"] == pytest.approx(4.0 + 0.3)  # the send side adds the event-loop lag
+
+
+def test_greenlet_reads_wake_as_late_as_the_event_loop():
+    """Over TLS the reader thread is idle: its figures would say nothing; the loop lag does."""
+    lags = np.concatenate([CALM, np.full(5, 9.0)])
+    assert stamp_delays(reader(), lags, greenlet_reads=True).max() == 9.0
+    health = summarize(lags, ReaderHealth(), 20, 0, greenlet_reads=True)
+    assert health["stamp_delay_p99_ms"] > 5 and health["reads"] == "greenlets"
+
+
+def test_cpu_and_optional_hard_limits_flag_the_level():
+    assert "CPU 95%" in summarize(CALM, reader(), 95, 10)["reason"]
     lag = np.concatenate([CALM, np.full(5, 9.0)])
-    assert "event-loop lag p99" in summarize(lag, CALM, CALM, 20, 10)["reason"]
-    assert "stream-reader batch p99" in summarize(CALM, lag, CALM, 20, 10)["reason"]
-    assert "CPU 95%" in summarize(CALM, CALM, CALM, 95, 10)["reason"]
-    # The reader's wake-up lag is reported, not judged.
-    assert summarize(CALM, CALM, lag, 20, 10)["saturated"] is False
+    assert summarize(lag, reader(), 20, 10)["saturated"] is False  # no hard limit by default
+    assert "event-loop lag p99" in summarize(lag, reader(), 20, 10, limits=(80, 2.5, None))["reason"]
 
 
 def test_a_level_is_saturated_if_any_worker_was():
-    calm = dict(summarize(CALM, CALM, CALM, 20, 10), worker="w1")
-    busy = dict(summarize(CALM, CALM, CALM, 95, 10), worker="w2")
+    calm = dict(summarize(CALM, reader(), 20, 10), worker="w1")
+    busy = dict(summarize(CALM, reader(), 95, 10), worker="w2")
     merged = merge_worker_health([calm, busy])
     assert merged["saturated"] is True and merged["reason"].startswith("w2: CPU")
     assert merged["cpu_pct"] == 95 and len(merged["workers"]) == 2
+
+
+def _check(metric, value, limit, verdict):
+    return Check(f"{metric}.p95", metric, "p95", value, (value, value), limit, verdict, 100, False)
+
+
+def test_a_verdict_can_flip_only_within_the_error_bound():
+    assert could_flip(_check("itl_ms", 54.3, 55, "pass"), 2.1, inflate_only=False)
+    assert could_flip(_check("itl_ms", 56.0, 55, "fail"), 2.1, inflate_only=False)
+    assert not could_flip(_check("itl_ms", 50.0, 55, "pass"), 2.1, inflate_only=False)
+    # the client only ever adds to TTFT: a pass stays a pass
+    assert not could_flip(_check("ttft_ms", 199.0, 200, "pass"), 5.0, inflate_only=True)
+    assert could_flip(_check("ttft_ms", 203.0, 200, "fail"), 5.0, inflate_only=True)
+
+
+def test_the_analysis_flags_only_the_level_whose_verdict_the_error_could_move():
+    analysis = sweep([1, 2, 4, 8], {"itl_ms": {"p95": 45}})
+    level = analysis.level(4)
+    check = level.check("itl_ms.p95")
+    late = abs(check.value - 45) + 0.5
+    level.client = {"stamp_delay_ms": {"0.5": 0.1, "0.99": late, "max": late}, "send_delay_ms": {"0.5": 0.1, "max": 0.2}}
+    judge_client(level)
+    assert level.client_saturated
+    assert "the client's timing error bound is" in level.client["reason"] and "cannot be judged" in level.client["reason"]
+    calm = analysis.level(1)
+    calm.client = {"stamp_delay_ms": {"0.5": 0.1, "0.99": 0.3, "max": 0.4}, "send_delay_ms": {"0.5": 0.1, "max": 0.5}}
+    assert not judge_client(calm).client_saturated
+
+
+def test_the_error_a_percentile_allows_for_grows_with_the_percentile():
+    table = {"0.5": 0.1, "0.875": 0.2, "0.9875": 3.0, "0.9975": 9.0, "max": 20.0}
+    assert delay_for_percentile(table, 0.5) == 0.2  # p50 allows for the p87.5 delay
+    assert delay_for_percentile(table, 0.95) == 3.0  # p95 for the p98.75 delay
+    assert delay_for_percentile(table, 0.99) == 9.0  # p99 for the p99.75 delay

@@ -6,28 +6,20 @@ The mock serves HTTPS with a throw-away self-signed certificate made by the
 
 from __future__ import annotations
 
-import subprocess
-
 import numpy as np
 import pytest
 
 from loadtest.client.stream import StreamingClient
 from loadtest.client.wire import build_body
 from loadtest.mock.process import MockServer
+from loadtest.mock.tls import self_signed_cert
 from loadtest.records import read_requests
 from runkit import level_rows, loadtest, write_scenario
 
 
 @pytest.fixture(scope="module")
 def tls_files(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("tls")
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-         "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
-        check=True, capture_output=True, timeout=60,
-    )
-    return cert, key
+    return self_signed_cert(tmp_path_factory.mktemp("tls"))
 
 
 @pytest.fixture(scope="module")
@@ -78,3 +70,75 @@ def test_missing_ca_bundle_is_an_input_error(tmp_path):
     result = loadtest("validate", str(scenario))
     assert result.returncode == 2
     assert "target.ca_bundle: no such file" in result.stderr
+
+
+class _ConnectProxy:
+    """A minimal HTTP CONNECT proxy on 127.0.0.1 that pipes bytes and remembers the tunnels asked for."""
+
+    def __init__(self) -> None:
+        import socket
+        import threading
+
+        self.tunnels: list[str] = []
+        self._sock = socket.socket()
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(8)
+        self.port = self._sock.getsockname()[1]
+        self._threading = threading
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+
+        while True:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            head = b""
+            while b"\r\n\r\n" not in head:
+                data = conn.recv(4096)
+                if not data:
+                    break
+                head += data
+            target = head.split(b" ")[1].decode()
+            self.tunnels.append(target)
+            host, port = target.rsplit(":", 1)
+            upstream = socket.create_connection((host, int(port)))
+            conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            for a, b in ((conn, upstream), (upstream, conn)):
+                self._threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src, dst) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(2)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self._sock.close()
+
+
+def test_https_target_through_https_proxy_tunnel(tls_mock, tls_files, monkeypatch):
+    proxy = _ConnectProxy()
+    monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{proxy.port}")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    try:
+        client = StreamingClient(tls_mock.base_url, "chat", ca_bundle=str(tls_files[0]))
+        rec = client.send(build_body("chat", "mock-model", "hi", 6))
+        client.close()
+    finally:
+        proxy.close()
+    assert rec.ok, rec.error
+    assert len(rec.chunk_ms) == 6
+    port = tls_mock.base_url.split(":")[2].split("/")[0]
+    assert proxy.tunnels == [f"127.0.0.1:{port}"]

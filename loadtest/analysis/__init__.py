@@ -12,6 +12,8 @@ The pipeline inside, one module per idea:
 ``capacity``  the highest concurrency that holds, and why the next one fails
 ``refine``    the next concurrency to probe by bisection
 ``caveats``   warnings a reader needs to weigh the numbers
+``signals`` / ``server``   the server's scraped metrics joined to the levels on wall time
+``autoscaling``   scale-out thresholds from the capacity and the server's signals
 ``results``   the output dataclasses (``Analysis``, ``LevelResult``, ``Stats``, ``Check``, ``Capacity``)
 ``synthetic`` runs with known answers, for tests and benchmarks
 
@@ -27,9 +29,11 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from loadtest.analysis.autoscaling import AutoscalingOptions, recommend
 from loadtest.analysis.bootstrap import DEFAULT_RESAMPLES
 from loadtest.analysis.capacity import find_capacity
 from loadtest.analysis.caveats import MIN_COMPLETE, level_caveats, run_caveats
+from loadtest.analysis.client_error import judge_client
 from loadtest.analysis.chunks import (
     chunk_positions,
     flatten_chunks,
@@ -42,8 +46,9 @@ from loadtest.analysis.frame import request_frame
 from loadtest.analysis.metrics import level_results
 from loadtest.analysis.refine import next_refine_level
 from loadtest.analysis.results import Analysis, Capacity, Check, LevelResult, Stats
+from loadtest.analysis.server import server_view
 from loadtest.analysis.slo import SloCheck, SloSpec
-from loadtest.analysis.verdict import evaluate_level
+from loadtest.analysis.verdict import evaluate_level, verdict_confidence
 from loadtest.analysis.windows import level_windows
 from loadtest.errors import InputError
 
@@ -69,6 +74,9 @@ def analyze(
     seed: int = 0,
     resamples: int = DEFAULT_RESAMPLES,
     min_complete: int = MIN_COMPLETE,
+    confidence: float | None = None,
+    server_samples: pd.DataFrame | None = None,
+    autoscaling: AutoscalingOptions | None = None,
 ) -> Analysis:
     """Analyze one run's records against ``slo``.
 
@@ -76,9 +84,13 @@ def analyze(
     returned by :func:`loadtest.records.read_requests`); ``run`` is run.json as
     a dict. Deterministic for a given ``seed``. Never raises on odd data
     (empty frames, missing levels, all failures): such runs get a ``no_data``
-    or ``uncertain`` verdict and warnings instead.
+    or ``uncertain`` verdict and warnings instead. ``server_samples`` are the
+    scraped server metrics (``server_metrics.parquet``), None when not scraped;
+    ``autoscaling`` defaults to run.json's ``autoscaling`` options.
     """
     run = dict(run)
+    if confidence is None:
+        confidence = verdict_confidence(run)
     windows, warnings = level_windows(run, requests)
     chunks = flatten_chunks(requests)
     frame = request_frame(requests, windows, chunks, slo)
@@ -89,21 +101,29 @@ def analyze(
     reported = numeric(requests, "completion_tokens")
     reported = np.where(ok & (reported > 0), reported, np.nan)  # final counts exist for successes only
     tokens = tokens_per_window(chunks, positions, reported, len(windows))
-    itl, itl_pos = itl_samples(
+    itl, itl_pos, itl_at = itl_samples(
         chunks, positions, start, frame["e2e_ms"].to_numpy(dtype=float), frame["failed"].to_numpy(), windows
     )
     del chunks, positions  # the flattened chunk arrays are the bulk of the memory
-    itl_groups = group_by_position(itl, itl_pos, len(windows))
-    del itl, itl_pos
+    itl_groups = list(
+        zip(group_by_position(itl, itl_pos, len(windows)), group_by_position(itl_at, itl_pos, len(windows)))
+    )
+    del itl, itl_pos, itl_at
 
-    levels = level_results(frame, windows, itl_groups, tokens, seed=seed, resamples=resamples)
+    levels = level_results(
+        frame, windows, itl_groups, tokens, seed=seed, resamples=resamples, confidence=confidence
+    )
     for level in levels:
-        evaluate_level(level, slo)
+        judge_client(evaluate_level(level, slo))
     levels.sort(key=lambda lv: (lv.concurrency, lv.index))
-    capacity = find_capacity(levels, slo)
+    capacity = find_capacity(levels, slo, confidence)
 
     warnings += run_caveats(run, frame)
     warnings += level_caveats(levels, slo, min_complete)
+    server = server_view(server_samples, levels, run.get("server_metrics"))
+    if server is not None:
+        warnings += server.warnings
+    options = autoscaling or AutoscalingOptions.from_dict(run.get("autoscaling"))
     # only successful requests carry final token counts
     sources = frame.loc[frame["ok"], "token_source"].value_counts(dropna=True) if len(frame) else {}
 
@@ -118,15 +138,27 @@ def analyze(
         warmup_s=float(run.get("warmup_s") or 0.0),
         run=run,
         requests=frame,
+        confidence=confidence,
+        server=server,
+        autoscaling=recommend(levels, capacity, server, options),
     )
 
 
-def analyze_run(run_dir: Path | str, slo_overrides: Iterable[str] = (), **options: Any) -> Analysis:
+def analyze_run(
+    run_dir: Path | str,
+    slo_overrides: Iterable[str] = (),
+    autoscaling_overrides: Mapping[str, float | None] | None = None,
+    **options: Any,
+) -> Analysis:
     """Analyze a run folder: SLOs from ``run["scenario"]["slo"]``, then CLI overrides.
+
+    ``autoscaling_overrides`` (``headroom``, ``scale_up_s``, ``traffic_growth_per_min``)
+    replace run.json's ``autoscaling`` options where not None.
 
     Raises :class:`InputError` when the folder is not a run or an override is bad.
     """
     from loadtest.records import RUN_JSON, read_requests, read_run_json
+    from loadtest.scrape.store import read_samples
 
     run_dir = Path(run_dir)
     if not (run_dir / RUN_JSON).is_file():
@@ -138,5 +170,9 @@ def analyze_run(run_dir: Path | str, slo_overrides: Iterable[str] = (), **option
     scenario = run.get("scenario") or {}
     slo = SloSpec.from_dict(scenario.get("slo") if isinstance(scenario, Mapping) else None)
     slo = slo.with_overrides(slo_overrides)
-    return analyze(read_requests(run_dir), run, slo, **options)
+    scaling = AutoscalingOptions.from_dict(run.get("autoscaling"))
+    if autoscaling_overrides:
+        o = autoscaling_overrides
+        scaling = scaling.with_overrides(o.get("headroom"), o.get("scale_up_s"), o.get("traffic_growth_per_min"))
+    return analyze(read_requests(run_dir), run, slo, server_samples=read_samples(run_dir), autoscaling=scaling, **options)
 

@@ -1,20 +1,25 @@
-"""Capacity: the highest concurrency at which every level up to it meets the SLOs.
+"""Capacity: the highest concurrency such that every level up to it *passes* the SLOs.
 
 Levels are taken in concurrency order (refine levels included, wherever they
-were run). Capacity is the level just below the first failing one. The
-answer comes with:
+were run). A level counts only when its verdict is a decided ``pass``: an
+``uncertain`` level (an interval straddles a limit, or too few samples) is not
+a pass, so the capacity is never read off a coin flip. The answer comes with:
 
 * the *first failing* level and the *binding* SLO, i.e. the check that failed
   there (if several failed, the one furthest over its limit by ratio), with its
   value and limit;
+* ``upper_bound``, the optimistic reading: the highest level below the first
+  failure, counting undecided levels as holding. It equals ``concurrency`` when
+  every level up to the first failure was decided;
 * throughput and goodput at capacity, which is what sizing replicas needs;
 * a verdict that says how far to trust it: ``found``, ``at_least`` (nothing
   failed: the endpoint holds at least the highest tested level),
-  ``below_minimum`` (even the lowest level fails), ``uncertain`` (a level at or
-  below capacity has a check whose interval straddles its limit),
-  ``client_saturated`` (the load generator was the bottleneck at a level that
-  decides the answer) or ``no_data``;
-* one human sentence (:attr:`Capacity.message`).
+  ``below_minimum`` (even the lowest level fails), ``uncertain`` (an undecided
+  level sits between the capacity and the first failure), ``client_saturated``
+  (the load generator was the bottleneck at a level that decides the answer)
+  or ``no_data``;
+* one human sentence (:attr:`Capacity.message`), which gives both numbers when
+  they differ.
 
 Levels without data are skipped (a crashed worker must not hide the levels
 around it). Levels above the first failure do not change the answer.
@@ -30,8 +35,8 @@ from loadtest.analysis.slo import METRIC_LABELS, SloSpec
 from loadtest.analysis.verdict import ERROR_RATE_CHECK
 
 
-def find_capacity(levels: Sequence[LevelResult], slo: SloSpec) -> Capacity:
-    """Derive the capacity from evaluated levels (any order)."""
+def find_capacity(levels: Sequence[LevelResult], slo: SloSpec, confidence: float = 0.95) -> Capacity:
+    """Derive the capacity from evaluated levels (any order); ``confidence`` is the intervals' level."""
     usable = sorted((lv for lv in levels if lv.status != "no_data"), key=lambda lv: lv.concurrency)
     if not usable:
         return Capacity(
@@ -41,29 +46,29 @@ def find_capacity(levels: Sequence[LevelResult], slo: SloSpec) -> Capacity:
             "so the capacity is unknown.",
         )
 
+    held = 0  # how many levels, from the lowest, pass
+    while held < len(usable) and usable[held].status == "pass":
+        held += 1
+    cap = usable[held - 1] if held else None
+    blocker = usable[held] if held < len(usable) else None  # the first level that did not pass
     fail_at = next((i for i, lv in enumerate(usable) if lv.status == "fail"), None)
-    cap_pos = (len(usable) - 1) if fail_at is None else fail_at - 1
-    cap = usable[cap_pos] if cap_pos >= 0 else None
     first_failing = usable[fail_at] if fail_at is not None else None
-    deciding = usable[: cap_pos + 2]  # up to and including the first failure
+    below_fail = usable if fail_at is None else usable[:fail_at]
+    optimistic = below_fail[-1] if below_fail else None
+    undecided = [lv for lv in below_fail if lv.status == "uncertain"]
+    # the levels the answer rests on: up to the first non-pass, and on to the first failure
+    deciding = usable[: max(held, len(below_fail)) + 1]
     saturated = [lv for lv in deciding if lv.client_saturated]
-    uncertain = [lv for lv in usable[: cap_pos + 1] if lv.status == "uncertain"]
-
-    certain = None
-    for lv in usable:
-        if lv.status != "pass":
-            break
-        certain = lv.concurrency
 
     binding = binding_check(first_failing) if first_failing else None
     verdict: CapacityVerdict
     if saturated:
         verdict = "client_saturated"
-    elif uncertain:
+    elif blocker is not None and blocker.status == "uncertain":
         verdict = "uncertain"
     elif cap is None:
         verdict = "below_minimum"
-    elif first_failing is None:
+    elif blocker is None:
         verdict = "at_least"
     else:
         verdict = "found"
@@ -80,12 +85,13 @@ def find_capacity(levels: Sequence[LevelResult], slo: SloSpec) -> Capacity:
         requests_per_s=cap.requests_per_s if cap else None,
         output_tokens_per_s=cap.output_tokens_per_s if cap else None,
         goodput_rps=cap.goodput_rps if cap else None,
-        certain_concurrency=certain,
+        certain_concurrency=cap.concurrency if cap else None,
+        upper_bound=optimistic.concurrency if optimistic else None,
         max_tested=usable[-1].concurrency,
-        uncertain_levels=[lv.concurrency for lv in uncertain],
+        uncertain_levels=[lv.concurrency for lv in undecided],
         saturated_levels=[lv.concurrency for lv in levels if lv.client_saturated],
     )
-    result.message = _message(result, cap, first_failing, binding, uncertain, saturated, slo)
+    result.message = _message(result, cap, first_failing, binding, undecided, saturated, slo, confidence)
     return result
 
 
@@ -120,23 +126,28 @@ def fmt_pct(value: float) -> str:
     return f"{value * 100:.2g}%" if value < 0.01 else f"{value * 100:.1f}%"
 
 
-def describe_check(check: Check, *, with_ci: bool = False) -> str:
+def ci_label(confidence: float) -> str:
+    """``"95% CI"``, ``"98.75% CI"``."""
+    return f"{confidence * 100:.4g}% CI"
+
+
+def describe_check(check: Check, *, with_ci: bool = False, confidence: float = 0.95) -> str:
     """``"p95 ITL is 130 ms against a 120 ms limit"`` (no leading article)."""
     if check.metric == ERROR_RATE_CHECK:
         text = f"error rate is {fmt_pct(check.value)} against a {check.limit * 100:g}% budget"
         if with_ci:
-            text += f" (95% CI {fmt_pct(check.ci[0])}–{fmt_pct(check.ci[1])})"
+            text += f" ({ci_label(confidence)} {fmt_pct(check.ci[0])}–{fmt_pct(check.ci[1])})"
         return text
     label = f"{check.percentile} {METRIC_LABELS.get(check.metric, check.metric)}"
     if math.isinf(check.value):
         share = (1 - float(check.percentile[1:]) / 100) * 100 if check.percentile else 0
-        value = f"unbounded (more than {share:g}% of requests failed)"
+        value = f"unbounded (more than {share:g}% of requests failed or were cut after waiting past the limit)"
     else:
         value = f"{fmt_ms(check.value)} ms"
     ci = ""
     if with_ci:
         lo, hi = check.ci
-        ci = f" (95% CI {fmt_ms(lo)}–{fmt_ms(hi)} ms)"
+        ci = f" ({ci_label(confidence)} {fmt_ms(lo)}–{fmt_ms(hi)} ms)"
     return f"{label} is {value}{ci} against a {check.limit:g} ms limit"
 
 
@@ -148,6 +159,7 @@ def _message(
     uncertain: list[LevelResult],
     saturated: list[LevelResult],
     slo: SloSpec,
+    confidence: float,
 ) -> str:
     fail_part = (
         f"at {first_failing.concurrency} the {describe_check(binding)}" if first_failing and binding else ""
@@ -166,21 +178,7 @@ def _message(
             f"the {describe_check(binding) if binding else 'SLOs fail'}."
         )
     if cap.verdict == "uncertain":
-        level = uncertain[-1]
-        doubt = next((c for c in level.checks if c.verdict in ("uncertain", "no_data")), None)
-        if doubt is not None and doubt.verdict == "uncertain":
-            why = f"at {level.concurrency} the {describe_check(doubt, with_ci=True)}"
-        elif doubt is not None:
-            why = f"at {level.concurrency} there is no {doubt.name} sample"
-        else:
-            why = f"at {level.concurrency} a check is inconclusive"
-        holds = (
-            f"This endpoint holds about {_users(cap.concurrency)}"
-            if cap.concurrency is not None
-            else "The capacity is unclear"
-        )
-        tail = f"; {fail_part}" if fail_part else ""
-        return f"{holds}, but the verdict is uncertain: {why}{tail}; lengthen the levels to decide."
+        return _uncertain_message(cap, uncertain, fail_part, confidence)
     if cap.verdict == "client_saturated":
         at = ", ".join(str(lv.concurrency) for lv in saturated)
         reasons = sorted({str(lv.client.get("reason")) for lv in saturated if lv.client.get("reason")})
@@ -196,3 +194,24 @@ def _message(
             f"trustworthy; taken at face value, {face}."
         )
     return "The capacity is unknown."
+
+
+def _uncertain_message(cap: Capacity, undecided: list[LevelResult], fail_part: str, confidence: float) -> str:
+    """Both numbers: what holds with confidence, and what would hold if the undecided levels do."""
+    level = undecided[0]
+    doubt = next((c for c in level.checks if c.verdict in ("uncertain", "no_data")), None)
+    if doubt is not None and doubt.verdict == "uncertain":
+        reason = f", {doubt.reason}" if doubt.reason else ""
+        why = f"at {level.concurrency} the {describe_check(doubt, with_ci=True, confidence=confidence)}{reason}"
+    elif doubt is not None:
+        why = f"at {level.concurrency} there is no {doubt.name} sample"
+    else:
+        why = f"at {level.concurrency} a check is inconclusive"
+    if cap.concurrency is not None:
+        holds = f"This endpoint holds {_users(cap.concurrency)} within the SLOs with confidence"
+    else:
+        holds = "No tested level holds the SLOs with confidence"
+    if cap.upper_bound is not None and cap.upper_bound != cap.concurrency:
+        holds += f", and up to {cap.upper_bound} if the undecided level{'s' if len(undecided) > 1 else ''} hold"
+    tail = f"; {fail_part}" if fail_part else ""
+    return f"{holds}; the verdict is uncertain: {why}{tail}. Longer levels (load.max_level_duration_s) can decide it."

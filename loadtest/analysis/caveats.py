@@ -15,7 +15,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from loadtest.analysis.results import LevelResult
+from loadtest.analysis.results import Check, LevelResult
 from loadtest.analysis.slo import SloSpec
 
 #: Chunks per second one load-generator process times within about 2 ms (p99), as
@@ -57,7 +57,9 @@ def level_caveats(levels: Sequence[LevelResult], slo: SloSpec, min_complete: int
             + (f" ({'; '.join(reasons)})" if reasons else "")
             + ": latencies there include the client's own delay; " + _workers_advice(levels)
         )
-    short = [lv for lv in levels if lv.requests and lv.complete < min_complete]
+    # e2e and TPOT need requests that ran their whole course at one level; warn only when they are judged
+    judged = any(c.metric in ("e2e_ms", "tpot_ms") for c in slo.checks)
+    short = [lv for lv in levels if lv.requests and lv.complete < min_complete] if judged else []
     if short:
         detail = ", ".join(f"{lv.concurrency} ({lv.complete})" for lv in short)
         out.append(
@@ -68,12 +70,12 @@ def level_caveats(levels: Sequence[LevelResult], slo: SloSpec, min_complete: int
         started = lv.requests + lv.cancelled
         return lv.spillover / started if started else 0.0
 
-    spill = [lv for lv in levels if spill_share(lv) > SPILLOVER_SHARE]
+    spill = [lv for lv in levels if spill_share(lv) > SPILLOVER_SHARE] if judged else []
     if spill:
         detail = ", ".join(f"{lv.concurrency} ({spill_share(lv):.0%})" for lv in spill)
         out.append(
-            f"many requests outlived their level (spillover) at concurrency {detail}: e2e and TPOT only count "
-            "requests that finished inside the window, which favours short requests; lengthen the levels"
+            f"many requests outlived their level (spillover) at concurrency {detail}: their e2e and TPOT count "
+            "at the level they started in but were partly served under the next level's load; lengthen the levels"
         )
     low: dict[str, list[int]] = defaultdict(list)
     empty: dict[str, list[int]] = defaultdict(list)
@@ -81,7 +83,7 @@ def level_caveats(levels: Sequence[LevelResult], slo: SloSpec, min_complete: int
         for check in lv.checks:
             if check.verdict == "no_data" and lv.requests:
                 empty[check.name].append(lv.concurrency)
-            elif check.low_n:
+            elif check.low_n and _low_n_matters(check):
                 low[check.name].append(lv.concurrency)
     for name, at in low.items():
         if name == "error_rate" and slo.max_error_rate:
@@ -103,6 +105,18 @@ def level_caveats(levels: Sequence[LevelResult], slo: SloSpec, min_complete: int
     if slo.is_empty:
         out.append("no SLOs are defined: every level passes, so the capacity is only a lower bound")
     return out
+
+
+def _low_n_matters(check: Check) -> bool:
+    """A small sample is worth a warning only where it weighs on the verdict.
+
+    The error budget: only when the level had a failure (with none, it passes
+    whatever n). A percentile: only when it is not a certain failure (failures
+    past the percentile decide it however few samples there are).
+    """
+    if check.name == "error_rate":
+        return check.value > 0
+    return check.verdict != "fail"
 
 
 def _worker_loss(loss: Any) -> str:

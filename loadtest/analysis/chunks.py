@@ -98,14 +98,15 @@ def itl_samples(
     e2e_ms: np.ndarray,
     failed: np.ndarray,
     windows: Sequence[LevelWindow],
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per-token ITL samples (ms) and the window position of each.
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-token ITL samples (ms), the window position of each, and its wall time.
 
     ``positions`` comes from :func:`chunk_positions`. Returns only samples that
-    fall inside a measured window.
+    fall inside a measured window. The wall time (the arrival of the chunk the
+    sample came from) lets intervals resample blocks of time (:mod:`intervals`).
     """
-    per_token, pos, _rows = itl_samples_with_rows(chunks, positions, start_wall, e2e_ms, failed, windows)
-    return per_token, pos
+    per_token, pos, times, _rows = itl_samples_with_rows(chunks, positions, start_wall, e2e_ms, failed, windows)
+    return per_token, pos, times
 
 
 def itl_samples_with_rows(
@@ -115,7 +116,7 @@ def itl_samples_with_rows(
     e2e_ms: np.ndarray,
     failed: np.ndarray,
     windows: Sequence[LevelWindow],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`itl_samples` plus the row (request) each sample belongs to.
 
     ``loadtest compare`` bootstraps ITL by resampling *requests*: the gaps of
@@ -127,11 +128,13 @@ def itl_samples_with_rows(
     valid = (row[1:] == row[:-1]) & (positions[1:] >= 0)
     gaps = np.diff(chunks.arrival_ms)[valid]
     pos = positions[1:][valid]
+    times = (start_wall[row] + chunks.arrival_ms / 1000.0)[1:][valid]
     owner = row[1:][valid]
     if chunks.multi_token:
         k = chunks.tokens[1:][valid]
         per_token = np.repeat(gaps / k, k)
         pos = np.repeat(pos, k)
+        times = np.repeat(times, k)
         owner = np.repeat(owner, k)
     else:
         per_token = gaps
@@ -139,13 +142,14 @@ def itl_samples_with_rows(
     # A stream that broke after some content: the next token never arrived.
     broken = failed & (chunks.counts > 0)
     if broken.any():
-        fail_pos = locate(start_wall[broken] + np.nan_to_num(e2e_ms[broken]) / 1000.0, windows)
-        fail_rows = np.flatnonzero(broken)[fail_pos >= 0]
-        fail_pos = fail_pos[fail_pos >= 0]
-        per_token = np.concatenate([per_token, np.full(len(fail_pos), np.inf)])
-        pos = np.concatenate([pos, fail_pos])
-        owner = np.concatenate([owner, fail_rows.astype(owner.dtype)])
-    return per_token, pos, owner
+        fail_at = start_wall[broken] + np.nan_to_num(e2e_ms[broken]) / 1000.0
+        fail_pos = locate(fail_at, windows)
+        inside = fail_pos >= 0
+        per_token = np.concatenate([per_token, np.full(int(inside.sum()), np.inf)])
+        pos = np.concatenate([pos, fail_pos[inside]])
+        times = np.concatenate([times, fail_at[inside]])
+        owner = np.concatenate([owner, np.flatnonzero(broken)[inside].astype(owner.dtype)])
+    return per_token, pos, times, owner
 
 
 def tokens_per_window(

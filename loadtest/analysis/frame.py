@@ -6,11 +6,12 @@ vectorized column at a time:
 * ``pos``: position (in the window list) of the level the request *started* in;
 * ``measured``: it started inside that level's measured window and is not
   flagged ``warmup``, so its TTFT/TTFB and its success or failure count there;
-* ``spillover``: it outlived its level (ended after the level's end). It stays
-  in the data (its chunks count where they arrived) but it is not *complete*;
-* ``complete``: measured and finished inside the same window, which is what
-  e2e and TPOT require, since a request that spans two levels was served
-  under two different loads;
+* ``spillover``: it outlived its level (ended after the level's end). Its
+  chunks count where they arrived, and its e2e and TPOT count at the level it
+  started in: the longest requests are the likeliest to outlive a level, so
+  leaving them out would cut off exactly the slow tail;
+* ``complete``: measured and finished inside the same window (reported, for
+  the warning about levels that are short for the output length);
 * ``*_sample``: the value each request contributes to a latency percentile.
   **Failed requests count as +inf** (a timeout is not a missing sample: it is
   a request that missed every limit). A failure that did produce a first
@@ -18,10 +19,20 @@ vectorized column at a time:
 * ``good``: completed successfully and met every per-request limit (goodput).
 
 A request with error kind ``cancelled`` was ended by the harness (users
-stopped at a level change or at the end of the run), not by the server. It is
-*censored*, not failed: it counts in no error rate and adds no +inf sample;
-what it did observe (a TTFT, chunk gaps) is kept, and it is flagged
-``spillover`` since a level boundary cut it.
+stopped at a level change, at the end of a refine probe or of the run), not
+by the server. It is *censored*, not failed: it counts in no error rate, and
+what it did observe (a TTFT, chunk gaps) is kept. What it did not observe is
+bounded by how long it had waited when it was cut (``e2e_ms``): a request
+still waiting for its first token when a probe ended is exactly the slow
+tail of a TTFT-bound level, so it must not vanish. The rule (the same one the
+load stage applies to requests in flight when it decides a level early):
+
+* its wait already exceeds the tightest limit on that metric → a certain
+  miss, entered as +inf (whatever it would have become, it missed);
+* otherwise it is left out: it was cut too early to say anything, and
+  counting it as a miss would fail every level that a probe ends on time;
+* a metric without a limit leaves it out (nothing is judged there);
+* TPOT of a cut stream that had started is its TPOT so far.
 """
 
 from __future__ import annotations
@@ -70,11 +81,20 @@ def request_frame(
 
     tokens = numeric(requests, "completion_tokens")
     tokens = np.where(np.isnan(tokens), chunks.token_sums, tokens)
+    tokens = np.where(cancelled & ~(tokens > 0), chunks.token_sums, tokens)  # a cut stream: what it streamed
     with np.errstate(divide="ignore", invalid="ignore"):
-        tpot = np.where(ok & (tokens >= 2) & np.isfinite(ttft), (e2e - ttft) / (tokens - 1), np.nan)
+        tpot = np.where((ok | cancelled) & (tokens >= 2) & np.isfinite(ttft), (e2e - ttft) / (tokens - 1), np.nan)
 
     def failure_is_inf(values: np.ndarray) -> np.ndarray:
         return np.where(np.isnan(values) & failed, np.inf, values)
+
+    def censored(values: np.ndarray, *metrics: str) -> np.ndarray:
+        """Cut requests without a value: +inf when their wait already missed the limit."""
+        limit = slo.tightest(*metrics)
+        unseen = cancelled & np.isnan(values)
+        if limit is None or not unseen.any():
+            return values
+        return np.where(unseen & (e2e > limit), np.inf, values)
 
     frame = pd.DataFrame(
         {
@@ -102,10 +122,12 @@ def request_frame(
             "tpot_ms": tpot,
             "completion_tokens": tokens,
             "chunks": chunks.counts,
-            "ttft_sample": np.where(measured, failure_is_inf(ttft), np.nan),
-            "ttfb_sample": np.where(measured, failure_is_inf(ttfb), np.nan),
-            "e2e_sample": np.where(complete, np.where(failed, np.inf, e2e), np.nan),
-            "tpot_sample": np.where(complete, np.where(failed, np.inf, tpot), np.nan),
+            "ttft_sample": np.where(measured, censored(failure_is_inf(ttft), "ttft_ms"), np.nan),
+            "ttfb_sample": np.where(measured, censored(failure_is_inf(ttfb), "ttfb_ms"), np.nan),
+            "e2e_sample": np.where(
+                measured, np.where(failed, np.inf, censored(np.where(cancelled, np.nan, e2e), "e2e_ms")), np.nan
+            ),
+            "tpot_sample": np.where(measured, np.where(failed, np.inf, tpot), np.nan),
         }
     )
     frame["good"] = ok & _meets_limits(frame, slo)

@@ -26,13 +26,15 @@ import numpy as np
 import pandas as pd
 
 from loadtest.analysis.bootstrap import (
+    CONFIDENCE,
     DEFAULT_RESAMPLES,
     bootstrap_ranks,
     percentile_interval,
     rng_for,
     wilson_interval,
 )
-from loadtest.analysis.quantiles import lerp, order_statistics, position
+from loadtest.analysis.intervals import block_bootstrap_intervals, block_ids, block_length_s
+from loadtest.analysis.quantiles import lerp, low_n, order_statistics, position
 from loadtest.analysis.results import REPORTED, LevelResult, Stats
 from loadtest.analysis.slo import PERCENTILES
 from loadtest.analysis.windows import LevelWindow
@@ -43,13 +45,21 @@ PLOT_SAMPLES = 2000
 LATENCY_METRICS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "ttfb_ms")
 
 
-def describe(values: np.ndarray, rng: np.random.Generator, resamples: int = DEFAULT_RESAMPLES) -> Stats:
+def describe(
+    values: np.ndarray,
+    rng: np.random.Generator,
+    resamples: int = DEFAULT_RESAMPLES,
+    *,
+    blocks: np.ndarray | None = None,
+    confidence: float = CONFIDENCE,
+) -> Stats:
     """Stats of a sample (any order, no NaN) that may contain +inf failures.
 
-    All order statistics needed (each percentile's two neighbours and every
-    bootstrap replicate's) are gathered first and looked up in one
-    :func:`order_statistics` call, so a million-value ITL sample is never
-    fully sorted.
+    Point percentiles are exact order statistics (:func:`order_statistics`, so a
+    million-value ITL sample is never fully sorted). Their intervals resample
+    whole time ``blocks`` (see :mod:`intervals`); without blocks every sample is
+    taken as independent (its own block), which is only right for data that
+    really is, e.g. synthetic tests.
     """
     n = len(values)
     if n == 0:
@@ -57,28 +67,15 @@ def describe(values: np.ndarray, rng: np.random.Generator, resamples: int = DEFA
     infinite = np.isinf(values)
     n_failed = int(infinite.sum())
     finite = values[~infinite] if n_failed else values
-    plans = []
-    for pct in REPORTED:
-        lo, t = position(n, PERCENTILES[pct])
-        if n == 1:
-            b_lo = b_hi = np.zeros(resamples, dtype=np.int64)
-            b_t = 0.0
-        else:
-            b_lo, b_hi, b_t = bootstrap_ranks(n, PERCENTILES[pct], rng, resamples)
-        plans.append((pct, lo, min(lo + 1, n - 1), t, b_lo, b_hi, b_t))
-    ranks = np.concatenate([np.concatenate([[lo, hi], b_lo, b_hi]) for _, lo, hi, _, b_lo, b_hi, _ in plans])
+    plans = [(pct, *position(n, PERCENTILES[pct])) for pct in REPORTED]
+    ranks = np.array([r for _, lo, _t in plans for r in (lo, min(lo + 1, n - 1))], dtype=np.int64)
     looked_up = order_statistics(values, ranks)
-    out: dict[str, float] = {}
-    ci: dict[str, tuple[float, float]] = {}
-    offset = 0
-    for pct, _lo, _hi, t, b_lo, _b_hi, b_t in plans:
-        m = len(b_lo)
-        v_lo, v_hi = looked_up[offset], looked_up[offset + 1]
-        draws_lo = looked_up[offset + 2 : offset + 2 + m]
-        draws_hi = looked_up[offset + 2 + m : offset + 2 + 2 * m]
-        offset += 2 + 2 * m
-        out[pct] = float(lerp(v_lo, v_hi, t))
-        ci[pct] = percentile_interval(lerp(draws_lo, draws_hi, b_t))
+    out = {pct: float(lerp(looked_up[2 * i], looked_up[2 * i + 1], t)) for i, (pct, _lo, t) in enumerate(plans)}
+    qs = {pct: PERCENTILES[pct] for pct in REPORTED}
+    if blocks is None:
+        ci = {pct: _independent_interval(values, q, rng, resamples, confidence) for pct, q in qs.items()}
+    else:
+        ci = block_bootstrap_intervals(values, blocks, qs, rng, resamples=resamples, confidence=confidence)
     return Stats(
         n=n,
         n_failed=n_failed,
@@ -89,12 +86,21 @@ def describe(values: np.ndarray, rng: np.random.Generator, resamples: int = DEFA
     )
 
 
+def _independent_interval(
+    values: np.ndarray, q: float, rng: np.random.Generator, resamples: int, confidence: float
+) -> tuple[float, float]:
+    """Bootstrap interval for independent samples (exact order-statistic draws, O(resamples))."""
+    n = len(values)
+    if n == 1:
+        return (float(values[0]), math.inf)
+    b_lo, b_hi, b_t = bootstrap_ranks(n, q, rng, resamples)
+    drawn = order_statistics(values, np.concatenate([b_lo, b_hi]))
+    lo, hi = percentile_interval(lerp(drawn[: len(b_lo)], drawn[len(b_lo) :], b_t), confidence)
+    return (lo, math.inf if low_n(n, q) else hi)
+
+
 def _rate(count: float, seconds: float) -> float:
     return count / seconds if seconds > 0 else math.nan
-
-
-def _clean(values: np.ndarray) -> np.ndarray:
-    return values[~np.isnan(values)]
 
 
 def _plot_sample(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -107,13 +113,19 @@ def _plot_sample(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 def level_results(
     frame: pd.DataFrame,
     windows: Sequence[LevelWindow],
-    itl_groups: Sequence[np.ndarray],
+    itl_groups: Sequence[tuple[np.ndarray, np.ndarray]],
     tokens_in_window: np.ndarray,
     *,
     seed: int = 0,
     resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = CONFIDENCE,
 ) -> list[LevelResult]:
-    """One :class:`LevelResult` per window (same order as ``windows``), checks not yet set."""
+    """One :class:`LevelResult` per window (same order as ``windows``), checks not yet set.
+
+    ``itl_groups`` holds, per window, the ITL samples and the wall time of the
+    chunk each came from; per-request samples are placed in time by their start.
+    Intervals are at ``confidence`` (see :mod:`verdict` for why it may exceed 95%).
+    """
     pos = frame["pos"].to_numpy()
     end_pos = frame["end_pos"].to_numpy()
     measured = frame["measured"].to_numpy()
@@ -125,6 +137,7 @@ def level_results(
     complete = frame["complete"].to_numpy()
     kinds = frame["error_kind"].to_numpy(dtype=object)
     samples = {m: frame[m.replace("_ms", "_sample")].to_numpy(dtype=float) for m in LATENCY_METRICS if m != "itl_ms"}
+    start = frame["start_wall"].to_numpy(dtype=float)
 
     results: list[LevelResult] = []
     for p, window in enumerate(windows):
@@ -139,13 +152,17 @@ def level_results(
 
         stats: dict[str, Stats] = {}
         plot: dict[str, np.ndarray] = {}
+        block_s = block_length_s(duration)
         for metric in LATENCY_METRICS:
             rng = rng_for(seed, window.index, metric)
             if metric == "itl_ms":
-                values = itl_groups[p] if p < len(itl_groups) else np.empty(0)
+                values, times = itl_groups[p] if p < len(itl_groups) else (np.empty(0), np.empty(0))
             else:
-                values = _clean(samples[metric][pos == p])
-            stats[metric] = describe(values, rng, resamples)
+                column = samples[metric]
+                keep = (pos == p) & ~np.isnan(column)
+                values, times = column[keep], start[keep]
+            blocks = block_ids(times, window.window_start, block_s)
+            stats[metric] = describe(values, rng, resamples, blocks=blocks, confidence=confidence)
             if metric in ("ttft_ms", "itl_ms"):
                 plot[metric] = _plot_sample(values, rng)
 
@@ -161,7 +178,7 @@ def level_results(
                 requests=started,
                 errors=errors,
                 error_rate=errors / started if started else math.nan,
-                error_rate_ci=wilson_interval(errors, started),
+                error_rate_ci=wilson_interval(errors, started, confidence),
                 errors_by_kind={str(k): int(v) for k, v in by_kind.items()},
                 completed=int(ended_ok.sum()),
                 complete=int((complete & (pos == p)).sum()),
@@ -172,6 +189,7 @@ def level_results(
                 goodput_rps=_rate(float((ended_ok & good).sum()), duration),
                 client_saturated=window.client_saturated,
                 client=dict(window.client),
+                decision=dict(window.decision),
                 samples=plot,
                 ttft_ms=stats["ttft_ms"],
                 itl_ms=stats["itl_ms"],

@@ -28,7 +28,9 @@ def bracket(results: Iterable[Result]) -> tuple[int, int] | None:
 
     Accepts :class:`~loadtest.analysis.results.LevelResult` objects or
     ``(concurrency, passed)`` pairs; ``passed=None`` (no data) is ignored, and
-    an uncertain level counts as passing, as it does for the capacity.
+    an uncertain level counts as *not* passing, as it does for the capacity:
+    the bracket is (the capacity, the first level that did not pass), so the
+    probes go where the capacity can still move.
     """
     verdicts: dict[int, bool] = {}
     for item in results:

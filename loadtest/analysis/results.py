@@ -60,6 +60,8 @@ class Check:
     verdict: CheckVerdict
     n: int
     low_n: bool
+    #: Why an ``uncertain`` check is undecided ("too few samples", "interval straddles the limit").
+    reason: str = ""
 
     @property
     def ratio(self) -> float:
@@ -103,15 +105,21 @@ class LevelResult:
     client: dict[str, Any]
     checks: list[Check] = field(default_factory=list)
     status: LevelStatus = "no_data"
+    #: How the load stage ran it: {ended, ran_s, verdict, why, looks, extended, looks_taken}.
+    decision: dict[str, Any] = field(default_factory=dict)
     #: Small subsample of finite TTFT/ITL values for plots (not serialized).
     samples: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     @property
     def passed(self) -> bool | None:
-        """True when no check fails (uncertain counts as not failing); None without data."""
+        """True only when every check passes; False when one fails or any is undecided; None without data.
+
+        An undecided level is not a pass: capacity counts only levels that hold
+        with confidence (see :mod:`capacity`).
+        """
         if self.status == "no_data":
             return None
-        return self.status != "fail"
+        return self.status == "pass"
 
     def metric(self, name: str) -> Stats:
         return getattr(self, name)
@@ -135,7 +143,10 @@ class Capacity:
     requests_per_s: float | None = None  # at capacity
     output_tokens_per_s: float | None = None
     goodput_rps: float | None = None
-    certain_concurrency: int | None = None  # highest level with only certain passes up to it
+    certain_concurrency: int | None = None  # same as ``concurrency`` (kept for readers of older summaries)
+    #: The optimistic reading: the highest level below the first *failing* one, counting
+    #: undecided levels as holding. Equals ``concurrency`` when every level was decided.
+    upper_bound: int | None = None
     max_tested: int | None = None
     uncertain_levels: list[int] = field(default_factory=list)
     saturated_levels: list[int] = field(default_factory=list)
@@ -157,6 +168,12 @@ class Analysis:
     #: Per-request derived frame (see :mod:`loadtest.analysis.frame`), no list columns.
     requests: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)
     itl_unit: str = "per_token"
+    #: Two-sided confidence of every interval and verdict (see :mod:`verdict`).
+    confidence: float = 0.95
+    #: The server's own view (:mod:`loadtest.analysis.server`); None when the run did not scrape.
+    server: Any = None
+    #: Thresholds from capacity (:mod:`loadtest.analysis.autoscaling`).
+    autoscaling: Any = None
 
     def level(self, concurrency: int) -> LevelResult | None:
         return next((lv for lv in self.levels if lv.concurrency == concurrency), None)

@@ -1,6 +1,6 @@
 """SLO verdicts: does one level meet each objective, and how sure are we?
 
-A check compares a point estimate *and* its 95% interval with the limit:
+A check compares a point estimate *and* its interval with the limit:
 
 * latency percentile: ``pass`` when the value and the whole interval are at or
   under the limit, ``fail`` when the value and the whole interval are over it,
@@ -17,6 +17,21 @@ A check compares a point estimate *and* its 95% interval with the limit:
   with fewer requests than 1 / max_error_rate;
 * no samples: ``no_data``.
 
+**The confidence level.** A run with a fixed level duration judges each level
+once, at 95%. A run whose levels end as soon as they are decided (and run
+longer while they are not) looks at each level up to K times on a fixed
+schedule (:mod:`loadtest.analysis.decide`); every look is a chance to be
+fooled by noise, so each look uses ``1 − 0.05 / K`` (Bonferroni): the chance
+that *any* look of a level decides wrongly stays within 5%. run.json records
+that level as ``verdict_confidence`` and the analysis (and a later
+``loadtest analyze``) judges with it, so the saved run gives the answer the
+run itself acted on.
+
+Every check also says *why* it is undecided (``reason``): ``too few
+samples`` when the percentile cannot be bounded from above with this many
+samples (p95 from fewer than 20 is the maximum), else ``interval straddles
+the limit``.
+
 A level's status is ``fail`` if any check fails, else ``uncertain`` if any
 check is uncertain or has no data, else ``pass``; a level where no request
 started inside its measured window is ``no_data``.
@@ -25,12 +40,27 @@ started inside its measured window is ``no_data``.
 from __future__ import annotations
 
 import math
+from typing import Any, Mapping
 
 from loadtest.analysis.quantiles import low_n
 from loadtest.analysis.results import Check, CheckVerdict, LevelResult, LevelStatus
 from loadtest.analysis.slo import SloCheck, SloSpec
 
 ERROR_RATE_CHECK = "error_rate"
+#: The confidence of a run judged once per level.
+DEFAULT_CONFIDENCE = 0.95
+TOO_FEW = "too few samples"
+STRADDLES = "interval straddles the limit"
+
+
+def verdict_confidence(run: Mapping[str, Any]) -> float:
+    """The confidence a run's levels are judged at (run.json ``verdict_confidence``)."""
+    value = run.get("verdict_confidence")
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return DEFAULT_CONFIDENCE
+    return value if 0.5 <= value < 1.0 else DEFAULT_CONFIDENCE
 
 
 def interval_verdict(value: float, ci: tuple[float, float], limit: float) -> CheckVerdict:
@@ -52,6 +82,9 @@ def latency_check(level: LevelResult, slo_check: SloCheck) -> Check:
     value = stats.percentile(slo_check.percentile)
     ci = stats.ci.get(slo_check.percentile, (math.nan, math.nan))
     verdict: CheckVerdict = "no_data" if stats.n == 0 else interval_verdict(value, ci, slo_check.limit)
+    reason = ""
+    if verdict == "uncertain":
+        reason = TOO_FEW if math.isinf(ci[1]) and value <= slo_check.limit else STRADDLES
     return Check(
         name=slo_check.name,
         metric=slo_check.metric,
@@ -62,6 +95,7 @@ def latency_check(level: LevelResult, slo_check: SloCheck) -> Check:
         verdict=verdict,
         n=stats.n,
         low_n=low_n(stats.n, slo_check.q),
+        reason=reason,
     )
 
 
@@ -88,6 +122,7 @@ def error_rate_check(level: LevelResult, max_error_rate: float) -> Check:
         verdict=verdict,
         n=n,
         low_n=max_error_rate > 0 and n * max_error_rate < 1.0,
+        reason=STRADDLES if verdict == "uncertain" else "",
     )
 
 

@@ -37,6 +37,8 @@ class LevelWindow:
     refine: bool = False
     client: Mapping[str, Any] = field(default_factory=dict)
     inferred: bool = False  # bounds came from the requests, not run.json
+    #: How the load stage ran the level: its looks and why it ended (run.json ``decision``).
+    decision: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def duration_s(self) -> float:
@@ -126,6 +128,7 @@ def level_windows(run: Mapping[str, Any], requests: pd.DataFrame) -> tuple[list[
                 refine=bool(level.get("refine", False)),
                 client=dict(level.get("client") or {}),
                 inferred=inferred,
+                decision={**dict(level.get("decision") or {}), "looks_taken": list(level.get("looks") or [])},
             )
         )
         if end - start > 0 and window_start >= end:

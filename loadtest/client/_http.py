@@ -44,3 +44,28 @@ def discard(response: Any) -> None:
     sock, pool = detach(response)
     if sock is not None and pool is not None:
         pool.release_socket(sock)
+
+
+class _ConnectionCounter:
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
+def count_new_connections(client: Any) -> _ConnectionCounter:
+    """Count the connections the client's pool opens, to tell a reused one from a fresh one.
+
+    (A request that fails before any response byte may be resent only if it went
+    out on a reused keep-alive connection.)
+    """
+    counter = _ConnectionCounter()
+    pool = client._connection_pool
+    create = pool._create_socket
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        counter.count += 1
+        return create(*args, **kwargs)
+
+    pool._create_socket = counted
+    return counter

@@ -3,113 +3,191 @@
 :class:`StreamDecoder` is fed whatever one socket read returned, with the time
 that read returned, and updates the :class:`RequestRecord` in place. It is
 shared by both readers (the reactor thread and the greenlet fallback), so the
-definition of TTFT, of a content chunk and of token counts lives in one place.
+definition of TTFT, of a content chunk, of a failed stream and of token counts
+lives in one place.
+
+Servers disagree on where ``usage`` goes (vLLM: on every chunk when asked for
+``continuous_usage_stats``; OpenAI: one usage-only chunk at the end; older
+llama.cpp: on the finish chunk; some: on every content chunk with the final
+total). So the decoder only *notes* the usage each content chunk carried, and
+:func:`settle_tokens` decides at the end of the stream: the counts are
+continuous (exact tokens per chunk) only if every content chunk carried a
+strictly rising count; otherwise the last total is spread over the chunks.
 
 Per chunk it costs one SSE split, one orjson parse (about a microsecond for a
 200-byte chunk, cheaper than any byte-level shortcut is worth), a few dict
-lookups and two ``array.append`` calls.
+lookups and three ``array.append`` calls.
 """
 
 from __future__ import annotations
 
+from array import array
+
 import orjson
 
 from loadtest.client.record import RequestRecord
-from loadtest.client.sse import SSEParser
-from loadtest.client.wire import Api, read_chunk
+from loadtest.client.sse import SSEEvent, SSEParser
+from loadtest.client.wire import Api, error_message, read_chunk
+
+_NO_USAGE = -1
 
 
 class StreamDecoder:
     """SSE body bytes in, chunk times and token counts out."""
 
-    __slots__ = ("rec", "api", "parser", "continuous", "last_completion", "final_completion", "done", "finished", "failed")
+    __slots__ = (
+        "rec", "api", "parser", "chunk_usage", "usage_before", "last_usage", "reasoning_tokens",
+        "reasoning_streamed", "done", "finished", "failed",
+    )
 
     def __init__(self, rec: RequestRecord, api: Api) -> None:
         self.rec = rec
         self.api = api
         self.parser = SSEParser()
-        self.continuous = False
-        self.last_completion = 0
-        self.final_completion: int | None = None
+        #: usage.completion_tokens carried by each content chunk (-1: none).
+        self.chunk_usage = array("i")
+        #: The count carried by the last chunk before the first content chunk (vLLM's role chunk).
+        self.usage_before = 0
+        #: The last usage.completion_tokens seen anywhere (the total, in the end).
+        self.last_usage: int | None = None
+        self.reasoning_tokens: int | None = None
+        self.reasoning_streamed = False
         self.done = False        # [DONE] seen
         self.finished = False    # a finish_reason seen
-        self.failed = False      # a malformed or error chunk: stop reading
+        self.failed = False      # a malformed, error or aborted chunk: stop reading
 
     def feed(self, data: bytes, now: float) -> bool:
         """Process body bytes that arrived at ``now`` (perf_counter). False: stop reading."""
-        rec = self.rec
         for payload in self.parser.feed(data):
-            if payload == b"[DONE]":
-                self.done = True
-                continue
-            try:
-                obj = orjson.loads(payload)
-            except orjson.JSONDecodeError:
-                rec.fail("malformed", f"chunk is not JSON: {payload[:120]!r}")
-                self.failed = True
+            if not self._event(payload, now):
                 return False
-            try:
-                facts = read_chunk(obj, self.api)
-            except (AttributeError, TypeError, IndexError, KeyError) as err:  # JSON, but not a chunk's shape
-                rec.fail("malformed", f"unexpected chunk ({type(err).__name__}: {err}): {payload[:120]!r}")
-                self.failed = True
-                return False
-            if facts.error is not None:
-                rec.fail("stream_error", f"error in stream: {facts.error}")
-                self.failed = True
-                return False
-            if facts.usage_completion is not None:
-                if facts.usage_prompt is not None:
-                    rec.prompt_tokens = facts.usage_prompt
-                if facts.final_usage:
-                    self.final_completion = facts.usage_completion
-                else:
-                    self.continuous = True
-            if facts.content:
-                t = (now - rec.start_perf) * 1000.0
-                if not rec.chunk_ms:
-                    rec.ttft_ms = t
-                rec.chunk_ms.append(t)
-                if "mock_sent" in obj:
-                    rec.chunk_sent_ms.append((obj["mock_sent"] - rec.start_perf) * 1000.0)
-                if self.continuous:
-                    rec.chunk_tokens.append(max(facts.usage_completion - self.last_completion, 1))
-                else:
-                    rec.chunk_tokens.append(1)
-            if self.continuous and facts.usage_completion is not None:
-                self.last_completion = facts.usage_completion
-            if facts.finished:
-                self.finished = True
         return True
+
+    def _event(self, payload: "bytes | SSEEvent", now: float) -> bool:
+        """Apply one SSE event to the record. False: the stream failed, stop reading."""
+        rec = self.rec
+        if type(payload) is not bytes:  # a named event (SSEEvent)
+            if payload.name == "error":  # TGI: "event: error" with the message as data
+                return self._fail("stream_error", f"error event in stream: {error_message(payload.data)}")
+            return True
+        if payload == b"[DONE]":
+            self.done = True
+            return True
+        try:
+            obj = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            if payload.strip() == b"[DONE]":
+                self.done = True
+                return True
+            return self._fail("malformed", f"chunk is not JSON: {payload[:120]!r}")
+        try:
+            facts = read_chunk(obj, self.api)
+        except (AttributeError, TypeError, IndexError, KeyError) as err:  # JSON, but not a chunk's shape
+            return self._fail("malformed", f"unexpected chunk ({type(err).__name__}: {err}): {payload[:120]!r}")
+        if facts.error is not None:
+            return self._fail("stream_error", f"error in stream: {facts.error}")
+        usage = facts.usage_completion
+        if usage is not None:
+            if type(usage) is not int:
+                return self._fail("malformed", f"usage.completion_tokens is not an integer: {payload[:120]!r}")
+            self.last_usage = usage
+            if facts.usage_prompt is not None:
+                rec.prompt_tokens = facts.usage_prompt
+            if facts.reasoning_tokens is not None:
+                self.reasoning_tokens = facts.reasoning_tokens
+            timings = obj.get("timings")  # llama.cpp's own measurement, beside its usage
+            if isinstance(timings, dict):
+                rec.server_timings = timings
+        if facts.content:
+            t = (now - rec.start_perf) * 1000.0
+            if not rec.chunk_ms:
+                rec.ttft_ms = t
+            rec.chunk_ms.append(t)
+            rec.chunk_tokens.append(1)
+            self.chunk_usage.append(_NO_USAGE if usage is None else usage)
+            if facts.reasoning:
+                self.reasoning_streamed = True
+            if "mock_sent" in obj:
+                rec.chunk_sent_ms.append((obj["mock_sent"] - rec.start_perf) * 1000.0)
+        elif usage is not None and not rec.chunk_ms:
+            self.usage_before = usage
+        if facts.aborted is not None:
+            return self._fail("aborted", f"the server aborted the request (finish_reason {facts.aborted!r}) "
+                              f"after {len(rec.chunk_ms)} content chunks")
+        if facts.finished:
+            self.finished = True
+        return True
+
+    def _fail(self, kind: str, message: str) -> bool:
+        self.rec.fail(kind, message)
+        self.failed = True
+        return False
 
     def close(self, now: float) -> None:
         """The stream ended (cleanly or not): stamp e2e and settle the token counts."""
         rec = self.rec
         rec.e2e_ms = (now - rec.start_perf) * 1000.0
         if not self.failed and not (self.done or self.finished):
+            # A last event may lack only its blank line ("data: [DONE]\n" and a close).
+            for payload in self.parser.finish():
+                if not self._event(payload, now):
+                    break
+        if not self.failed and not (self.done or self.finished):
             rec.fail("disconnect", f"stream ended before [DONE] after {len(rec.chunk_ms)} content chunks")
-        settle_tokens(rec, self.continuous, self.last_completion, self.final_completion)
+        elif not self.failed and not rec.chunk_ms:
+            rec.fail("empty", "the stream ended without a single content chunk")
+        settle_tokens(rec, self)
 
 
-def settle_tokens(rec: RequestRecord, continuous: bool, last: int, final: int | None) -> None:
+def settle_tokens(rec: RequestRecord, decoder: StreamDecoder) -> None:
     """Decide the completion token count and say where it came from.
 
-    Continuous usage gives exact per-chunk counts. A final usage chunk gives an
-    exact total; when it differs from the chunk count (several tokens per chunk),
-    the total is spread evenly over the chunks. Without usage, one token per
-    content chunk is the only estimate.
+    - Continuous usage (every content chunk carried a strictly rising count)
+      gives exact per-chunk counts.
+    - Otherwise a usage total (the last one seen, wherever it came) is exact;
+      when it differs from the chunk count (several tokens per chunk), it is
+      spread evenly over the chunks.
+    - Without usage, one token per content chunk is the only estimate.
+
+    Reasoning tokens the server counted but never streamed (OpenAI's o-series,
+    gpt-5) are taken out: ``completion_tokens`` is what was streamed, the TPOT
+    divisor and the tokens ITL spreads over, and ``reasoning_tokens`` keeps the
+    hidden count. When reasoning *is* streamed (``reasoning_content``), its
+    chunks are content and its tokens stay in.
     """
     n = len(rec.chunk_ms)
-    if continuous:
-        rec.token_source = "continuous_usage"
-        rec.completion_tokens = final if final is not None else last
-    elif final is not None:
-        rec.token_source = "usage"
-        rec.completion_tokens = final
-        if n and final != n and final >= n:
-            base, extra = divmod(final, n)
-            for i in range(n):
-                rec.chunk_tokens[i] = base + (1 if i < extra else 0)
-    else:
+    total = decoder.last_usage
+    hidden = 0
+    if decoder.reasoning_tokens is not None:
+        rec.reasoning_tokens = decoder.reasoning_tokens
+        if not decoder.reasoning_streamed:
+            hidden = max(decoder.reasoning_tokens, 0)
+    if total is None:
         rec.token_source = "chunks"
         rec.completion_tokens = n
+        return
+    visible = max(total - hidden, 0)
+    rec.completion_tokens = visible
+    usage = decoder.chunk_usage
+    if n and _is_continuous(usage, decoder.usage_before):
+        rec.token_source = "continuous_usage"
+        previous = decoder.usage_before + hidden
+        for i in range(n):
+            rec.chunk_tokens[i] = max(usage[i] - previous, 1)
+            previous = usage[i]
+        return
+    rec.token_source = "usage"
+    if n and visible != n and visible >= n:
+        base, extra = divmod(visible, n)
+        for i in range(n):
+            rec.chunk_tokens[i] = base + (1 if i < extra else 0)
+
+
+def _is_continuous(usage: array, before: int) -> bool:
+    """Every content chunk carried a count, each higher than the one before."""
+    previous = before
+    for value in usage:
+        if value <= previous:  # missing (-1), repeated or falling: not per-chunk counts
+            return False
+        previous = value
+    return True

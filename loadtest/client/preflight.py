@@ -1,22 +1,31 @@
-"""Before any load: check that the target answers a streaming request.
+"""Before any load: check that the target answers a streaming request, and learn its dialect.
 
 A capacity run against a wrong URL, a bad key or a server that does not stream
 would produce a folder full of errors and a meaningless verdict, so one request
 goes first and any problem stops the run with a clear message (exit code 3).
-It also learns whether the server accepts ``continuous_usage_stats`` (vLLM
-does; OpenAI's API rejects unknown stream options with a 400).
+
+It also adapts the request body to what the server accepts. Servers reject
+fields they do not know: OpenAI and Azure refuse ``ignore_eos`` and
+``continuous_usage_stats``, reasoning models refuse ``temperature`` and want
+``max_completion_tokens``, FastAPI-based servers answer 422. When a 400 or 422
+names one of the optional fields (:data:`~loadtest.client.wire.DROPPABLE`), that
+field is dropped (or ``max_tokens`` renamed) and the request sent again; each
+change is one line on the console and an entry in ``run.json``. A rejection
+that names nothing we may drop is reported as is: fields the user asked for
+(``extra_body``) are never dropped behind their back.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import gevent.pool
 
+from loadtest.client.proxy import ProxyError
 from loadtest.client.record import RequestRecord
 from loadtest.client.stream import StreamingClient, client_for
-from loadtest.client.wire import PATHS, build_body
-from loadtest.errors import TargetError
+from loadtest.client.wire import DROPPABLE, PATHS, Dialect, build_body
+from loadtest.errors import InputError, TargetError
 from loadtest.scenario import Scenario, typical_tokens
 from loadtest.workload import Workload
 
@@ -25,7 +34,8 @@ _PREFLIGHT_TOKENS = 8
 #: is still a valid target: its failures are what the run will measure. The
 #: preflight only needs one success, so it tries a few times.
 _ATTEMPTS = 5
-_TRANSIENT = {"http_5xx", "rate_limited", "disconnect", "malformed", "stream_error"}
+_TRANSIENT = {"http_5xx", "rate_limited", "disconnect", "malformed", "stream_error", "aborted", "empty"}
+_REJECTED = (400, 422)
 
 
 @dataclass
@@ -36,36 +46,95 @@ class PreflightResult:
     record: RequestRecord
     #: Every attempt's outcome (also the failed ones), for run.json.
     attempts: list[dict]
+    #: The body the target accepts (fields dropped, max_tokens field).
+    dialect: Dialect = field(default_factory=Dialect)
+    #: Each change made to the body, in order: {"field", "action", "status", "reason"}.
+    adaptations: list[dict] = field(default_factory=list)
 
 
 def _client(scenario: Scenario, api_key: str | None) -> StreamingClient:
-    return client_for(scenario.target, api_key)
+    try:
+        return client_for(scenario.target, api_key)
+    except ProxyError as err:
+        raise InputError(str(err)) from None
 
 
-def _body(scenario: Scenario, continuous_usage: bool, max_tokens: int) -> bytes:
+def _body(scenario: Scenario, dialect: Dialect, max_tokens: int, salt: str = "", seed: int = -1) -> bytes:
+    """A short request; each ``seed`` gets its own prompt, prefixed by the run's ``salt``."""
     t, w = scenario.target, scenario.workload
-    prompt = Workload(scenario, seed=-1).prompt(min(w.prompt_tokens.mean, 64))
+    prompt = Workload(scenario, seed=seed, salt=salt).prompt(min(w.prompt_tokens.mean, 64))
     return build_body(
         t.api, t.model, prompt, max_tokens,
         temperature=w.temperature, ignore_eos=w.ignore_eos,
-        continuous_usage=continuous_usage, extra_body=w.extra_body,
+        continuous_usage=dialect.continuous_usage, extra_body=w.extra_body,
+        max_tokens_field=dialect.max_tokens_field, drop=dialect.drop,
     )
 
 
-def preflight(scenario: Scenario, api_key: str | None) -> PreflightResult:
+def _sent_fields(scenario: Scenario, dialect: Dialect) -> list[str]:
+    """The droppable fields this dialect still sends, most specific first."""
+    w = scenario.workload
+    sent = {
+        "continuous_usage_stats": dialect.continuous_usage and "stream_options" not in dialect.drop,
+        "ignore_eos": w.ignore_eos,
+        "temperature": w.temperature is not None,
+        "stream_options": True,
+    }
+    return [f for f in DROPPABLE if sent[f] and f not in dialect.drop]
+
+
+def adapt(scenario: Scenario, dialect: Dialect, rec: RequestRecord) -> tuple[Dialect, dict] | None:
+    """The dialect without the field a 400/422 names (and what changed), or None."""
+    if rec.status not in _REJECTED:
+        return None
+    message = rec.error or ""
+    change = {"status": rec.status, "reason": message[:300]}
+    if (dialect.max_tokens_field == "max_tokens" and "max_tokens" in message
+            and "max_completion_tokens" in message):
+        return replace(dialect, max_tokens_field="max_completion_tokens"), {
+            **change, "field": "max_tokens", "action": "sent as max_completion_tokens"}
+    sent = _sent_fields(scenario, dialect)
+    for name in sent:
+        if name in message or (name == "stream_options" and "include_usage" in message):
+            return _without(dialect, name), {**change, "field": name, "action": "dropped"}
+    if "continuous_usage_stats" in sent:
+        # The server may not say which field it disliked; this is the one most servers reject.
+        return _without(dialect, "continuous_usage_stats"), {
+            **change, "field": "continuous_usage_stats", "action": "dropped (the rejection named no field)"}
+    return None
+
+
+def _without(dialect: Dialect, name: str) -> Dialect:
+    if name == "continuous_usage_stats":
+        return replace(dialect, continuous_usage=False, drop=(*dialect.drop, name))
+    return replace(dialect, drop=(*dialect.drop, name))
+
+
+def preflight(scenario: Scenario, api_key: str | None, salt: str = "") -> PreflightResult:
     """Send a short streaming request; raise :class:`TargetError` if the target is unusable."""
     client = _client(scenario, api_key)
     attempts: list[dict] = []
+    adaptations: list[dict] = []
+    dialect = Dialect(continuous_usage=True, max_tokens_field=scenario.target.max_tokens_field)
+    max_tokens = min(typical_tokens(scenario.workload.max_tokens), _PREFLIGHT_TOKENS)
+
+    def send() -> RequestRecord:
+        rec = client.send(_body(scenario, dialect, max_tokens, salt))
+        attempts.append({"status": rec.status, "error_kind": rec.error_kind,
+                         "continuous_usage": dialect.continuous_usage, "drop": list(dialect.drop),
+                         "max_tokens_field": dialect.max_tokens_field})
+        return rec
+
     try:
-        max_tokens = min(typical_tokens(scenario.workload.max_tokens), _PREFLIGHT_TOKENS)
-        continuous = True
         for _ in range(_ATTEMPTS):
-            rec = client.send(_body(scenario, continuous, max_tokens))
-            attempts.append({"status": rec.status, "error_kind": rec.error_kind, "continuous_usage": continuous})
-            if rec.status == 400 and continuous:
-                continuous = False  # the server may not know continuous_usage_stats: ask without it
-                rec = client.send(_body(scenario, continuous, max_tokens))
-                attempts.append({"status": rec.status, "error_kind": rec.error_kind, "continuous_usage": continuous})
+            rec = send()
+            for _ in range(len(DROPPABLE) + 1):  # bounded: each step drops or renames one field
+                step = adapt(scenario, dialect, rec)
+                if step is None:
+                    break
+                dialect, change = step
+                adaptations.append(change)
+                rec = send()
             # A timeout after the response began (a stalled stream) is the server's
             # flakiness, not a dead target.
             stalled = rec.error_kind == "timeout" and rec.ttfb_ms == rec.ttfb_ms
@@ -75,13 +144,24 @@ def preflight(scenario: Scenario, api_key: str | None) -> PreflightResult:
     finally:
         client.close()
     _raise_if_unusable(scenario, rec, len(attempts))
+    continuous = rec.token_source == "continuous_usage"
+    if not continuous and dialect.continuous_usage:
+        dialect = replace(dialect, continuous_usage=False)  # accepted but ignored: do not keep asking
     return PreflightResult(
-        continuous_usage=rec.token_source == "continuous_usage",
+        continuous_usage=continuous,
         ttft_ms=rec.ttft_ms,
         token_source=rec.token_source,
         record=rec,
         attempts=attempts,
+        dialect=dialect,
+        adaptations=adaptations,
     )
+
+
+def describe_adaptation(change: dict) -> str:
+    """One line for the console: what the target rejected and what we do instead."""
+    return (f"preflight: the target rejected {change['field']} (HTTP {change['status']}: "
+            f"{change['reason'][:120]}); {change['action']}")
 
 
 def _raise_if_unusable(scenario: Scenario, rec: RequestRecord, tries: int) -> None:
@@ -91,6 +171,8 @@ def _raise_if_unusable(scenario: Scenario, rec: RequestRecord, tries: int) -> No
         raise TargetError(f"cannot reach {url}: {rec.error}")
     if rec.error_kind == "timeout":
         raise TargetError(f"{url} did not answer within target.timeout_s = {t.timeout_s:g} s")
+    if rec.error_kind == "client_error":
+        raise TargetError(f"could not send the preflight request to {url}: {rec.error}")
     if rec.status in (401, 403):
         hint = f"set ${t.api_key_env}" if t.api_key_env else "set target.api_key_env to the variable that holds the key"
         raise TargetError(f"{url} refused the request (HTTP {rec.status}): {rec.error}; {hint}")
@@ -98,23 +180,29 @@ def _raise_if_unusable(scenario: Scenario, rec: RequestRecord, tries: int) -> No
         raise TargetError(
             f"{url} answered HTTP 404 ({rec.error}); check target.base_url (it usually ends in /v1) and target.model"
         )
+    if rec.error_kind == "http_3xx":
+        raise TargetError(f"{url} answered with a redirect ({rec.error}); set target.base_url to the final URL")
+    if rec.error_kind == "empty":
+        raise TargetError(f"{url} streamed no content chunks; is it an OpenAI-compatible streaming endpoint?")
     if not rec.ok:
         raise TargetError(f"the preflight request to {url} failed {tries} times; last ({rec.error_kind}): {rec.error}")
     if not len(rec.chunk_ms):
         raise TargetError(f"{url} streamed no content chunks; is it an OpenAI-compatible streaming endpoint?")
 
 
-def warm_up(scenario: Scenario, api_key: str | None, continuous_usage: bool) -> list[RequestRecord]:
+def warm_up(scenario: Scenario, api_key: str | None, dialect: Dialect | bool, salt: str = "") -> list[RequestRecord]:
     """Send ``load.warmup_requests`` throw-away requests at once (cold caches, connections, JIT)."""
     n = scenario.load.warmup_requests
     if n == 0:
         return []
+    if isinstance(dialect, bool):  # the older call: only continuous usage was learned
+        dialect = Dialect(continuous_usage=dialect, max_tokens_field=scenario.target.max_tokens_field)
     max_tokens = min(typical_tokens(scenario.workload.max_tokens), 16)
 
-    def one(_: int) -> RequestRecord:
+    def one(i: int) -> RequestRecord:
         client = _client(scenario, api_key)
-        try:
-            return client.send(_body(scenario, continuous_usage, max_tokens))
+        try:  # every warm-up request has its own prompt: one shared prompt would warm the prefix cache
+            return client.send(_body(scenario, dialect, max_tokens, salt, seed=-2 - i))
         finally:
             client.close()
 

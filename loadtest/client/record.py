@@ -11,18 +11,27 @@ import math
 from array import array
 from dataclasses import dataclass, field
 
+from loadtest.redact import scrub
+
 #: Error kinds a record can carry. ``cancelled`` means the harness itself ended
 #: the request (the run stopped while it was in flight): it is kept in the
-#: records but is not the server's fault.
+#: records but is not the server's fault. ``aborted``: the server ended the
+#: stream with ``finish_reason: abort``; ``empty``: a 200 stream without a
+#: single content chunk; ``http_3xx``: a redirect (never followed for a POST);
+#: ``client_error``: the request could not even be sent (a bug or a bad header).
 ERROR_KINDS = (
     "connect",
     "timeout",
+    "http_3xx",
     "http_4xx",
     "http_5xx",
     "rate_limited",
     "disconnect",
     "malformed",
     "stream_error",
+    "aborted",
+    "empty",
+    "client_error",
     "cancelled",
 )
 
@@ -45,11 +54,20 @@ class RequestRecord:
     prompt_tokens: int | None = None
     completion_tokens: int = 0
     token_source: str = "chunks"
+    #: usage.completion_tokens_details.reasoning_tokens, when the server sent it.
+    #: Hidden reasoning is not in ``completion_tokens`` (see decode.settle_tokens).
+    reasoning_tokens: int | None = None
+    #: Times the request was sent again on a fresh connection because the reused
+    #: keep-alive connection turned out closed before any response byte (0 or 1).
+    resends: int = 0
     status: int = 0
     error_kind: str | None = None
     error: str | None = None
     #: The server's Retry-After on a 429, in seconds (not persisted: it steers back-off).
     retry_after_s: float | None = None
+    #: The server's own per-request ``timings`` when it sends them (llama.cpp:
+    #: prompt_ms, predicted_ms, predicted_n …); not persisted, for cross-checks.
+    server_timings: dict | None = None
 
     @property
     def ok(self) -> bool:
@@ -59,4 +77,4 @@ class RequestRecord:
         """Mark the request failed; the first failure wins (it is the cause)."""
         if self.error_kind is None:
             self.error_kind = kind
-            self.error = message[:500]
+            self.error = scrub(message)[:500]  # a server may echo the key back: never keep it

@@ -9,15 +9,23 @@ greenlet reads it the same way (recv, stamp, let the C parser strip the chunked
 framing, decode). Either way every event completed by one read gets that
 read's time, which is when its bytes reached us, and is decoded by the same
 :class:`~loadtest.client.decode.StreamDecoder`.
+
+Keep-alive: a server may close an idle or used-up connection (llama-server
+closes each after 100 requests) just as we send on it. Like every standard
+HTTP client, a request whose *reused* connection turns out closed before any
+response byte is sent again, once, on a fresh connection; the record counts it
+(``resends``) and it is not a failure. A fresh connection that is refused or
+reset is the server's failure, as before.
 """
 
 from __future__ import annotations
 
+import base64
 import socket
 import ssl
 import time
 from typing import Any, Mapping
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlencode, urlsplit
 
 import gevent
 import gevent.ssl
@@ -26,6 +34,7 @@ from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 
 from loadtest.client import _http
 from loadtest.client.decode import StreamDecoder
+from loadtest.client.proxy import proxy_for
 from loadtest.client.reactor import reactor
 from loadtest.client.record import RequestRecord
 from loadtest.client.wire import PATHS, Api, error_message
@@ -51,6 +60,7 @@ class StreamingClient:
         api: Api,
         *,
         headers: Mapping[str, str] | None = None,
+        query: Mapping[str, str] | None = None,
         api_key: str | None = None,
         timeout_s: float = 120.0,
         connect_timeout_s: float = 10.0,
@@ -62,7 +72,9 @@ class StreamingClient:
         if url.scheme not in ("http", "https") or not url.hostname:
             raise ValueError(f"not an http(s) URL: {base_url!r}")
         self.api = api
-        self.path = (url.path or "") + PATHS[api]
+        # The base URL's own query (``?api-version=…``) and target.query both go on every request.
+        params = [p for p in url.query.split("&") if p] + ([urlencode(dict(query))] if query else [])
+        self.path = (url.path or "") + PATHS[api] + ("?" + "&".join(params) if params else "")
         self.timeout_s = timeout_s
         self.headers = {
             "Content-Type": "application/json",
@@ -72,8 +84,12 @@ class StreamingClient:
         }
         if api_key:
             self.headers["Authorization"] = f"Bearer {api_key}"
+        elif url.username is not None:  # https://user:password@host/v1: HTTP Basic, as curl does
+            token = base64.b64encode(f"{unquote(url.username)}:{unquote(url.password or '')}".encode()).decode()
+            self.headers["Authorization"] = f"Basic {token}"
         # TLS streams are read by the user's greenlet (the reactor reads raw sockets).
         self.use_reactor = use_reactor and url.scheme == "http"
+        proxy = proxy_for(base_url)
         self._http = HTTPClient(
             url.hostname,
             port=url.port,
@@ -87,8 +103,10 @@ class StreamingClient:
             network_timeout=None if self.use_reactor else timeout_s,
             concurrency=1,
             block_size=_READ_SIZE,
+            **(proxy.client_options() if proxy else {}),
         )
         self._http.default_headers["User-Agent"] = "loadtest"
+        self._connections = _http.count_new_connections(self._http)
         #: The record of the request being sent; the caller records it if the
         #: greenlet is killed mid-request (it is then marked ``cancelled``).
         self.in_flight: RequestRecord | None = None
@@ -102,7 +120,7 @@ class StreamingClient:
         response = None
         try:
             with gevent.Timeout(self.timeout_s, _RequestTimeout):
-                response = self._http.request("POST", self.path, body=body, headers=self.headers)
+                response = self._request(rec, body)
                 head_at = time.perf_counter()
                 rec.ttfb_ms = (head_at - rec.start_perf) * 1000.0
                 rec.status = response.status_code
@@ -127,9 +145,24 @@ class StreamingClient:
             rec.fail("connect", f"TLS error: {err}")
         except (HTTPConnectionClosed, HTTPParseError, ConnectionError, OSError) as err:
             rec.fail("disconnect" if response is not None else "connect", f"{type(err).__name__}: {err}")
+        except Exception as err:  # a bug (ours or a library's) costs this request, never the run
+            rec.fail("client_error", f"{type(err).__name__}: {err}")
         _end(rec, response)
         self.in_flight = None
         return rec
+
+    def _request(self, rec: RequestRecord, body: bytes) -> Any:
+        """Send and read the response head; resend once if a reused connection was stale."""
+        fresh_before = self._connections.count
+        try:
+            return self._http.request("POST", self.path, body=body, headers=self.headers)
+        except (HTTPConnectionClosed, ConnectionResetError, BrokenPipeError):
+            if self._connections.count != fresh_before:
+                raise  # it was a fresh connection: the server's failure
+        # The pooled connection was closed under us before any response byte:
+        # nothing reached the application, so sending again is safe (RFC 9112 9.3.1).
+        rec.resends += 1
+        return self._http.request("POST", self.path, body=body, headers=self.headers)
 
     def _read_stream(self, rec: RequestRecord, response: Any, head_at: float) -> None:
         """Read the event stream to its end, then give the socket back (or close it)."""
@@ -160,7 +193,8 @@ def client_for(target: Any, api_key: str | None) -> StreamingClient:
     return StreamingClient(
         target.base_url,
         target.api,
-        headers=target.headers,
+        headers=target.resolved_headers(),
+        query=target.query,
         api_key=api_key,
         timeout_s=target.timeout_s,
         insecure=not target.verify_tls,
@@ -207,14 +241,26 @@ def _record_http_error(rec: RequestRecord, response: Any) -> None:
     except Exception:  # the error is the status; a broken body must not hide it
         pass
     message = f"HTTP {rec.status}: {error_message(body)}"
-    if rec.status == 429:
+    status = rec.status
+    if status == 429:
         retry = response.get("retry-after")
         rec.fail("rate_limited", message + (f" (Retry-After: {retry})" if retry else ""))
-        try:
-            rec.retry_after_s = float(retry) if retry else None
-        except ValueError:  # an HTTP date: fall back to our own back-off
-            rec.retry_after_s = None
-    elif 400 <= rec.status < 500:
+        rec.retry_after_s = _seconds(retry)
+    elif 300 <= status < 400:
+        location = response.get("location")
+        rec.fail("http_3xx", f"HTTP {status}: redirected to {location or '(no Location header)'} (not followed)")
+    elif 400 <= status < 500:
         rec.fail("http_4xx", message)
-    else:
+    elif status >= 500:
         rec.fail("http_5xx", message)
+    else:  # 1xx final or a 2xx other than 200 (204, 202 …): no stream to measure
+        rec.fail("malformed", f"HTTP {status} instead of 200 with an event stream: {error_message(body)}")
+
+
+def _seconds(retry_after: str | None) -> float | None:
+    """Retry-After in seconds (an HTTP date, or garbage, falls back to our own back-off)."""
+    try:
+        value = float(retry_after) if retry_after else None
+    except ValueError:
+        return None
+    return value if value is not None and value >= 0 else None

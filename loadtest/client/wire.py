@@ -10,7 +10,7 @@ so a full parse is cheaper than any byte-level shortcut is worth.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Collection, Literal
 
 import orjson
 
@@ -19,33 +19,63 @@ Api = Literal["chat", "completions"]
 PATHS: dict[str, str] = {"chat": "/chat/completions", "completions": "/completions"}
 
 
+@dataclass(frozen=True)
+class Dialect:
+    """What the preflight learned the target accepts; every request body is built to it."""
+
+    continuous_usage: bool = False
+    #: Optional fields (from :data:`DROPPABLE`) the target rejected.
+    drop: tuple[str, ...] = ()
+    max_tokens_field: str = "max_tokens"
+
+
+#: Optional request fields a server may reject, which the preflight may drop
+#: (one at a time, when a 400/422 names it). ``stream_options`` drops the usage
+#: chunk altogether (tokens are then counted per chunk).
+DROPPABLE = ("continuous_usage_stats", "ignore_eos", "temperature", "stream_options")
+
+
 def build_body(
     api: Api,
     model: str,
     prompt: str,
     max_tokens: int,
     *,
-    temperature: float = 0.0,
+    temperature: float | None = 0.0,
     ignore_eos: bool = True,
     continuous_usage: bool = False,
     extra_body: dict[str, Any] | None = None,
+    max_tokens_field: str = "max_tokens",
+    drop: Collection[str] = (),
 ) -> bytes:
-    """A streaming request body that always asks for the usage chunk."""
-    stream_options: dict[str, Any] = {"include_usage": True}
-    if continuous_usage:
-        stream_options["continuous_usage_stats"] = True
-    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "temperature": temperature}
+    """A streaming request body that asks for the usage chunk (unless the server refused it).
+
+    ``temperature=None`` leaves the field out (reasoning models reject it);
+    ``max_tokens_field`` is ``max_completion_tokens`` for OpenAI's reasoning models;
+    ``drop`` names optional fields (:data:`DROPPABLE`) the target is known to reject.
+    """
+    body: dict[str, Any] = {"model": model, max_tokens_field: max_tokens}
+    if temperature is not None and "temperature" not in drop:
+        body["temperature"] = temperature
     if api == "chat":
         body["messages"] = [{"role": "user", "content": prompt}]
     else:
         body["prompt"] = prompt
     body["stream"] = True
-    body["stream_options"] = stream_options
-    if ignore_eos:
+    if "stream_options" not in drop:
+        stream_options: dict[str, Any] = {"include_usage": True}
+        if continuous_usage and "continuous_usage_stats" not in drop:
+            stream_options["continuous_usage_stats"] = True
+        body["stream_options"] = stream_options
+    if ignore_eos and "ignore_eos" not in drop:
         body["ignore_eos"] = True
     if extra_body:
         body.update(extra_body)
     return orjson.dumps(body)
+
+
+#: finish_reason values that mean the server gave up on the request.
+_ABORTED = frozenset(("abort", "aborted", "cancelled"))
 
 
 @dataclass(slots=True)
@@ -53,10 +83,12 @@ class ChunkFacts:
     """What one parsed chunk tells the recorder."""
 
     content: bool = False            # carries generated text (or reasoning, or a tool call)
+    reasoning: bool = False          # the content is reasoning (``reasoning_content``/``reasoning``)
     finished: bool = False           # a choice has a finish_reason
+    aborted: str | None = None       # the finish_reason, when it says the server aborted
     usage_completion: int | None = None  # usage.completion_tokens, when present
     usage_prompt: int | None = None
-    final_usage: bool = False        # the usage-only chunk (choices == [])
+    reasoning_tokens: int | None = None  # usage.completion_tokens_details.reasoning_tokens
     error: str | None = None         # an error object sent inside the stream
 
 
@@ -69,27 +101,46 @@ def read_chunk(obj: Any, api: Api) -> ChunkFacts:
     if not isinstance(obj, dict):
         raise TypeError("chunk is not a JSON object")
     facts = ChunkFacts()
-    if "error" in obj and obj["error"]:
-        err = obj["error"]
+    err = obj.get("error")
+    if err:
         facts.error = str(err.get("message", err)) if isinstance(err, dict) else str(err)
+        return facts
+    if obj.get("object") == "error":  # vLLM's older in-stream error: {"object": "error", "message": ...}
+        facts.error = str(obj.get("message") or obj)
         return facts
     choices = obj.get("choices")
     if choices:
         choice = choices[0]
         if api == "chat":
             delta = choice.get("delta") or {}
-            facts.content = bool(
-                delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning") or delta.get("tool_calls")
-            )
+            if delta.get("content") or delta.get("tool_calls"):
+                facts.content = True
+            elif delta.get("reasoning_content") or delta.get("reasoning"):
+                facts.content = facts.reasoning = True
         else:
             facts.content = bool(choice.get("text"))
-        facts.finished = choice.get("finish_reason") is not None
+        reason = choice.get("finish_reason")
+        if reason is not None:
+            facts.finished = True
+            if isinstance(reason, dict):  # SGLang's internal form: {"type": "abort", "message": ...}
+                reason = reason.get("type")
+            if reason in _ABORTED:
+                facts.aborted = str(reason)
+            elif reason == "error":  # the server failed the generation (vLLM)
+                facts.error = "finish_reason: error"
     usage = obj.get("usage")
     if usage:
         facts.usage_completion = usage.get("completion_tokens")
-        facts.usage_prompt = usage.get("prompt_tokens")
-        facts.final_usage = not choices
+        facts.usage_prompt = _count(usage.get("prompt_tokens"))
+        details = usage.get("completion_tokens_details")
+        if details:
+            facts.reasoning_tokens = _count(details.get("reasoning_tokens"))
     return facts
+
+
+def _count(value: Any) -> int | None:
+    """A token count, or None for anything else (a count of the wrong type must not reach the records)."""
+    return value if type(value) is int and value >= 0 else None
 
 
 def error_message(body: bytes) -> str:
@@ -103,7 +154,20 @@ def error_message(body: bytes) -> str:
             return err
         if isinstance(obj, dict) and obj.get("message"):
             return str(obj["message"])
+        detail = obj.get("detail") if isinstance(obj, dict) else None
+        if isinstance(detail, list) and detail:  # FastAPI's 422: [{"loc": [...], "msg": ...}, ...]
+            return "; ".join(_describe_detail(d) for d in detail[:5])
+        if isinstance(detail, str):
+            return detail
     except (orjson.JSONDecodeError, AttributeError):
         pass
     text = body[:200].decode("utf-8", "replace").strip()
     return text or "(empty body)"
+
+
+def _describe_detail(item: Any) -> str:
+    if not isinstance(item, dict):
+        return str(item)
+    loc = ".".join(str(p) for p in item.get("loc", ()) if p != "body")
+    msg = str(item.get("msg", ""))
+    return f"{loc}: {msg}" if loc else msg

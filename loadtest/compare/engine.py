@@ -37,9 +37,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any, Mapping
 
 from loadtest.analysis.bootstrap import CONFIDENCE, rng_for
+from loadtest.analysis.verdict import verdict_confidence
 from loadtest.analysis.slo import PERCENTILES, SloSpec
 from loadtest.compare import delta
 from loadtest.compare.capacity import CapacityBounds, capacity_change
@@ -183,16 +185,28 @@ def compare_runs(baseline: Path | str, candidate: Path | str, rules: Rules, *, s
     if base.tool_version != cand.tool_version:
         warnings.append(f"the loadtest version differs: baseline {base.tool_version}, candidate {cand.tool_version}")
 
-    side_b, samples_b = _judge(base, slo_c, seed, warnings)
-    side_c, samples_c = _judge(cand, slo_c, seed, warnings)
+    confidence = _confidence(cand)
+    if base.has_records and abs(_confidence(base) - confidence) > 1e-9:
+        warnings.append(f"the verdict confidence differs (baseline {_confidence(base):.3g}, candidate "
+                        f"{confidence:.3g}): both runs are judged at the candidate's")
+    side_b, samples_b = _judge(base, slo_c, confidence, seed, warnings)
+    side_c, samples_c = _judge(cand, slo_c, confidence, seed, warnings)
     latency_checks = _latency_checks(slo_b, slo_c)
     changes = [
         capacity_change(side_b.summary.get("capacity") or {}, side_b.bounds,
                         side_c.summary.get("capacity") or {}, side_c.bounds, rules.gates(CAPACITY, CAPACITY))
     ]
-    changes += _level_changes(side_b, side_c, samples_b, samples_c, latency_checks, rules, seed, warnings)
+    changes += _level_changes(side_b, side_c, samples_b, samples_c, latency_checks, rules, confidence, seed, warnings)
     changes.sort(key=_severity)
-    return Comparison(side_b, side_c, slo_c.to_dict(), fp, rules, changes, warnings)
+    return Comparison(side_b, side_c, slo_c.to_dict(), fp, rules, changes, warnings, confidence)
+
+
+def _confidence(side: RunInput) -> float:
+    """The confidence the run's verdicts use (run.json, else its summary, else the default)."""
+    if side.run.get("verdict_confidence") is not None:
+        return verdict_confidence(side.run)
+    value = (side.summary or {}).get("confidence")
+    return verdict_confidence({"verdict_confidence": value}) if value is not None else CONFIDENCE
 
 
 def side_fingerprint(side: RunInput, which: str) -> dict[str, Any]:
@@ -228,14 +242,16 @@ def _slo_text(slo: SloSpec) -> str:
     return ", ".join(parts) or "none"
 
 
-def _judge(side: RunInput, slo: SloSpec, seed: int, warnings: list[str]) -> tuple[Side, dict[int, LevelSamples]]:
+def _judge(
+    side: RunInput, slo: SloSpec, confidence: float, seed: int, warnings: list[str]
+) -> tuple[Side, dict[int, LevelSamples]]:
     """The run's summary under ``slo`` (re-analyzed from its records) and its bootstrap samples."""
     samples: dict[int, LevelSamples] = {}
     if side.has_records:
         from loadtest.analysis import analyze
         from loadtest.report.summary import summary_dict
 
-        analysis = analyze(side.requests, side.run, slo, seed=seed)
+        analysis = analyze(side.requests, side.run, slo, seed=seed, confidence=confidence)
         summary = summary_dict(analysis)
         samples = level_samples(side.requests, analysis.run, analysis.requests)
     else:
@@ -278,6 +294,7 @@ def _level_changes(
     samples_c: dict[int, LevelSamples],
     latency_checks: list[str],
     rules: Rules,
+    confidence: float,
     seed: int,
     warnings: list[str],
 ) -> list[Change]:
@@ -300,7 +317,7 @@ def _level_changes(
         lb, lc = levels_b[conc], levels_c[conc]
         sb, sc = samples_b.get(conc), samples_c.get(conc)
         for check in latency_checks + [THROUGHPUT, ERROR_RATE]:
-            change = _level_change(check, conc, lb, lc, sb, sc, rules, seed)
+            change = _level_change(check, conc, lb, lc, sb, sc, rules, confidence, seed)
             if change is not None:
                 out.append(change)
     return out
@@ -314,6 +331,7 @@ def _level_change(
     sb: LevelSamples | None,
     sc: LevelSamples | None,
     rules: Rules,
+    confidence: float,
     seed: int,
 ) -> Change | None:
     kind = "latency" if check not in (THROUGHPUT, ERROR_RATE) else ("throughput" if check == THROUGHPUT else ERROR_RATE)
@@ -332,9 +350,9 @@ def _level_change(
                 delta.percentile_replicates(sc.latency[metric], q, rng_c),
                 delta.percentile_replicates(sb.latency[metric], q, rng_b),
             )
-            ci = delta.central_interval(reps, CONFIDENCE)
+            ci = delta.central_interval(reps, confidence)
         else:
-            ci = _approx_relative(vb, vc, _ci(lb, metric, pct), _ci(lc, metric, pct))
+            ci = _approx_relative(vb, vc, _ci(lb, metric, pct), _ci(lc, metric, pct), confidence)
         badness = (point, ci[0], ci[1])
     elif kind == "throughput":
         vb, vc = _num(lb.get(THROUGHPUT)), _num(lc.get(THROUGHPUT))
@@ -346,7 +364,7 @@ def _level_change(
                 delta.throughput_replicates(vc, sc.served_e2e_ms, sc.served_tokens, rng_c),
                 delta.throughput_replicates(vb, sb.served_e2e_ms, sb.served_tokens, rng_b),
             )
-            ci = delta.central_interval(reps, CONFIDENCE)
+            ci = delta.central_interval(reps, confidence)
         else:
             ci = (math.nan, math.nan)  # summaries hold no throughput interval
         badness = (-point, -ci[1], -ci[0])
@@ -359,9 +377,9 @@ def _level_change(
         point = vc - vb
         if sb is not None and sc is not None:
             reps = delta.share_replicates(sc.failed, rng_c) - delta.share_replicates(sb.failed, rng_b)
-            ci = delta.central_interval(reps, CONFIDENCE)
+            ci = delta.central_interval(reps, confidence)
         else:
-            ci = _approx_absolute(_pair(lb.get("error_rate_ci")), _pair(lc.get("error_rate_ci")), point)
+            ci = _approx_absolute(_pair(lb.get("error_rate_ci")), _pair(lc.get("error_rate_ci")), point, confidence)
         badness = (point, ci[0], ci[1])
     verdict, may_regress = classify(badness[1], badness[2], tol)
     saturated = bool(lb.get("client_saturated") or lc.get("client_saturated"))
@@ -372,7 +390,7 @@ def _level_change(
         relative=kind != ERROR_RATE, tolerance=tol, verdict=verdict, may_regress=may_regress,
         gating=rules.gates(check, kind),
     )
-    change.message = describe_change(change)
+    change.message = describe_change(change, confidence)
     if saturated:
         change.message += "; the load generator was saturated at this level, so a slowdown here may be the client's"
     return change
@@ -417,9 +435,15 @@ def _ci(level: Mapping[str, Any], metric: str, pct: str) -> tuple[float, float]:
     return _pair(((level.get(metric) or {}).get("ci") or {}).get(pct))
 
 
-def _approx_relative(vb: float, vc: float, ci_b: tuple[float, float], ci_c: tuple[float, float]) -> tuple[float, float]:
+def _z(confidence: float) -> float:
+    return NormalDist().inv_cdf(0.5 + confidence / 2.0)
+
+
+def _approx_relative(
+    vb: float, vc: float, ci_b: tuple[float, float], ci_c: tuple[float, float], confidence: float
+) -> tuple[float, float]:
     """Without records: the relative change's interval by the delta method from both intervals."""
-    z = 1.959963984540054
+    z = _z(confidence)
     if not all(math.isfinite(x) for x in (vb, vc, *ci_b, *ci_c)) or vb <= 0 or vc <= 0:
         return (math.nan, math.nan)
     sb, sc = (ci_b[1] - ci_b[0]) / (2 * z), (ci_c[1] - ci_c[0]) / (2 * z)
@@ -428,8 +452,10 @@ def _approx_relative(vb: float, vc: float, ci_b: tuple[float, float], ci_c: tupl
     return (ratio - 1 - z * sd, ratio - 1 + z * sd)
 
 
-def _approx_absolute(ci_b: tuple[float, float], ci_c: tuple[float, float], point: float) -> tuple[float, float]:
-    z = 1.959963984540054
+def _approx_absolute(
+    ci_b: tuple[float, float], ci_c: tuple[float, float], point: float, confidence: float
+) -> tuple[float, float]:
+    z = _z(confidence)
     if not all(math.isfinite(x) for x in (*ci_b, *ci_c)):
         return (math.nan, math.nan)
     sd = math.hypot((ci_b[1] - ci_b[0]) / (2 * z), (ci_c[1] - ci_c[0]) / (2 * z))
@@ -470,7 +496,7 @@ def fmt_change(change: Change) -> str:
     return f"{f(change.change)} [{f(lo)}, {f(hi)}]"
 
 
-def describe_change(change: Change) -> str:
+def describe_change(change: Change, confidence: float = CONFIDENCE) -> str:
     """``p95 ITL at 4 users: 90.0 ms → 102.1 ms, +13.4% [+12.9%, +14.0%] (tolerance 5%)``."""
     if change.kind == CAPACITY:
         return change.message
@@ -479,7 +505,7 @@ def describe_change(change: Change) -> str:
     )
     return (
         f"{change.check} at {change.level} users: {_fmt_value(change.kind, change.baseline)} → "
-        f"{_fmt_value(change.kind, change.candidate)}, {fmt_change(change)} at {CONFIDENCE:.0%} ({tol})"
+        f"{_fmt_value(change.kind, change.candidate)}, {fmt_change(change)} at {confidence * 100:g}% ({tol})"
     )
 
 

@@ -42,7 +42,11 @@ def fingerprint(scenario: Mapping[str, Any], *, base_dir: Path | None = None) ->
         "level_duration_s": _number(load.get("level_duration_s")),
         "warmup_s": _number(load.get("warmup_s")),
         "warmup_requests": load.get("warmup_requests"),
+        # how long a decided level may be cut short, and an undecided one extended (null: the defaults)
+        "min_level_duration_s": _number(load.get("min_level_duration_s")),
+        "max_level_duration_s": _number(load.get("max_level_duration_s")),
     }
+    body = {k: v for k, v in body.items() if v is not None}
     datasets = _dataset_hashes(workload, base_dir)
     if datasets:
         body["datasets"] = datasets

@@ -160,7 +160,7 @@ def markdown(cmp: Comparison, *, rows: int = MARKDOWN_ROWS) -> str:
         f"**{cmp.headline}** Exit code {cmp.exit_code}.",
         "",
         f"Baseline `{b.label}` ({_when(b.started_wall)}), candidate `{c.label}` ({_when(c.started_wall)}); "
-        f"{cmp.confidence:.0%} intervals, tolerance {cmp.rules.tolerance * 100:g}% "
+        f"{cmp.confidence * 100:g}% intervals, tolerance {cmp.rules.tolerance * 100:g}% "
         f"(error rate {cmp.rules.error_rate_tolerance * 100:g} pp).",
         "",
     ]

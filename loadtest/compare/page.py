@@ -123,7 +123,7 @@ def render_compare_html(cmp: Comparison) -> str:
     body = [
         f"<h1>{_e(c.name or 'loadtest')}: baseline vs candidate</h1>",
         f"<div class='verdict' style='border-color:{colour}'><div class='message'>{_e(cmp.headline)}</div>"
-        f"<div class='dim'>exit code {cmp.exit_code}; {cmp.confidence:.0%} bootstrap intervals (requests "
+        f"<div class='dim'>exit code {cmp.exit_code}; {cmp.confidence * 100:g}% bootstrap intervals (requests "
         f"resampled); tolerance {cmp.rules.tolerance * 100:g}%</div></div>",
         "<table class='facts'>"
         f"<tr><th>baseline</th><td>{_e(b.label)}: capacity {_e(b.bounds.text())}</td></tr>"

@@ -60,7 +60,7 @@ def level_samples(requests: pd.DataFrame, run: dict, frame: pd.DataFrame) -> dic
     chunks = flatten_chunks(requests)
     start = frame["start_wall"].to_numpy(dtype=float)
     positions = chunk_positions(chunks, start, windows)
-    itl, itl_pos, itl_row = itl_samples_with_rows(
+    itl, itl_pos, _times, itl_row = itl_samples_with_rows(
         chunks, positions, start, frame["e2e_ms"].to_numpy(dtype=float), frame["failed"].to_numpy(), windows
     )
     pos = frame["pos"].to_numpy()

@@ -19,7 +19,7 @@ from loadtest.records import SCHEMA
 _SCALARS = (
     "request_id", "worker", "user", "level", "level_index", "warmup", "start_wall",
     "ttfb_ms", "ttft_ms", "e2e_ms", "prompt_tokens", "completion_tokens", "token_source",
-    "status", "ok", "error_kind", "error",
+    "status", "ok", "error_kind", "error", "reasoning_tokens", "resends",
 )
 
 
@@ -62,6 +62,8 @@ class RecordBuffer:
         cols["ok"].append(rec.ok)
         cols["error_kind"].append(rec.error_kind)
         cols["error"].append(rec.error)
+        cols["reasoning_tokens"].append(rec.reasoning_tokens)
+        cols["resends"].append(rec.resends)
         self._chunk_ms.extend(rec.chunk_ms)
         self._chunk_tokens.extend(rec.chunk_tokens)
         self._offsets.append(len(self._chunk_ms))

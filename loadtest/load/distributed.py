@@ -74,7 +74,7 @@ class MasterSession(LoadSession):
     # -- messages from workers ------------------------------------------------
     def _on_records(self, environment: Environment, msg: Any, **_: Any) -> None:
         self.workers_seen.add(msg.node_id)
-        self.sink(msg.data)
+        self.sink({**msg.data, "source": msg.node_id})
 
     def _on_health(self, environment: Environment, msg: Any, **_: Any) -> None:
         index = int(msg.data["index"])
@@ -92,7 +92,13 @@ class MasterSession(LoadSession):
 
     # -- what the master tells workers ---------------------------------------
     def _setup(self) -> dict[str, Any]:
-        return {"continuous_usage": self.settings.continuous_usage, "warmup_s": self.clock.warmup_s}
+        return {
+            "continuous_usage": self.settings.continuous_usage,
+            "warmup_s": self.clock.warmup_s,
+            "salt": self.settings.salt,
+            "drop": list(self.settings.drop),
+            "max_tokens_field": self.settings.max_tokens_field,
+        }
 
     def _level_message(self) -> dict[str, Any]:
         return {"index": self.clock.index, "concurrency": self.clock.concurrency, "start_wall": self.clock.start_wall}
@@ -154,7 +160,7 @@ def run_worker(scenario: Scenario, master_host: str, master_port: int) -> int:
         log.info("records sent to the master: %d", sent[0])
 
     recorder = Recorder("worker", send)
-    monitor = SelfMonitor.for_scenario(scenario)
+    monitor = SelfMonitor.for_scenario(scenario, clock)
     user_class = make_user_class(scenario, clock, recorder, settings)
     env = Environment(user_classes=[user_class], host=scenario.target.base_url, parsed_options=library_options())
     runner = env.create_worker_runner(master_host, master_port)
@@ -164,7 +170,10 @@ def run_worker(scenario: Scenario, master_host: str, master_port: int) -> int:
 
     def on_setup(environment: Environment, msg: Any, **_: Any) -> None:
         settings.continuous_usage = bool(msg.data["continuous_usage"])
+        settings.drop = tuple(msg.data.get("drop", ()))
+        settings.max_tokens_field = msg.data.get("max_tokens_field")
         clock.warmup_s = float(msg.data["warmup_s"])
+        settings.salt = str(msg.data.get("salt", ""))
 
     def on_level(environment: Environment, msg: Any, **_: Any) -> None:
         previous = clock.index

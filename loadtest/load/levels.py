@@ -22,6 +22,10 @@ class LevelSpan:
     end_wall: float | None = None
     refine: bool = False
     client: dict = field(default_factory=dict)
+    #: Every look the load stage took at this level's verdict: {at_s, verdict, why}.
+    looks: list = field(default_factory=list)
+    #: Why the level ended and how long it ran: {ended, ran_s, verdict, why, looks, extended}.
+    decision: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {
@@ -31,6 +35,8 @@ class LevelSpan:
             "end_wall": self.end_wall,
             "refine": self.refine,
             "client": self.client,
+            "looks": self.looks,
+            "decision": self.decision,
         }
 
 

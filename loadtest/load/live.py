@@ -12,6 +12,7 @@ from rich.live import Live
 from rich.table import Table
 
 from loadtest.load.progress import LevelProgress, RunProgress
+from loadtest.report.terminal import describe_ending
 
 
 def _fmt(x: float | None) -> str:
@@ -56,10 +57,18 @@ class LiveView:
             table.add_row(str(index + 1), str(p.concurrency), str(p.requests), str(p.errors), _fmt(ttft), _fmt(itl))
         return table
 
-    def level_ended(self, index: int) -> None:
+    def level_ended(self, index: int, decision: dict | None = None) -> None:
+        """Print the level's line (when not live), with how long it ran and why it ended."""
         levels = dict(self.progress.snapshot())
-        if self._live is None and index in levels:
-            self.console.print(progress_line(index, levels[index]), highlight=False)
+        if index not in levels:
+            return
+        line = progress_line(index, levels[index])
+        if decision and decision.get("ended"):
+            line += f"; ran {decision.get('ran_s', 0):.1f} s, {describe_ending(decision)}"
+        if self._live is None:
+            self.console.print(line, highlight=False)
+        else:
+            self._live.console.print(line, highlight=False)
 
     def stop(self) -> None:
         if self._greenlet is not None:

@@ -1,27 +1,38 @@
-"""The harness watches itself: event-loop lag, stream-reader batches and CPU, per level.
+"""The harness watches itself: how late its own timestamps can be, and its CPU, per level.
 
 A load generator that is out of CPU, or whose threads wait for each other,
 timestamps chunks late and bunches them together: its ITL is wrong, and the
-data alone cannot tell. Three figures are gathered per level:
+data alone cannot tell. So each level records the client's own delays:
 
-- **loop lag**: a greenlet sleeps 10 ms and records how late it wakes. Every
-  greenlet suffers the same delay: request sends and response heads (TTFB).
-- **reactor batches**: how long the stream-reader thread took over each batch
-  of ready streams (:mod:`loadtest.client.reactor`). A stream whose next bytes
-  arrive while a batch is being processed is stamped up to one batch late, so
-  this bounds the error of chunk times (TTFT, ITL).
-- **reader lag**: how late the reader thread wakes for a 10 ms tick it asked
-  the kernel for (waiting for a CPU and for the GIL); reported, not judged.
+- **stamp delay** (chunk times: TTFT's end, every ITL gap). On plain HTTP the
+  reader thread (:mod:`loadtest.client.reactor`) bounds it batch by batch: a
+  batch whose ``epoll`` call waited is late by a wake-up (the reader's tick
+  lag distribution), a batch whose data was already waiting by at most the
+  time since the previous call returned. Over TLS each user's greenlet reads
+  its own stream, and a greenlet wakes as late as the event loop: the loop-lag
+  distribution.
+- **send delay** (the start of TTFT and e2e): a greenlet that sends a request
+  may run late by the event-loop lag: a greenlet sleeps 10 ms and records how
+  late it wakes.
 - **CPU**: the process's CPU time over the level's wall time, all threads.
-  Python runs one thread at a time, so near 100% of one core the stream reader
-  starts to queue behind the rest.
 
-A level where the loop lag, the batch time or the CPU passed its limit is
-marked ``client_saturated``, and the analyzer says its numbers are not
-trustworthy. The limits are calibrated by ``benchmarks/bench_fidelity.py`` (see
-the README's performance section): on the benchmark machine the loop lag p99
-was the best single predictor of a p99 ITL error above 2 ms, because the
-reader thread and the event loop compete for the same CPU and GIL.
+Only the measured part of a level counts: what happens during its warmup
+(users spawning, connections and TLS handshakes, the previous level's
+requests draining) delays no stamp that the analysis uses, so the figures
+are restarted when the warmup ends.
+
+Both distributions are kept as quantile tables (``stamp_delay_ms``,
+``send_delay_ms``), because the error a percentile can suffer depends on the
+percentile: a p95 of gaps is moved by the delays that hit more than a few
+percent of stamps, a p99 by rarer ones (:mod:`loadtest.analysis.client_error`).
+``itl_error_bound_ms`` and ``ttft_error_bound_ms`` are the bounds for a p95
+check, for reading at a glance. Whether a level can be trusted is then a question about its
+*verdict*, which the analysis answers (:mod:`loadtest.analysis.client_error`):
+a level is ``client_saturated`` only when the bound could move a check across
+its limit. A level above the CPU limit is flagged here, whatever its verdicts:
+near 100% of a core, queueing makes every delay unbounded. The old fixed
+limits on loop lag and reader batch time remain available as optional hard
+limits (``load.client_limits``), off by default.
 """
 
 from __future__ import annotations
@@ -32,34 +43,49 @@ from array import array
 import gevent
 import numpy as np
 
-from loadtest.client.reactor import running_reactor
+from loadtest.client.reactor import ReaderHealth, running_reactor
+from loadtest.load.levels import LevelClock
 from loadtest.scenario import Scenario
 
-#: The limits of a trustworthy level (calibrated by benchmarks/bench_fidelity.py;
-#: a scenario's ``load.client_limits`` overrides them).
-LAG_P99_LIMIT_MS = 2.5
-BATCH_P99_LIMIT_MS = 2.0
+#: The quantiles of the delay distributions kept per level (see module doc).
+DELAY_QUANTILES = (0.5, 0.875, 0.9, 0.95, 0.975, 0.9875, 0.99, 0.995, 0.9975, 0.999)
+
+#: Above this share of one core the client's delays are no longer bounded.
 CPU_LIMIT_PCT = 80.0
 _INTERVAL_S = 0.01
 
 
 class SelfMonitor:
-    """Collects loop-lag samples, reader batch times and CPU time, per level."""
+    """Collects loop-lag samples, the reader's delays and CPU time, per level."""
 
     @classmethod
-    def for_scenario(cls, scenario: Scenario) -> "SelfMonitor":
+    def for_scenario(cls, scenario: Scenario, clock: LevelClock | None = None) -> "SelfMonitor":
         limits = scenario.load.client_limits
-        return cls(limits.loop_lag_p99_ms, limits.reader_batch_p99_ms, limits.cpu_pct)
+        return cls(
+            limits.cpu_pct,
+            lag_limit_ms=limits.loop_lag_p99_ms,
+            batch_limit_ms=limits.reader_batch_p99_ms,
+            greenlet_reads=scenario.target.base_url.startswith("https://"),
+            clock=clock,
+        )
 
     def __init__(
         self,
-        lag_limit_ms: float = LAG_P99_LIMIT_MS,
-        batch_limit_ms: float = BATCH_P99_LIMIT_MS,
         cpu_limit_pct: float = CPU_LIMIT_PCT,
+        *,
+        lag_limit_ms: float | None = None,
+        batch_limit_ms: float | None = None,
+        greenlet_reads: bool = False,
+        clock: LevelClock | None = None,
     ) -> None:
+        self.cpu_limit_pct = cpu_limit_pct
+        #: The level in force: figures gathered during a level's warmup are dropped.
+        self.clock = clock
+        self._warming = False
         self.lag_limit_ms = lag_limit_ms
         self.batch_limit_ms = batch_limit_ms
-        self.cpu_limit_pct = cpu_limit_pct
+        #: Streams are read by user greenlets (TLS), not the reader thread.
+        self.greenlet_reads = greenlet_reads
         self._lags = array("d")
         self._greenlet: gevent.Greenlet | None = None
         self._mark_wall = time.perf_counter()
@@ -77,7 +103,20 @@ class SelfMonitor:
         while True:
             t = time.perf_counter()
             gevent.sleep(_INTERVAL_S)
-            self._lags.append((time.perf_counter() - t - _INTERVAL_S) * 1000.0)
+            now = time.perf_counter()
+            self._lags.append((now - t - _INTERVAL_S) * 1000.0)
+            warming = self.clock is not None and self.clock.index >= 0 and self.clock.in_warmup(now)
+            if self._warming and not warming:
+                self._restart()  # the measured window begins: start its figures afresh
+            self._warming = warming
+
+    def _restart(self) -> None:
+        """Drop what was gathered so far in this level (its warmup)."""
+        self._lags = array("d")
+        reader = running_reactor()
+        if reader is not None:
+            reader.health()
+        self._mark_wall, self._mark_cpu = time.perf_counter(), time.process_time()
 
     def cut(self) -> dict:
         """Summarize the period since the last cut (one level) and start a new one."""
@@ -86,15 +125,16 @@ class SelfMonitor:
         cpu_pct = 100.0 * (now_cpu - self._mark_cpu) / elapsed
         lags, self._lags = self._lags, array("d")
         reader = running_reactor()
-        batches, reader_lags, busy_s = reader.health() if reader is not None else (array("d"), array("d"), 0.0)
+        health = reader.health() if reader is not None else ReaderHealth()
         self._mark_wall, self._mark_cpu = now_wall, now_cpu
+        lags_ms = _values(lags)
         return summarize(
-            _values(lags),
-            _values(batches),
-            _values(reader_lags),
+            lags_ms,
+            health,
             cpu_pct,
-            100.0 * busy_s / elapsed,
-            limits=(self.lag_limit_ms, self.batch_limit_ms, self.cpu_limit_pct),
+            100.0 * health.busy_s / elapsed,
+            greenlet_reads=self.greenlet_reads,
+            limits=(self.cpu_limit_pct, self.lag_limit_ms, self.batch_limit_ms),
         )
 
 
@@ -102,34 +142,77 @@ def _values(samples: array) -> np.ndarray:
     return np.frombuffer(samples, dtype=np.float64) if len(samples) else np.zeros(1)
 
 
+def stamp_delays(health: ReaderHealth, lags_ms: np.ndarray, greenlet_reads: bool) -> np.ndarray:
+    """The distribution of how late chunk stamps can be, one value per batch of reads.
+
+    Reader batches that waited in ``epoll`` take the reader's wake-up lateness
+    (its tick lags, spread evenly over that many batches); batches whose data
+    was already waiting take their own bound. Greenlet reads (TLS) wake as late
+    as the event loop.
+    """
+    parts = [np.frombuffer(health.waiting_bound_ms, dtype=np.float64)] if len(health.waiting_bound_ms) else []
+    if health.woken_batches:
+        wake = _values(health.tick_lag_ms)
+        parts.append(np.quantile(wake, (np.arange(health.woken_batches) + 0.5) / health.woken_batches))
+    if greenlet_reads:
+        parts.append(lags_ms)
+    return np.concatenate(parts) if parts else np.zeros(1)
+
+
+def quantile_table(values: np.ndarray) -> dict[str, float]:
+    """``{"0.5": …, …, "max": …}`` of a delay sample (ms), for run.json."""
+    table = {f"{q:g}": round(float(v), 3) for q, v in zip(DELAY_QUANTILES, np.quantile(values, DELAY_QUANTILES))}
+    table["max"] = round(float(values.max()), 3)
+    return table
+
+
+def error_bound(table: dict[str, float], q: float) -> float:
+    """The delay a check at percentile ``q`` must allow for (see analysis/client_error.py)."""
+    from loadtest.analysis.client_error import delay_for_percentile
+
+    return delay_for_percentile(table, q)
+
+
 def summarize(
     lags_ms: np.ndarray,
-    batches_ms: np.ndarray,
-    reader_lags_ms: np.ndarray,
+    health: ReaderHealth,
     cpu_pct: float,
     reader_busy_pct: float,
-    limits: tuple[float, float, float] = (LAG_P99_LIMIT_MS, BATCH_P99_LIMIT_MS, CPU_LIMIT_PCT),
+    *,
+    greenlet_reads: bool = False,
+    limits: tuple[float, float | None, float | None] = (CPU_LIMIT_PCT, None, None),
 ) -> dict:
     """The per-level client health record written to run.json."""
-    lag_limit, batch_limit, cpu_limit = limits
+    cpu_limit, lag_limit, batch_limit = limits
+    batches_ms = _values(health.batch_ms)
+    delays = stamp_delays(health, lags_ms, greenlet_reads)
     lag_p99 = float(np.percentile(lags_ms, 99))
     batch_p99 = float(np.percentile(batches_ms, 99))
-    reader_lag_p99 = float(np.percentile(reader_lags_ms, 99))
+    stamp_p99 = float(np.percentile(delays, 99))
+    stamp_table, send_table = quantile_table(delays), quantile_table(lags_ms)
     reasons = []
-    if lag_p99 > lag_limit:
-        reasons.append(f"event-loop lag p99 {lag_p99:.1f} ms > {lag_limit:g} ms")
-    if batch_p99 > batch_limit:
-        reasons.append(f"stream-reader batch p99 {batch_p99:.1f} ms > {batch_limit:g} ms")
     if cpu_pct > cpu_limit:
-        reasons.append(f"CPU {cpu_pct:.0f}% > {cpu_limit:g}%")
+        reasons.append(f"CPU {cpu_pct:.0f}% > {cpu_limit:g}% of a core")
+    if lag_limit is not None and lag_p99 > lag_limit:
+        reasons.append(f"event-loop lag p99 {lag_p99:.1f} ms > {lag_limit:g} ms")
+    if batch_limit is not None and batch_p99 > batch_limit:
+        reasons.append(f"stream-reader batch p99 {batch_p99:.1f} ms > {batch_limit:g} ms")
     return {
+        "stamp_delay_p50_ms": round(float(np.percentile(delays, 50)), 3),
+        "stamp_delay_p99_ms": round(stamp_p99, 3),
+        "stamp_delay_max_ms": round(float(delays.max()), 3),
+        "stamp_delay_ms": stamp_table,
+        "send_delay_ms": send_table,
+        "itl_error_bound_ms": round(error_bound(stamp_table, 0.95), 3),
+        "ttft_error_bound_ms": round(error_bound(stamp_table, 0.95) + error_bound(send_table, 0.95), 3),
         "loop_lag_p50_ms": round(float(np.percentile(lags_ms, 50)), 3),
         "loop_lag_p99_ms": round(lag_p99, 3),
         "loop_lag_max_ms": round(float(lags_ms.max()), 3),
-        "reader_lag_p99_ms": round(reader_lag_p99, 3),
+        "reader_lag_p99_ms": round(float(np.percentile(_values(health.tick_lag_ms), 99)), 3),
         "reader_batch_p99_ms": round(batch_p99, 3),
         "reader_batch_max_ms": round(float(batches_ms.max()), 3),
         "reader_busy_pct": round(reader_busy_pct, 1),
+        "reads": "greenlets" if greenlet_reads else "reactor",
         "cpu_pct": round(cpu_pct, 1),
         "saturated": bool(reasons),
         "reason": "; ".join(reasons) or None,
@@ -142,8 +225,13 @@ def merge_worker_health(reports: list[dict]) -> dict:
         return {}
     if len(reports) == 1:
         return dict(reports[0])
-    keys = ("loop_lag_p50_ms", "loop_lag_p99_ms", "loop_lag_max_ms", "reader_lag_p99_ms", "reader_batch_p99_ms", "reader_batch_max_ms", "reader_busy_pct", "cpu_pct")
-    merged: dict = {k: max(r.get(k) or 0.0 for r in reports) for k in keys}
+    keys = [k for k in reports[0] if k.endswith(("_ms", "_pct"))]
+    merged: dict = {}
+    for k in keys:
+        if isinstance(reports[0][k], dict):  # a quantile table: the worst worker at every quantile
+            merged[k] = {q: max((r.get(k) or {}).get(q) or 0.0 for r in reports) for q in reports[0][k]}
+        else:
+            merged[k] = max(r.get(k) or 0.0 for r in reports)
     reasons = [f"{r.get('worker', '?')}: {r['reason']}" for r in reports if r.get("saturated")]
     merged.update(saturated=any(r.get("saturated") for r in reports), reason="; ".join(reasons) or None, workers=reports)
     return merged

@@ -11,10 +11,12 @@ retried, and a final flush on stop means nothing measured is lost.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Callable
 
 import gevent
 
+from loadtest.analysis.decide import IN_FLIGHT_COLUMNS
 from loadtest.client.record import RequestRecord
 from loadtest.load.batch import RecordBuffer
 
@@ -35,6 +37,32 @@ class Recorder:
         self.total = 0
         self._greenlet: gevent.Greenlet | None = None
         self._unsent: list[dict[str, Any]] = []
+        #: Requests being sent, by user: (client, level index, warmup). A decision taken
+        #: mid-level must see the ones still waiting for their first token (the slow tail).
+        self._active: dict[int, tuple[Any, int, bool]] = {}
+
+    def begin(self, user: int, client: Any, level_index: int, warmup: bool) -> None:
+        """A user is about to send a request through ``client`` (its ``in_flight`` record)."""
+        self._active[user] = (client, level_index, warmup)
+
+    def end(self, user: int) -> None:
+        self._active.pop(user, None)
+
+    def in_flight(self) -> dict[str, list]:
+        """Columns (see :data:`loadtest.analysis.decide.IN_FLIGHT_COLUMNS`) of the requests running now."""
+        cols: dict[str, list] = {name: [] for name in IN_FLIGHT_COLUMNS}
+        now = time.perf_counter()
+        for client, level_index, warmup in list(self._active.values()):
+            rec = client.in_flight
+            if rec is None:
+                continue
+            cols["level_index"].append(level_index)
+            cols["warmup"].append(warmup)
+            cols["start_wall"].append(rec.start_wall)
+            cols["elapsed_ms"].append((now - rec.start_perf) * 1000.0)
+            cols["ttfb_ms"].append(rec.ttfb_ms)
+            cols["ttft_ms"].append(rec.ttft_ms)
+        return cols
 
     def add(self, rec: RequestRecord, user: int, level_index: int, level: int, warmup: bool) -> None:
         """Record a finished request under the level in force when it *started*."""
@@ -50,9 +78,17 @@ class Recorder:
             self.flush()
 
     def flush(self) -> None:
-        """Hand buffered records to the sink; a batch the sink refused is retried next time."""
-        if len(self.buffer):
-            self._unsent.append(self.buffer.take())
+        """Hand buffered records to the sink; a batch the sink refused is retried next time.
+
+        Every batch also carries a snapshot of the requests in flight (even a batch
+        with no finished record), so the process that decides levels sees them.
+        """
+        in_flight = self.in_flight()
+        if len(self.buffer) or in_flight["start_wall"]:
+            batch = self.buffer.take()
+            batch["in_flight"] = in_flight
+            batch["source"] = self.buffer.worker
+            self._unsent.append(batch)
         while self._unsent:
             batch = self._unsent[0]
             try:

@@ -15,7 +15,7 @@ import gc
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import gevent
 import gevent.event
@@ -25,9 +25,16 @@ from locust.runners import STATE_STOPPED, Runner
 from loadtest.load.levels import LevelClock, LevelSpan
 from loadtest.load.monitor import SelfMonitor
 from loadtest.load.recorder import Recorder
-from loadtest.load.shape import SteppedShape
+from loadtest.analysis.decide import LookSchedule
+from loadtest.load.shape import Decide, SteppedShape
 from loadtest.load.user import UserSettings, make_user_class
 from loadtest.scenario import Scenario
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+#: The longest a batch waits for its last level's queued requests to get a first token.
+MAX_DRAIN_S = 30.0
 
 #: How long a background thread may hold the GIL before the event loop gets it.
 SWITCH_INTERVAL_S = 0.0005
@@ -74,6 +81,10 @@ class LoadSession:
     on_level_change: LevelChange | None = None
     #: Set (by a signal handler) to end the run early; records are kept.
     stop_requested: gevent.event.Event = field(default_factory=gevent.event.Event)
+    #: Judges a running level on the records so far; None: every level lasts level_duration_s.
+    decide: Decide | None = None
+    #: The requests in flight now (see :data:`loadtest.analysis.decide.IN_FLIGHT_COLUMNS`).
+    in_flight: Callable[[], "pd.DataFrame"] | None = None
     env: Environment = field(init=False)
     runner: Runner = field(init=False)
 
@@ -94,30 +105,73 @@ class LoadSession:
         if self.on_level_change is not None:
             self.on_level_change(previous, current)
 
-    def run_levels(self, levels: list[int], *, first_index: int, refine: bool = False) -> list[LevelSpan]:
-        """Run ``levels`` in order, ``level_duration_s`` each, and return their spans."""
+    @property
+    def schedule(self) -> LookSchedule:
+        load = self.scenario.load
+        return LookSchedule(load.min_duration_s, load.level_duration_s, load.max_duration_s)
+
+    def run_levels(
+        self, levels: list[int], *, first_index: int, refine: bool = False, stop_on_fail: bool = False
+    ) -> list[LevelSpan]:
+        """Run ``levels`` in order, each until decided (see :mod:`shape`), and return their spans.
+
+        ``stop_on_fail``: end the batch at the first level that fails with certainty.
+        """
         duration = self.scenario.load.level_duration_s
+        schedule = self.schedule if self.decide is not None else None
         shape = SteppedShape(
-            levels, duration, self.clock, first_index=first_index, refine=refine, on_level_change=self.level_changed
+            levels, duration, self.clock, first_index=first_index, refine=refine,
+            on_level_change=self.level_changed, schedule=schedule, decide=self.decide, stop_on_fail=stop_on_fail,
         )
         self.env.shape_class = shape
         shape.runner = self.runner
         self.runner.start_shape()
-        # Bounded: the shape ends the batch after len(levels) * duration (+1 s per tick).
-        deadline = time.monotonic() + len(levels) * (duration + 2) + 30
+        # Bounded: each level ends by its longest duration (+1 s per tick, and the time to judge it).
+        longest = schedule.max_s + 2 * len(schedule.looks) if schedule is not None else duration
+        deadline = time.monotonic() + len(levels) * (longest + 2) + 30
         try:
             gevent.sleep(0.1)
             while (
                 self.runner.state != STATE_STOPPED
+                and not shape.done
                 and time.monotonic() < deadline
                 and not self.stop_requested.is_set()
             ):
                 gevent.sleep(0.1)
                 self.poll()
         finally:
+            last = shape.spans[-1] if shape.spans else None
             shape.finish()  # close the last span first: requests cut from here on are "cancelled"
+            if last is not None and not self.stop_requested.is_set():
+                self.drain_first_tokens(last)
             self.runner.stop()
         return shape.spans
+
+    def drain_first_tokens(self, span: LevelSpan) -> None:
+        """Before users stop, let the level's requests still waiting for a first token get it.
+
+        The users keep running at the same concurrency (so the wait is the one this
+        level causes), but the level's window has closed: requests they start now
+        are not measured. Stopping at once would cut exactly the slowest requests,
+        the ones still queued, and bias TTFT low at the level that ends a probe.
+        Bounded by ``target.timeout_s`` and :data:`MAX_DRAIN_S`; whatever is still
+        waiting then is cut and counted as censored (see ``analysis/frame.py``).
+        """
+        if self.in_flight is None or span.end_wall is None:
+            return
+        deadline = time.monotonic() + min(self.scenario.target.timeout_s, MAX_DRAIN_S)
+        while time.monotonic() < deadline and not self.stop_requested.is_set():
+            running = self.in_flight()
+            if not len(running):
+                break
+            waiting = (
+                (running["level_index"] == span.index)
+                & (running["start_wall"] < span.end_wall)
+                & running["ttft_ms"].isna()
+            )
+            if not waiting.any():
+                break
+            gevent.sleep(0.05)
 
     def poll(self) -> None:
         """Called ten times a second while a batch runs (the master checks its workers here)."""

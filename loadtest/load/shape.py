@@ -1,10 +1,19 @@
-"""The stepped load shape: hold each concurrency level for ``level_duration_s``.
+"""The stepped load shape: hold each concurrency level until its verdict is decided.
 
 Locust calls :meth:`SteppedShape.tick` about once a second; we answer with the
 user count for the current step. Closed-loop concurrency is Locust's own model
 (N users, each sending its next request when the last one ends), so a level is
 simply "N users". Users are spawned at once (a high spawn rate) so that the
 level is in force from its first second; ``warmup_s`` absorbs the ramp.
+
+How long a level lasts: without a ``decide`` callback, ``duration_s``. With
+one, the level is looked at on a fixed schedule
+(:class:`~loadtest.analysis.decide.LookSchedule`: ``min_level_duration_s``,
+doubling, up to ``max_level_duration_s``). A look that finds the level decided
+(pass or fail) ends it; an undecided level runs on to the next look, and ends
+undecided at the last one. With ``stop_on_fail`` a certain failure also ends
+the batch: the levels above it would fail too, and refinement starts from it.
+Each span records how long it ran, every look and why it ended.
 """
 
 from __future__ import annotations
@@ -14,7 +23,10 @@ from typing import Callable
 
 from locust import LoadTestShape
 
+from loadtest.analysis.decide import Decision, LookSchedule
 from loadtest.load.levels import LevelClock, LevelSpan
+
+Decide = Callable[[LevelSpan], Decision]
 
 #: Users started per second when a level begins: effectively "all at once".
 SPAWN_RATE = 10_000
@@ -34,6 +46,9 @@ class SteppedShape(LoadTestShape):
         first_index: int = 0,
         refine: bool = False,
         on_level_change: Callable[[LevelSpan | None, LevelSpan | None], None] | None = None,
+        schedule: LookSchedule | None = None,
+        decide: Decide | None = None,
+        stop_on_fail: bool = False,
     ) -> None:
         super().__init__()
         self.levels = list(levels)
@@ -42,26 +57,72 @@ class SteppedShape(LoadTestShape):
         self.first_index = first_index
         self.refine = refine
         self.on_level_change = on_level_change
+        self.schedule = schedule
+        self.decide = decide if schedule is not None else None
+        self.stop_on_fail = stop_on_fail
         self.spans: list[LevelSpan] = []
         self._current: LevelSpan | None = None
         self._entered = 0.0
+        self._looks: list[float] = []
+        #: Set when the last level has ended. The shape then keeps its users running
+        #: (Locust would stop them at once on a None) so the session can let the last
+        #: level's queued requests get their first token before it stops them itself.
+        self.done = False
+        self._last_users = 0
 
     def tick(self) -> tuple[int, float] | None:
-        # Locust ticks about once a second, so a level starts at the first tick
-        # after its predecessor has run its full duration: levels last
-        # duration_s to duration_s + 1 s, never less.
+        # Locust ticks about once a second, so a level ends at the first tick
+        # after it is due: levels last their duration to duration + 1 s, never less.
         if self._current is None:
             step = 0 if not self.spans else len(self.levels)
-        elif time.perf_counter() - self._entered >= self.duration_s:
+        elif self._level_over(time.perf_counter() - self._entered):
             step = self._current.index - self.first_index + 1
+            if self.stop_on_fail and self._current.decision.get("verdict") == "fail":
+                step = len(self.levels)  # a certain failure: the levels above it are not needed
         else:
             step = self._current.index - self.first_index
+        if self.done:
+            return self._last_users, SPAWN_RATE
         if step >= len(self.levels):
             self.finish()
-            return None
+            self.done = True
+            return self._last_users, SPAWN_RATE
         if self._current is None or self._current.index != self.first_index + step:
             self._enter(step)
+        self._last_users = self.levels[step]
         return self.levels[step], SPAWN_RATE
+
+    def _level_over(self, elapsed: float) -> bool:
+        """Is the current level done? Takes the looks that are due (see module doc)."""
+        span = self._current
+        assert span is not None
+        if self.decide is None:
+            if elapsed >= self.duration_s:
+                span.decision = {"ended": "duration", "ran_s": round(elapsed, 3)}
+                return True
+            return False
+        while self._looks and elapsed >= self._looks[0]:
+            at = self._looks.pop(0)
+            decision = self.decide(span)
+            span.looks.append({"at_s": at, "verdict": decision.verdict, "why": decision.why})
+            last = not self._looks
+            if decision.decided or last:
+                ended = "decided" if decision.decided else "undecided_at_max"
+                if decision.decided and at < self.duration_s:
+                    ended = "decided_early"
+                elif decision.decided and at > self.duration_s:
+                    ended = "decided_after_extension"
+                span.decision = {
+                    "verdict": decision.verdict,
+                    "why": decision.why,
+                    "ended": ended,
+                    "ran_s": round(time.perf_counter() - self._entered, 3),
+                    "looks": len(span.looks),
+                    "extended": at > self.duration_s,
+                }
+                return True
+            elapsed = time.perf_counter() - self._entered
+        return False
 
     def finish(self) -> None:
         """End the current level now (the run is stopping)."""
@@ -85,6 +146,7 @@ class SteppedShape(LoadTestShape):
             self.spans.append(span)
             self._current = span
             self._entered = time.perf_counter()
+            self._looks = list(self.schedule.looks) if self.schedule is not None else []
             self.clock.set(span.index, span.concurrency, now)
         if self.on_level_change is not None and (previous is not None or step is not None):
             self.on_level_change(previous, self._current)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import gevent.event
+import pandas as pd
 from gevent.threadpool import ThreadPool
 
 from loadtest.load.batch import decode_table
@@ -30,15 +31,26 @@ class RunSink:
         self.progress = progress
         self._pool = ThreadPool(1)
         self._pending: list[gevent.event.AsyncResult] = []
+        #: The latest snapshot of requests in flight, per sending process.
+        self.in_flight: dict[str, dict[str, list]] = {}
 
     def __call__(self, batch: dict[str, Any]) -> None:
         self._pending = [w for w in self._pending if not w.ready()]
         self._pending.append(self._pool.spawn(self._store, batch))
 
     def _store(self, batch: dict[str, Any]) -> None:
+        if "in_flight" in batch:
+            self.in_flight[str(batch.get("source"))] = batch["in_flight"]
+        if not batch["request_id"]:
+            return  # only a snapshot of requests in flight
         table = decode_table(batch)
         self.progress.update(table)
         self.writer.write(table)
+
+    def in_flight_frame(self) -> pd.DataFrame:
+        """Every process's latest in-flight snapshot, as one frame."""
+        frames = [pd.DataFrame(cols) for cols in self.in_flight.values() if cols.get("start_wall")]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
     def drain(self) -> None:
         """Wait until every batch handed over so far is on disk (re-raising a failed write)."""

@@ -21,6 +21,7 @@ from gevent import GreenletExit
 from locust import User, constant, task
 
 from loadtest.client.stream import client_for
+from loadtest.load.backoff import backoff_s
 from loadtest.load.levels import LevelClock
 from loadtest.load.recorder import Recorder
 from loadtest.scenario import Scenario
@@ -37,10 +38,12 @@ class UserSettings:
 
     continuous_usage: bool = False
     worker_seed: int = 0
-
-
-#: The longest a user pauses after a refused connection or a 429.
-MAX_BACKOFF_S = 2.0
+    #: Optional body fields the preflight found the target rejects (see client.wire.DROPPABLE).
+    drop: tuple[str, ...] = ()
+    #: The output-length field the preflight settled on (None: the scenario's).
+    max_tokens_field: str | None = None
+    #: This run's prompt salt (run.json ``prompt_salt``; empty with ``workload.cache_bust: false``).
+    salt: str = ""
 
 
 def make_user_class(scenario: Scenario, clock: LevelClock, recorder: Recorder, settings: UserSettings) -> type[User]:
@@ -61,24 +64,19 @@ def make_user_class(scenario: Scenario, clock: LevelClock, recorder: Recorder, s
                 scenario,
                 seed=settings.worker_seed * 1_000_003 + self.index,
                 continuous_usage=settings.continuous_usage,
+                drop=settings.drop,
+                max_tokens_field=settings.max_tokens_field,
+                salt=settings.salt,
             )
 
         def on_stop(self) -> None:
             self.client.close()
 
         def _back_off(self, rec) -> None:
-            """After a refused connection or a 429, wait a little before the next try.
-
-            Without it a user facing a closed port or a rate limiter spins,
-            writing thousands of identical records a second and starving the
-            other users of CPU. A 429's Retry-After is honoured (capped at
-            ``MAX_BACKOFF_S``); otherwise the wait doubles from 50 ms. Every
-            failed attempt is still recorded and counts against the SLO.
-            """
+            """After a refused connection or a 429, wait a little before the next try (see :func:`backoff_s`)."""
             if rec.error_kind in ("connect", "rate_limited"):
                 self.failures_in_a_row += 1
-                wait = rec.retry_after_s if rec.retry_after_s is not None else 0.05 * 2 ** min(self.failures_in_a_row, 5)
-                gevent.sleep(min(wait, MAX_BACKOFF_S))
+                gevent.sleep(backoff_s(rec.retry_after_s, self.failures_in_a_row))
             else:
                 self.failures_in_a_row = 0
 
@@ -87,12 +85,15 @@ def make_user_class(scenario: Scenario, clock: LevelClock, recorder: Recorder, s
             body = self.workload.next_body()
             level_index, level = clock.index, clock.concurrency
             warmup = clock.in_warmup(time.perf_counter())
+            recorder.begin(self.index, self.client, level_index, warmup)
             try:
                 rec = self.client.send(body)
             except GreenletExit:
                 if self.client.in_flight is not None:  # the run stopped mid-request: keep the record
                     recorder.add(self.client.in_flight, self.index, level_index, level, warmup)
                 raise
+            finally:
+                recorder.end(self.index)
             recorder.add(rec, self.index, level_index, level, warmup)
             self._back_off(rec)
             self.environment.events.request.fire(

@@ -109,6 +109,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--stamp-chunks", action="store_true", default=_D.stamp_chunks,
         help='add "mock_sent": time.perf_counter() at write time to every chunk',
     )
+    ins.add_argument(
+        "--request-log", default=_D.request_log, metavar="FILE",
+        help="append one JSON line per streamed request (arrival, first token, end, outcome, prompt)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -58,6 +58,8 @@ class MockConfig:
     seed: int | None = None
     # Instrumentation.
     stamp_chunks: bool = False
+    #: Append one JSON line per streamed request to this file (see request_log.py).
+    request_log: str | None = None
 
     def __post_init__(self) -> None:
         _check(0 <= self.port <= 65535, "--port", "must be between 0 and 65535")

@@ -30,6 +30,7 @@ from loadtest.mock.engine import Engine, Outcome, Sequence
 from loadtest.mock.faults import FaultInjector, FaultPlan, middle_chunk
 from loadtest.mock.metrics import CLIENT_CLOSED, MockMetrics, render
 from loadtest.mock.parse import BadRequest, CompletionRequest, parse_request
+from loadtest.mock.request_log import RequestLog, TimedSink, prompt_text
 from loadtest.mock.stream import AliveSink, StreamSink
 
 CHAT_PATH = "/v1/chat/completions"
@@ -74,6 +75,7 @@ class MockService:
         self.metrics = MockMetrics()
         self.started = int(time.time())
         self._auth = f"Bearer {config.api_key}" if config.api_key is not None else None
+        self.request_log = RequestLog(config.request_log) if config.request_log else None
 
     # -- the application ----------------------------------------------------
 
@@ -140,10 +142,14 @@ class MockService:
     async def _complete(self, request: web.Request, *, chat: bool) -> web.StreamResponse:
         if (denied := self._check_auth(request)) is not None:
             return denied
+        arrival = time.perf_counter()
+        body = await request.read()
         try:
-            req = parse_request(await request.read(), chat=chat)
+            req = parse_request(body, chat=chat)
         except BadRequest as err:
             return error_response(400, err.message, param=err.param)
+        if self.request_log is not None:
+            request["loadtest.log"] = (arrival, prompt_text(body, chat=chat))
 
         plan = self.faults.draw()
         if plan.fail:
@@ -222,9 +228,14 @@ class MockService:
             malformed_chunk=mid if plan.malformed else -1,
         )
         stall_at, stall_s = self._stall(req, plan)
+        logged = request.get("loadtest.log")
+        if logged is not None:
+            sink = TimedSink(sink)
         seq = Sequence(req.prompt_tokens, req.max_tokens, sink, stall_at=stall_at, stall_s=stall_s)
         self.engine.submit(seq)
         outcome = await seq.done
+        if logged is not None and self.request_log is not None:
+            self.request_log.write(logged[0], sink, outcome.value, logged[1])
         # FINISHED: the engine wrote everything up to [DONE]; aiohttp writes the
         # last (empty) HTTP chunk when we return. ABORTED: the connection is
         # gone or was cut on purpose, and aiohttp's final write fails quietly.

@@ -28,9 +28,11 @@ import plotly.io as pio
 from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
-from loadtest.analysis.capacity import fmt_ms
+from loadtest.analysis.capacity import ci_label, fmt_ms
 from loadtest.analysis.results import Analysis, LevelResult
 from loadtest.analysis.slo import METRIC_LABELS
+from loadtest.redact import scrub
+from loadtest.report.terminal import describe_ending
 
 REPORT_HTML = "report.html"
 TIMELINE_BINS = 1500
@@ -126,7 +128,7 @@ def latency_figure(analysis: Analysis) -> go.Figure:
                 )
                 fig.add_trace(
                     go.Scatter(x=xs, y=lo, mode="lines", line=dict(width=0), fill="tonexty",
-                               fillcolor=_rgba(colour, 0.18), name=f"{pct} 95% CI", legendgroup=pct,
+                               fillcolor=_rgba(colour, 0.18), name=f"{pct} CI", legendgroup=pct,
                                showlegend=i == 0, hoverinfo="skip"),
                     row=row, col=col,
                 )
@@ -226,6 +228,16 @@ def distribution_figure(analysis: Analysis) -> go.Figure:
     return fig
 
 
+def level_steps(levels: Sequence[LevelResult], origin: float) -> tuple[list[float], list[int]]:
+    """The users in force against time (seconds since ``origin``), as the corners of a step line."""
+    xs: list[float] = []
+    ys: list[int] = []
+    for lv in levels:
+        xs += [lv.start_wall - origin, lv.end_wall - origin]
+        ys += [lv.concurrency, lv.concurrency]
+    return xs, ys
+
+
 def timeline_figure(analysis: Analysis) -> go.Figure:
     """Active concurrency as steps, requests and errors per second, warmup shaded."""
     frame = analysis.requests
@@ -237,11 +249,7 @@ def timeline_figure(analysis: Analysis) -> go.Figure:
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     in_run = sorted(analysis.levels, key=lambda lv: lv.start_wall)
     if in_run:
-        xs: list[float] = []
-        ys: list[int] = []
-        for lv in in_run:
-            xs += [lv.start_wall - origin, lv.end_wall - origin]
-            ys += [lv.concurrency, lv.concurrency]
+        xs, ys = level_steps(in_run, origin)
         fig.add_trace(go.Scatter(x=xs, y=ys, name="concurrent users", mode="lines", line_shape="hv",
                                  line=dict(color="#6e7781")), secondary_y=True)
         for lv in in_run:
@@ -375,7 +383,7 @@ def _levels_table(analysis: Analysis) -> str:
     head = (
         "<tr><th>users</th><th>requests</th><th>errors</th><th>TTFT p50</th><th>TTFT p95</th><th>TTFT p99</th>"
         "<th>ITL p50</th><th>ITL p95</th><th>ITL p99</th><th>TPOT p95</th><th>e2e p95</th><th>req/s</th>"
-        "<th>tok/s</th><th>goodput</th><th>spillover</th><th>verdict</th></tr>"
+        "<th>tok/s</th><th>goodput</th><th>spillover</th><th>ran</th><th>verdict</th></tr>"
     )
     rows = []
     for lv in analysis.levels:
@@ -394,11 +402,24 @@ def _levels_table(analysis: Analysis) -> str:
             + f"<td class='num'>{_num(lv.requests_per_s, '.2f')}</td>"
             f"<td class='num'>{_num(lv.output_tokens_per_s, '.0f')}</td>"
             f"<td class='num'>{_num(lv.goodput_rps, '.2f')}</td><td class='num'>{lv.spillover}</td>"
-            f"<td style='color:{STATUS_COLOURS.get(lv.status, '#000')}'><b>{_e(lv.status)}</b>"
+            + _ran_cell(lv.decision)
+            + f"<td style='color:{STATUS_COLOURS.get(lv.status, '#000')}'><b>{_e(lv.status)}</b>"
             f"{' · ' + _e(', '.join(flags)) if flags else ''}</td></tr>"
         )
     checks = _checks_table(analysis)
     return f"<table class='grid'>{head}{''.join(rows)}</table>{checks}"
+
+
+def _ran_cell(decision: dict) -> str:
+    """How long the level ran and why it ended; every look in the tooltip."""
+    if not decision or decision.get("ran_s") is None:
+        return "<td class='num dim'>–</td>"
+    looks = "; ".join(
+        f"at {look.get('at_s', 0):g} s: {look.get('verdict')} ({look.get('why', '')})"
+        for look in decision.get("looks_taken") or []
+    )
+    why = describe_ending(decision)
+    return f"<td class='num' title='{_e(looks)}'>{decision['ran_s']:.0f} s<br><span class='dim'>{_e(why)}</span></td>"
 
 
 def _checks_table(analysis: Analysis) -> str:
@@ -417,13 +438,15 @@ def _checks_table(analysis: Analysis) -> str:
                 f"<tr><td class='num'>{lv.concurrency}</td><td>{_e(c.name)}</td><td class='num'>{_e(value)}</td>"
                 f"<td class='num'>{_e(ci)}</td><td class='num'>{_e(limit)}</td><td class='num'>{c.n}"
                 f"{' (low n)' if c.low_n else ''}</td>"
-                f"<td style='color:{STATUS_COLOURS.get(c.verdict, '#000')}'>{_e(c.verdict)}</td></tr>"
+                f"<td style='color:{STATUS_COLOURS.get(c.verdict, '#000')}'>{_e(c.verdict)}"
+                f"{': ' + _e(c.reason) if c.reason else ''}</td></tr>"
             )
     if not rows:
         return ""
+    label = ci_label(analysis.confidence)
     return (
-        "<details><summary>Every SLO check with its 95% confidence interval</summary><table class='grid'>"
-        "<tr><th>users</th><th>check</th><th>value</th><th>95% CI</th><th>limit</th><th>n</th><th>verdict</th></tr>"
+        f"<details><summary>Every SLO check with its {label}</summary><table class='grid'>"
+        f"<tr><th>users</th><th>check</th><th>value</th><th>{label}</th><th>limit</th><th>n</th><th>verdict</th></tr>"
         + "".join(rows) + "</table></details>"
     )
 
@@ -523,7 +546,8 @@ def render_html(analysis: Analysis) -> str:
     if has_data:
         figures = [
             ("Latency against concurrency", latency_figure(analysis),
-             "Lines: percentiles per level. Shaded: 95% bootstrap CI of each percentile an SLO uses. "
+             "Lines: percentiles per level. Shaded: the confidence interval of each percentile an SLO uses "
+             "(blocks of time resampled; its level is in the checks table). "
              "Dashed horizontal: SLO limits. Green dashed: capacity; red dotted: first failing level."),
             ("Throughput and goodput", throughput_figure(analysis),
              "Goodput counts only requests that met every per-request limit; the gap to requests/s is "
@@ -537,6 +561,10 @@ def render_html(analysis: Analysis) -> str:
     body.append("<h2>Per level</h2>" + _levels_table(analysis))
     for title, fig, note in figures:
         body.append(f"<h2>{_e(title)}</h2>" + (f"<p class='dim'>{_e(note)}</p>" if note else "") + _figure_html(fig))
+    if has_data:
+        from loadtest.report.server_view import server_section
+
+        body.append("<h2>Server view</h2>" + server_section(analysis, _figure_html))
     body.append("<h2>Errors (measured windows)</h2>" + _errors_section(analysis))
     body.append("<h2>Warnings</h2>" + _warnings_section(analysis))
     body.append("<h2>Scenario</h2>" + _scenario_section(analysis))
@@ -553,7 +581,10 @@ def write_html(run_dir: Path | str, analysis: Analysis) -> Path:
     """Write ``report.html`` atomically into the run folder."""
     path = Path(run_dir) / REPORT_HTML
     tmp = path.with_suffix(".html.tmp")
-    tmp.write_text(render_html(analysis), encoding="utf-8")
+    # Error messages and URLs must hold no secret; plotly's own bundle is left as it is.
+    bundle = get_plotlyjs()
+    page = bundle.join(scrub(part) for part in render_html(analysis).split(bundle))
+    tmp.write_text(page, encoding="utf-8")
     os.replace(tmp, path)
     return path
 

@@ -2,14 +2,19 @@
 
 Stable keys (others may be added, never renamed):
 
-* ``capacity``: ``concurrency`` (int or null), ``verdict``, ``message``,
-  ``first_failing``, ``binding`` (e.g. ``"itl_ms.p95"``), ``binding_value``,
-  ``binding_limit``, ``binding_ratio``, throughput and goodput at capacity;
+* ``capacity``: ``concurrency`` (int or null: the highest level such that every
+  level up to it passes), ``upper_bound`` (counting undecided levels as holding),
+  ``verdict``, ``message``, ``first_failing``, ``binding`` (e.g. ``"itl_ms.p95"``),
+  ``binding_value``, ``binding_limit``, ``binding_ratio``, throughput and goodput at capacity;
 * ``levels[]`` sorted by concurrency, each with its metrics
   (``{p50, p90, p95, p99, mean, max, n, n_failed, ci}``), rates, errors and
   ``checks`` (``name, value, ci, limit, verdict, n, low_n``);
 * ``slo``, ``target``, ``name``, ``token_source``, ``itl_unit``, ``warnings``,
   ``definitions``;
+* ``levels[].server`` (per known signal ``{p50, p95, max, n, role, server}``),
+  ``server_metrics`` (url, signals, scrape health overall and per level) and
+  ``autoscaling`` (``signals[]`` with ``metric, at_capacity, at_first_failing,
+  threshold, why``; ``target_concurrency_per_replica``; ``best``; ``headroom``);
 * ``fingerprint``: the workload fingerprint that ``loadtest compare`` matches
   (API, length distributions, dataset hashes, levels, level duration, warm-up,
   and its ``hash``).
@@ -32,6 +37,7 @@ import numpy as np
 
 from loadtest import __version__
 from loadtest.analysis.results import REPORTED, Analysis, Capacity, Check, LevelResult, Stats
+from loadtest.redact import scrub
 
 SUMMARY_JSON = "summary.json"
 FORMAT = 1
@@ -43,9 +49,10 @@ DEFINITIONS = {
     "measured window; a failed request without a first token counts as +inf",
     "itl_ms": "gap between consecutive content chunks, divided evenly over the later chunk's tokens (per "
     "token); assigned to the window in which the chunk arrived; a stream that broke adds one +inf sample",
-    "tpot_ms": "(e2e - ttft) / (completion_tokens - 1) per request with >= 2 tokens that started and finished "
-    "inside one window; failed such requests count as +inf",
-    "e2e_ms": "send to last byte, for requests that started and finished inside one window; failures count as +inf",
+    "tpot_ms": "(e2e - ttft) / (completion_tokens - 1) per request with >= 2 tokens that started in the "
+    "measured window; failed such requests count as +inf",
+    "e2e_ms": "send to last byte, for requests that started in the measured window (also those that ended after "
+    "it); failures count as +inf; a request the harness cut after waiting past the e2e limit counts as +inf",
     "ttfb_ms": "send to the first response byte; same population as ttft_ms",
     "requests_per_s": "successful requests that ended in the measured window, per second of window",
     "output_tokens_per_s": "output tokens whose chunk arrived in the measured window, per second of window",
@@ -53,9 +60,16 @@ DEFINITIONS = {
     "(ttft <= tightest TTFT limit, tpot <= tightest ITL/TPOT limit, e2e <= tightest e2e limit), per second",
     "error_rate": "failed / all requests that started in the measured window (warmup excluded); Wilson 95% CI",
     "cancelled": "requests the harness ended (users stopped at a level change or the end of the run): "
-    "not errors, no +inf samples; counted as spillover",
+    "not errors; censored at their wait: +inf for a metric whose tightest limit the wait already exceeded, "
+    "else left out; counted as spillover",
     "token_source": "token-count source per successful request (usage, continuous_usage, or one per chunk)",
-    "percentiles": "linear interpolation (numpy default); CIs are 95% percentile-bootstrap intervals",
+    "percentiles": "linear interpolation (numpy default); CIs resample blocks of time (shared decode steps and "
+    "multi-token chunks stay together) at the run's `confidence` (1 - 0.05/K for K looks per level); "
+    "too few samples for a percentile give an unbounded upper limit (never a pass)",
+    "server": "per level, each known server signal (server_metrics.parquet, one value per scrape, series of "
+    "one metric summed, or for cache fractions the maximum) over the scrapes inside the measured window",
+    "autoscaling": "threshold = a signal's p50 at the capacity level x (1 - headroom); waiting requests: 1 when "
+    "none typically waits up to capacity; headroom from --headroom, or 1 - (1 + growth/min)^(-scale_up_s/60)",
     "null": "null means no data, or, for a percentile, that failures (+inf) reach it (see n_failed)",
 }
 
@@ -107,6 +121,7 @@ def check_dict(check: Check) -> dict[str, Any]:
         "n": check.n,
         "low_n": check.low_n,
         "ratio": _round(check.ratio, 4),
+        "reason": check.reason,
         "unbounded": math.isinf(check.value),  # value is null because failures reach the percentile
     }
 
@@ -120,6 +135,8 @@ def level_dict(level: LevelResult) -> dict[str, Any]:
         "passed": level.passed,
         "client_saturated": level.client_saturated,
         "client": level.client,
+        # how long the level ran, every look at its verdict, and why it ended (run.json)
+        "decision": level.decision,
         "window": {
             "start_wall": level.start_wall,
             "measured_from_wall": level.window_start,
@@ -162,9 +179,78 @@ def capacity_dict(cap: Capacity) -> dict[str, Any]:
         "output_tokens_per_s": _round(cap.output_tokens_per_s, 2),
         "goodput_rps": _round(cap.goodput_rps, 4),
         "certain_concurrency": cap.certain_concurrency,
+        "upper_bound": cap.upper_bound,
         "max_tested": cap.max_tested,
         "uncertain_levels": cap.uncertain_levels,
         "saturated_levels": cap.saturated_levels,
+    }
+
+
+def _signal_stats(stats: Any) -> dict[str, Any] | None:
+    if stats is None or not stats.n:
+        return None
+    return {"p50": _round(stats.p50, 4), "p95": _round(stats.p95, 4), "max": _round(stats.max, 4), "n": stats.n}
+
+
+def level_server_dict(analysis: Analysis, level: LevelResult) -> dict[str, Any]:
+    """``levels[].server``: each known signal's p50/p95/max over the level's measured window."""
+    view = analysis.server
+    if view is None:
+        return {}
+    out = {}
+    for signal in view.signals:
+        stats = _signal_stats(view.stats(level.index, signal.metric))
+        out[signal.metric] = {**(stats or {"p50": None, "p95": None, "max": None, "n": 0}),
+                              "role": signal.role, "server": signal.server}
+    return out
+
+
+def server_metrics_dict(analysis: Analysis) -> dict[str, Any]:
+    view = analysis.server
+    settings = analysis.run.get("server_metrics") or {}
+    if view is None:
+        # not scraped: turned off, or a run from before scraping existed
+        return {"enabled": False, "url": None}
+    by_index = {lv.index: lv for lv in analysis.levels}
+    return {
+        "enabled": True,
+        "url": view.url,
+        "interval_s": settings.get("interval_s"),
+        "signals": [{"metric": s.metric, "role": s.role, "server": s.server} for s in view.signals],
+        "scrapes": view.total.to_json(),
+        "levels": [
+            {"concurrency": by_index[i].concurrency, "index": i, **h.to_json()}
+            for i, h in sorted(view.health.items()) if i in by_index
+        ],
+    }
+
+
+def autoscaling_dict(analysis: Analysis) -> dict[str, Any] | None:
+    a = analysis.autoscaling
+    if a is None:
+        return None
+    return {
+        "target_concurrency_per_replica": a.target_concurrency_per_replica,
+        "headroom": _round(a.headroom, 4),
+        "headroom_source": a.headroom_source,
+        "options": a.options.to_dict(),
+        "capacity": a.capacity,
+        "first_failing": a.first_failing,
+        "best": a.best,
+        "signals": [
+            {
+                "metric": s.metric,
+                "role": s.role,
+                "server": s.server,
+                "at_capacity": _signal_stats(s.at_capacity),
+                "at_first_failing": _signal_stats(s.at_first_failing),
+                "threshold": s.threshold,
+                "separates": s.separates,
+                "why": s.why,
+            }
+            for s in a.signals
+        ],
+        "message": a.paragraph,
     }
 
 
@@ -187,12 +273,18 @@ def summary_dict(analysis: Analysis) -> dict[str, Any]:
         "target": analysis.target,
         "slo": analysis.slo.to_dict(),
         "capacity": capacity_dict(analysis.capacity),
-        "levels": [level_dict(lv) for lv in sorted(analysis.levels, key=lambda lv: lv.concurrency)],
+        "levels": [
+            {**level_dict(lv), "server": level_server_dict(analysis, lv)}
+            for lv in sorted(analysis.levels, key=lambda lv: lv.concurrency)
+        ],
         "token_source": {
             "primary": max(sources, key=sources.__getitem__) if sources else None,
             "requests": sources,
         },
         "itl_unit": analysis.itl_unit,
+        "confidence": analysis.confidence,
+        "server_metrics": server_metrics_dict(analysis),
+        "autoscaling": autoscaling_dict(analysis),
         "warnings": list(analysis.warnings),
         "run": {
             "started_at": _iso(run.get("started_wall")),
@@ -228,6 +320,6 @@ def write_summary(run_dir: Path | str, analysis: Analysis) -> Path:
     """Write ``summary.json`` atomically into the run folder."""
     path = Path(run_dir) / SUMMARY_JSON
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(dumps(analysis) + "\n", encoding="utf-8")
+    tmp.write_text(scrub(dumps(analysis)) + "\n", encoding="utf-8")  # error messages, URLs: no secret
     os.replace(tmp, path)
     return path

@@ -89,6 +89,7 @@ def build_table(analysis: Analysis) -> Table:
         table.add_column(f"{METRIC_LABELS[metric]} {percentiles[metric]}", justify="right", no_wrap=True)
     table.add_column("tok/s", justify="right", no_wrap=True)
     table.add_column("good/s", justify="right", no_wrap=True)
+    table.add_column("ran", justify="right", no_wrap=True)
     table.add_column("verdict", min_width=4, no_wrap=True)
     capacity = analysis.capacity.concurrency
     for level in analysis.levels:
@@ -102,9 +103,36 @@ def build_table(analysis: Analysis) -> Table:
             *(_latency_cell(level, m, percentiles[m]) for m in ("ttft_ms", "itl_ms", "tpot_ms")),
             _rate(level.output_tokens_per_s, ".0f"),
             _rate(level.goodput_rps, ".2f"),
+            ran_cell(level.decision),
             _verdict_cell(level),
         )
     return table
+
+
+def describe_ending(decision: dict) -> str:
+    """``"decided pass early"``, ``"extended until decided: fail"``, ``"still undecided at the limit: …"``."""
+    ended, verdict, why = decision.get("ended"), decision.get("verdict"), decision.get("why", "")
+    if ended == "decided_early":
+        return f"{verdict}, decided early"
+    if ended == "decided_after_extension":
+        return f"{verdict}, decided after running longer"
+    if ended == "undecided_at_max":
+        return f"still undecided at max_level_duration_s ({why})"
+    if ended == "decided":
+        return str(verdict)
+    return str(ended)
+
+
+#: How a level's length is marked: ended early once decided, or run past level_duration_s.
+RAN_MARKS = {"decided_early": " <", "decided_after_extension": " +", "undecided_at_max": " +?"}
+
+
+def ran_cell(decision: dict) -> str:
+    """Seconds the level ran, marked ``<`` (ended early, decided), ``+`` (extended) or ``+?`` (still undecided)."""
+    ran = decision.get("ran_s") if decision else None
+    if ran is None:
+        return "-"
+    return f"{ran:.0f}s{RAN_MARKS.get(str(decision.get('ended')), '')}"
 
 
 def print_summary(analysis: Analysis, console: Console | None = None) -> None:
@@ -115,5 +143,12 @@ def print_summary(analysis: Analysis, console: Console | None = None) -> None:
     console.print(Text(cap.message, style=CAPACITY_COLOURS.get(cap.verdict, "")))
     if any(lv.refine for lv in analysis.levels):
         console.print(Text("r = refine level (bisection between the last pass and the first fail)", style="dim"))
+    if any(lv.decision.get("ended") in RAN_MARKS for lv in analysis.levels):
+        console.print(
+            Text("ran: < ended early once decided, + run longer until decided, +? still undecided at the limit", style="dim")
+        )
+    scaling = analysis.autoscaling
+    if scaling is not None and scaling.capacity is not None:
+        console.print(Text(f"autoscaling: {scaling.paragraph}"))
     for warning in analysis.warnings:
         console.print(Text(f"warning: {warning}", style="yellow"))

@@ -1,0 +1,286 @@
+"""From measured capacity to scale-out thresholds: a pure function of the levels and the server's view.
+
+The idea: the SLO holds up to the capacity level and breaks at the first
+failing one. Whatever the server reports at those two levels is what
+"full" looks like in its own units. A trigger on a signal should fire
+*before* full, early enough that a new replica is serving by the time load
+reaches capacity. That margin is the **headroom** ``h``:
+
+    threshold = value at capacity × (1 − h)
+
+``h`` is ``--headroom`` (default 20%), or it is derived from how long a new
+replica takes to start serving (``--scale-up-s``, from the metric crossing the
+threshold to the new pod taking traffic: autoscaler polling + scheduling +
+image pull + model load) and an assumed traffic growth rate ``g`` per minute
+(``--traffic-growth``, default 10%/min, compounding). During the scale-up the
+load grows by ``(1 + g) ^ (scale_up_s / 60)``; a threshold at
+``capacity / that`` is just reached at capacity when the replica arrives:
+
+    h = 1 − (1 + g) ^ (−scale_up_s / 60)
+
+(e.g. 180 s at 10%/min: load × 1.33, h = 25%). With both flags the larger
+headroom wins.
+
+Per signal role:
+
+* running requests (and any count that follows concurrency): ``p50 at capacity × (1 − h)``;
+* waiting requests: when nothing typically waits while the SLO holds (median 0 at every level up
+  to capacity; an arrival waits for the next engine step, so a scrape may catch one in passing)
+  but requests wait at the first failing level, any waiting is the sign of overload: threshold 1 per replica (it fires at the edge,
+  so it carries no headroom of its own: pair it with the running threshold);
+  otherwise ``p50 at capacity × (1 − h)``, at least 1;
+* KV cache usage: ``p50 at capacity × (1 − h)`` (a fraction).
+
+The **best** signal is the first, in the order running requests, waiting
+requests, KV cache, of those that *rise* from the capacity level to the
+first failing one: a higher median at the first failing level (waiting
+requests only count when none typically wait at any level up to capacity:
+otherwise their count is arrival noise, not overload). With one user
+between the two levels the distributions overlap; the medians still move
+with the load, which is what a trigger needs. The order is by directness: running requests track the load a
+replica carries, waiting requests show that it carries more than it can
+batch, cache usage depends on prompt and output lengths. So a decode-bound
+server scales on running requests, and a server whose running requests are
+pinned at a batch limit (they no longer separate) scales on waiting ones.
+When nothing separates (no level failed), the most direct signal is used.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from loadtest.analysis.results import Capacity, LevelResult
+from loadtest.analysis.server import ServerView, SignalStats
+from loadtest.analysis.signals import ROLE_LABELS, Signal, role_rank
+
+DEFAULT_HEADROOM = 0.20
+DEFAULT_TRAFFIC_GROWTH = 0.10  # per minute
+#: Waiting below this (p50) at capacity counts as "nothing waits": arrivals sit in the
+#: queue until the next engine step, so a scrape now and then sees one in passing.
+NOTHING_WAITS = 0.5
+
+
+@dataclass(frozen=True)
+class AutoscalingOptions:
+    headroom: float | None = None  # --headroom, a fraction; None: default or derived
+    scale_up_s: float | None = None  # --scale-up-s
+    traffic_growth_per_min: float = DEFAULT_TRAFFIC_GROWTH  # --traffic-growth, a fraction
+
+    @classmethod
+    def from_dict(cls, data: dict | None) -> "AutoscalingOptions":
+        data = dict(data or {})
+        return cls(
+            headroom=data.get("headroom"),
+            scale_up_s=data.get("scale_up_s"),
+            traffic_growth_per_min=data.get("traffic_growth_per_min") or DEFAULT_TRAFFIC_GROWTH,
+        )
+
+    def to_dict(self) -> dict:
+        return {"headroom": self.headroom, "scale_up_s": self.scale_up_s, "traffic_growth_per_min": self.traffic_growth_per_min}
+
+    def with_overrides(self, headroom: float | None, scale_up_s: float | None, growth: float | None) -> "AutoscalingOptions":
+        return AutoscalingOptions(
+            headroom=self.headroom if headroom is None else headroom,
+            scale_up_s=self.scale_up_s if scale_up_s is None else scale_up_s,
+            traffic_growth_per_min=self.traffic_growth_per_min if growth is None else growth,
+        )
+
+
+def derived_headroom(scale_up_s: float, growth_per_min: float) -> float:
+    """The share of capacity that traffic growing at ``growth_per_min`` adds during ``scale_up_s``."""
+    return 1.0 - (1.0 + growth_per_min) ** (-scale_up_s / 60.0)
+
+
+def resolve_headroom(options: AutoscalingOptions) -> tuple[float, str]:
+    """The headroom to use, and one sentence saying where it came from."""
+    derived = None
+    if options.scale_up_s is not None:
+        derived = derived_headroom(options.scale_up_s, options.traffic_growth_per_min)
+        growth = (1 + options.traffic_growth_per_min) ** (options.scale_up_s / 60)
+        how = (
+            f"a new replica takes {options.scale_up_s:g} s to serve; traffic growing {options.traffic_growth_per_min:.0%}/min "
+            f"grows ×{growth:.2f} meanwhile, so the trigger must fire at 1/{growth:.2f} = {1 - derived:.0%} of capacity"
+        )
+    if options.headroom is not None and (derived is None or options.headroom >= derived):
+        return options.headroom, f"--headroom {options.headroom:.0%}" + (" (larger than the one derived from --scale-up-s)" if derived is not None else "")
+    if derived is not None:
+        return derived, how
+    return DEFAULT_HEADROOM, f"the default headroom of {DEFAULT_HEADROOM:.0%}"
+
+
+@dataclass
+class SignalRecommendation:
+    metric: str
+    server: str
+    role: str
+    at_capacity: SignalStats
+    at_first_failing: SignalStats | None
+    threshold: float | None
+    why: str
+    separates: bool  # its median rises from the capacity level to the first failing one
+    separation: float  # (failing p50 − capacity p50) / failing p50; 0 when it does not rise
+
+
+@dataclass
+class Autoscaling:
+    headroom: float
+    headroom_source: str
+    options: AutoscalingOptions
+    capacity: int | None
+    first_failing: int | None
+    target_concurrency_per_replica: int | None
+    signals: list[SignalRecommendation] = field(default_factory=list)
+    best: str | None = None  # metric of the recommended signal
+    paragraph: str = ""
+
+    def best_signal(self) -> SignalRecommendation | None:
+        return next((s for s in self.signals if s.metric == self.best), None)
+
+
+def _level_at(levels: Sequence[LevelResult], concurrency: int | None) -> LevelResult | None:
+    """The level run at that concurrency (the last one, if a concurrency ran twice)."""
+    if concurrency is None:
+        return None
+    same = [lv for lv in levels if lv.concurrency == concurrency and lv.status != "no_data"]
+    return max(same, key=lambda lv: lv.index) if same else None
+
+
+def _fmt(value: float, fraction: bool) -> str:
+    if math.isnan(value):
+        return "–"
+    return f"{value:.0%}" if fraction else f"{value:g}"
+
+
+def _typical_below(server: ServerView, levels: Sequence[LevelResult], capacity: int, metric: str) -> float:
+    """The largest median of ``metric`` over the levels up to the capacity (what is normal while the SLO holds)."""
+    medians = [
+        st.p50 for lv in levels
+        if lv.concurrency <= capacity and (st := server.stats(lv.index, metric)) is not None and st.n
+    ]
+    return max(medians, default=math.nan)
+
+
+def _threshold(
+    signal: Signal, cap: SignalStats, fail: SignalStats | None, headroom: float, typical: float
+) -> tuple[float | None, str]:
+    """The scale-out threshold for one signal, and why (one sentence).
+
+    ``typical`` is the signal's largest median over the passing levels: for waiting requests,
+    whether requests queue while the SLO still holds.
+    """
+    if cap.n == 0 or math.isnan(cap.p50):
+        return None, "no sample at the capacity level"
+    frac = signal.is_fraction
+    at_cap = f"at capacity the server reports p50 {_fmt(cap.p50, frac)} (p95 {_fmt(cap.p95, frac)})"
+    at_fail = (
+        f", at the first failing level p50 {_fmt(fail.p50, frac)} (p95 {_fmt(fail.p95, frac)})"
+        if fail is not None and fail.n
+        else ""
+    )
+    if signal.role == "waiting":
+        if typical < NOTHING_WAITS:
+            if fail is not None and fail.n and fail.p50 >= NOTHING_WAITS:
+                why = "requests rarely wait while the SLO holds (median 0) and wait once it breaks: scale out as soon as requests wait"
+            else:
+                why = "requests rarely wait while the SLO holds (median 0): scale out as soon as requests wait"
+            return 1.0, f"{at_cap}{at_fail}; {why} (this fires at the edge, without headroom of its own)."
+        value = max(1.0, round(cap.p50 * (1 - headroom), 2))
+        return value, (
+            f"{at_cap}{at_fail}; requests already wait while the SLO holds (arrivals queue for the next step), "
+            f"so waiting is a weak trigger: scale out above {value:g} waiting per replica ({headroom:.0%} below)."
+        )
+    value = round(cap.p50 * (1 - headroom), 3 if frac else 2)
+    return value, f"{at_cap}{at_fail}; scale out above {_fmt(value, frac)} per replica, {headroom:.0%} below the value at capacity."
+
+
+def _separation(signal: Signal, cap: SignalStats, fail: SignalStats | None, typical: float) -> float:
+    if signal.role == "waiting" and not typical < NOTHING_WAITS:
+        # Requests already queue at capacity (arrivals waiting for the next step): how many
+        # wait is noise around the limit, not a clean sign of overload.
+        return 0.0
+    if fail is None or not fail.n or not cap.n or fail.p50 <= 0 or not fail.p50 > cap.p50:
+        return 0.0
+    return (fail.p50 - cap.p50) / fail.p50
+
+
+def recommend(
+    levels: Sequence[LevelResult],
+    capacity: Capacity,
+    server: ServerView | None,
+    options: AutoscalingOptions = AutoscalingOptions(),
+) -> Autoscaling:
+    """Thresholds per known signal and a target concurrency per replica, from the capacity result."""
+    headroom, source = resolve_headroom(options)
+    result = Autoscaling(
+        headroom=headroom, headroom_source=source, options=options,
+        capacity=capacity.concurrency, first_failing=capacity.first_failing,
+        target_concurrency_per_replica=(
+            max(1, math.floor(capacity.concurrency * (1 - headroom))) if capacity.concurrency else None
+        ),
+    )
+    cap_level = _level_at(levels, capacity.concurrency)
+    fail_level = _level_at(levels, capacity.first_failing)
+    if server is not None and cap_level is not None:
+        for signal in server.signals:
+            cap = server.stats(cap_level.index, signal.metric) or SignalStats()
+            fail = server.stats(fail_level.index, signal.metric) if fail_level is not None else None
+            typical = _typical_below(server, levels, cap_level.concurrency, signal.metric)
+            threshold, why = _threshold(signal, cap, fail, headroom, typical)
+            sep = _separation(signal, cap, fail, typical)
+            result.signals.append(
+                SignalRecommendation(signal.metric, signal.server, signal.role, cap, fail, threshold, why, sep > 0, sep)
+            )
+        usable = [s for s in result.signals if s.threshold is not None]
+        separating = [s for s in usable if s.separates]
+        if usable:
+            result.best = min(separating or usable, key=lambda s: role_rank(s.role)).metric
+    result.paragraph = _paragraph(result, capacity, server)
+    return result
+
+
+def _paragraph(result: Autoscaling, capacity: Capacity, server: ServerView | None) -> str:
+    """The recommendation in words, for the report."""
+    cap, fail = capacity.concurrency, capacity.first_failing
+    if cap is None:
+        return "No autoscaling threshold: no level held the SLOs, so there is no capacity to scale around."
+    target = result.target_concurrency_per_replica
+    parts = []
+    between = [c for c in capacity.uncertain_levels if cap < c < (fail if fail is not None else float("inf"))]
+    undecided = f" ({', '.join(map(str, between))} undecided)" if between else ""
+    if fail is not None:
+        parts.append(f"At {cap} users the SLOs hold{undecided}; at {fail} the {capacity.binding or 'SLO'} breaks.")
+    else:
+        parts.append(f"Every tested level held the SLOs (up to {cap} users), so these thresholds are a lower bound.")
+    if capacity.verdict in ("uncertain", "client_saturated"):
+        parts.append(f"The capacity verdict is {capacity.verdict.replace('_', ' ')}: treat the numbers below as provisional.")
+    parts.append(f"Headroom {result.headroom:.0%} ({result.headroom_source}): aim for {target} concurrent users per replica.")
+    if server is None:
+        parts.append("The server's metrics were not scraped, so only the client-side target is given.")
+        return " ".join(parts)
+    running = next((s for s in result.signals if s.role == "running"), None)
+    waiting = next((s for s in result.signals if s.role == "waiting"), None)
+    if running is not None and running.at_capacity.n:
+        seen = f"the server runs {running.at_capacity.p50:g} requests"
+        if waiting is not None and waiting.at_capacity.n:
+            seen += f" with {waiting.at_capacity.p50:g} waiting"
+        parts.append(f"At capacity {seen} ({running.metric}).")
+    best = result.best_signal()
+    if best is None:
+        parts.append("No known signal was measured at the capacity level, so no server-side trigger is recommended.")
+        return " ".join(parts)
+    label = ROLE_LABELS.get(best.role, best.role)
+    rule = (
+        "when any request waits" if best.role == "waiting" and best.threshold == 1.0
+        else f"when {best.metric} > {_fmt(best.threshold, best.role == 'kv_cache')} per replica"
+    )
+    extra = ""
+    if running is not None and best.metric != running.metric and running.threshold is not None:
+        extra = f", or when running > {running.threshold:g} per replica"
+    why = "it is the most direct signal that rises from the capacity level to the first failing one" if best.separates else (
+        "no signal rises between the capacity and the first failing level, so the most direct one is used" if fail is not None
+        else "it is the most direct measure of load"
+    )
+    parts.append(f"Scale out {rule}{extra}: {label} is the recommended trigger because {why}.")
+    return " ".join(parts)

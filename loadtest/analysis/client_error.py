@@ -1,0 +1,105 @@
+"""Could the client's own timing error change a level's verdict?
+
+The load stage measures, per level, how late its own timestamps can be
+(:mod:`loadtest.load.monitor`): ``itl_error_bound_ms`` for a gap between two
+chunk stamps, ``ttft_error_bound_ms`` for a span that starts with a send (the
+send may run late too). A fixed limit on those delays would flag a level
+whose numbers are plainly right (the demo's, at 4% of what one process
+handles) and miss one that sits right on its limit. So the question is asked
+of each verdict instead: a level is ``client_saturated`` only when the bound
+could move a check across its limit.
+
+* TTFT, TTFB and e2e: the client's delay only ever *adds* time (a late send, a
+  late stamp), so only a value above its limit by no more than the bound could
+  really be under it.
+* ITL and TPOT: a late stamp lengthens one gap and shortens the next, so a
+  value within the bound of its limit, on either side, could be on the other.
+
+**How large an error, for which percentile.** The delays come as quantile
+tables. A gap is off by at most the delay of its later stamp (or its earlier
+one, the other way); if all but a fraction x of stamps are late by at most
+D(x), all but about 2x of gaps are off by at most D(x), and a percentile q of
+the gaps can move by D(x) plus whatever the other 2x do. Taking x a quarter
+of the tail the check looks at, ``x = (1 − q) / 4``, keeps those few from
+reaching the percentile: a p95 check allows for the p98.75 delay, a p99 check
+for the p99.75 delay, a p50 check for the p87.5 delay. A span that starts with
+a send (TTFT, TTFB, e2e) adds the send delay at the same quantile.
+
+The error budget is counted, not timed: the client's delay cannot move it.
+Runs recorded before these bounds existed keep the monitor's own flag.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+import numpy as np
+
+from loadtest.analysis.results import Check, LevelResult
+from loadtest.analysis.slo import METRIC_LABELS, PERCENTILES
+
+#: Per metric: does a send start it (send delay adds), and can the client only inflate it?
+SPANS = {
+    "ttft_ms": (True, True),
+    "ttfb_ms": (True, True),
+    "e2e_ms": (True, True),
+    "itl_ms": (False, False),
+    "tpot_ms": (False, False),
+}
+
+
+def delay_for_percentile(table: Mapping[str, float], q: float) -> float:
+    """The delay (ms) at quantile ``1 − (1 − q) / 4`` of a quantile table (linear between entries)."""
+    points = sorted((float(k), float(v)) for k, v in table.items() if k != "max")
+    if not points:
+        return 0.0
+    target = 1.0 - (1.0 - q) / 4.0
+    if target > points[-1][0] + 1e-12:
+        return float(table.get("max", points[-1][1]))
+    qs, vs = zip(*points)
+    return float(np.interp(target, qs, vs))
+
+
+def error_bound(client: Mapping[str, Any], metric: str, q: float) -> float:
+    """How far the client's own delays could move percentile ``q`` of ``metric`` (ms)."""
+    starts_with_send, _ = SPANS[metric]
+    bound = delay_for_percentile(client.get("stamp_delay_ms") or {}, q)
+    if starts_with_send:
+        bound += delay_for_percentile(client.get("send_delay_ms") or {}, q)
+    return bound
+
+
+def could_flip(check: Check, bound: float, inflate_only: bool) -> bool:
+    """Could an error of up to ``bound`` ms put the check's value on the other side of its limit?
+
+    Undecided checks count too: if the client's own error spans the limit, no
+    longer level will decide them right.
+    """
+    if not math.isfinite(check.value) or check.verdict not in ("pass", "fail", "uncertain"):
+        return False
+    distance = check.value - check.limit
+    if inflate_only:
+        return 0 < distance <= bound
+    return abs(distance) <= bound
+
+
+def judge_client(level: LevelResult) -> LevelResult:
+    """Flag ``level`` as client_saturated when its timing error could flip a verdict (returned for chaining)."""
+    client = level.client
+    if not client or "stamp_delay_ms" not in client:
+        return level
+    reasons = [str(client["reason"])] if client.get("saturated") and client.get("reason") else []
+    for check in level.checks:
+        if check.metric not in SPANS or check.percentile is None:
+            continue
+        bound = error_bound(client, check.metric, PERCENTILES[check.percentile])
+        if could_flip(check, bound, inflate_only=SPANS[check.metric][1]):
+            reasons.append(
+                f"{METRIC_LABELS[check.metric]} {check.percentile} {check.value:.1f} ms against {check.limit:g} ms; "
+                f"the client's timing error bound is {bound:.1f} ms, so this level cannot be judged"
+            )
+    if reasons:
+        level.client_saturated = True
+        level.client = {**client, "saturated": True, "reason": "; ".join(reasons)}
+    return level

@@ -1,0 +1,157 @@
+"""Is a level decided yet? The question the load stage asks while a level runs.
+
+A level should run exactly as long as its verdict needs: a level that is
+clearly passing or clearly failing can end early, and an undecided one should
+run on until it is decided (or a budget runs out). The load stage asks this
+module at fixed times (*looks*); the answer is the analysis itself, run on the
+records so far, never a second copy of it.
+
+**A fixed schedule of looks, and a corrected confidence.** Looking at the data
+again and again and stopping at the first look that seems decided inflates the
+chance of a wrong verdict: each look is another chance for noise to cross the
+line. The looks are therefore fixed in advance: ``min_level_duration_s``, then
+``level_duration_s`` doubling up to ``max_level_duration_s`` (with the defaults:
+half the measured window, then 1, 2 and 4 × ``level_duration_s``, so K = 4),
+and every look judges at confidence
+``1 − 0.05 / K`` (Bonferroni). Whatever look a level stops at, the chance that
+its verdict is wrong stays within 5%. Bonferroni is slightly conservative
+compared with group-sequential boundaries (Pocock, O'Brien–Fleming), but it
+needs no assumption about how the statistic evolves between looks, which
+percentiles of correlated latency samples do not satisfy anyway.
+
+**Requests in flight count.** At a look, the records on disk only hold
+finished requests; the ones still waiting for their first token are the slow
+tail. The caller passes them in (start time and how long they have waited),
+and they enter the analysis as *censored* requests, the same rule as for
+requests cut at the end of a probe (:mod:`frame`): a wait already past the
+limit is a certain miss.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+
+from loadtest.analysis.results import LevelStatus
+from loadtest.analysis.slo import SloSpec
+
+#: Overall chance of a wrong verdict per level that the schedule is corrected for.
+ALPHA = 0.05
+
+
+@dataclass(frozen=True)
+class LookSchedule:
+    """When a level is looked at, from its start (seconds), and at what confidence."""
+
+    min_s: float
+    nominal_s: float
+    max_s: float
+
+    @property
+    def looks(self) -> list[float]:
+        """``min_s``, then ``nominal_s`` doubling, up to and including ``max_s``."""
+        points = {round(self.min_s, 6), round(self.max_s, 6)}
+        t = self.nominal_s
+        while t < self.max_s - 1e-9:
+            if t > self.min_s:
+                points.add(round(t, 6))
+            t *= 2
+        return sorted(points)
+
+    @property
+    def adaptive(self) -> bool:
+        return len(self.looks) > 1
+
+    @property
+    def confidence(self) -> float:
+        """Two-sided confidence of every look (1 − α/K)."""
+        return 1.0 - ALPHA / len(self.looks)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The verdict of a level at one look."""
+
+    verdict: LevelStatus  # pass / fail / uncertain / no_data
+    why: str  # one line for the live view and run.json
+
+    @property
+    def decided(self) -> bool:
+        return self.verdict in ("pass", "fail")
+
+
+#: Columns of an in-flight snapshot (one row per request still running at the look).
+IN_FLIGHT_COLUMNS = ("level_index", "warmup", "start_wall", "elapsed_ms", "ttfb_ms", "ttft_ms")
+
+
+def in_flight_records(in_flight: pd.DataFrame, level: int) -> pd.DataFrame:
+    """Requests still running, as censored (``cancelled``) records at their current wait."""
+    n = len(in_flight)
+    if n == 0:
+        return pd.DataFrame()
+    return pd.DataFrame(
+        {
+            "request_id": [f"in-flight-{i}" for i in range(n)],
+            "worker": "in-flight",
+            "level": level,
+            "level_index": in_flight["level_index"].to_numpy(),
+            "warmup": in_flight["warmup"].to_numpy(dtype=bool),
+            "start_wall": in_flight["start_wall"].to_numpy(dtype=float),
+            "ttfb_ms": in_flight["ttfb_ms"].to_numpy(dtype=float),
+            "ttft_ms": in_flight["ttft_ms"].to_numpy(dtype=float),
+            "e2e_ms": in_flight["elapsed_ms"].to_numpy(dtype=float),
+            "ok": False,
+            "error_kind": "cancelled",
+            "completion_tokens": np.nan,
+            "chunk_ms": [[] for _ in range(n)],
+            "chunk_tokens": [[] for _ in range(n)],
+        }
+    )
+
+
+def decide_level(
+    requests: pd.DataFrame,
+    run: Mapping[str, Any],
+    slo: SloSpec,
+    level: Mapping[str, Any],
+    now_wall: float,
+    confidence: float,
+    in_flight: pd.DataFrame | None = None,
+) -> Decision:
+    """The verdict of the running ``level`` (a run.json level entry) on the data so far."""
+    from loadtest.analysis import analyze
+
+    index = int(level["index"])
+    mine = requests[requests["level_index"] == index] if len(requests) else requests
+    if in_flight is not None and len(in_flight):
+        running = in_flight[in_flight["level_index"] == index]
+        extra = in_flight_records(running, int(level["concurrency"]))
+        mine = pd.concat([mine, extra], ignore_index=True) if len(extra) else mine
+    span = {**dict(level), "end_wall": now_wall}
+    partial = {**dict(run), "levels": [span], "ended_wall": now_wall}
+    analysis = analyze(mine.reset_index(drop=True), partial, slo, confidence=confidence)
+    if not analysis.levels:
+        return Decision("no_data", "no request measured yet")
+    result = analysis.levels[0]
+    return Decision(result.status, _why(result))
+
+
+def _why(level) -> str:
+    from loadtest.analysis.capacity import describe_check
+
+    if level.status == "no_data":
+        return "no request measured yet"
+    if level.status == "pass":
+        return "every check passes"
+    wanted = "fail" if level.status == "fail" else "uncertain"
+    check = next((c for c in level.checks if c.verdict == wanted), None)
+    if check is None:
+        return level.status
+    text = describe_check(check)
+    if check.reason and wanted == "uncertain":
+        text += f" ({check.reason})"
+    return text if math.isfinite(check.limit) else level.status

@@ -1,0 +1,127 @@
+"""Percentile intervals that respect how latency samples are correlated.
+
+Latency samples are not independent draws:
+
+* every stream running at one moment shares the server's decode step, so the
+  ITL samples of c streams in one step are one observation repeated c times;
+* a chunk that carries k tokens repeats its per-token gap k times;
+* requests sent while a queue builds up all wait long together.
+
+Resampling single samples (or single chunks) treats each of those as new
+evidence and gives intervals far too narrow. So we resample **blocks of time**:
+the measured window is cut into short blocks (at least :data:`MIN_BLOCK_S`, and
+about :data:`TARGET_BLOCKS` of them), each sample goes to the block in which it
+happened (a request's start, a chunk's arrival), and each bootstrap replicate
+draws whole blocks with replacement. Whatever is shared within a block (a step,
+a multi-token chunk, a queue episode) is resampled together.
+
+The replicates are computed without materializing them: each block becomes a
+histogram over a common support (the exact sorted values for samples up to
+:data:`EXACT_SUPPORT`, else :data:`BINS` geometric bins whose bounds are the
+smallest and largest sample inside each bin, so a bound is never optimistic),
+a replicate is a vector of block multiplicities, and its weighted histogram is
+one matrix product. The cost is O(resamples × blocks × support), independent of
+how many million ITL samples a level holds.
+
+Two guards keep the interval from claiming more than the data can say:
+
+* fewer than :data:`MIN_BLOCKS` blocks: there is no honest estimate of the
+  variability, so the upper bound is +inf (the check can fail, never pass);
+* too few samples for the percentile (``n × (1 − q) < 1``: p95 from fewer than
+  20 samples is just the maximum): the upper bound is +inf as well.
+
+A percentile bootstrap cannot go above the sample maximum, so without the
+second guard "every sample under the limit" would be a certain pass at n = 1.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from loadtest.analysis.quantiles import low_n
+
+#: Shortest block, in seconds: several decode steps of any real server.
+MIN_BLOCK_S = 0.25
+#: Blocks aimed for per window (fewer when the window is short).
+TARGET_BLOCKS = 30
+#: Below this many non-empty blocks the variability cannot be estimated.
+MIN_BLOCKS = 5
+#: Samples up to this many use their exact values as the support.
+EXACT_SUPPORT = 4096
+#: Geometric bins for larger samples (bin width ≈ 0.5% for a 10⁴ range).
+BINS = 2048
+
+
+def block_length_s(window_s: float) -> float:
+    """Block length for a measured window of ``window_s`` seconds (see module doc)."""
+    if not window_s > 0:
+        return MIN_BLOCK_S
+    return max(MIN_BLOCK_S, window_s / TARGET_BLOCKS)
+
+
+def block_ids(times: np.ndarray, origin: float, block_s: float) -> np.ndarray:
+    """Index of the time block holding each time (``origin`` = the window's start)."""
+    times = np.asarray(times, dtype=float)
+    ids = np.floor((times - origin) / block_s)
+    return np.where(np.isfinite(ids), ids, -1).astype(np.int64)
+
+
+def _support(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(bin of each value, lowest value per bin, highest value per bin); inf gets its own bin."""
+    finite = np.isfinite(values)
+    if len(values) <= EXACT_SUPPORT:
+        grid, index = np.unique(values, return_inverse=True)
+        return index.reshape(-1), grid, grid
+    fin = values[finite]
+    positive = fin[fin > 0]
+    lo = float(positive.min()) if len(positive) else 1e-3
+    hi = float(fin.max()) if len(fin) else lo
+    edges = np.geomspace(lo, max(hi, lo * (1 + 1e-9)), BINS)
+    index = np.where(finite, np.searchsorted(edges, np.where(finite, values, 0.0), side="left"), BINS + 1)
+    n_bins = BINS + 2
+    low = np.full(n_bins, np.inf)
+    high = np.full(n_bins, -np.inf)
+    np.minimum.at(low, index, values)
+    np.maximum.at(high, index, values)
+    low[BINS + 1] = high[BINS + 1] = np.inf
+    return index, low, high  # empty bins are never chosen: the cumulative count is flat there
+
+
+def block_bootstrap_intervals(
+    values: np.ndarray,
+    blocks: np.ndarray,
+    qs: dict[str, float],
+    rng: np.random.Generator,
+    *,
+    resamples: int,
+    confidence: float,
+) -> dict[str, tuple[float, float]]:
+    """Central ``confidence`` interval of each quantile in ``qs`` (see module doc).
+
+    ``values`` may hold +inf (failures); ``blocks`` gives each value's time block.
+    """
+    n = len(values)
+    if n == 0:
+        return {name: (math.nan, math.nan) for name in qs}
+    block_keys, block = np.unique(blocks, return_inverse=True)
+    m = len(block_keys)
+    index, low, high = _support(np.asarray(values, dtype=float))
+    n_support = len(low)
+    hist = np.bincount(block.reshape(-1) * n_support + index, minlength=m * n_support).reshape(m, n_support)
+    weights = rng.multinomial(m, np.full(m, 1.0 / m), size=resamples).astype(float)
+    cum = np.cumsum(weights @ hist, axis=1)
+    total = cum[:, -1]
+    alpha = 1.0 - confidence
+    out: dict[str, tuple[float, float]] = {}
+    for name, q in qs.items():
+        # the k-th smallest of N resampled values, k = floor(q (N − 1)) + 1 (type 7's lower neighbour)
+        k = np.floor(q * (total - 1) + 1e-9) + 1
+        at = np.minimum((cum < k[:, None]).sum(axis=1), n_support - 1)
+        lo = float(np.quantile(low[at], alpha / 2, method="lower"))
+        hi = float(np.quantile(high[at], 1 - alpha / 2, method="higher"))
+        if m < MIN_BLOCKS or low_n(n, q):
+            hi = math.inf
+        out[name] = (lo, hi)
+    return out

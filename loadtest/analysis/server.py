@@ -1,0 +1,226 @@
+"""The server's view, joined to the client's levels on wall time. Pure functions.
+
+Scraped samples (``server_metrics.parquet``) carry the wall time of their
+scrape; a level's measured window is ``[window_start, end_wall)`` in the same
+clock, so a sample belongs to the level whose window holds it. Per level and
+known signal this gives p50/p95/max over the scrapes in the window.
+
+It also reads the per-scrape ``up`` series for scrape health (per level, for
+run.json and the summary) and cross-checks the two views: with N closed-loop
+users, a server that reports far fewer requests in flight (running +
+waiting) than N is not seeing all of them at once, so something between
+client and server holds them (a proxy, a load balancer, a rate limiter, or
+several replicas behind one URL), and the server's numbers describe one
+replica's share, not the whole load.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from loadtest.analysis.results import LevelResult
+from loadtest.analysis.signals import KNOWN_SIGNALS, Signal, role_rank, signal_for
+from loadtest.scrape.store import UP
+
+#: Below this share of the client's users in flight on the server, something queues in between.
+IN_FLIGHT_SHORTFALL = 0.7
+#: Above this share (plus one), the server also serves traffic that is not ours.
+IN_FLIGHT_EXCESS = 1.3
+#: Points per signal kept for the report's time plot.
+MAX_PLOT_POINTS = 3000
+
+
+@dataclass
+class SignalStats:
+    p50: float = math.nan
+    p95: float = math.nan
+    max: float = math.nan
+    n: int = 0
+
+
+@dataclass
+class ScrapeHealth:
+    scrapes: int = 0
+    failed: int = 0
+    errors: dict[str, int] = field(default_factory=dict)  # message -> count
+
+    def to_json(self) -> dict[str, Any]:
+        return {"scrapes": self.scrapes, "failed": self.failed, "errors": dict(self.errors)}
+
+
+@dataclass
+class ServerView:
+    """What the scraper saw, per level."""
+
+    url: str | None
+    signals: list[Signal]  # present in the scrapes, known first, in role order
+    levels: dict[int, dict[str, SignalStats]]  # level index -> metric -> stats
+    health: dict[int, ScrapeHealth]  # level index -> health over the whole level
+    total: ScrapeHealth
+    series: dict[str, tuple[np.ndarray, np.ndarray]] = field(repr=False, default_factory=dict)  # metric -> (wall, value)
+    warnings: list[str] = field(default_factory=list)
+
+    def stats(self, level_index: int, metric: str) -> SignalStats | None:
+        return self.levels.get(level_index, {}).get(metric)
+
+    def first_of_role(self, role: str) -> Signal | None:
+        return next((s for s in self.signals if s.role == role), None)
+
+
+def signals_present(samples: pd.DataFrame, extra: Sequence[str] = ()) -> list[Signal]:
+    """Known signals found in the samples, plus the scenario's extra ones, best roles first."""
+    names = set(samples["metric"].unique()) if len(samples) else set()
+    found = [s for s in KNOWN_SIGNALS if s.metric in names]
+    found += [signal_for(m) for m in extra if m in names and all(s.metric != m for s in found)]
+    return sorted(found, key=lambda s: role_rank(s.role))
+
+
+def signal_series(samples: pd.DataFrame, signal: Signal) -> tuple[np.ndarray, np.ndarray]:
+    """One value per scrape: the signal's series combined by its aggregate (sum or max)."""
+    rows = samples[samples["metric"] == signal.metric]
+    if not len(rows):
+        return np.array([]), np.array([])
+    grouped = rows.groupby("wall", sort=True)["value"]
+    combined = grouped.sum() if signal.aggregate == "sum" else grouped.max()
+    return combined.index.to_numpy(dtype=float), combined.to_numpy(dtype=float)
+
+
+def window_stats(wall: np.ndarray, value: np.ndarray, start: float, end: float) -> SignalStats:
+    inside = (wall >= start) & (wall < end) & np.isfinite(value)
+    v = value[inside]
+    if not len(v):
+        return SignalStats()
+    return SignalStats(
+        p50=float(np.percentile(v, 50)), p95=float(np.percentile(v, 95)), max=float(v.max()), n=int(len(v))
+    )
+
+
+def scrape_health(samples: pd.DataFrame, spans: Sequence[tuple[int, float, float]]) -> tuple[dict[int, ScrapeHealth], ScrapeHealth]:
+    """Per level (index, start, end) and overall: scrapes made, failed, and why (from ``up``)."""
+    up = samples[samples["metric"] == UP] if len(samples) else samples
+    wall = up["wall"].to_numpy(dtype=float) if len(up) else np.array([])
+    ok = up["value"].to_numpy(dtype=float) > 0 if len(up) else np.array([], dtype=bool)
+    reasons = [_error_of(lab) for lab in up["labels"]] if len(up) else []
+
+    def health(mask: np.ndarray) -> ScrapeHealth:
+        h = ScrapeHealth(scrapes=int(mask.sum()), failed=int((mask & ~ok).sum()))
+        for i in np.flatnonzero(mask & ~ok):
+            h.errors[reasons[i]] = h.errors.get(reasons[i], 0) + 1
+        return h
+
+    per_level = {index: health((wall >= start) & (wall < end)) for index, start, end in spans}
+    return per_level, health(np.ones(len(wall), dtype=bool))
+
+
+def _error_of(labels: str) -> str:
+    try:
+        return str(json.loads(labels).get("error") or "failed")
+    except (ValueError, AttributeError):
+        return "failed"
+
+
+def _downsample(wall: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    if len(wall) <= MAX_PLOT_POINTS:
+        return wall, value
+    step = math.ceil(len(wall) / MAX_PLOT_POINTS)
+    return wall[::step], value[::step]
+
+
+def server_view(
+    samples: pd.DataFrame | None,
+    levels: Sequence[LevelResult],
+    settings: Mapping[str, Any] | None,
+) -> ServerView | None:
+    """Join the scraped samples to the levels; None when the run did not scrape.
+
+    ``settings`` is run.json's ``server_metrics`` (url, extra signals); a run
+    from before scraping existed has neither it nor samples.
+    """
+    settings = dict(settings or {})
+    if samples is None:
+        if not settings.get("enabled"):
+            return None
+        # Scraping was on but nothing reached the disk (the scraper could not start): say so.
+        samples = pd.DataFrame({"wall": [], "metric": [], "labels": [], "value": [], "type": []})
+    url = settings.get("url")
+    signals = signals_present(samples, settings.get("signals") or ())
+    series = {s.metric: signal_series(samples, s) for s in signals}
+    per_level = {
+        lv.index: {s.metric: window_stats(*series[s.metric], lv.window_start, lv.end_wall) for s in signals}
+        for lv in levels
+    }
+    health, total = scrape_health(samples, [(lv.index, lv.start_wall, lv.end_wall) for lv in levels])
+    view = ServerView(
+        url=url, signals=signals, levels=per_level, health=health, total=total,
+        series={m: _downsample(*xy) for m, xy in series.items()},
+    )
+    view.warnings = health_warnings(view, settings) + crosscheck_warnings(view, levels)
+    return view
+
+
+def health_warnings(view: ServerView, settings: Mapping[str, Any]) -> list[str]:
+    """One line per kind of scrape failure, and one when no known signal was found."""
+    where = view.url or "the metrics endpoint"
+    out = []
+    total = view.total
+    kinds: dict[str, list[tuple[str, int]]] = {}
+    for message, count in view.total.errors.items():
+        kinds.setdefault(message.split(" (")[0], []).append((message, count))
+    for group in sorted(kinds.values(), key=lambda g: -sum(c for _, c in g)):
+        count = sum(c for _, c in group)
+        message = max(group, key=lambda mc: mc[1])[0]
+        out.append(
+            f"server metrics: {count} of {total.scrapes} scrapes of {where} failed ({message}); "
+            + ("there is no server view for this run" if total.failed == total.scrapes else "those moments have no server view")
+            + " (the load was not affected)."
+        )
+    if total.scrapes == 0:
+        out.append(f"server metrics: no scrape of {where} was recorded.")
+    elif total.failed < total.scrapes and not view.signals:
+        out.append(
+            f"server metrics: {where} answers, but with none of the known signals (vLLM, SGLang, TGI, llama.cpp); "
+            "every sample is kept in server_metrics.parquet; name the ones that matter in target.metrics.signals."
+        )
+    extra = [m for m in settings.get("signals") or () if m not in {s.metric for s in view.signals}]
+    if extra and total.failed < total.scrapes:
+        out.append(f"server metrics: target.metrics.signals names {', '.join(extra)}, which the server never exported.")
+    return out
+
+
+def crosscheck_warnings(view: ServerView, levels: Sequence[LevelResult]) -> list[str]:
+    """Client users against the server's requests in flight (running + waiting), per level."""
+    running = view.first_of_role("running")
+    if running is None:
+        return []
+    waiting = view.first_of_role("waiting")
+    short, extra = [], []
+    for lv in levels:
+        run_stats = view.stats(lv.index, running.metric)
+        if run_stats is None or run_stats.n == 0 or lv.concurrency < 2:
+            continue
+        wait_stats = view.stats(lv.index, waiting.metric) if waiting else None
+        in_flight = run_stats.p50 + (wait_stats.p50 if wait_stats and wait_stats.n else 0.0)
+        if in_flight < IN_FLIGHT_SHORTFALL * lv.concurrency:
+            short.append(f"{lv.concurrency} users → {in_flight:g}")
+        elif in_flight > IN_FLIGHT_EXCESS * lv.concurrency + 1:
+            extra.append(f"{lv.concurrency} users → {in_flight:g}")
+    name = running.metric + (f" + {waiting.metric}" if waiting else "")
+    out = []
+    if short:
+        out.append(
+            f"server metrics: the server reports far fewer requests in flight ({name}, median) than the client has "
+            f"users ({'; '.join(short)}): something queues in between (a proxy, a load balancer, a rate limiter, "
+            "or several replicas behind one URL, of which only one is scraped); the server's numbers are not the whole load."
+        )
+    if extra:
+        out.append(
+            f"server metrics: the server reports more requests in flight ({name}, median) than the client has users "
+            f"({'; '.join(extra)}): it also serves other traffic, so its signals are not this test's alone."
+        )
+    return out

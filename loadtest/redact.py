@@ -1,0 +1,185 @@
+"""Secrets never written: scrub secret *values* from everything a run writes or prints.
+
+Matching header names is not enough (a key echoed in a server's error body, a
+signature in a URL, a proxy password in a traceback would all slip through), so
+the process keeps one :class:`Scrubber` that knows
+
+- the literal secrets of this run: the values of ``target.api_key_env`` and
+  ``target.headers_env``, of headers whose names look secret, the user and
+  password of a URL's userinfo, and query values that look like tokens (by
+  name: ``sig``, ``token``, ``key`` …; or by shape: long mixed letters and digits);
+- patterns of well-known credentials: ``sk-…`` keys, ``Bearer …``, JWTs,
+  ``hf_…``, AWS access key ids, Google API keys, URL userinfo and secret query
+  parameters anywhere in a text.
+
+Every writer passes its text through :func:`scrub`: the record's error message
+(so the Parquet ``error`` column), ``run.json``, ``summary.json``,
+``report.html``, the log files (a logging formatter) and the process's stdout
+and stderr (a stream wrapper, so tracebacks and Locust's own prints too).
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import re
+import sys
+from typing import Any, Iterable, TextIO
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+REDACTED = "<redacted>"
+
+_SECRET_NAME = re.compile(
+    r"auth|key|token|secret|cookie|passw|pwd|credential|signature|(?:^|[-_])sig(?:$|[-_])|bearer|session|sas", re.I
+)
+_PATTERNS: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}"), REDACTED),                       # OpenAI, Anthropic-style keys
+    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=\-]{8,}"), r"\1 " + REDACTED),
+    (re.compile(r"\beyJ[A-Za-z0-9_\-]{6,}\.[A-Za-z0-9_\-]{6,}\.[A-Za-z0-9_\-]{6,}"), REDACTED),  # JWT
+    (re.compile(r"\bhf_[A-Za-z0-9]{20,}"), REDACTED),                          # Hugging Face
+    (re.compile(r"\bAKIA[0-9A-Z]{16}\b"), REDACTED),                           # AWS access key id
+    (re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b"), REDACTED),                     # Google API key
+    (re.compile(r"(\b[a-z][a-z0-9+.\-]*://)[^/\s:@\"'<>]+:[^/\s@\"'<>]+@"), r"\1" + REDACTED + "@"),  # userinfo
+    (re.compile(r"(?i)([?&](?:[a-z0-9_\-]*(?:key|token|secret|passw|pwd|credential|signature)[a-z0-9_\-]*|sig|code)=)"
+                r"[^&\s\"'<>#]+"), r"\1" + REDACTED),
+]
+#: A query value this long, of letters and digits mixed, is a token whatever its name.
+_TOKEN_SHAPE = re.compile(r"^(?=.*[A-Za-z])(?=.*\d)[A-Za-z0-9+/=_.~%\-]{16,}$")
+
+
+def looks_secret_name(name: str) -> bool:
+    """A header or query-parameter name whose value is a credential."""
+    return bool(_SECRET_NAME.search(name))
+
+
+def looks_like_token(value: str) -> bool:
+    return bool(_TOKEN_SHAPE.match(value))
+
+
+class Scrubber:
+    """Replace known secret values, then well-known credential patterns, with ``<redacted>``."""
+
+    def __init__(self, literals: Iterable[str] = ()) -> None:
+        self._literals: set[str] = set()
+        self._literal_re: re.Pattern[str] | None = None
+        self.add(*literals)
+
+    def add(self, *values: str | None) -> None:
+        # Very short values would redact ordinary words; they are not credentials anyway.
+        new = {v for v in values if v and len(v) >= 6} - self._literals
+        if not new:
+            return
+        self._literals |= new
+        ordered = sorted(self._literals | {unquote(v) for v in self._literals}, key=len, reverse=True)
+        self._literal_re = re.compile("|".join(re.escape(v) for v in ordered))
+
+    def __call__(self, text: str) -> str:
+        if not text:
+            return text
+        if self._literal_re is not None:
+            text = self._literal_re.sub(REDACTED, text)
+        for pattern, replacement in _PATTERNS:
+            text = pattern.sub(replacement, text)
+        return text
+
+
+_active = Scrubber()
+
+
+def scrub(text: str) -> str:
+    """``text`` with every secret this process knows of, and every credential pattern, removed."""
+    return _active(text)
+
+
+def scrub_any(value: Any) -> Any:
+    """Scrub the strings inside a JSON-like structure."""
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, dict):
+        return {k: scrub_any(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [scrub_any(v) for v in value]
+    return value
+
+
+def url_secrets(url: str) -> list[str]:
+    """The userinfo and token-like query values of a URL."""
+    parts = urlsplit(url)
+    found = [unquote(p) for p in (parts.username, parts.password) if p]
+    found += query_secrets(dict(parse_qsl(parts.query)))
+    return found
+
+
+def query_secrets(query: dict[str, str]) -> list[str]:
+    return [v for k, v in query.items() if v and (looks_secret_name(k) or k.lower() == "code" or looks_like_token(v))]
+
+
+def install_for(target: Any) -> Scrubber:
+    """Teach this process's scrubber the secrets of a scenario's ``target``; return it."""
+    secrets: list[str | None] = [os.environ.get(name) for name in target.secret_env_names()]
+    secrets += [v for k, v in target.headers.items() if looks_secret_name(k)]
+    secrets += url_secrets(target.base_url)
+    secrets += query_secrets(dict(target.query))
+    _active.add(*secrets)
+    return _active
+
+
+def public_url(url: str) -> str:
+    """A URL fit for run.json: userinfo and token-like query values replaced."""
+    return scrub(url) if not url_secrets(url) else _replace_all(url, url_secrets(url))
+
+
+def _replace_all(text: str, values: list[str]) -> str:
+    for v in sorted(values, key=len, reverse=True):
+        text = text.replace(v, REDACTED)
+    return scrub(text)
+
+
+class ScrubbingFormatter(logging.Formatter):
+    """A log formatter whose every line (tracebacks included) is scrubbed."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return scrub(super().format(record))
+
+
+class _ScrubbedStream(io.TextIOBase):
+    """A text stream that scrubs what is written to it, then passes it on."""
+
+    def __init__(self, inner: TextIO) -> None:
+        self.inner = inner
+
+    def write(self, text: str) -> int:
+        self.inner.write(scrub(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self.inner.flush()
+
+    def isatty(self) -> bool:
+        return self.inner.isatty()
+
+    def fileno(self) -> int:
+        return self.inner.fileno()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self.inner, "encoding", "utf-8")
+
+    def writable(self) -> bool:
+        return True
+
+
+class scrubbed_std_streams:
+    """Context manager: sys.stdout and sys.stderr scrubbed while it is open."""
+
+    def __enter__(self) -> "scrubbed_std_streams":
+        self._saved = sys.stdout, sys.stderr
+        if not isinstance(sys.stdout, _ScrubbedStream):
+            sys.stdout = _ScrubbedStream(sys.stdout)
+        if not isinstance(sys.stderr, _ScrubbedStream):
+            sys.stderr = _ScrubbedStream(sys.stderr)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        sys.stdout, sys.stderr = self._saved

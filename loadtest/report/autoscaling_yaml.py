@@ -1,0 +1,149 @@
+"""``autoscaling.yaml``: the recommendation as manifests a cluster can take.
+
+Two alternatives on the best signal, in one file: a KEDA ``ScaledObject``
+with a Prometheus trigger, and a plain ``autoscaling/v2``
+``HorizontalPodAutoscaler`` with a Pods metric (served by prometheus-adapter).
+Names only the user knows (namespace, deployment, Prometheus address, the
+label selector of the pods) are ``<PLACEHOLDERS>``; every choice is
+commented. The text is built by hand because YAML comments matter here and
+PyYAML drops them; the tests parse it and check it against the published
+schemas.
+
+Threshold semantics match on both sides: KEDA's Prometheus trigger (metric
+type AverageValue) and the HPA's ``AverageValue`` target both compute
+replicas = ceil(total over pods / threshold), so the threshold is per replica,
+as summary.json gives it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+from pathlib import Path
+
+from loadtest.analysis.results import Analysis
+
+AUTOSCALING_YAML = "autoscaling.yaml"
+#: Placeholder replica bounds: the user sizes them to the peak.
+MAX_REPLICAS = 4
+
+
+def _q(text: str) -> str:
+    """A YAML double-quoted scalar (JSON strings are valid YAML)."""
+    return json.dumps(text)
+
+
+def _comment(text: str, width: int = 96) -> str:
+    return "\n".join("# " + line for line in textwrap.wrap(text, width - 2)) + "\n"
+
+
+def k8s_quantity(value: float) -> str:
+    """A Kubernetes quantity: ``"7"`` or, for a fraction, milli-units (``"600m"``)."""
+    if float(value).is_integer():
+        return str(int(value))
+    return f"{round(value * 1000)}m"
+
+
+def adapter_metric_name(metric: str) -> str:
+    """prometheus-adapter's usual renaming: names with ':' are not valid custom-metric names."""
+    return metric.replace(":", "_")
+
+
+def render_autoscaling_yaml(analysis: Analysis) -> str:
+    a = analysis.autoscaling
+    head = _comment(f"autoscaling.yaml, written by loadtest for run '{analysis.name}' from its measured capacity.")
+    best = a.best_signal() if a is not None else None
+    if a is None or best is None or best.threshold is None:
+        why = a.paragraph if a is not None else "no analysis."
+        return head + _comment("No manifest: there is no server-side signal to scale on. " + why)
+    threshold = best.threshold
+    cap = analysis.capacity
+    out = [
+        head,
+        _comment(
+            f"Capacity: {cap.concurrency} concurrent users per replica within the SLOs"
+            + (f" (first failing level {cap.first_failing}, {cap.binding})." if cap.first_failing else " (no level failed: a lower bound).")
+            + f" Target concurrency per replica: {a.target_concurrency_per_replica}."
+        ),
+        _comment(f"Trigger: {best.metric} > {threshold:g} per replica. Why: {best.why}"),
+        _comment(a.paragraph),
+        "#\n",
+        _comment(
+            "Two alternatives follow: apply ONE of them, not both (KEDA creates and owns an HPA of its own). "
+            "Replace every <PLACEHOLDER>: <NAMESPACE> and <DEPLOYMENT> (the model server's Deployment), "
+            "<PROMETHEUS_URL> (e.g. http://prometheus-operated.monitoring.svc:9090) and <POD_SELECTOR> "
+            "(PromQL labels that pick this deployment's pods, e.g. namespace=\"llm\",pod=~\"vllm-.*\"). "
+            f"maxReplicas ({MAX_REPLICAS}) is a placeholder too: peak concurrent users / "
+            f"{a.target_concurrency_per_replica} (target concurrency per replica), rounded up."
+        ),
+        "#\n",
+        _comment(
+            f"Headroom {a.headroom:.0%} ({a.headroom_source}). The time from a threshold crossing to a new replica "
+            "serving includes the polling interval below, the HPA's sync period (15 s), scheduling, image pull and "
+            "model load: measure it and pass it as --scale-up-s to derive the headroom."
+        ),
+        "---\n",
+        "# Option 1: KEDA ScaledObject with a Prometheus trigger.\n",
+        "apiVersion: keda.sh/v1alpha1\n",
+        "kind: ScaledObject\n",
+        "metadata:\n",
+        f"  name: {_q('<DEPLOYMENT>-loadtest')}\n",
+        f"  namespace: {_q('<NAMESPACE>')}\n",
+        "spec:\n",
+        "  scaleTargetRef:\n",
+        f"    name: {_q('<DEPLOYMENT>')}\n",
+        "  minReplicaCount: 1\n",
+        f"  maxReplicaCount: {MAX_REPLICAS}  # placeholder: size to your peak\n",
+        "  pollingInterval: 15  # seconds between Prometheus queries (part of the scale-up time)\n",
+        "  cooldownPeriod: 300  # seconds before scaling to minReplicaCount again\n",
+        "  triggers:\n",
+        "    - type: prometheus\n",
+        "      metadata:\n",
+        f"        serverAddress: {_q('<PROMETHEUS_URL>')}\n",
+        "        # The total over all replicas: KEDA divides it by the threshold to get the replica count.\n",
+        f"        query: {_q(f'sum({best.metric}{{<POD_SELECTOR>}})')}\n",
+        f"        threshold: {_q(f'{threshold:g}')}  # per replica, from this run\n",
+        "---\n",
+        "# Option 2: HorizontalPodAutoscaler (autoscaling/v2) on the same signal as a Pods metric.\n",
+        _comment(
+            f"It needs prometheus-adapter (or another custom-metrics API server) to serve {best.metric} per pod as "
+            f"'{adapter_metric_name(best.metric)}', e.g. with the rule seriesQuery: '{best.metric}' and "
+            f"name: {{matches: '^(.*)$', as: '{adapter_metric_name(best.metric)}'}}. Through an external-metrics "
+            "adapter, use type: External with the same name and target instead."
+        ),
+        "apiVersion: autoscaling/v2\n",
+        "kind: HorizontalPodAutoscaler\n",
+        "metadata:\n",
+        f"  name: {_q('<DEPLOYMENT>')}\n",
+        f"  namespace: {_q('<NAMESPACE>')}\n",
+        "spec:\n",
+        "  scaleTargetRef:\n",
+        "    apiVersion: apps/v1\n",
+        "    kind: Deployment\n",
+        f"    name: {_q('<DEPLOYMENT>')}\n",
+        "  minReplicas: 1\n",
+        f"  maxReplicas: {MAX_REPLICAS}  # placeholder: size to your peak\n",
+        "  metrics:\n",
+        "    - type: Pods\n",
+        "      pods:\n",
+        "        metric:\n",
+        f"          name: {_q(adapter_metric_name(best.metric))}\n",
+        "        target:\n",
+        "          type: AverageValue\n",
+        f"          averageValue: {_q(k8s_quantity(threshold))}  # {threshold:g} per replica\n",
+        "  behavior:\n",
+        "    scaleUp:\n",
+        "      stabilizationWindowSeconds: 0  # react at once: the headroom is sized for the scale-up time\n",
+        "    scaleDown:\n",
+        "      stabilizationWindowSeconds: 300  # avoid flapping: a replica is slow to bring back\n",
+    ]
+    return "".join(out)
+
+
+def write_autoscaling_yaml(run_dir: Path | str, analysis: Analysis) -> Path:
+    path = Path(run_dir) / AUTOSCALING_YAML
+    tmp = path.with_suffix(".yaml.tmp")
+    tmp.write_text(render_autoscaling_yaml(analysis), encoding="utf-8")
+    os.replace(tmp, path)
+    return path

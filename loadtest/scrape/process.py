@@ -1,0 +1,151 @@
+"""The scraper as a child process of ``loadtest run``: off the hot path by construction.
+
+Why a process and not a thread: the load process times every chunk in one
+reader thread and runs its users as gevent greenlets; a scraper thread would
+share their GIL (parsing a large /metrics page holds it for milliseconds) and
+a greenlet would share their event loop. A child process shares neither, so
+the self-check's loop lag and reader batch times do not see it; it also runs
+at the lowest CPU priority (nice 19), so on a busy machine it is the one that
+waits for a core.
+
+The parent writes the settings as one JSON line on the child's stdin (headers
+may hold secrets; argv is visible to every user of the machine) and keeps the
+pipe open: closing it, or the parent dying, stops the child, which then
+merges its part files into ``server_metrics.parquet``. The API key is read by
+the child from the environment variable the scenario names, as the load does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from loadtest.scenario import Target
+
+#: How long the parent waits for the child to merge its files after asking it to stop.
+STOP_TIMEOUT_S = 15.0
+
+
+def settings_for(target: Target, run_dir: Path) -> dict[str, Any]:
+    """What the child needs: where to scrape, how often, and how to talk to the server."""
+    return {
+        "url": target.metrics_url,
+        "interval_s": target.metrics.interval_s,
+        "headers": dict(target.headers),
+        "api_key_env": target.api_key_env,
+        "verify_tls": target.verify_tls,
+        "ca_bundle": target.ca_bundle,
+        "run_dir": str(run_dir),
+    }
+
+
+class ScraperProcess:
+    """Start with :meth:`start`, end with :meth:`stop` (idempotent; bounded waits)."""
+
+    def __init__(self, target: Target, run_dir: Path) -> None:
+        self.settings = settings_for(target, run_dir)
+        self.log_path = Path(run_dir) / "scraper.log"
+        self._proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return self.settings["url"]
+
+    def start(self) -> "ScraperProcess":
+        # stderr is the caller's (its warnings reach the terminal); stdout goes to a log.
+        log = open(self.log_path, "w")
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "loadtest.scrape.process"],
+            stdin=subprocess.PIPE, stdout=log, stderr=None, text=True,
+        )
+        log.close()
+        assert self._proc.stdin is not None
+        self._proc.stdin.write(json.dumps(self.settings) + "\n")
+        self._proc.stdin.flush()
+        return self
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        try:
+            if proc.stdin:
+                proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            proc.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+
+def _client(settings: dict[str, Any]):
+    import httpx
+
+    from loadtest.scrape.scraper import scrape_timeout
+
+    headers = {"Accept": "text/plain;version=0.0.4;q=0.9,*/*;q=0.1", **settings.get("headers", {})}
+    key_env = settings.get("api_key_env")
+    key = os.environ.get(key_env) if key_env else None
+    if key and not any(h.lower() == "authorization" for h in headers):
+        headers["Authorization"] = f"Bearer {key}"
+    verify: Any = bool(settings.get("verify_tls", True))
+    if verify and settings.get("ca_bundle"):
+        import ssl
+
+        verify = ssl.create_default_context(cafile=settings["ca_bundle"])
+    return httpx.Client(
+        headers=headers, verify=verify, timeout=scrape_timeout(float(settings["interval_s"])),
+        trust_env=False, follow_redirects=True,
+    )
+
+
+def main() -> int:
+    """Child entry point: settings on stdin, scrape until stdin closes."""
+    # Lowest priority on a shared machine, before the heavy imports: the load process's timing
+    # matters, a scrape's does not (each is stamped with its own wall time), so on a busy core
+    # the scraper waits, not the client.
+    try:
+        os.nice(19)
+    except OSError:
+        pass
+    from loadtest.scrape.scraper import ScrapeResult, scrape_loop
+    from loadtest.scrape.store import SampleWriter
+
+    settings = json.loads(sys.stdin.readline())
+    stop = threading.Event()
+
+    def wait_for_eof() -> None:
+        sys.stdin.read()
+        stop.set()
+
+    threading.Thread(target=wait_for_eof, daemon=True).start()
+    url = settings["url"]
+
+    def warn(result: ScrapeResult) -> None:
+        print(
+            f"warning: server metrics: {url}: {result.message}; the run goes on "
+            "(turn scraping off with --no-server-metrics or target.metrics: false)",
+            file=sys.stderr, flush=True,
+        )
+
+    writer = SampleWriter(Path(settings["run_dir"]))
+    with _client(settings) as client:
+        try:
+            scrape_loop(client, url, float(settings["interval_s"]), writer, stop, warn)
+        finally:
+            writer.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

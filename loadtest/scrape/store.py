@@ -1,0 +1,64 @@
+"""``server_metrics.parquet``: every sample the scraper read, one row per sample.
+
+Columns: ``wall`` (time.time() seconds, the midpoint of the scrape), ``metric``
+(the sample's name as exposed, e.g. ``vllm:num_requests_running`` or
+``..._bucket``), ``labels`` (the sample's labels as canonical JSON, sorted keys),
+``value`` and ``type`` (the family's declared type: gauge, counter, histogram,
+unknown ...). Each scrape also adds Prometheus's own per-scrape series: ``up``
+(1 ok, 0 failed; a failure carries its reason in the ``error`` label),
+``scrape_duration_seconds`` and ``scrape_samples_scraped``.
+
+Like requests.parquet, rows are flushed as small fsynced part files (at least
+once a second), so a killed run keeps what was scraped; :func:`read_samples`
+falls back to the parts when the merged file was never written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from loadtest.records import PartFiles, read_parts
+
+SERVER_METRICS_PARQUET = "server_metrics.parquet"
+PARTS_DIR = "server_metrics.parts"
+
+SCHEMA = pa.schema(
+    [
+        pa.field("wall", pa.float64()),
+        pa.field("metric", pa.string()),
+        pa.field("labels", pa.string()),
+        pa.field("value", pa.float64()),
+        pa.field("type", pa.string()),
+    ]
+)
+
+#: Synthetic per-scrape series, named as Prometheus names its own.
+UP = "up"
+SCRAPE_DURATION = "scrape_duration_seconds"
+SCRAPE_SAMPLES = "scrape_samples_scraped"
+
+
+class SampleWriter(PartFiles):
+    """Scraped samples as durable part files, merged into ``server_metrics.parquet`` at the end."""
+
+    def __init__(self, run_dir: Path) -> None:
+        super().__init__(run_dir, PARTS_DIR, SERVER_METRICS_PARQUET, SCHEMA)
+
+    def write_columns(self, columns: dict[str, list]) -> None:
+        if columns.get("wall"):
+            self.write(pa.Table.from_pydict(columns, schema=SCHEMA))
+
+
+def read_samples(run_dir: Path) -> pd.DataFrame | None:
+    """The run's scraped samples (None when the run did not scrape), also from a killed run."""
+    run_dir = Path(run_dir)
+    merged = run_dir / SERVER_METRICS_PARQUET
+    if merged.exists():
+        return pq.ParquetFile(merged).read().to_pandas()
+    if (run_dir / PARTS_DIR).is_dir():
+        return read_parts(run_dir / PARTS_DIR, SCHEMA).to_pandas()
+    return None

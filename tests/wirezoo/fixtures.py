@@ -1,0 +1,382 @@
+"""The wire zoo: recorded-style responses of real servers, one per family and quirk.
+
+Each fixture holds the exact bytes a server writes (written from the server's
+documented format or its source, named in ``source``), split into the writes it
+makes, and the record the client must produce from them. The replay server
+sends the writes ``pace_ms`` apart; ``chunk_writes`` says in which write each
+content chunk arrives, so the test can check TTFT and every chunk time against
+the moment the server sent it.
+
+A record's expectation lists only what the fixture is about plus the always-
+checked basics (status, error kind, token source, chunk tokens, completion
+tokens); ``None`` means "must be null".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Fixture:
+    name: str
+    server: str
+    source: str
+    writes: list[bytes]
+    expect: dict[str, Any]
+    #: For each content chunk, the index of the write that carries it.
+    chunk_writes: list[int] = field(default_factory=list)
+    api: str = "chat"
+    status: int = 200
+    reason: str = "OK"
+    headers: dict[str, str] = field(default_factory=lambda: {"Content-Type": "text/event-stream"})
+    framing: str = "chunked"  # chunked | close | length
+    pace_ms: float = 15.0
+    cut: bool = False         # chunked framing without its last chunk (connection dropped)
+
+
+def _ev(*events: bytes) -> list[bytes]:
+    """One write per SSE event, each with its blank line."""
+    return [e + b"\n\n" for e in events]
+
+
+# -- OpenAI (platform.openai.com/docs/api-reference/chat-streaming) ---------------------------
+_OA = b'"id":"chatcmpl-AbC","object":"chat.completion.chunk","created":1732000000,"model":"gpt-4o-mini-2024-07-18","system_fingerprint":"fp_0ba0d124f1"'
+OPENAI_CHAT = Fixture(
+    "openai-chat", "OpenAI chat completions, include_usage",
+    "platform.openai.com/docs/api-reference/chat-streaming/streaming",
+    _ev(
+        b'data: {' + _OA + b',"choices":[{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}],"usage":null}',
+        b'data: {' + _OA + b',"choices":[{"index":0,"delta":{"content":"Hello"},"logprobs":null,"finish_reason":null}],"usage":null}',
+        b'data: {' + _OA + b',"choices":[{"index":0,"delta":{"content":" there"},"logprobs":null,"finish_reason":null}],"usage":null}',
+        b'data: {' + _OA + b',"choices":[{"index":0,"delta":{"content":"!"},"logprobs":null,"finish_reason":null}],"usage":null}',
+        b'data: {' + _OA + b',"choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}],"usage":null}',
+        b'data: {' + _OA + b',"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":3,"total_tokens":12,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}}',
+        b"data: [DONE]",
+    ),
+    {"ok": True, "token_source": "usage", "chunk_tokens": [1, 1, 1], "completion_tokens": 3, "prompt_tokens": 9,
+     "reasoning_tokens": 0},
+    chunk_writes=[1, 2, 3],
+)
+
+# o-series / gpt-5: reasoning tokens are counted in completion_tokens but never streamed.
+_O = b'"id":"chatcmpl-R1","object":"chat.completion.chunk","created":1732000000,"model":"o4-mini-2025-04-16","service_tier":"default","system_fingerprint":null'
+OPENAI_REASONING_HIDDEN = Fixture(
+    "openai-reasoning-hidden", "OpenAI o4-mini / gpt-5: hidden reasoning tokens, obfuscation padding",
+    "platform.openai.com/docs/guides/reasoning (usage.completion_tokens_details.reasoning_tokens)",
+    _ev(
+        b'data: {' + _O + b',"choices":[{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"finish_reason":null}],"usage":null,"obfuscation":"Xy1"}',
+        b'data: {' + _O + b',"choices":[{"index":0,"delta":{"content":"Forty"},"finish_reason":null}],"usage":null,"obfuscation":"a9"}',
+        b'data: {' + _O + b',"choices":[{"index":0,"delta":{"content":"-two"},"finish_reason":null}],"usage":null,"obfuscation":"Qe"}',
+        b'data: {' + _O + b',"choices":[{"index":0,"delta":{"content":"."},"finish_reason":null}],"usage":null,"obfuscation":"Zk7"}',
+        b'data: {' + _O + b',"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":null,"obfuscation":"p"}',
+        b'data: {' + _O + b',"choices":[],"usage":{"prompt_tokens":14,"completion_tokens":195,"total_tokens":209,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":192,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}},"obfuscation":"k"}',
+        b"data: [DONE]",
+    ),
+    {"ok": True, "token_source": "usage", "chunk_tokens": [1, 1, 1], "completion_tokens": 3, "reasoning_tokens": 192},
+    chunk_writes=[1, 2, 3],
+)
+
+# -- Azure OpenAI: a prompt-filter chunk with no choices comes first ---------------------------
+_AZ = b'"created":1732000000,"id":"chatcmpl-Az9","model":"gpt-4o-2024-08-06","object":"chat.completion.chunk","system_fingerprint":"fp_b705f0c291"'
+_CF = b'"content_filter_results":{"hate":{"filtered":false,"severity":"safe"},"self_harm":{"filtered":false,"severity":"safe"},"sexual":{"filtered":false,"severity":"safe"},"violence":{"filtered":false,"severity":"safe"}}'
+AZURE_CHAT = Fixture(
+    "azure-chat", "Azure OpenAI: prompt_filter_results first, content_filter_results per choice",
+    "learn.microsoft.com/azure/ai-services/openai/concepts/content-filter (streaming)",
+    _ev(
+        b'data: {"choices":[],"created":0,"id":"","model":"","object":"","prompt_filter_results":[{"prompt_index":0,' + _CF + b'}]}',
+        b'data: {"choices":[{"content_filter_results":{},"delta":{"content":"","refusal":null,"role":"assistant"},"finish_reason":null,"index":0,"logprobs":null}],' + _AZ + b',"usage":null}',
+        b'data: {"choices":[{' + _CF + b',"delta":{"content":"Hi"},"finish_reason":null,"index":0,"logprobs":null}],' + _AZ + b',"usage":null}',
+        b'data: {"choices":[{' + _CF + b',"delta":{"content":" you"},"finish_reason":null,"index":0,"logprobs":null}],' + _AZ + b',"usage":null}',
+        b'data: {"choices":[{"content_filter_results":{},"delta":{},"finish_reason":"length","index":0,"logprobs":null}],' + _AZ + b',"usage":null}',
+        b'data: {"choices":[],' + _AZ + b',"usage":{"completion_tokens":2,"completion_tokens_details":{"reasoning_tokens":0},"prompt_tokens":11,"total_tokens":13}}',
+        b"data: [DONE]",
+    ),
+    {"ok": True, "token_source": "usage", "chunk_tokens": [1, 1], "completion_tokens": 2, "prompt_tokens": 11},
+    chunk_writes=[2, 3],
+)
+
+# -- vLLM -------------------------------------------------------------------------------------
+_V = b'"id":"chatcmpl-9f2","object":"chat.completion.chunk","created":1732000000,"model":"meta-llama/Llama-3.1-8B-Instruct"'
+VLLM_CONTINUOUS = Fixture(
+    "vllm-continuous-usage", "vLLM, stream_options.continuous_usage_stats (one chunk of 3 tokens: speculative decoding)",
+    "vllm/entrypoints/openai/serving_chat.py (chat_completion_stream_generator)",
+    _ev(
+        b'data: {' + _V + b',"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":5,"total_tokens":5,"completion_tokens":0}}',
+        b'data: {' + _V + b',"choices":[{"index":0,"delta":{"content":" The"},"logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":5,"total_tokens":6,"completion_tokens":1}}',
+        b'data: {' + _V + b',"choices":[{"index":0,"delta":{"content":" sky"},"logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":5,"total_tokens":7,"completion_tokens":2}}',
+        b'data: {' + _V + b',"choices":[{"index":0,"delta":{"content":" is blue"},"logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":5,"total_tokens":10,"completion_tokens":5}}',
+        b'data: {' + _V + b',"choices":[{"index":0,"delta":{"content":" today"},"logprobs":null,"finish_reason":"length","stop_reason":null}],"usage":{"prompt_tokens":5,"total_tokens":12,"completion_tokens":7}}',
+        b'data: {' + _V + b',"choices":[],"usage":{"prompt_tokens":5,"total_tokens":12,"completion_tokens":7}}',
+        b"data: [DONE]",
+    ),
+    {"ok": True, "token_source": "continuous_usage", "chunk_tokens": [1, 1, 3, 2], "completion_tokens": 7, "prompt_tokens": 5},
+    chunk_writes=[1, 2, 3, 4],
+)
+
+VLLM_ABORT = Fixture(
+    "vllm-abort", "vLLM: the engine aborts the request (finish_reason abort)",
+    "vllm/v1/engine/__init__.py (FinishReason.ABORT -> 'abort')",
+    _ev(
+        b'data: {' + _V + b',"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}',
+        b'data: {' + _V + b',"choices":[{"index":0,"delta":{"content":" One"},"logprobs":null,"finish_reason":null}]}',
+        b'data: {' + _V + b',"choices":[{"index":0,"delta":{"content":""},"logprobs":null,"finish_reason":"abort","stop_reason":null}]}',
+        b"data: [DONE]",
+    ),
+    {"ok": False, "error_kind": "aborted", "token_source": "chunks", "chunk_tokens": [1], "completion_tokens": 1},
+    chunk_writes=[1],
+)
+
+VLLM_OLD_ERROR = Fixture(
+    "vllm-object-error", "vLLM (< 0.6): an error inside the stream without an 'error' key",
+    "vllm/entrypoints/openai/protocol.py (ErrorResponse: object='error', message, type, code)",
+    _ev(
+        b'data: {' + _V + b',"choices":[{"index":0,"delta":{"role":"assistant"},"logprobs":null,"finish_reason":null}]}',
+        b'data: {' + _V + b',"choices":[{"index":0,"delta":{"content":"Hi"},"logprobs":null,"finish_reason":null}]}',
+        b'data: {"object":"error","message":"The decoder prompt (length 9000) is longer than the maximum model length of 8192.","type":"BadRequestError","param":null,"code":400}',
+        b"data: [DONE]",
+    ),
+    {"ok": False, "error_kind": "stream_error", "chunk_tokens": [1], "completion_tokens": 1},
+    chunk_writes=[1],
+)
+
+VLLM_REASONING = Fixture(
+    "vllm-reasoning-streamed", "vLLM --reasoning-parser (DeepSeek-R1, Qwen3): reasoning_content streamed",
+    "vllm/entrypoints/openai/serving_chat.py (DeltaMessage.reasoning_content)",
+    _ev(
+        b'data: {' + _V + b',"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}',
+        b'data: {' + _V + b',"choices":[{"index":0,"delta":{"reasoning_content":"Let me"},"logprobs":null,"finish_reason":null}]}',
+        b'data: {' + _V + b',"choices":[{"index":0,"delta":{"reasoning_content":" think"},"logprobs":null,"finish_reason":null}]}',
+        b'data: {' + _V + b',"choices":[{"index":0,"delta":{"content":"Yes"},"logprobs":null,"finish_reason":null}]}',
+        b'data: {' + _V + b',"choices":[{"index":0,"delta":{"content":"."},"logprobs":null,"finish_reason":"stop","stop_reason":null}]}',
+        b'data: {' + _V + b',"choices":[],"usage":{"prompt_tokens":7,"total_tokens":13,"completion_tokens":6}}',
+        b"data: [DONE]",
+    ),
+    {"ok": True, "token_source": "usage", "chunk_tokens": [2, 2, 1, 1], "completion_tokens": 6, "reasoning_tokens": None},
+    chunk_writes=[1, 2, 3, 4],
+)
+
+# -- SGLang -----------------------------------------------------------------------------------
+_S = b'"id":"5b0b2b","object":"chat.completion.chunk","created":1732000000,"model":"Qwen/Qwen2.5-7B-Instruct"'
+SGLANG_ABORT = Fixture(
+    "sglang-abort", "SGLang: request aborted (finish_reason abort, matched_stop null)",
+    "sglang/srt/entrypoints/openai/serving_chat.py (finish_reason_type 'abort')",
+    _ev(
+        b'data: {' + _S + b',"choices":[{"index":0,"delta":{"role":"assistant","content":"","reasoning_content":null,"tool_calls":null},"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":null}',
+        b'data: {' + _S + b',"choices":[{"index":0,"delta":{"role":null,"content":"Sure","reasoning_content":null,"tool_calls":null},"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":null}',
+        b'data: {' + _S + b',"choices":[{"index":0,"delta":{"role":null,"content":",","reasoning_content":null,"tool_calls":null},"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":null}',
+        b'data: {' + _S + b',"choices":[{"index":0,"delta":{"role":null,"content":null,"reasoning_content":null,"tool_calls":null},"logprobs":null,"finish_reason":"abort","matched_stop":null}],"usage":null}',
+        b'data: {' + _S + b',"choices":[],"usage":{"prompt_tokens":8,"total_tokens":10,"completion_tokens":2,"prompt_tokens_details":null}}',
+        b"data: [DONE]",
+    ),
+    {"ok": False, "error_kind": "aborted", "chunk_tokens": [1, 1], "completion_tokens": 2},
+    chunk_writes=[1, 2],
+)
+
+# -- TGI (Messages API) -----------------------------------------------------------------------
+_T = b'"object":"chat.completion.chunk","id":"","created":1732000000,"model":"tgi","system_fingerprint":"3.0.1-sha-bb9095a"'
+TGI_USAGE_ON_LAST_CONTENT = Fixture(
+    "tgi-usage-on-last-token", "TGI: no role-only chunk; usage on the last token's chunk, with its content",
+    "text-generation-inference/router/src/server.rs (chat_completions stream, usage on the final token)",
+    _ev(
+        b'data: {' + _T + b',"choices":[{"index":0,"delta":{"role":"assistant","content":"Deep"},"logprobs":null,"finish_reason":null}],"usage":null}',
+        b'data: {' + _T + b',"choices":[{"index":0,"delta":{"role":"assistant","content":" learning"},"logprobs":null,"finish_reason":null}],"usage":null}',
+        b'data: {' + _T + b',"choices":[{"index":0,"delta":{"role":"assistant","content":" is"},"logprobs":null,"finish_reason":null}],"usage":null}',
+        b'data: {' + _T + b',"choices":[{"index":0,"delta":{"role":"assistant","content":" a"},"logprobs":null,"finish_reason":"length"}],"usage":{"prompt_tokens":10,"completion_tokens":4,"total_tokens":14}}',
+        b"data: [DONE]",
+    ),
+    {"ok": True, "token_source": "usage", "chunk_tokens": [1, 1, 1, 1], "completion_tokens": 4, "prompt_tokens": 10},
+    chunk_writes=[0, 1, 2, 3],
+)
+
+TGI_ERROR_EVENT = Fixture(
+    "tgi-error-event", "TGI: a generation error as an SSE 'event: error' (no space after the colons)",
+    "text-generation-inference/router/src/server.rs (Event::default().event(\"error\").json_data(ErrorResponse))",
+    [
+        b'data:{' + _T + b',"choices":[{"index":0,"delta":{"role":"assistant","content":"Hel"},"logprobs":null,"finish_reason":null}],"usage":null}\n\n',
+        b'event:error\ndata:{"message":"Request failed during generation: Server error: CUDA out of memory","error_type":"generation"}\n\n',
+    ],
+    {"ok": False, "error_kind": "stream_error", "chunk_tokens": [1], "completion_tokens": 1},
+    chunk_writes=[0],
+)
+
+# -- llama.cpp --------------------------------------------------------------------------------
+_L = b'"created":1732000000,"id":"chatcmpl-p4i","model":"tiny.gguf","system_fingerprint":"b4800-1a2b3c4","object":"chat.completion.chunk"'
+LLAMACPP_CHAT = Fixture(
+    "llamacpp-chat", "llama.cpp llama-server (2025+): usage-only last chunk with 'timings'",
+    "llama.cpp/tools/server/server.cpp (recorded from the llama-server built by the tests)",
+    _ev(
+        b'data: {"choices":[{"finish_reason":null,"index":0,"delta":{"role":"assistant","content":null}}],' + _L + b'}',
+        b'data: {"choices":[{"finish_reason":null,"index":0,"delta":{"content":" used"}}],' + _L + b'}',
+        b'data: {"choices":[{"finish_reason":null,"index":0,"delta":{"content":" state"}}],' + _L + b'}',
+        b'data: {"choices":[{"finish_reason":"length","index":0,"delta":{}}],' + _L + b'}',
+        b'data: {"choices":[],' + _L + b',"usage":{"completion_tokens":2,"prompt_tokens":60,"total_tokens":62,"prompt_tokens_details":{"cached_tokens":0}},"timings":{"cache_n":0,"prompt_n":60,"prompt_ms":1.466,"prompt_per_token_ms":0.024,"prompt_per_second":40927.7,"predicted_n":2,"predicted_ms":0.644,"predicted_per_token_ms":0.322,"predicted_per_second":3105.6}}',
+        b"data: [DONE]",
+    ),
+    {"ok": True, "token_source": "usage", "chunk_tokens": [1, 1], "completion_tokens": 2, "prompt_tokens": 60},
+    chunk_writes=[1, 2],
+)
+
+LLAMACPP_OLD_USAGE_ON_FINISH = Fixture(
+    "llamacpp-old-usage-on-finish", "llama.cpp (2024, b3xxx): usage and timings on the finish chunk, which has choices",
+    "llama.cpp/examples/server/utils.hpp (format_partial_response_oaicompat, final chunk)",
+    _ev(
+        b'data: {"choices":[{"delta":{"content":"A"},"finish_reason":null,"index":0}],"created":1,"id":"chatcmpl-x","model":"gpt-3.5-turbo","object":"chat.completion.chunk"}',
+        b'data: {"choices":[{"delta":{"content":" B"},"finish_reason":null,"index":0}],"created":1,"id":"chatcmpl-x","model":"gpt-3.5-turbo","object":"chat.completion.chunk"}',
+        b'data: {"choices":[{"delta":{"content":" C"},"finish_reason":null,"index":0}],"created":1,"id":"chatcmpl-x","model":"gpt-3.5-turbo","object":"chat.completion.chunk"}',
+        b'data: {"choices":[{"delta":{"content":" D"},"finish_reason":null,"index":0}],"created":1,"id":"chatcmpl-x","model":"gpt-3.5-turbo","object":"chat.completion.chunk"}',
+        b'data: {"choices":[{"delta":{},"finish_reason":"length","index":0}],"created":1,"id":"chatcmpl-x","model":"gpt-3.5-turbo","object":"chat.completion.chunk","usage":{"completion_tokens":4,"prompt_tokens":6,"total_tokens":10},"timings":{"predicted_n":4,"predicted_ms":20.1}}',
+    ),
+    {"ok": True, "token_source": "usage", "chunk_tokens": [1, 1, 1, 1], "completion_tokens": 4, "prompt_tokens": 6},
+    chunk_writes=[0, 1, 2, 3],
+)
+
+LLAMACPP_COMPLETIONS = Fixture(
+    "llamacpp-completions", "llama.cpp /v1/completions (text_completion chunks)",
+    "llama.cpp/tools/server/server.cpp (recorded from the llama-server built by the tests)",
+    _ev(
+        b'data: {"choices":[{"text":" used","index":0,"logprobs":null,"finish_reason":null}],"created":1732000000,"model":"tiny.gguf","system_fingerprint":"b0-unknown","object":"text_completion","id":"chatcmpl-c1"}',
+        b'data: {"choices":[{"text":" state","index":0,"logprobs":null,"finish_reason":null}],"created":1732000000,"model":"tiny.gguf","system_fingerprint":"b0-unknown","object":"text_completion","id":"chatcmpl-c1"}',
+        b'data: {"choices":[{"text":"","index":0,"logprobs":null,"finish_reason":"length"}],"created":1732000000,"model":"tiny.gguf","system_fingerprint":"b0-unknown","object":"text_completion","id":"chatcmpl-c1"}',
+        b'data: {"choices":[],"created":1732000000,"model":"tiny.gguf","system_fingerprint":"b0-unknown","object":"text_completion","id":"chatcmpl-c1","usage":{"completion_tokens":2,"prompt_tokens":5,"total_tokens":7}}',
+        b"data: [DONE]",
+    ),
+    {"ok": True, "token_source": "usage", "chunk_tokens": [1, 1], "completion_tokens": 2, "prompt_tokens": 5},
+    chunk_writes=[0, 1],
+    api="completions",
+)
+
+# -- Usage repeated on every content chunk with the running total it will end at -------------
+USAGE_ON_EVERY_CHUNK = Fixture(
+    "usage-total-on-every-chunk", "a gateway that repeats the final usage on every chunk",
+    "seen behind OpenAI-compatible proxies; counts that do not rise are not per-chunk counts",
+    _ev(*(
+        [b'data: {"id":"g1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"w%d"},"finish_reason":null}],"usage":{"prompt_tokens":3,"completion_tokens":8,"total_tokens":11}}' % i for i in range(4)]
+        + [b'data: {"id":"g1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"length"}],"usage":{"prompt_tokens":3,"completion_tokens":8,"total_tokens":11}}',
+           b"data: [DONE]"]
+    )),
+    {"ok": True, "token_source": "usage", "chunk_tokens": [2, 2, 2, 2], "completion_tokens": 8, "prompt_tokens": 3},
+    chunk_writes=[0, 1, 2, 3],
+)
+
+# -- SSE edge cases ---------------------------------------------------------------------------
+_G = b'"id":"x","object":"chat.completion.chunk","model":"m"'
+DONE_WITHOUT_BLANK_LINE = Fixture(
+    "done-without-blank-line", "a server that ends with 'data: [DONE]\\n' and closes the connection",
+    "WHATWG would drop the unterminated event; the stream is complete all the same",
+    [
+        b'data: {' + _G + b',"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}\n\n',
+        b'data: {' + _G + b',"choices":[{"index":0,"delta":{"content":"b"},"finish_reason":null}]}\n\n',
+        b"data: [DONE]\n",
+    ],
+    {"ok": True, "token_source": "chunks", "chunk_tokens": [1, 1], "completion_tokens": 2},
+    chunk_writes=[0, 1],
+    framing="close",
+)
+
+DONE_WITH_TRAILING_SPACE = Fixture(
+    "done-trailing-space", "'[DONE] ' with trailing whitespace",
+    "seen from hand-written OpenAI-compatible servers",
+    _ev(
+        b'data: {' + _G + b',"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}',
+        b'data: {' + _G + b',"choices":[{"index":0,"delta":{"content":"b"},"finish_reason":null}]}',
+        b"data: [DONE] \t",
+    ),
+    {"ok": True, "token_source": "chunks", "chunk_tokens": [1, 1], "completion_tokens": 2},
+    chunk_writes=[0, 1],
+)
+
+_LONG = b"x" * 200_000
+_LONG_EVENT = b'data: {' + _G + b',"choices":[{"index":0,"delta":{"content":"' + _LONG + b'"},"finish_reason":null}]}\n\n'
+LONG_EVENT = Fixture(
+    "long-event-many-reads", "one 200 kB event written in 400 pieces (a huge tool call or base64 payload)",
+    "any server; the parser must not rescan the event on every read",
+    [_LONG_EVENT[i:i + 512] for i in range(0, len(_LONG_EVENT), 512)]
+    + [b'data: {' + _G + b',"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n', b"data: [DONE]\n\n"],
+    {"ok": True, "token_source": "chunks", "chunk_tokens": [1], "completion_tokens": 1},
+    chunk_writes=[len(range(0, len(_LONG_EVENT), 512)) - 1],
+    pace_ms=0.0,
+)
+
+EMPTY_STREAM = Fixture(
+    "empty-stream", "a 200 stream that ends without any content (role chunk, finish, [DONE])",
+    "vLLM/llama.cpp when the model emits EOS at once, or a broken backend",
+    _ev(
+        b'data: {' + _G + b',"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}',
+        b'data: {' + _G + b',"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}',
+        b'data: {' + _G + b',"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":0,"total_tokens":4}}',
+        b"data: [DONE]",
+    ),
+    {"ok": False, "error_kind": "empty", "token_source": "usage", "chunk_tokens": [], "completion_tokens": 0},
+)
+
+CUT_STREAM = Fixture(
+    "cut-mid-stream", "the connection drops mid-stream (no [DONE], no final chunk)",
+    "any server restarted or a proxy timeout",
+    _ev(
+        b'data: {' + _G + b',"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}',
+        b'data: {' + _G + b',"choices":[{"index":0,"delta":{"content":"b"},"finish_reason":null}]}',
+    ),
+    {"ok": False, "error_kind": "disconnect", "chunk_tokens": [1, 1], "completion_tokens": 2},
+    chunk_writes=[0, 1],
+    framing="close",
+)
+
+USAGE_WRONG_TYPE = Fixture(
+    "usage-wrong-type", "usage counts as strings (a hand-written proxy)",
+    "a count that is not an integer is a malformed chunk, never a crash or a bad Parquet row",
+    _ev(
+        b'data: {' + _G + b',"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}',
+        b'data: {' + _G + b',"choices":[],"usage":{"prompt_tokens":"3","completion_tokens":"1"}}',
+        b"data: [DONE]",
+    ),
+    {"ok": False, "error_kind": "malformed", "token_source": "chunks", "chunk_tokens": [1], "completion_tokens": 1,
+     "prompt_tokens": None},
+    chunk_writes=[0],
+)
+
+# -- Statuses ---------------------------------------------------------------------------------
+REDIRECT = Fixture(
+    "redirect-307", "a gateway that redirects http to https",
+    "RFC 9110 15.4.8 (307 keeps the method; loadtest does not follow redirects for a POST)",
+    [b""],
+    {"ok": False, "error_kind": "http_3xx", "status": 307, "chunk_tokens": [], "completion_tokens": 0},
+    status=307, reason="Temporary Redirect",
+    headers={"Location": "https://example.invalid/v1/chat/completions"}, framing="length",
+)
+
+NO_CONTENT = Fixture(
+    "status-204", "a 2xx other than 200 (204 No Content)",
+    "misconfigured gateways",
+    [b""],
+    {"ok": False, "error_kind": "malformed", "status": 204, "chunk_tokens": [], "completion_tokens": 0},
+    status=204, reason="No Content", headers={}, framing="length",
+)
+
+FASTAPI_422 = Fixture(
+    "fastapi-422", "FastAPI-based servers (vLLM, SGLang) reject an unknown field with 422",
+    "fastapi/exception_handlers.py (request_validation_exception_handler)",
+    [b'{"detail":[{"type":"extra_forbidden","loc":["body","stream_options","continuous_usage_stats"],"msg":"Extra inputs are not permitted","input":true}]}'],
+    {"ok": False, "error_kind": "http_4xx", "status": 422, "chunk_tokens": [], "completion_tokens": 0,
+     "error_contains": "stream_options.continuous_usage_stats: Extra inputs are not permitted"},
+    status=422, reason="Unprocessable Entity", headers={"Content-Type": "application/json"}, framing="length",
+)
+
+RATE_LIMITED_NOW = Fixture(
+    "rate-limited-retry-after-0", "429 with Retry-After: 0",
+    "RFC 9110 10.2.3",
+    [b'{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}'],
+    {"ok": False, "error_kind": "rate_limited", "status": 429, "chunk_tokens": [], "completion_tokens": 0,
+     "retry_after_s": 0.0},
+    status=429, reason="Too Many Requests",
+    headers={"Content-Type": "application/json", "Retry-After": "0"}, framing="length",
+)
+
+ZOO = [
+    OPENAI_CHAT, OPENAI_REASONING_HIDDEN, AZURE_CHAT, VLLM_CONTINUOUS, VLLM_ABORT, VLLM_OLD_ERROR,
+    VLLM_REASONING, SGLANG_ABORT, TGI_USAGE_ON_LAST_CONTENT, TGI_ERROR_EVENT, LLAMACPP_CHAT,
+    LLAMACPP_OLD_USAGE_ON_FINISH, LLAMACPP_COMPLETIONS, USAGE_ON_EVERY_CHUNK, DONE_WITHOUT_BLANK_LINE,
+    DONE_WITH_TRAILING_SPACE, LONG_EVENT, EMPTY_STREAM, CUT_STREAM, USAGE_WRONG_TYPE, REDIRECT, NO_CONTENT, FASTAPI_422,
+    RATE_LIMITED_NOW,
+]
