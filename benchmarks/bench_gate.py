@@ -52,8 +52,9 @@ def scenario(base_url: str, level_duration: float) -> dict[str, Any]:
         "workload": {"prompt_tokens": {"mean": 64, "stddev": 8}, "max_tokens": {"mean": 32, "stddev": 8}},
         # The default client self-check: a level where the load generator was starved (on a shared
         # machine, often) is flagged, and the gate will not call a regression there.
+        # Full-length levels (not cut short once decided): the gate needs samples for the change.
         "load": {"levels": [1, 4, 8, 16], "level_duration_s": level_duration, "warmup_s": 1.0,
-                 "warmup_requests": 2},
+                 "warmup_requests": 2, "min_level_duration_s": level_duration},
         "slo": {"ttft_ms": {"p95": 500}, "itl_ms": {"p95": 40}, "max_error_rate": 0.01},
     }
 

@@ -29,7 +29,8 @@ SECTIONS = {
     # Varied output lengths, as in real traffic: with one fixed length the closed-loop users fall
     # into lock-step patterns that differ from run to run (a run-level effect, not sampling noise).
     "workload": {"prompt_tokens": {"mean": 16, "stddev": 0}, "max_tokens": {"mean": 8, "stddev": 3}},
-    "load": {"levels": [2, 4], "level_duration_s": 5, "warmup_s": 0.5},
+    # Levels run their full length: a gate needs samples for the change, not only for the SLO verdict.
+    "load": {"levels": [2, 4], "level_duration_s": 5, "warmup_s": 0.5, "min_level_duration_s": 5},
     # Medians: on a shared 2-core machine a p95 of ~30 requests per level moves with one stalled
     # request, and the gate then (rightly) answers "inconclusive" rather than "no regression".
     "slo": {"tpot_ms": {"p50": 1000}, "itl_ms": {"p50": 1000}, "max_error_rate": 0.5},
@@ -171,8 +172,12 @@ def test_the_ci_example_runs_as_written(tmp_path):
             if night == "first":
                 assert "No baseline" in summary.read_text() and not (run_dir / "compare.json").exists()
                 shutil.copytree(run_dir, tmp_path / "baseline")  # what committing the artifact does
-    assert nights == ["code=0", "code=0"]
+    # The second night is gated: no regression (0), or at most undecided (6) on a busy machine.
+    assert nights[0] == "code=0" and nights[1] in ("code=0", "code=6"), nights
     assert (tmp_path / "reports" / "second" / "compare.junit.xml").is_file()
     assert "loadtest compare" in summary.read_text()  # the Markdown went to the job summary
-    verdict = _step_script(workflow, "Verdict", {"steps.gate.outputs.code": "1"})
-    assert subprocess.run(["bash", "-e", "-c", verdict], capture_output=True).returncode == 1
+    for code, step_exit in (("0", 0), ("6", 0), ("1", 1), ("2", 1)):
+        verdict = _step_script(workflow, "Verdict", {"steps.gate.outputs.code": code})
+        done = subprocess.run(["bash", "-e", "-c", verdict], capture_output=True, text=True)
+        assert done.returncode == step_exit, (code, done.stdout)
+        assert ("::warning::" in done.stdout) == (code == "6")
