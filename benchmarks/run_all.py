@@ -38,6 +38,8 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "selfcheck": ("bench_selfcheck.py", [], ["--streams", "1,20", "--level-duration", "3", "--chunks", "1"]),
     "stability": ("bench_stability.py", [], ["--runs", "1"]),
     "schedule_lag": ("bench_schedule_lag.py", [], ["--rates", "50,200", "--level-duration", "3"]),
+    "gate": ("bench_gate.py", [], ["--pairs", "2", "--detect", "1", "--slowdowns", "20", "--tolerances", "5",
+                                   "--level-duration", "3"]),
 }
 
 CPU_US_LIMIT = 20.0
@@ -170,6 +172,26 @@ def schedule_lag_headlines(result: dict[str, Any] | None) -> list[Headline]:
                                 "ms", SCHEDULE_LAG_LIMIT_MS, detail=detail))
     return out
 
+NO_TARGET = "no target"
+GATE_PAIRS = 20  # the false-alarm target is stated over 20 same-server pairs
+GATE_TOLERANCE = 5.0  # compare's default tolerance, in percent
+
+
+def gate_headlines(result: dict[str, Any] | None) -> list[Headline]:
+    """False alarms on same-server pairs (target 0 in 20) and detection per slowdown, at the default tolerance."""
+    rows = [r for r in (result or {}).get("rows") or [] if r.get("tolerance_pct") == GATE_TOLERANCE]
+    same = next((r for r in rows if r["case"] == "same server"), None)
+    few = f"{same['pairs']} < {GATE_PAIRS} pairs" if same and same["pairs"] < GATE_PAIRS else ""
+    out = [Headline("gate false alarms (same server)", same["regression"] if same else None, "pairs", 0, few,
+                    detail=f"of {same['pairs']}; {same['inconclusive']} inconclusive" if same else "")]
+    for row in rows:
+        if row["case"] == "same server":
+            continue
+        out.append(Headline(f"gate detection, {row['case']}", row["regression"], "pairs", row["pairs"],
+                            NO_TARGET, detail=f"of {row['pairs']}; {row['inconclusive']} inconclusive"))
+    return out
+
+
 PICKERS: dict[str, Callable[[dict[str, Any] | None], list[Headline]]] = {
     "client_cpu": client_cpu_headlines,
     "fidelity": fidelity_headlines,
@@ -177,6 +199,7 @@ PICKERS: dict[str, Callable[[dict[str, Any] | None], list[Headline]]] = {
     "selfcheck": selfcheck_headlines,
     "stability": stability_headlines,
     "schedule_lag": schedule_lag_headlines,
+    "gate": gate_headlines,
 }
 
 
@@ -228,7 +251,7 @@ def value_text(h: Headline) -> str:
 
 def table_rows(items: list[Headline]) -> list[dict[str, Any]]:
     return [
-        {"name": h.name, "value": value_text(h), "target": f"≤ {h.limit:g} {h.unit}",
+        {"name": h.name, "value": value_text(h), "target": "-" if h.not_judged == NO_TARGET else f"≤ {h.limit:g} {h.unit}",
          "status": h.status, "detail": h.failed or h.detail}
         for h in items
     ]

@@ -129,6 +129,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
     )
     if args.levels is not None and args.rates is not None:
         raise InputError("--levels and --rates: choose one (--levels is closed loop, --rates open loop)")
+    if args.baseline is not None:
+        _check_baseline(args, scenario)
+    else:
+        gate_flags = [f"--{name.replace('_', '-')}" for name in ("tolerance", "fail_on", "inconclusive", "junit", "markdown", "html", "json")
+                      if getattr(args, name) is not None]
+        if gate_flags:
+            raise InputError(f"{', '.join(gate_flags)}: only with --baseline RUN_DIR (they configure the comparison)")
     if args.workers and args.master:
         raise InputError("--workers and --master: choose one (--workers starts local workers; --master waits for remote ones)")
     outcome = run_scenario(
@@ -147,7 +154,37 @@ def _cmd_run(args: argparse.Namespace) -> int:
         ),
     )
     # An interrupted run is not a completed one: CI must not mistake it for a result.
-    return 130 if outcome.interrupted else 0
+    if outcome.interrupted:
+        return 130
+    if args.baseline is not None:
+        from loadtest.compare.gate import run_gate
+
+        return run_gate(args, args.baseline, outcome.run_dir, default_dir=outcome.run_dir)
+    return 0
+
+
+def _check_baseline(args: argparse.Namespace, scenario) -> None:
+    """Refuse before any load is sent: a missing baseline, or one of another workload (exit 2)."""
+    from loadtest.compare.engine import require_same_workload, side_fingerprint
+    from loadtest.compare.fingerprint import fingerprint
+    from loadtest.compare.inputs import load_run
+    from loadtest.compare.rules import parse_rules
+
+    parse_rules([t for group in (args.tolerance or []) for t in group], args.fail_on or (), args.inconclusive)
+    base = side_fingerprint(load_run(args.baseline, records=False), "baseline")
+    require_same_workload(base, fingerprint(scenario.public_dict()), prefix=f"--baseline {args.baseline}: ")
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from loadtest.compare.gate import run_gate
+
+    return run_gate(args, args.baseline, args.candidate)
+
+
+def _cmd_history(args: argparse.Namespace) -> int:
+    from loadtest.compare.history import run_history
+
+    return run_history(args.dirs, scenario=args.scenario, html=args.html, json_path=args.json)
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:
@@ -211,6 +248,11 @@ def _add_pipeline_commands(sub: argparse._SubParsersAction) -> None:
     dist.add_argument("--master-bind-host", default="*", help="with --master: interface to listen on (default all)")
     dist.add_argument("--master-bind-port", type=_positive_int, default=5557, help="with --master: port (default 5557)")
     dist.add_argument("--worker-timeout", type=_positive_float, default=60.0, metavar="S", help="how long to wait for workers (default 60)")
+    p.add_argument("--baseline", type=Path, metavar="RUN_DIR",
+                   help="after the run, compare it with this run (exit code: the comparison's; outputs in the run folder)")
+    from loadtest.compare.gate import add_gate_arguments
+
+    add_gate_arguments(p, default_outputs_note=" (with --baseline all four go into the run folder by default)")
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("worker", help="serve as a Locust worker for a 'loadtest run --master'")
@@ -230,6 +272,19 @@ def _add_pipeline_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--slo", action="append", metavar="METRIC.PCT=LIMIT", help="override an SLO, e.g. itl_ms.p95=40 or max_error_rate=0.05")
     _add_autoscaling_args(p)
     p.set_defaults(func=_cmd_analyze)
+
+    p = sub.add_parser("compare", help="regression gate: compare a candidate run with a baseline run")
+    p.add_argument("baseline", type=Path, help="baseline run folder (or its summary.json)")
+    p.add_argument("candidate", type=Path, help="candidate run folder (or its summary.json)")
+    add_gate_arguments(p)
+    p.set_defaults(func=_cmd_compare)
+
+    p = sub.add_parser("history", help="every run of one scenario over time: a table and an HTML page")
+    p.add_argument("dirs", type=Path, nargs="+", metavar="DIR", help="folders to search for run folders (e.g. reports/)")
+    p.add_argument("--scenario", metavar="NAME", help="the scenario to show when the folders hold several")
+    p.add_argument("--html", type=Path, metavar="FILE", default=Path("history.html"), help="the page to write (default history.html)")
+    p.add_argument("--json", type=Path, metavar="FILE", help="also write the table as JSON")
+    p.set_defaults(func=_cmd_history)
 
 
 def build_parser() -> argparse.ArgumentParser:

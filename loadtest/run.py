@@ -109,6 +109,7 @@ def initial_meta(scenario: Scenario, options: RunOptions | None = None) -> dict[
     import locust
 
     from loadtest.analysis.decide import LookSchedule
+    from loadtest.compare.fingerprint import fingerprint
     from loadtest.redact import public_url
     from loadtest.workload import prepare, workload_fingerprint
 
@@ -131,6 +132,8 @@ def initial_meta(scenario: Scenario, options: RunOptions | None = None) -> dict[
         "host": host_facts(),
         "target": {"base_url": public_url(t.base_url), "model": t.model, "api": t.api},
         "scenario": scenario.public_dict(),
+        # What `loadtest compare` requires to be equal (dataset hashes taken now, while the files are here).
+        "workload_fingerprint": fingerprint(scenario.public_dict()),
         "warmup_s": scenario.load.warmup_s,
         # each level is looked at on this schedule, each look at this confidence (analysis/decide.py)
         "looks_s": schedule.looks,

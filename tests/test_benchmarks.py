@@ -134,3 +134,18 @@ def test_selfcheck_matrix_classifies_every_level(selfcheck, run_all):
 def test_run_all_reports_a_failed_benchmark(run_all):
     items = run_all.headlines({"analyzer": None}, {"analyzer": "exit code 1"})
     assert [h.status for h in items] == ["benchmark failed", "benchmark failed"]
+
+
+def test_run_all_picks_the_gate_figures_at_the_default_tolerance(run_all):
+    rows = [
+        {"case": "same server", "tolerance_pct": 5.0, "pairs": 20, "regression": 0, "inconclusive": 3, "pass": 17},
+        {"case": "10% slower", "tolerance_pct": 5.0, "pairs": 10, "regression": 9, "inconclusive": 1, "pass": 0},
+        {"case": "same server", "tolerance_pct": 2.5, "pairs": 20, "regression": 2, "inconclusive": 3, "pass": 15},
+    ]
+    items = {h.name: h for h in run_all.headlines({"gate": {"rows": rows}})}
+    assert items["gate false alarms (same server)"].value == 0
+    assert items["gate false alarms (same server)"].status == "met"
+    assert items["gate detection, 10% slower"].value == 9
+    assert items["gate detection, 10% slower"].status.startswith("n/a")
+    few = run_all.gate_headlines({"rows": [dict(rows[0], pairs=5)]})[0]
+    assert few.status.startswith("n/a")  # fewer pairs than the target's 20 are shown, not judged

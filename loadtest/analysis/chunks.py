@@ -105,17 +105,37 @@ def itl_samples(
     fall inside a measured window. The wall time (the arrival of the chunk the
     sample came from) lets intervals resample blocks of time (:mod:`intervals`).
     """
+    per_token, pos, times, _rows = itl_samples_with_rows(chunks, positions, start_wall, e2e_ms, failed, windows)
+    return per_token, pos, times
+
+
+def itl_samples_with_rows(
+    chunks: Chunks,
+    positions: np.ndarray,
+    start_wall: np.ndarray,
+    e2e_ms: np.ndarray,
+    failed: np.ndarray,
+    windows: Sequence[LevelWindow],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`itl_samples` plus the row (request) each sample belongs to.
+
+    ``loadtest compare`` bootstraps ITL by resampling *requests*: the gaps of
+    one stream are correlated (they share a batch and a queue), so resampling
+    single gaps would make the interval too narrow.
+    """
     row = chunks.row
     # chunk j+1 has a predecessor in the same request, and arrived in a window
     valid = (row[1:] == row[:-1]) & (positions[1:] >= 0)
     gaps = np.diff(chunks.arrival_ms)[valid]
     pos = positions[1:][valid]
     times = (start_wall[row] + chunks.arrival_ms / 1000.0)[1:][valid]
+    owner = row[1:][valid]
     if chunks.multi_token:
         k = chunks.tokens[1:][valid]
         per_token = np.repeat(gaps / k, k)
         pos = np.repeat(pos, k)
         times = np.repeat(times, k)
+        owner = np.repeat(owner, k)
     else:
         per_token = gaps
 
@@ -128,7 +148,8 @@ def itl_samples(
         per_token = np.concatenate([per_token, np.full(int(inside.sum()), np.inf)])
         pos = np.concatenate([pos, fail_pos[inside]])
         times = np.concatenate([times, fail_at[inside]])
-    return per_token, pos, times
+        owner = np.concatenate([owner, np.flatnonzero(broken)[inside].astype(owner.dtype)])
+    return per_token, pos, times, owner
 
 
 def tokens_per_window(

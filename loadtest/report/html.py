@@ -650,3 +650,12 @@ def write_html(run_dir: Path | str, analysis: Analysis) -> Path:
     os.replace(tmp, path)
     return path
 
+
+
+# -- shared with loadtest.compare (its pages look and load like this one) ---------------------
+
+#: Public names for the helpers other pages reuse.
+figure_html = _figure_html
+rgba = _rgba
+page_style = STYLE
+

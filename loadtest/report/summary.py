@@ -14,12 +14,15 @@ Stable keys (others may be added, never renamed):
 * ``levels[].server`` (per known signal ``{p50, p95, max, n, role, server}``),
   ``server_metrics`` (url, signals, scrape health overall and per level) and
   ``autoscaling`` (``signals[]`` with ``metric, at_capacity, at_first_failing,
-  threshold, why``; ``target_concurrency_per_replica``; ``best``; ``headroom``).
+  threshold, why``; ``target_concurrency_per_replica``; ``best``; ``headroom``);
 * with request classes: ``levels[].classes[name]`` (the same level keys for
   that class alone, judged by its SLO), ``checks[].class``,
   ``capacity.binding_class``, ``capacity.classes[name]`` (each class's own
   capacity) and ``classes[name].slo``; with conversations,
-  ``levels[].ttft_by_turn["1"]``; ``prompt_token_source`` and ``datasets``.
+  ``levels[].ttft_by_turn["1"]``; ``prompt_token_source`` and ``datasets``;
+* ``fingerprint``: the workload fingerprint that ``loadtest compare`` matches
+  (API, length distributions, dataset hashes, levels, level duration, warm-up,
+  and its ``hash``).
 
 Strict JSON: NaN ("no data") and infinity ("failures dominate this
 percentile"; see ``n_failed``) are written as ``null``, and
@@ -351,8 +354,18 @@ def summary_dict(analysis: Analysis) -> dict[str, Any]:
             "locust": run.get("locust"),
         },
         "definitions": DEFINITIONS,
+        "fingerprint": _fingerprint(run),
     }
     return clean(out)
+
+
+def _fingerprint(run: dict[str, Any]) -> dict[str, Any] | None:
+    """The workload fingerprint (``loadtest compare``): stored in run.json, or recomputed for older runs."""
+    from loadtest.compare.fingerprint import fingerprint_of_run
+
+    if not run.get("workload_fingerprint") and not isinstance(run.get("scenario"), dict):
+        return None
+    return fingerprint_of_run(run)
 
 
 def dumps(analysis: Analysis) -> str:

@@ -1,0 +1,17 @@
+"""Baseline vs candidate, and runs over time: the nightly regression gate.
+
+Reads run folders and nothing else (records, summaries and fingerprints in;
+verdicts and pages out); never imports :mod:`loadtest.load`. One module per idea:
+
+``fingerprint``  what must match for two runs to be comparable
+``inputs``       a run folder or summary.json as one side of a comparison
+``samples``      per-level samples grouped by request, from the analysis functions
+``delta``        bootstrap replicates with requests resampled
+``rules``        tolerances and ``--fail-on``
+``capacity``     capacity brackets, and when a drop is certain
+``engine``       the comparison itself, its verdicts and exit code
+``outputs``      compare.json, JUnit XML, Markdown, terminal text
+``page``         compare.html (curves overlaid)
+``history``      every run of a scenario over time: table and page
+``gate``         the command-line glue shared by ``compare`` and ``run --baseline``
+"""

@@ -1,0 +1,99 @@
+"""Capacity against capacity: a certain drop is a regression, whatever the tolerance.
+
+Each run's capacity is bracketed from its levels' statuses alone (stable keys
+of summary.json, so this holds whatever the capacity verdict's wording):
+
+* ``lower``: the highest level such that every level up to it *certainly*
+  passed (an uncertain or client-saturated level ends the run of passes);
+* ``upper``: the last level below the first level that *certainly* failed
+  (no certain failure: unbounded, "at least the highest tested").
+
+The true capacity lies in ``[lower, upper]``. The candidate dropped for sure
+when its upper bound is below the baseline's lower bound: a regression. An
+observed drop that the brackets do not prove (it depends on an uncertain
+level) is inconclusive. A candidate whose lower bound is above the baseline's
+upper bound improved.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from loadtest.compare.rules import CAPACITY
+
+
+@dataclass(frozen=True)
+class CapacityBounds:
+    lower: int  # 0 when even the lowest level is not a certain pass
+    upper: float  # math.inf when no level certainly failed
+    max_tested: int | None
+
+    @classmethod
+    def from_levels(cls, levels: Iterable[Mapping[str, Any]]) -> "CapacityBounds":
+        usable = sorted(
+            (lv for lv in levels if lv.get("status") not in (None, "no_data") and lv.get("concurrency") is not None),
+            key=lambda lv: int(lv["concurrency"]),
+        )
+        lower = 0
+        for lv in usable:
+            if lv.get("status") != "pass" or lv.get("client_saturated"):
+                break
+            lower = int(lv["concurrency"])
+        upper: float = math.inf
+        previous = 0
+        for lv in usable:
+            if lv.get("status") == "fail" and not lv.get("client_saturated"):
+                upper = previous
+                break
+            previous = int(lv["concurrency"])
+        return cls(lower, upper, int(usable[-1]["concurrency"]) if usable else None)
+
+    def text(self) -> str:
+        """``16``, ``between 8 and 16``, ``at least 32``."""
+        if math.isinf(self.upper):
+            if self.lower == self.max_tested:
+                return f"at least {self.lower}"
+            return f"at least {self.lower}, no certain failure up to {self.max_tested}"
+        if self.upper == self.lower:
+            return str(self.lower)
+        return f"between {self.lower} and {int(self.upper)}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"lower": self.lower, "upper": None if math.isinf(self.upper) else int(self.upper),
+                "max_tested": self.max_tested}
+
+
+def reported(capacity: Mapping[str, Any], bounds: CapacityBounds) -> int:
+    """The capacity the run reported, or its certain bound when the summary lacks it."""
+    value = capacity.get("concurrency")
+    return int(value) if isinstance(value, (int, float)) else bounds.lower
+
+
+def capacity_change(
+    base_cap: Mapping[str, Any], base: CapacityBounds, cand_cap: Mapping[str, Any], cand: CapacityBounds, gating: bool
+):
+    """The capacity check as a :class:`~loadtest.compare.engine.Change` (see module doc)."""
+    from loadtest.compare.engine import Change
+
+    b, c = reported(base_cap, base), reported(cand_cap, cand)
+    if cand.upper < base.lower:
+        verdict, may = "regression", True
+        why = (f"capacity dropped for certain: {b} → {c} users (baseline certainly holds {base.lower}; "
+               f"the candidate certainly fails above {int(cand.upper)})")
+    elif c < b:
+        verdict, may = "inconclusive", True
+        why = (f"capacity {b} → {c} users, but the drop depends on an uncertain level "
+               f"(baseline {base.text()}, candidate {cand.text()})")
+    elif cand.lower > base.upper:
+        verdict, may = "improvement", False
+        why = f"capacity rose for certain: {b} → {c} users"
+    else:
+        verdict, may = "unchanged", False
+        why = f"capacity {b} → {c} users (baseline {base.text()}, candidate {cand.text()})"
+    return Change(
+        check=CAPACITY, kind=CAPACITY, level=None, baseline=float(b), candidate=float(c),
+        change=(c / b - 1.0) if b else None, ci=(None, None), relative=True, tolerance=None,
+        verdict=verdict, may_regress=may, gating=gating, message=why,
+    )

@@ -1,0 +1,201 @@
+"""The workload fingerprint: what must be equal for two runs to be compared at all.
+
+Two runs can only be compared when they asked the server for the same work at
+the same load: the same API, the same prompt and output length distributions
+(and the same dataset, by content hash), the same levels, level duration and
+warm-up. A faster p95 from shorter prompts is not an improvement, so runs whose
+fingerprints differ are refused rather than compared.
+
+Things that may legitimately change between a baseline and a candidate (the
+server, the model name, the SLO, the tool version, the seed) are deliberately
+*not* in the fingerprint; ``compare`` warns about some of them instead.
+
+The fingerprint is computed from the resolved scenario that run.json holds,
+so runs written before it existed get one too. New runs also store it in
+``run.json`` (``workload_fingerprint``) and ``summary.json`` (``fingerprint``),
+where the dataset's hash is the one taken when the run was made.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+#: Workload keys that change *which* prompts are drawn, not their distribution.
+IGNORED_WORKLOAD_KEYS = frozenset({"seed", "salt"})
+#: Keys whose string value names a dataset file; its content hash joins the fingerprint.
+DATASET_KEYS = frozenset({"dataset", "path", "file"})
+FINGERPRINT_VERSION = 1
+
+
+def fingerprint(scenario: Mapping[str, Any], *, base_dir: Path | None = None) -> dict[str, Any]:
+    """The fingerprint of a resolved scenario (``run.json["scenario"]``), with its ``hash``."""
+    target = scenario.get("target") or {}
+    workload = scenario.get("workload") or {}
+    load = scenario.get("load") or {}
+    body: dict[str, Any] = {
+        "api": target.get("api", "chat"),
+        "workload": _normalize({k: v for k, v in _with_defaults(workload).items() if k not in IGNORED_WORKLOAD_KEYS}),
+        "levels": concurrency_levels(load),
+        "level_duration_s": _number(load.get("level_duration_s")),
+        "warmup_s": _number(load.get("warmup_s")),
+        "warmup_requests": load.get("warmup_requests"),
+        # how long a decided level may be cut short, and an undecided one extended (null: the defaults)
+        "min_level_duration_s": _number(load.get("min_level_duration_s")),
+        "max_level_duration_s": _number(load.get("max_level_duration_s")),
+    }
+    body = {k: v for k, v in body.items() if v is not None}
+    datasets = _dataset_hashes(workload, base_dir)
+    if datasets:
+        body["datasets"] = datasets
+    return {"version": FINGERPRINT_VERSION, **body, "hash": _digest(body)}
+
+
+def fingerprint_of_run(run: Mapping[str, Any], summary: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A run's fingerprint, recomputed from its resolved scenario by *this* version's rules.
+
+    Recomputing keeps runs made by different versions comparable (a newer
+    version may spell a field differently). What cannot be recomputed is
+    taken from the stored fingerprint: the dataset hashes taken when the run
+    was made (the file may have changed since). Without a scenario (a bare
+    summary.json) the stored fingerprint is all there is.
+    """
+    stored = next(
+        (dict(s) for s in (run.get("workload_fingerprint"), (summary or {}).get("fingerprint"))
+         if isinstance(s, Mapping) and s.get("hash")),
+        None,
+    )
+    scenario = run.get("scenario")
+    if not isinstance(scenario, Mapping) or not scenario:
+        return stored if stored is not None else fingerprint({})
+    fresh = fingerprint(scenario)
+    if stored is not None and stored.get("datasets"):
+        body = {k: v for k, v in fresh.items() if k not in ("hash", "version")}
+        body["datasets"] = stored["datasets"]
+        fresh = {"version": FINGERPRINT_VERSION, **body, "hash": _digest(body)}
+    return fresh
+
+
+def differences(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> list[str]:
+    """Human lines for every fingerprint field that differs, e.g. ``workload.max_tokens: 64 → 32``.
+
+    A dataset hash that only one side has (the file was gone when an old run's
+    fingerprint was recomputed) is not a difference: the paths still are.
+    """
+    a, b = _strip(baseline), _strip(candidate)
+    if not (a.get("datasets") and b.get("datasets")):
+        a.pop("datasets", None)
+        b.pop("datasets", None)
+    out: list[str] = []
+    _diff(a, b, "", out)
+    return out
+
+
+def unverified_datasets(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> bool:
+    """True when a dataset is named but only one run has its hash (it could not be checked)."""
+    return bool(baseline.get("datasets")) != bool(candidate.get("datasets"))
+
+
+def concurrency_levels(load: Mapping[str, Any]) -> list[int]:
+    """The configured sweep: ``levels``, or the levels that ``start/step/max`` generates."""
+    from loadtest.scenario import Load
+
+    try:
+        return Load.model_validate(dict(load)).concurrency_levels()
+    except Exception:  # a run.json from another version: take what it says literally
+        levels = load.get("levels")
+        return [int(x) for x in levels] if isinstance(levels, list) else []
+
+
+# -- helpers --------------------------------------------------------------------------------
+
+
+def _strip(fp: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in fp.items() if k not in ("hash", "version")}
+
+
+def _diff(a: Any, b: Any, path: str, out: list[str]) -> None:
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        for key in sorted(set(a) | set(b), key=str):
+            _diff(a.get(key), b.get(key), f"{path}.{key}" if path else str(key), out)
+        return
+    if a != b:
+        out.append(f"{path}: {_show(a)} → {_show(b)}")
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "unset"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return str(value)
+
+
+def _with_defaults(workload: Mapping[str, Any]) -> dict[str, Any]:
+    """The workload with this version's defaults filled in.
+
+    A run made before a workload field existed did not record it; it ran with
+    the default, so it must not differ from a newer run that states it.
+    """
+    from loadtest.scenario import Workload
+
+    try:
+        return Workload.model_validate(dict(workload)).model_dump(mode="json")
+    except Exception:  # written by another version: compare what it says
+        return dict(workload)
+
+
+def _normalize(value: Any) -> Any:
+    """One spelling per meaning: ``{mean: 64, stddev: 0}`` is ``64``; ints and floats compare equal;
+    an empty or null field is the same as an absent one."""
+    if isinstance(value, Mapping):
+        items = {str(k): _normalize(v) for k, v in value.items() if v not in (None, {}, [])}
+        if set(items) == {"mean", "stddev"} and not items["stddev"]:
+            return items["mean"]
+        return items
+    if isinstance(value, list):
+        return [_normalize(v) for v in value]
+    return _number(value) if isinstance(value, float) else value
+
+
+def _number(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def _digest(body: Mapping[str, Any]) -> str:
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _dataset_hashes(workload: Mapping[str, Any], base_dir: Path | None) -> dict[str, str]:
+    """SHA-256 of every dataset file the workload names (found anywhere in its tree)."""
+    found: dict[str, str] = {}
+
+    def walk(node: Any) -> None:
+        if isinstance(node, Mapping):
+            for key, value in node.items():
+                if key in DATASET_KEYS and isinstance(value, str):
+                    path = Path(value)
+                    if not path.is_absolute() and base_dir is not None:
+                        path = base_dir / path
+                    if path.is_file():
+                        found[value] = _file_sha256(path)
+                walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(workload)
+    return found
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -1,0 +1,56 @@
+"""The command-line side of the gate, shared by ``loadtest compare`` and ``loadtest run --baseline``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from loadtest.compare.engine import Comparison, compare_runs
+from loadtest.compare.rules import parse_rules
+
+
+def add_gate_arguments(p: argparse.ArgumentParser, *, default_outputs_note: str = "") -> None:
+    """The flags both commands take."""
+    g = p.add_argument_group("regression gate")
+    g.add_argument("--tolerance", action="append", nargs="+", metavar="TOL",
+                   help="global tolerance (default 5%%) and/or per check: itl_ms.p95=3%% ttft_ms=10%% "
+                        "throughput=5%% error_rate=0.5%% (error rate in percentage points)")
+    g.add_argument("--fail-on", action="append", metavar="WHAT",
+                   help="what fails the gate: capacity, latency, throughput, error_rate, a check such as "
+                        "itl_ms.p95, all (default) or none; comma-separated or repeated")
+    g.add_argument("--inconclusive", choices=("pass", "fail"),
+                   help="map an inconclusive-only result (exit 6) to 0 (pass) or 1 (fail)")
+    g.add_argument("--junit", type=Path, metavar="FILE", help="write JUnit XML (one testcase per check)")
+    g.add_argument("--markdown", type=Path, metavar="FILE", help="write a short Markdown summary (e.g. $GITHUB_STEP_SUMMARY)")
+    g.add_argument("--html", type=Path, metavar="FILE", help="write the overlay page (compare.html)")
+    g.add_argument("--json", type=Path, metavar="FILE", help="write compare.json" + default_outputs_note)
+
+
+def run_gate(args: argparse.Namespace, baseline: Path, candidate: Path, *, default_dir: Path | None = None) -> int:
+    """Compare, write the outputs asked for (or all of them into ``default_dir``), print, return the exit code."""
+    from loadtest.compare import outputs
+    from loadtest.compare.page import write_compare_html
+
+    tolerances = [t for group in (args.tolerance or []) for t in group]
+    rules = parse_rules(tolerances, args.fail_on or (), args.inconclusive)
+    cmp: Comparison = compare_runs(baseline, candidate, rules)
+    targets = {
+        "json": args.json, "junit": args.junit, "markdown": args.markdown, "html": args.html,
+    }
+    if default_dir is not None:
+        defaults = {"json": "compare.json", "junit": "compare.junit.xml", "markdown": "compare.md", "html": "compare.html"}
+        targets = {k: v or default_dir / defaults[k] for k, v in targets.items()}
+    writers = {
+        "json": outputs.write_json,
+        "junit": outputs.write_junit,
+        "markdown": outputs.write_markdown,
+        "html": write_compare_html,
+    }
+    # Files first: a closed stdout (``| head``) must not cost CI its reports.
+    written = [writers[kind](path, cmp) for kind, path in targets.items() if path is not None]
+    print(outputs.terminal_text(cmp))
+    for path in written:
+        print(f"wrote {path}")
+    sys.stdout.flush()
+    return cmp.exit_code

@@ -1,0 +1,298 @@
+"""``loadtest history DIR…``: every run of one scenario over time, and where it regressed.
+
+Run folders are found anywhere under the given folders (``reports/``). Each
+run is compared with the previous run of the same workload fingerprint by the
+same gate as ``loadtest compare`` (default rules), so "regressed" here means
+exactly what it would have meant in CI. A run whose workload differs from the
+previous one starts a new series ("workload changed") rather than being
+compared.
+
+The page shows capacity over time (each run's point with its certain bracket,
+see :mod:`loadtest.compare.capacity`) and the SLO's percentiles at each fixed
+level of the sweep over time, with their 95% intervals; regressed runs are
+marked. The table goes to the terminal (and ``--json``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import plotly.graph_objects as go
+from plotly.offline import get_plotlyjs
+from plotly.subplots import make_subplots
+
+from loadtest.compare.capacity import CapacityBounds
+from loadtest.compare.engine import compare_runs
+from loadtest.compare.fingerprint import fingerprint_of_run
+from loadtest.compare.inputs import RUN_JSON, SUMMARY_JSON
+from loadtest.compare.rules import Rules
+from loadtest.errors import InputError, LoadtestError
+from loadtest.report.html import figure_html, page_style
+
+REGRESSED = "regression"
+
+
+@dataclass
+class HistoryRun:
+    folder: Path
+    name: str
+    started_wall: float
+    fingerprint: str
+    summary: dict[str, Any]
+    bounds: CapacityBounds
+    versus_previous: str = "first"  # first | pass | regression | inconclusive | workload changed | error
+    detail: str = ""
+    levels: list[int] = field(default_factory=list)
+
+    @property
+    def capacity(self) -> int | None:
+        value = (self.summary.get("capacity") or {}).get("concurrency")
+        return int(value) if isinstance(value, (int, float)) else None
+
+    @property
+    def when(self) -> str:
+        return datetime.fromtimestamp(self.started_wall, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+
+def find_runs(dirs: Iterable[Path]) -> list[Path]:
+    """Every run folder (one holding run.json) under ``dirs``, each once."""
+    found: set[Path] = set()
+    for root in dirs:
+        root = Path(root)
+        if not root.is_dir():
+            raise InputError(f"{root}: no such folder")
+        if (root / RUN_JSON).is_file():
+            found.add(root.resolve())
+        found.update(p.parent.resolve() for p in root.rglob(RUN_JSON))
+    return sorted(found)
+
+
+def load_history(dirs: Sequence[Path], scenario: str | None = None) -> list[HistoryRun]:
+    """The runs of one scenario, oldest first, each judged against the previous comparable one."""
+    runs = [r for r in (_read(folder) for folder in find_runs(dirs)) if r is not None]
+    names = sorted({r.name for r in runs})
+    if not runs:
+        raise InputError(f"no run folders (with {RUN_JSON}) under {', '.join(str(d) for d in dirs)}")
+    if scenario is None and len(names) > 1:
+        raise InputError(f"runs of several scenarios were found ({', '.join(names)}): choose one with --scenario")
+    chosen = scenario or names[0]
+    runs = sorted((r for r in runs if r.name == chosen), key=lambda r: r.started_wall)
+    if not runs:
+        raise InputError(f"--scenario {chosen}: no run of that scenario (found {', '.join(names)})")
+    _judge_in_order(runs)
+    return runs
+
+
+def _read(folder: Path) -> HistoryRun | None:
+    try:
+        run = json.loads((folder / RUN_JSON).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # a damaged or half-written folder is skipped, not fatal to the history
+    summary = _summary(folder, run)
+    if summary is None:
+        return None
+    started = run.get("started_wall") or (summary.get("run") or {}).get("started_wall")
+    if started is None:
+        return None
+    fp = fingerprint_of_run(run, summary)
+    return HistoryRun(
+        folder=folder,
+        name=str(run.get("name") or summary.get("name") or ""),
+        started_wall=float(started),
+        fingerprint=str(fp.get("hash")),
+        summary=summary,
+        bounds=CapacityBounds.from_levels(summary.get("levels") or []),
+        levels=list(fp.get("levels") or []),
+    )
+
+
+def _summary(folder: Path, run: dict[str, Any]) -> dict[str, Any] | None:
+    path = folder / SUMMARY_JSON
+    if path.is_file():
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except ValueError:
+            pass
+    try:  # no summary yet (an interrupted run): analyze its records
+        from loadtest.analysis import analyze_run
+        from loadtest.report.summary import summary_dict
+
+        return summary_dict(analyze_run(folder))
+    except Exception:
+        return None
+
+
+def _judge_in_order(runs: list[HistoryRun]) -> None:
+    previous: dict[str, HistoryRun] = {}
+    last_fp: str | None = None
+    for run in runs:
+        before = previous.get(run.fingerprint)
+        if before is None:
+            run.versus_previous = "first" if last_fp is None else "workload changed"
+        else:
+            try:
+                cmp = compare_runs(before.folder, run.folder, Rules())
+                run.versus_previous = cmp.outcome
+                run.detail = cmp.headline
+            except LoadtestError as err:
+                run.versus_previous, run.detail = "error", str(err)
+        previous[run.fingerprint] = run
+        last_fp = run.fingerprint
+
+
+# -- what is plotted -------------------------------------------------------------------------
+
+
+def key_checks(runs: Sequence[HistoryRun]) -> list[str]:
+    """The latest run's SLO percentiles (e.g. ``itl_ms.p95``)."""
+    slo = runs[-1].summary.get("slo") or {}
+    return [f"{metric}.{pct}" for metric, pcts in slo.items() if isinstance(pcts, dict) for pct in pcts]
+
+
+def value_at(run: HistoryRun, check: str, level: int) -> tuple[float | None, float | None, float | None]:
+    metric, _, pct = check.partition(".")
+    for lv in run.summary.get("levels") or []:
+        if lv.get("concurrency") == level and lv.get("status") != "no_data":
+            stats = lv.get(metric) or {}
+            ci = (stats.get("ci") or {}).get(pct) or [None, None]
+            return stats.get(pct), ci[0], ci[1]
+    return None, None, None
+
+
+def history_figure(runs: Sequence[HistoryRun]) -> go.Figure:
+    checks = key_checks(runs)
+    levels = runs[-1].levels or sorted({lv["concurrency"] for lv in runs[-1].summary.get("levels") or []})
+    fig = make_subplots(rows=1 + len(checks), cols=1, shared_xaxes=True, vertical_spacing=min(0.06, 0.5 / (1 + len(checks))),
+                        subplot_titles=["capacity (concurrent users; bar: certain bracket)"]
+                        + [f"{c} at each level (ms; bars: 95% CI)" for c in checks])
+    xs = [datetime.fromtimestamp(r.started_wall, tz=timezone.utc) for r in runs]
+    caps = [r.capacity for r in runs]
+    lows = [r.bounds.lower for r in runs]
+    highs = [r.bounds.upper if math.isfinite(r.bounds.upper) else (r.bounds.max_tested or r.bounds.lower) for r in runs]
+    fig.add_trace(go.Scatter(
+        x=xs, y=caps, mode="lines+markers", name="capacity", line=dict(color="#1a7f37"),
+        error_y=dict(type="data", symmetric=False,
+                     array=[max(0, h - c) if c is not None else 0 for h, c in zip(highs, caps)],
+                     arrayminus=[max(0, c - lo) if c is not None else 0 for lo, c in zip(lows, caps)]),
+        text=[f"{r.folder.name}: {r.bounds.text()}; {r.versus_previous}" for r in runs], hoverinfo="text+y",
+    ), row=1, col=1)
+    _mark_regressed(fig, runs, xs, caps, row=1, legend=True)
+    for i, check in enumerate(checks, start=2):
+        for level in levels:
+            values = [value_at(r, check, level) for r in runs]
+            ys = [v[0] for v in values]
+            if all(y is None for y in ys):
+                continue
+            fig.add_trace(go.Scatter(
+                x=xs, y=ys, mode="lines+markers", name=f"{check} @ {level}", legendgroup=str(level),
+                error_y=dict(type="data", symmetric=False,
+                             array=[(v[2] - v[0]) if None not in v else 0 for v in values],
+                             arrayminus=[(v[0] - v[1]) if None not in v else 0 for v in values]),
+            ), row=i, col=1)
+            _mark_regressed(fig, runs, xs, ys, row=i, legend=False)
+    fig.update_layout(height=300 * (1 + len(checks)) + 60, title="Over time")
+    return fig
+
+
+def _mark_regressed(fig: go.Figure, runs, xs, ys, *, row: int, legend: bool) -> None:
+    marked = [(x, y) for r, x, y in zip(runs, xs, ys) if r.versus_previous == REGRESSED and y is not None]
+    if marked:
+        fig.add_trace(go.Scatter(
+            x=[m[0] for m in marked], y=[m[1] for m in marked], mode="markers", name="regressed",
+            legendgroup="regressed", showlegend=legend,
+            marker=dict(symbol="x", size=14, color="#cf222e", line=dict(width=3)),
+        ), row=row, col=1)
+
+
+# -- outputs ---------------------------------------------------------------------------------
+
+
+def table_rows(runs: Sequence[HistoryRun]) -> list[dict[str, Any]]:
+    checks = key_checks(runs)
+    ref = _reference_level(runs)
+    rows = []
+    for r in runs:
+        row: dict[str, Any] = {
+            "started": r.when,
+            "run": str(r.folder),
+            "capacity": r.capacity,
+            "bracket": r.bounds.text(),
+            "verdict": (r.summary.get("capacity") or {}).get("verdict"),
+            "vs_previous": r.versus_previous,
+            "fingerprint": r.fingerprint,
+        }
+        for check in checks:
+            row[f"{check}@{ref}"] = value_at(r, check, ref)[0] if ref is not None else None
+        rows.append(row)
+    return rows
+
+
+def _reference_level(runs: Sequence[HistoryRun]) -> int | None:
+    """The level the table quotes percentiles at: the highest one every run measured."""
+    common: set[int] | None = None
+    for r in runs:
+        here = {lv["concurrency"] for lv in r.summary.get("levels") or [] if lv.get("status") != "no_data"}
+        common = here if common is None else common & here
+    return max(common) if common else None
+
+
+def print_table(rows: list[dict[str, Any]]) -> None:
+    if not rows:
+        return
+    keys = [k for k in rows[0] if k not in ("run", "fingerprint")] + ["run"]
+    text = [[_cell(row.get(k), k) for k in keys] for row in rows]
+    widths = [max(len(k), *(len(t[i]) for t in text)) for i, k in enumerate(keys)]
+    print("  ".join(k.ljust(w) for k, w in zip(keys, widths)))
+    for t in text:
+        print("  ".join(v.ljust(w) for v, w in zip(t, widths)))
+
+
+def _cell(value: Any, key: str) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.1f}"
+    if key == "run":
+        return Path(str(value)).name
+    return str(value)
+
+
+def render_history_html(runs: Sequence[HistoryRun]) -> str:
+    import html
+
+    rows = table_rows(runs)
+    head = "".join(f"<th>{html.escape(k)}</th>" for k in rows[0])
+    body = "".join(
+        "<tr" + (" style='color:#cf222e;font-weight:600'" if r["vs_previous"] == REGRESSED else "") + ">"
+        + "".join(f"<td>{html.escape(_cell(v, k))}</td>" for k, v in r.items()) + "</tr>"
+        for r in rows
+    )
+    name = html.escape(runs[-1].name)
+    return (
+        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+        f"<title>{name}: history</title><style>{page_style}</style>"
+        f"<script type='text/javascript'>{get_plotlyjs()}</script></head><body>"
+        f"<h1>{name}: {len(runs)} runs over time</h1>"
+        "<p class='dim'>Each run is compared with the previous run of the same workload by the regression gate "
+        "(default rules); red × marks the runs that regressed.</p>"
+        + figure_html(history_figure(runs))
+        + f"<h2>Runs</h2><table class='grid'><tr>{head}</tr>{body}</table></body></html>\n"
+    )
+
+
+def run_history(dirs: Sequence[Path], *, scenario: str | None, html: Path, json_path: Path | None) -> int:
+    """The ``loadtest history`` command: print the table, write the page (and JSON)."""
+    from loadtest.compare.outputs import write_text
+
+    runs = load_history(dirs, scenario)
+    rows = table_rows(runs)
+    print_table(rows)
+    print(f"wrote {write_text(html, render_history_html(runs))}")
+    if json_path is not None:
+        print(f"wrote {write_text(json_path, json.dumps({'scenario': runs[-1].name, 'runs': rows}, indent=2) + chr(10))}")
+    return 0

@@ -1,0 +1,112 @@
+"""Reading the runs to compare: a run folder, or a ``summary.json`` (inside one, or alone).
+
+Compare reads run folders and nothing else. With records (``requests.parquet``)
+a run is re-analyzed by :mod:`loadtest.analysis`, under the SLO the comparison
+uses, so both runs are judged by the same rules and every per-request sample is
+at hand for the bootstrap. A bare ``summary.json`` (records not kept) can
+still be compared, from its percentiles and intervals, with a warning.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import pandas as pd
+
+from loadtest.errors import InputError
+
+SUMMARY_JSON = "summary.json"
+RUN_JSON = "run.json"
+REQUESTS_PARQUET = "requests.parquet"
+PARTS_DIR = "requests.parts"
+
+
+@dataclass
+class RunInput:
+    """One side of a comparison, as found on disk."""
+
+    label: str  # what the user passed
+    folder: Path | None
+    run: dict[str, Any]  # run.json (or the summary's ``run`` block when alone)
+    summary: dict[str, Any] | None
+    requests: pd.DataFrame | None = field(default=None, repr=False)
+
+    @property
+    def has_records(self) -> bool:
+        return self.requests is not None
+
+    @property
+    def scenario(self) -> dict[str, Any]:
+        scenario = self.run.get("scenario")
+        return dict(scenario) if isinstance(scenario, Mapping) else {}
+
+    @property
+    def name(self) -> str:
+        return str(self.run.get("name") or (self.summary or {}).get("name") or self.scenario.get("name") or "")
+
+    @property
+    def started_wall(self) -> float | None:
+        value = self.run.get("started_wall")
+        if value is None and self.summary:
+            value = (self.summary.get("run") or {}).get("started_wall")
+        return float(value) if value is not None else None
+
+    @property
+    def model(self) -> str | None:
+        target = self.run.get("target") or (self.summary or {}).get("target") or {}
+        return target.get("model")
+
+    @property
+    def tool_version(self) -> str | None:
+        return self.run.get("tool_version") or (self.summary or {}).get("tool_version")
+
+
+def load_run(path: Path | str, *, records: bool = True) -> RunInput:
+    """Read a run folder or a summary.json; :class:`InputError` (exit 2) when it is neither."""
+    path = Path(path)
+    label = str(path)
+    if path.is_file():
+        if path.name == RUN_JSON:
+            path = path.parent
+        else:
+            summary = _read_json(path)
+            folder = path.parent if (path.parent / RUN_JSON).is_file() else None
+            if folder is None:
+                run = dict(summary.get("run") or {})
+                run.setdefault("name", summary.get("name"))
+                run.setdefault("target", summary.get("target"))
+                run.setdefault("tool_version", summary.get("tool_version"))
+                return RunInput(label, None, run, summary)
+            path = folder
+    if not path.is_dir():
+        raise InputError(f"{label}: no such run folder or summary.json")
+    if not (path / RUN_JSON).is_file():
+        raise InputError(f"{label}: not a run folder (no {RUN_JSON})")
+    run = _read_json(path / RUN_JSON)
+    summary = _read_json(path / SUMMARY_JSON) if (path / SUMMARY_JSON).is_file() else None
+    frame = None
+    if records and ((path / REQUESTS_PARQUET).is_file() or (path / PARTS_DIR).is_dir()):
+        from loadtest.records import read_requests
+
+        try:
+            frame = read_requests(path)
+        except Exception as err:  # a damaged parquet file: say which, never a traceback
+            raise InputError(f"{path / REQUESTS_PARQUET}: cannot read the records ({err})") from None
+    if frame is None and summary is None:
+        raise InputError(f"{label}: the run folder has neither records nor a summary.json")
+    return RunInput(label, path, run, summary, frame)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise InputError(f"{path}: cannot read ({err.strerror})") from None
+    except ValueError as err:
+        raise InputError(f"{path}: not valid JSON ({err})") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a JSON object")
+    return data

@@ -1,0 +1,234 @@
+"""A comparison for the places CI shows results: compare.json, JUnit XML, Markdown, the terminal.
+
+Every output is rendered from the same :class:`~loadtest.compare.engine.Comparison`,
+so they never disagree, and every one carries the warnings (a different SLO,
+model or tool version).
+
+* **JUnit**: one ``testcase`` per check (``itl_ms.p95 @ 4 users``,
+  ``capacity``) in one ``testsuite``. A check that fails the gate is a
+  ``failure`` whose message holds its numbers; an inconclusive check that
+  holds the gate is a ``failure`` under ``--inconclusive fail`` and
+  ``skipped`` otherwise; the rest pass.
+* **Markdown**: the verdict, the warnings, and only the checks worth a look
+  (regressions, inconclusive ones, improvements), capped so it fits
+  ``$GITHUB_STEP_SUMMARY``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import xml.etree.ElementTree as ET
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from loadtest import __version__
+from loadtest.compare.engine import Change, Comparison, fmt_change
+from loadtest.report.summary import clean
+
+MARKDOWN_ROWS = 25
+COMPARE_FORMAT = 1
+
+
+# -- compare.json -----------------------------------------------------------------------------
+
+
+def change_dict(change: Change) -> dict[str, Any]:
+    return {
+        "name": change.name,
+        "check": change.check,
+        "kind": change.kind,
+        "level": change.level,
+        "baseline": change.baseline,
+        "candidate": change.candidate,
+        "change": change.change,
+        "ci": list(change.ci),
+        "relative": change.relative,
+        "tolerance": change.tolerance,
+        "verdict": change.verdict,
+        "may_regress": change.may_regress,
+        "gating": change.gating,
+        "fails_gate": change.fails_gate,
+        "holds_gate": change.holds_gate,
+        "message": change.message,
+    }
+
+
+def _side_dict(side) -> dict[str, Any]:
+    cap = side.summary.get("capacity") or {}
+    return {
+        "path": side.label,
+        "name": side.name,
+        "started_wall": side.started_wall,
+        "records": side.records,
+        "capacity": {
+            "concurrency": cap.get("concurrency"),
+            "verdict": cap.get("verdict"),
+            "message": cap.get("message"),
+            "bounds": side.bounds.to_dict(),
+        },
+    }
+
+
+def comparison_dict(cmp: Comparison) -> dict[str, Any]:
+    rules = cmp.rules
+    out = {
+        "format": COMPARE_FORMAT,
+        "tool_version": __version__,
+        "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "outcome": cmp.outcome,
+        "exit_code": cmp.exit_code,
+        "headline": cmp.headline,
+        "confidence": cmp.confidence,
+        "baseline": _side_dict(cmp.baseline),
+        "candidate": _side_dict(cmp.candidate),
+        "fingerprint": cmp.fingerprint,
+        "slo": cmp.slo,
+        "rules": {
+            "tolerance": rules.tolerance,
+            "error_rate_tolerance": rules.error_rate_tolerance,
+            "per_check": rules.per_check,
+            "fail_on": sorted(rules.fail_on),
+            "inconclusive": rules.inconclusive,
+        },
+        "counts": {v: sum(1 for c in cmp.changes if c.verdict == v)
+                   for v in ("regression", "inconclusive", "improvement", "unchanged")},
+        "warnings": list(cmp.warnings),
+        "checks": [change_dict(c) for c in cmp.changes],
+    }
+    return clean(out)
+
+
+def write_json(path: Path, cmp: Comparison) -> Path:
+    return write_text(path, json.dumps(comparison_dict(cmp), indent=2, allow_nan=False, ensure_ascii=False) + "\n")
+
+
+# -- JUnit ----------------------------------------------------------------------------------
+
+
+def junit_xml(cmp: Comparison) -> str:
+    suite = ET.Element("testsuite", name=f"loadtest compare: {cmp.candidate.name or 'run'}")
+    failures = skipped = 0
+    for change in cmp.changes:
+        case = ET.SubElement(suite, "testcase", classname=f"loadtest.compare.{change.kind}", name=change.name, time="0")
+        if change.fails_gate or (change.holds_gate and cmp.rules.inconclusive == "fail"):
+            failures += 1
+            node = ET.SubElement(case, "failure", message=change.message, type=change.verdict)
+            node.text = _case_detail(cmp, change)
+        elif change.holds_gate:
+            skipped += 1
+            ET.SubElement(case, "skipped", message=f"inconclusive: {change.message}")
+        elif change.verdict == "regression":  # a regression --fail-on does not watch
+            ET.SubElement(case, "system-out").text = f"not gated (--fail-on): {change.message}"
+    if cmp.warnings:
+        ET.SubElement(suite, "system-out").text = "\n".join(f"warning: {w}" for w in cmp.warnings)
+    suite.set("tests", str(len(cmp.changes)))
+    suite.set("failures", str(failures))
+    suite.set("skipped", str(skipped))
+    suite.set("errors", "0")
+    ET.indent(suite)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"
+
+
+def _case_detail(cmp: Comparison, change: Change) -> str:
+    lines = [
+        change.message,
+        f"baseline: {cmp.baseline.label}",
+        f"candidate: {cmp.candidate.label}",
+    ]
+    lines += [f"warning: {w}" for w in cmp.warnings]
+    return "\n".join(lines)
+
+
+def write_junit(path: Path, cmp: Comparison) -> Path:
+    return write_text(path, junit_xml(cmp))
+
+
+# -- Markdown -------------------------------------------------------------------------------
+
+_ICONS = {"regression": "🔴", "inconclusive": "🟡", "improvement": "🟢", "unchanged": "⚪"}
+
+
+def markdown(cmp: Comparison, *, rows: int = MARKDOWN_ROWS) -> str:
+    icon = {"regression": "🔴", "inconclusive": "🟡", "pass": "🟢"}[cmp.outcome]
+    b, c = cmp.baseline, cmp.candidate
+    lines = [
+        f"### {icon} loadtest compare: {c.name or 'run'}",
+        "",
+        f"**{cmp.headline}** Exit code {cmp.exit_code}.",
+        "",
+        f"Baseline `{b.label}` ({_when(b.started_wall)}), candidate `{c.label}` ({_when(c.started_wall)}); "
+        f"{cmp.confidence * 100:g}% intervals, tolerance {cmp.rules.tolerance * 100:g}% "
+        f"(error rate {cmp.rules.error_rate_tolerance * 100:g} pp).",
+        "",
+    ]
+    for warning in cmp.warnings:
+        lines.append(f"> ⚠️ {warning}")
+    if cmp.warnings:
+        lines.append("")
+    counts = {v: sum(1 for ch in cmp.changes if ch.verdict == v) for v in _ICONS}
+    lines.append(" · ".join(f"{_ICONS[v]} {n} {v}" for v, n in counts.items()))
+    lines.append("")
+    notable = [ch for ch in cmp.changes if ch.verdict != "unchanged"]
+    if notable:
+        lines += ["| | check | baseline | candidate | change [CI] | gate |", "|---|---|---|---|---|---|"]
+        for ch in notable[:rows]:
+            gate = "fails" if ch.fails_gate else ("holds" if ch.holds_gate else "")
+            lines.append(
+                f"| {_ICONS.get(ch.verdict, '')} | {ch.name} | {_value(ch, ch.baseline)} | "
+                f"{_value(ch, ch.candidate)} | {fmt_change(ch)} | {gate} |"
+            )
+        if len(notable) > rows:
+            lines.append(f"\n… and {len(notable) - rows} more in compare.json.")
+    return "\n".join(lines) + "\n"
+
+
+def _value(change: Change, value: float | None) -> str:
+    if value is None or math.isnan(value):
+        return "–"
+    if math.isinf(value):
+        return "∞"
+    if change.kind == "latency":
+        return f"{value:.1f} ms"
+    if change.kind == "throughput":
+        return f"{value:,.1f} tok/s"
+    if change.kind == "error_rate":
+        return f"{value * 100:.2f}%"
+    return f"{value:g}"
+
+
+def _when(wall: float | None) -> str:
+    if wall is None:
+        return "time unknown"
+    return datetime.fromtimestamp(wall, tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def write_markdown(path: Path, cmp: Comparison) -> Path:
+    return write_text(path, markdown(cmp))
+
+
+# -- terminal -------------------------------------------------------------------------------
+
+
+def terminal_text(cmp: Comparison, *, rows: int = 15) -> str:
+    lines = [cmp.headline]
+    lines += [f"warning: {w}" for w in cmp.warnings]
+    shown = [ch for ch in cmp.changes if ch.verdict != "unchanged"][:rows]
+    for ch in shown:
+        mark = "FAIL" if ch.fails_gate else ("HOLD" if ch.holds_gate else "    ")
+        lines.append(f"  {mark} {ch.verdict:<12} {ch.message}")
+    unchanged = sum(1 for ch in cmp.changes if ch.verdict == "unchanged")
+    lines.append(f"  {unchanged} of {len(cmp.changes)} checks unchanged within tolerance")
+    return "\n".join(lines)
+
+
+def write_text(path: Path, text: str) -> Path:
+    """Write atomically (a reader never sees half a file), creating the folder."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    return path

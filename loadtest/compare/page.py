@@ -1,0 +1,150 @@
+"""``compare.html``: the baseline's and the candidate's curves overlaid, regressions marked.
+
+One self-contained page (plotly.js inlined once, like ``report.html``, whose
+plotting helpers it shares): the verdict and warnings first, then one panel
+per compared metric against concurrency (each run's value with its 95% band),
+the candidate's regressed points marked with a red ×, inconclusive ones with
+an amber ◇, then the table of every check.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import Any, Iterable, Mapping
+
+import plotly.graph_objects as go
+from plotly.offline import get_plotlyjs
+from plotly.subplots import make_subplots
+
+from loadtest.compare.engine import Comparison, fmt_change
+from loadtest.compare.rules import ERROR_RATE, THROUGHPUT
+from loadtest.report.html import figure_html, page_style, rgba
+
+BASELINE_COLOUR = "#6e7781"
+CANDIDATE_COLOUR = "#2f81f7"
+OUTCOME_COLOURS = {"regression": "#cf222e", "inconclusive": "#9a6700", "pass": "#1a7f37"}
+
+
+def _e(value: Any) -> str:
+    return html.escape("" if value is None else str(value))
+
+
+def _finite(values: Iterable[Any]) -> list[float | None]:
+    out: list[float | None] = []
+    for v in values:
+        out.append(float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None)
+    return out
+
+
+def _series(summary: Mapping[str, Any], check: str) -> tuple[list[int], list, list, list]:
+    """x, value, CI low, CI high of one check across a run's levels (from its summary)."""
+    levels = sorted((lv for lv in summary.get("levels") or [] if lv.get("status") != "no_data"),
+                    key=lambda lv: lv["concurrency"])
+    xs = [int(lv["concurrency"]) for lv in levels]
+    if check == THROUGHPUT:
+        ys = [lv.get(THROUGHPUT) for lv in levels]
+        return xs, _finite(ys), [None] * len(xs), [None] * len(xs)
+    if check == ERROR_RATE:
+        ys = [(lv.get("error_rate") or 0) * 100 for lv in levels]
+        ci = [lv.get("error_rate_ci") or [None, None] for lv in levels]
+        return xs, _finite(ys), _finite((c[0] or 0) * 100 for c in ci), _finite((c[1] or 0) * 100 for c in ci)
+    metric, _, pct = check.partition(".")
+    stats = [lv.get(metric) or {} for lv in levels]
+    ci = [(s.get("ci") or {}).get(pct) or [None, None] for s in stats]
+    return xs, _finite(s.get(pct) for s in stats), _finite(c[0] for c in ci), _finite(c[1] for c in ci)
+
+
+def overlay_figure(cmp: Comparison) -> go.Figure:
+    checks = list(dict.fromkeys(c.check for c in cmp.changes if c.level is not None))
+    if not checks:
+        return go.Figure()
+    cols = 2 if len(checks) > 1 else 1
+    rows = math.ceil(len(checks) / cols)
+    titles = [_title(c) for c in checks]
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles, horizontal_spacing=0.08,
+                        vertical_spacing=0.5 / max(rows, 1))
+    for i, check in enumerate(checks):
+        row, col = i // cols + 1, i % cols + 1
+        for side, colour, name in ((cmp.baseline, BASELINE_COLOUR, "baseline"), (cmp.candidate, CANDIDATE_COLOUR, "candidate")):
+            xs, ys, lo, hi = _series(side.summary, check)
+            if any(v is not None for v in hi):
+                fig.add_trace(go.Scatter(x=xs, y=hi, mode="lines", line=dict(width=0), showlegend=False,
+                                         hoverinfo="skip", legendgroup=name), row=row, col=col)
+                fig.add_trace(go.Scatter(x=xs, y=lo, mode="lines", line=dict(width=0), fill="tonexty",
+                                         fillcolor=rgba(colour, 0.18), showlegend=False, hoverinfo="skip",
+                                         legendgroup=name), row=row, col=col)
+            fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=name, legendgroup=name,
+                                     line=dict(color=colour), showlegend=i == 0), row=row, col=col)
+        for verdict, symbol, colour in (("regression", "x", "#cf222e"), ("inconclusive", "diamond-open", "#9a6700")):
+            marked = [c for c in cmp.changes if c.check == check and c.verdict == verdict and c.level is not None]
+            if not marked:
+                continue
+            xs, ys, _, _ = _series(cmp.candidate.summary, check)
+            at = dict(zip(xs, ys))
+            fig.add_trace(
+                go.Scatter(x=[c.level for c in marked], y=[at.get(c.level) for c in marked], mode="markers",
+                           marker=dict(symbol=symbol, size=14, color=colour, line=dict(width=3)),
+                           name=verdict, legendgroup=verdict, showlegend=not any(
+                               t.name == verdict for t in fig.data),
+                           text=[c.message for c in marked], hoverinfo="text"),
+                row=row, col=col,
+            )
+        fig.update_xaxes(title_text="concurrent users", row=row, col=col)
+    fig.update_layout(height=320 * rows + 80, title="Baseline and candidate against concurrency")
+    return fig
+
+
+def _title(check: str) -> str:
+    if check == THROUGHPUT:
+        return "throughput (output tokens/s)"
+    if check == ERROR_RATE:
+        return "error rate (%)"
+    metric, _, pct = check.partition(".")
+    return f"{pct} {metric.removesuffix('_ms').upper()} (ms)"
+
+
+def _checks_table(cmp: Comparison) -> str:
+    rows = []
+    for c in cmp.changes:
+        colour = {"regression": "#cf222e", "inconclusive": "#9a6700", "improvement": "#1a7f37"}.get(c.verdict, "#57606a")
+        gate = "fails the gate" if c.fails_gate else ("holds the gate" if c.holds_gate else "")
+        rows.append(
+            f"<tr><td>{_e(c.name)}</td><td style='color:{colour};font-weight:600'>{_e(c.verdict)}</td>"
+            f"<td class='num'>{_e(fmt_change(c))}</td><td>{_e(gate)}</td><td>{_e(c.message)}</td></tr>"
+        )
+    return ("<table class='grid'><tr><th>check</th><th>verdict</th><th>change [CI]</th><th>gate</th>"
+            "<th>detail</th></tr>" + "".join(rows) + "</table>")
+
+
+def render_compare_html(cmp: Comparison) -> str:
+    colour = OUTCOME_COLOURS[cmp.outcome]
+    b, c = cmp.baseline, cmp.candidate
+    body = [
+        f"<h1>{_e(c.name or 'loadtest')}: baseline vs candidate</h1>",
+        f"<div class='verdict' style='border-color:{colour}'><div class='message'>{_e(cmp.headline)}</div>"
+        f"<div class='dim'>exit code {cmp.exit_code}; {cmp.confidence * 100:g}% bootstrap intervals (requests "
+        f"resampled); tolerance {cmp.rules.tolerance * 100:g}%</div></div>",
+        "<table class='facts'>"
+        f"<tr><th>baseline</th><td>{_e(b.label)}: capacity {_e(b.bounds.text())}</td></tr>"
+        f"<tr><th>candidate</th><td>{_e(c.label)}: capacity {_e(c.bounds.text())}</td></tr>"
+        f"<tr><th>workload</th><td>fingerprint {_e(cmp.fingerprint.get('hash'))}</td></tr></table>",
+    ]
+    if cmp.warnings:
+        body.append("<h2>Warnings</h2><ul class='warnings'>" + "".join(f"<li>{_e(w)}</li>" for w in cmp.warnings) + "</ul>")
+    if any(ch.level is not None for ch in cmp.changes):
+        body.append("<h2>Curves</h2><p class='dim'>Grey: baseline; blue: candidate; bands: each run's 95% CI. "
+                    "Red ×: regression; amber ◇: inconclusive.</p>" + figure_html(overlay_figure(cmp)))
+    body.append("<h2>Every check</h2>" + _checks_table(cmp))
+    return (
+        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+        f"<title>{_e(c.name or 'loadtest')}: compare</title><style>{page_style}</style>"
+        f"<script type='text/javascript'>{get_plotlyjs()}</script></head><body>"
+        + "\n".join(body) + "</body></html>\n"
+    )
+
+
+def write_compare_html(path, cmp: Comparison):
+    from loadtest.compare.outputs import write_text
+
+    return write_text(path, render_compare_html(cmp))

@@ -1,0 +1,117 @@
+"""The gate's rules from the command line: tolerances and what fails the gate.
+
+``--tolerance 5%`` sets the global tolerance; ``--tolerance itl_ms.p95=3%``
+sets one check's, ``--tolerance itl_ms=3%`` every percentile of a metric.
+Latency and throughput tolerances are *relative* (5% = the candidate may be
+5% worse); the error rate's is *absolute*, in percentage points
+(``error_rate=0.5%`` allows the failed share to grow by half a point), since
+a relative change of a rate that is usually 0 means nothing.
+
+Throughput is output tokens/s (``throughput`` or ``output_tokens_per_s``).
+
+``--fail-on`` lists what fails the gate: ``capacity``, ``latency`` (every SLO
+percentile), ``throughput``, ``error_rate``, a check name such as
+``itl_ms.p95``, ``all`` (the default) or ``none``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from loadtest.analysis.slo import METRICS, PERCENTILES
+from loadtest.errors import InputError
+
+DEFAULT_TOLERANCE = 0.05
+DEFAULT_ERROR_RATE_TOLERANCE = 0.01
+THROUGHPUT = "output_tokens_per_s"
+ERROR_RATE = "error_rate"
+CAPACITY = "capacity"
+GROUPS = ("capacity", "latency", "throughput", "error_rate")
+_THROUGHPUT_ALIASES = {"throughput", THROUGHPUT}
+
+
+@dataclass(frozen=True)
+class Rules:
+    """Tolerances per check and the checks that fail the gate."""
+
+    tolerance: float = DEFAULT_TOLERANCE
+    error_rate_tolerance: float = DEFAULT_ERROR_RATE_TOLERANCE
+    per_check: dict[str, float] = field(default_factory=dict)  # "itl_ms.p95" / "itl_ms" / THROUGHPUT
+    fail_on: frozenset[str] = frozenset({"all"})
+    inconclusive: str = "exit_6"  # "exit_6", "pass" (exit 0) or "fail" (exit 1)
+
+    def tolerance_for(self, check: str) -> float:
+        if check == ERROR_RATE:
+            return self.per_check.get(ERROR_RATE, self.error_rate_tolerance)
+        if check in self.per_check:
+            return self.per_check[check]
+        metric = check.partition(".")[0]
+        return self.per_check.get(metric, self.tolerance)
+
+    def gates(self, check: str, kind: str) -> bool:
+        """Does a regression of ``check`` (of kind latency/throughput/error_rate/capacity) fail the gate?"""
+        if "none" in self.fail_on:
+            return False
+        return bool({"all", kind, check, check.partition(".")[0]} & self.fail_on)
+
+
+def parse_rules(
+    tolerances: Iterable[str] = (), fail_on: Iterable[str] = (), inconclusive: str | None = None
+) -> Rules:
+    """Build :class:`Rules` from the flags; a bad value is one :class:`InputError` line."""
+    glob = DEFAULT_TOLERANCE
+    per: dict[str, float] = {}
+    for raw in tolerances:
+        for item in raw.replace(",", " ").split():
+            key, eq, value = item.partition("=")
+            if not eq:
+                glob = _fraction(key, where=f"--tolerance {item!r}")
+                continue
+            name = _check_name(key.strip(), where=f"--tolerance {item!r}")
+            per[name] = _fraction(value, where=f"--tolerance {item!r}")
+    groups: set[str] = set()
+    for raw in fail_on:
+        for item in raw.replace(",", " ").split():
+            name = item.strip()
+            if name in GROUPS or name in ("all", "none"):
+                groups.add(name)
+            else:
+                groups.add(_check_name(name, where=f"--fail-on {item!r}"))
+    if inconclusive not in (None, "pass", "fail"):
+        raise InputError(f"--inconclusive {inconclusive!r}: expected pass or fail")
+    return Rules(
+        tolerance=glob,
+        per_check=per,
+        fail_on=frozenset(groups or {"all"}),
+        inconclusive=inconclusive or "exit_6",
+    )
+
+
+def _check_name(key: str, *, where: str) -> str:
+    if key in _THROUGHPUT_ALIASES:
+        return THROUGHPUT
+    if key == ERROR_RATE:
+        return ERROR_RATE
+    metric, dot, pct = key.partition(".")
+    if metric in METRICS and (not dot or pct in PERCENTILES):
+        return key
+    raise InputError(
+        f"{where}: unknown check {key!r}; expected METRIC or METRIC.PERCENTILE (metrics {', '.join(METRICS)}; "
+        f"percentiles {', '.join(PERCENTILES)}), throughput or error_rate"
+    )
+
+
+def _fraction(text: str, *, where: str) -> float:
+    """``5%`` → 0.05; ``0.05`` → 0.05."""
+    raw = text.strip()
+    percent = raw.endswith("%")
+    try:
+        value = float(raw[:-1] if percent else raw)
+    except ValueError:
+        raise InputError(f"{where}: expected a tolerance like 5% or 0.05, got {text!r}") from None
+    value = value / 100.0 if percent else value
+    if not math.isfinite(value) or value < 0:
+        raise InputError(f"{where}: a tolerance must be ≥ 0, got {text!r}")
+    return value

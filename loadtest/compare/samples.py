@@ -1,0 +1,103 @@
+"""Per-level samples for the bootstrap, grouped by the request they came from.
+
+The comparison resamples *requests*, not chunks: the inter-token gaps of one
+stream share its batch and its queue, so they are not independent draws, and
+resampling them one by one would make the interval too narrow (and the gate
+too quick to fire). Every sample therefore carries its owner, a dense request
+id within its level.
+
+The populations are the analyzer's own (see :mod:`loadtest.analysis.frame`
+and :mod:`loadtest.analysis.chunks`): TTFT/TTFB of measured requests, e2e and
+TPOT of complete ones, failures as +inf, ITL per token assigned to the window
+its chunk arrived in; for throughput, the time and tokens of the requests
+that ended in the window. They are rebuilt with the analysis functions, never re-derived.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from loadtest.analysis.chunks import chunk_positions, flatten_chunks, itl_samples_with_rows
+from loadtest.analysis.windows import level_windows
+
+#: Frame column holding each latency metric's per-request sample.
+SAMPLE_COLUMNS = {"ttft_ms": "ttft_sample", "ttfb_ms": "ttfb_sample", "e2e_ms": "e2e_sample", "tpot_ms": "tpot_sample"}
+
+
+@dataclass
+class Clustered:
+    """Sample values and the request (0..n_owners-1) each belongs to."""
+
+    values: np.ndarray
+    owner: np.ndarray
+    n_owners: int
+
+
+@dataclass
+class LevelSamples:
+    """What the bootstrap needs at one concurrency level of one run."""
+
+    concurrency: int
+    window_s: float
+    latency: dict[str, Clustered] = field(default_factory=dict)
+    failed: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # per measured request
+    #: Requests that ended in the window (cancelled ones excepted): their time and output tokens,
+    #: for the throughput's interval (see :func:`loadtest.compare.delta.throughput_replicates`).
+    served_e2e_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    served_tokens: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+
+def level_samples(requests: pd.DataFrame, run: dict, frame: pd.DataFrame) -> dict[int, LevelSamples]:
+    """Samples per concurrency, from the raw records and the analyzer's per-request ``frame``.
+
+    When a concurrency ran twice (a refine probe repeating a level), the
+    window with more requests is kept.
+    """
+    windows, _ = level_windows(run, requests)
+    chunks = flatten_chunks(requests)
+    start = frame["start_wall"].to_numpy(dtype=float)
+    positions = chunk_positions(chunks, start, windows)
+    itl, itl_pos, _times, itl_row = itl_samples_with_rows(
+        chunks, positions, start, frame["e2e_ms"].to_numpy(dtype=float), frame["failed"].to_numpy(), windows
+    )
+    pos = frame["pos"].to_numpy()
+    end_pos = frame["end_pos"].to_numpy()
+    measured = frame["measured"].to_numpy()
+    failed = frame["failed"].to_numpy()
+    cancelled = frame["cancelled"].to_numpy()
+    e2e = frame["e2e_ms"].to_numpy(dtype=float)
+    tokens = frame["completion_tokens"].to_numpy(dtype=float)
+
+    out: dict[int, LevelSamples] = {}
+    for p, window in enumerate(windows):
+        mine = measured & (pos == p) & ~cancelled
+        ended = (end_pos == p) & ~cancelled & np.isfinite(e2e)
+        level = LevelSamples(
+            concurrency=window.concurrency,
+            window_s=window.duration_s,
+            failed=failed[mine],
+            served_e2e_ms=e2e[ended],
+            served_tokens=np.nan_to_num(tokens[ended]),
+        )
+        for metric, column in SAMPLE_COLUMNS.items():
+            values = frame[column].to_numpy(dtype=float)[pos == p]
+            values = values[~np.isnan(values)]
+            level.latency[metric] = Clustered(values, np.arange(len(values)), len(values))
+        here = itl_pos == p
+        level.latency["itl_ms"] = _dense(itl[here], itl_row[here])
+        previous = out.get(window.concurrency)
+        if previous is None or len(previous.failed) < len(level.failed):
+            out[window.concurrency] = level
+    return out
+
+
+def _dense(values: np.ndarray, rows: np.ndarray) -> Clustered:
+    """Renumber owners 0..k-1 (only requests that have a sample here)."""
+    if len(rows) == 0:
+        return Clustered(values, rows.astype(np.int64), 0)
+    unique, owner = np.unique(rows, return_inverse=True)
+    return Clustered(values, owner.astype(np.int64), len(unique))
+
