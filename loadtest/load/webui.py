@@ -117,6 +117,7 @@ class WebControl:
         # and spawn rate fields: the scenario decides the levels.
         if env.shape_class is None:
             env.shape_class = SteppedShape(self.planned, self.scenario.load.level_duration_s, session.clock)
+        _check_port_free(self.host, self.port)  # a busy port is one line, not a traceback from the server greenlet
         web_ui = env.create_web_ui(host=self.host, port=self.port, delayed_start=True)
         web_ui.template_args.update(
             extended_tabs=[{"title": "Levels", "key": LEVELS_TAB}],
@@ -131,6 +132,21 @@ class WebControl:
         self._add_routes(web_ui)
         web_ui.start()
         self.web_ui = web_ui
+        self._wait_until_serving(web_ui)
+
+    @staticmethod
+    def _wait_until_serving(web_ui, timeout_s: float = 5.0) -> None:
+        """Locust binds the port in its server greenlet; surface a failure here, as an OSError."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            server = getattr(web_ui, "server", None)
+            if web_ui.greenlet.dead:
+                err = web_ui.greenlet.exception
+                raise err if isinstance(err, OSError) else OSError(str(err or "the web UI's server stopped"))
+            if server is not None and server.started:
+                return
+            gevent.sleep(0.05)
+        raise OSError(f"the web UI did not start within {timeout_s:g} s")
 
     @property
     def url(self) -> str:
@@ -307,7 +323,7 @@ class WebControl:
 
     def _on_start(self) -> dict[str, Any]:
         host = self.session.env.host if self.session else ""
-        if self.phase != "waiting":
+        if self.phase != "waiting" or self.start_requested.is_set():
             return {"success": False, "message": "this run has started already; start another with loadtest run", "host": host}
         self.start_requested.set()
         levels = ", ".join(map(str, self.planned))
@@ -320,6 +336,16 @@ class WebControl:
         if self.session is not None:
             self.session.stop_requested.set()  # the same path as Ctrl-C
         return {"success": True, "message": "stopping: the records are kept, analyzed and reported"}
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """Bind the address the way gevent's server will (SO_REUSEADDR), then let it go; OSError if taken."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind((host, port))
 
 
 def _ui_ignores_our_command_line() -> None:
