@@ -275,7 +275,7 @@ def _run_load(scenario: Scenario, options: RunOptions, state: RunState, settings
     clock = LevelClock(scenario.load.warmup_s)
     recorder = Recorder("local", sink)
     monitor = SelfMonitor.for_scenario(scenario, clock)
-    live = LiveView(sink.progress, console)
+    live = LiveView(sink.progress, console, looks=state.meta["looks_s"])
 
     def on_level_change(previous, current) -> None:
         if previous is not None:
@@ -283,6 +283,7 @@ def _run_load(scenario: Scenario, options: RunOptions, state: RunState, settings
             live.level_ended(previous.index, previous.decision)
         if current is not None:
             state.spans.append(current)
+            live.level_started(current.index, current.concurrency, current.refine)
         state.save()
 
     workers: list[subprocess.Popen] = []
