@@ -56,6 +56,18 @@ def _wait(predicate, what: str, timeout: float = 90.0):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def _kill_if_running(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.communicate()
+
+
+def _assert_interrupted_cleanly(proc: subprocess.Popen, stderr: str) -> None:
+    """A stop through the UI is Ctrl-C's path: exit 130, no traceback."""
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+
+
 def _levels(base: str) -> dict:
     return json.loads(_get(f"{base}/loadtest/levels")[1])
 
@@ -124,11 +136,8 @@ def test_web_ui_starts_shows_levels_and_stops_like_ctrl_c(tmp_path: Path, worker
             _post(f"{base}/stop")  # a Stop after the run closes the UI
             stdout, stderr = proc.communicate(timeout=60)
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
-    assert proc.returncode == 130, stderr
-    assert "Traceback" not in stderr
+            _kill_if_running(proc)
+    _assert_interrupted_cleanly(proc, stderr)
     assert "web UI: http://127.0.0.1:" in stderr
     for name in ("run.json", "requests.parquet", "summary.json", "report.html"):
         assert (out / name).is_file(), name
@@ -156,11 +165,8 @@ def test_stop_before_start_ends_the_run_with_nothing_measured(tmp_path: Path):
             _post(f"{base}/stop")
             _, stderr = proc.communicate(timeout=90)
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
-    assert proc.returncode == 130, stderr
-    assert "Traceback" not in stderr
+            _kill_if_running(proc)
+    _assert_interrupted_cleanly(proc, stderr)
     assert read_run_json(out)["levels"] == []
     assert (out / "summary.json").is_file()
 
