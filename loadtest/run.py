@@ -281,6 +281,8 @@ def _run_load(scenario: Scenario, options: RunOptions, state: RunState, settings
         if previous is not None:
             recorder.flush()
             live.level_ended(previous.index, previous.decision)
+            if web is not None:
+                web.level_ended(previous.index)
         if current is not None:
             state.spans.append(current)
             live.level_started(current.index, current.concurrency, current.refine)

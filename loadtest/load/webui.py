@@ -69,6 +69,16 @@ def _percentiles(samples) -> dict[str, float | None]:
     return {name: round(float(np.percentile(values, q)), 3) for name, q in SHOWN_PERCENTILES.items()}
 
 
+def _figures(p) -> dict[str, Any]:
+    """Requests, errors and TTFT/ITL percentiles of one level's live progress (None: nothing yet)."""
+    return {
+        "requests": p.requests if p else 0,
+        "errors": p.errors if p else 0,
+        "ttft_ms": _percentiles(p.ttft if p else ()),
+        "itl_ms": _percentiles(p.itl if p else ()),
+    }
+
+
 def slo_lines(scenario: "Scenario") -> dict[str, dict[str, float]]:
     """The SLO limits the charts draw, by metric and percentile (e.g. ``{"itl_ms": {"p95": 50}}``)."""
     spec = SloSpec.from_dict(scenario.public_dict()["slo"])
@@ -100,6 +110,8 @@ class WebControl:
         self.report_path: Path | None = None
         self.verdict: str | None = None
         self.web_ui = None
+        #: Each finished level's figures as it ended (see :meth:`level_ended`), by level index.
+        self.frozen: dict[int, dict[str, Any]] = {}
 
     # -- life cycle ---------------------------------------------------------------
     def attach(self, session: "LoadSession") -> None:
@@ -161,6 +173,18 @@ class WebControl:
             self.phase = "running"
         return started
 
+    def level_ended(self, index: int) -> None:
+        """Keep a finished level's figures as they were when it ended (its records flushed).
+
+        Requests that started in a level and are still streaming when it ends
+        would otherwise keep adding their later chunk gaps, which the next,
+        heavier level slows down, to this level's ITL. The analysis gives each
+        chunk gap to the level it arrived in; freezing the live figures at the
+        level's end is the live view's nearest equivalent (and matches the
+        terminal's line for the level).
+        """
+        self.frozen[index] = _figures(dict(self.progress.snapshot()).get(index))
+
     def analyzing(self) -> None:
         self.phase = "analyzing"
 
@@ -214,7 +238,9 @@ class WebControl:
         levels = []
         current = None
         for span in list(self.spans):
-            p = progress.get(span.index)
+            figures = self.frozen.get(span.index) if span.end_wall is not None else None
+            if figures is None:
+                figures = _figures(progress.get(span.index))
             decision = span.decision or {}
             row = {
                 "index": span.index,
@@ -225,10 +251,7 @@ class WebControl:
                 "start_wall": span.start_wall,
                 "end_wall": span.end_wall,
                 "elapsed_s": round((span.end_wall or time.time()) - span.start_wall, 3),
-                "requests": p.requests if p else 0,
-                "errors": p.errors if p else 0,
-                "ttft_ms": _percentiles(p.ttft if p else ()),
-                "itl_ms": _percentiles(p.itl if p else ()),
+                **figures,
                 "verdict": decision.get("verdict"),
                 "ended": decision.get("ended"),
                 "why": decision.get("why"),
