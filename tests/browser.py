@@ -60,8 +60,10 @@ class PageReport:
 class Chromium:
     """One headless browser; :meth:`open` loads a page offline and returns what it logged."""
 
-    def __init__(self, binary: str, width: int = 1280, height: int = 1000) -> None:
+    def __init__(self, binary: str, width: int = 1280, height: int = 1000, *, offline: bool = True) -> None:
         self.binary = binary
+        #: Off: the page may reach 127.0.0.1 (a live web UI); a report must not need it.
+        self.offline = offline
         self.width, self.height = width, height
         self._ids = itertools.count(1)
         self._profile = tempfile.mkdtemp(prefix="loadtest-chromium-")
@@ -84,7 +86,8 @@ class Chromium:
         self._ws = websocket.create_connection(target["webSocketDebuggerUrl"], timeout=30, suppress_origin=True)
         for domain in ("Page", "Runtime", "Log", "Network"):
             self.send(f"{domain}.enable")
-        self.send("Network.emulateNetworkConditions", offline=True, latency=0, downloadThroughput=-1, uploadThroughput=-1)
+        if self.offline:
+            self.send("Network.emulateNetworkConditions", offline=True, latency=0, downloadThroughput=-1, uploadThroughput=-1)
         self.send("Emulation.setDeviceMetricsOverride", width=self.width, height=self.height, deviceScaleFactor=1, mobile=False)
         return self
 
@@ -152,10 +155,11 @@ class Chromium:
         raise TimeoutError(f"no {method} within {timeout_s:g} s")
 
     # -- pages ------------------------------------------------------------------------
-    def open(self, path: Path, *, settle_s: float = 1.0, timeout_s: float = 60.0) -> PageReport:
-        """Load a local file with the network off; return the errors it logged."""
+    def open(self, path: Path | str, *, settle_s: float = 1.0, timeout_s: float = 60.0) -> PageReport:
+        """Load a local file (or, with ``offline=False``, a URL); return the errors it logged."""
         self.events.clear()
-        self.send("Page.navigate", url=path.resolve().as_uri())
+        url = path.resolve().as_uri() if isinstance(path, Path) else path
+        self.send("Page.navigate", url=url)
         self._wait_for_event("Page.loadEventFired", timeout_s)
         time.sleep(settle_s)  # plotly draws on animation frames after load
         self.evaluate("1")  # drains the events logged meanwhile
@@ -175,7 +179,7 @@ class Chromium:
                 report.exceptions.append(details.get("exception", {}).get("description") or details.get("text", "?"))
             elif method == "Network.requestWillBeSent":
                 url = params.get("request", {}).get("url", "")
-                if not url.startswith(("file:", "data:", "blob:", "about:")):
+                if not url.startswith(("file:", "data:", "blob:", "about:", "http://127.0.0.1:")):
                     report.outside_requests.append(url)
             elif method == "Network.loadingFailed":
                 report.failed_loads.append(f"{params.get('errorText')} ({params.get('type')})")

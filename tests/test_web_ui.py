@@ -68,6 +68,23 @@ def _assert_interrupted_cleanly(proc: subprocess.Popen, stderr: str) -> None:
     assert "Traceback" not in stderr
 
 
+def _charts_draw_in_a_browser(url: str, tmp_path: Path) -> None:
+    """The charts page in a real Chromium: no console error, each chart drew its traces and SLO lines."""
+    from browser import PLOTS_JS, Chromium, find_chromium
+
+    binary = find_chromium()
+    if binary is None:
+        return  # tests/test_report_browser.py says how to install it; the HTTP checks above still ran
+    with Chromium(binary, offline=False) as chromium:
+        page = chromium.open(url, settle_s=3.0)  # the page polls the data endpoint every 2 s
+        plots = chromium.evaluate(PLOTS_JS)
+        chromium.screenshot(tmp_path / "charts.png")
+    assert page.console_errors == [] and page.exceptions == [] and page.outside_requests == []
+    assert len(plots) == 2, plots  # TTFT and ITL
+    for plot in plots:
+        assert plot["with_data"] >= 4 and plot["traces_with_paths"] >= plot["with_data"], plot  # p50/p95/p99 + SLO
+
+
 def _levels(base: str) -> dict:
     return json.loads(_get(f"{base}/loadtest/levels")[1])
 
@@ -124,6 +141,8 @@ def test_web_ui_starts_shows_levels_and_stops_like_ctrl_c(tmp_path: Path, worker
             charts_status, charts = _get(f"{base}/loadtest/charts")
             assert charts_status == 200 and b"Plotly.react" in charts
             assert _get(f"{base}/loadtest/plotly.js")[0] == 200
+            if workers == 0:
+                _charts_draw_in_a_browser(f"{base}/loadtest/charts", tmp_path)
             assert _get(f"{base}/loadtest/report")[0] == 404  # not written yet
 
             # Stop through the UI: the Ctrl-C path. The UI lingers with the report link.

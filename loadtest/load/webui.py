@@ -411,7 +411,7 @@ def _plotly_js() -> str:
 
 
 CHARTS_PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>loadtest: levels against the SLOs</title>
+<html lang="en"><head><meta charset="utf-8"><title>loadtest: levels against the SLOs</title><link rel="icon" href="data:,">
 <style>
 body{font-family:system-ui,sans-serif;margin:1.5rem;color:#222}
 #status{font-size:1.1rem;margin:.5rem 0 1rem}
