@@ -26,17 +26,21 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None, reason=f"Chromium not found; {
 
 @pytest.fixture(scope="module")
 def refined_run(tmp_path_factory) -> Path:
-    """A real run whose --refine probes crowd the log axis between 16 and 64 users."""
+    """A real run whose levels crowd the log axis between 16 and 32 users, as refine probes do.
+
+    The crowded levels are given, not left to --refine to find: where a bisection
+    lands depends on timings, and the test must see a crowded axis every time.
+    Every level holds the loose SLOs, so the sweep runs them all.
+    """
     folder = tmp_path_factory.mktemp("browser")
-    # ITL ≈ 10 + 2 ms × users: the 50 ms p95 limit breaks near 20 users.
     with MockServer(["--decode-base-ms", "10", "--decode-per-seq-ms", "2", "--prefill-per-token-ms", "0"]) as mock:
         scenario = write_scenario(
             folder, mock.base_url,
-            load={"levels": [4, 16, 64], "level_duration_s": 3, "warmup_s": 0.5,
+            load={"levels": [4, 8, 16, 20, 22, 23, 24, 32], "level_duration_s": 3, "warmup_s": 0.5,
                   "min_level_duration_s": 3, "max_level_duration_s": 3},
-            slo={"ttft_ms": {"p95": 2000}, "itl_ms": {"p95": 50}, "max_error_rate": 0.05},
+            slo={"ttft_ms": {"p95": 5000}, "itl_ms": {"p95": 1000}, "max_error_rate": 0.05},
         )
-        result = loadtest("run", str(scenario), "--out", str(folder / "run"), "--refine", timeout=300)
+        result = loadtest("run", str(scenario), "--out", str(folder / "run"), timeout=300)
     assert result.returncode == 0, result.stderr
     return folder / "run"
 
@@ -91,7 +95,7 @@ def test_the_verdict_is_visible_in_plain_words_before_any_number(opened, browser
 
 def test_concurrency_tick_labels_do_not_overlap(opened, browser, refined_run):
     levels = sorted({lv.concurrency for lv in analyze_run(refined_run).levels})
-    assert len(levels) > 4  # the probes are there to crowd the axis
+    assert {20, 22, 23, 24} <= set(levels)  # there to crowd the axis
     overlaps = browser.evaluate("""(function () {
       var out = [];
       document.querySelectorAll('.js-plotly-plot').forEach(function (plot, i) {

@@ -129,6 +129,7 @@ class WebControl:
         # and spawn rate fields: the scenario decides the levels.
         if env.shape_class is None:
             env.shape_class = SteppedShape(self.planned, self.scenario.load.level_duration_s, session.clock)
+        env.locustfile = env.locustfile or f"loadtest: {self.scenario.name}"  # the UI's title
         _check_port_free(self.host, self.port)  # a busy port is one line, not a traceback from the server greenlet
         web_ui = env.create_web_ui(host=self.host, port=self.port, delayed_start=True)
         web_ui.template_args.update(
@@ -139,7 +140,6 @@ class WebControl:
                 {"href": "./loadtest/levels", "title": "Levels so far (JSON)"},
                 {"href": "./loadtest/report", "title": "The run's report (once the run has ended)"},
             ],
-            locustfile=f"loadtest: {self.scenario.name}",
         )
         self._add_routes(web_ui)
         web_ui.start()
