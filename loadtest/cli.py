@@ -103,10 +103,16 @@ def _autoscaling_overrides(args: argparse.Namespace) -> dict[str, float | None]:
 def _cmd_validate(args: argparse.Namespace) -> int:
     from loadtest.scenario import load_scenario
 
+    from loadtest.workload import prepare
+
     scenario = load_scenario(args.scenario)
+    datasets = prepare(scenario)
     levels = ", ".join(str(level) for level in scenario.load.concurrency_levels())
     total = len(scenario.load.concurrency_levels()) * scenario.load.level_duration_s
     print(f"{args.scenario}: ok ({scenario.name}: levels {levels}, about {total:g} s of load)")
+    for d in datasets:
+        skipped = f", {d['skipped']} skipped" if d["skipped"] else ""
+        print(f"  dataset {d['path']}: {d['rows']} {d['format']} prompts{skipped}")
     return 0
 
 

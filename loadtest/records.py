@@ -51,6 +51,10 @@ SCHEMA = pa.schema(
         pa.field("error", pa.string()),           # message (secrets scrubbed), null when ok
         pa.field("reasoning_tokens", pa.int32()), # hidden or streamed reasoning tokens, when usage says; else null
         pa.field("resends", pa.int32()),          # resent on a fresh connection after a stale keep-alive one (0/1)
+        pa.field("class", pa.string()),           # request class (workload.classes[].name), null without classes
+        pa.field("turn", pa.int32()),             # turn within its conversation (1-based), null outside conversations
+        pa.field("conversation_id", pa.string()), # "<worker>-<user>-<n>", null outside conversations
+        pa.field("prompt_token_source", pa.string()),  # "usage" (server's count) | "estimate" (word count sent)
     ]
 )
 
@@ -119,7 +123,15 @@ def read_parts(parts: Path, schema: pa.Schema) -> pa.Table:
     files = sorted(parts.glob("*.parquet")) if parts.is_dir() else []
     if not files:
         return schema.empty_table()
-    return pa.concat_tables([pq.ParquetFile(f).read().cast(schema) for f in files])
+    return pa.concat_tables([_conform(pq.ParquetFile(f).read(), schema) for f in files])
+
+
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Cast to ``schema``; columns added to the format later are null in older files."""
+    for field in schema:
+        if field.name not in table.column_names:
+            table = table.append_column(field, pa.nulls(table.num_rows, field.type))
+    return table.select(schema.names).cast(schema)
 
 
 def _read_parts(parts: Path) -> pa.Table:

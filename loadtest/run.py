@@ -113,6 +113,7 @@ def initial_meta(scenario: Scenario, options: RunOptions | None = None) -> dict[
 
     from loadtest.analysis.decide import LookSchedule
     from loadtest.redact import public_url
+    from loadtest.workload import prepare, workload_fingerprint
 
     t = scenario.target
     load = scenario.load
@@ -120,7 +121,7 @@ def initial_meta(scenario: Scenario, options: RunOptions | None = None) -> dict[
     return {
         "server_metrics": {
             "enabled": t.metrics.enabled,
-            "url": t.metrics_url if t.metrics.enabled else None,
+            "url": public_url(t.metrics_url) if t.metrics.enabled else None,
             "interval_s": t.metrics.interval_s,
             "signals": list(t.metrics.signals),
         },
@@ -145,6 +146,9 @@ def initial_meta(scenario: Scenario, options: RunOptions | None = None) -> dict[
         "mode": "local",
         "workers": ["local"],
         "workers_lost": [],
+        # Datasets read (path, format, sha256, rows) and what makes workloads comparable.
+        "datasets": prepare(scenario),
+        "workload_fingerprint": workload_fingerprint(scenario),
     }
 
 
@@ -178,6 +182,9 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
     from loadtest.report import write_reports
     from loadtest.report.terminal import print_summary
 
+    from loadtest.workload import prepare
+
+    prepare(scenario)  # a bad dataset is one line and exit 2, before any folder or load
     console = Console(stderr=True, soft_wrap=True)
     target = scenario.target
     install_for(target)  # from here on, every file and line this process writes is scrubbed

@@ -153,7 +153,43 @@ def typical_tokens(value: "int | TokenDistribution") -> int:
     return value if isinstance(value, int) else value.mean
 
 
-class Workload(_Strict):
+class Dataset(_Strict):
+    """Prompts from a file instead of synthetic words (see :mod:`loadtest.workload.dataset`)."""
+
+    #: Relative paths are resolved against the scenario file's folder when it is loaded.
+    path: str
+    format: Literal["jsonl", "sharegpt"] = "jsonl"
+    order: Literal["shuffle", "sequential"] = "shuffle"
+    #: A ShareGPT answer's length (or a row's ``max_tokens``) becomes that request's max_tokens.
+    use_output_lengths: bool = False
+
+    @field_validator("path")
+    @classmethod
+    def _file_exists(cls, v: str) -> str:
+        if not Path(v).is_file():
+            raise ValueError(f"no such file: {v}")
+        return v
+
+
+class SharedPrefix(_Strict):
+    """A system prompt shared by many requests, so a prefix cache can serve it (on purpose)."""
+
+    tokens: PositiveInt
+    #: Distinct prefixes; each request draws one.
+    groups: PositiveInt = 1
+
+
+class Conversation(_Strict):
+    """Multi-turn use: each request resends the history, including the answer actually streamed."""
+
+    turns: PositiveInt = 2
+    #: Pause between a conversation's turns (closed-loop users only).
+    think_time_s: NonNegativeFloat = 0.0
+
+
+class _WorkloadFields(_Strict):
+    """What shapes a request; a class may override any of it."""
+
     prompt_tokens: TokenDistribution = TokenDistribution(mean=128, stddev=16)
     #: A fixed output length, or a distribution: varied lengths keep closed-loop
     #: users from finishing in lock-step, as real traffic does.
@@ -162,13 +198,66 @@ class Workload(_Strict):
     #: ``null`` leaves temperature out of the body (reasoning models reject it).
     temperature: NonNegativeFloat | None = 0.0
     extra_body: dict[str, Any] = Field(default_factory=dict)
+    dataset: Dataset | None = None
+    shared_prefix: SharedPrefix | None = None
+    conversation: Conversation | None = None
+
+
+class RequestClass(_Strict):
+    """One kind of request in a mixed workload, with its own share and SLO.
+
+    Every workload field it leaves out is inherited from ``workload``; without
+    its own ``slo`` it is judged by the top-level one.
+    """
+
+    #: No dots: ``--slo summarize.e2e_ms.p95=15000`` splits on them.
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+    #: Share of requests (of conversations, in multi-turn use), relative to the other classes.
+    weight: PositiveFloat = 1.0
+    slo: "Slo | None" = None
+    prompt_tokens: TokenDistribution | None = None
+    max_tokens: PositiveInt | TokenDistribution | None = None
+    ignore_eos: bool | None = None
+    temperature: NonNegativeFloat | None = None
+    extra_body: dict[str, Any] | None = None
+    dataset: Dataset | None = None
+    shared_prefix: SharedPrefix | None = None
+    conversation: Conversation | None = None
+
+    def overrides(self) -> dict[str, Any]:
+        """The workload fields this class sets (the rest are inherited)."""
+        return {
+            name: getattr(self, name)
+            for name in _WorkloadFields.model_fields
+            if getattr(self, name) is not None
+        }
+
+
+class Workload(_WorkloadFields):
     #: Fixes the prompt lengths and words, so runs stay comparable.
     seed: int = 0
-    #: Each run draws a random salt that goes into every prompt's nonce, so no two
-    #: requests of any two runs share a prefix (a prefix cache cannot flatter a
-    #: second run). ``false`` keeps prompts identical across runs: for measuring a
-    #: warm prefix cache on purpose.
+    #: Each run draws a random salt that goes into every prompt's nonce (and every shared
+    #: prefix), so no two requests of any two runs share a prefix (a prefix cache cannot
+    #: flatter a second run). ``false`` keeps prompts identical across runs: for measuring
+    #: a warm prefix cache on purpose.
     cache_bust: bool = True
+    classes: list[RequestClass] = Field(default_factory=list)
+
+    @field_validator("classes")
+    @classmethod
+    def _unique_names(cls, v: list[RequestClass]) -> list[RequestClass]:
+        seen: set[str] = set()
+        for c in v:
+            if c.name in seen:
+                raise ValueError(f"class name '{c.name}' is used twice")
+            seen.add(c.name)
+        return v
+
+    def for_class(self, request_class: RequestClass | None) -> "Workload":
+        """The workload one class draws from: this one with the class's overrides, no classes."""
+        if request_class is None:
+            return self.model_copy(update={"classes": []})
+        return self.model_copy(update={**request_class.overrides(), "classes": []})
 
 
 class ClientLimits(_Strict):
@@ -279,6 +368,18 @@ class Scenario(_Strict):
     load: Load
     slo: Slo = Slo()
 
+    @model_validator(mode="after")
+    def _classes_inherit_the_error_budget(self) -> "Scenario":
+        """A class SLO that names no ``max_error_rate`` keeps the top-level budget, not the default."""
+        classes = []
+        for c in self.workload.classes:
+            if c.slo is not None and "max_error_rate" not in c.slo.model_fields_set:
+                slo = c.slo.model_copy(update={"max_error_rate": self.slo.max_error_rate})
+                c = c.model_copy(update={"slo": slo})
+            classes.append(c)
+        object.__setattr__(self, "workload", self.workload.model_copy(update={"classes": classes}))
+        return self
+
     def with_overrides(
         self,
         *,
@@ -319,6 +420,11 @@ class Scenario(_Strict):
         return data
 
 
+RequestClass.model_rebuild()
+Workload.model_rebuild()
+Scenario.model_rebuild()
+
+
 _MESSAGES = {
     "greater_than": "must be greater than {gt}",
     "greater_than_equal": "must be at least {ge}",
@@ -343,7 +449,7 @@ def _yaml_path(loc: tuple[Any, ...]) -> str:
     return out or "(top level)"
 
 
-_INT_FIELDS = {"levels", "start", "max", "mean", "max_tokens", "warmup_requests"}
+_INT_FIELDS = {"levels", "start", "max", "mean", "max_tokens", "warmup_requests", "tokens", "groups", "turns"}
 
 
 def _is_int_field(loc: tuple[Any, ...]) -> bool:
@@ -410,6 +516,25 @@ def load_scenario(path: str | Path) -> Scenario:
         raise InputError(f"{path}: {problem}{where}") from None
     except (OSError, UnicodeDecodeError) as err:
         raise InputError(f"{path}: cannot read: {err}") from None
+    _resolve_dataset_paths(data, path.parent)
     return parse_scenario(data, source=str(path))
+
+
+def _resolve_dataset_paths(data: Any, folder: Path) -> None:
+    """Make every ``dataset.path`` absolute, relative to the scenario file's folder.
+
+    Done on the raw YAML, before validation, so the check that the file exists
+    and the run.json copy both see the path that is actually read (workers get
+    the scenario from a temporary file elsewhere).
+    """
+    workload = data.get("workload") if isinstance(data, dict) else None
+    if not isinstance(workload, dict):
+        return
+    holders = [workload] + [c for c in workload.get("classes") or [] if isinstance(c, dict)]
+    for holder in holders:
+        dataset = holder.get("dataset")
+        if isinstance(dataset, dict) and isinstance(dataset.get("path"), str):
+            p = Path(dataset["path"]).expanduser()
+            dataset["path"] = str(p if p.is_absolute() else (folder / p).resolve())
 
 

@@ -339,3 +339,13 @@ def test_vectorized_itl_equals_a_per_request_loop(requests):
             expected_q = quantile_sorted(np.array(want), q)
             got = level.itl_ms.percentile(pct)
             assert (math.isnan(got) and math.isnan(expected_q)) or got == pytest.approx(expected_q)
+
+
+def test_a_request_started_after_the_last_level_is_no_orphan_and_no_warning():
+    """Workers tag requests they start after the run's last level with level index -1."""
+    levels = level_plan([1], 10.0)
+    rows = [request_row(request_id=f"r{i}", start_wall=T0 + i) for i in range(5)]
+    rows.append(request_row(request_id="late", level_index=-1, start_wall=T0 + 10.5))
+    analysis = analyze(to_frame(rows), run_dict(levels), NO_SLO)
+    assert analysis.levels[0].requests == 5
+    assert not any("level index" in w or "name a level" in w for w in analysis.warnings), analysis.warnings

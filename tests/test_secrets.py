@@ -58,11 +58,15 @@ def test_a_planted_secret_is_written_nowhere(tmp_path):
         result = loadtest("run", str(path), "--out", str(out), "--workers", "1", env=env, timeout=180)
     assert result.returncode == 0, result.stderr[-3000:]
     # The planted values really were sent (so a clean output means scrubbed, not unused).
-    sent = server.exchanges[-1]
+    # the last completion request (the server-metrics scraper's /metrics requests may come after it)
+    sent = [e for e in server.exchanges if "/chat/completions" in e.path][-1]
     assert sent.headers["api-key"] == SECRETS["header_env"] and sent.headers["x-signature"] == SECRETS["static_header"]
     assert SECRETS["api_key"] in sent.headers["authorization"]
     assert SECRETS["query_code"] in sent.path and SECRETS["url_sig"] in sent.path
     assert any(e.fixture == "mixed" for e in server.exchanges)
+    # the server-metrics scraper talks to the server with the same credentials
+    scrapes = [e for e in server.exchanges if e.path.startswith("/metrics")]
+    assert scrapes and all(e.headers.get("api-key") == SECRETS["header_env"] for e in scrapes)
 
     files = sorted(p for p in out.rglob("*") if p.is_file())
     names = {p.name for p in files}

@@ -10,6 +10,7 @@ The pipeline inside, one module per idea:
 ``metrics``   per-level distributions, throughput, goodput, errors
 ``verdict``   each SLO check → pass / fail / uncertain
 ``capacity``  the highest concurrency that holds, and why the next one fails
+``classes``   request classes: per-class levels, per-class SLOs, the worst verdict wins
 ``refine``    the next concurrency to probe by bisection
 ``caveats``   warnings a reader needs to weigh the numbers
 ``signals`` / ``server``   the server's scraped metrics joined to the levels on wall time
@@ -30,8 +31,10 @@ import numpy as np
 import pandas as pd
 
 from loadtest.analysis.autoscaling import AutoscalingOptions, recommend
-from loadtest.analysis.bootstrap import DEFAULT_RESAMPLES
+from loadtest.analysis.bootstrap import DEFAULT_RESAMPLES, rng_for
 from loadtest.analysis.capacity import find_capacity
+from loadtest.analysis.classes import class_slos as class_slos_for
+from loadtest.analysis.classes import judge_classes, scenario_classes
 from loadtest.analysis.caveats import MIN_COMPLETE, level_caveats, run_caveats
 from loadtest.analysis.client_error import judge_client
 from loadtest.analysis.chunks import (
@@ -41,9 +44,9 @@ from loadtest.analysis.chunks import (
     itl_samples,
     tokens_per_window,
 )
-from loadtest.analysis.columns import numeric
+from loadtest.analysis.columns import numeric, text
 from loadtest.analysis.frame import request_frame
-from loadtest.analysis.metrics import level_results
+from loadtest.analysis.metrics import describe, level_results
 from loadtest.analysis.refine import next_refine_level
 from loadtest.analysis.results import Analysis, Capacity, Check, LevelResult, Stats
 from loadtest.analysis.server import server_view
@@ -74,6 +77,7 @@ def analyze(
     seed: int = 0,
     resamples: int = DEFAULT_RESAMPLES,
     min_complete: int = MIN_COMPLETE,
+    class_slos: Mapping[str, SloSpec] | None = None,
     confidence: float | None = None,
     server_samples: pd.DataFrame | None = None,
     autoscaling: AutoscalingOptions | None = None,
@@ -87,11 +91,85 @@ def analyze(
     or ``uncertain`` verdict and warnings instead. ``server_samples`` are the
     scraped server metrics (``server_metrics.parquet``), None when not scraped;
     ``autoscaling`` defaults to run.json's ``autoscaling`` options.
+
+    With request classes (a ``class`` column, ``workload.classes`` in the
+    run's scenario), each class is also analyzed alone and judged by its own
+    SLO (``class_slos``; by default the scenario's, else ``slo``), and a level
+    holds only if every class does (see :mod:`loadtest.analysis.classes`).
     """
     run = dict(run)
     if confidence is None:
         confidence = verdict_confidence(run)
     windows, warnings = level_windows(run, requests)
+    frame, levels = _measure(requests, windows, slo, seed=seed, resamples=resamples, confidence=confidence)
+    turns = numeric(requests, "turn")
+    frame["class"] = text(requests, "class")
+    frame["turn"] = turns
+
+    slos = dict(class_slos) if class_slos is not None else class_slos_for(run, slo)[1]
+    for name in sorted({c for c in frame["class"] if c is not None} - set(slos)):
+        slos[name] = slo  # a class in the records that the scenario does not name
+    if slos:
+        per_class = _measure_classes(requests, frame["class"].to_numpy(), windows, slos, seed, resamples, confidence)
+        for position, level in enumerate(levels):
+            judge_client(judge_classes(level, {name: lv[position] for name, lv in per_class.items()}, slos, slo))
+    else:
+        for level in levels:
+            judge_client(evaluate_level(level, slo))
+    _attach_ttft_by_turn(levels, frame, turns, seed, resamples, confidence)
+    levels.sort(key=lambda lv: (lv.concurrency, lv.index))
+    capacity = find_capacity(levels, slo, confidence)
+    if slos:
+        capacity.classes = {
+            name: find_capacity([lv.classes[name] for lv in levels], class_slo, confidence)
+            for name, class_slo in slos.items()
+        }
+
+    declared = scenario_classes(run)
+    if declared and slo.checks and all(isinstance(c.get("slo"), Mapping) for c in declared):
+        unused = ", ".join(c.name for c in slo.checks)
+        warnings.append(
+            f"the top-level SLO's latency checks ({unused}) judge no request class: every class has its own slo"
+        )
+    warnings += run_caveats(run, frame)
+    warnings += level_caveats(levels, slo, min_complete)
+    server = server_view(server_samples, levels, run.get("server_metrics"))
+    if server is not None:
+        warnings += server.warnings
+    options = autoscaling or AutoscalingOptions.from_dict(run.get("autoscaling"))
+    # only successful requests carry final token counts
+    sources = frame.loc[frame["ok"], "token_source"].value_counts(dropna=True) if len(frame) else {}
+    # as for completion tokens: failures never got a usage chunk, so count successes
+    prompt_sources = pd.Series(text(requests, "prompt_token_source")[frame["ok"].to_numpy()]).value_counts(dropna=True)
+    if prompt_sources.get("estimate", 0):
+        warnings.append(
+            f"prompt tokens of {int(prompt_sources['estimate'])} successful requests are estimated from the "
+            "words sent (the server reported no usage.prompt_tokens)"
+        )
+
+    return Analysis(
+        name=str(run.get("name") or (run.get("scenario") or {}).get("name") or ""),
+        target=dict(run.get("target") or {}),
+        slo=slo,
+        levels=levels,
+        capacity=capacity,
+        warnings=warnings,
+        token_source={str(k): int(v) for k, v in sources.items()},
+        warmup_s=float(run.get("warmup_s") or 0.0),
+        run=run,
+        requests=frame,
+        confidence=confidence,
+        server=server,
+        autoscaling=recommend(levels, capacity, server, options),
+        class_slos=slos,
+        prompt_token_source={str(k): int(v) for k, v in prompt_sources.items()},
+    )
+
+
+def _measure(
+    requests: pd.DataFrame, windows: list, slo: SloSpec, *, seed: int, resamples: int, confidence: float
+) -> tuple[pd.DataFrame, list[LevelResult]]:
+    """Records → the per-request frame and one unjudged :class:`LevelResult` per window (window order)."""
     chunks = flatten_chunks(requests)
     frame = request_frame(requests, windows, chunks, slo)
 
@@ -109,39 +187,41 @@ def analyze(
         zip(group_by_position(itl, itl_pos, len(windows)), group_by_position(itl_at, itl_pos, len(windows)))
     )
     del itl, itl_pos, itl_at
+    levels = level_results(frame, windows, itl_groups, tokens, seed=seed, resamples=resamples, confidence=confidence)
+    return frame, levels
 
-    levels = level_results(
-        frame, windows, itl_groups, tokens, seed=seed, resamples=resamples, confidence=confidence
-    )
-    for level in levels:
-        judge_client(evaluate_level(level, slo))
-    levels.sort(key=lambda lv: (lv.concurrency, lv.index))
-    capacity = find_capacity(levels, slo, confidence)
 
-    warnings += run_caveats(run, frame)
-    warnings += level_caveats(levels, slo, min_complete)
-    server = server_view(server_samples, levels, run.get("server_metrics"))
-    if server is not None:
-        warnings += server.warnings
-    options = autoscaling or AutoscalingOptions.from_dict(run.get("autoscaling"))
-    # only successful requests carry final token counts
-    sources = frame.loc[frame["ok"], "token_source"].value_counts(dropna=True) if len(frame) else {}
+def _measure_classes(
+    requests: pd.DataFrame,
+    classes: np.ndarray,
+    windows: list,
+    slos: Mapping[str, SloSpec],
+    seed: int,
+    resamples: int,
+    confidence: float,
+) -> dict[str, list[LevelResult]]:
+    """Each class's own levels (window order): the same analysis on its records alone."""
+    out = {}
+    for name, class_slo in slos.items():
+        mine = requests.loc[classes == name].reset_index(drop=True)
+        out[name] = _measure(mine, windows, class_slo, seed=seed, resamples=resamples, confidence=confidence)[1]
+    return out
 
-    return Analysis(
-        name=str(run.get("name") or (run.get("scenario") or {}).get("name") or ""),
-        target=dict(run.get("target") or {}),
-        slo=slo,
-        levels=levels,
-        capacity=capacity,
-        warnings=warnings,
-        token_source={str(k): int(v) for k, v in sources.items()},
-        warmup_s=float(run.get("warmup_s") or 0.0),
-        run=run,
-        requests=frame,
-        confidence=confidence,
-        server=server,
-        autoscaling=recommend(levels, capacity, server, options),
-    )
+
+def _attach_ttft_by_turn(
+    levels: list[LevelResult], frame: pd.DataFrame, turns: np.ndarray, seed: int, resamples: int, confidence: float
+) -> None:
+    """TTFT per conversation turn at each level (levels in window order, as ``frame["pos"]`` counts)."""
+    if np.isnan(turns).all():
+        return
+    pos = frame["pos"].to_numpy()
+    ttft = frame["ttft_sample"].to_numpy(dtype=float)
+    for position, level in enumerate(levels):
+        here = (pos == position) & ~np.isnan(ttft)
+        for turn in sorted({int(t) for t in turns[here & ~np.isnan(turns)]}):
+            values = ttft[here & (turns == turn)]
+            rng = rng_for(seed, level.index, "ttft_turn", turn)
+            level.ttft_by_turn[turn] = describe(values, rng, resamples, confidence=confidence)
 
 
 def analyze_run(
@@ -153,7 +233,8 @@ def analyze_run(
     """Analyze a run folder: SLOs from ``run["scenario"]["slo"]``, then CLI overrides.
 
     ``autoscaling_overrides`` (``headroom``, ``scale_up_s``, ``traffic_growth_per_min``)
-    replace run.json's ``autoscaling`` options where not None.
+    replace run.json's ``autoscaling`` options where not None. ``slo_overrides`` may
+    name a request class (``summarize.e2e_ms.p95=15000``).
 
     Raises :class:`InputError` when the folder is not a run or an override is bad.
     """
@@ -169,10 +250,13 @@ def analyze_run(
         raise InputError(f"{run_dir / RUN_JSON}: not valid JSON ({err})") from None
     scenario = run.get("scenario") or {}
     slo = SloSpec.from_dict(scenario.get("slo") if isinstance(scenario, Mapping) else None)
-    slo = slo.with_overrides(slo_overrides)
+    slo, slos = class_slos_for(run, slo, slo_overrides)
     scaling = AutoscalingOptions.from_dict(run.get("autoscaling"))
     if autoscaling_overrides:
         o = autoscaling_overrides
         scaling = scaling.with_overrides(o.get("headroom"), o.get("scale_up_s"), o.get("traffic_growth_per_min"))
-    return analyze(read_requests(run_dir), run, slo, server_samples=read_samples(run_dir), autoscaling=scaling, **options)
+    return analyze(
+        read_requests(run_dir), run, slo, class_slos=slos, server_samples=read_samples(run_dir),
+        autoscaling=scaling, **options,
+    )
 

@@ -79,6 +79,7 @@ def find_capacity(levels: Sequence[LevelResult], slo: SloSpec, confidence: float
         message="",
         first_failing=first_failing.concurrency if first_failing else None,
         binding=binding.name if binding else None,
+        binding_class=binding.class_name if binding else None,
         binding_value=binding.value if binding else None,
         binding_limit=binding.limit if binding else None,
         binding_ratio=binding.ratio if binding else None,
@@ -134,11 +135,14 @@ def ci_label(confidence: float) -> str:
 def describe_check(check: Check, *, with_ci: bool = False, confidence: float = 0.95) -> str:
     """``"p95 ITL is 130 ms against a 120 ms limit"`` (no leading article)."""
     if check.metric == ERROR_RATE_CHECK:
-        text = f"error rate is {fmt_pct(check.value)} against a {check.limit * 100:g}% budget"
+        whose = f"{check.class_name} class's " if check.class_name else ""
+        text = f"{whose}error rate is {fmt_pct(check.value)} against a {check.limit * 100:g}% budget"
         if with_ci:
             text += f" ({ci_label(confidence)} {fmt_pct(check.ci[0])}–{fmt_pct(check.ci[1])})"
         return text
     label = f"{check.percentile} {METRIC_LABELS.get(check.metric, check.metric)}"
+    if check.class_name:
+        label = f"{check.class_name} class's {label}"
     if math.isinf(check.value):
         share = (1 - float(check.percentile[1:]) / 100) * 100 if check.percentile else 0
         value = f"unbounded (more than {share:g}% of requests failed or were cut after waiting past the limit)"

@@ -81,14 +81,15 @@ def level_caveats(levels: Sequence[LevelResult], slo: SloSpec, min_complete: int
     empty: dict[str, list[int]] = defaultdict(list)
     for lv in levels:
         for check in lv.checks:
+            key = f"{check.class_name}.{check.name}" if check.class_name else check.name  # per class
             if check.verdict == "no_data" and lv.requests:
-                empty[check.name].append(lv.concurrency)
+                empty[key].append(lv.concurrency)
             elif check.low_n and _low_n_matters(check):
-                low[check.name].append(lv.concurrency)
+                low[key].append(lv.concurrency)
     for name, at in low.items():
-        if name == "error_rate" and slo.max_error_rate:
+        if name.split(".")[-1] == "error_rate" and slo.max_error_rate:
             out.append(
-                f"error_rate is judged on fewer than 1/max_error_rate = {1 / slo.max_error_rate:g} requests "
+                f"{name} is judged on fewer than 1/max_error_rate = {1 / slo.max_error_rate:g} requests "
                 f"at concurrency {_levels(at)} (flagged low_n): a single failure already exceeds the budget"
             )
             continue
@@ -140,7 +141,8 @@ def run_caveats(run: Mapping[str, Any], frame: pd.DataFrame) -> list[str]:
     for loss in run.get("workers_lost") or []:
         out.append(_worker_loss(loss))
     if len(frame):
-        orphans = int((frame["pos"] < 0).sum())
+        # level_index -1: started when no level was in force (after the last one), not an orphan
+        orphans = int(((frame["pos"] < 0) & (frame["level_index"] >= 0)).sum())
         if orphans:
             out.append(f"{orphans} requests name a level that run.json does not know; they were ignored")
         ok = frame[frame["ok"]]

@@ -9,10 +9,11 @@ records so far, never a second copy of it.
 **A fixed schedule of looks, and a corrected confidence.** Looking at the data
 again and again and stopping at the first look that seems decided inflates the
 chance of a wrong verdict: each look is another chance for noise to cross the
-line. The looks are therefore fixed in advance: ``min_level_duration_s``, then
-``level_duration_s`` doubling up to ``max_level_duration_s`` (with the defaults:
-half the measured window, then 1, 2 and 4 × ``level_duration_s``, so K = 4),
-and every look judges at confidence
+line. The looks are therefore fixed in advance: ``min_level_duration_s``
+doubling while below ``level_duration_s``, then ``level_duration_s`` doubling up
+to ``max_level_duration_s`` (with the defaults: half the measured window, then
+1, 2 and 4 × ``level_duration_s``, so K = 4; with 15 s levels and a 4 s minimum:
+4, 8, 15, 30 and 60 s, K = 5), and every look judges at confidence
 ``1 − 0.05 / K`` (Bonferroni). Whatever look a level stops at, the chance that
 its verdict is wrong stays within 5%. Bonferroni is slightly conservative
 compared with group-sequential boundaries (Pocock, O'Brien–Fleming), but it
@@ -53,13 +54,14 @@ class LookSchedule:
 
     @property
     def looks(self) -> list[float]:
-        """``min_s``, then ``nominal_s`` doubling, up to and including ``max_s``."""
+        """``min_s`` doubling up to ``nominal_s``, then ``nominal_s`` doubling up to and including ``max_s``."""
         points = {round(self.min_s, 6), round(self.max_s, 6)}
-        t = self.nominal_s
-        while t < self.max_s - 1e-9:
-            if t > self.min_s:
-                points.add(round(t, 6))
-            t *= 2
+        for start, end in ((self.min_s, self.nominal_s), (self.nominal_s, self.max_s)):
+            t = start
+            while t < end - 1e-9:
+                if t >= self.min_s:
+                    points.add(round(t, 6))
+                t *= 2
         return sorted(points)
 
     @property
@@ -85,7 +87,7 @@ class Decision:
 
 
 #: Columns of an in-flight snapshot (one row per request still running at the look).
-IN_FLIGHT_COLUMNS = ("level_index", "warmup", "start_wall", "elapsed_ms", "ttfb_ms", "ttft_ms")
+IN_FLIGHT_COLUMNS = ("level_index", "warmup", "start_wall", "elapsed_ms", "ttfb_ms", "ttft_ms", "class")
 
 
 def in_flight_records(in_flight: pd.DataFrame, level: int) -> pd.DataFrame:
@@ -109,6 +111,8 @@ def in_flight_records(in_flight: pd.DataFrame, level: int) -> pd.DataFrame:
             "completion_tokens": np.nan,
             "chunk_ms": [[] for _ in range(n)],
             "chunk_tokens": [[] for _ in range(n)],
+            # the request class (workload.classes), so a waiting request counts against its class's SLO
+            "class": in_flight["class"].to_numpy(dtype=object) if "class" in in_flight else None,
         }
     )
 

@@ -62,6 +62,8 @@ class Check:
     low_n: bool
     #: Why an ``uncertain`` check is undecided ("too few samples", "interval straddles the limit").
     reason: str = ""
+    #: The request class whose SLO this is (None: the whole level, or a run without classes).
+    class_name: str | None = None
 
     @property
     def ratio(self) -> float:
@@ -109,6 +111,10 @@ class LevelResult:
     decision: dict[str, Any] = field(default_factory=dict)
     #: Small subsample of finite TTFT/ITL values for plots (not serialized).
     samples: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    #: The same metrics for each request class alone, judged by that class's SLO.
+    classes: dict[str, "LevelResult"] = field(default_factory=dict)
+    #: TTFT of the requests at each conversation turn (1, 2, …): history makes later turns longer.
+    ttft_by_turn: dict[int, Stats] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool | None:
@@ -150,6 +156,10 @@ class Capacity:
     max_tested: int | None = None
     uncertain_levels: list[int] = field(default_factory=list)
     saturated_levels: list[int] = field(default_factory=list)
+    #: The class whose SLO check bound the capacity (None without classes, or for the overall error budget).
+    binding_class: str | None = None
+    #: Each class's own capacity under its own SLO (what it would hold if it were alone in failing).
+    classes: dict[str, "Capacity"] = field(default_factory=dict)
 
 
 @dataclass
@@ -174,6 +184,10 @@ class Analysis:
     server: Any = None
     #: Thresholds from capacity (:mod:`loadtest.analysis.autoscaling`).
     autoscaling: Any = None
+    #: Each request class's SLO (empty without classes).
+    class_slos: dict[str, SloSpec] = field(default_factory=dict)
+    #: Requests per prompt-token source: "usage" (the server's count) or "estimate" (word count).
+    prompt_token_source: dict[str, int] = field(default_factory=dict)
 
     def level(self, concurrency: int) -> LevelResult | None:
         return next((lv for lv in self.levels if lv.concurrency == concurrency), None)

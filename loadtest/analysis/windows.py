@@ -72,7 +72,9 @@ def level_windows(run: Mapping[str, Any], requests: pd.DataFrame) -> tuple[list[
         raw.append(dict(level))
     known = {int(level["index"]) for level in raw}
 
-    for idx in sorted(set(level_index[~np.isnan(level_index)].astype(int).tolist()) - known):
+    # A negative index: the request started when no level was in force (after the last one ended,
+    # e.g. a worker's user between the stop and its own end). It belongs to no level, by design.
+    for idx in sorted({i for i in level_index[~np.isnan(level_index)].astype(int).tolist() if i >= 0} - known):
         mask = level_index == idx
         if np.isnan(starts[mask]).all():
             continue

@@ -27,7 +27,7 @@ import orjson
 
 from loadtest.client.record import RequestRecord
 from loadtest.client.sse import SSEEvent, SSEParser
-from loadtest.client.wire import Api, error_message, read_chunk
+from loadtest.client.wire import Api, chunk_text, error_message, read_chunk
 
 _NO_USAGE = -1
 
@@ -37,11 +37,15 @@ class StreamDecoder:
 
     __slots__ = (
         "rec", "api", "parser", "chunk_usage", "usage_before", "last_usage", "reasoning_tokens",
-        "reasoning_streamed", "done", "finished", "failed",
+        "reasoning_streamed", "done", "finished", "failed", "capture",
     )
 
-    def __init__(self, rec: RequestRecord, api: Api) -> None:
+    def __init__(self, rec: RequestRecord, api: Api, capture_text: bool = False) -> None:
         self.rec = rec
+        #: Keep the generated text (only when asked: it costs a list append per chunk).
+        self.capture = capture_text
+        if capture_text:
+            rec.text = []
         self.api = api
         self.parser = SSEParser()
         #: usage.completion_tokens carried by each content chunk (-1: none).
@@ -104,6 +108,8 @@ class StreamDecoder:
                 rec.ttft_ms = t
             rec.chunk_ms.append(t)
             rec.chunk_tokens.append(1)
+            if self.capture:
+                rec.text.append(chunk_text(obj, self.api))
             self.chunk_usage.append(_NO_USAGE if usage is None else usage)
             if facts.reasoning:
                 self.reasoning_streamed = True

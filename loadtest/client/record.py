@@ -68,6 +68,14 @@ class RequestRecord:
     #: The server's own per-request ``timings`` when it sends them (llama.cpp:
     #: prompt_ms, predicted_ms, predicted_n …); not persisted, for cross-checks.
     server_timings: dict | None = None
+    #: The generated text, piece by piece, when the caller asked for it (a
+    #: conversation resends it next turn). Not persisted; None when not asked.
+    text: list[str] | None = None
+
+    @property
+    def answer(self) -> str:
+        """The generated text ("" when it was not captured)."""
+        return "".join(self.text) if self.text else ""
 
     @property
     def ok(self) -> bool:

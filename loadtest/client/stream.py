@@ -114,7 +114,7 @@ class StreamingClient:
     def close(self) -> None:
         self._http.close()
 
-    def send(self, body: bytes) -> RequestRecord:
+    def send(self, body: bytes, capture_text: bool = False) -> RequestRecord:
         """Send one streaming request; return its record whatever happens."""
         rec = self.in_flight = RequestRecord(start_wall=time.time(), start_perf=time.perf_counter())
         response = None
@@ -129,7 +129,7 @@ class StreamingClient:
                 elif "text/event-stream" not in (response.get("content-type") or ""):
                     rec.fail("malformed", f"server did not stream: Content-Type is {response.get('content-type')!r}")
                 else:
-                    self._read_stream(rec, response, head_at)
+                    self._read_stream(rec, response, head_at, capture_text)
                     response = None  # the socket was handed back by _read_stream
         except _RequestTimeout:
             rec.fail("timeout", f"no complete response within {self.timeout_s:g} s")
@@ -164,9 +164,9 @@ class StreamingClient:
         rec.resends += 1
         return self._http.request("POST", self.path, body=body, headers=self.headers)
 
-    def _read_stream(self, rec: RequestRecord, response: Any, head_at: float) -> None:
+    def _read_stream(self, rec: RequestRecord, response: Any, head_at: float, capture_text: bool = False) -> None:
         """Read the event stream to its end, then give the socket back (or close it)."""
-        decoder = StreamDecoder(rec, self.api)
+        decoder = StreamDecoder(rec, self.api, capture_text)
         sock, pool = _http.detach(response)
         clean = False
         try:

@@ -38,7 +38,7 @@ DROPPABLE = ("continuous_usage_stats", "ignore_eos", "temperature", "stream_opti
 def build_body(
     api: Api,
     model: str,
-    prompt: str,
+    prompt: str | list[dict[str, Any]],
     max_tokens: int,
     *,
     temperature: float | None = 0.0,
@@ -58,7 +58,8 @@ def build_body(
     if temperature is not None and "temperature" not in drop:
         body["temperature"] = temperature
     if api == "chat":
-        body["messages"] = [{"role": "user", "content": prompt}]
+        # a whole message list (a system prompt, a conversation's history) is sent as is
+        body["messages"] = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
     else:
         body["prompt"] = prompt
     body["stream"] = True
@@ -136,6 +137,14 @@ def read_chunk(obj: Any, api: Api) -> ChunkFacts:
         if details:
             facts.reasoning_tokens = _count(details.get("reasoning_tokens"))
     return facts
+
+
+def chunk_text(obj: Any, api: Api) -> str:
+    """The generated text a content chunk carries (the answer a conversation resends)."""
+    choice = obj["choices"][0]
+    if api == "chat":
+        return (choice.get("delta") or {}).get("content") or ""
+    return choice.get("text") or ""
 
 
 def _count(value: Any) -> int | None:

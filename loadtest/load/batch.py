@@ -20,6 +20,7 @@ _SCALARS = (
     "request_id", "worker", "user", "level", "level_index", "warmup", "start_wall",
     "ttfb_ms", "ttft_ms", "e2e_ms", "prompt_tokens", "completion_tokens", "token_source",
     "status", "ok", "error_kind", "error", "reasoning_tokens", "resends",
+    "class", "turn", "conversation_id", "prompt_token_source",
 )
 
 
@@ -42,7 +43,20 @@ class RecordBuffer:
     def __len__(self) -> int:
         return len(self._cols["request_id"])
 
-    def add(self, rec: RequestRecord, *, user: int, level: int, level_index: int, warmup: bool) -> None:
+    def add(
+        self,
+        rec: RequestRecord,
+        *,
+        user: int,
+        level: int,
+        level_index: int,
+        warmup: bool,
+        request_class: str | None = None,
+        turn: int | None = None,
+        conversation_id: str | None = None,
+        prompt_words: int | None = None,
+    ) -> None:
+        """Append one record with its tags; without ``usage`` the prompt's word count stands in."""
         cols = self._cols
         self._seq += 1
         cols["request_id"].append(f"{self.worker}-{self._seq}")
@@ -55,7 +69,12 @@ class RecordBuffer:
         cols["ttfb_ms"].append(rec.ttfb_ms)
         cols["ttft_ms"].append(rec.ttft_ms)
         cols["e2e_ms"].append(rec.e2e_ms)
-        cols["prompt_tokens"].append(rec.prompt_tokens)
+        if rec.prompt_tokens is not None:
+            cols["prompt_tokens"].append(rec.prompt_tokens)
+            cols["prompt_token_source"].append("usage")
+        else:
+            cols["prompt_tokens"].append(prompt_words)
+            cols["prompt_token_source"].append("estimate" if prompt_words is not None else None)
         cols["completion_tokens"].append(rec.completion_tokens)
         cols["token_source"].append(rec.token_source)
         cols["status"].append(rec.status)
@@ -64,6 +83,9 @@ class RecordBuffer:
         cols["error"].append(rec.error)
         cols["reasoning_tokens"].append(rec.reasoning_tokens)
         cols["resends"].append(rec.resends)
+        cols["class"].append(request_class)
+        cols["turn"].append(turn)
+        cols["conversation_id"].append(conversation_id)
         self._chunk_ms.extend(rec.chunk_ms)
         self._chunk_tokens.extend(rec.chunk_tokens)
         self._offsets.append(len(self._chunk_ms))

@@ -148,6 +148,9 @@ class MasterSession(LoadSession):
 
 def run_worker(scenario: Scenario, master_host: str, master_port: int) -> int:
     """Serve as a Locust worker until the master quits. Returns the records sent."""
+    from loadtest.workload import prepare
+
+    prepare(scenario)  # read the datasets before connecting: users must not stall on the file
     clock = LevelClock(scenario.load.warmup_s)
     settings = UserSettings()
     holder: dict[str, WorkerRunner] = {}

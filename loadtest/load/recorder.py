@@ -39,11 +39,14 @@ class Recorder:
         self._unsent: list[dict[str, Any]] = []
         #: Requests being sent, by user: (client, level index, warmup). A decision taken
         #: mid-level must see the ones still waiting for their first token (the slow tail).
-        self._active: dict[int, tuple[Any, int, bool]] = {}
+        self._active: dict[int, tuple[Any, int, bool, str | None]] = {}
 
-    def begin(self, user: int, client: Any, level_index: int, warmup: bool) -> None:
-        """A user is about to send a request through ``client`` (its ``in_flight`` record)."""
-        self._active[user] = (client, level_index, warmup)
+    def begin(self, user: int, client: Any, level_index: int, warmup: bool, request_class: str | None = None) -> None:
+        """A user is about to send a request through ``client`` (its ``in_flight`` record).
+
+        ``request_class``: a slow request still waiting counts against its own class's SLO.
+        """
+        self._active[user] = (client, level_index, warmup, request_class)
 
     def end(self, user: int) -> None:
         self._active.pop(user, None)
@@ -52,7 +55,7 @@ class Recorder:
         """Columns (see :data:`loadtest.analysis.decide.IN_FLIGHT_COLUMNS`) of the requests running now."""
         cols: dict[str, list] = {name: [] for name in IN_FLIGHT_COLUMNS}
         now = time.perf_counter()
-        for client, level_index, warmup in list(self._active.values()):
+        for client, level_index, warmup, request_class in list(self._active.values()):
             rec = client.in_flight
             if rec is None:
                 continue
@@ -62,11 +65,16 @@ class Recorder:
             cols["elapsed_ms"].append((now - rec.start_perf) * 1000.0)
             cols["ttfb_ms"].append(rec.ttfb_ms)
             cols["ttft_ms"].append(rec.ttft_ms)
+            cols["class"].append(request_class)
         return cols
 
-    def add(self, rec: RequestRecord, user: int, level_index: int, level: int, warmup: bool) -> None:
-        """Record a finished request under the level in force when it *started*."""
-        self.buffer.add(rec, user=user, level=level, level_index=level_index, warmup=warmup)
+    def add(self, rec: RequestRecord, user: int, level_index: int, level: int, warmup: bool, **tags: Any) -> None:
+        """Record a finished request under the level in force when it *started*.
+
+        ``tags``: what the workload says about the request (``request_class``,
+        ``turn``, ``conversation_id``, ``prompt_words``); see RecordBuffer.add.
+        """
+        self.buffer.add(rec, user=user, level=level, level_index=level_index, warmup=warmup, **tags)
         self.total += 1
 
     def start(self) -> None:

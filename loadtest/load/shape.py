@@ -73,6 +73,8 @@ class SteppedShape(LoadTestShape):
     def tick(self) -> tuple[int, float] | None:
         # Locust ticks about once a second, so a level ends at the first tick
         # after it is due: levels last their duration to duration + 1 s, never less.
+        if self.done:
+            return self._last_users, SPAWN_RATE
         if self._current is None:
             step = 0 if not self.spans else len(self.levels)
         elif self._level_over(time.perf_counter() - self._entered):
@@ -81,8 +83,6 @@ class SteppedShape(LoadTestShape):
                 step = len(self.levels)  # a certain failure: the levels above it are not needed
         else:
             step = self._current.index - self.first_index
-        if self.done:
-            return self._last_users, SPAWN_RATE
         if step >= len(self.levels):
             self.finish()
             self.done = True

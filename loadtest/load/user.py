@@ -42,7 +42,8 @@ class UserSettings:
     drop: tuple[str, ...] = ()
     #: The output-length field the preflight settled on (None: the scenario's).
     max_tokens_field: str | None = None
-    #: This run's prompt salt (run.json ``prompt_salt``; empty with ``workload.cache_bust: false``).
+    #: This run's prompt salt (run.json ``prompt_salt``; empty with ``workload.cache_bust: false``),
+    #: mixed into every nonce and shared prefix (see loadtest.workload).
     salt: str = ""
 
 
@@ -67,6 +68,8 @@ def make_user_class(scenario: Scenario, clock: LevelClock, recorder: Recorder, s
                 drop=settings.drop,
                 max_tokens_field=settings.max_tokens_field,
                 salt=settings.salt,
+                stream_seed=settings.worker_seed,
+                user_tag=f"{recorder.buffer.worker}-{self.index}",
             )
 
         def on_stop(self) -> None:
@@ -82,19 +85,26 @@ def make_user_class(scenario: Scenario, clock: LevelClock, recorder: Recorder, s
 
         @task
         def stream(self) -> None:
-            body = self.workload.next_body()
+            planned = self.workload.next_request()
+            tags = {
+                "request_class": planned.class_name,
+                "turn": planned.turn,
+                "conversation_id": planned.conversation_id,
+                "prompt_words": planned.prompt_words,
+            }
             level_index, level = clock.index, clock.concurrency
             warmup = clock.in_warmup(time.perf_counter())
-            recorder.begin(self.index, self.client, level_index, warmup)
+            recorder.begin(self.index, self.client, level_index, warmup, planned.class_name)
             try:
-                rec = self.client.send(body)
+                rec = self.client.send(planned.body, capture_text=planned.capture_text)
             except GreenletExit:
                 if self.client.in_flight is not None:  # the run stopped mid-request: keep the record
-                    recorder.add(self.client.in_flight, self.index, level_index, level, warmup)
+                    recorder.add(self.client.in_flight, self.index, level_index, level, warmup, **tags)
                 raise
             finally:
                 recorder.end(self.index)
-            recorder.add(rec, self.index, level_index, level, warmup)
+            recorder.add(rec, self.index, level_index, level, warmup, **tags)
+            self.workload.answered(rec.ok, rec.answer)
             self._back_off(rec)
             self.environment.events.request.fire(
                 request_type="POST",
@@ -104,5 +114,8 @@ def make_user_class(scenario: Scenario, clock: LevelClock, recorder: Recorder, s
                 exception=None if rec.ok else RuntimeError(f"{rec.error_kind}: {rec.error}"),
                 context={},
             )
+            pause = self.workload.think_time_s()  # between a conversation's turns
+            if pause > 0:
+                gevent.sleep(pause)
 
     return LLMUser

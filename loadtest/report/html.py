@@ -33,6 +33,7 @@ from loadtest.analysis.results import Analysis, LevelResult
 from loadtest.analysis.slo import METRIC_LABELS
 from loadtest.redact import scrub
 from loadtest.report.terminal import describe_ending
+from loadtest.report.workload_figures import class_figure, has_classes, has_turns, turn_figure
 
 REPORT_HTML = "report.html"
 TIMELINE_BINS = 1500
@@ -344,9 +345,15 @@ def _header(analysis: Analysis) -> str:
         [f"{c.name} ≤ {c.limit:g} ms" for c in analysis.slo.checks]
         + ([f"error rate ≤ {analysis.slo.max_error_rate:.2%}"] if analysis.slo.max_error_rate is not None else [])
     ) or "none defined"
+    for name, spec in analysis.class_slos.items():
+        slo += f"; class {name}: " + (", ".join(
+            [f"{c.name} ≤ {c.limit:g} ms" for c in spec.checks]
+            + ([f"error rate ≤ {spec.max_error_rate:.2%}"] if spec.max_error_rate is not None else [])
+        ) or "none")
     facts = [
         ("Verdict", cap.verdict.replace("_", " ")),
-        ("Binding SLO", f"{cap.binding} at {cap.first_failing} users" if cap.binding else "—"),
+        ("Binding SLO", (f"{cap.binding_class}: " if cap.binding_class else "") + f"{cap.binding} at {cap.first_failing} users"
+         if cap.binding else "—"),
         ("At capacity", _at_capacity(cap)),
         ("Target", f"{target.get('model', '?')} · {target.get('base_url', '?')} · {target.get('api', '?')}"),
         ("SLOs", slo),
@@ -438,7 +445,7 @@ def _cell_ms(level: LevelResult, metric: str, pct: str) -> str:
     value = level.metric(metric).percentile(pct)
     if math.isnan(value):
         return "<td class='num dim'>–</td>"
-    verdicts = [c.verdict for c in level.checks if c.metric == metric and c.percentile == pct]
+    verdicts = [c.verdict for c in level.checks if c.metric == metric and c.percentile == pct and c.class_name is None]
     style = f" style='color:{STATUS_COLOURS[verdicts[0]]}'" if verdicts else ""
     text = "∞" if math.isinf(value) else fmt_ms(value)
     return f"<td class='num'{style}>{_e(text)}</td>"
@@ -500,7 +507,7 @@ def _checks_table(analysis: Analysis) -> str:
                 ci = f"{fmt_ms(c.ci[0])} – {fmt_ms(c.ci[1])}" if not math.isnan(c.ci[0]) else "–"
                 limit = f"{c.limit:g}"
             rows.append(
-                f"<tr><td class='num'>{lv.concurrency}</td><td>{_e(c.name)}</td><td class='num'>{_e(value)}</td>"
+                f"<tr><td class='num'>{lv.concurrency}</td><td>{_e(f'{c.class_name}: {c.name}' if c.class_name else c.name)}</td><td class='num'>{_e(value)}</td>"
                 f"<td class='num'>{_e(ci)}</td><td class='num'>{_e(limit)}</td><td class='num'>{c.n}"
                 f"{' (low n)' if c.low_n else ''}</td>"
                 f"<td style='color:{STATUS_COLOURS.get(c.verdict, '#000')}'>{_e(c.verdict)}"
@@ -643,6 +650,16 @@ def render_html(analysis: Analysis) -> str:
              "Each point is a level; a point above its dashed SLO line fails it. Lines: percentiles per level. Shaded: the confidence interval of each percentile an SLO uses "
              "(blocks of time resampled; its level is in the checks table). "
              "Dashed horizontal: SLO limits. Green dashed: capacity; red dotted: first failing level."),
+        ]
+        if has_classes(analysis):
+            figures.append(("Per request class", class_figure(analysis),
+                            "Each class is judged by its own SLO; a level holds only if every class does. "
+                            "The class whose curve crosses its own dashed limit first binds the capacity."))
+        if has_turns(analysis):
+            figures.append(("TTFT by conversation turn", turn_figure(analysis),
+                            "Later turns resend the history (earlier prompts and the answers streamed), "
+                            "so their prefill is longer."))
+        figures += [
             ("Throughput and goodput", throughput_figure(analysis),
              "Goodput counts only requests that met every per-request limit; the gap to requests/s is "
              "traffic that was served too slowly to count."),

@@ -15,6 +15,11 @@ Stable keys (others may be added, never renamed):
   ``server_metrics`` (url, signals, scrape health overall and per level) and
   ``autoscaling`` (``signals[]`` with ``metric, at_capacity, at_first_failing,
   threshold, why``; ``target_concurrency_per_replica``; ``best``; ``headroom``).
+* with request classes: ``levels[].classes[name]`` (the same level keys for
+  that class alone, judged by its SLO), ``checks[].class``,
+  ``capacity.binding_class``, ``capacity.classes[name]`` (each class's own
+  capacity) and ``classes[name].slo``; with conversations,
+  ``levels[].ttft_by_turn["1"]``; ``prompt_token_source`` and ``datasets``.
 
 Strict JSON: NaN ("no data") and infinity ("failures dominate this
 percentile"; see ``n_failed``) are written as ``null``, and
@@ -60,6 +65,11 @@ DEFINITIONS = {
     "not errors; censored at their wait: +inf for a metric whose tightest limit the wait already exceeded, "
     "else left out; counted as spillover",
     "token_source": "token-count source per successful request (usage, continuous_usage, or one per chunk)",
+    "prompt_token_source": "prompt-token source per successful request: usage (the server's usage.prompt_tokens) or "
+    "estimate (whitespace-separated words sent, when the server reported no usage)",
+    "classes": "each request class analyzed alone with its own SLO; a level passes only if every class "
+    "passes and the overall error budget holds",
+    "ttft_by_turn": "TTFT of the requests at each conversation turn (history grows with every turn)",
     "percentiles": "linear interpolation (numpy default); CIs resample blocks of time (shared decode steps and "
     "multi-token chunks stay together) at the run's `confidence` (1 - 0.05/K for K looks per level); "
     "too few samples for a percentile give an unbounded upper limit (never a pass)",
@@ -120,6 +130,7 @@ def check_dict(check: Check) -> dict[str, Any]:
         "ratio": _round(check.ratio, 4),
         "reason": check.reason,
         "unbounded": math.isinf(check.value),  # value is null because failures reach the percentile
+        "class": check.class_name,  # the request class whose SLO this is; null for the whole level
     }
 
 
@@ -158,6 +169,10 @@ def level_dict(level: LevelResult) -> dict[str, Any]:
         goodput_rps=_round(level.goodput_rps, 4),
         checks=[check_dict(c) for c in level.checks],
     )
+    if level.ttft_by_turn:
+        out["ttft_by_turn"] = {str(turn): stats_dict(stats) for turn, stats in sorted(level.ttft_by_turn.items())}
+    if level.classes:
+        out["classes"] = {name: level_dict(class_level) for name, class_level in level.classes.items()}
     return out
 
 
@@ -180,6 +195,8 @@ def capacity_dict(cap: Capacity) -> dict[str, Any]:
         "max_tested": cap.max_tested,
         "uncertain_levels": cap.uncertain_levels,
         "saturated_levels": cap.saturated_levels,
+        "binding_class": cap.binding_class,
+        **({"classes": {name: capacity_dict(c) for name, c in cap.classes.items()}} if cap.classes else {}),
     }
 
 
@@ -282,6 +299,9 @@ def summary_dict(analysis: Analysis) -> dict[str, Any]:
         "confidence": analysis.confidence,
         "server_metrics": server_metrics_dict(analysis),
         "autoscaling": autoscaling_dict(analysis),
+        "prompt_token_source": analysis.prompt_token_source,
+        "classes": {name: {"slo": spec.to_dict()} for name, spec in analysis.class_slos.items()},
+        "datasets": run.get("datasets") or [],
         "warnings": list(analysis.warnings),
         "run": {
             "started_at": _iso(run.get("started_wall")),

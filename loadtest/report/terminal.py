@@ -42,22 +42,32 @@ def _worst(checks: list[Check]) -> str | None:
     return max((c.verdict for c in checks), key=_WORST.__getitem__)
 
 
-def _latency_cell(level: LevelResult, metric: str, percentile: str) -> Text:
+def _latency_cell(
+    level: LevelResult, metric: str, percentile: str, *, same_percentile: bool = False, class_name: str | None = None
+) -> Text:
+    """The value, coloured by the metric's checks (only the shown percentile's, if asked).
+
+    With request classes a level also holds each class's checks; only those of
+    ``class_name`` (None: the level's own) colour the cell.
+    """
     stats = level.metric(metric)
     value = stats.percentile(percentile)
     if stats.n == 0 or math.isnan(value):
         return Text("–", style="dim")
     text = "∞" if math.isinf(value) else fmt_ms(value)
-    verdict = _worst([c for c in level.checks if c.metric == metric])
+    verdict = _worst([
+        c for c in level.checks
+        if c.metric == metric and c.class_name == class_name and (not same_percentile or c.percentile == percentile)
+    ])
     return Text(text, style=COLOURS.get(verdict or "", ""))
 
 
-def _errors_cell(level: LevelResult) -> Text:
+def _errors_cell(level: LevelResult, class_name: str | None = None) -> Text:
     if not level.requests:
         return Text("–", style="dim")
     pct = f"{level.error_rate:.0%}" if level.error_rate >= 0.1 else f"{level.error_rate:.1%}"
     text = f"{level.errors} ({pct})" if level.errors else "0"
-    verdict = _worst([c for c in level.checks if c.metric == "error_rate"])
+    verdict = _worst([c for c in level.checks if c.metric == "error_rate" and c.class_name == class_name])
     return Text(text, style=COLOURS.get(verdict or "", ""))
 
 
@@ -109,6 +119,45 @@ def build_table(analysis: Analysis) -> Table:
     return table
 
 
+def build_class_table(analysis: Analysis) -> Table:
+    """One row per level and class: each class judged by its own SLO (its percentile, its colour)."""
+    table = Table(
+        title="per request class (each cell: the percentile the class's SLO uses, else p95)",
+        title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
+    )
+    for name, justify in (("users", "right"), ("class", "left"), ("reqs", "right"), ("errors", "right")):
+        table.add_column(name, justify=justify, no_wrap=True)
+    metrics = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
+    for metric in metrics:
+        table.add_column(METRIC_LABELS[metric].replace("end-to-end latency", "e2e"), justify="right", no_wrap=True)
+    table.add_column("verdict", no_wrap=True)
+    for level in analysis.levels:
+        for name, class_level in level.classes.items():
+            spec = analysis.class_slos.get(name)
+            cells = []
+            for metric in metrics:
+                check = next((c for c in spec.checks if c.metric == metric), None) if spec else None
+                pct = check.percentile if check else "p95"
+                cell = _latency_cell(class_level, metric, pct, same_percentile=True, class_name=name)
+                cells.append(cell.append(f" {pct}", style="dim") if check else cell)
+            table.add_row(
+                str(level.concurrency), name, str(class_level.requests), _errors_cell(class_level, name), *cells,
+                _verdict_cell(class_level),
+            )
+    return table
+
+
+def _class_capacities(analysis: Analysis) -> str:
+    parts = []
+    for name, cap in analysis.capacity.classes.items():
+        held = "below the lowest level" if cap.concurrency is None else f"{cap.concurrency}"
+        if cap.first_failing is None and cap.concurrency is not None:
+            held = f"≥ {cap.concurrency}"
+        why = f" (fails at {cap.first_failing} on {cap.binding})" if cap.first_failing is not None else ""
+        parts.append(f"{name} {held}{why}")
+    return "each class alone holds: " + "; ".join(parts)
+
+
 def describe_ending(decision: dict) -> str:
     """``"decided pass early"``, ``"extended until decided: fail"``, ``"still undecided at the limit: …"``."""
     ended, verdict, why = decision.get("ended"), decision.get("verdict"), decision.get("why", "")
@@ -139,6 +188,9 @@ def print_summary(analysis: Analysis, console: Console | None = None) -> None:
     """Print the level table, the capacity sentence and any warnings."""
     console = console or Console()
     console.print(build_table(analysis))
+    if analysis.class_slos:
+        console.print(build_class_table(analysis))
+        console.print(Text(_class_capacities(analysis), style="dim"))
     cap = analysis.capacity
     console.print(Text(cap.message, style=CAPACITY_COLOURS.get(cap.verdict, "")))
     if any(lv.refine for lv in analysis.levels):

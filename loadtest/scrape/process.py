@@ -39,7 +39,7 @@ def settings_for(target: Target, run_dir: Path) -> dict[str, Any]:
     return {
         "url": target.metrics_url,
         "interval_s": target.metrics.interval_s,
-        "headers": dict(target.headers),
+        "headers": target.resolved_headers(),  # headers_env values included (sent on stdin, never argv)
         "api_key_env": target.api_key_env,
         "verify_tls": target.verify_tls,
         "ca_bundle": target.ca_bundle,
@@ -118,6 +118,7 @@ def main() -> int:
         os.nice(19)
     except OSError:
         pass
+    from loadtest.redact import public_url
     from loadtest.scrape.scraper import ScrapeResult, scrape_loop
     from loadtest.scrape.store import SampleWriter
 
@@ -130,10 +131,11 @@ def main() -> int:
 
     threading.Thread(target=wait_for_eof, daemon=True).start()
     url = settings["url"]
+    shown = public_url(url)  # userinfo and token-like query values never reach the terminal
 
     def warn(result: ScrapeResult) -> None:
         print(
-            f"warning: server metrics: {url}: {result.message}; the run goes on "
+            f"warning: server metrics: {shown}: {result.message}; the run goes on "
             "(turn scraping off with --no-server-metrics or target.metrics: false)",
             file=sys.stderr, flush=True,
         )

@@ -1,0 +1,93 @@
+"""Request classes: one more grouping key beside the level, each judged by its own SLO.
+
+A mixed workload (``workload.classes``) holds a level only if **every class
+meets its own SLO**: a chat class may need a fast first token while a
+summarize class only needs its answer within 20 s. So each class gets the
+full per-level analysis on its own records (same windows, same definitions),
+checked against its SLO (the top-level one when it names none). The level's
+checks are then every class's checks, tagged with the class, plus the overall
+error budget; its status is the worst of them (:func:`verdict.level_status`),
+so the existing capacity logic applies unchanged and its binding check names
+the class (``capacity.binding_class``).
+
+``--slo`` overrides may name a class: ``summarize.e2e_ms.p95=15000``. One
+without a class prefix changes the top-level SLO, and with it every class
+that has no SLO of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Iterable, Mapping, Sequence
+
+from loadtest.analysis.results import Check, LevelResult
+from loadtest.analysis.slo import METRICS, SloSpec
+from loadtest.analysis.verdict import error_rate_check, evaluate_level, level_status
+from loadtest.errors import InputError
+
+
+def scenario_classes(run: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The ``workload.classes`` list of a run's scenario (empty when none)."""
+    scenario = run.get("scenario") or {}
+    workload = scenario.get("workload") if isinstance(scenario, Mapping) else None
+    classes = workload.get("classes") if isinstance(workload, Mapping) else None
+    return [c for c in classes or [] if isinstance(c, Mapping) and c.get("name")]
+
+
+def class_slos(run: Mapping[str, Any], top: SloSpec, overrides: Iterable[str] = ()) -> tuple[SloSpec, dict[str, SloSpec]]:
+    """The top-level SLO and each class's, after ``--slo`` overrides (class-prefixed or not)."""
+    classes = scenario_classes(run)
+    names = [str(c["name"]) for c in classes]
+    top_overrides, by_class = split_overrides(overrides, names)
+    top = top.with_overrides(top_overrides)
+    out: dict[str, SloSpec] = {}
+    for c in classes:
+        name = str(c["name"])
+        own = c.get("slo")
+        base = SloSpec.from_dict(own) if isinstance(own, Mapping) else top
+        out[name] = base.with_overrides(by_class.get(name, []))
+    return top, out
+
+
+def split_overrides(overrides: Iterable[str], names: Sequence[str]) -> tuple[list[str], dict[str, list[str]]]:
+    """Route ``class.metric.pct=limit`` to its class and the rest to the top level."""
+    top: list[str] = []
+    by_class: dict[str, list[str]] = {}
+    for raw in overrides:
+        key = raw.partition("=")[0].strip()
+        head, dot, rest = key.partition(".")
+        if dot and head in names:
+            by_class.setdefault(head, []).append(raw.strip()[len(head) + 1 :])
+        elif dot and head not in METRICS and "." in rest:
+            known = ", ".join(names) if names else "none in this run"
+            raise InputError(f"bad --slo override {raw!r}: no request class named {head!r} (classes: {known})")
+        else:
+            top.append(raw)
+    return top, by_class
+
+
+def judge_classes(
+    level: LevelResult, per_class: Mapping[str, LevelResult], slos: Mapping[str, SloSpec], top: SloSpec
+) -> LevelResult:
+    """Evaluate each class by its SLO and make ``level``'s verdict the worst over them.
+
+    ``level`` keeps its own metrics (all classes together); its checks become
+    every class's checks (tagged with the class) plus the overall error budget.
+    Goodput counts each request against its own class's limits.
+    """
+    checks: list[Check] = []
+    for name, class_level in per_class.items():
+        evaluate_level(class_level, slos[name])
+        class_level.checks = [replace(c, class_name=name) for c in class_level.checks]
+        if class_level.status == "no_data" and any(c.verdict == "fail" for c in class_level.checks):
+            # no request of the class ended in the window, but one cut after waiting past a
+            # limit is a certain miss: the class fails here, as the level it belongs to does
+            class_level.status = "fail"
+        checks += class_level.checks
+    if top.max_error_rate is not None:
+        checks.append(error_rate_check(level, top.max_error_rate))
+    level.classes = dict(per_class)
+    level.checks = checks
+    level.status = level_status(level.requests, checks)
+    level.goodput_rps = sum(c.goodput_rps for c in per_class.values())
+    return level

@@ -1,0 +1,60 @@
+"""Request bodies for a scenario's workload.
+
+One module per idea:
+
+``words``      synthetic prompts of common one-token words, and the word-count estimate
+``dataset``    JSONL and ShareGPT files, read as a stream, handed out in order or shuffled
+``prefix``     shared system prompts (``groups`` distinct prefixes of ``tokens`` words)
+``generator``  one user's stream: class choice, conversations, the body and its record tags
+
+:func:`prepare` loads every dataset a scenario names, once per process and
+before any load, so a bad file is one line at start-up, not a failure inside
+a Locust user.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loadtest.scenario import Scenario
+from loadtest.workload.dataset import load_dataset
+from loadtest.workload.generator import PlannedRequest, Workload
+from loadtest.workload.words import WORDS as _WORDS  # noqa: F401  (the name tests/realserver imports)
+
+__all__ = ["PlannedRequest", "Workload", "prepare", "workload_fingerprint"]
+
+
+def _dataset_specs(scenario: Scenario) -> list[Any]:
+    w = scenario.workload
+    specs = [w.dataset] + [c.dataset for c in w.classes]
+    seen, out = set(), []
+    for spec in specs:
+        if spec is not None and (spec.path, spec.format) not in seen:
+            seen.add((spec.path, spec.format))
+            out.append(spec)
+    return out
+
+
+def prepare(scenario: Scenario) -> list[dict[str, Any]]:
+    """Load the scenario's datasets (raising a one-line InputError); return their fingerprints."""
+    return [load_dataset(spec).fingerprint() for spec in _dataset_specs(scenario)]
+
+
+def workload_fingerprint(scenario: Scenario) -> dict[str, Any]:
+    """What makes two runs' workloads comparable: dataset content hashes and the classes.
+
+    Recorded in run.json (``workload_fingerprint``) for the regression gate:
+    the same scenario name on different data, or with a different class mix,
+    is a different experiment.
+    """
+    w = scenario.workload
+    return {
+        "datasets": [
+            {"sha256": fp["sha256"], "format": fp["format"], "rows": fp["rows"]} for fp in prepare(scenario)
+        ],
+        "classes": [
+            {"name": c.name, "weight": c.weight, "overrides": sorted(c.overrides())} for c in w.classes
+        ],
+        "shared_prefix": w.shared_prefix.model_dump() if w.shared_prefix else None,
+        "conversation": w.conversation.model_dump() if w.conversation else None,
+    }

@@ -1,0 +1,237 @@
+"""One user's stream of requests: class, prompt source, shared prefix and conversation state.
+
+Each Locust user owns a :class:`Workload`. For every request it
+
+1. picks the request's class (weighted, seeded per user); in multi-turn use the
+   class and the shared prefix are picked once per conversation;
+2. takes the next user message from the class's source: synthetic words of the
+   class's ``prompt_tokens``, or the next dataset row;
+3. puts the class's shared prefix first (a system message), then the
+   conversation's history, then the new message;
+4. returns a :class:`PlannedRequest`: the body plus the tags a record carries
+   (class, turn, conversation id) and the word-count estimate of its prompt.
+
+After the request, :meth:`Workload.answered` hands back the assistant text
+that was actually streamed, which becomes part of the next turn's history: the
+prompt grows as it does in real use. A failed turn ends its conversation (the
+history would otherwise hold an answer that never came).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Collection, Iterator
+
+from loadtest.client.wire import build_body
+from loadtest.scenario import Scenario
+from loadtest.scenario import Workload as WorkloadSpec
+from loadtest.workload.dataset import Cursor, Entry, cursor_for
+from loadtest.workload.prefix import shared_prefixes
+from loadtest.workload.words import count_words, synthetic_text
+
+
+@dataclass(frozen=True)
+class PlannedRequest:
+    """A request body and what its record must say about it."""
+
+    body: bytes
+    class_name: str | None = None
+    turn: int | None = None
+    conversation_id: str | None = None
+    #: Words sent (prefix, history and message): the prompt-token estimate without usage.
+    prompt_words: int = 0
+    #: Keep the streamed text: the next turn resends it.
+    capture_text: bool = False
+
+
+@dataclass
+class _ClassPlan:
+    """A class's resolved workload and its prompt sources."""
+
+    name: str | None
+    weight: float
+    spec: WorkloadSpec
+    prefixes: list[str]
+    cursor: Cursor | None
+
+
+@dataclass
+class _Conversation:
+    plan: _ClassPlan
+    ident: str
+    prefix: str | None
+    turns: int
+    turn: int = 0
+    history: list[tuple[str, str]] = field(default_factory=list)
+    pending: tuple[str, str] | None = None
+
+
+class Workload:
+    """An endless, seeded stream of requests for one user.
+
+    Seeding by user index makes a run repeatable while keeping users' prompts
+    different from one another. ``salt`` (a per-run random string, empty by
+    default) is mixed into every nonce and shared prefix so that a server's
+    prefix cache cannot reuse a previous run's prompts; dataset prompts carry
+    it as a leading word when it is set.
+    """
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        seed: int = 0,
+        continuous_usage: bool = False,
+        *,
+        salt: str = "",
+        drop: Collection[str] = (),
+        max_tokens_field: str | None = None,
+        stream_seed: int = 0,
+        user_tag: str = "",
+    ) -> None:
+        self._scenario = scenario
+        #: What the preflight learned about the target's wire (see client.wire.build_body).
+        self._drop = tuple(drop)
+        self._max_tokens_field = max_tokens_field or scenario.target.max_tokens_field
+        self._rng = random.Random(f"{scenario.workload.seed}-{seed}")
+        self._continuous_usage = continuous_usage
+        self._salt = salt
+        self._user_tag = user_tag or str(seed)
+        self._plans = _class_plans(scenario.workload, salt, f"{scenario.workload.seed}-{stream_seed}")
+        self._weights = [p.weight for p in self._plans]
+        self._conversation: _Conversation | None = None
+        self._conversations = 0
+
+    # -- the synthetic source (also used by the preflight) --------------------------------------
+
+    def prompt_length(self) -> int:
+        return self._scenario.workload.prompt_tokens.sample(self._rng)
+
+    def output_length(self) -> int:
+        return _output_length(self._scenario.workload, self._rng)
+
+    def prompt(self, n_words: int) -> str:
+        return synthetic_text(self._rng, n_words, salt=self._salt)
+
+    # -- requests -------------------------------------------------------------------------------
+
+    def next_request(self) -> PlannedRequest:
+        conv = self._conversation
+        if conv is None or conv.turn >= conv.turns:
+            conv = self._conversation = self._start()
+        plan = conv.plan
+        conv.turn += 1
+        entry = plan.cursor.next() if plan.cursor is not None else None
+        message = self._message(plan, entry)
+        max_tokens = _output_length(plan.spec, self._rng)
+        if entry is not None and plan.spec.dataset.use_output_lengths and entry.output_tokens:
+            max_tokens = entry.output_tokens
+        multi_turn = plan.spec.conversation is not None
+        if multi_turn:
+            messages = conv.history + [("user", message)]
+            conv.pending = ("user", message)
+        elif entry is not None and entry.messages is not None:
+            messages = list(entry.messages)
+            if self._salt:
+                messages = _salted(messages, self._salt)
+        else:
+            messages = [("user", message)]
+        if conv.prefix is not None:
+            messages = [("system", conv.prefix)] + messages
+        return PlannedRequest(
+            body=self._body(plan.spec, messages, max_tokens),
+            class_name=plan.name,
+            turn=conv.turn if multi_turn else None,
+            conversation_id=conv.ident if multi_turn else None,
+            prompt_words=sum(count_words(content) for _, content in messages),
+            capture_text=multi_turn,
+        )
+
+    def answered(self, ok: bool, text: str | None) -> None:
+        """The last request ended: its streamed answer joins the history (a failure ends the conversation)."""
+        conv = self._conversation
+        if conv is None or conv.pending is None:
+            return
+        if ok:
+            conv.history += [conv.pending, ("assistant", text or "")]
+            conv.pending = None
+        else:
+            self._conversation = None
+
+    def think_time_s(self) -> float:
+        """The pause before the next request: think time between a conversation's turns, else 0."""
+        conv = self._conversation
+        if conv is None or conv.turn >= conv.turns or conv.plan.spec.conversation is None:
+            return 0.0
+        return conv.plan.spec.conversation.think_time_s
+
+    def next_body(self) -> bytes:
+        return self.next_request().body
+
+    def __iter__(self) -> Iterator[bytes]:
+        while True:
+            yield self.next_body()
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _start(self) -> _Conversation:
+        plan = self._rng.choices(self._plans, self._weights)[0] if len(self._plans) > 1 else self._plans[0]
+        self._conversations += 1
+        prefix = self._rng.choice(plan.prefixes) if plan.prefixes else None
+        turns = plan.spec.conversation.turns if plan.spec.conversation is not None else 1
+        return _Conversation(plan, f"{self._user_tag}-{self._conversations}", prefix, turns)
+
+    def _message(self, plan: _ClassPlan, entry: Entry | None) -> str:
+        if entry is None:
+            return synthetic_text(self._rng, plan.spec.prompt_tokens.sample(self._rng), salt=self._salt)
+        return f"{self._salt} {entry.prompt}" if self._salt else entry.prompt
+
+    def _body(self, spec: WorkloadSpec, messages: list[tuple[str, str]], max_tokens: int) -> bytes:
+        t = self._scenario.target
+        if t.api == "chat":
+            prompt: str | list[dict[str, str]] = [{"role": role, "content": content} for role, content in messages]
+        else:
+            prompt = "\n\n".join(content for _, content in messages)
+        return build_body(
+            t.api,
+            t.model,
+            prompt,
+            max_tokens,
+            temperature=spec.temperature,
+            ignore_eos=spec.ignore_eos,
+            continuous_usage=self._continuous_usage,
+            extra_body=spec.extra_body,
+            max_tokens_field=self._max_tokens_field,
+            drop=self._drop,
+        )
+
+
+def _output_length(spec: WorkloadSpec, rng: random.Random) -> int:
+    return spec.max_tokens if isinstance(spec.max_tokens, int) else spec.max_tokens.sample(rng)
+
+
+def _salted(messages: list[tuple[str, str]], salt: str) -> list[tuple[str, str]]:
+    """Put the run's salt in front of the first user message."""
+    out = list(messages)
+    for i, (role, content) in enumerate(out):
+        if role == "user":
+            out[i] = (role, f"{salt} {content}")
+            break
+    return out
+
+
+def _class_plans(workload: WorkloadSpec, salt: str, stream_seed: str) -> list[_ClassPlan]:
+    classes = workload.classes or [None]
+    plans = []
+    for request_class in classes:
+        spec = workload.for_class(request_class)
+        plans.append(
+            _ClassPlan(
+                name=request_class.name if request_class is not None else None,
+                weight=request_class.weight if request_class is not None else 1.0,
+                spec=spec,
+                prefixes=shared_prefixes(spec.shared_prefix, workload.seed, salt) if spec.shared_prefix else [],
+                cursor=cursor_for(spec.dataset, stream_seed) if spec.dataset is not None else None,
+            )
+        )
+    return plans
