@@ -69,6 +69,17 @@ _positive_int = _positive(int)
 _positive_float = _positive(float)
 
 
+def _non_negative_float(text: str) -> float:
+    """Seconds that may be zero (``--web-linger 0``: close the UI with the run)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number; got {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be zero or more; got {text!r}")
+    return value
+
+
 def _fraction(text: str) -> float:
     """A share as ``0.2`` or ``20%`` (the headroom, the traffic growth per minute)."""
     raw = text.strip()
@@ -151,6 +162,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
             master_bind_port=args.master_bind_port,
             worker_timeout_s=args.worker_timeout,
             autoscaling={k: v for k, v in _autoscaling_overrides(args).items() if v is not None},
+            web=args.web,
+            web_host=args.web_host,
+            web_port=args.web_port,
+            web_linger_s=args.web_linger,
         ),
     )
     # An interrupted run is not a completed one: CI must not mistake it for a result.
@@ -241,6 +256,12 @@ def _add_pipeline_commands(sub: argparse._SubParsersAction) -> None:
                    help="open loop: --refine stops when the rate bracket is this narrow (req/s; default 5%% of the failing rate)")
     p.add_argument("--no-server-metrics", action="store_true", help="do not scrape the target's Prometheus /metrics")
     _add_autoscaling_args(p)
+    web = p.add_argument_group("web UI (Locust's own, with a Levels tab and charts)")
+    web.add_argument("--web", action="store_true", help="serve Locust's web UI; its Start button begins the levels, Stop ends the run like Ctrl-C")
+    web.add_argument("--web-host", default="127.0.0.1", help="interface for the web UI (default 127.0.0.1)")
+    web.add_argument("--web-port", type=_positive_int, default=8089, help="port for the web UI (default 8089)")
+    web.add_argument("--web-linger", type=_non_negative_float, default=120.0, metavar="S",
+                     help="keep the web UI up this long after the report is written (default 120; Stop or Ctrl-C end it sooner)")
     dist = p.add_argument_group("distributed load (Locust master/workers)")
     dist.add_argument("--workers", type=int, default=0, metavar="N", help="run a master plus N local worker processes (-1: one per core)")
     dist.add_argument("--master", action="store_true", help="act as master and wait for workers started with 'loadtest worker'")

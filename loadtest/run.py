@@ -48,6 +48,12 @@ class RunOptions:
     rate_resolution: float | None = None
     #: ``--headroom``/``--scale-up-s``/``--traffic-growth``: kept in run.json for ``analyze``.
     autoscaling: dict[str, Any] = field(default_factory=dict)
+    #: ``--web``: serve Locust's web UI (extended, see load/webui.py); Start begins the levels.
+    web: bool = False
+    web_host: str = "127.0.0.1"
+    web_port: int = 8089
+    #: How long the UI stays up after the report is written (Stop or Ctrl-C end it sooner).
+    web_linger_s: float = 120.0
 
 
 @dataclass
@@ -233,18 +239,41 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
         continuous_usage=pre.dialect.continuous_usage, drop=pre.dialect.drop,
         max_tokens_field=pre.dialect.max_tokens_field, salt=salt,
     )
-    interrupted = _run_load(scenario, options, state, settings, console, scraper)
-    if interrupted:
-        console.print(f"[yellow]run interrupted[/]; the records measured so far are kept in {run_dir}")
+    web = _web_control(scenario, options, state)
+    try:
+        interrupted = _run_load(scenario, options, state, settings, console, scraper, web)
+        if interrupted:
+            console.print(f"[yellow]run interrupted[/]; the records measured so far are kept in {run_dir}")
 
-    analysis = analyze_run(run_dir)
-    write_reports(run_dir, analysis)
-    print_summary(analysis, console=Console(soft_wrap=True, width=None if sys.stdout.isatty() else 120))
-    console.print(f"report: {run_dir / 'report.html'}")
+        analysis = analyze_run(run_dir)
+        write_reports(run_dir, analysis)
+        print_summary(analysis, console=Console(soft_wrap=True, width=None if sys.stdout.isatty() else 120))
+        console.print(f"report: {run_dir / 'report.html'}")
+        if web is not None:
+            web.finished(run_dir / "report.html", analysis.capacity.message)
+            if options.web_linger_s > 0:
+                console.print(
+                    f"web UI: the report is at {web.url}loadtest/report for {options.web_linger_s:g} s "
+                    "(Stop in the UI or Ctrl-C ends it now)"
+                )
+            web.linger(options.web_linger_s)
+    finally:
+        if web is not None:
+            web.close()
     return RunOutcome(run_dir, interrupted)
 
 
-def _run_load(scenario: Scenario, options: RunOptions, state: RunState, settings, console, scraper=None) -> bool:
+def _web_control(scenario: Scenario, options: RunOptions, state: RunState):
+    """The ``--web`` controller (attached to the session once it exists), or None."""
+    if not options.web:
+        return None
+    from loadtest.load.progress import RunProgress
+    from loadtest.load.webui import WebControl
+
+    return WebControl(scenario, state.spans, RunProgress(), host=options.web_host, port=options.web_port)
+
+
+def _run_load(scenario: Scenario, options: RunOptions, state: RunState, settings, console, scraper=None, web=None) -> bool:
     """Drive Locust through the levels (and the refine probes); return True if interrupted."""
     from loadtest.load.levels import LevelClock
     from loadtest.load.live import LiveView
@@ -257,18 +286,21 @@ def _run_load(scenario: Scenario, options: RunOptions, state: RunState, settings
 
     run_dir = state.run_dir
     writer = RequestWriter(run_dir)
-    sink = RunSink(writer, RunProgress())
+    sink = RunSink(writer, web.progress if web is not None else RunProgress())
     clock = LevelClock(scenario.load.warmup_s)
     recorder = Recorder("local", sink)
     monitor = SelfMonitor.for_scenario(scenario, clock)
-    live = LiveView(sink.progress, console)
+    live = LiveView(sink.progress, console, looks=state.meta["looks_s"])
 
     def on_level_change(previous, current) -> None:
         if previous is not None:
             recorder.flush()
             live.level_ended(previous.index, previous.decision)
+            if web is not None:
+                web.level_ended(previous.index)
         if current is not None:
             state.spans.append(current)
+            live.level_started(current.index, current.concurrency, current.refine)
         state.save()
 
     workers: list[subprocess.Popen] = []
@@ -282,9 +314,11 @@ def _run_load(scenario: Scenario, options: RunOptions, state: RunState, settings
     _stop_on_signals(session)
     recorder.start()
     monitor.start()
-    live.start()
     interrupted = False
     try:
+        if web is not None and not _wait_for_web_start(web, session, console):
+            return True  # stopped before it began: the finally block still closes the run folder
+        live.start()
         load = scenario.load
         first = load.rate_levels() if load.open_loop else load.concurrency_levels()
         session.run_levels(first, first_index=0, stop_on_fail=True)
@@ -294,6 +328,8 @@ def _run_load(scenario: Scenario, options: RunOptions, state: RunState, settings
         interrupted = True
     finally:
         interrupted = interrupted or session.stop_requested.is_set()
+        if web is not None:
+            web.analyzing()
         session.close()
         session.decide.close()
         _stop_scraper(scraper, state)
@@ -311,6 +347,16 @@ def _run_load(scenario: Scenario, options: RunOptions, state: RunState, settings
         state.meta["complete"] = not interrupted
         state.save()
     return interrupted
+
+
+def _wait_for_web_start(web, session, console) -> bool:
+    """Serve the web UI and wait for its Start button; False if stopped (UI, Ctrl-C) first."""
+    try:
+        web.attach(session)
+    except OSError as err:
+        raise InputError(f"--web-port {web.port}: cannot serve the web UI on {web.host}: {err.strerror or err}") from None
+    console.print(f"web UI: {web.url} (press Start to run the scenario's levels; Stop ends the run like Ctrl-C)")
+    return web.wait_for_start(session.stop_requested)
 
 
 def _count_resends(run_dir: Path) -> int:

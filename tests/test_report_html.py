@@ -41,3 +41,20 @@ def test_terminal_summary_states_the_capacity(tmp_path):
     for header in ("users", "TTFT p95", "ITL p95", "TPOT p95", "tok/s", "good/s", "verdict"):
         assert header in text
     assert "fail" in text and "pass" in text
+
+
+def test_refine_probes_get_unlabelled_ticks_and_crowded_labels_are_thinned():
+    from types import SimpleNamespace
+
+    from loadtest.report.html import _concurrency_axis, thin_log_ticks
+
+    levels = [SimpleNamespace(concurrency=c, refine=False) for c in (1, 2, 4, 8, 16, 32, 64)]
+    levels += [SimpleNamespace(concurrency=c, refine=True) for c in (20, 22, 23, 24)]
+    axis = _concurrency_axis(levels)
+    assert axis["type"] == "log"
+    assert axis["tickvals"] == [1, 2, 4, 8, 16, 32, 64]  # only the swept levels carry a label
+    assert axis["minor"]["tickvals"] == [20, 22, 23, 24]  # the probes: a tick, their value in the hover
+    # a linear sweep on a log axis: labels too close at the top are dropped, the last one kept
+    kept = thin_log_ticks(list(range(10, 201, 10)), 1.3)
+    assert kept[0] == 10 and kept[-1] == 200 and len(kept) < 20
+    assert all(b / a >= 10 ** (0.07 * 1.3) - 1e-9 for a, b in zip(kept, kept[1:]))

@@ -1,18 +1,34 @@
-"""The live view during a run: one line per level with the figures so far.
+"""The live view during a run: where the run is, and the figures so far.
 
-On a terminal it is a rich ``Live`` table refreshed every second; elsewhere
-(CI logs) one plain line is printed as each level ends, so logs stay readable.
+While a level runs it shows its elapsed time, what is left, and the requests
+so far. What is left is said honestly: a level ends at its next look if that
+look finds it decided, and at the last look (``max_level_duration_s``) at
+the latest, so the view gives both ("next look in 4 s, at most 52 s left").
+
+On a terminal it is a rich ``Live`` table with a progress bar for the level in
+force (against its longest possible length), refreshed every second. Elsewhere
+(CI logs) it prints plain lines: one as each level starts, one every
+:data:`PLAIN_EVERY_S` while it runs, and one as it ends, so logs stay readable.
 """
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
+from typing import Sequence
+
 import gevent
-from rich.console import Console
+from rich.console import Console, Group
 from rich.live import Live
+from rich.progress_bar import ProgressBar
 from rich.table import Table
+from rich.text import Text
 
 from loadtest.load.progress import LevelProgress, RunProgress
 from loadtest.report.terminal import describe_ending
+
+#: How often a plain (non-terminal) progress line is printed while a level runs.
+PLAIN_EVERY_S = 10.0
 
 
 def _fmt(x: float | None) -> str:
@@ -27,26 +43,96 @@ def progress_line(index: int, p: LevelProgress) -> str:
     )
 
 
+def remaining_text(elapsed: float, looks: Sequence[float]) -> str:
+    """What is left of a level that is looked at ``looks`` seconds after it starts."""
+    if not looks:
+        return "length unknown"
+    last = looks[-1]
+    upcoming = [at for at in looks if at > elapsed]
+    if not upcoming:
+        return "judging the last look now"
+    if upcoming[0] == last:
+        return f"at most {last - elapsed:.0f} s left (last look)"
+    return f"next look in {upcoming[0] - elapsed:.0f} s (ends then if decided), at most {last - elapsed:.0f} s left"
+
+
+@dataclass
+class RunningLevel:
+    """The level in force, as the live view needs it."""
+
+    index: int
+    concurrency: int
+    started: float  # time.monotonic()
+    refine: bool = False
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+
 class LiveView:
     """Shows the run's per-level progress while Locust runs."""
 
-    def __init__(self, progress: RunProgress, console: Console | None = None) -> None:
+    def __init__(self, progress: RunProgress, console: Console | None = None, looks: Sequence[float] = ()) -> None:
         self.progress = progress
         self.console = console or Console(stderr=True)
+        #: When each level is looked at (s after its start); the last is its longest length.
+        self.looks = list(looks)
+        self.current: RunningLevel | None = None
         self._live: Live | None = None
         self._greenlet: gevent.Greenlet | None = None
+        self._last_plain = 0.0
 
     def start(self) -> None:
         if self.console.is_terminal:
-            self._live = Live(self._table(), console=self.console, auto_refresh=False, transient=False)
+            self._live = Live(self._render(), console=self.console, auto_refresh=False, transient=False)
             self._live.start()
-            self._greenlet = gevent.spawn(self._refresh)
+        self._greenlet = gevent.spawn(self._refresh)
 
     def _refresh(self) -> None:
         while True:
             gevent.sleep(1.0)
             if self._live is not None:
-                self._live.update(self._table(), refresh=True)
+                self._live.update(self._render(), refresh=True)
+            elif self.current is not None and time.monotonic() - self._last_plain >= PLAIN_EVERY_S:
+                self._print_plain()
+
+    # -- the level in force ---------------------------------------------------------------
+    def level_started(self, index: int, concurrency: int, refine: bool = False) -> None:
+        self.current = RunningLevel(index, concurrency, time.monotonic(), refine)
+        if self._live is None:
+            self._print_plain()
+
+    def running_line(self) -> str | None:
+        """``level 3 (16 users): 12 s elapsed, next look in 3 s …, 240 requests so far (0 errors)``."""
+        level = self.current
+        if level is None:
+            return None
+        p = dict(self.progress.snapshot()).get(level.index)
+        requests, errors = (p.requests, p.errors) if p is not None else (0, 0)
+        kind = ", refine" if level.refine else ""
+        elapsed = level.elapsed()
+        when = "started" if elapsed < 0.5 else f"{elapsed:.0f} s elapsed"
+        return (
+            f"level {level.index + 1} ({level.concurrency} users{kind}): {when}, "
+            f"{remaining_text(elapsed, self.looks)}, {requests} requests so far ({errors} errors)"
+        )
+
+    def _print_plain(self) -> None:
+        line = self.running_line()
+        if line is not None:
+            self.console.print(line, highlight=False)
+            self._last_plain = time.monotonic()
+
+    def _render(self) -> Group:
+        parts: list = [self._table()]
+        level = self.current
+        if level is not None and self.looks:
+            longest = self.looks[-1]
+            bar = ProgressBar(total=longest, completed=min(level.elapsed(), longest), width=40)
+            row = Table.grid(padding=(0, 1))
+            row.add_row(bar, Text(self.running_line() or "", overflow="fold"))
+            parts.append(row)
+        return Group(*parts)
 
     def _table(self) -> Table:
         table = Table(title="loadtest run (live)", box=None)
@@ -59,6 +145,8 @@ class LiveView:
 
     def level_ended(self, index: int, decision: dict | None = None) -> None:
         """Print the level's line (when not live), with how long it ran and why it ended."""
+        if self.current is not None and self.current.index == index:
+            self.current = None
         levels = dict(self.progress.snapshot())
         if index not in levels:
             return
@@ -71,9 +159,10 @@ class LiveView:
             self._live.console.print(line, highlight=False)
 
     def stop(self) -> None:
+        self.current = None
         if self._greenlet is not None:
             self._greenlet.kill(block=False)
         if self._live is not None:
-            self._live.update(self._table(), refresh=True)
+            self._live.update(self._render(), refresh=True)
             self._live.stop()
             self._live = None

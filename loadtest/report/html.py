@@ -63,14 +63,47 @@ def _finite(values: Iterable[float]) -> list[float | None]:
     return [float(v) if v is not None and math.isfinite(v) else None for v in values]
 
 
+#: Labelled ticks closer than this share of the axis's log span would print on top of each other
+#: (a label is ~30 px on a subplot ~500 px wide).
+MIN_LABEL_GAP = 0.07
+
+
 def _concurrency_axis(levels: Sequence[LevelResult]) -> dict[str, Any]:
-    """Log axis with the tested levels as ticks when the sweep is geometric."""
+    """Log axis labelled at the swept levels when the sweep is geometric.
+
+    Refine probes (20, 22, 23, 24 between 16 and 32) would print their labels
+    on top of each other on a log axis: they get an unlabelled minor tick, and
+    their value is in each point's hover label. Swept labels too close to the
+    previous one are thinned the same way. The axis is concurrency, or the
+    offered rate in an open-loop run.
+    """
     xs = sorted({lv.load for lv in levels if lv.load > 0})
     open_loop = any(lv.rate_rps is not None for lv in levels)
     axis: dict[str, Any] = {"title": "offered rate (requests/s)" if open_loop else "concurrent users"}
     if len(xs) >= 3 and xs[-1] / xs[0] >= 8:
-        axis.update(type="log", tickvals=xs, ticktext=[f"{x:g}" for x in xs])
+        swept = sorted({lv.load for lv in levels if lv.load > 0 and not lv.refine}) or xs
+        labelled = thin_log_ticks(swept, math.log10(xs[-1] / xs[0]))
+        minor = [x for x in xs if x not in labelled]
+        axis.update(type="log", tickvals=labelled, ticktext=[f"{x:g}" for x in labelled])
+        if minor:
+            axis["minor"] = dict(tickvals=minor, ticks="outside", ticklen=4, showgrid=False)
     return axis
+
+
+def thin_log_ticks(values: Sequence[int], span: float) -> list[int]:
+    """Keep tick values at least :data:`MIN_LABEL_GAP` of the log span apart (the last one always)."""
+    kept: list[int] = []
+    gap = MIN_LABEL_GAP * span
+    for x in sorted(values):
+        if kept and math.log10(x) - math.log10(kept[-1]) < gap:
+            continue
+        kept.append(x)
+    if values and kept[-1] != max(values):
+        last = max(values)
+        if len(kept) > 1 and math.log10(last) - math.log10(kept[-1]) < gap:
+            kept.pop()
+        kept.append(last)
+    return kept
 
 
 def _figure_html(fig: go.Figure) -> str:
@@ -190,6 +223,8 @@ def knee_figure(analysis: Analysis) -> go.Figure:
                 x=_finite(lv.output_tokens_per_s for lv in levels),
                 y=_finite(lv.metric(metric).p95 for lv in levels),
                 text=[f"{lv.load:g}" for lv in levels],
+                # refine probes sit close together: their label is in the hover only
+                texttemplate=["" if lv.refine else "%{text}" for lv in levels],
                 mode="lines+markers+text",
                 textposition="top center",
                 marker=dict(color=[STATUS_COLOURS.get(lv.status, "#000") for lv in levels], size=9),
@@ -336,6 +371,7 @@ def _header(analysis: Analysis) -> str:
     rows = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in facts)
     return f"""
 <section class="verdict" style="border-color:{colour}">
+  <p class="headline" id="headline">{_e(plain_verdict(analysis))}</p>
   <div class="cap" style="color:{colour}">Capacity: {_e(big)}</div>
   <p class="message">{_e(cap.message)}</p>
   <table class="facts">{rows}</table>
@@ -349,6 +385,36 @@ def _binding_at(cap: Any) -> str:
     if cap.first_failing_rate_rps is not None:
         return f"{cap.binding} at {cap.first_failing_rate_rps:g} req/s"
     return f"{cap.binding} at {cap.first_failing} users"
+
+
+def plain_verdict(analysis: Analysis) -> str:
+    """The verdict in plain words, no numbers: what a reader needs before any figure."""
+    cap = analysis.capacity
+    if cap.verdict == "found":
+        words = "The endpoint meets every SLO up to the capacity below"
+        words += f"; with more users, {_binding_words(analysis)} breaks its limit first." if cap.binding else "."
+    elif cap.verdict == "at_least":
+        words = "The endpoint met every SLO at every level tested: its real limit is higher than this run went."
+    elif cap.verdict == "below_minimum":
+        words = "The endpoint missed the SLOs even at the lowest level tested: under these SLOs it has no capacity."
+    elif cap.verdict == "uncertain":
+        words = ("Not decided: some levels were too close to their limits to call with confidence, "
+                 "so the capacity is a range (below).")
+    elif cap.verdict == "client_saturated":
+        words = "Not trustworthy: the load generator itself was too busy to time the requests accurately."
+    else:
+        words = "Nothing was measured: no level produced a usable request."
+    if analysis.run.get("complete") is False:
+        words += " The run was stopped before it finished, so this is a partial result."
+    return words
+
+
+def _binding_words(analysis: Analysis) -> str:
+    binding = analysis.capacity.binding
+    for check in analysis.slo.checks:
+        if check.name == binding:
+            return f"the {check.label}"
+    return "the error rate" if binding and "error" in str(binding) else f"{binding}"
 
 
 def _at_capacity(cap: Any) -> str:
@@ -588,7 +654,36 @@ table.grid th,table.grid td{border:1px solid #d0d7de;padding:3px 8px}table.grid 
 td.num{text-align:right;font-variant-numeric:tabular-nums}.dim{color:#6e7781}
 .warnings li{color:#9a6700;margin:4px 0}pre{background:#f6f8fa;padding:12px;overflow:auto;font-size:.85em}
 .calc{margin-top:10px;padding-top:8px;border-top:1px solid #d0d7de}.calc input{width:7em}
+.headline{font-size:1.3em;font-weight:600;margin:.3em 0}.how{color:#57606a;margin:.2em 0 .4em}
+@media print{
+  @page{size:A4;margin:12mm}
+  body{max-width:none;padding:0;font-size:10pt}
+  *{-webkit-print-color-adjust:exact;print-color-adjust:exact}
+  .modebar-container,.calc{display:none!important}
+  .verdict{background:none}
+  h2{break-after:avoid}
+  section.figure,.js-plotly-plot,table.grid tr,.verdict{break-inside:avoid}
+  pre{white-space:pre-wrap;font-size:8pt}
+}
 """
+
+#: Plotly sizes figures to the window; a printed page is narrower, so figures are re-laid out
+#: for printing and back afterwards ("Save as PDF" gives whole figures, not cut ones).
+PRINT_SCRIPT = """<script>
+(function () {
+  function plots() { return Array.prototype.slice.call(document.querySelectorAll('.js-plotly-plot')); }
+  var opened = [];
+  window.addEventListener('beforeprint', function () {
+    plots().forEach(function (p) { Plotly.relayout(p, {width: 700}); });
+    opened = Array.prototype.filter.call(document.querySelectorAll('details'), function (d) { return !d.open; });
+    opened.forEach(function (d) { d.open = true; });  // a printout shows what a click would
+  });
+  window.addEventListener('afterprint', function () {
+    plots().forEach(function (p) { Plotly.relayout(p, {width: null, autosize: true}); Plotly.Plots.resize(p); });
+    opened.forEach(function (d) { d.open = false; });
+  });
+})();
+</script>"""
 
 
 def render_html(analysis: Analysis) -> str:
@@ -598,7 +693,7 @@ def render_html(analysis: Analysis) -> str:
     if has_data:
         figures = [
             ("Latency against concurrency", latency_figure(analysis),
-             "Lines: percentiles per level. Shaded: the confidence interval of each percentile an SLO uses "
+             "Each point is a level; a point above its dashed SLO line fails it. Lines: percentiles per level. Shaded: the confidence interval of each percentile an SLO uses "
              "(blocks of time resampled; its level is in the checks table). "
              "Dashed horizontal: SLO limits. Green dashed: capacity; red dotted: first failing level."),
         ]
@@ -615,14 +710,20 @@ def render_html(analysis: Analysis) -> str:
              "Goodput counts only requests that met every per-request limit; the gap to requests/s is "
              "traffic that was served too slowly to count."),
             ("Latency against throughput", knee_figure(analysis),
-             "The knee: beyond it, more users add latency but few tokens/s."),
-            ("Distributions", distribution_figure(analysis), ""),
+             "Each point is a level, placed by the tokens/s it delivered and its latency. The knee: beyond it, "
+             "more users add latency but few tokens/s."),
+            ("Distributions", distribution_figure(analysis),
+             "One box per level: the line is the median, the box the middle half of the samples, the whiskers "
+             "the spread; a box that climbs and widens from level to level is a queue forming."),
         ]
-    figures.append(("Timeline", timeline_figure(analysis), ""))
+    figures.append(("Timeline", timeline_figure(analysis),
+                    "Grey steps: the users in force (right axis); blue: requests started per second; red bars: "
+                    "failed requests. Shaded spans are warmups, not measured."))
     body = [f"<h1>{_e(analysis.name or 'Load test')}: capacity report</h1>", _header(analysis)]
     body.append("<h2>Per level</h2>" + _levels_table(analysis))
     for title, fig, note in figures:
-        body.append(f"<h2>{_e(title)}</h2>" + (f"<p class='dim'>{_e(note)}</p>" if note else "") + _figure_html(fig))
+        how = f"<p class='how'><b>How to read this:</b> {_e(note)}</p>" if note else ""
+        body.append(f"<section class='figure'><h2>{_e(title)}</h2>{how}{_figure_html(fig)}</section>")
     if has_data:
         from loadtest.report.server_view import server_section
 
@@ -635,7 +736,7 @@ def render_html(analysis: Analysis) -> str:
         f"<title>{_e(analysis.name or 'loadtest')}: capacity report</title>"
         f"<style>{STYLE}</style>"
         f"<script type='text/javascript'>{get_plotlyjs()}</script>"
-        "</head><body>" + "\n".join(body) + "</body></html>\n"
+        "</head><body>" + "\n".join(body) + PRINT_SCRIPT + "</body></html>\n"
     )
 
 

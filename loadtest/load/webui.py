@@ -1,0 +1,466 @@
+"""``loadtest run --web``: Locust's own web UI, extended through its hooks, drives the run.
+
+No second web server: the UI is the one Locust serves for an
+:class:`~locust.env.Environment` (``environment.create_web_ui``), and what we
+add goes through the extension points Locust documents (``web_ui.app`` routes,
+``template_args`` for extra tabs, ``extended_stats`` added to
+``/stats/requests``, as in Locust's ``examples/extend_web_ui.py``):
+
+- a **Levels** tab: every level so far, the one in force and the next, with
+  requests, errors, TTFT/ITL percentiles and how each level ended;
+- ``/loadtest/levels``: the same as JSON (the data endpoint), with the SLO limits;
+- ``/loadtest/charts``: TTFT and ITL percentiles per finished level against the
+  SLO lines, refreshed every two seconds (plotly.js served from the plotly package,
+  so it works offline);
+- ``/loadtest/report``: the run's report.html once it is written.
+
+The scenario still decides the levels. The UI's Start button lets the run
+begin; its Stop button sets the session's ``stop_requested`` event, the very
+path Ctrl-C takes: the load stops, every record is kept, the analysis and the
+report are done, and the exit code is 130. After the run the UI stays up for
+``linger_s`` (or until Stop or Ctrl-C) so the report link can be followed.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import gevent
+import gevent.event
+import numpy as np
+
+from loadtest.analysis.slo import METRIC_LABELS, SloSpec
+from loadtest.report.terminal import describe_ending
+
+if TYPE_CHECKING:
+    from loadtest.load.progress import RunProgress
+    from loadtest.load.session import LoadSession
+    from loadtest.scenario import Scenario
+
+log = logging.getLogger(__name__)
+
+#: Percentiles shown per level, in the tab, the JSON and the charts.
+SHOWN_PERCENTILES = {"p50": 50.0, "p95": 95.0, "p99": 99.0}
+CHART_METRICS = ("ttft_ms", "itl_ms")
+LEVELS_TAB = "loadtest-levels"
+
+LEVEL_TABLE = [
+    {"key": "level", "title": "Level"},
+    {"key": "users", "title": "Users"},
+    {"key": "status", "title": "Status"},
+    {"key": "requests", "title": "Requests"},
+    {"key": "errors", "title": "Errors"},
+    {"key": "ttft_p50", "title": "TTFT p50 ms"},
+    {"key": "ttft_p95", "title": "TTFT p95 ms"},
+    {"key": "itl_p50", "title": "ITL p50 ms"},
+    {"key": "itl_p95", "title": "ITL p95 ms"},
+    {"key": "ended", "title": "Ended"},
+]
+
+
+def _percentiles(samples) -> dict[str, float | None]:
+    values = np.asarray(list(samples), dtype=float)
+    if not len(values):
+        return {name: None for name in SHOWN_PERCENTILES}
+    return {name: round(float(np.percentile(values, q)), 3) for name, q in SHOWN_PERCENTILES.items()}
+
+
+def _figures(p) -> dict[str, Any]:
+    """Requests, errors and TTFT/ITL percentiles of one level's live progress (None: nothing yet)."""
+    return {
+        "requests": p.requests if p else 0,
+        "errors": p.errors if p else 0,
+        "ttft_ms": _percentiles(p.ttft if p else ()),
+        "itl_ms": _percentiles(p.itl if p else ()),
+    }
+
+
+def slo_lines(scenario: "Scenario") -> dict[str, dict[str, float]]:
+    """The SLO limits the charts draw, by metric and percentile (e.g. ``{"itl_ms": {"p95": 50}}``)."""
+    spec = SloSpec.from_dict(scenario.public_dict()["slo"])
+    lines: dict[str, dict[str, float]] = {}
+    for check in spec.checks:
+        if check.metric in CHART_METRICS:
+            lines.setdefault(check.metric, {})[check.percentile] = check.limit
+    return lines
+
+
+class WebControl:
+    """Locust's web UI for one ``loadtest run``: levels tab, data endpoint, charts, start/stop."""
+
+    def __init__(
+        self, scenario: "Scenario", spans: list, progress: "RunProgress", *, host: str = "127.0.0.1", port: int = 8089
+    ) -> None:
+        self.scenario = scenario
+        #: The run's level spans (RunState.spans): appended as levels start, closed as they end.
+        self.spans = spans
+        self.progress = progress
+        self.host = host
+        self.port = port
+        self.planned = scenario.load.concurrency_levels()
+        self.slo = slo_lines(scenario)
+        self.start_requested = gevent.event.Event()
+        self.quit_requested = gevent.event.Event()
+        self.session: "LoadSession | None" = None
+        self.phase = "waiting"  # waiting -> running -> analyzing -> done
+        self.report_path: Path | None = None
+        self.verdict: str | None = None
+        self.web_ui = None
+        #: Each finished level's figures as it ended (see :meth:`level_ended`), by level index.
+        self.frozen: dict[int, dict[str, Any]] = {}
+
+    # -- life cycle ---------------------------------------------------------------
+    def attach(self, session: "LoadSession") -> None:
+        """Serve Locust's UI for the session's environment, with our tab and routes."""
+        from loadtest.load.shape import SteppedShape
+
+        self.session = session
+        env = session.env
+        _ui_ignores_our_command_line()
+        # The options Locust's UI reads from its own command line; the scenario sets the load.
+        for name, value in {"num_users": None, "spawn_rate": None, "run_time": None, "stats_history_enabled": False}.items():
+            if not hasattr(env.parsed_options, name):
+                setattr(env.parsed_options, name, value)
+        # A shape in place before the first batch tells Locust's form to hide its user count
+        # and spawn rate fields: the scenario decides the levels.
+        if env.shape_class is None:
+            env.shape_class = SteppedShape(self.planned, self.scenario.load.level_duration_s, session.clock)
+        env.locustfile = env.locustfile or f"loadtest: {self.scenario.name}"  # the UI's title
+        _check_port_free(self.host, self.port)  # a busy port is one line, not a traceback from the server greenlet
+        web_ui = env.create_web_ui(host=self.host, port=self.port, delayed_start=True)
+        web_ui.template_args.update(
+            extended_tabs=[{"title": "Levels", "key": LEVELS_TAB}],
+            extended_tables=[{"key": LEVELS_TAB, "structure": LEVEL_TABLE}],
+            extended_csv_files=[
+                {"href": "./loadtest/charts", "title": "Charts: TTFT and ITL per level against the SLOs"},
+                {"href": "./loadtest/levels", "title": "Levels so far (JSON)"},
+                {"href": "./loadtest/report", "title": "The run's report (once the run has ended)"},
+            ],
+        )
+        self._add_routes(web_ui)
+        web_ui.start()
+        self.web_ui = web_ui
+        self._wait_until_serving(web_ui)
+
+    @staticmethod
+    def _wait_until_serving(web_ui, timeout_s: float = 5.0) -> None:
+        """Locust binds the port in its server greenlet; surface a failure here, as an OSError."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            server = getattr(web_ui, "server", None)
+            if web_ui.greenlet.dead:
+                err = web_ui.greenlet.exception
+                raise err if isinstance(err, OSError) else OSError(str(err or "the web UI's server stopped"))
+            if server is not None and server.started:
+                return
+            gevent.sleep(0.05)
+        raise OSError(f"the web UI did not start within {timeout_s:g} s")
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}/"
+
+    def wait_for_start(self, stop: gevent.event.Event) -> bool:
+        """Wait for the UI's Start button (True), or a stop before it (False)."""
+        while not self.start_requested.is_set() and not stop.is_set():
+            gevent.sleep(0.1)
+        started = self.start_requested.is_set() and not stop.is_set()
+        if started:
+            self.phase = "running"
+        return started
+
+    def level_ended(self, index: int) -> None:
+        """Keep a finished level's figures as they were when it ended (its records flushed).
+
+        Requests that started in a level and are still streaming when it ends
+        would otherwise keep adding their later chunk gaps, which the next,
+        heavier level slows down, to this level's ITL. The analysis gives each
+        chunk gap to the level it arrived in; freezing the live figures at the
+        level's end is the live view's nearest equivalent (and matches the
+        terminal's line for the level).
+        """
+        self.frozen[index] = _figures(dict(self.progress.snapshot()).get(index))
+
+    def analyzing(self) -> None:
+        self.phase = "analyzing"
+
+    def finished(self, report_path: Path, verdict: str) -> None:
+        self.report_path = report_path
+        self.verdict = verdict
+        self.phase = "done"
+
+    def linger(self, seconds: float) -> None:
+        """Keep serving the finished run (its report link) until Stop, Ctrl-C or ``seconds``."""
+        if seconds <= 0:
+            return
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            gevent.signal_handler(signum, self.quit_requested.set)
+        self.quit_requested.wait(timeout=seconds)
+
+    def close(self) -> None:
+        if self.web_ui is not None:
+            try:
+                self.web_ui.stop()
+            except Exception:  # noqa: BLE001 - a UI that fails to stop must not cost the report
+                log.exception("could not stop the web UI")
+            self.web_ui = None
+
+    # -- what the UI shows ------------------------------------------------------------
+    def _status(self, span) -> str:
+        if span.end_wall is None:
+            return "running"
+        verdict = (span.decision or {}).get("verdict")
+        return f"done: {verdict}" if verdict else "done"
+
+    def _next_level(self) -> str | None:
+        """The level that comes next, in words (refine probes are chosen as they go)."""
+        if self.phase in ("analyzing", "done"):
+            return None
+        spans = list(self.spans)
+        if not spans:
+            return str(self.planned[0]) if self.planned else None
+        last = spans[-1]
+        if last.refine:
+            return "a refine probe chosen from this level's verdict"
+        swept = [s for s in spans if not s.refine]
+        position = len(swept)
+        if position < len(self.planned):
+            return str(self.planned[position])
+        return "refine probes, if --refine" if last.end_wall is None else None
+
+    def levels_payload(self) -> dict[str, Any]:
+        """The data endpoint: every level so far with its figures, the SLO lines, the run's phase."""
+        progress = dict(self.progress.snapshot())
+        levels = []
+        current = None
+        for span in list(self.spans):
+            figures = self.frozen.get(span.index) if span.end_wall is not None else None
+            if figures is None:
+                figures = _figures(progress.get(span.index))
+            decision = span.decision or {}
+            row = {
+                "index": span.index,
+                "concurrency": span.concurrency,
+                "refine": span.refine,
+                "status": self._status(span),
+                "finished": span.end_wall is not None,
+                "start_wall": span.start_wall,
+                "end_wall": span.end_wall,
+                "elapsed_s": round((span.end_wall or time.time()) - span.start_wall, 3),
+                **figures,
+                "verdict": decision.get("verdict"),
+                "ended": decision.get("ended"),
+                "why": decision.get("why"),
+                "decision": decision,
+            }
+            levels.append(row)
+            if span.end_wall is None:
+                current = row
+        return {
+            "scenario": self.scenario.name,
+            "phase": self.phase,
+            "planned": self.planned,
+            "current": current,
+            "next": self._next_level(),
+            "levels": levels,
+            "slo": self.slo,
+            "metric_labels": {m: METRIC_LABELS[m] for m in CHART_METRICS},
+            "report": "./loadtest/report" if self.report_path is not None else None,
+            "report_path": str(self.report_path) if self.report_path is not None else None,
+            "verdict": self.verdict,
+        }
+
+    def _table_rows(self) -> list[dict[str, Any]]:
+        data = self.levels_payload()
+        rows = []
+        for level in data["levels"]:
+            rows.append({
+                "level": level["index"] + 1,
+                "users": level["concurrency"],
+                "status": level["status"] + (" (refine)" if level["refine"] else ""),
+                "requests": level["requests"],
+                "errors": level["errors"],
+                "ttft_p50": _cell(level["ttft_ms"]["p50"]),
+                "ttft_p95": _cell(level["ttft_ms"]["p95"]),
+                "itl_p50": _cell(level["itl_ms"]["p50"]),
+                "itl_p95": _cell(level["itl_ms"]["p95"]),
+                "ended": describe_ending(level["decision"]) if level["ended"] else f"{level['elapsed_s']:.0f} s so far",
+            })
+        if data["next"] is not None:
+            rows.append({"level": "next", "users": data["next"], "status": "planned"})
+        if data["phase"] == "waiting":
+            rows.append({"level": "-", "status": "press Start to begin the scenario's levels"})
+        if data["phase"] == "done":
+            rows.append({"level": "report", "status": f"{data['verdict']} (open ./loadtest/report)"})
+        return rows
+
+    # -- routes, through Locust's extension points -------------------------------------
+    def _add_routes(self, web_ui) -> None:
+        from flask import Response, jsonify, request, send_file
+
+        app = web_ui.app
+
+        @app.before_request
+        def run_buttons():
+            """Start and Stop drive the scenario's run instead of Locust's own swarm."""
+            if request.method != "POST":
+                return None
+            if request.path.endswith("/swarm"):
+                return jsonify(self._on_start())
+            if request.path.endswith("/stop"):
+                return jsonify(self._on_stop())
+            return None
+
+        @app.after_request
+        def add_levels_tab(response):
+            if request.path.endswith("/stats/requests") and response.is_json:
+                body = dict(response.get_json())
+                body["extended_stats"] = [{"key": LEVELS_TAB, "data": self._table_rows()}]
+                response.set_data(_dumps(body))
+            return response
+
+        @app.route("/loadtest/levels")
+        @web_ui.auth_required_if_enabled
+        def loadtest_levels():
+            return jsonify(self.levels_payload())
+
+        @app.route("/loadtest/charts")
+        @web_ui.auth_required_if_enabled
+        def loadtest_charts():
+            return Response(CHARTS_PAGE, mimetype="text/html")
+
+        @app.route("/loadtest/plotly.js")
+        def loadtest_plotly():
+            return Response(_plotly_js(), mimetype="application/javascript")
+
+        @app.route("/loadtest/report")
+        @web_ui.auth_required_if_enabled
+        def loadtest_report():
+            if self.report_path is None or not self.report_path.is_file():
+                return Response("The report is written when the run ends.", status=404, mimetype="text/plain")
+            return send_file(self.report_path.resolve(), mimetype="text/html")
+
+    def _on_start(self) -> dict[str, Any]:
+        host = self.session.env.host if self.session else ""
+        if self.phase != "waiting" or self.start_requested.is_set():
+            return {"success": False, "message": "this run has started already; start another with loadtest run", "host": host}
+        self.start_requested.set()
+        levels = ", ".join(map(str, self.planned))
+        return {"success": True, "message": f"loadtest run started: levels {levels}", "host": host}
+
+    def _on_stop(self) -> dict[str, Any]:
+        if self.phase == "done":
+            self.quit_requested.set()
+            return {"success": True, "message": "loadtest has ended; the UI closes"}
+        if self.session is not None:
+            self.session.stop_requested.set()  # the same path as Ctrl-C
+        return {"success": True, "message": "stopping: the records are kept, analyzed and reported"}
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """Bind the address the way gevent's server will (SO_REUSEADDR), then let it go; OSError if taken."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind((host, port))
+
+
+def _ui_ignores_our_command_line() -> None:
+    """Locust's UI parses ``sys.argv`` with *its* parser for extra UI options; ours is not Locust's.
+
+    ``WebUI.update_template_args`` calls ``argument_parser.ui_extra_args_dict()``
+    with no arguments, which parses our command line (``loadtest run … --web``)
+    and exits on options Locust does not know. As a library we have no Locust
+    command line, so it is given an empty one (no extra UI options).
+    """
+    import functools
+
+    from locust import argument_parser
+
+    original = argument_parser.ui_extra_args_dict
+    if not isinstance(original, functools.partial):
+        argument_parser.ui_extra_args_dict = functools.partial(original, args=[])
+
+
+def _cell(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def _dumps(body: dict) -> str:
+    import json
+
+    return json.dumps(body, default=str)
+
+
+_PLOTLY_JS: str | None = None
+
+
+def _plotly_js() -> str:
+    global _PLOTLY_JS
+    if _PLOTLY_JS is None:
+        from plotly.offline import get_plotlyjs
+
+        _PLOTLY_JS = get_plotlyjs()
+    return _PLOTLY_JS
+
+
+CHARTS_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>loadtest: levels against the SLOs</title><link rel="icon" href="data:,">
+<style>
+body{font-family:system-ui,sans-serif;margin:1.5rem;color:#222}
+#status{font-size:1.1rem;margin:.5rem 0 1rem}
+.plot{height:380px;max-width:1000px}
+.how{color:#555;margin:.2rem 0 0}
+a{color:#0b63c5}
+</style>
+<script src="./plotly.js"></script></head>
+<body>
+<h1>loadtest: <span id="name"></span></h1>
+<div id="status">waiting for the run…</div>
+<p class="how">Each point is a finished level: the percentile of its requests against concurrency. Dashed lines are the SLO limits; a point above its line fails it.</p>
+<div id="ttft_ms" class="plot"></div>
+<div id="itl_ms" class="plot"></div>
+<p><a href="../">Back to Locust's web UI</a></p>
+<script>
+const COLORS = {p50: "#1f77b4", p95: "#ff7f0e", p99: "#d62728"};
+function draw(data) {
+  document.getElementById("name").textContent = data.scenario;
+  const cur = data.current ? `level ${data.current.index + 1}: ${data.current.concurrency} users (${data.current.elapsed_s.toFixed(0)} s)` : "none";
+  let status = `phase: ${data.phase}; in force: ${cur}; next: ${data.next === null ? "none" : data.next}`;
+  const el = document.getElementById("status");
+  el.textContent = status;
+  if (data.report) {
+    el.textContent = `${data.verdict} `;
+    const a = document.createElement("a"); a.href = "./report"; a.textContent = "Open the report"; el.appendChild(a);
+  }
+  const done = data.levels.filter(l => l.finished).sort((a, b) => a.concurrency - b.concurrency);
+  for (const metric of Object.keys(data.metric_labels)) {
+    const traces = [], shapes = [];
+    for (const pct of ["p50", "p95", "p99"]) {
+      traces.push({x: done.map(l => l.concurrency), y: done.map(l => l[metric][pct]), name: pct,
+                   mode: "lines+markers", line: {color: COLORS[pct]}});
+    }
+    const limits = data.slo[metric] || {};
+    for (const [pct, limit] of Object.entries(limits)) {
+      traces.push({x: [Math.min(...data.planned, ...done.map(l => l.concurrency)), Math.max(...data.planned, ...done.map(l => l.concurrency))],
+                   y: [limit, limit], name: `SLO ${pct} ≤ ${limit} ms`, mode: "lines",
+                   line: {color: COLORS[pct] || "#000", dash: "dash"}});
+    }
+    Plotly.react(metric, traces, {title: {text: `${data.metric_labels[metric]} per finished level`},
+      xaxis: {title: {text: "concurrent users"}, type: "log", tickvals: done.map(l => l.concurrency)},
+      yaxis: {title: {text: "ms"}, rangemode: "tozero"}, margin: {t: 40}});
+  }
+}
+async function tick() {
+  try { const r = await fetch("./levels"); if (r.ok) draw(await r.json()); } catch (e) {}
+  setTimeout(tick, 2000);
+}
+tick();
+</script></body></html>
+"""

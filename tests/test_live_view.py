@@ -1,0 +1,73 @@
+"""The terminal's live view: honest "remaining" for levels that end once decided, plain lines off a terminal."""
+
+from __future__ import annotations
+
+import io
+
+import pyarrow as pa
+from rich.console import Console
+
+from loadtest.load.live import LiveView, remaining_text
+from loadtest.load.progress import RunProgress
+
+
+def test_remaining_names_the_next_look_and_the_longest_the_level_can_run():
+    looks = [2.0, 4.0, 8.0, 16.0]
+    assert remaining_text(1.0, looks) == "next look in 1 s (ends then if decided), at most 15 s left"
+    assert remaining_text(5.0, looks) == "next look in 3 s (ends then if decided), at most 11 s left"
+    assert remaining_text(9.0, looks) == "at most 7 s left (last look)"
+    assert remaining_text(16.5, looks) == "judging the last look now"
+    # a fixed-length level (min = max): one look, which is also the end
+    assert remaining_text(1.0, [30.0]) == "at most 29 s left (last look)"
+
+
+def _records(level_index: int, level: int, n: int, errors: int = 0) -> pa.Table:
+    return pa.table({
+        "level_index": [level_index] * n,
+        "level": [level] * n,
+        "error_kind": [None] * (n - errors) + ["http_5xx"] * errors,
+        "ok": [True] * (n - errors) + [False] * errors,
+        "warmup": [False] * n,
+        "ttft_ms": [20.0] * n,
+        "chunk_ms": [[20.0, 30.0, 40.0]] * n,
+    })
+
+
+def test_off_a_terminal_each_level_gets_plain_lines_with_requests_so_far():
+    out = io.StringIO()
+    console = Console(file=out, width=200, color_system=None)
+    assert not console.is_terminal
+    progress = RunProgress()
+    live = LiveView(progress, console, looks=[2.0, 4.0, 8.0])
+    live.start()
+    try:
+        live.level_started(0, 4)
+        progress.update(_records(0, 4, 12, errors=2))
+        line = live.running_line()
+        assert line.startswith("level 1 (4 users): ")
+        assert "next look in" in line and "at most" in line and "12 requests so far (2 errors)" in line
+        live.level_ended(0, {"ended": "decided_early", "verdict": "pass", "ran_s": 2.1})
+        assert live.current is None and live.running_line() is None
+    finally:
+        live.stop()
+    text = out.getvalue()
+    assert "level 1 (4 users): started, next look in 2 s" in text  # printed as it started
+    assert "level 1: 4 users, 12 requests, 2 errors" in text and "ran 2.1 s, pass, decided early" in text
+    assert "\x1b[" not in text and "━" not in text  # plain text for CI logs: no bar, no escape codes
+
+
+def test_on_a_terminal_the_level_in_force_has_a_bar_against_its_longest_length():
+    out = io.StringIO()
+    console = Console(file=out, width=160, force_terminal=True, force_interactive=True, color_system="standard")
+    progress = RunProgress()
+    live = LiveView(progress, console, looks=[2.0, 4.0, 8.0])
+    live.start()
+    try:
+        live.level_started(2, 16, refine=True)
+        progress.update(_records(2, 16, 30))
+        live._live.update(live._render(), refresh=True)
+    finally:
+        live.stop()
+    text = out.getvalue()
+    assert "━" in text  # rich's progress bar
+    assert "level 3 (16 users, refine):" in text and "30 requests so far" in text
