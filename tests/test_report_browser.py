@@ -141,3 +141,30 @@ def test_the_report_stays_one_file_of_plotly_once(refined_run):
 def test_without_chromium_the_skip_says_how_to_install():
     assert "apt-get install" in INSTALL_HINT and "chromium" in INSTALL_HINT
     assert shutil.which("chromium") or CHROMIUM is None or CHROMIUM
+
+
+@pytest.fixture(scope="module")
+def gate_pages(refined_run, tmp_path_factory) -> dict[str, Path]:
+    """The regression gate's pages for the same real run: a comparison with itself, and the history."""
+    folder = tmp_path_factory.mktemp("gate-pages")
+    run_copy = folder / "runs" / "second"
+    shutil.copytree(refined_run, run_copy)
+    pages = {"compare": folder / "compare.html", "history": folder / "history.html"}
+    compared = loadtest("compare", str(refined_run), str(run_copy), "--html", str(pages["compare"]),
+                        "--inconclusive", "pass", timeout=300)
+    assert compared.returncode in (0, 6), compared.stderr
+    shutil.copytree(refined_run, folder / "runs" / "first")
+    history = loadtest("history", str(folder / "runs"), "--html", str(pages["history"]), timeout=300)
+    assert history.returncode == 0, history.stderr
+    return pages
+
+
+@pytest.mark.parametrize("page", ["compare", "history"])
+def test_the_gate_pages_run_offline_and_draw_their_plots(gate_pages, browser, page):
+    opened = browser.open(gate_pages[page])
+    assert opened.console_errors == [] and opened.exceptions == []
+    assert opened.outside_requests == [] and opened.failed_loads == []
+    plots = browser.evaluate(PLOTS_JS)
+    assert plots, f"{page}.html has no plot"
+    for plot in plots:
+        assert plot["with_data"] > 0 and plot["traces_with_paths"] >= plot["with_data"], plot
