@@ -445,7 +445,8 @@ def _level_judge(scenario: Scenario, state: RunState, recorder, sink):
     def in_thread(span, run, in_flight) -> Decision:
         def work():
             frame = in_flight if len(in_flight) else None
-            return decide_level(read_requests(state.run_dir), run, slo, span.to_json(), time.time(), confidence, frame)
+            now = span.looked_at or time.time()
+            return decide_level(read_requests(state.run_dir), run, slo, span.to_json(), now, confidence, frame)
 
         return gevent.get_hub().threadpool.apply(work)
 
@@ -456,7 +457,7 @@ def _level_judge(scenario: Scenario, state: RunState, recorder, sink):
             if child[0] is not None:
                 try:
                     columns = in_flight.to_dict(orient="list") if len(in_flight) else {}
-                    return child[0].decide(run, span.to_json(), time.time(), columns)
+                    return child[0].decide(run, span.to_json(), span.looked_at or time.time(), columns)
                 except JudgeError as err:
                     log.warning("the judge process failed (%s); judging in a thread from now on", err)
                     child[0].close()

@@ -48,8 +48,8 @@ def test_refine_probes_get_unlabelled_ticks_and_crowded_labels_are_thinned():
 
     from loadtest.report.html import _concurrency_axis, thin_log_ticks
 
-    levels = [SimpleNamespace(concurrency=c, refine=False) for c in (1, 2, 4, 8, 16, 32, 64)]
-    levels += [SimpleNamespace(concurrency=c, refine=True) for c in (20, 22, 23, 24)]
+    levels = [SimpleNamespace(concurrency=c, load=c, rate_rps=None, refine=False) for c in (1, 2, 4, 8, 16, 32, 64)]
+    levels += [SimpleNamespace(concurrency=c, load=c, rate_rps=None, refine=True) for c in (20, 22, 23, 24)]
     axis = _concurrency_axis(levels)
     assert axis["type"] == "log"
     assert axis["tickvals"] == [1, 2, 4, 8, 16, 32, 64]  # only the swept levels carry a label

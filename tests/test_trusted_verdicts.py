@@ -42,10 +42,14 @@ def test_ttft_bound_capacity_is_the_truth_not_one_above(tmp_path):
     run = read_run_json(tmp_path / "run")
     tested = [lv["concurrency"] for lv in run["levels"]]
     assert 16 not in tested, "the sweep must stop at the first certain failure (8)"
+    statuses = {lv["index"]: lv["status"] for lv in summary(tmp_path / "run")["levels"]}
     for level in run["levels"]:
         decision = level["decision"]
         assert decision["verdict"] in ("pass", "fail") and decision["looks"] == len(level["looks"])
         assert decision["ended"] in ("decided_early", "decided", "decided_after_extension")
+        # the window ends at the deciding look: the saved run gives the verdict the run acted on
+        assert level["end_wall"] == level["looks"][-1]["wall"]
+        assert statuses[level["index"]] == decision["verdict"], (level["concurrency"], decision)
     assert run["verdict_confidence"] > 0.95  # every look is Bonferroni-corrected: 1 - 0.05/K
     assert run["verdict_confidence"] == 1 - 0.05 / len(run["looks_s"])
 

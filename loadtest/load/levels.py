@@ -26,6 +26,8 @@ class LevelSpan:
     looks: list = field(default_factory=list)
     #: Why the level ended and how long it ran: {ended, ran_s, verdict, why, looks, extended}.
     decision: dict = field(default_factory=dict)
+    #: Wall time of the latest look: what the judge treats as "now" (and the end of a level it ends).
+    looked_at: float | None = None
     #: Open loop: the offered rate (requests/s); None for a closed-loop (concurrency) level.
     rate_rps: float | None = None
 

@@ -113,8 +113,12 @@ class SteppedShape(LoadTestShape):
             return False
         while self._looks and elapsed >= self._looks[0]:
             at = self._looks.pop(0)
+            # The look judges the level as of this instant; if it ends the level, the
+            # level's window ends here too, so the saved run holds exactly the data the
+            # verdict was taken on (not the few requests started while it was judged).
+            span.looked_at = time.time()
             decision = self.decide(span)
-            span.looks.append({"at_s": at, "verdict": decision.verdict, "why": decision.why})
+            span.looks.append({"at_s": at, "wall": span.looked_at, "verdict": decision.verdict, "why": decision.why})
             last = not self._looks
             if decision.decided or last:
                 ended = "decided" if decision.decided else "undecided_at_max"
@@ -130,6 +134,7 @@ class SteppedShape(LoadTestShape):
                     "looks": len(span.looks),
                     "extended": at > self.duration_s,
                 }
+                span.end_wall = span.looked_at
                 return True
             elapsed = time.perf_counter() - self._entered
         return False
