@@ -101,6 +101,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="length of a stall (default: %(default)s)",
     )
     flt.add_argument(
+        "--hang-rate", type=float, default=_D.hang_rate, metavar="P",
+        help="never answer (no status, no byte) until the client gives up (default: %(default)s)",
+    )
+    flt.add_argument(
         "--seed", type=int, default=_D.seed, help="seed of the fault draws (default: random)"
     )
 
@@ -112,6 +116,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ins.add_argument(
         "--request-log", default=_D.request_log, metavar="FILE",
         help="append one JSON line per streamed request (arrival, first token, end, outcome, prompt)",
+    )
+    ins.add_argument(
+        "--arrival-log", default=_D.arrival_log, metavar="FILE",
+        help="append one line per completions request as it arrives, unbuffered: "
+        "a count that survives kill -9 of the mock",
     )
 
 

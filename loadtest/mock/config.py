@@ -55,11 +55,14 @@ class MockConfig:
     malformed_rate: float = 0.0
     stall_rate: float = 0.0
     stall_s: float = 1.0
+    hang_rate: float = 0.0
     seed: int | None = None
     # Instrumentation.
     stamp_chunks: bool = False
     #: Append one JSON line per streamed request to this file (see request_log.py).
     request_log: str | None = None
+    #: Append one line per completions request as it arrives, unbuffered (see arrival_log.py).
+    arrival_log: str | None = None
 
     def __post_init__(self) -> None:
         _check(0 <= self.port <= 65535, "--port", "must be between 0 and 65535")
@@ -70,7 +73,7 @@ class MockConfig:
             value = getattr(self, name)
             _check(math.isfinite(value) and value >= 0, _flag(name), "must be a number >= 0")
         _check(self.tokens_per_chunk >= 1, "--tokens-per-chunk", "must be at least 1")
-        for name in ("fail_rate", "drop_rate", "malformed_rate", "stall_rate"):
+        for name in ("fail_rate", "drop_rate", "malformed_rate", "stall_rate", "hang_rate"):
             value = getattr(self, name)
             _check(0.0 <= value <= 1.0, _flag(name), "must be between 0 and 1")
         _check(

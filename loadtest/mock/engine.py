@@ -111,6 +111,8 @@ class Engine:
         self._running: list[Sequence] = []
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        #: True once :meth:`stop` began: waiters outside the engine (a hung request) give up.
+        self.stopped = False
         # Counters (vLLM's names in metrics.py).
         self.prompt_tokens_total = 0
         self.generation_tokens_total = 0
@@ -154,6 +156,7 @@ class Engine:
 
     async def stop(self) -> None:
         """Stop stepping and release every sequence with :attr:`Outcome.SHUTDOWN`."""
+        self.stopped = True
         if self._task is not None:
             self._task.cancel()
             try:

@@ -1,6 +1,6 @@
 """Which injected faults hit a request: one seeded draw per request.
 
-Every request draws the same four numbers in the same order, whatever its
+Every request draws the same five numbers in the same order, whatever its
 kind and whatever the rates, so that with ``--seed`` the n-th request always
 gets the same faults: a reliability test is reproducible run after run.
 """
@@ -25,6 +25,8 @@ class FaultPlan:
     """Corrupt one content chunk mid-way (not valid JSON)."""
     stall: bool = False
     """Pause mid-way for ``stall_s`` while holding the batch slot."""
+    hang: bool = False
+    """Never answer: no status, no byte, until the client gives up (a wedged server)."""
 
 
 NO_FAULTS = FaultPlan()
@@ -35,16 +37,24 @@ class FaultInjector:
 
     def __init__(self, config: MockConfig) -> None:
         self._rng = random.Random(config.seed)
-        self._rates = (config.fail_rate, config.drop_rate, config.malformed_rate, config.stall_rate)
+        self._rates = (
+            config.fail_rate,
+            config.drop_rate,
+            config.malformed_rate,
+            config.stall_rate,
+            config.hang_rate,
+        )
         self.enabled = any(rate > 0 for rate in self._rates)
 
     def draw(self) -> FaultPlan:
         if not self.enabled:
             return NO_FAULTS
         rnd = self._rng.random
-        fail, drop, malformed, stall = self._rates
-        # Four draws, always, in this order: see the module docstring.
-        return FaultPlan(rnd() < fail, rnd() < drop, rnd() < malformed, rnd() < stall)
+        fail, drop, malformed, stall, hang = self._rates
+        # Five draws, always, in this order: see the module docstring.
+        return FaultPlan(
+            rnd() < fail, rnd() < drop, rnd() < malformed, rnd() < stall, rnd() < hang
+        )
 
 
 def middle_chunk(n_chunks: int) -> int:

@@ -29,6 +29,9 @@ class MockMetrics:
     def __init__(self) -> None:
         self.requests_by_status: Counter[int] = Counter()
         self.faults: Counter[str] = Counter()
+        #: How each completions request ended, exactly one per request: ok,
+        #: malformed, dropped, client_left, shutdown, http_500, http_429, http_4xx.
+        self.outcomes: Counter[str] = Counter()
 
 
 def _esc(value: str) -> str:
@@ -96,8 +99,17 @@ def render(config: MockConfig, engine: Engine, metrics: MockMetrics) -> bytes:
         _family(
             "loadtest_mock_faults_total",
             "counter",
-            "Injected faults, by kind (fail, rate_limit, drop, malformed, stall).",
+            "Injected faults, by kind (fail, rate_limit, drop, malformed, stall, hang).",
             [(f'{{kind="{k}"}}', n) for k, n in sorted(metrics.faults.items())],
+        ),
+        _family(
+            "loadtest_mock_outcomes_total",
+            "counter",
+            "How each request to the completions endpoints ended, one outcome per request: "
+            "ok, malformed (a corrupt chunk was sent), dropped (cut on purpose), "
+            "client_left (the client closed first), shutdown, http_500, http_429, http_4xx. "
+            "A request still in flight has none yet.",
+            [(f'{{outcome="{k}"}}', n) for k, n in sorted(metrics.outcomes.items())],
         ),
         _family(
             "loadtest_mock_steps_total",

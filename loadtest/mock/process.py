@@ -177,6 +177,15 @@ class MockServer:
             if series.startswith(prefix)
         }
 
+    def outcomes(self, timeout: float = 5.0) -> dict[str, int]:
+        """``loadtest_mock_outcomes_total`` as ``{outcome: count}`` (see :mod:`loadtest.mock.metrics`)."""
+        prefix = 'loadtest_mock_outcomes_total{outcome="'
+        return {
+            series[len(prefix) : -2]: int(value)
+            for series, value in self.metrics(timeout).items()
+            if series.startswith(prefix)
+        }
+
     # -- internals ----------------------------------------------------------
 
     def _get(self, path: str, timeout: float) -> bytes:

@@ -25,6 +25,7 @@ from aiohttp import web
 
 from loadtest.errors import LoadtestError
 from loadtest.mock import wire
+from loadtest.mock.arrival_log import ArrivalLog
 from loadtest.mock.config import MockConfig
 from loadtest.mock.engine import Engine, Outcome, Sequence
 from loadtest.mock.faults import FaultInjector, FaultPlan, middle_chunk
@@ -43,6 +44,13 @@ _SSE_HEADERS = {
     "Cache-Control": "no-cache",
     "X-Accel-Buffering": "no",
 }
+
+#: Request key under which a handler leaves how the request ended (see MockMetrics.outcomes).
+_OUTCOME = "loadtest.outcome"
+
+#: How often a hung request looks whether its client left (aiohttp does not cancel
+#: handlers when the peer closes, so the hang polls the transport).
+_HANG_POLL_S = 0.05
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -76,6 +84,7 @@ class MockService:
         self.started = int(time.time())
         self._auth = f"Bearer {config.api_key}" if config.api_key is not None else None
         self.request_log = RequestLog(config.request_log) if config.request_log else None
+        self.arrival_log = ArrivalLog(config.arrival_log) if config.arrival_log else None
 
     # -- the application ----------------------------------------------------
 
@@ -140,13 +149,25 @@ class MockService:
         return await self._complete(request, chat=False)
 
     async def _complete(self, request: web.Request, *, chat: bool) -> web.StreamResponse:
+        """Handle one request and count how it ended (exactly one outcome per request)."""
+        if self.arrival_log is not None:
+            self.arrival_log.write(request.path)
+        request[_OUTCOME] = "client_left"  # unless a path below says otherwise
+        try:
+            return await self._handle(request, chat=chat)
+        finally:
+            self.metrics.outcomes[request[_OUTCOME]] += 1
+
+    async def _handle(self, request: web.Request, *, chat: bool) -> web.StreamResponse:
         if (denied := self._check_auth(request)) is not None:
+            request[_OUTCOME] = "http_4xx"
             return denied
         arrival = time.perf_counter()
         body = await request.read()
         try:
             req = parse_request(body, chat=chat)
         except BadRequest as err:
+            request[_OUTCOME] = "http_4xx"
             return error_response(400, err.message, param=err.param)
         if self.request_log is not None:
             request["loadtest.log"] = (arrival, prompt_text(body, chat=chat))
@@ -154,12 +175,14 @@ class MockService:
         plan = self.faults.draw()
         if plan.fail:
             self.metrics.faults["fail"] += 1
+            request[_OUTCOME] = "http_500"
             return error_response(
                 500, "Injected failure (--fail-rate).", type="server_error", code="mock_failure"
             )
         limit = self.config.rate_limit_queue
         if limit is not None and self.engine.queue_depth_if_added() > limit:
             self.metrics.faults["rate_limit"] += 1
+            request[_OUTCOME] = "http_429"
             return error_response(
                 429,
                 f"Rate limit reached: more than {limit} requests would wait (--rate-limit-queue).",
@@ -171,9 +194,20 @@ class MockService:
         transport = request.transport
         if transport is None or transport.is_closing():
             return web.Response(status=CLIENT_CLOSED)
+        if plan.hang:
+            self.metrics.faults["hang"] += 1
+            await self._hang(transport)
+            if self.engine.stopped:
+                request[_OUTCOME] = "shutdown"
+            return web.Response(status=CLIENT_CLOSED)
         if req.stream:
             return await self._stream(request, transport, req, plan)
         return await self._unary(request, transport, req, plan)
+
+    async def _hang(self, transport: asyncio.Transport) -> None:
+        """Hold the request without a byte until the client closes, or the server stops."""
+        while not transport.is_closing() and not self.engine.stopped:
+            await asyncio.sleep(_HANG_POLL_S)
 
     def _stall(self, req: CompletionRequest, plan: FaultPlan) -> tuple[int, float]:
         """(stall_at, stall_s) for the engine: pause after the middle chunk's tokens."""
@@ -234,6 +268,9 @@ class MockService:
         seq = Sequence(req.prompt_tokens, req.max_tokens, sink, stall_at=stall_at, stall_s=stall_s)
         self.engine.submit(seq)
         outcome = await seq.done
+        request[_OUTCOME] = _stream_outcome(
+            outcome, dropped=sink.dropped, malformed=sink.malformed_sent
+        )
         if logged is not None and self.request_log is not None:
             self.request_log.write(logged[0], sink, outcome.value, logged[1])
         # FINISHED: the engine wrote everything up to [DONE]; aiohttp writes the
@@ -258,6 +295,9 @@ class MockService:
         seq = Sequence(req.prompt_tokens, req.max_tokens, sink, stall_at=stall_at, stall_s=stall_s)
         self.engine.submit(seq)
         outcome = await seq.done
+        request[_OUTCOME] = _stream_outcome(
+            outcome, dropped=sink.dropped, malformed=plan.malformed and outcome is Outcome.FINISHED
+        )
         if outcome is Outcome.SHUTDOWN:
             return error_response(503, "The mock is shutting down.", type="server_error")
         if outcome is Outcome.ABORTED and not sink.dropped:
@@ -281,6 +321,21 @@ class MockService:
             transport.close()
             return resp
         return web.Response(body=body, content_type=_JSON)
+
+
+def _stream_outcome(outcome: Outcome, *, dropped: bool, malformed: bool) -> str:
+    """The outcome counted for a request that was admitted to the engine.
+
+    A malformed chunk is the request's outcome once it was sent, even if the
+    client then hangs up (a client that cannot parse a chunk should).
+    """
+    if outcome is Outcome.SHUTDOWN:
+        return "shutdown"
+    if dropped:
+        return "dropped"
+    if malformed:
+        return "malformed"
+    return "client_left" if outcome is Outcome.ABORTED else "ok"
 
 
 __all__ = ["MockService", "error_response", "serve"]

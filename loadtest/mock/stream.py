@@ -38,6 +38,7 @@ class StreamSink:
         "_malformed_chunk",
         "_const",
         "dropped",
+        "malformed_sent",
     )
 
     def __init__(
@@ -60,6 +61,8 @@ class StreamSink:
         self._const = encoder.const_content_frame
         #: True once an injected drop cut the connection.
         self.dropped = False
+        #: True once the injected malformed chunk was written (the client may leave after it).
+        self.malformed_sent = False
 
     def __call__(self, generated: int) -> bool:
         transport = self._transport
@@ -97,6 +100,7 @@ class StreamSink:
         payload = enc.role(now) if generated == 1 else b""
         if chunk == self._malformed_chunk:
             payload += enc.malformed(n)
+            self.malformed_sent = True
         else:
             payload += enc.content(n, generated, now)
         if last:
