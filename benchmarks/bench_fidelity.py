@@ -9,6 +9,9 @@ compared with the gap the server actually produced:
     error = client gap − server gap        (per gap, within one request)
     lag   = client arrival − server send   (per chunk)
 
+Each level counts the gaps the analyzer counts for it: those whose chunk
+arrived inside the level's measured window, as its verdict would use them.
+
 The load comes from the real ``loadtest run`` command (one process, then
 ``--workers 2``), one level per stream count, so the figures include
 everything a user's run includes. Next to them, each level's self-check from
@@ -42,6 +45,7 @@ import pandas as pd
 import yaml
 
 from _table import Column, format_table, write_json
+from loadtest.analysis.windows import level_windows
 from loadtest.mock.process import MockServer
 from loadtest.mock.tls import self_signed_cert
 from loadtest.records import read_requests, read_run_json
@@ -137,34 +141,44 @@ def run_mode(mode: str, cfg: Config, work: Path) -> Path:
 # -- measuring -------------------------------------------------------------------------------
 
 
-def stamped_chunks(records: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Client and server times of every chunk, flattened, plus each chunk's request number.
+def stamped_chunks(records: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Client and server times of every chunk, flattened, each chunk's request number and wall arrival.
 
     Only records where every content chunk carries a server stamp are used, so
     the two lists line up one to one.
     """
     client = [np.asarray(c, dtype=float) for c in records["chunk_ms"]]
     server = [np.asarray(s if s is not None else [], dtype=float) for s in records["chunk_sent_ms"]]
-    pairs = [(c, s) for c, s in zip(client, server) if len(c) and len(c) == len(s)]
-    if not pairs:
+    starts = records["start_wall"].to_numpy(dtype=float)
+    keep = [i for i, (c, s) in enumerate(zip(client, server)) if len(c) and len(c) == len(s)]
+    if not keep:
         empty = np.empty(0)
-        return empty, empty, np.empty(0, dtype=int)
-    lengths = np.array([len(c) for c, _ in pairs])
-    owner = np.repeat(np.arange(len(pairs)), lengths)
-    return np.concatenate([c for c, _ in pairs]), np.concatenate([s for _, s in pairs]), owner
+        return empty, empty, np.empty(0, dtype=int), empty
+    lengths = np.array([len(client[i]) for i in keep])
+    owner = np.repeat(np.arange(len(keep)), lengths)
+    client_ms = np.concatenate([client[i] for i in keep])
+    arrival_wall = np.repeat(starts[keep], lengths) + client_ms / 1000.0
+    return client_ms, np.concatenate([server[i] for i in keep]), owner, arrival_wall
 
 
 def pct(values: np.ndarray, q: float) -> float:
     return float(np.percentile(values, q)) if len(values) else float("nan")
 
 
-def gap_stats(client_ms: np.ndarray, server_ms: np.ndarray, owner: np.ndarray) -> dict[str, float]:
-    """Measured and true ITL, per-gap error and per-chunk lag (gaps never cross requests)."""
-    same = owner[1:] == owner[:-1]
+def gap_stats(
+    client_ms: np.ndarray, server_ms: np.ndarray, owner: np.ndarray, counted: np.ndarray | None = None
+) -> dict[str, float]:
+    """Measured and true ITL, per-gap error and per-chunk lag (gaps never cross requests).
+
+    ``counted`` marks the chunks the analysis counts (those that arrived in the
+    level's measured window); a gap counts when the chunk that ends it does.
+    """
+    counted = np.ones(len(client_ms), dtype=bool) if counted is None else counted
+    same = (owner[1:] == owner[:-1]) & counted[1:]
     client_gap = np.diff(client_ms)[same]
     server_gap = np.diff(server_ms)[same]
     error = np.abs(client_gap - server_gap)
-    lag = client_ms - server_ms
+    lag = (client_ms - server_ms)[counted]
     return {
         "chunks": int(len(client_ms)),
         "gaps": int(len(client_gap)),
@@ -226,14 +240,25 @@ def verdict(row: dict[str, Any]) -> str:
 
 
 def measure_run(mode: str, run_dir: Path) -> list[dict[str, Any]]:
-    """One row per level: successful, non-warmup records of that level only."""
+    """One row per level: the gaps of successful requests that the analysis counts for that level.
+
+    That is, the gaps whose ending chunk arrived in the level's measured window
+    (``[start + warmup, end)``, as the analyzer assigns ITL samples; see
+    analysis/windows.py), whichever level their request started in. Gaps that
+    arrive outside every window (a level's warm-up, after the run's end) judge
+    nothing, and neither does the self-check's bound, which skips the warm-up too.
+    """
+    run = read_run_json(run_dir)
     records = read_requests(run_dir)
-    records = records[records["ok"] & ~records["warmup"]]
+    windows, _ = level_windows(run, records)
+    ok = records[records["ok"]]
+    client_ms, server_ms, owner, arrival = stamped_chunks(ok)
     rows = []
-    for level in read_run_json(run_dir)["levels"]:
-        mine = records[records["level_index"] == level["index"]]
+    for level, window in zip(run["levels"], windows):
+        counted = (arrival >= window.window_start) & (arrival < window.end_wall)
+        mine = ok[(ok["level_index"] == level["index"]) & ~ok["warmup"]]
         row: dict[str, Any] = {"mode": mode, "streams": int(level["concurrency"]), "requests": len(mine)}
-        row.update(gap_stats(*stamped_chunks(mine)))
+        row.update(gap_stats(client_ms, server_ms, owner, counted))
         row.update(self_check(level))
         row["verdict"] = verdict(row)
         rows.append(row)

@@ -43,6 +43,23 @@ def test_tls_stream_is_timed_per_chunk(tls_mock, tls_files, options):
     assert abs(np.median(np.diff(np.asarray(rec.chunk_ms))) - 10) < 1.5
 
 
+def test_users_share_one_tls_context_per_setting(tls_files):
+    """A context loads the CA store (~15 ms of CPU holding the interpreter): one per user froze
+    the event loop for seconds when a level spawned 100 HTTPS users. Each setting gets one."""
+    def context(**kwargs):
+        client = StreamingClient("https://127.0.0.1:9/v1", "chat", **kwargs)
+        return client._http._connection_pool.ssl_context
+
+    verifying = [context() for _ in range(3)]
+    assert verifying[0] is verifying[1] is verifying[2]
+    assert verifying[0].check_hostname and verifying[0].verify_mode == 2  # CERT_REQUIRED
+    private_ca = context(ca_bundle=str(tls_files[0]))
+    assert private_ca is context(ca_bundle=str(tls_files[0])) and private_ca is not verifying[0]
+    insecure = context(insecure=True)
+    assert insecure is context(insecure=True) and insecure is not verifying[0]
+    assert insecure.verify_mode == 0 and not insecure.check_hostname  # CERT_NONE
+
+
 def test_untrusted_certificate_is_a_clear_preflight_error(tls_mock, tmp_path):
     scenario = write_scenario(tmp_path, tls_mock.base_url)
     result = loadtest("run", str(scenario), "--out", str(tmp_path / "run"))

@@ -104,11 +104,20 @@ class SelfMonitor:
             t = time.perf_counter()
             gevent.sleep(_INTERVAL_S)
             now = time.perf_counter()
-            self._lags.append((now - t - _INTERVAL_S) * 1000.0)
-            warming = self.clock is not None and self.clock.index >= 0 and self.clock.in_warmup(now)
-            if self._warming and not warming:
-                self._restart()  # the measured window begins: start its figures afresh
+            due = t + _INTERVAL_S
+            warming = self._in_warmup(now)
+            if not warming and (self._warming or self._in_warmup(t)):
+                # The measured window began during this sleep: start its figures afresh, and
+                # keep only the part of this wake-up's lateness that fell inside the window
+                # (a loop stalled by the warm-up's spawning must not count against the level).
+                self._restart()
+                assert self.clock is not None
+                due = max(due, self.clock.start_perf + self.clock.warmup_s)
+            self._lags.append(max(0.0, now - due) * 1000.0)
             self._warming = warming
+
+    def _in_warmup(self, t_perf: float) -> bool:
+        return self.clock is not None and self.clock.index >= 0 and self.clock.in_warmup(t_perf)
 
     def _restart(self) -> None:
         """Drop what was gathered so far in this level (its warmup)."""
