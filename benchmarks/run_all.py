@@ -40,6 +40,10 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "schedule_lag": ("bench_schedule_lag.py", [], ["--rates", "50,200", "--level-duration", "3"]),
     "gate": ("bench_gate.py", [], ["--pairs", "2", "--detect", "1", "--slowdowns", "20", "--tolerances", "5",
                                    "--level-duration", "3"]),
+    "faults": ("bench_faults.py", [], ["--streams", "20", "--level-duration", "5"]),
+    "scale": ("bench_scale.py", [], ["--users", "200", "--seconds", "20", "--warmup", "8"]),
+    # 30 minutes at full size: the longest benchmark by far.
+    "soak": ("bench_soak.py", [], ["--minutes", "1", "--settle", "15", "--every", "3"]),
 }
 
 CPU_US_LIMIT = 20.0
@@ -192,6 +196,46 @@ def gate_headlines(result: dict[str, Any] | None) -> list[Headline]:
     return out
 
 
+def faults_headlines(result: dict[str, Any] | None) -> list[Headline]:
+    """Fault runs in which a request went unaccounted (missing, invented, wrong kind, wrong verdict)."""
+    rows = (result or {}).get("rows")
+    if rows is None:
+        return [Headline("fault runs with a request unaccounted", None, "runs", 0)]
+    bad = [f"{r['fault']}@{r['streams']}" for r in rows if not r["ok"]]
+    detail = f"{len(rows)} runs, {sum(r['server_seen'] for r in rows):,} requests, missing {sum(r['missing'] for r in rows)}"
+    return [Headline("fault runs with a request unaccounted", len(bad), "runs", 0,
+                     detail=("at " + ", ".join(bad)) if bad else detail)]
+
+
+SCALE_USERS = 1000
+SCALE_SHORTFALL_PCT = 3.0  # the server must see at least 97% of the users asked for
+
+
+def scale_headlines(result: dict[str, Any] | None) -> list[Headline]:
+    """How far short of the users asked for the server's in-flight count fell (median)."""
+    row = find_row(result)
+    small = f"{row['users']} < {SCALE_USERS} users" if row and row["users"] < SCALE_USERS else ""
+    value = round(100.0 * (1.0 - row["share"]), 2) if row else None
+    detail = f"median {row['server_in_flight_median']:g} in flight of {row['users']}, {row['workers']} workers" if row else ""
+    return [Headline("scale: shortfall of server-side concurrency", value, "%", SCALE_SHORTFALL_PCT, small, detail=detail)]
+
+
+SOAK_MINUTES = 30.0
+SOAK_RSS_GROWTH_PCT = 10.0
+
+
+def soak_headlines(result: dict[str, Any] | None) -> list[Headline]:
+    """The client's RSS growth after the first minute of a long level."""
+    res = (result or {}).get("result") or {}
+    if not res.get("measured"):
+        return [Headline("soak: client RSS growth after 1 min", None, "%", SOAK_RSS_GROWTH_PCT)]
+    short = f"{res['minutes']:g} min < {SOAK_MINUTES:g}" if res["minutes"] < SOAK_MINUTES - 0.5 else ""
+    detail = (f"{res['rss_1min_mb']:.0f} → {res['rss_end_mb']:.0f} MB; folder growth ratio "
+              f"{res['folder_linearity']} (2nd half / 1st half)")
+    return [Headline("soak: client RSS growth after 1 min", round(100 * res["rss_growth_after_1min"], 2), "%",
+                     SOAK_RSS_GROWTH_PCT, short, detail=detail)]
+
+
 PICKERS: dict[str, Callable[[dict[str, Any] | None], list[Headline]]] = {
     "client_cpu": client_cpu_headlines,
     "fidelity": fidelity_headlines,
@@ -200,6 +244,9 @@ PICKERS: dict[str, Callable[[dict[str, Any] | None], list[Headline]]] = {
     "stability": stability_headlines,
     "schedule_lag": schedule_lag_headlines,
     "gate": gate_headlines,
+    "faults": faults_headlines,
+    "scale": scale_headlines,
+    "soak": soak_headlines,
 }
 
 

@@ -149,3 +149,34 @@ def test_run_all_picks_the_gate_figures_at_the_default_tolerance(run_all):
     assert items["gate detection, 10% slower"].status.startswith("n/a")
     few = run_all.gate_headlines({"rows": [dict(rows[0], pairs=5)]})[0]
     assert few.status.startswith("n/a")  # fewer pairs than the target's 20 are shown, not judged
+
+
+def test_scale_and_soak_run_end_to_end(tmp_path):
+    """Tiny sizes: the server sees the users asked for; the soak samples memory and the folder."""
+    scale = run_bench("bench_scale.py", tmp_path, "--users", "40", "--workers", "0", "--seconds", "8",
+                      "--warmup", "3", timeout=120)
+    (row,) = scale["rows"]
+    assert row["exit_code"] == 0 and row["samples"] >= 5
+    assert row["server_in_flight_median"] >= 0.9 * 40, row
+    soak = run_bench("bench_soak.py", tmp_path, "--minutes", "0.3", "--settle", "5", "--every", "1",
+                     "--streams", "10", timeout=150)
+    res = soak["result"]
+    assert res["measured"] and res["exit_code"] == 0 and res["requests"] > 50, res
+    assert res["rss_1min_mb"] > 20 and res["folder_end_mb"] > 0
+    assert len(soak["samples"]) >= 10 and all(s["rss_mb"] > 0 for s in soak["samples"])
+
+
+def test_run_all_judges_the_fault_scale_and_soak_figures(run_all):
+    rows = [{"fault": "cut", "streams": 100, "ok": True, "server_seen": 3000, "missing": 0},
+            {"fault": "hang", "streams": 100, "ok": False, "server_seen": 3000, "missing": 2}]
+    (faults,) = run_all.faults_headlines({"rows": rows})
+    assert faults.value == 1 and faults.status == "NOT MET" and "hang@100" in faults.detail
+    (scale,) = run_all.scale_headlines({"rows": [{"users": 1000, "workers": 2, "share": 0.985,
+                                                   "server_in_flight_median": 985}]})
+    assert scale.value == 1.5 and scale.status == "met"
+    soak = {"result": {"measured": True, "minutes": 30.0, "rss_growth_after_1min": 0.12, "rss_1min_mb": 200,
+                       "rss_end_mb": 224, "folder_linearity": 1.01}}
+    (rss,) = run_all.soak_headlines(soak)
+    assert rss.value == 12.0 and rss.status == "NOT MET"
+    short = run_all.soak_headlines({"result": {**soak["result"], "minutes": 2.0}})[0]
+    assert short.status.startswith("n/a")
