@@ -23,11 +23,14 @@ def formula_run(tmp_path_factory):
         out = folder / "run"
         result = loadtest("run", str(scenario), "--out", str(out))
         seen = mock.requests_by_status()
-    return result, out, seen
+        # How late the mock's own steps ran (CPU contention on a shared machine): the formula
+        # holds for an on-time engine, so the TTFT bounds below allow for what it reports.
+        late_ms = 1000.0 * mock.metrics()["loadtest_mock_step_late_seconds_max"]
+    return result, out, seen, late_ms
 
 
 def test_short_run_writes_a_complete_folder(formula_run):
-    result, out, _ = formula_run
+    result, out, _, _ = formula_run
     assert result.returncode == 0, result.stderr
     for name in ("run.json", "requests.parquet", "locust.log", "summary.json", "report.html"):
         assert (out / name).is_file(), name
@@ -45,7 +48,7 @@ def test_short_run_writes_a_complete_folder(formula_run):
 
 
 def test_every_request_the_mock_saw_is_a_record(formula_run):
-    _, out, seen = formula_run
+    _, out, seen, _ = formula_run
     frame = read_requests(out)
     # The mock also saw the one preflight request (warmup_requests is 0 here).
     assert len(frame) == sum(seen.values()) - 1
@@ -54,7 +57,7 @@ def test_every_request_the_mock_saw_is_a_record(formula_run):
 
 
 def test_per_level_itl_and_ttft_match_the_mock_formula(formula_run):
-    _, out, _ = formula_run
+    _, out, _, late_ms = formula_run
     frame = read_requests(out)
     for users in (1, 2, 4):
         rows = level_rows(frame, users)
@@ -65,14 +68,15 @@ def test_per_level_itl_and_ttft_match_the_mock_formula(formula_run):
         # The first token comes at the end of the step that admits the request:
         # one step, plus the wait for the step in progress to end (at most one more).
         ttft = rows.ttft_ms.to_numpy()
-        assert np.all(ttft >= step - 3) and np.all(ttft <= 2 * step + 10), (users, ttft)
+        # Two steps may each run late by up to the mock's worst lateness.
+        assert np.all(ttft >= step - 3) and np.all(ttft <= 2 * step + 10 + 2 * late_ms), (users, ttft, late_ms)
         assert (rows.token_source == "continuous_usage").all()
         assert (rows.completion_tokens == 16).all()
         assert all(len(c) == 16 for c in rows.chunk_ms)
 
 
 def test_summary_reports_the_levels(formula_run):
-    _, out, _ = formula_run
+    _, out, _, _ = formula_run
     s = summary(out)
     assert [lv["concurrency"] for lv in s["levels"]] == [1, 2, 4]
     itl = {lv["concurrency"]: lv["itl_ms"]["p50"] for lv in s["levels"]}
