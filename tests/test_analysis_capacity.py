@@ -201,3 +201,46 @@ def test_refine_converges_on_the_true_capacity(true_capacity):
 def test_refine_accepts_level_results():
     analysis = sweep([1, 2, 4, 8], {"itl_ms": {"p95": 45}})
     assert next_refine_level(analysis.levels) == 6
+
+
+def _straddling_run(decision: dict | None):
+    """Level 1 passes; level 2's TTFT p95 sits on its 400 ms limit (the interval straddles it)."""
+    from loadtest.analysis.synthetic import closed_loop_rows, level_plan, run_dict, to_frame
+
+    plan = level_plan([1, 2], 20.0)
+    rows = closed_loop_rows(0, 1, plan[0]["start_wall"], 20.0, ttft_ms=100, jitter=0.05, seed=1)
+    rows += closed_loop_rows(1, 2, plan[1]["start_wall"], 20.0, ttft_ms=370, jitter=0.05, seed=2)
+    if decision is not None:
+        plan[1]["decision"] = decision
+    slo = {"ttft_ms": {"p95": 400}, "max_error_rate": 0.5}
+    return to_frame(rows), run_dict(plan, slo=slo), SloSpec.from_dict(slo)
+
+
+LOOK_FAIL = {"verdict": "fail", "why": "p95 TTFT is 430 ms against a 400 ms limit", "check": "ttft_ms.p95",
+             "ended": "decided", "ran_s": 8.0, "looks": 2, "extended": False}
+
+
+def test_a_level_a_look_failed_stays_failed_when_the_full_data_only_straddles():
+    """The sweep stopped at the look's fail: the report must give the same, decided answer."""
+    frame, run, slo = _straddling_run(None)
+    undecided = analyze(frame, run, slo)
+    assert undecided.levels[1].status == "uncertain"  # the premise: on all the data it straddles
+
+    frame, run, slo = _straddling_run(LOOK_FAIL)
+    decided = analyze(frame, run, slo)
+    level = decided.levels[1]
+    assert level.status == "fail"
+    (check,) = [c for c in level.checks if c.name == "ttft_ms.p95"]
+    assert check.verdict == "fail" and "decided by the look" in check.reason
+    assert decided.capacity.first_failing == 2 and decided.capacity.concurrency == 1
+
+
+def test_a_look_decision_is_not_carried_to_other_slos_or_over_a_certain_result():
+    frame, run, _ = _straddling_run(LOOK_FAIL)
+    other = SloSpec.from_dict({"ttft_ms": {"p95": 401}, "max_error_rate": 0.5})  # a re-analysis with another SLO
+    assert analyze(frame, run, other).levels[1].status == "uncertain"
+    # A look's pass never overrides a certain fail of the full data.
+    frame, run, slo = _straddling_run({**LOOK_FAIL, "verdict": "pass", "check": None})
+    loose = SloSpec.from_dict({"ttft_ms": {"p95": 300}, "max_error_rate": 0.5})
+    run["scenario"]["slo"] = {"ttft_ms": {"p95": 300}, "max_error_rate": 0.5}
+    assert analyze(frame, run, loose).levels[1].status == "fail"

@@ -52,7 +52,7 @@ from loadtest.analysis.refine import next_refine_level, next_refine_rate
 from loadtest.analysis.results import Analysis, Capacity, Check, LevelResult, Stats
 from loadtest.analysis.server import server_view
 from loadtest.analysis.slo import SloCheck, SloSpec
-from loadtest.analysis.verdict import evaluate_level, verdict_confidence
+from loadtest.analysis.verdict import evaluate_level, honour_decision, verdict_confidence
 from loadtest.analysis.windows import level_windows
 from loadtest.errors import InputError
 
@@ -116,8 +116,12 @@ def analyze(
         for position, level in enumerate(levels):
             judge_client(judge_classes(level, {name: lv[position] for name, lv in per_class.items()}, slos, slo))
     else:
+        own_slo = _judged_with_own_slo(run, slo)
         for level in levels:
-            judge_client(evaluate_level(level, slo))
+            evaluate_level(level, slo)
+            if own_slo:
+                honour_decision(level)
+            judge_client(level)
     _attach_ttft_by_turn(levels, frame, turns, seed, resamples, confidence)
     levels.sort(key=lambda lv: (lv.load, lv.index))
     capacity = find_capacity(levels, slo, confidence)
@@ -226,6 +230,17 @@ def _attach_ttft_by_turn(
             values = ttft[here & (turns == turn)]
             rng = rng_for(seed, level.index, "ttft_turn", turn)
             level.ttft_by_turn[turn] = describe(values, rng, resamples, confidence=confidence)
+
+
+def _judged_with_own_slo(run: Mapping[str, Any], slo: SloSpec) -> bool:
+    """Is ``slo`` the one the run's looks judged with (run.json's scenario), not a re-analysis with others?"""
+    scenario = run.get("scenario")
+    if not isinstance(scenario, Mapping):
+        return False
+    try:
+        return SloSpec.from_dict(scenario.get("slo")) == slo
+    except InputError:
+        return False
 
 
 def analyze_run(

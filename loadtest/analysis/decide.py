@@ -80,6 +80,8 @@ class Decision:
 
     verdict: LevelStatus  # pass / fail / uncertain / no_data
     why: str  # one line for the live view and run.json
+    #: The check that decided a ``fail`` (e.g. ``"ttft_ms.p95"``), None otherwise (run.json ``check``).
+    check: str | None = None
 
     @property
     def decided(self) -> bool:
@@ -151,7 +153,8 @@ def decide_level(
     if not analysis.levels:
         return Decision("no_data", "no request measured yet")
     result = analysis.levels[0]
-    return Decision(result.status, _why(result))
+    failing = next((c.name for c in result.checks if c.verdict == "fail"), None)
+    return Decision(result.status, _why(result), failing if result.status == "fail" else None)
 
 
 def _why(level) -> str:

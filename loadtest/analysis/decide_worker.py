@@ -33,7 +33,7 @@ def answer(request: dict[str, Any], run_dir: str, slo: SloSpec, confidence: floa
     decision = decide_level(
         read_requests(run_dir), request["run"], slo, request["level"], float(request["now"]), confidence, in_flight
     )
-    return {"verdict": decision.verdict, "why": decision.why}
+    return {"verdict": decision.verdict, "why": decision.why, "check": decision.check}
 
 
 def serve(stdin: IO[str], stdout: IO[str]) -> None:

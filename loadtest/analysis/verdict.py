@@ -136,6 +136,41 @@ def evaluate_level(level: LevelResult, slo: SloSpec) -> LevelResult:
     return level
 
 
+#: run.json ``decision.ended`` values of a level that a look decided.
+DECIDED_AT_LOOK = ("decided", "decided_early", "decided_after_extension")
+
+
+def honour_decision(level: LevelResult) -> LevelResult:
+    """A level that a look decided keeps that verdict where the full analysis is merely uncertain.
+
+    The run acted on the look: a ``fail`` ended the sweep, a ``pass`` let it
+    climb. The look judged the data of that instant at the corrected
+    confidence, with the requests then in flight censored; the final analysis
+    also sees those requests finish, so near the limit its interval can come
+    out straddling where the look's did not. Reporting "uncertain" then would
+    contradict the decision the run took (the sweep stopped at a level the
+    report cannot call failing), so the uncertain checks take the look's
+    verdict and say so in their reason. A certain verdict of the final
+    analysis is never overridden. Call this only when the analysis judges
+    with the SLO the run itself was judged with.
+    """
+    decision = level.decision or {}
+    verdict = decision.get("verdict")
+    if decision.get("ended") not in DECIDED_AT_LOOK or verdict not in ("pass", "fail") or level.status != "uncertain":
+        return level
+    decided = decision.get("check")
+    if verdict == "fail" and not any(c.name == decided and c.verdict == "uncertain" for c in level.checks):
+        return level  # the deciding check is unknown (an older run) or no longer uncertain
+    looks = decision.get("looks_taken") or []
+    at = f" at {looks[-1]['at_s']:g} s" if looks and isinstance(looks[-1], dict) and "at_s" in looks[-1] else ""
+    for check in level.checks:
+        if check.verdict == "uncertain" and (verdict == "pass" or check.name == decided):
+            check.verdict = verdict
+            check.reason = f"decided by the look{at}; with every request in, the interval straddles the limit"
+    level.status = level_status(level.requests, level.checks)
+    return level
+
+
 def level_status(requests: int, checks: list[Check]) -> LevelStatus:
     if requests == 0:
         return "no_data"

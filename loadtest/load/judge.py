@@ -60,7 +60,7 @@ class JudgeProcess:
         reply = json.loads(line)
         if "error" in reply:
             raise JudgeError(reply["error"])
-        return Decision(reply["verdict"], reply["why"])
+        return Decision(reply["verdict"], reply["why"], reply.get("check"))
 
     def close(self) -> None:
         if self._proc.poll() is None:

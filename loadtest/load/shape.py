@@ -129,6 +129,7 @@ class SteppedShape(LoadTestShape):
                 span.decision = {
                     "verdict": decision.verdict,
                     "why": decision.why,
+                    "check": decision.check,
                     "ended": ended,
                     "ran_s": round(time.perf_counter() - self._entered, 3),
                     "looks": len(span.looks),
