@@ -521,13 +521,16 @@ def _private_scenario_file(scenario: Scenario) -> Iterator[str]:
 
 def _spawn_workers(path: str, n: int, port: int, run_dir: Path) -> list[subprocess.Popen]:
     """Start ``n`` local ``loadtest worker`` processes on the scenario file ``path``."""
+    from loadtest.load.distributed import PARENT_ENV
+
     procs = []
+    env = {**os.environ, PARENT_ENV: str(os.getpid())}  # they stop the moment this process dies
     for i in range(n):
         log = open(run_dir / f"worker-{i}.log", "w")
         procs.append(
             subprocess.Popen(
                 [sys.executable, "-m", "loadtest", "worker", "--master-host", "127.0.0.1", "--master-port", str(port), path],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
             )
         )
     return procs

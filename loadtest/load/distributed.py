@@ -156,9 +156,44 @@ class MasterSession(LoadSession):
         return sorted({n.id for n in self.runner.clients.all} | self.workers_seen)
 
 
+#: Set by ``loadtest run --workers N`` for the workers it spawns: the master's process id.
+PARENT_ENV = "LOADTEST_MASTER_PID"
+#: How often a local worker checks that its master is still alive.
+PARENT_CHECK_S = 0.2
+
+
+def exit_with_master() -> gevent.Greenlet | None:
+    """A local worker ends the moment its master process is gone (kill -9, a crash).
+
+    Locust's own worker waits 60 s for the master's heartbeat before it quits,
+    and sends load all that while: a killed run would go on hammering the
+    target with nobody recording. A worker spawned by ``--workers`` knows its
+    master's pid, and an orphan is re-parented, so a changed parent pid means
+    the master died. Its unsent records have nowhere to go; it exits at once.
+    Remote workers (``loadtest worker`` started by hand) keep Locust's timeout.
+    """
+    import os
+
+    raw = os.environ.get(PARENT_ENV)
+    if not raw or not raw.isdigit():
+        return None
+    master = int(raw)
+
+    def watch() -> None:
+        while os.getppid() == master:
+            gevent.sleep(PARENT_CHECK_S)
+        log.error("the master (pid %d) is gone; this worker stops its load and exits", master)
+        logging.shutdown()
+        os._exit(1)
+
+    return gevent.spawn(watch)
+
+
 def run_worker(scenario: Scenario, master_host: str, master_port: int) -> int:
     """Serve as a Locust worker until the master quits. Returns the records sent."""
     from loadtest.workload import prepare
+
+    exit_with_master()
 
     prepare(scenario)  # read the datasets before connecting: users must not stall on the file
     clock = LevelClock(scenario.load.warmup_s)
