@@ -8,7 +8,9 @@ the server's truth the client's records are held against.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from loadtest.mock.process import MockServer
 from loadtest.records import read_requests, read_run_json
@@ -157,3 +160,57 @@ def test_kill_9_of_a_single_process_run_loses_at_most_a_second(tmp_path):
 def test_kill_9_of_the_master_loses_at_most_a_second(tmp_path):
     result = kill_mid_level(tmp_path, 100, ["--workers", "2"])
     assert_at_most_a_second_lost(result)
+
+
+@contextlib.contextmanager
+def tiny_filesystem(where: Path, size: str):
+    """A tmpfs of ``size`` mounted at ``where`` for the block, unmounted after (CI runs as root)."""
+    where.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.fail(f"this test mounts a {size} tmpfs and needs root (mount said: {mounted.stderr.strip()})")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def test_a_full_disk_stops_the_load_with_one_line_and_keeps_what_was_flushed(tmp_path):
+    log = tmp_path / "mock-requests.jsonl"
+    with MockServer([*FAST_MOCK, "--request-log", str(log)]) as mock, \
+            tiny_filesystem(tmp_path / "disk", "640k") as disk:
+        out = disk / "run"
+        scenario = write_scenario(tmp_path, mock.base_url, workload={"max_tokens": 32}, load=fixed_level(50, 60))
+        started = time.monotonic()
+        result = loadtest("run", str(scenario), "--out", str(out), timeout=120)
+        took = time.monotonic() - started
+        ended_at = time.perf_counter()
+        time.sleep(1.0)
+        truth = read_request_log(log)
+        lines = result.stderr.strip().splitlines()
+        print(f"stopped after {took:.1f} s; last line: {lines[-1] if lines else ''}")
+        assert result.returncode == 5, result.stderr
+        assert "Traceback" not in result.stderr
+        # One line naming the folder and the cause, last on stderr.
+        error = lines[-1]
+        assert error.startswith("loadtest run: error: ") and str(out) in error, error
+        assert "no space left on device" in error
+        assert sum("error:" in line for line in lines) == 1, result.stderr
+        # The load stopped (a 60 s level), and stopped with the run.
+        assert took < 45, took
+        assert truth[truth.arrival > ended_at].empty
+        # Everything flushed before is readable, and as many records as the line says.
+        frame = read_requests(out)
+        kept = int(error.split("the ")[-1].split(" records")[0]) if " records flushed" in error else -1
+        assert len(frame) == kept and kept > 100, (len(frame), error)
+        assert frame.request_id.is_unique and frame.ok.all()
+        run = read_run_json(out)
+        assert run["complete"] is False and run["stopped_by"] == "disk_full"
+        assert not list(out.rglob("*.tmp")) and not (out / ".reserve").exists()
+        copy = tmp_path / "copy"
+        shutil.copytree(out, copy)
+    # Once there is room again, the run can be analyzed, and it says why it is partial.
+    analyzed = loadtest("analyze", str(copy))
+    assert analyzed.returncode == 0, analyzed.stderr
+    assert any("disk full" in w for w in summary(copy)["warnings"]), summary(copy)["warnings"]
