@@ -210,6 +210,9 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
         if env not in os.environ:
             console.print(f"[yellow]warning:[/] ${env} is not set; sending no {header} header")
 
+    note = _check_file_descriptors(scenario, options)  # before any folder or load
+    if note:
+        console.print(note)
     run_dir = make_run_dir(options.out or default_run_dir(scenario, options.reports_dir))
     guard = FolderGuard(run_dir)
     guard.make_reserve()
@@ -291,6 +294,25 @@ def _run_in_folder(scenario: Scenario, options: RunOptions, run_dir: Path, guard
         if web is not None:
             web.close()
     return RunOutcome(run_dir, interrupted)
+
+
+def _check_file_descriptors(scenario: Scenario, options: RunOptions) -> str | None:
+    """A connection per user must fit under the open-file limit of the process that holds it.
+
+    Local workers inherit this process's (possibly raised) limit, so it is checked
+    here for the busiest worker's share; remote workers check their own share when
+    the master tells them the number of workers.
+    """
+    from loadtest.load.fdlimit import ensure_fds, users_per_process
+
+    load = scenario.load
+    users = load.max_in_flight if load.open_loop else max(load.concurrency_levels())
+    if options.master:
+        return ensure_fds(0, "the master")
+    if options.workers:
+        n = (os.cpu_count() or 1) if options.workers < 0 else options.workers
+        return ensure_fds(users_per_process(users, n), f"each of the {n} worker processes")
+    return ensure_fds(users)
 
 
 def _folder_full(guard: FolderGuard, run_dir: Path) -> RunFolderFull:
@@ -554,12 +576,12 @@ def _start_master(scenario, options, state, clock, recorder, monitor, settings, 
     local = n_local > 0
     bind_host = "127.0.0.1" if local else options.master_bind_host
     bind_port = _free_port() if local else options.master_bind_port
+    expected = n_local if local else options.expect_workers
     session = MasterSession(
         scenario, clock, recorder, monitor, settings, on_level_change,
-        bind_host=bind_host, bind_port=bind_port, sink=sink,
+        bind_host=bind_host, bind_port=bind_port, sink=sink, expected_workers=expected,
     )
     state.meta["mode"] = "workers" if local else "master"
-    expected = n_local if local else options.expect_workers
     console.print(f"waiting for {expected} worker(s) on {bind_host}:{bind_port}")
     with _private_scenario_file(scenario) as scenario_file:
         workers = _spawn_workers(scenario_file, n_local, bind_port, state.run_dir) if local else []

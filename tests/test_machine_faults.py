@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import resource
 import shutil
 import signal
 import subprocess
@@ -21,6 +22,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from loadtest.load.fdlimit import BASELINE_FDS
 from loadtest.mock.process import MockServer
 from loadtest.records import read_requests, read_run_json
 from runkit import loadtest, summary, write_scenario
@@ -214,3 +216,47 @@ def test_a_full_disk_stops_the_load_with_one_line_and_keeps_what_was_flushed(tmp
     analyzed = loadtest("analyze", str(copy))
     assert analyzed.returncode == 0, analyzed.stderr
     assert any("disk full" in w for w in summary(copy)["warnings"]), summary(copy)["warnings"]
+
+
+def run_with_nofile(args: list[str], soft: int, hard: int) -> subprocess.CompletedProcess:
+    """``loadtest ARGS`` in a process whose open-file limit is (soft, hard), like ``ulimit -n``."""
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+    return subprocess.run([sys.executable, "-m", "loadtest", *args], capture_output=True, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL, preexec_fn=limit)
+
+
+def test_too_few_file_descriptors_is_one_line_before_any_load(tmp_path):
+    with MockServer(FAST_MOCK) as mock:
+        scenario = write_scenario(tmp_path, mock.base_url, load=fixed_level(200, 3))
+        result = run_with_nofile(["run", str(scenario), "--out", str(tmp_path / "run")], 128, 128)
+        seen = sum(mock.requests_by_status().values())
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    need = 200 + BASELINE_FDS
+    assert f"200 users need about {need} open files" in lines[0] and "limit is 128" in lines[0], lines[0]
+    assert "ulimit -n" in lines[0] and "--workers" in lines[0]
+    # Nothing was sent (not even the preflight) and no run folder was made.
+    assert seen == 0
+    assert not (tmp_path / "run").exists()
+
+    # Spread over two workers, each needs only its share: 100 + baseline, still above 128.
+    with MockServer(FAST_MOCK) as mock:
+        split = run_with_nofile(["run", str(scenario), "--out", str(tmp_path / "split"), "--workers", "2"], 128, 128)
+    assert split.returncode == 2 and f"100 users need about {100 + BASELINE_FDS}" in split.stderr, split.stderr
+    assert "each of the 2 worker processes" in split.stderr
+
+
+def test_a_low_soft_limit_is_raised_to_the_hard_limit(tmp_path):
+    with MockServer(FAST_MOCK) as mock:
+        scenario = write_scenario(tmp_path, mock.base_url, load=fixed_level(200, 3))
+        result = run_with_nofile(["run", str(scenario), "--out", str(tmp_path / "run")], 128, 4096)
+    assert result.returncode == 0, result.stderr
+    assert "raised the open-file limit of this process from 128 to 4096" in result.stderr
+    frame = read_requests(tmp_path / "run")
+    # Every user connected: no connection failed for want of a descriptor.
+    assert len(frame) > 200 and frame.user.nunique() == 200
+    assert not frame.error_kind.isin(["connect", "client_error"]).any(), frame.error_kind.value_counts()

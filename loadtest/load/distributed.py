@@ -60,6 +60,8 @@ class MasterSession(LoadSession):
     bind_host: str = "*"
     bind_port: int = 5557
     sink: Any = None
+    #: The workers the run waits for (each checks its share of the users against its fd limit).
+    expected_workers: int = 1
     health: dict[int, list[dict]] = field(default_factory=dict)
     spans: dict[int, LevelSpan] = field(default_factory=dict)
     workers_seen: set[str] = field(default_factory=set)
@@ -105,6 +107,10 @@ class MasterSession(LoadSession):
             # open loop: each worker sends rate / streams, from its own stream (its worker index)
             "streams": max(1, len(self.runner.clients.ready) + len(self.runner.clients.running)
                            + len(self.runner.clients.spawning)),
+            # the most users (senders) at once over all workers: each checks its file-descriptor limit
+            "max_users": self.scenario.load.max_in_flight if self.scenario.load.open_loop
+            else max(self.scenario.load.concurrency_levels()),
+            "workers": self.expected_workers,
         }
 
     def _level_message(self) -> dict[str, Any]:
@@ -189,6 +195,29 @@ def exit_with_master() -> gevent.Greenlet | None:
     return gevent.spawn(watch)
 
 
+def check_worker_fds(max_users: int, workers: int) -> None:
+    """A worker's share of the users must fit under its own open-file limit (raised if it can be).
+
+    A worker that cannot hold its share says so in one line and exits before the
+    level starts: the master reports it as a lost worker, and its users go to the
+    others, rather than it failing every connection with EMFILE.
+    """
+    import os
+    import sys
+
+    from loadtest.load.fdlimit import TooFewFileDescriptors, ensure_fds, users_per_process
+
+    try:
+        note = ensure_fds(users_per_process(max_users, workers), "this worker")
+    except TooFewFileDescriptors as err:
+        print(f"loadtest worker: error: {err}", file=sys.stderr, flush=True)
+        log.error("%s", err)
+        logging.shutdown()
+        os._exit(TooFewFileDescriptors.exit_code)
+    if note:
+        log.info("%s", note)
+
+
 def run_worker(scenario: Scenario, master_host: str, master_port: int) -> int:
     """Serve as a Locust worker until the master quits. Returns the records sent."""
     from loadtest.workload import prepare
@@ -228,6 +257,7 @@ def run_worker(scenario: Scenario, master_host: str, master_port: int) -> int:
         if scheduler is not None:
             scheduler.streams = int(msg.data.get("streams") or 1)
             scheduler.stream = max(0, int(getattr(runner, "worker_index", 0)))
+        check_worker_fds(int(msg.data.get("max_users") or 0), int(msg.data.get("workers") or 1))
 
     def on_level(environment: Environment, msg: Any, **_: Any) -> None:
         previous = clock.index
