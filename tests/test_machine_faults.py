@@ -260,3 +260,74 @@ def test_a_low_soft_limit_is_raised_to_the_hard_limit(tmp_path):
     # Every user connected: no connection failed for want of a descriptor.
     assert len(frame) > 200 and frame.user.nunique() == 200
     assert not frame.error_kind.isin(["connect", "client_error"]).any(), frame.error_kind.value_counts()
+
+
+def worker_pids(master: int) -> list[int]:
+    children = subprocess.run(["pgrep", "-P", str(master)], capture_output=True, text=True).stdout.split()
+    out = []
+    for pid in children:
+        try:
+            if " worker " in Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " "):
+                out.append(int(pid))
+        except FileNotFoundError:
+            pass
+    return sorted(out)
+
+
+def test_a_worker_killed_at_200_streams_the_run_goes_on_and_reports_the_loss(tmp_path):
+    log = tmp_path / "mock-requests.jsonl"
+    out = tmp_path / "run"
+    with MockServer([*FAST_MOCK, "--request-log", str(log), "--stamp-chunks"]) as mock:
+        scenario = write_scenario(tmp_path, mock.base_url, load=fixed_level(200, 14))
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "loadtest", "run", str(scenario), "--out", str(out), "--workers", "2"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+        )
+        try:
+            wait_for(lambda: level_started(out) is not None, 90, "the level to start")
+            time.sleep(4.0)
+            pids = worker_pids(proc.pid)
+            assert len(pids) == 2, pids
+            offset = mono_offset()
+            killed_at = time.perf_counter()
+            subprocess.run(["kill", "-9", str(pids[0])], check=True)
+            _, stderr = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate(timeout=10)
+    assert proc.returncode == 0, stderr
+    run = read_run_json(out)
+    assert run["complete"] is True
+    assert len(run["workers_lost"]) == 1, run["workers_lost"]
+    lost = run["workers_lost"][0]
+    assert lost["concurrency"] == 200
+    records = read_requests(out)
+    survivor = records[records.worker != lost["worker"]]
+    # The run went on: the surviving worker took over all 200 users (Locust's rebalancing).
+    after = survivor[survivor.start_wall > lost["lost_wall"] + 1]
+    assert after.user.nunique() == 200, after.user.nunique()
+    # Against the server's truth: everything finished more than a flush before the kill is kept.
+    truth = read_request_log(log)
+    served = truth[truth.arrival >= run["levels"][0]["start_wall"] - offset - 0.05]
+    cut = killed_at - FLUSH_S - FLUSH_SLACK_S
+    ends = np.sort(np.concatenate([served.end.to_numpy(), server_end(records, offset)]))
+    near = ends[(ends > cut - 0.3) & (ends <= cut)]
+    if len(near) >= 2:
+        i = int(np.argmax(np.diff(near)))
+        cut = (near[i] + near[i + 1]) / 2
+    ended = server_end(records, offset)
+    assert int((ended < cut).sum()) == int((served.end < cut).sum())
+    # What is lost is only the dead worker's last second and its requests in flight.
+    finished = served[served.outcome == "finished"]
+    missing = len(finished) - int(records.ok.sum())
+    window = int(((finished.end >= cut) & (finished.end <= killed_at + 0.1)).sum())
+    print(f"served {len(finished)}, recorded ok {int(records.ok.sum())}, missing {missing}; "
+          f"finished in the last {killed_at - cut:.2f} s before the kill: {window}; "
+          f"in flight at the worker's last report: {lost['in_flight_at_last_records']}")
+    assert 0 <= missing <= window
+    # And the loss is reported, with what was kept and what is missing.
+    warning = [w for w in summary(out)["warnings"] if lost["worker"] in w]
+    assert warning and "were moved to the remaining workers" in warning[0], summary(out)["warnings"]
+    assert f"the {lost['in_flight_at_last_records']} requests it had in flight" in warning[0]
+    assert 0 < lost["in_flight_at_last_records"] <= 100

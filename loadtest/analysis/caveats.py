@@ -130,9 +130,19 @@ def _worker_loss(loss: Any) -> str:
     at = time.strftime("%H:%M:%S UTC", time.gmtime(when)) if isinstance(when, (int, float)) else "an unknown time"
     level = loss.get("concurrency")
     where = f"during concurrency {level}" if level else "between levels"
+    last = loss.get("last_records_wall")
+    in_flight = loss.get("in_flight_at_last_records")
+    if isinstance(last, (int, float)) and isinstance(in_flight, int):
+        kept = time.strftime("%H:%M:%S", time.gmtime(last))
+        missing = (
+            f"its records up to {kept} are kept; the {in_flight} requests it had in flight then, and those it "
+            "finished after, are missing from that level"
+        )
+    else:
+        missing = "the requests it had in flight and had not yet sent are missing from that level"
     return (
-        f"worker {loss.get('worker', '?')} was lost {where} at {at}: the requests it had in flight and had not "
-        f"yet sent are missing from that level, and its users were moved to the remaining workers"
+        f"worker {loss.get('worker', '?')} was lost {where} at {at}: {missing}, "
+        f"and its users were moved to the remaining workers"
     )
 
 

@@ -66,6 +66,8 @@ class MasterSession(LoadSession):
     spans: dict[int, LevelSpan] = field(default_factory=dict)
     workers_seen: set[str] = field(default_factory=set)
     workers_lost: list[dict] = field(default_factory=list)
+    #: When each worker's latest batch of records arrived (wall clock): what a lost worker's loss starts from.
+    last_records_wall: dict[str, float] = field(default_factory=dict)
 
     def make_scheduler(self):
         return None  # the workers schedule their own share of the arrivals
@@ -80,6 +82,7 @@ class MasterSession(LoadSession):
     # -- messages from workers ------------------------------------------------
     def _on_records(self, environment: Environment, msg: Any, **_: Any) -> None:
         self.workers_seen.add(msg.node_id)
+        self.last_records_wall[msg.node_id] = time.time()
         self.sink({**msg.data, "source": msg.node_id})
 
     def _on_health(self, environment: Environment, msg: Any, **_: Any) -> None:
@@ -147,12 +150,17 @@ class MasterSession(LoadSession):
         lost = {w["worker"] for w in self.workers_lost}
         for node in self.runner.clients.all:
             if node.state == STATE_MISSING and node.id not in lost:
+                in_flight = getattr(self.sink, "in_flight", {}).get(node.id) or {}
                 self.workers_lost.append(
                     {
                         "worker": node.id,
                         "lost_wall": time.time(),
                         "level_index": self.clock.index,
                         "concurrency": self.clock.concurrency,
+                        # its records up to here are kept; what it had in flight then (and finished
+                        # after) is lost with it
+                        "last_records_wall": self.last_records_wall.get(node.id),
+                        "in_flight_at_last_records": len(in_flight.get("start_wall") or []),
                     }
                 )
                 log.warning("worker %s went missing during level %d", node.id, self.clock.index)
