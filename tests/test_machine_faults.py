@@ -178,14 +178,15 @@ def tiny_filesystem(where: Path, size: str):
         subprocess.run(["umount", "-l", str(where)], check=False)
 
 
-def test_a_full_disk_stops_the_load_with_one_line_and_keeps_what_was_flushed(tmp_path):
+@pytest.mark.parametrize("extra", [[], ["--workers", "2"]], ids=["one-process", "workers2"])
+def test_a_full_disk_stops_the_load_with_one_line_and_keeps_what_was_flushed(tmp_path, extra):
     log = tmp_path / "mock-requests.jsonl"
     with MockServer([*FAST_MOCK, "--request-log", str(log)]) as mock, \
             tiny_filesystem(tmp_path / "disk", "640k") as disk:
         out = disk / "run"
         scenario = write_scenario(tmp_path, mock.base_url, workload={"max_tokens": 32}, load=fixed_level(50, 60))
         started = time.monotonic()
-        result = loadtest("run", str(scenario), "--out", str(out), timeout=120)
+        result = loadtest("run", str(scenario), "--out", str(out), *extra, timeout=120)
         took = time.monotonic() - started
         ended_at = time.perf_counter()
         time.sleep(1.0)
@@ -331,3 +332,47 @@ def test_a_worker_killed_at_200_streams_the_run_goes_on_and_reports_the_loss(tmp
     assert warning and "were moved to the remaining workers" in warning[0], summary(out)["warnings"]
     assert f"the {lost['in_flight_at_last_records']} requests it had in flight" in warning[0]
     assert 0 < lost["in_flight_at_last_records"] <= 100
+
+
+def test_remote_workers_check_their_own_share_before_the_level(tmp_path):
+    """`run --master` with `loadtest worker`s whose hard limit is too low: one line on the master, exit 2."""
+    port = free_port()
+    with MockServer(FAST_MOCK) as mock:
+        scenario = write_scenario(tmp_path, mock.base_url, load=fixed_level(200, 3))
+        master = subprocess.Popen(
+            [sys.executable, "-m", "loadtest", "run", str(scenario), "--out", str(tmp_path / "run"), "--master",
+             "--expect-workers", "2", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
+             "--worker-timeout", "30"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+        )
+        limit = lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (100, 100))  # noqa: E731
+        workers = [
+            subprocess.Popen([sys.executable, "-m", "loadtest", "worker", str(scenario), "--master-host", "127.0.0.1",
+                              "--master-port", str(port)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                             preexec_fn=limit)
+            for _ in range(2)
+        ]
+        try:
+            _, stderr = master.communicate(timeout=90)
+            for w in workers:
+                w.wait(timeout=30)
+        finally:
+            for p in (master, *workers):
+                if p.poll() is None:
+                    p.kill()
+        seen = sum(mock.requests_by_status().values())
+    assert master.returncode == 2, stderr
+    assert "Traceback" not in stderr
+    line = stderr.strip().splitlines()[-1]
+    assert line.startswith("loadtest run: error: worker ") and f"100 users need about {100 + BASELINE_FDS}" in line, line
+    assert "the limit is 100" in line
+    assert seen == 1  # the preflight only: no level was started
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

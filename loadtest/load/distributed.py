@@ -1,7 +1,7 @@
 """Locust's own distributed mode: a master that runs the shape, workers that send.
 
 We build no cluster layer: Locust's master/worker runners do the dispatch,
-heartbeats and rebalancing. What we add are four custom messages:
+heartbeats and rebalancing. What we add are custom messages:
 
 - ``loadtest_setup`` (master -> worker): facts learned by the preflight;
 - ``loadtest_level`` (master -> worker): the level changed, so every worker
@@ -11,6 +11,8 @@ heartbeats and rebalancing. What we add are four custom messages:
   second, in the compact columnar encoding of :mod:`loadtest.load.batch`, and a
   final batch when the worker stops; the master writes the run folder, so no
   shared filesystem is needed;
+- ``loadtest_ready`` (worker -> master): the answer to the setup, None or why
+  this worker cannot hold its share of the users (too few file descriptors);
 - ``loadtest_health`` (worker -> master): the worker's loop lag and CPU for a
   level that just ended; a level is ``client_saturated`` if any worker was.
 
@@ -45,6 +47,10 @@ MSG_LEVEL = "loadtest_level"
 MSG_HELLO = "loadtest_hello"
 MSG_RECORDS = "loadtest_records"
 MSG_HEALTH = "loadtest_health"
+MSG_READY = "loadtest_ready"
+
+#: How long the master waits for every worker to confirm it can hold its share of the users.
+READY_TIMEOUT_S = 10.0
 
 
 class WorkerError(LoadtestError):
@@ -66,6 +72,8 @@ class MasterSession(LoadSession):
     spans: dict[int, LevelSpan] = field(default_factory=dict)
     workers_seen: set[str] = field(default_factory=set)
     workers_lost: list[dict] = field(default_factory=list)
+    #: Each worker's answer to the setup: None (ready) or why it cannot run its share.
+    ready: dict[str, str | None] = field(default_factory=dict)
     #: When each worker's latest batch of records arrived (wall clock): what a lost worker's loss starts from.
     last_records_wall: dict[str, float] = field(default_factory=dict)
 
@@ -77,6 +85,7 @@ class MasterSession(LoadSession):
         runner.register_message(MSG_RECORDS, self._on_records)
         runner.register_message(MSG_HEALTH, self._on_health)
         runner.register_message(MSG_HELLO, self._on_hello)
+        runner.register_message(MSG_READY, self._on_ready)
         return runner
 
     # -- messages from workers ------------------------------------------------
@@ -92,6 +101,9 @@ class MasterSession(LoadSession):
         span = self.spans.get(index)
         if span is not None:
             span.client = merge_worker_health(self.health[index])
+
+    def _on_ready(self, environment: Environment, msg: Any, **_: Any) -> None:
+        self.ready[msg.node_id] = msg.data.get("error")
 
     def _on_hello(self, environment: Environment, msg: Any, **_: Any) -> None:
         self.workers_seen.add(msg.node_id)
@@ -143,7 +155,27 @@ class MasterSession(LoadSession):
                     f"(master listening on {self.bind_host}:{self.bind_port})"
                 )
             gevent.sleep(0.1)
+        self.ready.clear()
         self.runner.send_message(MSG_SETUP, self._setup())
+        self._wait_until_ready(expected)
+
+    def _wait_until_ready(self, expected: int) -> None:
+        """Each worker checks it can hold its share of the users (file descriptors) before any level.
+
+        A worker that cannot is one line and exit 2 here, on the master, before
+        the first level: never a level of EMFILE failures. A worker that does
+        not answer (an older version) is not waited for beyond READY_TIMEOUT_S.
+        """
+        from loadtest.load.fdlimit import TooFewFileDescriptors
+
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while len(self.ready) < expected and time.monotonic() < deadline:
+            gevent.sleep(0.05)
+        for worker, error in sorted(self.ready.items()):
+            if error:
+                raise TooFewFileDescriptors(f"worker {worker}: {error}")
+        if len(self.ready) < expected:
+            log.warning("only %d of %d workers confirmed their setup", len(self.ready), expected)
 
     def poll(self) -> None:
         """Notice workers that went missing: the run goes on, the loss is reported."""
@@ -203,27 +235,22 @@ def exit_with_master() -> gevent.Greenlet | None:
     return gevent.spawn(watch)
 
 
-def check_worker_fds(max_users: int, workers: int) -> None:
-    """A worker's share of the users must fit under its own open-file limit (raised if it can be).
+def check_worker_fds(max_users: int, workers: int) -> str | None:
+    """Whether this worker can hold its share of the users under its own open-file limit.
 
-    A worker that cannot hold its share says so in one line and exits before the
-    level starts: the master reports it as a lost worker, and its users go to the
-    others, rather than it failing every connection with EMFILE.
+    The soft limit is raised up to the hard one if needed. Returns None when it
+    can, else the one line the master stops the run with (before any level).
     """
-    import os
-    import sys
-
     from loadtest.load.fdlimit import TooFewFileDescriptors, ensure_fds, users_per_process
 
     try:
         note = ensure_fds(users_per_process(max_users, workers), "this worker")
     except TooFewFileDescriptors as err:
-        print(f"loadtest worker: error: {err}", file=sys.stderr, flush=True)
         log.error("%s", err)
-        logging.shutdown()
-        os._exit(TooFewFileDescriptors.exit_code)
+        return str(err)
     if note:
         log.info("%s", note)
+    return None
 
 
 def run_worker(scenario: Scenario, master_host: str, master_port: int) -> int:
@@ -265,7 +292,8 @@ def run_worker(scenario: Scenario, master_host: str, master_port: int) -> int:
         if scheduler is not None:
             scheduler.streams = int(msg.data.get("streams") or 1)
             scheduler.stream = max(0, int(getattr(runner, "worker_index", 0)))
-        check_worker_fds(int(msg.data.get("max_users") or 0), int(msg.data.get("workers") or 1))
+        error = check_worker_fds(int(msg.data.get("max_users") or 0), int(msg.data.get("workers") or 1))
+        runner.send_message(MSG_READY, {"error": error})
 
     def on_level(environment: Environment, msg: Any, **_: Any) -> None:
         previous = clock.index
