@@ -217,6 +217,7 @@ def test_a_full_disk_stops_the_load_with_one_line_and_keeps_what_was_flushed(tmp
     analyzed = loadtest("analyze", str(copy))
     assert analyzed.returncode == 0, analyzed.stderr
     assert any("disk full" in w for w in summary(copy)["warnings"]), summary(copy)["warnings"]
+    assert summary(copy)["run"]["stopped_by"] == "disk_full" and summary(copy)["run"]["complete"] is False
 
 
 def run_with_nofile(args: list[str], soft: int, hard: int) -> subprocess.CompletedProcess:
