@@ -176,6 +176,23 @@ def write_run_json(run_dir: Path, run: Mapping[str, Any]) -> None:
     tmp.rename(path)
 
 
+def replace_text(path: Path, text: str) -> None:
+    """Write ``path`` whole or not at all: through a temporary file, removed if the write fails.
+
+    A reader (CI reading summary.json) never sees half a file, and a full disk
+    leaves the previous version and no partial temporary behind.
+    """
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        err.filename = err.filename or str(path)
+        raise
+    os.replace(tmp, path)
+
+
 def count_records(run_dir: Path) -> int:
     """How many records a run folder holds (from the Parquet footers, without reading the rows)."""
     run_dir = Path(run_dir)

@@ -377,3 +377,33 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def fill(disk: Path) -> None:
+    """Fill a filesystem to the last byte with one file."""
+    with open(disk / "filler", "wb", buffering=0) as fh:
+        for size in (1 << 16, 1 << 12, 1):
+            try:
+                while True:
+                    fh.write(b"\0" * size)
+            except OSError:
+                pass
+
+
+def test_analyze_on_a_full_disk_is_one_line_and_leaves_the_old_files_whole(tmp_path):
+    with MockServer(FAST_MOCK) as mock:
+        scenario = write_scenario(tmp_path, mock.base_url, load=fixed_level(4, 2))
+        done = loadtest("run", str(scenario), "--out", str(tmp_path / "run"))
+    assert done.returncode == 0, done.stderr
+    with tiny_filesystem(tmp_path / "disk", "32m") as disk:  # the report inlines plotly.js (about 4.6 MB)
+        shutil.copytree(tmp_path / "run", disk / "run")
+        before = (disk / "run" / "summary.json").read_text()
+        fill(disk)
+        result = loadtest("analyze", str(disk / "run"), "--slo", "itl_ms.p95=5")
+        assert result.returncode == 5, result.stderr
+        assert "Traceback" not in result.stderr
+        assert result.stderr.strip().splitlines() == [result.stderr.strip()]
+        assert "no space left on device" in result.stderr and str(disk / "run") in result.stderr
+        # The files written before are whole, and no partial temporary is left.
+        assert (disk / "run" / "summary.json").read_text() == before
+        assert not list((disk / "run").glob("*.tmp"))
