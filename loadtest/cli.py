@@ -331,6 +331,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         except LoadtestError as err:
             print(f"loadtest {args.command}: error: {err}", file=sys.stderr)
             return err.exit_code
+        except OSError as err:
+            from loadtest.diskfull import RunFolderFull, full_disk_message, is_disk_full
+
+            if not is_disk_full(err):
+                raise
+            # Any write not handled on the spot (a report, an analysis's outputs): one line, not a traceback.
+            print(f"loadtest {args.command}: error: {full_disk_message(err)}", file=sys.stderr)
+            return RunFolderFull.exit_code
         except KeyboardInterrupt:
             print(f"loadtest {args.command}: interrupted", file=sys.stderr)
             return 130

@@ -96,9 +96,14 @@ class PartFiles:
             return
         path = self.parts / f"{self._n_parts:06d}.parquet"
         tmp = path.with_suffix(".tmp")
-        pq.write_table(table, tmp)
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
+        try:
+            pq.write_table(table, tmp)
+            with open(tmp, "rb") as fh:
+                os.fsync(fh.fileno())
+        except OSError as err:
+            tmp.unlink(missing_ok=True)  # a full disk leaves no partial file (and frees its space)
+            err.filename = err.filename or str(path)  # Arrow's errors name no file
+            raise
         tmp.rename(path)
         self._n_parts += 1
 
@@ -107,7 +112,12 @@ class PartFiles:
         out = self.run_dir / self.merged
         table = read_parts(self.parts, self.schema)
         tmp = out.with_suffix(".tmp")
-        pq.write_table(table, tmp)
+        try:
+            pq.write_table(table, tmp)
+        except OSError as err:
+            tmp.unlink(missing_ok=True)  # the parts stay: they are the records
+            err.filename = err.filename or str(out)
+            raise
         tmp.rename(out)
         for part in sorted(self.parts.glob("*.parquet")):
             part.unlink()
@@ -158,8 +168,37 @@ def write_run_json(run_dir: Path, run: Mapping[str, Any]) -> None:
 
     path = Path(run_dir) / RUN_JSON
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(scrub_any(json.loads(json.dumps(run, default=str))), indent=2, sort_keys=False))
+    try:
+        tmp.write_text(json.dumps(scrub_any(json.loads(json.dumps(run, default=str))), indent=2, sort_keys=False))
+    except OSError:
+        tmp.unlink(missing_ok=True)  # the previous run.json stays whole
+        raise
     tmp.rename(path)
+
+
+def replace_text(path: Path, text: str) -> None:
+    """Write ``path`` whole or not at all: through a temporary file, removed if the write fails.
+
+    A reader (CI reading summary.json) never sees half a file, and a full disk
+    leaves the previous version and no partial temporary behind.
+    """
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        err.filename = err.filename or str(path)
+        raise
+    os.replace(tmp, path)
+
+
+def count_records(run_dir: Path) -> int:
+    """How many records a run folder holds (from the Parquet footers, without reading the rows)."""
+    run_dir = Path(run_dir)
+    merged = run_dir / REQUESTS_PARQUET
+    files = [merged] if merged.exists() else sorted((run_dir / PARTS_DIR).glob("*.parquet"))
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
 
 
 def read_run_json(run_dir: Path) -> dict[str, Any]:

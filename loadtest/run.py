@@ -26,6 +26,7 @@ from typing import Any, Iterator
 import yaml
 
 from loadtest import __version__
+from loadtest.diskfull import FolderGuard, RunFolderFull, full_disk_message, is_disk_full
 from loadtest.errors import InputError
 from loadtest.scenario import Scenario
 
@@ -63,6 +64,8 @@ class RunState:
     run_dir: Path
     meta: dict[str, Any] = field(default_factory=dict)
     spans: list = field(default_factory=list)
+    #: Told when a save fails on a full disk (which stops the run) instead of raising mid-load.
+    guard: FolderGuard | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {**self.meta, "levels": [s.to_json() for s in self.spans]}
@@ -70,7 +73,12 @@ class RunState:
     def save(self) -> None:
         from loadtest.records import write_run_json
 
-        write_run_json(self.run_dir, self.to_json())
+        try:
+            write_run_json(self.run_dir, self.to_json())
+        except OSError as err:
+            if self.guard is None or not is_disk_full(err):
+                raise
+            self.guard.failed(err)
 
 
 def default_run_dir(scenario: Scenario, reports_dir: Path) -> Path:
@@ -92,13 +100,18 @@ def host_facts() -> dict[str, Any]:
     return {"hostname": socket.gethostname(), "cpus": os.cpu_count(), "platform": platform.platform()}
 
 
-def setup_file_logging(log_file: Path) -> None:
-    """Send Locust's and our log to a file in the run folder, not the screen."""
+def setup_file_logging(log_file: Path, guard: FolderGuard | None = None) -> None:
+    """Send Locust's and our log to a file in the run folder, not the screen.
+
+    On a full disk the file stops quietly (and tells ``guard``) rather than
+    printing a traceback per log line.
+    """
     import logging
 
+    from loadtest.diskfull import QuietFileHandler
     from loadtest.redact import ScrubbingFormatter
 
-    handler = logging.FileHandler(log_file)
+    handler = QuietFileHandler(log_file, guard)
     handler.setFormatter(ScrubbingFormatter("[%(asctime)s] %(levelname)s/%(name)s: %(message)s"))
     root = logging.getLogger()
     for h in list(root.handlers):
@@ -183,13 +196,7 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
     import locust  # noqa: F401
     from rich.console import Console
 
-    from loadtest.analysis import analyze_run
-    from loadtest.client.preflight import describe_adaptation, preflight, warm_up
-    from loadtest.load.user import UserSettings
     from loadtest.redact import install_for
-    from loadtest.report import write_reports
-    from loadtest.report.terminal import print_summary
-
     from loadtest.workload import prepare
 
     prepare(scenario)  # a bad dataset is one line and exit 2, before any folder or load
@@ -203,10 +210,34 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
         if env not in os.environ:
             console.print(f"[yellow]warning:[/] ${env} is not set; sending no {header} header")
 
+    note = _check_file_descriptors(scenario, options)  # before any folder or load
+    if note:
+        console.print(note)
     run_dir = make_run_dir(options.out or default_run_dir(scenario, options.reports_dir))
-    state = RunState(run_dir, initial_meta(scenario, options))
-    setup_file_logging(run_dir / "locust.log")
+    guard = FolderGuard(run_dir)
+    guard.make_reserve()
+    try:
+        return _run_in_folder(scenario, options, run_dir, guard, console, api_key)
+    finally:
+        guard.release_reserve()
+
+
+def _run_in_folder(scenario: Scenario, options: RunOptions, run_dir: Path, guard: FolderGuard, console, api_key) -> RunOutcome:
+    """Preflight, load, analysis and reports, in a run folder that exists."""
+    from rich.console import Console
+
+    from loadtest.analysis import analyze_run
+    from loadtest.client.preflight import describe_adaptation, preflight, warm_up
+    from loadtest.load.user import UserSettings
+    from loadtest.report import write_reports
+    from loadtest.report.terminal import print_summary
+
+    target = scenario.target
+    state = RunState(run_dir, initial_meta(scenario, options), guard=guard)
+    setup_file_logging(run_dir / "locust.log", guard)
     state.save()
+    if guard.full:  # not even room to start: say so before any load is sent
+        raise RunFolderFull(f"{run_dir}: {full_disk_message(guard.error, run_dir)}; no load was sent")
 
     console.print(f"loadtest {__version__}: {scenario.name} against {target.base_url} ({target.model}); writing {run_dir}")
     salt = state.meta["prompt_salt"]
@@ -242,6 +273,8 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
     web = _web_control(scenario, options, state)
     try:
         interrupted = _run_load(scenario, options, state, settings, console, scraper, web)
+        if guard.full:
+            raise _folder_full(guard, run_dir)
         if interrupted:
             console.print(f"[yellow]run interrupted[/]; the records measured so far are kept in {run_dir}")
 
@@ -261,6 +294,40 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
         if web is not None:
             web.close()
     return RunOutcome(run_dir, interrupted)
+
+
+def _check_file_descriptors(scenario: Scenario, options: RunOptions) -> str | None:
+    """A connection per user must fit under the open-file limit of the process that holds it.
+
+    Local workers inherit this process's (possibly raised) limit, so it is checked
+    here for the busiest worker's share; remote workers check their own share when
+    the master tells them the number of workers.
+    """
+    from loadtest.load.fdlimit import ensure_fds, users_per_process
+
+    load = scenario.load
+    users = load.max_in_flight if load.open_loop else max(load.concurrency_levels())
+    if options.master:
+        return ensure_fds(0, "the master")
+    if options.workers:
+        n = (os.cpu_count() or 1) if options.workers < 0 else options.workers
+        return ensure_fds(users_per_process(users, n), f"each of the {n} worker processes")
+    return ensure_fds(users)
+
+
+def _folder_full(guard: FolderGuard, run_dir: Path) -> RunFolderFull:
+    """The one line for a run stopped by a full disk: what failed, and what is kept."""
+    from loadtest.records import count_records
+
+    try:
+        kept = f"the {count_records(run_dir)} records flushed before are kept there"
+    except Exception:  # noqa: BLE001 - counting must not hide the real error
+        kept = "the records flushed before are kept there"
+    assert guard.error is not None
+    return RunFolderFull(
+        f"{run_dir}: {full_disk_message(guard.error, run_dir)}; the load was stopped and {kept} "
+        f"(free some space, then run: loadtest analyze {run_dir})"
+    )
 
 
 def _web_control(scenario: Scenario, options: RunOptions, state: RunState):
@@ -285,8 +352,9 @@ def _run_load(scenario: Scenario, options: RunOptions, state: RunState, settings
     from loadtest.records import RequestWriter
 
     run_dir = state.run_dir
+    guard = state.guard or FolderGuard(run_dir)
     writer = RequestWriter(run_dir)
-    sink = RunSink(writer, web.progress if web is not None else RunProgress())
+    sink = RunSink(writer, web.progress if web is not None else RunProgress(), guard)
     clock = LevelClock(scenario.load.warmup_s)
     recorder = Recorder("local", sink)
     monitor = SelfMonitor.for_scenario(scenario, clock)
@@ -312,6 +380,7 @@ def _run_load(scenario: Scenario, options: RunOptions, state: RunState, settings
     session.decide = _level_judge(scenario, state, recorder, sink)
     session.in_flight = _in_flight_reader(recorder, sink)
     _stop_on_signals(session)
+    _stop_when_full(session, guard)
     recorder.start()
     monitor.start()
     interrupted = False
@@ -338,15 +407,43 @@ def _run_load(scenario: Scenario, options: RunOptions, state: RunState, settings
         recorder.stop()
         _stop_workers(workers)
         sink.drain()
-        writer.close()
+        _close_records(writer, guard)
         state.meta["keepalive_resends"] = _count_resends(run_dir)
         if distributed:
             state.meta["workers"] = session.worker_ids
             state.meta["workers_lost"] = session.workers_lost
         state.meta["ended_wall"] = time.time()
-        state.meta["complete"] = not interrupted
+        state.meta["complete"] = not interrupted and not guard.full
+        if guard.full:
+            state.meta["stopped_by"] = "disk_full"
+            state.meta["stop_error"] = full_disk_message(guard.error, run_dir)
+        guard.release_reserve()  # room for this last run.json on a full disk
         state.save()
     return interrupted
+
+
+def _close_records(writer, guard: FolderGuard) -> None:
+    """Merge the part files into requests.parquet, unless the disk is full.
+
+    The merge needs as much room again as the parts; on a full disk the parts
+    stay as they are (``read_requests`` and ``loadtest analyze`` read them).
+    """
+    if guard.full:
+        return
+    try:
+        writer.close()
+    except OSError as err:
+        if not is_disk_full(err):
+            raise
+        guard.failed(err)
+
+
+def _stop_when_full(session, guard: FolderGuard) -> None:
+    """A full run folder stops the load, like Ctrl-C (the writer runs in a thread: hand over safely)."""
+    import gevent
+
+    loop = gevent.get_hub().loop
+    guard.on_full(lambda: loop.run_callback_threadsafe(session.stop_requested.set))
 
 
 def _wait_for_web_start(web, session, console) -> bool:
@@ -479,12 +576,12 @@ def _start_master(scenario, options, state, clock, recorder, monitor, settings, 
     local = n_local > 0
     bind_host = "127.0.0.1" if local else options.master_bind_host
     bind_port = _free_port() if local else options.master_bind_port
+    expected = n_local if local else options.expect_workers
     session = MasterSession(
         scenario, clock, recorder, monitor, settings, on_level_change,
-        bind_host=bind_host, bind_port=bind_port, sink=sink,
+        bind_host=bind_host, bind_port=bind_port, sink=sink, expected_workers=expected,
     )
     state.meta["mode"] = "workers" if local else "master"
-    expected = n_local if local else options.expect_workers
     console.print(f"waiting for {expected} worker(s) on {bind_host}:{bind_port}")
     with _private_scenario_file(scenario) as scenario_file:
         workers = _spawn_workers(scenario_file, n_local, bind_port, state.run_dir) if local else []
@@ -521,13 +618,16 @@ def _private_scenario_file(scenario: Scenario) -> Iterator[str]:
 
 def _spawn_workers(path: str, n: int, port: int, run_dir: Path) -> list[subprocess.Popen]:
     """Start ``n`` local ``loadtest worker`` processes on the scenario file ``path``."""
+    from loadtest.load.distributed import PARENT_ENV
+
     procs = []
+    env = {**os.environ, PARENT_ENV: str(os.getpid())}  # they stop the moment this process dies
     for i in range(n):
         log = open(run_dir / f"worker-{i}.log", "w")
         procs.append(
             subprocess.Popen(
                 [sys.executable, "-m", "loadtest", "worker", "--master-host", "127.0.0.1", "--master-port", str(port), path],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
             )
         )
     return procs

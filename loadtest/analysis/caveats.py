@@ -130,16 +130,43 @@ def _worker_loss(loss: Any) -> str:
     at = time.strftime("%H:%M:%S UTC", time.gmtime(when)) if isinstance(when, (int, float)) else "an unknown time"
     level = loss.get("concurrency")
     where = f"during concurrency {level}" if level else "between levels"
+    last = loss.get("last_records_wall")
+    in_flight = loss.get("in_flight_at_last_records")
+    if isinstance(last, (int, float)) and isinstance(in_flight, int):
+        kept = time.strftime("%H:%M:%S", time.gmtime(last))
+        missing = (
+            f"its records up to {kept} are kept; the {in_flight} requests it had in flight then, and those it "
+            "finished after, are missing from that level"
+        )
+    else:
+        missing = "the requests it had in flight and had not yet sent are missing from that level"
     return (
-        f"worker {loss.get('worker', '?')} was lost {where} at {at}: the requests it had in flight and had not "
-        f"yet sent are missing from that level, and its users were moved to the remaining workers"
+        f"worker {loss.get('worker', '?')} was lost {where} at {at}: {missing}, "
+        f"and its users were moved to the remaining workers"
     )
+
+
+def _incomplete(run: Mapping[str, Any]) -> str:
+    """Why the run is partial, as far as run.json can tell.
+
+    A run that stops on its own (Ctrl-C, SIGTERM, a full disk) writes its end
+    into run.json; one that was killed (SIGKILL, the OOM killer, a crash) never
+    does, and lost what it had not yet flushed: up to a second of records.
+    """
+    stopped = run.get("stopped_by")
+    if stopped == "disk_full":
+        return ("the run did not complete: it was stopped because its folder could not be written (disk full); "
+                "the records flushed before are kept, its last level is partial")
+    if run.get("ended_wall") is None:
+        return ("the run did not complete: it was killed or crashed (run.json has no end time); the records of "
+                "its last second or so and the requests then in flight are missing, and its last level is partial")
+    return "the run did not complete (interrupted?); its last level may be partial"
 
 
 def run_caveats(run: Mapping[str, Any], frame: pd.DataFrame) -> list[str]:
     out: list[str] = []
     if run.get("complete") is False:
-        out.append("the run did not complete (interrupted?); its last level may be partial")
+        out.append(_incomplete(run))
     for loss in run.get("workers_lost") or []:
         out.append(_worker_loss(loss))
     if len(frame):

@@ -20,6 +20,8 @@ reset is the server's failure, as before.
 
 from __future__ import annotations
 
+import errno
+
 import base64
 import functools
 import socket
@@ -145,7 +147,11 @@ class StreamingClient:
         except ssl.SSLError as err:
             rec.fail("connect", f"TLS error: {err}")
         except (HTTPConnectionClosed, HTTPParseError, ConnectionError, OSError) as err:
-            rec.fail("disconnect" if response is not None else "connect", f"{type(err).__name__}: {err}")
+            if getattr(err, "errno", None) in (errno.EMFILE, errno.ENFILE):
+                # Our process (or host) ran out of descriptors: the client's failure, not the server's.
+                rec.fail("client_error", f"the load generator is out of file descriptors ({err}); raise ulimit -n")
+            else:
+                rec.fail("disconnect" if response is not None else "connect", f"{type(err).__name__}: {err}")
         except Exception as err:  # a bug (ours or a library's) costs this request, never the run
             rec.fail("client_error", f"{type(err).__name__}: {err}")
         _end(rec, response)

@@ -1,7 +1,7 @@
 """Locust's own distributed mode: a master that runs the shape, workers that send.
 
 We build no cluster layer: Locust's master/worker runners do the dispatch,
-heartbeats and rebalancing. What we add are four custom messages:
+heartbeats and rebalancing. What we add are custom messages:
 
 - ``loadtest_setup`` (master -> worker): facts learned by the preflight;
 - ``loadtest_level`` (master -> worker): the level changed, so every worker
@@ -11,6 +11,8 @@ heartbeats and rebalancing. What we add are four custom messages:
   second, in the compact columnar encoding of :mod:`loadtest.load.batch`, and a
   final batch when the worker stops; the master writes the run folder, so no
   shared filesystem is needed;
+- ``loadtest_ready`` (worker -> master): the answer to the setup, None or why
+  this worker cannot hold its share of the users (too few file descriptors);
 - ``loadtest_health`` (worker -> master): the worker's loop lag and CPU for a
   level that just ended; a level is ``client_saturated`` if any worker was.
 
@@ -45,6 +47,10 @@ MSG_LEVEL = "loadtest_level"
 MSG_HELLO = "loadtest_hello"
 MSG_RECORDS = "loadtest_records"
 MSG_HEALTH = "loadtest_health"
+MSG_READY = "loadtest_ready"
+
+#: How long the master waits for every worker to confirm it can hold its share of the users.
+READY_TIMEOUT_S = 10.0
 
 
 class WorkerError(LoadtestError):
@@ -60,10 +66,16 @@ class MasterSession(LoadSession):
     bind_host: str = "*"
     bind_port: int = 5557
     sink: Any = None
+    #: The workers the run waits for (each checks its share of the users against its fd limit).
+    expected_workers: int = 1
     health: dict[int, list[dict]] = field(default_factory=dict)
     spans: dict[int, LevelSpan] = field(default_factory=dict)
     workers_seen: set[str] = field(default_factory=set)
     workers_lost: list[dict] = field(default_factory=list)
+    #: Each worker's answer to the setup: None (ready) or why it cannot run its share.
+    ready: dict[str, str | None] = field(default_factory=dict)
+    #: When each worker's latest batch of records arrived (wall clock): what a lost worker's loss starts from.
+    last_records_wall: dict[str, float] = field(default_factory=dict)
 
     def make_scheduler(self):
         return None  # the workers schedule their own share of the arrivals
@@ -73,11 +85,13 @@ class MasterSession(LoadSession):
         runner.register_message(MSG_RECORDS, self._on_records)
         runner.register_message(MSG_HEALTH, self._on_health)
         runner.register_message(MSG_HELLO, self._on_hello)
+        runner.register_message(MSG_READY, self._on_ready)
         return runner
 
     # -- messages from workers ------------------------------------------------
     def _on_records(self, environment: Environment, msg: Any, **_: Any) -> None:
         self.workers_seen.add(msg.node_id)
+        self.last_records_wall[msg.node_id] = time.time()
         self.sink({**msg.data, "source": msg.node_id})
 
     def _on_health(self, environment: Environment, msg: Any, **_: Any) -> None:
@@ -87,6 +101,9 @@ class MasterSession(LoadSession):
         span = self.spans.get(index)
         if span is not None:
             span.client = merge_worker_health(self.health[index])
+
+    def _on_ready(self, environment: Environment, msg: Any, **_: Any) -> None:
+        self.ready[msg.node_id] = msg.data.get("error")
 
     def _on_hello(self, environment: Environment, msg: Any, **_: Any) -> None:
         self.workers_seen.add(msg.node_id)
@@ -105,6 +122,10 @@ class MasterSession(LoadSession):
             # open loop: each worker sends rate / streams, from its own stream (its worker index)
             "streams": max(1, len(self.runner.clients.ready) + len(self.runner.clients.running)
                            + len(self.runner.clients.spawning)),
+            # the most users (senders) at once over all workers: each checks its file-descriptor limit
+            "max_users": self.scenario.load.max_in_flight if self.scenario.load.open_loop
+            else max(self.scenario.load.concurrency_levels()),
+            "workers": self.expected_workers,
         }
 
     def _level_message(self) -> dict[str, Any]:
@@ -134,19 +155,44 @@ class MasterSession(LoadSession):
                     f"(master listening on {self.bind_host}:{self.bind_port})"
                 )
             gevent.sleep(0.1)
+        self.ready.clear()
         self.runner.send_message(MSG_SETUP, self._setup())
+        self._wait_until_ready(expected)
+
+    def _wait_until_ready(self, expected: int) -> None:
+        """Each worker checks it can hold its share of the users (file descriptors) before any level.
+
+        A worker that cannot is one line and exit 2 here, on the master, before
+        the first level: never a level of EMFILE failures. A worker that does
+        not answer (an older version) is not waited for beyond READY_TIMEOUT_S.
+        """
+        from loadtest.load.fdlimit import TooFewFileDescriptors
+
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while len(self.ready) < expected and time.monotonic() < deadline:
+            gevent.sleep(0.05)
+        for worker, error in sorted(self.ready.items()):
+            if error:
+                raise TooFewFileDescriptors(f"worker {worker}: {error}")
+        if len(self.ready) < expected:
+            log.warning("only %d of %d workers confirmed their setup", len(self.ready), expected)
 
     def poll(self) -> None:
         """Notice workers that went missing: the run goes on, the loss is reported."""
         lost = {w["worker"] for w in self.workers_lost}
         for node in self.runner.clients.all:
             if node.state == STATE_MISSING and node.id not in lost:
+                in_flight = getattr(self.sink, "in_flight", {}).get(node.id) or {}
                 self.workers_lost.append(
                     {
                         "worker": node.id,
                         "lost_wall": time.time(),
                         "level_index": self.clock.index,
                         "concurrency": self.clock.concurrency,
+                        # its records up to here are kept; what it had in flight then (and finished
+                        # after) is lost with it
+                        "last_records_wall": self.last_records_wall.get(node.id),
+                        "in_flight_at_last_records": len(in_flight.get("start_wall") or []),
                     }
                 )
                 log.warning("worker %s went missing during level %d", node.id, self.clock.index)
@@ -156,9 +202,62 @@ class MasterSession(LoadSession):
         return sorted({n.id for n in self.runner.clients.all} | self.workers_seen)
 
 
+#: Set by ``loadtest run --workers N`` for the workers it spawns: the master's process id.
+PARENT_ENV = "LOADTEST_MASTER_PID"
+#: How often a local worker checks that its master is still alive.
+PARENT_CHECK_S = 0.2
+
+
+def exit_with_master() -> gevent.Greenlet | None:
+    """A local worker ends the moment its master process is gone (kill -9, a crash).
+
+    Locust's own worker waits 60 s for the master's heartbeat before it quits,
+    and sends load all that while: a killed run would go on hammering the
+    target with nobody recording. A worker spawned by ``--workers`` knows its
+    master's pid, and an orphan is re-parented, so a changed parent pid means
+    the master died. Its unsent records have nowhere to go; it exits at once.
+    Remote workers (``loadtest worker`` started by hand) keep Locust's timeout.
+    """
+    import os
+
+    raw = os.environ.get(PARENT_ENV)
+    if not raw or not raw.isdigit():
+        return None
+    master = int(raw)
+
+    def watch() -> None:
+        while os.getppid() == master:
+            gevent.sleep(PARENT_CHECK_S)
+        log.error("the master (pid %d) is gone; this worker stops its load and exits", master)
+        logging.shutdown()
+        os._exit(1)
+
+    return gevent.spawn(watch)
+
+
+def check_worker_fds(max_users: int, workers: int) -> str | None:
+    """Whether this worker can hold its share of the users under its own open-file limit.
+
+    The soft limit is raised up to the hard one if needed. Returns None when it
+    can, else the one line the master stops the run with (before any level).
+    """
+    from loadtest.load.fdlimit import TooFewFileDescriptors, ensure_fds, users_per_process
+
+    try:
+        note = ensure_fds(users_per_process(max_users, workers), "this worker")
+    except TooFewFileDescriptors as err:
+        log.error("%s", err)
+        return str(err)
+    if note:
+        log.info("%s", note)
+    return None
+
+
 def run_worker(scenario: Scenario, master_host: str, master_port: int) -> int:
     """Serve as a Locust worker until the master quits. Returns the records sent."""
     from loadtest.workload import prepare
+
+    exit_with_master()
 
     prepare(scenario)  # read the datasets before connecting: users must not stall on the file
     clock = LevelClock(scenario.load.warmup_s)
@@ -193,6 +292,8 @@ def run_worker(scenario: Scenario, master_host: str, master_port: int) -> int:
         if scheduler is not None:
             scheduler.streams = int(msg.data.get("streams") or 1)
             scheduler.stream = max(0, int(getattr(runner, "worker_index", 0)))
+        error = check_worker_fds(int(msg.data.get("max_users") or 0), int(msg.data.get("workers") or 1))
+        runner.send_message(MSG_READY, {"error": error})
 
     def on_level(environment: Environment, msg: Any, **_: Any) -> None:
         previous = clock.index

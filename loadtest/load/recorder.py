@@ -85,8 +85,13 @@ class Recorder:
         self._greenlet = gevent.spawn(self._loop)
 
     def _loop(self) -> None:
+        # A fixed cadence, not a sleep after each flush: the time a flush takes does not push
+        # the next one later, so a kill -9 never loses more than about one interval.
+        due = time.monotonic()
         while True:
-            gevent.sleep(self.interval_s)
+            due += self.interval_s
+            gevent.sleep(max(0.0, due - time.monotonic()))
+            due = max(due, time.monotonic() - self.interval_s)  # after a long stall, do not burst
             self.flush()
 
     def flush(self) -> None:

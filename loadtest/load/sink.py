@@ -18,17 +18,23 @@ import gevent.event
 import pandas as pd
 from gevent.threadpool import ThreadPool
 
+from loadtest.diskfull import FolderGuard, is_disk_full
 from loadtest.load.batch import decode_table
 from loadtest.load.progress import RunProgress
 from loadtest.records import RequestWriter
 
 
 class RunSink:
-    """Decode, count, and write batches of records, off the event loop."""
+    """Decode, count, and write batches of records, off the event loop.
 
-    def __init__(self, writer: RequestWriter, progress: RunProgress) -> None:
+    ``guard``: a write that fails because the disk is full is reported to it
+    (which stops the run) rather than raised; nothing more is written after it.
+    """
+
+    def __init__(self, writer: RequestWriter, progress: RunProgress, guard: FolderGuard | None = None) -> None:
         self.writer = writer
         self.progress = progress
+        self.guard = guard
         self._pool = ThreadPool(1)
         self._pending: list[gevent.event.AsyncResult] = []
         #: The latest snapshot of requests in flight, per sending process.
@@ -45,7 +51,17 @@ class RunSink:
             return  # only a snapshot of requests in flight
         table = decode_table(batch)
         self.progress.update(table)
-        self.writer.write(table)
+        if self.guard is None:
+            self.writer.write(table)
+            return
+        if self.guard.full:
+            return  # the load is stopping; these records have nowhere to go
+        try:
+            self.writer.write(table)
+        except OSError as err:
+            if not is_disk_full(err):
+                raise
+            self.guard.failed(err)
 
     def in_flight_frame(self) -> pd.DataFrame:
         """Every process's latest in-flight snapshot, as one frame."""

@@ -18,7 +18,6 @@ as summary.json gives it.
 from __future__ import annotations
 
 import json
-import os
 import textwrap
 from pathlib import Path
 
@@ -156,8 +155,8 @@ def render_autoscaling_yaml(analysis: Analysis) -> str:
 
 
 def write_autoscaling_yaml(run_dir: Path | str, analysis: Analysis) -> Path:
+    from loadtest.records import replace_text
+
     path = Path(run_dir) / AUTOSCALING_YAML
-    tmp = path.with_suffix(".yaml.tmp")
-    tmp.write_text(render_autoscaling_yaml(analysis), encoding="utf-8")
-    os.replace(tmp, path)
+    replace_text(path, render_autoscaling_yaml(analysis))
     return path

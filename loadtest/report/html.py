@@ -17,7 +17,6 @@ from __future__ import annotations
 import html
 import json
 import math
-import os
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -742,13 +741,12 @@ def render_html(analysis: Analysis) -> str:
 
 def write_html(run_dir: Path | str, analysis: Analysis) -> Path:
     """Write ``report.html`` atomically into the run folder."""
+    from loadtest.records import replace_text
+
     path = Path(run_dir) / REPORT_HTML
-    tmp = path.with_suffix(".html.tmp")
     # Error messages and URLs must hold no secret; plotly's own bundle is left as it is.
     bundle = get_plotlyjs()
-    page = bundle.join(scrub(part) for part in render_html(analysis).split(bundle))
-    tmp.write_text(page, encoding="utf-8")
-    os.replace(tmp, path)
+    replace_text(path, bundle.join(scrub(part) for part in render_html(analysis).split(bundle)))
     return path
 
 

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -347,6 +346,8 @@ def summary_dict(analysis: Analysis) -> dict[str, Any]:
             "started_wall": run.get("started_wall"),
             "ended_wall": run.get("ended_wall"),
             "complete": run.get("complete"),
+            # why an incomplete run stopped, when it could say: "disk_full" (else null)
+            "stopped_by": run.get("stopped_by"),
             "warmup_s": analysis.warmup_s,
             "workers": run.get("workers"),
             "workers_lost": run.get("workers_lost"),
@@ -374,8 +375,8 @@ def dumps(analysis: Analysis) -> str:
 
 def write_summary(run_dir: Path | str, analysis: Analysis) -> Path:
     """Write ``summary.json`` atomically into the run folder."""
+    from loadtest.records import replace_text
+
     path = Path(run_dir) / SUMMARY_JSON
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(scrub(dumps(analysis)) + "\n", encoding="utf-8")  # error messages, URLs: no secret
-    os.replace(tmp, path)
+    replace_text(path, scrub(dumps(analysis)) + "\n")  # error messages, URLs: no secret
     return path

@@ -118,6 +118,7 @@ def main() -> int:
         os.nice(19)
     except OSError:
         pass
+    from loadtest.diskfull import full_disk_message, is_disk_full
     from loadtest.redact import public_url
     from loadtest.scrape.scraper import ScrapeResult, scrape_loop
     from loadtest.scrape.store import SampleWriter
@@ -140,12 +141,20 @@ def main() -> int:
             file=sys.stderr, flush=True,
         )
 
-    writer = SampleWriter(Path(settings["run_dir"]))
-    with _client(settings) as client:
-        try:
-            scrape_loop(client, url, float(settings["interval_s"]), writer, stop, warn)
-        finally:
-            writer.close()
+    try:
+        writer = SampleWriter(Path(settings["run_dir"]))
+        with _client(settings) as client:
+            try:
+                scrape_loop(client, url, float(settings["interval_s"]), writer, stop, warn)
+            finally:
+                writer.close()
+    except OSError as err:
+        if not is_disk_full(err):
+            raise
+        # One line, not a traceback: the load process stops the run on its own full disk.
+        print(f"warning: server metrics: {full_disk_message(err)}; scraping stopped "
+              "(the samples flushed before are kept)", file=sys.stderr, flush=True)
+        return 5
     return 0
 
 
