@@ -20,9 +20,8 @@ reset is the server's failure, as before.
 
 from __future__ import annotations
 
-import errno
-
 import base64
+import errno
 import functools
 import socket
 import ssl

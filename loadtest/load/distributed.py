@@ -37,6 +37,7 @@ from loadtest.load.monitor import SelfMonitor, merge_worker_health
 from loadtest.load.recorder import Recorder
 from loadtest.load.open_loop import ArrivalScheduler
 from loadtest.load.session import LoadSession, arrival_horizon_s, tune_interpreter, library_options
+from loadtest.load.stopping import stop_users_reliably
 from loadtest.load.user import UserSettings, make_user_class
 from loadtest.scenario import Scenario
 
@@ -278,6 +279,7 @@ def run_worker(scenario: Scenario, master_host: str, master_port: int) -> int:
         scheduler = ArrivalScheduler(scenario.load, clock, recorder, duration_s=arrival_horizon_s(scenario))
     user_class = make_user_class(scenario, clock, recorder, settings, scheduler)
     env = Environment(user_classes=[user_class], host=scenario.target.base_url, parsed_options=library_options())
+    stop_users_reliably(env)
     runner = env.create_worker_runner(master_host, master_port)
     holder["runner"] = runner
     recorder.buffer.worker = runner.client_id

@@ -28,6 +28,7 @@ from loadtest.load.recorder import Recorder
 from loadtest.analysis.decide import LookSchedule
 from loadtest.load.open_loop import ArrivalScheduler
 from loadtest.load.shape import Decide, RateShape, SteppedShape
+from loadtest.load.stopping import stop_users_reliably
 from loadtest.load.user import UserSettings, make_user_class
 from loadtest.scenario import Scenario
 
@@ -101,6 +102,7 @@ class LoadSession:
         self.scheduler = self.make_scheduler()
         user_class = make_user_class(self.scenario, self.clock, self.recorder, self.settings, self.scheduler)
         self.env = Environment(user_classes=[user_class], host=self.scenario.target.base_url, parsed_options=library_options())
+        stop_users_reliably(self.env)
         self.runner = self.create_runner()
         tune_interpreter()
 
@@ -201,3 +203,4 @@ class LoadSession:
 
     def close(self) -> None:
         self.runner.quit()
+
