@@ -49,8 +49,9 @@ def _run(scenario, out, freeze: bool) -> subprocess.CompletedProcess:
             try:
                 os.kill(proc.pid, signal.SIGSTOP)
                 time.sleep(0.020)
-            finally:
                 os.kill(proc.pid, signal.SIGCONT)
+            except ProcessLookupError:
+                return  # the run ended between two freezes
             time.sleep(0.080)
 
     starver = threading.Thread(target=starve, daemon=True)
