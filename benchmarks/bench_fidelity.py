@@ -45,7 +45,7 @@ import pandas as pd
 import yaml
 
 from _table import Column, format_table, write_json
-from loadtest.analysis.windows import level_windows
+from loadtest.analysis.windows import level_windows, locate
 from loadtest.mock.process import MockServer
 from loadtest.mock.tls import self_signed_cert
 from loadtest.records import read_requests, read_run_json
@@ -253,9 +253,14 @@ def measure_run(mode: str, run_dir: Path) -> list[dict[str, Any]]:
     windows, _ = level_windows(run, records)
     ok = records[records["ok"]]
     client_ms, server_ms, owner, arrival = stamped_chunks(ok)
+    position = locate(arrival, windows)  # the analyzer's own assignment of times to windows
+    levels = {int(level["index"]): level for level in run["levels"]}
     rows = []
-    for level, window in zip(run["levels"], windows):
-        counted = (arrival >= window.window_start) & (arrival < window.end_wall)
+    for p, window in enumerate(windows):
+        level = levels.get(window.index)
+        if level is None:
+            continue  # bounds inferred from the records: run.json has no such level
+        counted = position == p
         mine = ok[(ok["level_index"] == level["index"]) & ~ok["warmup"]]
         row: dict[str, Any] = {"mode": mode, "streams": int(level["concurrency"]), "requests": len(mine)}
         row.update(gap_stats(client_ms, server_ms, owner, counted))
