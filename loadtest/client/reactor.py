@@ -35,12 +35,30 @@ that whole span is the bound for this batch. With a continuous-batching server
 every stream's token comes in the same step and the next step is tens of ms
 away, so nearly every call waits and a long batch delays nothing; under real
 saturation the calls stop waiting and the bound grows with the batches.
+
+On Linux the delay is not only bounded but measured, read by read: the
+kernel stamps when each packet reached the socket (``SO_TIMESTAMPING``,
+software receive stamps, wall clock), ``recvmsg`` returns the stamp of the
+newest bytes read, and the delay is the batch's stamp minus that. For a read
+that ``epoll`` woke, this replaces the tick's distribution, which cannot see
+what matters most: wake-ups for data come right when the server has just run,
+and a server on the same cores (a test, a local model) competes for the CPU
+exactly then, not at the tick's even times. For a read whose call returned at
+once it is a floor under the bound: a stopped process (SIGSTOP, a debugger)
+makes Python give up an interrupted ``epoll_wait`` past its deadline with
+nothing, so "since the previous call returned" can miss bytes that waited
+through the stop. Bytes that came in more than one packet were waiting longer
+than the newest one; for a woken read that is the µs between packets the
+server sent together.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import socket
+import struct
+import sys
 import time
 from array import array
 from collections import deque
@@ -58,9 +76,38 @@ from loadtest.client.decode import StreamDecoder
 _READ_SIZE = 65536
 _TICK_S = 0.01
 #: An ``epoll`` call that took longer than this waited for data (it did not return at once).
-_WAITED_S = 0.0002
+WAITED_S = 0.0002
 _EPOLLIN = 0x001
 _start_thread = monkey.get_original("_thread", "start_new_thread")
+
+#: Linux's software receive timestamps (linux/net_tstamp.h): the kernel notes when
+#: each packet reached the socket, and ``recvmsg`` returns the newest one read.
+_SO_TIMESTAMPING = 37
+_SOF_RX_SOFTWARE = 1 << 3
+_SOF_SOFTWARE = 1 << 4
+_ANCILLARY_SIZE = socket.CMSG_SPACE(48) if hasattr(socket, "CMSG_SPACE") else 0
+_TIMESPEC = struct.Struct("qq")
+
+
+def enable_arrival_stamps(raw: Any) -> bool:
+    """Ask the kernel to stamp when bytes reach this socket; False where it cannot (not Linux)."""
+    if not _ANCILLARY_SIZE or not sys.platform.startswith("linux"):
+        return False
+    try:
+        raw.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPING, _SOF_RX_SOFTWARE | _SOF_SOFTWARE)
+    except OSError:
+        return False
+    return True
+
+
+def arrival_time(ancillary: list[tuple[int, int, bytes]]) -> float | None:
+    """The kernel's arrival stamp (wall clock, s) of the newest bytes a ``recvmsg`` returned."""
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPING and len(data) >= _TIMESPEC.size:
+            sec, nsec = _TIMESPEC.unpack_from(data)
+            if sec:
+                return sec + nsec * 1e-9
+    return None
 
 
 def _make_poller() -> Any:
@@ -87,7 +134,9 @@ class _PollAsEpoll:
 class _Stream:
     """One response being read by the reactor."""
 
-    __slots__ = ("raw", "fd", "response", "decoder", "first_at", "event", "cancelled", "registered", "ended")
+    __slots__ = (
+        "raw", "fd", "response", "decoder", "first_at", "event", "cancelled", "registered", "ended", "rx_stamps"
+    )
 
     def __init__(self, raw: Any, response: Any, decoder: StreamDecoder, first_at: float) -> None:
         self.raw = raw                      # the real, non-blocking socket under gevent's wrapper
@@ -99,6 +148,7 @@ class _Stream:
         self.cancelled = False
         self.registered = False
         self.ended = False                  # the stream finished (cleanly or not) in the reactor
+        self.rx_stamps = False              # the kernel stamps its bytes' arrival (Linux)
 
 
 class Reactor:
@@ -118,10 +168,13 @@ class Reactor:
         self.batch_ms = array("d")
         #: Milliseconds this thread woke up late for its 10 ms tick (CPU and GIL waits).
         self.tick_lag_ms = array("d")
-        #: Per batch that found its data already waiting: the most its stamp can be late (ms).
+        #: Per read whose data was already waiting: the most its stamp can be late (ms).
         self.waiting_bound_ms = array("d")
-        #: Batches whose ``epoll`` call waited: late only by a wake-up (see module doc).
-        self.woken_batches = 0
+        #: Per read whose ``epoll`` call waited: late only by a wake-up (see module doc), so 0 beyond it.
+        self.woken_tail_ms = array("d")
+        #: Per read whose arrival the kernel stamped: how late the stamp was, measured (ms;
+        #: for a read whose ``epoll`` call returned at once, at least its bound).
+        self.measured_ms = array("d")
         self.busy_s = 0.0
         _start_thread(self._run, ())
 
@@ -157,6 +210,7 @@ class Reactor:
         streams = self._streams
         wake = self._wake_r
         perf = time.perf_counter
+        wall = time.time
         next_tick = perf() + _TICK_S
         last_return = perf()
         while True:
@@ -175,11 +229,11 @@ class Reactor:
                 # wait for a CPU and for the GIL, which every stamp also suffers.
                 self.tick_lag_ms.append((now - promised) * 1000.0)
                 next_tick = now + _TICK_S
-            if ready and not (len(ready) == 1 and ready[0][0] == wake):
-                if now - before > _WAITED_S:
-                    self.woken_batches += 1
-                else:
-                    self.waiting_bound_ms.append((now - last_return) * 1000.0)
+            # One delay per stream read, not per batch: a percentile of gaps weighs
+            # every chunk alike, and a late batch is usually a large one.
+            waited = now - before > WAITED_S
+            waiting_bound_ms = (now - last_return) * 1000.0
+            wall_now = wall()  # the kernel's arrival stamps are wall-clock
             last_return = now
             for fd, _ in ready:
                 if fd == wake:
@@ -189,7 +243,11 @@ class Reactor:
                 if stream is None:
                     continue
                 try:
-                    data = stream.raw.recv(_READ_SIZE)
+                    if stream.rx_stamps:
+                        data, ancillary, _, _ = stream.raw.recvmsg(_READ_SIZE, _ANCILLARY_SIZE)
+                    else:
+                        data, ancillary = stream.raw.recv(_READ_SIZE), None
+                    arrived = arrival_time(ancillary) if ancillary else None
                 except BlockingIOError:
                     continue
                 except OSError as err:
@@ -199,15 +257,33 @@ class Reactor:
                 if not data:
                     self._end(stream, now)
                     continue
+                chunks_before = len(stream.decoder.rec.chunk_ms)
                 try:
                     self._consume(stream, data, now)
                 except Exception as err:  # a bug must cost one stream, never the reader thread
                     stream.decoder.rec.fail("malformed", f"could not process the stream: {type(err).__name__}: {err}")
                     self._end(stream, now)
+                if arrived is not None:
+                    self._note_measured(stream, (wall_now - arrived) * 1000.0, waited, waiting_bound_ms, chunks_before)
+                elif waited:
+                    self.woken_tail_ms.append(0.0)
+                else:
+                    self.waiting_bound_ms.append(waiting_bound_ms)
             if ready:
                 spent = perf() - now
                 self.busy_s += spent
                 self.batch_ms.append(spent * 1000.0)
+
+    def _note_measured(
+        self, stream: _Stream, measured_ms: float, waited: bool, waiting_bound_ms: float, chunks_before: int
+    ) -> None:
+        """Keep one read's measured delay (its stamp minus the kernel's arrival stamp)."""
+        decoder = stream.decoder
+        if not waited and (len(decoder.rec.chunk_ms) - chunks_before > 1 or decoder.parser.has_partial):
+            # The kernel's stamp is the newest packet's; a chunk that ended in an
+            # earlier one waited longer, though never from before the previous return.
+            measured_ms = max(measured_ms, waiting_bound_ms)
+        self.measured_ms.append(max(0.0, measured_ms))
 
     def _consume(self, stream: _Stream, data: bytes, now: float) -> None:
         response = stream.response
@@ -250,6 +326,7 @@ class Reactor:
         if stream.response.message_complete:
             self._end(stream, stream.first_at)
             return
+        stream.rx_stamps = enable_arrival_stamps(stream.raw)
         self._streams[stream.fd] = stream
         self._poll.register(stream.fd, _EPOLLIN)
         stream.registered = True
@@ -280,21 +357,32 @@ class Reactor:
 
     def health(self) -> ReaderHealth:
         """Take the figures gathered since the last call."""
-        health = ReaderHealth(self.batch_ms, self.tick_lag_ms, self.waiting_bound_ms, self.woken_batches, self.busy_s)
-        self.batch_ms, self.tick_lag_ms, self.waiting_bound_ms = array("d"), array("d"), array("d")
-        self.woken_batches, self.busy_s = 0, 0.0
+        health = ReaderHealth(
+            self.batch_ms, self.tick_lag_ms, self.waiting_bound_ms, self.woken_tail_ms, self.busy_s, self.measured_ms
+        )
+        self.batch_ms, self.tick_lag_ms = array("d"), array("d")
+        self.waiting_bound_ms, self.woken_tail_ms, self.measured_ms = array("d"), array("d"), array("d")
+        self.busy_s = 0.0
         return health
 
 
 @dataclass
 class ReaderHealth:
-    """What the reader thread measured of itself over one period (one level)."""
+    """What a stream reader measured of itself over one period (one level).
+
+    Stamp delays come per read: ``waiting_bound_ms`` for reads whose bytes were
+    already waiting (the bound is known), ``woken_tail_ms`` for reads that a
+    waiting ``epoll`` woke (late by a wake-up, from the ``tick_lag_ms``
+    distribution, plus the tail: 0 for the reactor, whose stamp is the wake).
+    """
 
     batch_ms: array = field(default_factory=lambda: array("d"))
     tick_lag_ms: array = field(default_factory=lambda: array("d"))
     waiting_bound_ms: array = field(default_factory=lambda: array("d"))
-    woken_batches: int = 0
+    woken_tail_ms: array = field(default_factory=lambda: array("d"))
     busy_s: float = 0.0
+    #: Reads whose delay was measured against the kernel's arrival stamp.
+    measured_ms: array = field(default_factory=lambda: array("d"))
 
 
 _instance: Reactor | None = None

@@ -96,6 +96,11 @@ class SSEParser:
         return _split_events(pending.rstrip(b"\n"))
 
     @property
+    def has_partial(self) -> bool:
+        """Some bytes received do not yet form a complete event (cheaper than ``pending``)."""
+        return bool(self._pieces) or self._cr
+
+    @property
     def pending(self) -> bytes:
         """Bytes received that do not yet form a complete event."""
         return b"".join(self._pieces) + (b"\r" if self._cr else b"")
