@@ -7,8 +7,9 @@ process's :mod:`~loadtest.client.reactor` thread, which stamps
 ``perf_counter()`` the moment each ``recv`` returns; over TLS, the user's own
 greenlet reads it the same way (recv, stamp, let the C parser strip the chunked
 framing, decode). Either way every event completed by one read gets that
-read's time, which is when its bytes reached us, and is decoded by the same
-:class:`~loadtest.client.decode.StreamDecoder`.
+read's time, which is when its bytes reached us (for a greenlet that waited,
+when the hub's ``epoll`` returned: :mod:`~loadtest.client.hub_clock`), and is
+decoded by the same :class:`~loadtest.client.decode.StreamDecoder`.
 
 Keep-alive: a server may close an idle or used-up connection (llama-server
 closes each after 100 requests) just as we send on it. Like every standard
@@ -36,6 +37,7 @@ from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 
 from loadtest.client import _http
 from loadtest.client.decode import StreamDecoder
+from loadtest.client.hub_clock import ReadTimer, hub_clock, sweep_now
 from loadtest.client.proxy import proxy_for
 from loadtest.client.reactor import reactor
 from loadtest.client.record import RequestRecord
@@ -118,6 +120,8 @@ class StreamingClient:
 
     def send(self, body: bytes, capture_text: bool = False) -> RequestRecord:
         """Send one streaming request; return its record whatever happens."""
+        if not self.use_reactor:
+            sweep_now()  # the previous request's end and this one's start ran without a read
         rec = self.in_flight = RequestRecord(start_wall=time.time(), start_perf=time.perf_counter())
         response = None
         try:
@@ -221,22 +225,28 @@ def client_for(target: Any, api_key: str | None) -> StreamingClient:
 
 
 def _read_in_greenlet(sock: Any, response: Any, decoder: StreamDecoder, head_at: float) -> bool:
-    """The fallback reader (TLS): recv in this greenlet, stamp, decode."""
+    """The TLS reader: recv in this greenlet, stamp (when the hub's poll returned, if it waited), decode."""
     body = _http.body_buffer(response)
+    timer = ReadTimer(hub_clock(), sock.fileno(), head_at) if sock is not None else None
     now = head_at
-    while True:
-        if body:
-            chunk = bytes(body)
-            del body[:]
-            if not decoder.feed(chunk, now):
+    try:
+        while True:
+            if body:
+                chunk = bytes(body)
+                del body[:]
+                if not decoder.feed(chunk, now):
+                    break
+            if response.message_complete or timer is None:
                 break
-        if response.message_complete or sock is None:
-            break
-        data = sock.recv(_READ_SIZE)
-        now = time.perf_counter()
-        if not data:
-            break
-        response.feed(data)
+            rounds = timer.before_recv()
+            data = sock.recv(_READ_SIZE)
+            now = timer.stamp(rounds)
+            if not data:
+                break
+            response.feed(data)
+    finally:
+        if timer is not None:
+            timer.close()
     decoder.close(now)
     return True
 

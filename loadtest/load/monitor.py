@@ -4,13 +4,17 @@ A load generator that is out of CPU, or whose threads wait for each other,
 timestamps chunks late and bunches them together: its ITL is wrong, and the
 data alone cannot tell. So each level records the client's own delays:
 
-- **stamp delay** (chunk times: TTFT's end, every ITL gap). On plain HTTP the
-  reader thread (:mod:`loadtest.client.reactor`) bounds it batch by batch: a
-  batch whose ``epoll`` call waited is late by a wake-up (the reader's tick
-  lag distribution), a batch whose data was already waiting by at most the
-  time since the previous call returned. Over TLS each user's greenlet reads
-  its own stream, and a greenlet wakes as late as the event loop: the loop-lag
-  distribution.
+- **stamp delay** (chunk times: TTFT's end, every ITL gap), bounded read by
+  read. On plain HTTP the reader thread (:mod:`loadtest.client.reactor`)
+  stamps a batch when its ``epoll`` call returns; over TLS each user's
+  greenlet reads its own stream and is stamped when the hub's ``epoll``
+  returned (:mod:`loadtest.client.hub_clock`). Either way, a read that a
+  waiting ``epoll`` woke is late by a wake-up (the reader thread measures its
+  own against the timeouts the kernel promised; the event loop its own with a
+  probe thread's bytes), a read whose data was already waiting by at most the
+  time since it could last have been seen missing. One value per read, not
+  per batch: a percentile of gaps weighs every chunk alike, and a late batch
+  is usually a large one.
 - **send delay** (the start of TTFT and e2e): a greenlet that sends a request
   may run late by the event-loop lag: a greenlet sleeps 10 ms and records how
   late it wakes.
@@ -43,12 +47,13 @@ from array import array
 import gevent
 import numpy as np
 
+from loadtest.client.hub_clock import hub_clock, running_hub_clock
 from loadtest.client.reactor import ReaderHealth, running_reactor
 from loadtest.load.levels import LevelClock
 from loadtest.scenario import Scenario
 
 #: The quantiles of the delay distributions kept per level (see module doc).
-DELAY_QUANTILES = (0.5, 0.875, 0.9, 0.95, 0.975, 0.9875, 0.99, 0.995, 0.9975, 0.999)
+DELAY_QUANTILES = (0.5, 0.75, 0.875, 0.9, 0.95, 0.975, 0.9875, 0.99, 0.995, 0.9975, 0.999)
 
 #: Above this share of one core the client's delays are no longer bounded.
 CPU_LIMIT_PCT = 80.0
@@ -92,6 +97,8 @@ class SelfMonitor:
         self._mark_cpu = time.process_time()
 
     def start(self) -> None:
+        if self.greenlet_reads:
+            hub_clock()  # greenlet reads are stamped and bounded by the hub's poll clock
         self._greenlet = gevent.spawn(self._watch)
 
     def stop(self) -> None:
@@ -122,9 +129,7 @@ class SelfMonitor:
     def _restart(self) -> None:
         """Drop what was gathered so far in this level (its warmup)."""
         self._lags = array("d")
-        reader = running_reactor()
-        if reader is not None:
-            reader.health()
+        _take_health()
         self._mark_wall, self._mark_cpu = time.perf_counter(), time.process_time()
 
     def cut(self) -> dict:
@@ -133,8 +138,7 @@ class SelfMonitor:
         elapsed = max(now_wall - self._mark_wall, 1e-9)
         cpu_pct = 100.0 * (now_cpu - self._mark_cpu) / elapsed
         lags, self._lags = self._lags, array("d")
-        reader = running_reactor()
-        health = reader.health() if reader is not None else ReaderHealth()
+        health, greenlets = _take_health()
         self._mark_wall, self._mark_cpu = now_wall, now_cpu
         lags_ms = _values(lags)
         return summarize(
@@ -142,30 +146,41 @@ class SelfMonitor:
             health,
             cpu_pct,
             100.0 * health.busy_s / elapsed,
+            greenlets=greenlets,
             greenlet_reads=self.greenlet_reads,
             limits=(self.cpu_limit_pct, self.lag_limit_ms, self.batch_limit_ms),
         )
+
+
+def _take_health() -> tuple[ReaderHealth, ReaderHealth]:
+    """The stream readers' figures since the last call: the reader thread's and the greenlets'."""
+    reader, clock = running_reactor(), running_hub_clock()
+    return (reader.health() if reader is not None else ReaderHealth(),
+            clock.health() if clock is not None else ReaderHealth())
 
 
 def _values(samples: array) -> np.ndarray:
     return np.frombuffer(samples, dtype=np.float64) if len(samples) else np.zeros(1)
 
 
-def stamp_delays(health: ReaderHealth, lags_ms: np.ndarray, greenlet_reads: bool) -> np.ndarray:
-    """The distribution of how late chunk stamps can be, one value per batch of reads.
+def stamp_delays(health: ReaderHealth) -> np.ndarray:
+    """The distribution of how late chunk stamps can be, one value per read of one reader.
 
-    Reader batches that waited in ``epoll`` take the reader's wake-up lateness
-    (its tick lags, spread evenly over that many batches); batches whose data
-    was already waiting take their own bound. Greenlet reads (TLS) wake as late
-    as the event loop.
+    Reads whose data was already waiting take their own bound; woken reads
+    whose arrival the kernel stamped, their measured delay. Other reads that a
+    waiting ``epoll`` woke are late by a wake-up, drawn from the reader's own
+    wake-up lateness (``tick_lag_ms``, spread evenly over that many reads), plus
+    their tail (0 for the reader thread); tails and wake-ups are paired in the
+    same order, largest with largest, which no coupling of the two exceeds at
+    the upper quantiles.
     """
-    parts = [np.frombuffer(health.waiting_bound_ms, dtype=np.float64)] if len(health.waiting_bound_ms) else []
-    if health.woken_batches:
+    parts = [np.frombuffer(a, dtype=np.float64) for a in (health.waiting_bound_ms, health.measured_ms) if len(a)]
+    woken = len(health.woken_tail_ms)
+    if woken:
+        tails = np.sort(np.frombuffer(health.woken_tail_ms, dtype=np.float64))
         wake = _values(health.tick_lag_ms)
-        parts.append(np.quantile(wake, (np.arange(health.woken_batches) + 0.5) / health.woken_batches))
-    if greenlet_reads:
-        parts.append(lags_ms)
-    return np.concatenate(parts) if parts else np.zeros(1)
+        parts.append(tails + np.quantile(wake, (np.arange(woken) + 0.5) / woken))
+    return np.concatenate(parts) if parts else np.zeros(0)
 
 
 def quantile_table(values: np.ndarray) -> dict[str, float]:
@@ -188,13 +203,20 @@ def summarize(
     cpu_pct: float,
     reader_busy_pct: float,
     *,
+    greenlets: ReaderHealth | None = None,
     greenlet_reads: bool = False,
     limits: tuple[float, float | None, float | None] = (CPU_LIMIT_PCT, None, None),
 ) -> dict:
-    """The per-level client health record written to run.json."""
+    """The per-level client health record written to run.json.
+
+    ``health`` is the reader thread's, ``greenlets`` the hub clock's (TLS reads).
+    """
     cpu_limit, lag_limit, batch_limit = limits
+    greenlets = greenlets or ReaderHealth()
     batches_ms = _values(health.batch_ms)
-    delays = stamp_delays(health, lags_ms, greenlet_reads)
+    delays = np.concatenate([stamp_delays(health), stamp_delays(greenlets)])
+    if not len(delays):  # nothing was read in the window
+        delays = np.zeros(1)
     lag_p99 = float(np.percentile(lags_ms, 99))
     batch_p99 = float(np.percentile(batches_ms, 99))
     stamp_p99 = float(np.percentile(delays, 99))
@@ -218,6 +240,7 @@ def summarize(
         "loop_lag_p99_ms": round(lag_p99, 3),
         "loop_lag_max_ms": round(float(lags_ms.max()), 3),
         "reader_lag_p99_ms": round(float(np.percentile(_values(health.tick_lag_ms), 99)), 3),
+        "hub_wake_p99_ms": round(float(np.percentile(_values(greenlets.tick_lag_ms), 99)), 3),
         "reader_batch_p99_ms": round(batch_p99, 3),
         "reader_batch_max_ms": round(float(batches_ms.max()), 3),
         "reader_busy_pct": round(reader_busy_pct, 1),
