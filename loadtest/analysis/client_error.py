@@ -16,14 +16,19 @@ could move a check across its limit.
   value within the bound of its limit, on either side, could be on the other.
 
 **How large an error, for which percentile.** The delays come as quantile
-tables. A gap is off by at most the delay of its later stamp (or its earlier
-one, the other way); if all but a fraction x of stamps are late by at most
-D(x), all but about 2x of gaps are off by at most D(x), and a percentile q of
-the gaps can move by D(x) plus whatever the other 2x do. Taking x a quarter
-of the tail the check looks at, ``x = (1 − q) / 4``, keeps those few from
-reaching the percentile: a p95 check allows for the p98.75 delay, a p99 check
-for the p99.75 delay, a p50 check for the p87.5 delay. A span that starts with
-a send (TTFT, TTFB, e2e) adds the send delay at the same quantile.
+tables, one value per read. A gap is off by at most the delay of one of its
+two stamps (its later stamp makes it longer, its earlier one shorter). So if
+all but a fraction x of stamps are late by at most D(x), all but 2x of gaps
+are off by at most D(x), and with ``x = (1 − q) / 2`` the gap error at
+percentile q is at most D(x): a p95 check allows for the p97.5 delay, a p99
+check for the p99.5 delay, a p50 check for the p75 delay. This is the claim
+``benchmarks/bench_selfcheck.py`` tests against the mock's own send stamps.
+(An earlier rule took ``x = (1 − q) / 4``, a margin on top; on a quiet
+machine it flagged levels whose true gap error was a fifth of its bound.) Where the server's own gap
+distribution is very steep right at the percentile, the percentile can move
+further than the gap error; that is a property of the server's distribution,
+which the verdict's confidence interval speaks to. A span that starts with a
+send (TTFT, TTFB, e2e) adds the send delay at the same quantile.
 
 The error budget is counted, not timed: the client's delay cannot move it.
 Runs recorded before these bounds existed keep the monitor's own flag.
@@ -50,11 +55,11 @@ SPANS = {
 
 
 def delay_for_percentile(table: Mapping[str, float], q: float) -> float:
-    """The delay (ms) at quantile ``1 − (1 − q) / 4`` of a quantile table (linear between entries)."""
+    """The delay (ms) at quantile ``1 − (1 − q) / 2`` of a quantile table (linear between entries)."""
     points = sorted((float(k), float(v)) for k, v in table.items() if k != "max")
     if not points:
         return 0.0
-    target = 1.0 - (1.0 - q) / 4.0
+    target = 1.0 - (1.0 - q) / 2.0
     if target > points[-1][0] + 1e-12:
         return float(table.get("max", points[-1][1]))
     qs, vs = zip(*points)
