@@ -43,6 +43,7 @@ def timed_read(sock, stamps: list[float], then_spin_s: float = 0.0) -> None:
     rounds = timer.before_recv()
     assert sock.recv(100) == b"x"
     stamps.append(timer.stamp(rounds))
+    timer.settle(stamped_content=True)
     timer.close()
     spin(then_spin_s)
 
@@ -98,10 +99,12 @@ def test_a_read_that_did_not_wait_carries_the_previous_bound_plus_the_time_since
     rounds = timer.before_recv()
     assert a.recv(1) == b"x"
     first = timer.stamp(rounds)
+    timer.settle(stamped_content=True)
     spin(0.01)
     rounds = timer.before_recv()
     assert a.recv(1) == b"y"  # already in the socket: no wait
     second = timer.stamp(rounds)
+    timer.settle(stamped_content=True)
     timer.close()
     health = clock.health()
     assert health.woken_tail_ms[1] >= (second - first) * 1000.0 >= 10.0
@@ -117,6 +120,7 @@ def busy_stream(sock, reads: int, spin_s: float) -> None:
         rounds = timer.before_recv()
         assert sock.recv(1) == b"x"
         timer.stamp(rounds)  # a read that did not wait: it sweeps, and yields to nobody
+        timer.settle(stamped_content=True)
         spin(spin_s)
     timer.close()
 
@@ -181,11 +185,13 @@ def test_bytes_that_came_after_the_streams_own_sweep_are_bounded_from_that_sweep
         rounds = timer.before_recv()
         assert a.recv(1) == b"x"
         timer.stamp(rounds)  # stamped at the poll, then swept: nothing more yet
+        timer.settle(stamped_content=True)
         armed.append(True)
         spin(0.01)  # decoding, while "y" comes
         rounds = timer.before_recv()
         assert a.recv(1) == b"y"  # already there: no wait
         out.append(timer.stamp(rounds))
+        timer.settle(stamped_content=True)
         timer.close()
 
     interval = sys.getswitchinterval()
@@ -208,5 +214,24 @@ def test_bytes_that_came_after_the_streams_own_sweep_are_bounded_from_that_sweep
     assert first_ms >= 20.0  # "x" may have waited the whole busy spell
     assert second_ms >= true_delay_ms
     assert second_ms < first_ms  # not chained from the first read's bound
+    for x in (a, b):
+        x.close()
+
+
+def test_a_read_that_stamped_no_content_chunk_is_not_counted():
+    """A role chunk, a usage chunk or [DONE] times nothing: its delay does not enter the self-check."""
+    clock = hub_clock()
+    a, b = gevent.socket.socketpair()
+    b.send(b"xy")
+    timer = ReadTimer(clock, a.fileno(), time.perf_counter())
+    clock.health()
+    for stamped_content in (False, True):
+        rounds = timer.before_recv()
+        a.recv(1)
+        timer.stamp(rounds)
+        timer.settle(stamped_content)
+    timer.close()
+    health = clock.health()
+    assert len(health.woken_tail_ms) + len(health.waiting_bound_ms) == 1
     for x in (a, b):
         x.close()

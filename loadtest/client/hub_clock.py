@@ -37,7 +37,8 @@ last thing before the poll) notes when the hub is about to poll.
   they came after that sweep, which is usually the tighter bound.
 
 Each read's bound is kept (per read, not per round, since a percentile of
-gaps weighs every chunk alike) for the self-check (:mod:`loadtest.load.monitor`).
+gaps weighs every chunk alike; only reads that stamped a content chunk, since
+the others time nothing) for the self-check (:mod:`loadtest.load.monitor`).
 The two watchers cost about 2 µs of CPU per loop round, the sweep and the
 re-arm two system calls per read, the probe about 10 µs per 5 ms; all are
 started only in a process that reads streams in greenlets.
@@ -192,7 +193,7 @@ class Sweep:
 class ReadTimer:
     """Stamps and bounds the reads of one stream (see module doc); one per response."""
 
-    __slots__ = ("clock", "fd", "prev", "carried", "woken", "swept")
+    __slots__ = ("clock", "fd", "prev", "carried", "woken", "swept", "_pending")
 
     def __init__(self, clock: HubClock, fd: int, head_at: float) -> None:
         self.clock = clock
@@ -204,6 +205,8 @@ class ReadTimer:
         self.woken = True
         #: When this stream was last swept, armed and found empty (None: never).
         self.swept: float | None = None
+        #: The latest read's delay, kept by :meth:`settle` if its bytes held a content chunk.
+        self._pending: tuple[array, float] | None = None
         clock.sweep.arm(fd)
 
     def before_recv(self) -> int:
@@ -239,7 +242,7 @@ class ReadTimer:
                 since_swept = (now - self.swept) * 1000.0
                 if since_swept <= self.carried:
                     self.woken, self.carried = False, since_swept
-        (clock.woken_tail_ms if self.woken else clock.waiting_bound_ms).append(self.carried)
+        self._pending = (clock.woken_tail_ms if self.woken else clock.waiting_bound_ms, self.carried)
         # Re-arm and sweep at once: bytes already waiting are seen now (and read next without
         # a wait); if none are, whatever comes next came after this sweep.
         sweep.arm(self.fd)
@@ -247,6 +250,13 @@ class ReadTimer:
         self.swept = None if self.fd in sweep.seen else sweep.last
         self.prev = now
         return now
+
+    def settle(self, stamped_content: bool) -> None:
+        """Count the latest read's delay if its bytes stamped a content chunk (only those time anything)."""
+        if self._pending is not None and stamped_content:
+            series, value = self._pending
+            series.append(value)
+        self._pending = None
 
     def close(self) -> None:
         self.clock.sweep.unwatch(self.fd)

@@ -229,8 +229,9 @@ class Reactor:
                 # wait for a CPU and for the GIL, which every stamp also suffers.
                 self.tick_lag_ms.append((now - promised) * 1000.0)
                 next_tick = now + _TICK_S
-            # One delay per stream read, not per batch: a percentile of gaps weighs
-            # every chunk alike, and a late batch is usually a large one.
+            # One delay per stream read that stamped a content chunk, not per batch: a
+            # percentile of gaps weighs every chunk alike, and a late batch is usually a
+            # large one. Reads that stamp no content (a role chunk, usage, [DONE]) time nothing.
             waited = now - before > WAITED_S
             waiting_bound_ms = (now - last_return) * 1000.0
             wall_now = wall()  # the kernel's arrival stamps are wall-clock
@@ -263,8 +264,11 @@ class Reactor:
                 except Exception as err:  # a bug must cost one stream, never the reader thread
                     stream.decoder.rec.fail("malformed", f"could not process the stream: {type(err).__name__}: {err}")
                     self._end(stream, now)
+                added = len(stream.decoder.rec.chunk_ms) - chunks_before
+                if not added:
+                    continue  # no content chunk was stamped (a role chunk, usage, [DONE]): no delay to count
                 if arrived is not None:
-                    self._note_measured(stream, (wall_now - arrived) * 1000.0, waited, waiting_bound_ms, chunks_before)
+                    self._note_measured(stream, (wall_now - arrived) * 1000.0, waited, waiting_bound_ms, added)
                 elif waited:
                     self.woken_tail_ms.append(0.0)
                 else:
@@ -275,11 +279,10 @@ class Reactor:
                 self.batch_ms.append(spent * 1000.0)
 
     def _note_measured(
-        self, stream: _Stream, measured_ms: float, waited: bool, waiting_bound_ms: float, chunks_before: int
+        self, stream: _Stream, measured_ms: float, waited: bool, waiting_bound_ms: float, chunks_added: int
     ) -> None:
         """Keep one read's measured delay (its stamp minus the kernel's arrival stamp)."""
-        decoder = stream.decoder
-        if not waited and (len(decoder.rec.chunk_ms) - chunks_before > 1 or decoder.parser.has_partial):
+        if not waited and (chunks_added > 1 or stream.decoder.parser.has_partial):
             # The kernel's stamp is the newest packet's; a chunk that ended in an
             # earlier one waited longer, though never from before the previous return.
             measured_ms = max(measured_ms, waiting_bound_ms)

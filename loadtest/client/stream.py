@@ -228,13 +228,18 @@ def _read_in_greenlet(sock: Any, response: Any, decoder: StreamDecoder, head_at:
     """The TLS reader: recv in this greenlet, stamp (when the hub's poll returned, if it waited), decode."""
     body = _http.body_buffer(response)
     timer = ReadTimer(hub_clock(), sock.fileno(), head_at) if sock is not None else None
+    chunks = decoder.rec.chunk_ms
     now = head_at
     try:
         while True:
             if body:
                 chunk = bytes(body)
                 del body[:]
-                if not decoder.feed(chunk, now):
+                before = len(chunks)
+                fed = decoder.feed(chunk, now)
+                if timer is not None:
+                    timer.settle(len(chunks) > before)
+                if not fed:
                     break
             if response.message_complete or timer is None:
                 break
