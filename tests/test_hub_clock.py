@@ -90,12 +90,18 @@ def test_bytes_that_waited_behind_a_busy_hub_get_a_bound_covering_the_wait():
     b.close()
 
 
-def test_a_read_that_did_not_wait_carries_the_previous_bound_plus_the_time_since():
+def two_bytes_waiting():
+    """A socket with two bytes already in it, its read timer, and the clock's figures cleared."""
     clock = hub_clock()
     a, b = gevent.socket.socketpair()
     b.send(b"xy")
     timer = ReadTimer(clock, a.fileno(), time.perf_counter())
     clock.health()
+    return clock, timer, a, b
+
+
+def test_a_read_that_did_not_wait_carries_the_previous_bound_plus_the_time_since():
+    clock, timer, a, b = two_bytes_waiting()
     rounds = timer.before_recv()
     assert a.recv(1) == b"x"
     first = timer.stamp(rounds)
@@ -220,11 +226,7 @@ def test_bytes_that_came_after_the_streams_own_sweep_are_bounded_from_that_sweep
 
 def test_a_read_that_stamped_no_content_chunk_is_not_counted():
     """A role chunk, a usage chunk or [DONE] times nothing: its delay does not enter the self-check."""
-    clock = hub_clock()
-    a, b = gevent.socket.socketpair()
-    b.send(b"xy")
-    timer = ReadTimer(clock, a.fileno(), time.perf_counter())
-    clock.health()
+    clock, timer, a, b = two_bytes_waiting()
     for stamped_content in (False, True):
         rounds = timer.before_recv()
         a.recv(1)
