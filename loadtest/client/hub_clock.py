@@ -63,7 +63,7 @@ _real_sleep = monkey.get_original("time", "sleep")
 
 
 class HubClock:
-    """Watches the hub's polls; :meth:`read_into` counts the bound of each read."""
+    """Watches the hub's polls and its wake-ups; each stream's :class:`ReadTimer` adds its reads' bounds."""
 
     def __init__(self, loop: Any) -> None:
         now = _perf()
@@ -177,7 +177,7 @@ class Sweep:
         try:
             self._epoll.unregister(fd)
             self._watched -= 1
-        except (FileNotFoundError, OSError, ValueError):
+        except (OSError, ValueError):  # never registered, or already closed
             pass
 
     def sweep(self) -> None:
@@ -280,7 +280,7 @@ def sweep_now() -> None:
     Bytes that come during that stretch are then bounded from here, not from the
     last read before it.
     """
-    clock = _clocks.get(id(gevent.get_hub().loop))
+    clock = running_hub_clock()
     if clock is not None:
         clock.sweep.sweep()
 

@@ -166,8 +166,9 @@ def _values(samples: array) -> np.ndarray:
 def stamp_delays(health: ReaderHealth) -> np.ndarray:
     """The distribution of how late chunk stamps can be, one value per read of one reader.
 
-    Reads whose data was already waiting take their own bound; woken reads
-    whose arrival the kernel stamped, their measured delay. Other reads that a
+    Reads whose arrival the kernel stamped take their measured delay (with
+    the bound as a floor where it applies); other reads whose data was already
+    waiting take their own bound. Other reads that a
     waiting ``epoll`` woke are late by a wake-up, drawn from the reader's own
     wake-up lateness (``tick_lag_ms``, spread evenly over that many reads), plus
     their tail (0 for the reader thread); tails and wake-ups are paired in the

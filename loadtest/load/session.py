@@ -203,4 +203,3 @@ class LoadSession:
 
     def close(self) -> None:
         self.runner.quit()
-
