@@ -269,6 +269,9 @@ def _add_pipeline_commands(sub: argparse._SubParsersAction) -> None:
     dist.add_argument("--master-bind-host", default="*", help="with --master: interface to listen on (default all)")
     dist.add_argument("--master-bind-port", type=_positive_int, default=5557, help="with --master: port (default 5557)")
     dist.add_argument("--worker-timeout", type=_positive_float, default=60.0, metavar="S", help="how long to wait for workers (default 60)")
+    from loadtest.deploy.operator_flags import add_master_flags, add_worker_flags
+
+    add_master_flags(dist)  # what the Locust Kubernetes operator appends (hidden)
     p.add_argument("--baseline", type=Path, metavar="RUN_DIR",
                    help="after the run, compare it with this run (exit code: the comparison's; outputs in the run folder)")
     from loadtest.compare.gate import add_gate_arguments
@@ -282,6 +285,7 @@ def _add_pipeline_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--master-port", type=_positive_int, default=5557, help="the master's port (default 5557)")
     p.add_argument("--target", help="override target.base_url")
     p.add_argument("--model", help="override target.model")
+    add_worker_flags(p)
     p.set_defaults(func=_cmd_worker)
 
     p = sub.add_parser("validate", help="check a scenario file without running it")
@@ -317,6 +321,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_pipeline_commands(sub)
     _add_mock(sub)
+    from loadtest.deploy.cli import add_arguments as add_k8s
+
+    add_k8s(sub, _positive_int)
     return parser
 
 
