@@ -175,8 +175,14 @@ def _run_and_gate(args: argparse.Namespace, scenario) -> int:
             web_host=args.web_host,
             web_port=args.web_port,
             web_linger_s=args.web_linger,
+            metrics_port=args.metrics_port,
+            metrics_host=args.metrics_host,
         ),
     )
+    if args.pushgateway:
+        from loadtest.export.flags import push_after_run
+
+        push_after_run(args.pushgateway, outcome.run_dir)
     # An interrupted run is not a completed one: CI must not mistake it for a result.
     if outcome.interrupted:
         return 130
@@ -285,6 +291,9 @@ def _add_pipeline_commands(sub: argparse._SubParsersAction) -> None:
     web.add_argument("--web-port", type=_positive_int, default=8089, help="port for the web UI (default 8089)")
     web.add_argument("--web-linger", type=_non_negative_float, default=120.0, metavar="S",
                      help="keep the web UI up this long after the report is written (default 120; Stop or Ctrl-C end it sooner)")
+    from loadtest.export.flags import add_export_arguments
+
+    add_export_arguments(p, _positive_int)
     dist = p.add_argument_group("distributed load (Locust master/workers)")
     dist.add_argument("--workers", type=int, default=0, metavar="N", help="run a master plus N local worker processes (-1: one per core)")
     dist.add_argument("--master", action="store_true", help="act as master and wait for workers started with 'loadtest worker'")

@@ -39,7 +39,7 @@ SETTINGS_NAME = "loadtest-settings"
 NIGHTLY_SCRIPT = r"""set +e
 RUN_DIR="${RESULTS_URL%/}/nightly-$(date -u +%Y%m%dT%H%M%SZ)"
 BASELINE="${BASELINE:-${RESULTS_URL%/}/baseline}"
-GITHUB_STEP_SUMMARY="${GITHUB_STEP_SUMMARY:-/tmp/compare.md}"
+GITHUB_STEP_SUMMARY="${GITHUB_STEP_SUMMARY:-$(mktemp)}"
 : > "$GITHUB_STEP_SUMMARY"
 if loadtest baseline exists "$BASELINE"; then
   loadtest run "$SCENARIO" --target "$TARGET_URL" --model "$MODEL" \
