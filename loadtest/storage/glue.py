@@ -106,6 +106,7 @@ def staged_run(args: argparse.Namespace, scenario, reports_dir: Path = Path("rep
     from loadtest.storage.sync import Uploader
 
     run_url = url.join(default_run_dir(scenario, Path()).name) if url.is_prefix else url
+    remote.check_bucket(run_url)
     if remote.list_files(run_url):  # also the check that the bucket and the credentials work: before any load
         raise InputError(f"--out {run_url}: the folder exists and is not empty; choose another")
     local = Path(os.environ.get("LOADTEST_STAGING_DIR") or reports_dir) / run_url.name
@@ -120,4 +121,7 @@ def staged_run(args: argparse.Namespace, scenario, reports_dir: Path = Path("rep
         yield run_url
     finally:
         code = uploader.finish()
-        _say(f"uploaded {local} to {run_url}" if code == 0 else f"warning: some files of {local} could not be uploaded to {run_url}")
+        if code != 0:
+            _say(f"warning: some files of {local} could not be uploaded to {run_url}")
+        elif local.is_dir():
+            _say(f"uploaded {local} to {run_url}")

@@ -93,6 +93,18 @@ def exists(url: str) -> bool:
         return fs.get_file_info(path).type != pafs.FileType.NotFound
 
 
+def check_bucket(url: str) -> None:
+    """The bucket exists and the credentials may see it (before a run sends any load)."""
+    import pyarrow.fs as pafs
+
+    fs, path = _fs(url)
+    bucket = path.split("/", 1)[0]
+    with _guard(url):
+        found = fs.get_file_info(bucket).type
+    if found == pafs.FileType.NotFound:
+        raise StorageError(f"{url}: no such bucket '{bucket}' (or these credentials may not see it)")
+
+
 def list_files(url: str) -> dict[str, int]:
     """Every file under ``url`` (relative path → size); empty when there is none."""
     import pyarrow.fs as pafs
