@@ -194,7 +194,7 @@ def test_prometheus_scrapes_a_run_and_the_pushgateway_receives_its_summary(tmp_p
         from prometheus_client.parser import text_string_to_metric_families
 
         with urllib.request.urlopen(push_url + "/metrics", timeout=5) as resp:
-            pushed = {s.name: [] for s in ()}
+            pushed: dict[str, list] = {}
             for fam in text_string_to_metric_families(resp.read().decode()):
                 for s in fam.samples:
                     if s.labels.get("job") == "loadtest":
@@ -262,3 +262,47 @@ def test_every_dashboard_query_names_an_exported_or_mock_served_metric():
     written = {m.name for m in summary_registry({"name": "x", "capacity": {"concurrency": 1, "verdict": "exact"},
                                                   "levels": []}).collect()}
     assert {n for n in named if n in PUSHED_NAMES} <= written
+
+
+def test_the_master_serves_the_metrics_of_every_workers_requests(tmp_path):
+    """Distributed: the histograms are filled on the master from the batches the workers send."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    port = _free_port()
+    with MockServer(["--decode-base-ms", "10", "--prefill-per-token-ms", "0"]) as mock:
+        scenario = write_scenario(tmp_path, mock.base_url, name="dist",
+                                  load={"levels": [4], "level_duration_s": 8, "min_level_duration_s": 8, "warmup_s": 0.5})
+        run = subprocess.Popen([sys.executable, "-m", "loadtest", "run", str(scenario), "--out", str(tmp_path / "run"),
+                                "--workers", "2", "--metrics-port", str(port)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+        seen: dict[str, float] = {}
+        try:
+            deadline = time.monotonic() + 90
+            while run.poll() is None and time.monotonic() < deadline:
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as resp:
+                        text = resp.read().decode()
+                except OSError:
+                    time.sleep(0.3)
+                    continue
+                samples = {s.name: s for fam in text_string_to_metric_families(text) for s in fam.samples
+                           if s.name in ("loadtest_ttft_seconds_count", "loadtest_users", "loadtest_level")}
+                if "loadtest_ttft_seconds_count" in samples and samples["loadtest_users"].value == 4:
+                    seen = {n: s.value for n, s in samples.items()}
+                    break
+                time.sleep(0.3)
+            _, stderr = run.communicate(timeout=120)
+        finally:
+            if run.poll() is None:
+                run.kill()
+                run.wait()
+    assert run.returncode == 0, stderr
+    assert seen.get("loadtest_ttft_seconds_count", 0) > 0 and seen["loadtest_level"] == 4, seen
+    records = pq_rows(tmp_path / "run")
+    assert set(records["worker"]) - {"local"} and len(set(records["worker"])) == 2  # both workers' requests
+
+
+def pq_rows(run_dir: Path):
+    from loadtest.records import read_requests
+
+    return read_requests(run_dir)
