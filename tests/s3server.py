@@ -7,7 +7,6 @@ and made-up keys), as loadtest would reach a real bucket.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -16,17 +15,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from procs import free_port, stop
 
 
 @contextmanager
 def s3_server(*buckets: str) -> Iterator[dict[str, str]]:
     """Start ``moto_server``, create ``buckets``, yield the AWS variables that point at it."""
-    port = _free_port()
+    port = free_port()
     exe = Path(sys.executable).with_name("moto_server")
     proc = subprocess.Popen([str(exe), "-H", "127.0.0.1", "-p", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
@@ -51,12 +46,7 @@ def s3_server(*buckets: str) -> Iterator[dict[str, str]]:
             client.create_bucket(Bucket=bucket)
         yield env
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
 
 
 def keys(env: dict[str, str], bucket: str, prefix: str = "") -> dict[str, int]:

@@ -10,7 +10,6 @@ import json
 import math
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from loadtest.export.live import HISTOGRAMS, METRIC_NAMES, LiveMetrics, TTFT_BUC
 from loadtest.export.push import PUSHED_NAMES, summary_registry
 from loadtest.mock.process import MockServer
 from loadtest.records import records_to_table
+from procs import free_port, reap, stop
 from runkit import write_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -90,12 +90,6 @@ def test_open_loop_levels_are_labelled_by_their_rate_and_verdicts_by_level():
     assert fams["loadtest_level"][0].value == 0
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _wait_http(url: str, proc: subprocess.Popen, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while True:
@@ -106,15 +100,6 @@ def _wait_http(url: str, proc: subprocess.Popen, timeout: float = 30) -> None:
             if time.monotonic() > deadline or proc.poll() is not None:
                 raise RuntimeError(f"{url} did not come up")
             time.sleep(0.2)
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 def _query(prom: str, expr: str) -> list[dict]:
@@ -128,7 +113,7 @@ def _query(prom: str, expr: str) -> list[dict]:
 @pytest.mark.skipif(not Path(PROMETHEUS).exists() or not Path(PUSHGATEWAY).exists(),
                     reason="Debian's prometheus and prometheus-pushgateway are not installed")
 def test_prometheus_scrapes_a_run_and_the_pushgateway_receives_its_summary(tmp_path):
-    metrics_port, prom_port, push_port = _free_port(), _free_port(), _free_port()
+    metrics_port, prom_port, push_port = free_port(), free_port(), free_port()
     config = tmp_path / "prometheus.yml"
     config.write_text(
         "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
@@ -170,9 +155,7 @@ def test_prometheus_scrapes_a_run_and_the_pushgateway_receives_its_summary(tmp_p
                 assert during is not None, "no TTFT histogram was queried during the run"
                 stdout, stderr = run.communicate(timeout=120)
             finally:
-                if run.poll() is None:
-                    run.kill()
-                    run.wait()
+                reap(run)
         assert run.returncode == 0, stderr
         result, p95 = during
         print("during the run:", json.dumps(p95))  # the report quotes it
@@ -210,15 +193,15 @@ def test_prometheus_scrapes_a_run_and_the_pushgateway_receives_its_summary(tmp_p
         (verdict,) = pushed["loadtest_capacity_verdict"]
         assert verdict.labels["verdict"] == summary["capacity"]["verdict"] and verdict.value == 1
     finally:
-        _stop(prom)
-        _stop(gateway)
+        stop(prom)
+        stop(gateway)
 
 
 def test_a_pushgateway_that_is_down_costs_a_warning_not_the_run(tmp_path):
     from loadtest.export.flags import push_after_run
 
     (tmp_path / "summary.json").write_text(json.dumps({"name": "x", "capacity": {}, "levels": []}))
-    port = _free_port()  # nothing listens there
+    port = free_port()  # nothing listens there
     done = subprocess.run([sys.executable, "-c", "import sys; from loadtest.export.flags import push_after_run; "
                            f"push_after_run('http://127.0.0.1:{port}', sys.argv[1])", str(tmp_path)],
                           capture_output=True, text=True, timeout=60)
@@ -268,7 +251,7 @@ def test_the_master_serves_the_metrics_of_every_workers_requests(tmp_path):
     """Distributed: the histograms are filled on the master from the batches the workers send."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    port = _free_port()
+    port = free_port()
     with MockServer(["--decode-base-ms", "10", "--prefill-per-token-ms", "0"]) as mock:
         scenario = write_scenario(tmp_path, mock.base_url, name="dist",
                                   load={"levels": [4], "level_duration_s": 8, "min_level_duration_s": 8, "warmup_s": 0.5})
@@ -293,9 +276,7 @@ def test_the_master_serves_the_metrics_of_every_workers_requests(tmp_path):
                 time.sleep(0.3)
             _, stderr = run.communicate(timeout=120)
         finally:
-            if run.poll() is None:
-                run.kill()
-                run.wait()
+            reap(run)
     assert run.returncode == 0, stderr
     assert seen.get("loadtest_ttft_seconds_count", 0) > 0 and seen["loadtest_level"] == 4, seen
     records = pq_rows(tmp_path / "run")

@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from loadtest.mock.process import MockServer
+from procs import reap
 from runkit import write_scenario
 from s3server import keys, s3_server, with_env
 
@@ -127,9 +128,7 @@ def test_a_killed_runs_parts_are_readable_from_the_bucket(s3):
             run.send_signal(signal.SIGKILL)  # as a pod's OOM kill or node loss: no handler runs
             run.wait(timeout=10)
         finally:
-            if run.poll() is None:
-                run.kill()
-                run.wait()
+            reap(run)
     # The uploader's pipe closed with the run: its last pass sends what had been flushed to disk.
     local = Path(lt_env["LOADTEST_STAGING_DIR"]) / "killed"
     local_parts = sorted(p.name for p in (local / "requests.parts").glob("*.parquet"))
