@@ -435,7 +435,7 @@ def _run_load(scenario: Scenario, options: RunOptions, state: RunState, settings
 def _live_export(scenario: Scenario, options: RunOptions, sink):
     if options.metrics_port is None:
         return None
-    from loadtest.export.live import LiveExport
+    from loadtest.export.serve import LiveExport
 
     export = LiveExport(scenario.name, options.metrics_host, options.metrics_port)
     export.attach(sink)

@@ -4,9 +4,9 @@ Fed off the hot path: the histograms are filled from the batches of finished
 records that the process owning the run folder already receives (the sink's
 background thread, once a second per process), never per chunk in the timing
 greenlets. On a distributed run that is the master, so one scrape sees every
-worker's requests. The sink's thread only appends each batch's bucket counts to a
-queue (an atomic append); a scrape folds them in, so no lock is shared between a
-native thread and the event loop.
+worker's requests. Each batch's bucket counts go to a queue, which :meth:`collect`
+folds in; :mod:`loadtest.export.serve` renders the text in the same thread, so a
+scrape costs the event loop nothing.
 
 Exported (each with the label ``scenario``; per-request series also ``level`` and ``class``):
 
@@ -83,7 +83,11 @@ class LiveMetrics:
     # -- fed by the sink's thread -----------------------------------------------------------------
 
     def observe(self, table: pa.Table) -> None:
-        """Bucket one batch of records (called off the event loop); a scrape folds it in."""
+        """Bucket one batch of records (called off the event loop); a scrape folds it in.
+
+        Vectorised: each (level, class) pair gets an integer code and one ``bincount`` per
+        histogram counts every sample, so the cost grows with the samples, not the series.
+        """
         if table.num_rows == 0:
             return
         levels = _level_label(table)
@@ -92,24 +96,27 @@ class LiveMetrics:
         kinds = table.column("error_kind").to_pylist()
         outcome = np.array(["ok" if good else (kind or "error") for good, kind in zip(ok, kinds)], dtype=object)
         counts = collections.Counter(zip(levels, classes, outcome))
+        series, code = np.unique(np.char.add(np.char.add(levels.astype(str), "\x1f"), classes.astype(str)),
+                                 return_inverse=True)
+        series_keys = [tuple(k.split("\x1f", 1)) for k in series]
         measured = ~table.column("warmup").to_numpy(zero_copy_only=False).astype(bool)
         samples = {}
         for name, column in (("loadtest_ttft_seconds", "ttft_ms"), ("loadtest_e2e_seconds", "e2e_ms")):
             values = table.column(column).to_numpy(zero_copy_only=False).astype(float) / 1000.0
             keep = measured & np.isfinite(values)
             samples[name] = (values[keep], np.flatnonzero(keep))
-        gaps, owners = _itl_seconds(table.column("chunk_ms"), np.flatnonzero(measured & ok))
-        samples["loadtest_itl_seconds"] = (gaps, owners)
+        samples["loadtest_itl_seconds"] = _itl_seconds(table.column("chunk_ms"), np.flatnonzero(measured & ok))
         update = []
         for name, (values, rows) in samples.items():
             if not len(values):
                 continue
-            edges = np.asarray(HISTOGRAMS[name])
-            slot = np.searchsorted(edges, values, side="left")  # le: a value on an edge counts in that bucket
-            keys = list(zip(levels[rows], classes[rows]))
-            for key in set(keys):
-                mask = np.array([k == key for k in keys])
-                update.append((name, key, np.bincount(slot[mask], minlength=len(edges) + 1), float(values[mask].sum())))
+            width = len(HISTOGRAMS[name]) + 1
+            slot = np.searchsorted(np.asarray(HISTOGRAMS[name]), values, side="left")  # le: an edge value is in its bucket
+            owner = code[rows]
+            bins = np.bincount(owner * width + slot, minlength=len(series) * width).reshape(len(series), width)
+            sums = np.bincount(owner, weights=values, minlength=len(series))
+            for i in np.unique(owner):
+                update.append((name, series_keys[i], bins[i], float(sums[i])))
         self._queue.append((counts, update))
 
     # -- told by the run --------------------------------------------------------------------------
@@ -179,38 +186,3 @@ class LiveMetrics:
             return float(self.users())
         except Exception:  # the runner is gone (the run is closing)
             return 0.0
-
-
-class MetricsServer:
-    """``prometheus_client``'s HTTP server over one :class:`LiveMetrics` (its own registry)."""
-
-    def __init__(self, metrics: LiveMetrics, host: str, port: int) -> None:
-        from prometheus_client import CollectorRegistry, start_http_server
-
-        self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(metrics)
-        self._server, self._thread = start_http_server(port, addr=host, registry=self.registry)
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-
-class LiveExport:
-    """What a run holds while ``--metrics-port`` is set: the collector and its server."""
-
-    def __init__(self, scenario: str, host: str, port: int) -> None:
-        from loadtest.errors import InputError
-
-        self.metrics = LiveMetrics(scenario)
-        try:
-            self.server = MetricsServer(self.metrics, host, port)
-        except OSError as err:
-            raise InputError(f"--metrics-port {port}: cannot listen on {host}:{port}: {err.strerror or err}") from None
-
-    def attach(self, sink: Any) -> None:
-        """Receive every batch the sink stores (in the sink's thread)."""
-        sink.observers.append(self.metrics.observe)
-
-    def close(self) -> None:
-        self.server.close()
