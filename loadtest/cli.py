@@ -158,6 +158,10 @@ def _run_and_gate(args: argparse.Namespace, scenario) -> int:
             raise InputError(f"{', '.join(gate_flags)}: only with --baseline RUN_DIR (they configure the comparison)")
     if args.workers and args.master:
         raise InputError("--workers and --master: choose one (--workers starts local workers; --master waits for remote ones)")
+    if args.metrics_port is not None:
+        from loadtest.export.flags import check_metrics_port
+
+        check_metrics_port(args.metrics_host, args.metrics_port)
     outcome = run_scenario(
         scenario,
         RunOptions(

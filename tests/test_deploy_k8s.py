@@ -248,3 +248,24 @@ def test_the_cronjob_script_gates_each_night_and_moves_the_baseline_only_on_a_pa
         third = nightly(str(results), changed, mock.base_url)
         assert third.returncode == 2, third.stdout + third.stderr
         assert _baseline_started(baseline) == night2
+
+
+def test_promote_refuses_an_interrupted_run_and_replaces_the_old_baseline_whole(tmp_path):
+    run, baseline = tmp_path / "night", tmp_path / "baseline"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"complete": False}))
+    (run / "summary.json").write_text("{}")
+    refused = loadtest("baseline", "promote", str(run), str(baseline))
+    assert refused.returncode == 2 and "did not complete" in refused.stderr and not baseline.exists()
+    assert loadtest("baseline", "exists", str(baseline)).returncode == 1
+    baseline.mkdir()
+    (baseline / "run.json").write_text(json.dumps({"complete": True, "old": True}))
+    (baseline / "server_metrics.parquet").write_text("old")  # not in the new run: must not linger
+    (run / "run.json").write_text(json.dumps({"complete": True}))
+    (run / "requests.parquet").write_text("records")
+    (run / "locust.log").write_text("log")
+    done = loadtest("baseline", "promote", str(run), str(baseline))
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in baseline.iterdir()) == ["requests.parquet", "run.json", "summary.json"]
+    assert json.loads((baseline / "run.json").read_text()) == {"complete": True}
+    assert loadtest("baseline", "exists", str(baseline)).returncode == 0

@@ -287,3 +287,15 @@ def pq_rows(run_dir: Path):
     from loadtest.records import read_requests
 
     return read_requests(run_dir)
+
+
+def test_a_taken_metrics_port_is_refused_before_any_load(tmp_path):
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        scenario = write_scenario(tmp_path, "http://127.0.0.1:9/v1")
+        done = subprocess.run([sys.executable, "-m", "loadtest", "run", str(scenario), "--out", str(tmp_path / "run"),
+                               "--metrics-port", str(port)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and f"--metrics-port {port}" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "run").exists()  # refused before the run folder, the preflight or any load

@@ -26,6 +26,19 @@ def add_export_arguments(p: argparse.ArgumentParser, positive_int) -> None:
                         "when the run ends ($LOADTEST_PUSHGATEWAY)")
 
 
+def check_metrics_port(host: str, port: int) -> None:
+    """Refuse a port that is taken before any load is sent (one line, exit 2)."""
+    import socket
+
+    from loadtest.errors import InputError
+
+    try:
+        with socket.create_server((host, port)):
+            pass
+    except OSError as err:
+        raise InputError(f"--metrics-port {port}: cannot listen on {host}:{port}: {err.strerror or err}") from None
+
+
 def push_after_run(gateway: str, run_dir: Path) -> None:
     """Push the summary; a gateway that is down costs a warning, never the measured run."""
     from loadtest.export.push import push_summary

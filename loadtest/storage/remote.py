@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from loadtest.errors import LoadtestError
 
@@ -70,27 +71,13 @@ def _one_line(err: BaseException) -> str:
     return " ".join(str(err).split()) or type(err).__name__
 
 
-def _guard(url: str):
+@contextmanager
+def _guard(url: str) -> Iterator[None]:
     """Turn pyarrow's errors (no bucket, access denied, no endpoint) into one line naming the URL."""
-
-    class _G:
-        def __enter__(self):
-            return self
-
-        def __exit__(self, kind, err, tb):
-            if isinstance(err, OSError):
-                raise StorageError(f"{url}: {_one_line(err)}") from None
-            return False
-
-    return _G()
-
-
-def exists(url: str) -> bool:
-    import pyarrow.fs as pafs
-
-    fs, path = _fs(url)
-    with _guard(url):
-        return fs.get_file_info(path).type != pafs.FileType.NotFound
+    try:
+        yield
+    except OSError as err:
+        raise StorageError(f"{url}: {_one_line(err)}") from None
 
 
 def check_bucket(url: str) -> None:
