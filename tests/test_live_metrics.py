@@ -148,7 +148,8 @@ def test_prometheus_scrapes_a_run_and_the_pushgateway_receives_its_summary(tmp_p
                     if result and run.poll() is None:
                         p95 = _query(prom_url, 'histogram_quantile(0.95, sum by (le, level) '
                                                '(loadtest_ttft_seconds_bucket{scenario="live"}))')
-                        during = (result, p95)
+                        verdicts = _query(prom_url, 'loadtest_level_verdict{scenario="live"} == 1')
+                        during = (result, p95, verdicts)
                         if len({r["metric"]["level"] for r in result}) == 2:
                             break  # both levels seen while the run goes
                     time.sleep(0.5)
@@ -157,7 +158,9 @@ def test_prometheus_scrapes_a_run_and_the_pushgateway_receives_its_summary(tmp_p
             finally:
                 reap(run)
         assert run.returncode == 0, stderr
-        result, p95 = during
+        result, p95, verdicts = during
+        # Level 2 had ended (its verdict pass, the SLOs are loose) when level 4's requests were scraped.
+        assert [(r["metric"]["level"], r["metric"]["verdict"]) for r in verdicts] == [("2", "pass")], verdicts
         print("during the run:", json.dumps(p95))  # the report quotes it
         buckets = {r["metric"]["le"] for r in result}
         assert buckets == {f"{e:g}" for e in TTFT_BUCKETS} | {"+Inf"}

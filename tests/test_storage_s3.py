@@ -176,6 +176,7 @@ def test_the_nightly_gate_keeps_its_runs_and_baseline_in_the_bucket(s3):
     nights = sorted({k.split("/")[1] for k in objects if k.split("/")[1].startswith("nightly-")})
     assert len(nights) == 2
     assert f"nightly/{nights[1]}/compare.junit.xml" in objects  # --junit "$RUN_DIR/…" with RUN_DIR in the bucket
+    assert f"nightly/{nights[1]}/compare.json" in objects and f"nightly/{nights[1]}/compare.html" in objects
     assert "nightly/baseline/run.json" in objects and "nightly/baseline/requests.parquet" in objects
     import boto3
 
