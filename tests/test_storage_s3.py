@@ -186,3 +186,29 @@ def test_the_nightly_gate_keeps_its_runs_and_baseline_in_the_bucket(s3):
     promoted = nights[1] if code == 0 else nights[0]
     night = json.loads(client.get_object(Bucket="results", Key=f"nightly/{promoted}/run.json")["Body"].read())
     assert base["started_wall"] == night["started_wall"]  # the baseline moved forward only on a pass
+
+
+def test_ctrl_c_to_the_whole_process_group_still_uploads_the_analyzed_run(s3):
+    """Ctrl-C reaches every process of the group: the run stops gracefully, and the uploader lives on."""
+    lt_env, aws, folder = s3
+    with MockServer(MOCK) as mock:
+        scenario = _scenario(folder, mock.base_url, name="ctrlc",
+                             load={"levels": [2], "level_duration_s": 60, "warmup_s": 0.5})
+        run = subprocess.Popen([sys.executable, "-m", "loadtest", "run", str(scenario), "--out", "s3://results/ctrlc"],
+                               env=lt_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                               text=True, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and len(
+                    [k for k in keys(aws, "results", "ctrlc/requests.parts/") if k.endswith(".parquet")]) < 2:
+                time.sleep(0.3)
+            os.killpg(run.pid, signal.SIGINT)
+            _, stderr = run.communicate(timeout=120)
+        finally:
+            reap(run)
+    assert run.returncode == 130, stderr  # interrupted: not a result, but every record is kept
+    objects = keys(aws, "results", "ctrlc/")
+    assert "ctrlc/summary.json" in objects and "ctrlc/requests.parquet" in objects, sorted(objects)
+    assert not [k for k in objects if "/requests.parts/" in k and k.endswith(".parquet")]
+    assert "ctrlc/.reserve" not in objects  # the disk-full reserve is no result
+    assert "uploaded" in stderr

@@ -18,6 +18,7 @@ uploaded either way. Files removed locally (the part files, once merged into
 from __future__ import annotations
 
 import argparse
+import signal
 import subprocess
 import sys
 import threading
@@ -43,8 +44,8 @@ class Mirror:
             return {}
         out = {}
         for p in self.local.rglob("*"):
-            if p.suffix == ".tmp" or not p.is_file():
-                continue  # a file being written atomically: its final name comes next pass
+            if p.suffix == ".tmp" or p.name.startswith(".") or not p.is_file():
+                continue  # a file being written atomically (its final name comes next pass), the disk reserve
             try:
                 st = p.stat()
             except FileNotFoundError:
@@ -90,6 +91,10 @@ def main(argv: list[str] | None = None) -> int:
         done.set()
 
     threading.Thread(target=watch_stdin, daemon=True).start()
+    # Ctrl-C reaches the whole process group: the run stops gracefully and closes the pipe, and
+    # this child must live on to upload the end. A SIGTERM of its own ends it after a last pass.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
     while not done.wait(args.interval):
         mirror.sync()
     for _ in range(3):  # the last parts, the merged records, the reports; retried if a pass failed
