@@ -73,6 +73,10 @@ def test_rendered_manifests_validate_and_carry_the_scenario(tmp_path):
         assert set(secret_env) == {"STAGING_KEY", "ORG_TOKEN"}
         assert all(ref["name"] == "loadtest-secrets" and ref["key"] in secret_env for ref in secret_env.values())
         assert not any("value" in e and e["name"] in secret_env for e in container["env"])
+        # CPU requested, never limited: throttling would stall the loop that timestamps chunks.
+        assert container["resources"]["requests"]["cpu"] and "cpu" not in container["resources"].get("limits", {})
+        aws = [e for e in container["envFrom"] if "secretRef" in e]
+        assert (aws == []) == (container["name"] == "worker")  # only pods that write the run folder see the bucket's keys
     # The master and the workers run what a laptop runs: their flags parse once Kubernetes has
     # expanded $(VAR) from the settings ConfigMap.
     settings = by["ConfigMap", "loadtest-settings"]["data"]

@@ -93,16 +93,26 @@ def _secret_env(secret_names: list[str]) -> list[dict[str, Any]]:
     ]
 
 
+#: CPU is requested, never limited: CFS throttling would stall the event loop that timestamps
+#: chunks (the self-check would then flag the levels). Memory is limited, as the records are flushed.
+RESOURCES = {
+    "master": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "4Gi"}},
+    "worker": {"requests": {"cpu": "1", "memory": "512Mi"}, "limits": {"memory": "2Gi"}},
+    "gate": {"requests": {"cpu": "2", "memory": "2Gi"}, "limits": {"memory": "8Gi"}},
+}
+
+
 def _container(name: str, opts: RenderOptions, secret_names: list[str], **fields: Any) -> dict[str, Any]:
     extra_env = fields.pop("env", [])
+    env_from: list[dict[str, Any]] = [{"configMapRef": {"name": SETTINGS_NAME}}]
+    if name != "worker":  # only the pods that write the run folder need the bucket's credentials
+        env_from.append({"secretRef": {"name": AWS_SECRET_NAME, "optional": True}})
     c: dict[str, Any] = {
         "name": name,
         "image": opts.image,
         **fields,
-        "envFrom": [
-            {"configMapRef": {"name": SETTINGS_NAME}},
-            {"secretRef": {"name": AWS_SECRET_NAME, "optional": True}},
-        ],
+        "envFrom": env_from,
+        "resources": RESOURCES[name],
         "volumeMounts": [{"name": "scenario", "mountPath": SCENARIO_MOUNT, "readOnly": True}],
     }
     env = _secret_env(secret_names) + extra_env
