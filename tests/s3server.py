@@ -49,14 +49,22 @@ def s3_server(*buckets: str) -> Iterator[dict[str, str]]:
         stop(proc)
 
 
-def keys(env: dict[str, str], bucket: str, prefix: str = "") -> dict[str, int]:
-    """Every object under ``prefix`` (key → size), read with boto3 rather than with loadtest."""
+def client(env: dict[str, str]):
+    """A boto3 client for the server: what the tests read back with, rather than with loadtest."""
     import boto3
 
-    client = boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], region_name="us-east-1",
-                          aws_access_key_id="testing", aws_secret_access_key="testing")
+    return boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], region_name="us-east-1",
+                        aws_access_key_id="testing", aws_secret_access_key="testing")
+
+
+def get_bytes(env: dict[str, str], bucket: str, key: str) -> bytes:
+    return client(env).get_object(Bucket=bucket, Key=key)["Body"].read()
+
+
+def keys(env: dict[str, str], bucket: str, prefix: str = "") -> dict[str, int]:
+    """Every object under ``prefix`` (key → size)."""
     out: dict[str, int] = {}
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+    for page in client(env).get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
         for obj in page.get("Contents", []):
             out[obj["Key"]] = obj["Size"]
     return out

@@ -22,7 +22,7 @@ import yaml
 from loadtest.mock.process import MockServer
 from procs import reap
 from runkit import write_scenario
-from s3server import keys, s3_server, with_env
+from s3server import get_bytes, keys, s3_server, with_env
 
 MOCK = ["--decode-base-ms", "10", "--prefill-per-token-ms", "0", "--decode-per-seq-ms", "10"]
 GATE = {
@@ -51,6 +51,24 @@ def s3(tmp_path_factory):
         yield {**with_env(env), "LOADTEST_STAGING_DIR": str(folder / "staging")}, env, folder
 
 
+def _start_long_run(lt_env: dict, folder: Path, base_url: str, name: str, **popen) -> subprocess.Popen:
+    """A one-level run that goes on for a minute, into ``s3://results/<name>``: to be stopped."""
+    scenario = _scenario(folder, base_url, name=name, load={"levels": [2], "level_duration_s": 60, "warmup_s": 0.5})
+    return subprocess.Popen([sys.executable, "-m", "loadtest", "run", str(scenario), "--out", f"s3://results/{name}"],
+                            env=lt_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            text=True, **popen)
+
+
+def _wait_for_parts(aws: dict, name: str, n: int, timeout: float = 60) -> list[str]:
+    """The part files in the bucket, once there are ``n`` (bounded)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        parts = [k for k in keys(aws, "results", f"{name}/requests.parts/") if k.endswith(".parquet")]
+        if len(parts) >= n or time.monotonic() > deadline:
+            return parts
+        time.sleep(0.3)
+
+
 def _run_folders(env: dict, prefix: str) -> list[str]:
     return sorted({k.split("/")[1] for k in keys(env, "results", prefix) if k.endswith("/run.json")})
 
@@ -75,11 +93,7 @@ def test_runs_compare_history_and_analyze_on_s3_paths(s3):
     cmp = _lt(lt_env, "compare", a, b, "--json", "s3://results/gate/compare.json", "--junit", str(folder / "gate.xml"))
     assert cmp.returncode in (0, 6), cmp.stdout + cmp.stderr  # same server: no regression (or undecided)
     print(cmp.stdout)
-    import boto3
-
-    client = boto3.client("s3", endpoint_url=aws["AWS_ENDPOINT_URL"], region_name="us-east-1",
-                          aws_access_key_id="testing", aws_secret_access_key="testing")
-    report = json.loads(client.get_object(Bucket="results", Key="gate/compare.json")["Body"].read())
+    report = json.loads(get_bytes(aws, "results", "gate/compare.json"))
     assert report["exit_code"] == cmp.returncode and report["outcome"] in ("pass", "inconclusive")
     assert report["baseline"]["records"] > 0 and report["candidate"]["records"] > 0
     assert (folder / "gate.xml").is_file()
@@ -88,15 +102,15 @@ def test_runs_compare_history_and_analyze_on_s3_paths(s3):
                "--json", "s3://results/gate/history.json")
     assert hist.returncode == 0, hist.stderr
     print(hist.stdout)
-    table = json.loads(client.get_object(Bucket="results", Key="gate/history.json")["Body"].read())
+    table = json.loads(get_bytes(aws, "results", "gate/history.json"))
     assert len(table["runs"]) == 2 and table["scenario"] == "s3"
     assert (folder / "history.html").stat().st_size > 0
 
     # analyze: downloaded, re-judged under another SLO, and the new summary uploaded back.
-    before = client.get_object(Bucket="results", Key=f"runs/{runs[0]}/summary.json")["Body"].read()
+    before = get_bytes(aws, "results", f"runs/{runs[0]}/summary.json")
     re_run = _lt(lt_env, "analyze", a, "--slo", "itl_ms.p50=0.001")
     assert re_run.returncode == 0, re_run.stderr
-    after = json.loads(client.get_object(Bucket="results", Key=f"runs/{runs[0]}/summary.json")["Body"].read())
+    after = json.loads(get_bytes(aws, "results", f"runs/{runs[0]}/summary.json"))
     assert after != json.loads(before) and after["slo"]["itl_ms"]["p50"] == 0.001
 
 
@@ -113,17 +127,9 @@ def test_a_bad_bucket_is_one_line_before_any_load(s3):
 def test_a_killed_runs_parts_are_readable_from_the_bucket(s3):
     lt_env, aws, folder = s3
     with MockServer(MOCK) as mock:
-        scenario = _scenario(folder, mock.base_url, name="killed",
-                             load={"levels": [2], "level_duration_s": 60, "warmup_s": 0.5})
-        run = subprocess.Popen([sys.executable, "-m", "loadtest", "run", str(scenario), "--out", "s3://results/killed"],
-                               env=lt_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        run = _start_long_run(lt_env, folder, mock.base_url, "killed")
         try:
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                parts = [k for k in keys(aws, "results", "killed/requests.parts/") if k.endswith(".parquet")]
-                if len(parts) >= 3:
-                    break
-                time.sleep(0.3)
+            parts = _wait_for_parts(aws, "killed", 3)
             assert len(parts) >= 3, "no parts were uploaded while the run went"
             run.send_signal(signal.SIGKILL)  # as a pod's OOM kill or node loss: no handler runs
             run.wait(timeout=10)
@@ -146,16 +152,12 @@ def test_a_killed_runs_parts_are_readable_from_the_bucket(s3):
     local_records = sum(pq.ParquetFile(local / "requests.parts" / p).metadata.num_rows for p in local_parts)
     import io
 
-    import boto3
-
-    client = boto3.client("s3", endpoint_url=aws["AWS_ENDPOINT_URL"], region_name="us-east-1",
-                          aws_access_key_id="testing", aws_secret_access_key="testing")
     remote_records = sum(
-        pq.ParquetFile(io.BytesIO(client.get_object(Bucket="results", Key=f"killed/requests.parts/{p}")["Body"].read())).metadata.num_rows
+        pq.ParquetFile(io.BytesIO(get_bytes(aws, "results", f"killed/requests.parts/{p}"))).metadata.num_rows
         for p in remote_parts
     )
     assert remote_records == local_records > 0  # the bucket lost nothing the disk had
-    summary = json.loads(client.get_object(Bucket="results", Key="killed/summary.json")["Body"].read())
+    summary = json.loads(get_bytes(aws, "results", "killed/summary.json"))
     (level,) = summary["levels"]
     assert 0 < level["requests"] <= local_records
 
@@ -178,13 +180,9 @@ def test_the_nightly_gate_keeps_its_runs_and_baseline_in_the_bucket(s3):
     assert f"nightly/{nights[1]}/compare.junit.xml" in objects  # --junit "$RUN_DIR/…" with RUN_DIR in the bucket
     assert f"nightly/{nights[1]}/compare.json" in objects and f"nightly/{nights[1]}/compare.html" in objects
     assert "nightly/baseline/run.json" in objects and "nightly/baseline/requests.parquet" in objects
-    import boto3
-
-    client = boto3.client("s3", endpoint_url=aws["AWS_ENDPOINT_URL"], region_name="us-east-1",
-                          aws_access_key_id="testing", aws_secret_access_key="testing")
-    base = json.loads(client.get_object(Bucket="results", Key="nightly/baseline/run.json")["Body"].read())
+    base = json.loads(get_bytes(aws, "results", "nightly/baseline/run.json"))
     promoted = nights[1] if code == 0 else nights[0]
-    night = json.loads(client.get_object(Bucket="results", Key=f"nightly/{promoted}/run.json")["Body"].read())
+    night = json.loads(get_bytes(aws, "results", f"nightly/{promoted}/run.json"))
     assert base["started_wall"] == night["started_wall"]  # the baseline moved forward only on a pass
 
 
@@ -192,16 +190,9 @@ def test_ctrl_c_to_the_whole_process_group_still_uploads_the_analyzed_run(s3):
     """Ctrl-C reaches every process of the group: the run stops gracefully, and the uploader lives on."""
     lt_env, aws, folder = s3
     with MockServer(MOCK) as mock:
-        scenario = _scenario(folder, mock.base_url, name="ctrlc",
-                             load={"levels": [2], "level_duration_s": 60, "warmup_s": 0.5})
-        run = subprocess.Popen([sys.executable, "-m", "loadtest", "run", str(scenario), "--out", "s3://results/ctrlc"],
-                               env=lt_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                               text=True, start_new_session=True)
+        run = _start_long_run(lt_env, folder, mock.base_url, "ctrlc", start_new_session=True)
         try:
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and len(
-                    [k for k in keys(aws, "results", "ctrlc/requests.parts/") if k.endswith(".parquet")]) < 2:
-                time.sleep(0.3)
+            _wait_for_parts(aws, "ctrlc", 2)
             os.killpg(run.pid, signal.SIGINT)
             _, stderr = run.communicate(timeout=120)
         finally:
