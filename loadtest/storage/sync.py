@@ -18,6 +18,7 @@ uploaded either way. Files removed locally (the part files, once merged into
 from __future__ import annotations
 
 import argparse
+import re
 import signal
 import subprocess
 import sys
@@ -38,6 +39,16 @@ class Mirror:
         self.url = url.rstrip("/")
         self.sent: dict[str, tuple[int, int]] = {}
         self.errors = 0
+        self._last_error: str | None = None
+        self._last_report = float("-inf")
+
+    def _report(self, message: str) -> None:
+        """One line per new error, and a reminder a minute into an outage (not one a second)."""
+        now = time.monotonic()
+        kind = re.sub(r"\(Request ID: [^)]*\)", "", message)  # the same error, another request
+        if kind != self._last_error or now - self._last_report >= 60:
+            print(f"loadtest upload: {message} (retrying; the run folder is kept locally)", file=sys.stderr, flush=True)
+            self._last_error, self._last_report = kind, now
 
     def _files(self) -> dict[str, tuple[int, int]]:
         if not self.local.is_dir():
@@ -65,7 +76,7 @@ class Mirror:
                 continue  # removed between the listing and the read
             except remote.StorageError as err:
                 self.errors += 1
-                print(f"loadtest upload: {err}", file=sys.stderr, flush=True)
+                self._report(str(err))
                 return len(changed)  # next pass retries
             self.sent[rel] = files[rel]
         for rel in [r for r in self.sent if r not in files]:
