@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench clean real-server
+.PHONY: demo test bench clean real-server k8s-base
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,6 +22,10 @@ real-server: $(STAMP)
 
 test: $(STAMP) real-server
 	$(BIN)/python -m pytest -q
+
+# deploy/kubernetes/base from the renderer (`loadtest k8s render`); a test checks they agree.
+k8s-base: $(STAMP)
+	$(BIN)/python -m loadtest.deploy.base deploy/kubernetes/base
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py

@@ -130,14 +130,23 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from loadtest.errors import InputError
-    from loadtest.run import RunOptions, run_scenario
     from loadtest.scenario import load_scenario
 
     scenario = load_scenario(args.scenario).with_overrides(
         target=args.target, model=args.model, levels=args.levels, rates=args.rates, level_duration_s=args.level_duration,
         server_metrics=False if args.no_server_metrics else None,
     )
+    from loadtest.storage.glue import GATE_OUTPUTS, remote_io, staged_run
+
+    # s3:// paths: the baseline is downloaded, the run folder staged locally and uploaded as it grows.
+    with remote_io(args, inputs=("baseline",)), staged_run(args, scenario), remote_io(args, outputs=GATE_OUTPUTS):
+        return _run_and_gate(args, scenario)
+
+
+def _run_and_gate(args: argparse.Namespace, scenario) -> int:
+    from loadtest.errors import InputError
+    from loadtest.run import RunOptions, run_scenario
+
     if args.levels is not None and args.rates is not None:
         raise InputError("--levels and --rates: choose one (--levels is closed loop, --rates open loop)")
     if args.baseline is not None:
@@ -149,6 +158,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
             raise InputError(f"{', '.join(gate_flags)}: only with --baseline RUN_DIR (they configure the comparison)")
     if args.workers and args.master:
         raise InputError("--workers and --master: choose one (--workers starts local workers; --master waits for remote ones)")
+    if args.metrics_port is not None:
+        from loadtest.export.flags import check_metrics_port
+
+        check_metrics_port(args.metrics_host, args.metrics_port)
     outcome = run_scenario(
         scenario,
         RunOptions(
@@ -166,8 +179,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
             web_host=args.web_host,
             web_port=args.web_port,
             web_linger_s=args.web_linger,
+            metrics_port=args.metrics_port,
+            metrics_host=args.metrics_host,
         ),
     )
+    if args.pushgateway:
+        from loadtest.export.flags import push_after_run
+
+        push_after_run(args.pushgateway, outcome.run_dir)
     # An interrupted run is not a completed one: CI must not mistake it for a result.
     if outcome.interrupted:
         return 130
@@ -192,14 +211,18 @@ def _check_baseline(args: argparse.Namespace, scenario) -> None:
 
 def _cmd_compare(args: argparse.Namespace) -> int:
     from loadtest.compare.gate import run_gate
+    from loadtest.storage.glue import GATE_OUTPUTS, remote_io
 
-    return run_gate(args, args.baseline, args.candidate)
+    with remote_io(args, inputs=("baseline", "candidate"), outputs=GATE_OUTPUTS):
+        return run_gate(args, args.baseline, args.candidate)
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
     from loadtest.compare.history import run_history
+    from loadtest.storage.glue import remote_io
 
-    return run_history(args.dirs, scenario=args.scenario, html=args.html, json_path=args.json)
+    with remote_io(args, inputs=("dirs",), outputs=("html", "json")):
+        return run_history(args.dirs, scenario=args.scenario, html=args.html, json_path=args.json)
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:
@@ -222,6 +245,13 @@ def _cmd_worker(args: argparse.Namespace) -> int:
 
 
 def _cmd_analyze(args: argparse.Namespace) -> int:
+    from loadtest.storage.glue import remote_io
+
+    with remote_io(args, write_back=("run_dir",)):  # s3://: downloaded, and the reports uploaded back
+        return _analyze(args)
+
+
+def _analyze(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from loadtest.analysis import analyze_run
@@ -243,11 +273,14 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
 def _add_pipeline_commands(sub: argparse._SubParsersAction) -> None:
     from pathlib import Path
 
+    from loadtest.storage.remote import path_arg
+
     p = sub.add_parser("run", help="run a scenario: rising concurrency, per-chunk records, capacity")
     p.add_argument("scenario", help="scenario YAML file")
     p.add_argument("--target", help="override target.base_url (e.g. http://127.0.0.1:8000/v1)")
     p.add_argument("--model", help="override target.model")
-    p.add_argument("--out", type=Path, help="run folder (default reports/<name>-<UTC timestamp>/)")
+    p.add_argument("--out", type=path_arg, help="run folder (default reports/<name>-<UTC timestamp>/); s3://bucket/prefix/ "
+                   "puts it under the prefix (written locally, uploaded as it grows)")
     p.add_argument("--levels", type=_levels_arg, help="override load levels, e.g. 1,2,4,8")
     p.add_argument("--level-duration", type=_positive_float, metavar="S", help="override load.level_duration_s")
     p.add_argument("--rates", type=_rates_arg, help="open loop: override load rates (requests/s), e.g. 1,2,4")
@@ -262,6 +295,9 @@ def _add_pipeline_commands(sub: argparse._SubParsersAction) -> None:
     web.add_argument("--web-port", type=_positive_int, default=8089, help="port for the web UI (default 8089)")
     web.add_argument("--web-linger", type=_non_negative_float, default=120.0, metavar="S",
                      help="keep the web UI up this long after the report is written (default 120; Stop or Ctrl-C end it sooner)")
+    from loadtest.export.flags import add_export_arguments
+
+    add_export_arguments(p, _positive_int)
     dist = p.add_argument_group("distributed load (Locust master/workers)")
     dist.add_argument("--workers", type=int, default=0, metavar="N", help="run a master plus N local worker processes (-1: one per core)")
     dist.add_argument("--master", action="store_true", help="act as master and wait for workers started with 'loadtest worker'")
@@ -269,7 +305,10 @@ def _add_pipeline_commands(sub: argparse._SubParsersAction) -> None:
     dist.add_argument("--master-bind-host", default="*", help="with --master: interface to listen on (default all)")
     dist.add_argument("--master-bind-port", type=_positive_int, default=5557, help="with --master: port (default 5557)")
     dist.add_argument("--worker-timeout", type=_positive_float, default=60.0, metavar="S", help="how long to wait for workers (default 60)")
-    p.add_argument("--baseline", type=Path, metavar="RUN_DIR",
+    from loadtest.deploy.operator_flags import add_master_flags, add_worker_flags
+
+    add_master_flags(dist)  # what the Locust Kubernetes operator appends (hidden)
+    p.add_argument("--baseline", type=path_arg, metavar="RUN_DIR",
                    help="after the run, compare it with this run (exit code: the comparison's; outputs in the run folder)")
     from loadtest.compare.gate import add_gate_arguments
 
@@ -282,6 +321,7 @@ def _add_pipeline_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--master-port", type=_positive_int, default=5557, help="the master's port (default 5557)")
     p.add_argument("--target", help="override target.base_url")
     p.add_argument("--model", help="override target.model")
+    add_worker_flags(p)
     p.set_defaults(func=_cmd_worker)
 
     p = sub.add_parser("validate", help="check a scenario file without running it")
@@ -289,19 +329,19 @@ def _add_pipeline_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_validate)
 
     p = sub.add_parser("analyze", help="re-analyze a saved run (optionally with other SLOs)")
-    p.add_argument("run_dir", type=Path, help="a run folder written by 'loadtest run'")
+    p.add_argument("run_dir", type=path_arg, help="a run folder written by 'loadtest run' (local or s3://)")
     p.add_argument("--slo", action="append", metavar="METRIC.PCT=LIMIT", help="override an SLO, e.g. itl_ms.p95=40 or max_error_rate=0.05")
     _add_autoscaling_args(p)
     p.set_defaults(func=_cmd_analyze)
 
     p = sub.add_parser("compare", help="regression gate: compare a candidate run with a baseline run")
-    p.add_argument("baseline", type=Path, help="baseline run folder (or its summary.json)")
-    p.add_argument("candidate", type=Path, help="candidate run folder (or its summary.json)")
+    p.add_argument("baseline", type=path_arg, help="baseline run folder (or its summary.json), local or s3://")
+    p.add_argument("candidate", type=path_arg, help="candidate run folder (or its summary.json), local or s3://")
     add_gate_arguments(p)
     p.set_defaults(func=_cmd_compare)
 
     p = sub.add_parser("history", help="every run of one scenario over time: a table and an HTML page")
-    p.add_argument("dirs", type=Path, nargs="+", metavar="DIR", help="folders to search for run folders (e.g. reports/)")
+    p.add_argument("dirs", type=path_arg, nargs="+", metavar="DIR", help="folders to search for run folders (e.g. reports/, s3://bucket/prefix/)")
     p.add_argument("--scenario", metavar="NAME", help="the scenario to show when the folders hold several")
     p.add_argument("--html", type=Path, metavar="FILE", default=Path("history.html"), help="the page to write (default history.html)")
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the table as JSON")
@@ -317,6 +357,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_pipeline_commands(sub)
     _add_mock(sub)
+    from loadtest.deploy.cli import add_arguments as add_k8s
+
+    add_k8s(sub, _positive_int)
+    from loadtest.storage.baseline import add_arguments as add_baseline
+
+    add_baseline(sub)
     return parser
 
 

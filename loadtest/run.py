@@ -55,6 +55,9 @@ class RunOptions:
     web_port: int = 8089
     #: How long the UI stays up after the report is written (Stop or Ctrl-C end it sooner).
     web_linger_s: float = 120.0
+    #: ``--metrics-port``: serve the load generator's own Prometheus metrics (loadtest.export.live).
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
 
 
 @dataclass
@@ -355,12 +358,15 @@ def _run_load(scenario: Scenario, options: RunOptions, state: RunState, settings
     guard = state.guard or FolderGuard(run_dir)
     writer = RequestWriter(run_dir)
     sink = RunSink(writer, web.progress if web is not None else RunProgress(), guard)
+    live_export = _live_export(scenario, options, sink)
     clock = LevelClock(scenario.load.warmup_s)
     recorder = Recorder("local", sink)
     monitor = SelfMonitor.for_scenario(scenario, clock)
     live = LiveView(sink.progress, console, looks=state.meta["looks_s"])
 
     def on_level_change(previous, current) -> None:
+        if live_export is not None:
+            live_export.metrics.level_changed(previous, current)
         if previous is not None:
             recorder.flush()
             live.level_ended(previous.index, previous.decision)
@@ -378,6 +384,8 @@ def _run_load(scenario: Scenario, options: RunOptions, state: RunState, settings
     else:
         session = LoadSession(scenario, clock, recorder, monitor, settings, on_level_change)
     session.decide = _level_judge(scenario, state, recorder, sink)
+    if live_export is not None:
+        live_export.metrics.users = lambda: session.runner.user_count
     session.in_flight = _in_flight_reader(recorder, sink)
     _stop_on_signals(session)
     _stop_when_full(session, guard)
@@ -408,6 +416,8 @@ def _run_load(scenario: Scenario, options: RunOptions, state: RunState, settings
         _stop_workers(workers)
         sink.drain()
         _close_records(writer, guard)
+        if live_export is not None:
+            live_export.close()
         state.meta["keepalive_resends"] = _count_resends(run_dir)
         if distributed:
             state.meta["workers"] = session.worker_ids
@@ -420,6 +430,16 @@ def _run_load(scenario: Scenario, options: RunOptions, state: RunState, settings
         guard.release_reserve()  # room for this last run.json on a full disk
         state.save()
     return interrupted
+
+
+def _live_export(scenario: Scenario, options: RunOptions, sink):
+    if options.metrics_port is None:
+        return None
+    from loadtest.export.serve import LiveExport
+
+    export = LiveExport(scenario.name, options.metrics_host, options.metrics_port)
+    export.attach(sink)
+    return export
 
 
 def _close_records(writer, guard: FolderGuard) -> None:

@@ -39,6 +39,8 @@ class RunSink:
         self._pending: list[gevent.event.AsyncResult] = []
         #: The latest snapshot of requests in flight, per sending process.
         self.in_flight: dict[str, dict[str, list]] = {}
+        #: Also told of each decoded batch, in this thread (``--metrics-port``: loadtest.export.live).
+        self.observers: list = []
 
     def __call__(self, batch: dict[str, Any]) -> None:
         self._pending = [w for w in self._pending if not w.ready()]
@@ -51,6 +53,8 @@ class RunSink:
             return  # only a snapshot of requests in flight
         table = decode_table(batch)
         self.progress.update(table)
+        for observe in self.observers:
+            observe(table)
         if self.guard is None:
             self.writer.write(table)
             return

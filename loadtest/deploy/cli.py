@@ -1,0 +1,50 @@
+"""``loadtest k8s render``: print the manifests for one scenario (for teams without Kustomize or Helm)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from loadtest.errors import InputError
+
+# A cron line: five fields (Kubernetes also takes @daily and friends).
+_CRON = re.compile(r"^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|(\S+\s+){4}\S+)$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def add_arguments(sub: argparse._SubParsersAction, positive_int) -> None:
+    from loadtest.deploy.k8s import DEFAULT_IMAGE, DEFAULT_SCHEDULE, RenderOptions
+
+    defaults = RenderOptions()
+    p = sub.add_parser("k8s", help="Kubernetes: print the manifests for one scenario")
+    verbs = p.add_subparsers(dest="k8s_command", required=True, metavar="VERB")
+    r = verbs.add_parser("render", help="print the ConfigMaps, master Job, workers Job, headless Service and nightly CronJob")
+    r.add_argument("scenario", help="scenario YAML file (it goes into the loadtest-scenario ConfigMap)")
+    r.add_argument("--workers", type=positive_int, default=defaults.workers, metavar="N",
+                   help=f"worker pods; the master waits for all of them (default {defaults.workers})")
+    r.add_argument("--namespace", help="put every object in this namespace (default: kubectl's)")
+    r.add_argument("--schedule", default=DEFAULT_SCHEDULE, help=f"the nightly gate's cron line, UTC (default {DEFAULT_SCHEDULE!r})")
+    r.add_argument("--image", default=DEFAULT_IMAGE, help=f"the image built from the Dockerfile (default {DEFAULT_IMAGE})")
+    r.add_argument("--target", default=defaults.target_url, help="TARGET_URL in the settings ConfigMap")
+    r.add_argument("--model", default=defaults.model, help="MODEL in the settings ConfigMap")
+    r.add_argument("--results", default=defaults.results_url, metavar="URL",
+                   help="RESULTS_URL: where run folders go, s3://bucket/prefix/ (default %(default)s)")
+    r.set_defaults(func=_cmd_render)
+
+
+def _cmd_render(args: argparse.Namespace) -> int:
+    from loadtest.deploy.k8s import RenderOptions, render
+    from loadtest.scenario import load_scenario
+
+    scenario = load_scenario(args.scenario)  # a bad scenario is one line, before any YAML is printed
+    if not _CRON.match(args.schedule.strip()):
+        raise InputError(f"--schedule {args.schedule!r}: expected a cron line of five fields, e.g. '0 3 * * *'")
+    if args.namespace is not None and not _DNS_LABEL.match(args.namespace):
+        raise InputError(f"--namespace {args.namespace!r}: not a valid namespace (lower-case letters, digits and '-')")
+    opts = RenderOptions(workers=args.workers, namespace=args.namespace, schedule=args.schedule.strip(), image=args.image,
+                         target_url=args.target, model=args.model, results_url=args.results)
+    text = Path(args.scenario).read_text(encoding="utf-8")
+    sys.stdout.write(render(text, scenario.target.secret_env_names(), opts))
+    return 0

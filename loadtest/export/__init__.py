@@ -1,0 +1,1 @@
+"""What the load generator tells monitoring: live Prometheus metrics and the final push."""

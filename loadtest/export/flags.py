@@ -1,0 +1,55 @@
+"""The ``run`` flags for monitoring, and the push once the run is over.
+
+Each flag has an environment variable for its default (``LOADTEST_METRICS_PORT``,
+``LOADTEST_METRICS_HOST``, ``LOADTEST_PUSHGATEWAY``), so a CronJob can turn them
+on without changing the command line it shares with the CI example.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+
+def add_export_arguments(p: argparse.ArgumentParser, positive_int) -> None:
+    g = p.add_argument_group("monitoring (Prometheus)")
+    port = os.environ.get("LOADTEST_METRICS_PORT")
+    g.add_argument("--metrics-port", type=positive_int, default=positive_int(port) if port else None, metavar="P",
+                   help="serve the load generator's own metrics (TTFT/ITL/e2e histograms, requests, users, level, "
+                        "verdicts) on this port while the run goes, on the master when distributed ($LOADTEST_METRICS_PORT)")
+    g.add_argument("--metrics-host", default=os.environ.get("LOADTEST_METRICS_HOST", "127.0.0.1"),
+                   help="interface for --metrics-port (default 127.0.0.1; 0.0.0.0 in a pod) ($LOADTEST_METRICS_HOST)")
+    g.add_argument("--pushgateway", default=os.environ.get("LOADTEST_PUSHGATEWAY") or None, metavar="URL",
+                   help="push the summary (capacity, per-level percentiles, verdicts) to this Prometheus Pushgateway "
+                        "when the run ends ($LOADTEST_PUSHGATEWAY)")
+
+
+def check_metrics_port(host: str, port: int) -> None:
+    """Refuse a port that is taken before any load is sent (one line, exit 2)."""
+    import socket
+
+    from loadtest.errors import InputError
+
+    try:
+        with socket.create_server((host, port)):
+            pass
+    except OSError as err:
+        raise InputError(f"--metrics-port {port}: cannot listen on {host}:{port}: {err.strerror or err}") from None
+
+
+def push_after_run(gateway: str, run_dir: Path) -> None:
+    """Push the summary; a gateway that is down costs a warning, never the measured run."""
+    from loadtest.export.push import push_summary
+
+    summary = Path(run_dir) / "summary.json"
+    if not summary.is_file():
+        print(f"warning: --pushgateway {gateway}: no summary.json in {run_dir}; nothing pushed", file=sys.stderr)
+        return
+    try:
+        push_summary(gateway, summary)
+    except OSError as err:  # urllib's URLError and HTTPError are OSErrors
+        print(f"warning: --pushgateway {gateway}: the summary was not pushed ({err})", file=sys.stderr)
+        return
+    print(f"pushed the summary to {gateway}", file=sys.stderr)

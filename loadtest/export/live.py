@@ -1,0 +1,188 @@
+"""``--metrics-port``: the load generator's own Prometheus metrics while it runs.
+
+Fed off the hot path: the histograms are filled from the batches of finished
+records that the process owning the run folder already receives (the sink's
+background thread, once a second per process), never per chunk in the timing
+greenlets. On a distributed run that is the master, so one scrape sees every
+worker's requests. Each batch's bucket counts go to a queue, which :meth:`collect`
+folds in; :mod:`loadtest.export.serve` renders the text in the same thread, so a
+scrape costs the event loop nothing.
+
+Exported (each with the label ``scenario``; per-request series also ``level`` and ``class``):
+
+- ``loadtest_ttft_seconds``, ``loadtest_itl_seconds``, ``loadtest_e2e_seconds``: histograms
+  of the measured (not warm-up) requests that produced them (a failure has no TTFT);
+- ``loadtest_requests_total{outcome}``: every finished request, ``ok`` or its error kind
+  (``timeout``, ``rate_limited``, ``http_error``, …), warm-up included;
+- ``loadtest_users``: users running now; ``loadtest_level``: the level in force (users, or
+  requests/s in open loop; 0 between levels) and ``loadtest_level_index``;
+- ``loadtest_level_verdict{level,verdict}``: 1 for each ended level's verdict
+  (``pass``/``fail``/``uncertain``/``no_data``).
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+TTFT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0,
+                20.0, 30.0, 60.0)
+ITL_BUCKETS = (0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3,
+               0.5, 1.0, 2.5)
+E2E_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 180.0, 300.0)
+HISTOGRAMS = {"loadtest_ttft_seconds": TTFT_BUCKETS, "loadtest_itl_seconds": ITL_BUCKETS,
+              "loadtest_e2e_seconds": E2E_BUCKETS}
+HELP = {
+    "loadtest_ttft_seconds": "Time to first token of measured requests, as the load generator timed it",
+    "loadtest_itl_seconds": "Gaps between content chunks (inter-token latency) of measured requests",
+    "loadtest_e2e_seconds": "Request time, send to last byte, of measured requests",
+}
+METRIC_NAMES = (*HISTOGRAMS, "loadtest_requests_total", "loadtest_users", "loadtest_level", "loadtest_level_index",
+                "loadtest_level_verdict")
+VERDICTS = ("pass", "fail", "uncertain", "no_data")
+
+
+def _level_label(table: pa.Table) -> np.ndarray:
+    """Users (closed loop) or requests/s (open loop), as the label text."""
+    level = table.column("level").to_numpy(zero_copy_only=False)
+    rate = table.column("rate_rps").to_numpy(zero_copy_only=False).astype(float)
+    return np.array([f"{r:g}" if r == r else str(int(l)) for l, r in zip(level, rate)], dtype=object)
+
+
+def _itl_seconds(chunks: pa.ChunkedArray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each chunk gap (s) of the selected requests, and the request each belongs to."""
+    arr = chunks.combine_chunks().take(pa.array(rows, type=pa.int64())) if len(rows) else pa.array([], chunks.type)
+    lengths = pc.list_value_length(arr).fill_null(0).to_numpy(zero_copy_only=False)
+    flat = pc.list_flatten(arr).to_numpy(zero_copy_only=False).astype(float)
+    if flat.size < 2:
+        return np.empty(0), np.empty(0, dtype=int)
+    owner = np.repeat(np.arange(len(lengths)), lengths)
+    gaps = np.diff(flat) / 1000.0
+    same = owner[1:] == owner[:-1]
+    return gaps[same], rows[owner[1:][same]]
+
+
+class LiveMetrics:
+    """A Prometheus collector over the records of one run."""
+
+    def __init__(self, scenario: str) -> None:
+        self.scenario = scenario
+        self._queue: collections.deque = collections.deque()
+        # (metric, level, class) -> [bucket counts (non-cumulative, +Inf last), sum]
+        self._hist: dict[tuple[str, str, str], list[Any]] = {}
+        self._requests: dict[tuple[str, str, str], float] = collections.defaultdict(float)
+        self._verdicts: dict[str, str] = {}
+        self.level: float = 0.0
+        self.level_index: int = -1
+        self.users: Callable[[], int] = lambda: 0
+
+    # -- fed by the sink's thread -----------------------------------------------------------------
+
+    def observe(self, table: pa.Table) -> None:
+        """Bucket one batch of records (called off the event loop); a scrape folds it in.
+
+        Vectorised: each (level, class) pair gets an integer code and one ``bincount`` per
+        histogram counts every sample, so the cost grows with the samples, not the series.
+        """
+        if table.num_rows == 0:
+            return
+        levels = _level_label(table)
+        classes = np.array(["" if c is None else c for c in table.column("class").to_pylist()], dtype=object)
+        ok = table.column("ok").to_numpy(zero_copy_only=False).astype(bool)
+        kinds = table.column("error_kind").to_pylist()
+        outcome = np.array(["ok" if good else (kind or "error") for good, kind in zip(ok, kinds)], dtype=object)
+        counts = collections.Counter(zip(levels, classes, outcome))
+        series, code = np.unique(np.char.add(np.char.add(levels.astype(str), "\x1f"), classes.astype(str)),
+                                 return_inverse=True)
+        series_keys = [tuple(k.split("\x1f", 1)) for k in series]
+        measured = ~table.column("warmup").to_numpy(zero_copy_only=False).astype(bool)
+        samples = {}
+        for name, column in (("loadtest_ttft_seconds", "ttft_ms"), ("loadtest_e2e_seconds", "e2e_ms")):
+            values = table.column(column).to_numpy(zero_copy_only=False).astype(float) / 1000.0
+            keep = measured & np.isfinite(values)
+            samples[name] = (values[keep], np.flatnonzero(keep))
+        samples["loadtest_itl_seconds"] = _itl_seconds(table.column("chunk_ms"), np.flatnonzero(measured & ok))
+        update = []
+        for name, (values, rows) in samples.items():
+            if not len(values):
+                continue
+            width = len(HISTOGRAMS[name]) + 1
+            slot = np.searchsorted(np.asarray(HISTOGRAMS[name]), values, side="left")  # le: an edge value is in its bucket
+            owner = code[rows]
+            bins = np.bincount(owner * width + slot, minlength=len(series) * width).reshape(len(series), width)
+            sums = np.bincount(owner, weights=values, minlength=len(series))
+            for i in np.unique(owner):
+                update.append((name, series_keys[i], bins[i], float(sums[i])))
+        self._queue.append((counts, update))
+
+    # -- told by the run --------------------------------------------------------------------------
+
+    def level_changed(self, previous: Any, current: Any) -> None:
+        if previous is not None:
+            verdict = (previous.decision or {}).get("verdict")
+            if verdict:
+                self._verdicts[self._span_label(previous)] = verdict
+        if current is None:
+            self.level, self.level_index = 0.0, -1
+        else:
+            self.level = float(current.rate_rps if current.rate_rps is not None else current.concurrency)
+            self.level_index = current.index
+
+    @staticmethod
+    def _span_label(span: Any) -> str:
+        return f"{span.rate_rps:g}" if span.rate_rps is not None else str(span.concurrency)
+
+    # -- read by a scrape -------------------------------------------------------------------------
+
+    def _fold(self) -> None:
+        while self._queue:
+            counts, update = self._queue.popleft()
+            for (level, cls, outcome), n in counts.items():
+                self._requests[(level, cls, outcome)] += n
+            for name, (level, cls), bins, total in update:
+                entry = self._hist.setdefault((name, level, cls), [np.zeros(len(bins), dtype=np.int64), 0.0])
+                entry[0] += bins
+                entry[1] += total
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+        self._fold()
+        for name, edges in HISTOGRAMS.items():
+            fam = HistogramMetricFamily(name, HELP[name], labels=["scenario", "level", "class"])
+            for (metric, level, cls), (bins, total) in sorted(self._hist.items()):
+                if metric != name:
+                    continue
+                cumulative = np.cumsum(bins)
+                buckets = [(f"{e:g}", float(c)) for e, c in zip(edges, cumulative[:-1])] + [("+Inf", float(cumulative[-1]))]
+                fam.add_metric([self.scenario, level, cls], buckets, total)
+            yield fam
+        req = CounterMetricFamily("loadtest_requests", "Finished requests by outcome (ok or the error kind)",
+                                  labels=["scenario", "level", "class", "outcome"])
+        for (level, cls, outcome), n in sorted(self._requests.items()):
+            req.add_metric([self.scenario, level, cls, outcome], n)
+        yield req
+        for name, text, value in (
+            ("loadtest_users", "Users running now", self._users()),
+            ("loadtest_level", "The level in force: users, or requests/s in open loop (0 between levels)", self.level),
+            ("loadtest_level_index", "Position of the level in force in the run (-1 between levels)", self.level_index),
+        ):
+            g = GaugeMetricFamily(name, text, labels=["scenario"])
+            g.add_metric([self.scenario], value)
+            yield g
+        v = GaugeMetricFamily("loadtest_level_verdict", "1 for the verdict of each ended level",
+                              labels=["scenario", "level", "verdict"])
+        for level, verdict in self._verdicts.items():
+            for option in VERDICTS:
+                v.add_metric([self.scenario, level, option], 1.0 if option == verdict else 0.0)
+        yield v
+
+    def _users(self) -> float:
+        try:
+            return float(self.users())
+        except Exception:  # the runner is gone (the run is closing)
+            return 0.0

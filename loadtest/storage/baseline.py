@@ -1,0 +1,100 @@
+"""``loadtest baseline exists|promote``: the nightly gate's last accepted run, local or ``s3://``.
+
+The gate compares each night with the baseline and moves the baseline forward
+only on a pass. ``promote`` copies what a comparison needs (``run.json``,
+``summary.json``, ``requests.parquet`` and the other Parquet files) from a run
+folder to the baseline's place, replacing the old baseline; ``run.json`` is
+removed first and written last, so a promote cut short never leaves something
+that ``exists`` takes for a baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from loadtest.errors import InputError
+from loadtest.storage import remote
+from loadtest.storage.remote import as_remote, path_arg
+
+RUN_JSON = "run.json"
+
+
+def add_arguments(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("baseline", help="the nightly gate's baseline: does it exist, move it forward")
+    verbs = p.add_subparsers(dest="baseline_command", required=True, metavar="VERB")
+    e = verbs.add_parser("exists", help="exit 0 if DIR holds a run (run.json), 1 if not")
+    e.add_argument("dir", type=path_arg, metavar="DIR", help="baseline folder, local or s3://bucket/prefix/baseline")
+    e.set_defaults(func=_cmd_exists)
+    m = verbs.add_parser("promote", help="make a finished run the baseline (replacing the old one)")
+    m.add_argument("run_dir", type=path_arg, metavar="RUN_DIR", help="the run folder that passed the gate")
+    m.add_argument("baseline", type=path_arg, metavar="BASELINE", help="the baseline folder to replace")
+    m.set_defaults(func=_cmd_promote)
+
+
+class _Folder:
+    """A local or remote folder, for the few operations a promote needs."""
+
+    def __init__(self, where: Path | str) -> None:
+        self.url = as_remote(where)
+        self.path = None if self.url else Path(where)
+
+    def __str__(self) -> str:
+        return str(self.url or self.path)
+
+    def files(self) -> list[str]:
+        if self.url:
+            return sorted(remote.list_files(self.url))
+        if not self.path.is_dir():
+            return []
+        return sorted(p.relative_to(self.path).as_posix() for p in self.path.rglob("*") if p.is_file())
+
+    def read(self, rel: str) -> bytes:
+        return remote.read_bytes(self.url.join(rel)) if self.url else (self.path / rel).read_bytes()
+
+    def write(self, rel: str, data: bytes) -> None:
+        if self.url:
+            remote.write_bytes(self.url.join(rel), data)
+            return
+        target = self.path / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(target.name + ".tmp")
+        tmp.write_bytes(data)
+        tmp.replace(target)
+
+    def remove(self, rel: str) -> None:
+        if self.url:
+            remote.delete(self.url.join(rel))
+        else:
+            (self.path / rel).unlink(missing_ok=True)
+
+
+def _cmd_exists(args: argparse.Namespace) -> int:
+    return 0 if RUN_JSON in _Folder(args.dir).files() else 1
+
+
+def _cmd_promote(args: argparse.Namespace) -> int:
+    src, dst = _Folder(args.run_dir), _Folder(args.baseline)
+    files = src.files()
+    if RUN_JSON not in files:
+        raise InputError(f"{src}: not a run folder (no {RUN_JSON})")
+    run = json.loads(src.read(RUN_JSON))
+    if not run.get("complete"):
+        raise InputError(f"{src}: the run did not complete; an interrupted run is never a baseline")
+    if "summary.json" not in files:
+        raise InputError(f"{src}: no summary.json (the run was not analyzed)")
+    keep = [f for f in files if f == "summary.json" or (f.endswith(".parquet") and "/" not in f)]
+    if "requests.parquet" not in keep:
+        keep += [f for f in files if f.startswith("requests.parts/")]  # a run whose merge failed: its parts
+    old = dst.files()
+    if RUN_JSON in old:
+        dst.remove(RUN_JSON)
+    for rel in old:
+        if rel != RUN_JSON and rel not in keep:
+            dst.remove(rel)
+    for rel in keep:
+        dst.write(rel, src.read(rel))
+    dst.write(RUN_JSON, src.read(RUN_JSON))
+    print(f"baseline {dst} is now {src}")
+    return 0

@@ -1,0 +1,127 @@
+"""The commands' side of remote paths: stage what they write, download what they read.
+
+Each command keeps working on local folders; these context managers swap an
+``s3://`` argument for a local folder before the command runs and upload what it
+wrote afterwards. Used by ``run`` (``--out``, ``--baseline``, the gate's outputs),
+``analyze``, ``compare`` and ``history``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from loadtest.errors import InputError
+from loadtest.storage import remote
+from loadtest.storage.remote import RemotePath, as_remote
+
+GATE_OUTPUTS = ("junit", "markdown", "html", "json")
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def _fetch(url: RemotePath, into: Path) -> Path:
+    """Download a run folder, a summary.json or a tree of run folders; the local path that stands for it."""
+    local = into / url.replace("://", "/", 1).rstrip("/")
+    if url.endswith(".json"):
+        local.parent.mkdir(parents=True, exist_ok=True)
+        if not remote.exists(url):
+            raise InputError(f"{url}: no such run folder or summary.json")
+        local.write_bytes(remote.read_bytes(url))
+        return local
+    if not remote.download_tree(url, local):
+        raise InputError(f"{url}: no such run folder (nothing under it)")
+    return local
+
+
+@contextmanager
+def remote_io(args: argparse.Namespace, inputs: tuple[str, ...] = (), outputs: tuple[str, ...] = (),
+              write_back: tuple[str, ...] = ()) -> Iterator[None]:
+    """Swap the ``s3://`` values of ``args`` for local copies for the length of the block.
+
+    ``inputs``: downloaded first (a value may be a list, as ``history``'s folders are).
+    ``outputs``: files the command writes, uploaded after it. ``write_back``: an input
+    whose new and changed files are uploaded back (``analyze`` writes its reports into the run folder).
+    """
+    tmp = Path(tempfile.mkdtemp(prefix="loadtest-s3-"))
+    uploads: list[tuple[Path, RemotePath]] = []
+    try:
+        for name in (*inputs, *write_back):
+            value = getattr(args, name, None)
+            values = value if isinstance(value, list) else [value]
+            local = [_fetch(url, tmp / "in") if (url := as_remote(v)) else v for v in values if v is not None]
+            if any(as_remote(v) for v in values if v is not None):
+                setattr(args, name, local if isinstance(value, list) else local[0])
+                if name in write_back:
+                    uploads += [(path, url) for path, url in zip(local, map(as_remote, values)) if url]
+        before = {p: p.stat().st_mtime_ns for d, _ in uploads for p in d.rglob("*") if p.is_file()}
+        for name in outputs:
+            url = as_remote(getattr(args, name, None))
+            if url is not None:
+                local = tmp / "out" / url.name
+                local.parent.mkdir(parents=True, exist_ok=True)
+                setattr(args, name, local)
+                uploads.append((local, url))
+        yield
+    finally:
+        failed = sys.exc_info()[0] is not None
+        try:
+            if not failed:
+                for local, url in uploads:
+                    if local.is_file():
+                        remote.upload_file(local, url)
+                    elif local.is_dir():
+                        for p in sorted(q for q in local.rglob("*") if q.is_file()):
+                            if before.get(p) != p.stat().st_mtime_ns:
+                                remote.upload_file(p, url.join(p.relative_to(local).as_posix()))
+                    else:
+                        continue
+                    _say(f"uploaded to {url}")
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextmanager
+def staged_run(args: argparse.Namespace, scenario, reports_dir: Path = Path("reports")) -> Iterator[RemotePath | None]:
+    """``run --out s3://…``: the run folder is written locally and uploaded as it grows.
+
+    ``s3://bucket/prefix/`` (a trailing slash) puts a new folder ``<name>-<UTC time>`` under
+    the prefix, as a local run does under ``reports/``; without one the URL is the run folder.
+    The local copy goes to ``$LOADTEST_STAGING_DIR`` (default ``reports/``). The gate's outputs
+    that name a file in the remote folder are written into the local one and uploaded with it.
+    """
+    url = as_remote(args.out)
+    if url is None:
+        yield None
+        return
+    from loadtest.run import default_run_dir
+    from loadtest.storage.sync import Uploader
+
+    run_url = url.join(default_run_dir(scenario, Path()).name) if url.is_prefix else url
+    remote.check_bucket(run_url)
+    if remote.list_files(run_url):  # also the check that the bucket and the credentials work: before any load
+        raise InputError(f"--out {run_url}: the folder exists and is not empty; choose another")
+    local = Path(os.environ.get("LOADTEST_STAGING_DIR") or reports_dir) / run_url.name
+    args.out = local
+    for name in GATE_OUTPUTS:
+        out = as_remote(getattr(args, name, None))
+        if out is not None and out.startswith(run_url.rstrip("/") + "/"):
+            setattr(args, name, local / out[len(run_url.rstrip("/")) + 1:])
+    _say(f"the run folder {local} is uploaded to {run_url} as it grows")
+    uploader = Uploader(local, run_url)
+    try:
+        yield run_url
+    finally:
+        code = uploader.finish()
+        if code != 0:
+            _say(f"warning: some files of {local} could not be uploaded to {run_url}")
+        elif local.is_dir():
+            _say(f"uploaded {local} to {run_url}")

@@ -1,0 +1,146 @@
+"""Upload a run folder as it grows: a child process that mirrors the local folder to a URL.
+
+The run writes its folder locally as always (part files at least once a second,
+``run.json`` as levels start and end). This child uploads every new or changed
+file once per interval, so a pod that is killed loses no more than a local run
+would (what came since the last flush, plus at most one interval). It is a child
+process, not a thread, because an upload must never hold the load's event loop
+or the interpreter lock the chunk timestamps need.
+
+It stops when its standard input closes: when the run ends and closes it, and
+also when the run is killed (the kernel closes the pipe), so the last parts are
+uploaded either way. Files removed locally (the part files, once merged into
+``requests.parquet``) are removed remotely after the merged file is up.
+
+    python -m loadtest.storage.sync LOCAL_DIR s3://bucket/prefix/run --interval 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from loadtest.storage import remote
+
+INTERVAL_S = 1.0
+
+
+class Mirror:
+    """What was uploaded (size and mtime per file), so each pass sends only what changed."""
+
+    def __init__(self, local: Path, url: str) -> None:
+        self.local = Path(local)
+        self.url = url.rstrip("/")
+        self.sent: dict[str, tuple[int, int]] = {}
+        self.errors = 0
+        self._last_error: str | None = None
+        self._last_report = float("-inf")
+
+    def _report(self, message: str) -> None:
+        """One line per new error, and a reminder a minute into an outage (not one a second)."""
+        now = time.monotonic()
+        kind = re.sub(r"\(Request ID: [^)]*\)", "", message)  # the same error, another request
+        if kind != self._last_error or now - self._last_report >= 60:
+            print(f"loadtest upload: {message} (retrying; the run folder is kept locally)", file=sys.stderr, flush=True)
+            self._last_error, self._last_report = kind, now
+
+    def _files(self) -> dict[str, tuple[int, int]]:
+        if not self.local.is_dir():
+            return {}
+        out = {}
+        for p in self.local.rglob("*"):
+            if p.suffix == ".tmp" or p.name.startswith(".") or not p.is_file():
+                continue  # a file being written atomically (its final name comes next pass), the disk reserve
+            try:
+                st = p.stat()
+            except FileNotFoundError:
+                continue
+            out[p.relative_to(self.local).as_posix()] = (st.st_size, st.st_mtime_ns)
+        return out
+
+    def sync(self) -> int:
+        """One pass: upload new and changed files (parts first), then remove what went locally."""
+        files = self._files()
+        changed = sorted((rel for rel, stamp in files.items() if self.sent.get(rel) != stamp),
+                         key=lambda rel: (not rel.startswith("requests.parts/"), rel != "run.json", rel))
+        for rel in changed:
+            try:
+                remote.upload_file(self.local / rel, f"{self.url}/{rel}")
+            except FileNotFoundError:
+                continue  # removed between the listing and the read
+            except remote.StorageError as err:
+                self.errors += 1
+                self._report(str(err))
+                return len(changed)  # next pass retries
+            self.sent[rel] = files[rel]
+        for rel in [r for r in self.sent if r not in files]:
+            try:
+                remote.delete(f"{self.url}/{rel}")
+            except remote.StorageError:
+                pass
+            del self.sent[rel]
+        return len(changed)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m loadtest.storage.sync")
+    p.add_argument("local", type=Path)
+    p.add_argument("url")
+    p.add_argument("--interval", type=float, default=INTERVAL_S)
+    args = p.parse_args(argv)
+    mirror = Mirror(args.local, args.url)
+    done = threading.Event()
+
+    def watch_stdin() -> None:
+        sys.stdin.buffer.read()  # returns at EOF: the run ended or was killed
+        done.set()
+
+    threading.Thread(target=watch_stdin, daemon=True).start()
+    # Ctrl-C reaches the whole process group: the run stops gracefully and closes the pipe, and
+    # this child must live on to upload the end. A SIGTERM of its own ends it after a last pass.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    while not done.wait(args.interval):
+        mirror.sync()
+    for _ in range(3):  # the last parts, the merged records, the reports; retried if a pass failed
+        before = mirror.errors
+        mirror.sync()
+        if mirror.errors == before:
+            return 0
+        time.sleep(args.interval)
+    return 1
+
+
+class Uploader:
+    """The parent's handle on the child: start it, and at the end wait for its last pass."""
+
+    def __init__(self, local: Path, url: str, interval_s: float = INTERVAL_S, log: Path | None = None) -> None:
+        self.local, self.url = Path(local), url
+        self._log = open(log, "ab") if log else None
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "loadtest.storage.sync", str(local), url, "--interval", str(interval_s)],
+            stdin=subprocess.PIPE, stdout=self._log or subprocess.DEVNULL, stderr=self._log or None,
+        )
+
+    def finish(self, timeout_s: float = 600.0) -> int:
+        """Close the pipe (the child's signal to do its last pass) and wait for it."""
+        if self.proc.stdin:
+            self.proc.stdin.close()
+        try:
+            code = self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+        if self._log:
+            self._log.close()
+        return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
