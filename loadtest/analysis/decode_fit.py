@@ -1,0 +1,163 @@
+"""Decode step time against batch size: a two-segment fit and its knee.
+
+Why two segments: on a GPU a decode step reads every weight once whatever the
+batch, so up to some batch size extra sequences are nearly free (each adds
+only its KV-cache reads: the memory-bound segment); past it the arithmetic
+catches up and each extra sequence adds its full compute (the compute-bound
+segment). The knee between them is the batch size past which concurrency
+stops being cheap, the first thing to know when sizing ``max_num_seqs``.
+
+The model, in milliseconds, for ``n`` sequences decoding together::
+
+    step(n) = max(fixed + per_seq × n,  compute_intercept + compute_per_seq × n)
+
+With ``compute_intercept = 0`` this is the issue's ``max(fixed + per_seq × n,
+compute_per_seq × n)``; the intercept is kept free because a real step also
+pays a fixed overhead on the compute side (kernel launches, the scheduler),
+and forcing the line through the origin would bias its slope.
+
+The fit: every split of the sorted points into a low and a high segment, a
+least-squares line on each, the knee where the lines cross; the split with the
+least squared error wins, if it beats one line by enough to be more than
+noise, and if its knee lies between the segments. A high segment of a single
+point gets the through-the-origin compute line. Pure functions over numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+
+#: Two segments must cut the squared error of one line by this factor to be believed.
+_TWO_SEGMENT_GAIN = 4.0
+
+
+@dataclass(frozen=True)
+class DecodePoint:
+    """One measured batch size: its step time (ITL) and throughput."""
+
+    sequences: float
+    itl_p50_ms: float
+    itl_p95_ms: float = math.nan
+    tokens_per_s: float = math.nan
+
+
+@dataclass
+class DecodeFit:
+    """The fitted decode curve (see the module docstring)."""
+
+    fixed_ms: float
+    per_seq_ms: float
+    #: Slope past the knee; NaN when no knee was seen in the measured range.
+    compute_ms_per_seq: float = math.nan
+    compute_intercept_ms: float = math.nan
+    #: Batch size where the two lines cross; None when every point lies on one line.
+    knee_sequences: float | None = None
+    #: Root-mean-square residual of the fit, ms.
+    rms_ms: float = math.nan
+    points: list[DecodePoint] = field(default_factory=list)
+
+    def step_ms(self, n: float) -> float:
+        """The fitted step time at ``n`` sequences."""
+        low = self.fixed_ms + self.per_seq_ms * n
+        if self.knee_sequences is None:
+            return low
+        return max(low, self.compute_intercept_ms + self.compute_ms_per_seq * n)
+
+    def side(self, n: float) -> str:
+        """``"flat"`` below the knee (extra sequences nearly free), ``"steep"`` past it."""
+        return "steep" if self.knee_sequences is not None and n > self.knee_sequences else "flat"
+
+
+def _line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float, float]:
+    """Least-squares ``y = a + b x``: (a, b, sum of squared residuals)."""
+    n = len(xs)
+    mx = sum(xs) / n
+    my = sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if sxx == 0:
+        return my, 0.0, sum((y - my) ** 2 for y in ys)
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    a = my - b * mx
+    return a, b, sum((y - a - b * x) ** 2 for x, y in zip(xs, ys))
+
+
+def fit_decode(points: Sequence[DecodePoint]) -> DecodeFit | None:
+    """Fit ``points`` (any order; one per batch size); None with fewer than two usable points."""
+    pts = sorted(
+        (p for p in points if p.sequences > 0 and math.isfinite(p.itl_p50_ms) and p.itl_p50_ms > 0),
+        key=lambda p: p.sequences,
+    )
+    if len({p.sequences for p in pts}) < 2:
+        return None
+    xs = [float(p.sequences) for p in pts]
+    ys = [float(p.itl_p50_ms) for p in pts]
+    a, b, sse1 = _line(xs, ys)
+    best = DecodeFit(fixed_ms=a, per_seq_ms=b, rms_ms=math.sqrt(sse1 / len(xs)), points=list(pts))
+    best_sse = sse1
+    for split in range(2, len(xs)):  # low = xs[:split] (>= 2 points), high = xs[split:] (>= 1)
+        a1, b1, s1 = _line(xs[:split], ys[:split])
+        high_x, high_y = xs[split:], ys[split:]
+        if len(high_x) >= 2:
+            a2, b2, s2 = _line(high_x, high_y)
+        else:
+            a2, b2 = 0.0, high_y[0] / high_x[0]
+            s2 = 0.0
+        if b2 <= b1:
+            continue  # not steeper past the split: no knee here
+        knee = (a1 - a2) / (b2 - b1)
+        if not (xs[split - 1] - 0.5 <= knee <= xs[split] + 0.5):
+            continue  # the lines cross outside the gap between the segments
+        sse = s1 + s2
+        if sse < best_sse:
+            best_sse = sse
+            best = DecodeFit(
+                fixed_ms=a1, per_seq_ms=b1, compute_ms_per_seq=b2, compute_intercept_ms=a2,
+                knee_sequences=knee, rms_ms=math.sqrt(sse / len(xs)), points=list(pts),
+            )
+    if best.knee_sequences is not None and best_sse * _TWO_SEGMENT_GAIN > sse1 and sse1 > 1e-9:
+        # Not clearly better than one line: keep one line (no knee seen).
+        return DecodeFit(fixed_ms=a, per_seq_ms=b, rms_ms=math.sqrt(sse1 / len(xs)), points=list(pts))
+    return best
+
+
+def knee_bracket(fit: DecodeFit) -> tuple[float, float] | None:
+    """The measured batch sizes either side of the knee (the interval to probe next), or None."""
+    if fit.knee_sequences is None:
+        return None
+    xs = sorted({p.sequences for p in fit.points})
+    below = [x for x in xs if x <= fit.knee_sequences]
+    above = [x for x in xs if x > fit.knee_sequences]
+    if not below or not above:
+        return None
+    return below[-1], above[0]
+
+
+def probes_between(lo: float, hi: float, count: int = 3) -> list[int]:
+    """Up to ``count`` whole batch sizes strictly inside ``(lo, hi)``, evenly spread (for refinement)."""
+    inside = list(range(int(math.floor(lo)) + 1, int(math.ceil(hi))))
+    if len(inside) <= count:
+        return inside
+    step = (hi - lo) / (count + 1)
+    out = sorted({int(round(lo + step * (i + 1))) for i in range(count)})
+    return [x for x in out if lo < x < hi]
+
+
+def describe_decode(fit: DecodeFit, bound_low: str | None = None, bound_high: str | None = None) -> str:
+    """The plain-words sentence: what the curve means for adding users."""
+    base = fit.fixed_ms + fit.per_seq_ms
+    if fit.knee_sequences is None:
+        n_max = max(p.sequences for p in fit.points)
+        label = f": {bound_low}-bound" if bound_low else ""
+        return (
+            f"decode step {base:.1f} ms at 1 sequence; each extra sequence adds {fit.per_seq_ms:.2f} ms "
+            f"up to the {n_max:g} tested (no knee seen){label}"
+        )
+    low = f"{bound_low}-bound" if bound_low else "nearly free"
+    high = f": {bound_high}-bound" if bound_high else ""
+    return (
+        f"decode is {low} up to about {fit.knee_sequences:.0f} sequences (each extra sequence adds "
+        f"{fit.per_seq_ms:.2f} ms to a {base:.1f} ms step); past that each adds "
+        f"{fit.compute_ms_per_seq:.2f} ms{high}"
+    )
