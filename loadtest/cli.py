@@ -307,6 +307,10 @@ def _add_pipeline_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the table as JSON")
     p.set_defaults(func=_cmd_history)
 
+    from loadtest.profile.cli import add_profile_command
+
+    add_profile_command(sub)
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(

@@ -11,16 +11,18 @@ The model, in milliseconds, for ``n`` sequences decoding together::
 
     step(n) = max(fixed + per_seq × n,  compute_intercept + compute_per_seq × n)
 
-With ``compute_intercept = 0`` this is the issue's ``max(fixed + per_seq × n,
-compute_per_seq × n)``; the intercept is kept free because a real step also
-pays a fixed overhead on the compute side (kernel launches, the scheduler),
-and forcing the line through the origin would bias its slope.
+With ``compute_intercept = 0`` this is ``max(fixed + per_seq × n,
+compute_per_seq × n)``, the model fitted by default; a real step also pays a
+fixed overhead on the compute side (kernel launches, the scheduler), which
+biases the through-the-origin slope up by ``overhead / n``, so an intercept is
+fitted where enough points past the knee can carry it.
 
 The fit: every split of the sorted points into a low and a high segment, a
-least-squares line on each, the knee where the lines cross; the split with the
-least squared error wins, if it beats one line by enough to be more than
-noise, and if its knee lies between the segments. A high segment of a single
-point gets the through-the-origin compute line. Pure functions over numbers.
+least-squares line on the low one and a line through the origin on the high
+one, the knee where they cross; the split with the least squared error wins,
+if it beats one line by enough to be more than noise, and if its knee lies
+between the segments (see :func:`fit_decode` for when the compute line gets
+an intercept of its own). Pure functions over numbers.
 """
 
 from __future__ import annotations
@@ -83,8 +85,25 @@ def _line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float, float
     return a, b, sum((y - a - b * x) ** 2 for x, y in zip(xs, ys))
 
 
+def _origin_line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
+    """Least-squares ``y = b x`` (through the origin): (b, sum of squared residuals)."""
+    b = sum(x * y for x, y in zip(xs, ys)) / sum(x * x for x in xs)
+    return b, sum((y - b * x) ** 2 for x, y in zip(xs, ys))
+
+
+def _in_gap(knee: float, low_last: float, high_first: float) -> bool:
+    return low_last - 0.5 <= knee <= high_first + 0.5
+
+
 def fit_decode(points: Sequence[DecodePoint]) -> DecodeFit | None:
-    """Fit ``points`` (any order; one per batch size); None with fewer than two usable points."""
+    """Fit ``points`` (any order; one per batch size); None with fewer than two usable points.
+
+    The compute segment goes through the origin (the issue's model): a free
+    intercept would let any two points past a split be fitted exactly, so the
+    split with the most points past it would always win. Only when at least
+    three points lie past the knee is an intercept tried, and kept if it cuts
+    that segment's squared error by the same factor two segments must beat one.
+    """
     pts = sorted(
         (p for p in points if p.sequences > 0 and math.isfinite(p.itl_p50_ms) and p.itl_p50_ms > 0),
         key=lambda p: p.sequences,
@@ -94,31 +113,36 @@ def fit_decode(points: Sequence[DecodePoint]) -> DecodeFit | None:
     xs = [float(p.sequences) for p in pts]
     ys = [float(p.itl_p50_ms) for p in pts]
     a, b, sse1 = _line(xs, ys)
-    best = DecodeFit(fixed_ms=a, per_seq_ms=b, rms_ms=math.sqrt(sse1 / len(xs)), points=list(pts))
-    best_sse = sse1
+    one_line = DecodeFit(fixed_ms=a, per_seq_ms=b, rms_ms=math.sqrt(sse1 / len(xs)), points=list(pts))
+    best: DecodeFit | None = None
+    best_sse = math.inf
+    best_split = 0
     for split in range(2, len(xs)):  # low = xs[:split] (>= 2 points), high = xs[split:] (>= 1)
         a1, b1, s1 = _line(xs[:split], ys[:split])
-        high_x, high_y = xs[split:], ys[split:]
-        if len(high_x) >= 2:
-            a2, b2, s2 = _line(high_x, high_y)
-        else:
-            a2, b2 = 0.0, high_y[0] / high_x[0]
-            s2 = 0.0
-        if b2 <= b1:
-            continue  # not steeper past the split: no knee here
-        knee = (a1 - a2) / (b2 - b1)
-        if not (xs[split - 1] - 0.5 <= knee <= xs[split] + 0.5):
+        b2, s2 = _origin_line(xs[split:], ys[split:])
+        if b2 <= b1 or a1 <= 0:
+            continue  # not steeper past the split (or no fixed cost): no knee here
+        knee = a1 / (b2 - b1)
+        if not _in_gap(knee, xs[split - 1], xs[split]):
             continue  # the lines cross outside the gap between the segments
-        sse = s1 + s2
-        if sse < best_sse:
-            best_sse = sse
+        if s1 + s2 < best_sse:
+            best_sse, best_split = s1 + s2, split
             best = DecodeFit(
-                fixed_ms=a1, per_seq_ms=b1, compute_ms_per_seq=b2, compute_intercept_ms=a2,
-                knee_sequences=knee, rms_ms=math.sqrt(sse / len(xs)), points=list(pts),
+                fixed_ms=a1, per_seq_ms=b1, compute_ms_per_seq=b2, compute_intercept_ms=0.0,
+                knee_sequences=knee, rms_ms=math.sqrt((s1 + s2) / len(xs)), points=list(pts),
             )
-    if best.knee_sequences is not None and best_sse * _TWO_SEGMENT_GAIN > sse1 and sse1 > 1e-9:
-        # Not clearly better than one line: keep one line (no knee seen).
-        return DecodeFit(fixed_ms=a, per_seq_ms=b, rms_ms=math.sqrt(sse1 / len(xs)), points=list(pts))
+    if best is None or (best_sse * _TWO_SEGMENT_GAIN > sse1 and sse1 > 1e-9):
+        return one_line  # not clearly better than one line: no knee seen
+    high_x, high_y = xs[best_split:], ys[best_split:]
+    if len(high_x) >= 3:
+        a2, b2, s2 = _line(high_x, high_y)
+        _, s2_origin = _origin_line(high_x, high_y)
+        if b2 > best.per_seq_ms and s2 * _TWO_SEGMENT_GAIN < s2_origin:
+            knee = (best.fixed_ms - a2) / (b2 - best.per_seq_ms)
+            if _in_gap(knee, xs[best_split - 1], xs[best_split]):
+                s1 = best_sse - s2_origin
+                best.compute_ms_per_seq, best.compute_intercept_ms, best.knee_sequences = b2, a2, knee
+                best.rms_ms = math.sqrt((s1 + s2) / len(xs))
     return best
 
 
