@@ -130,6 +130,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from loadtest.cost_cli import cost_options
     from loadtest.errors import InputError
     from loadtest.run import RunOptions, run_scenario
     from loadtest.scenario import load_scenario
@@ -162,6 +163,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             master_bind_port=args.master_bind_port,
             worker_timeout_s=args.worker_timeout,
             autoscaling={k: v for k, v in _autoscaling_overrides(args).items() if v is not None},
+            cost=cost_options(args),
             web=args.web,
             web_host=args.web_host,
             web_port=args.web_port,
@@ -224,6 +226,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
 def _cmd_analyze(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from loadtest.cost_cli import cost_options
     from loadtest.analysis import analyze_run
     from loadtest.report import write_reports
     from loadtest.report.terminal import print_summary
@@ -233,6 +236,7 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
 
         raise InputError(f"{args.run_dir}: not a run folder (no run.json)")
     analysis = analyze_run(args.run_dir, slo_overrides=args.slo or (), autoscaling_overrides=_autoscaling_overrides(args))
+    analysis.run["cost_options"] = {**(analysis.run.get("cost_options") or {}), **cost_options(args)}
     paths = write_reports(args.run_dir, analysis)
     print_summary(analysis, console=Console(soft_wrap=True, width=None if sys.stdout.isatty() else 120))
     for path in paths.values():
@@ -242,6 +246,8 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
 
 def _add_pipeline_commands(sub: argparse._SubParsersAction) -> None:
     from pathlib import Path
+
+    from loadtest.cost_cli import add_cost_args
 
     p = sub.add_parser("run", help="run a scenario: rising concurrency, per-chunk records, capacity")
     p.add_argument("scenario", help="scenario YAML file")
@@ -256,6 +262,7 @@ def _add_pipeline_commands(sub: argparse._SubParsersAction) -> None:
                    help="open loop: --refine stops when the rate bracket is this narrow (req/s; default 5%% of the failing rate)")
     p.add_argument("--no-server-metrics", action="store_true", help="do not scrape the target's Prometheus /metrics")
     _add_autoscaling_args(p)
+    add_cost_args(p)
     web = p.add_argument_group("web UI (Locust's own, with a Levels tab and charts)")
     web.add_argument("--web", action="store_true", help="serve Locust's web UI; its Start button begins the levels, Stop ends the run like Ctrl-C")
     web.add_argument("--web-host", default="127.0.0.1", help="interface for the web UI (default 127.0.0.1)")
@@ -292,6 +299,7 @@ def _add_pipeline_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run_dir", type=Path, help="a run folder written by 'loadtest run'")
     p.add_argument("--slo", action="append", metavar="METRIC.PCT=LIMIT", help="override an SLO, e.g. itl_ms.p95=40 or max_error_rate=0.05")
     _add_autoscaling_args(p)
+    add_cost_args(p)
     p.set_defaults(func=_cmd_analyze)
 
     p = sub.add_parser("compare", help="regression gate: compare a candidate run with a baseline run")

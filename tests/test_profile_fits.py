@@ -118,3 +118,11 @@ def test_hardware_table_is_dense_and_looked_up_loosely():
         find_accelerator("X9")
     with pytest.raises(InputError, match="no FP8"):
         find_accelerator("A100-80GB").tflops("fp8")
+
+
+def test_a_flat_curve_gets_no_knee_at_its_last_point():
+    # an overhead-bound server: 26 ms whatever the batch, sub-percent jitter
+    points = [DecodePoint(1, 25.9975), DecodePoint(2, 26.0005), DecodePoint(4, 26.0067), DecodePoint(8, 26.0053)]
+    fit = fit_decode(points)
+    assert fit.knee_sequences is None
+    assert fit.per_seq_ms == pytest.approx(0.0, abs=0.01)

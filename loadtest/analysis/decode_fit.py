@@ -33,6 +33,10 @@ from typing import Sequence
 
 #: Two segments must cut the squared error of one line by this factor to be believed.
 _TWO_SEGMENT_GAIN = 4.0
+#: ...and the points past the knee must lie above the low line's extrapolation by more than
+#: this share of their step time (about the run-to-run noise of a median ITL), so that a
+#: flat curve does not get a knee at its last point from sub-percent jitter.
+_MIN_EXCESS = 0.03
 
 
 @dataclass(frozen=True)
@@ -125,13 +129,16 @@ def fit_decode(points: Sequence[DecodePoint]) -> DecodeFit | None:
         knee = a1 / (b2 - b1)
         if not _in_gap(knee, xs[split - 1], xs[split]):
             continue  # the lines cross outside the gap between the segments
+        excess = [(y - (a1 + b1 * x)) / y for x, y in zip(xs[split:], ys[split:])]
+        if max(excess) < _MIN_EXCESS:
+            continue  # past the split the points still sit on the low line: no knee seen
         if s1 + s2 < best_sse:
             best_sse, best_split = s1 + s2, split
             best = DecodeFit(
                 fixed_ms=a1, per_seq_ms=b1, compute_ms_per_seq=b2, compute_intercept_ms=0.0,
                 knee_sequences=knee, rms_ms=math.sqrt((s1 + s2) / len(xs)), points=list(pts),
             )
-    if best is None or (best_sse * _TWO_SEGMENT_GAIN > sse1 and sse1 > 1e-9):
+    if best is None or best_sse * _TWO_SEGMENT_GAIN > sse1:
         return one_line  # not clearly better than one line: no knee seen
     high_x, high_y = xs[best_split:], ys[best_split:]
     if len(high_x) >= 3:

@@ -20,6 +20,12 @@ Stable keys (others may be added, never renamed):
   ``capacity.binding_class``, ``capacity.classes[name]`` (each class's own
   capacity) and ``classes[name].slo``; with conversations,
   ``levels[].ttft_by_turn["1"]``; ``prompt_token_source`` and ``datasets``;
+* ``decode_fit`` (the two-segment fit of ITL against concurrency, see
+  analysis/decode_fit.py, with its ``sentence``), ``levels[].bound``
+  (``bound``: memory | compute | overhead, ``basis``: roofline | fit, and with
+  ``hardware:``/``model:`` the floors, efficiency and achieved GB/s and TFLOPS)
+  and ``cost`` (with a price: $ per million output tokens / tokens and per
+  thousand requests on goodput at capacity, and the ``forecast``);
 * ``fingerprint``: the workload fingerprint that ``loadtest compare`` matches
   (API, length distributions, dataset hashes, levels, level duration, warm-up,
   and its ``hash``).
@@ -315,8 +321,12 @@ def _iso(wall: Any) -> str | None:
 
 def summary_dict(analysis: Analysis) -> dict[str, Any]:
     """The summary as plain JSON-safe data."""
+    from loadtest.analysis.run_cost import run_cost
+    from loadtest.report.why import why
+
     run = analysis.run
     sources = analysis.token_source
+    decode_fit, bounds = why(analysis)
     out = {
         "format": FORMAT,
         "name": analysis.name,
@@ -326,9 +336,11 @@ def summary_dict(analysis: Analysis) -> dict[str, Any]:
         "slo": analysis.slo.to_dict(),
         "capacity": capacity_dict(analysis.capacity),
         "levels": [
-            {**level_dict(lv), "server": level_server_dict(analysis, lv)}
+            {**level_dict(lv), "server": level_server_dict(analysis, lv), "bound": bounds.get(lv.index)}
             for lv in sorted(analysis.levels, key=lambda lv: lv.concurrency)
         ],
+        "decode_fit": decode_fit,
+        "cost": run_cost(analysis),
         "token_source": {
             "primary": max(sources, key=sources.__getitem__) if sources else None,
             "requests": sources,

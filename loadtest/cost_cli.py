@@ -1,0 +1,34 @@
+"""The cost flags of ``run`` and ``analyze``: ``--usd-per-hour``, ``--peak-users``, ``--peak-rps``.
+
+Kept out of cli.py so the flags and their parsing live in one place; they
+become run.json's ``cost_options`` (read by :mod:`loadtest.analysis.run_cost`).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0: {text!r}")
+    return value
+
+
+def add_cost_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("cost (summary.json cost; overrides the scenario's cost:)")
+    g.add_argument("--usd-per-hour", type=_positive, metavar="USD", help="price of one replica per hour")
+    peak = g.add_mutually_exclusive_group()
+    peak.add_argument("--peak-users", type=_positive, metavar="N", help="forecast: replicas and monthly cost for this many peak concurrent users")
+    peak.add_argument("--peak-rps", type=_positive, metavar="R", help="forecast: the same for this many peak requests/s")
+
+
+def cost_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The flags given, as run.json's ``cost_options`` (absent ones left out)."""
+    names = ("usd_per_hour", "peak_users", "peak_rps")
+    return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
