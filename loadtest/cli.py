@@ -226,7 +226,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
 def _cmd_analyze(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from loadtest.cost_cli import cost_options
+    from loadtest.cost_cli import cost_options, merge_cost_options
     from loadtest.analysis import analyze_run
     from loadtest.report import write_reports
     from loadtest.report.terminal import print_summary
@@ -236,7 +236,7 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
 
         raise InputError(f"{args.run_dir}: not a run folder (no run.json)")
     analysis = analyze_run(args.run_dir, slo_overrides=args.slo or (), autoscaling_overrides=_autoscaling_overrides(args))
-    analysis.run["cost_options"] = {**(analysis.run.get("cost_options") or {}), **cost_options(args)}
+    analysis.run["cost_options"] = merge_cost_options(analysis.run.get("cost_options"), cost_options(args))
     paths = write_reports(args.run_dir, analysis)
     print_summary(analysis, console=Console(soft_wrap=True, width=None if sys.stdout.isatty() else 120))
     for path in paths.values():

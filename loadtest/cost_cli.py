@@ -32,3 +32,13 @@ def cost_options(args: argparse.Namespace) -> dict[str, Any]:
     """The flags given, as run.json's ``cost_options`` (absent ones left out)."""
     names = ("usd_per_hour", "peak_users", "peak_rps")
     return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
+
+
+def merge_cost_options(stored: dict[str, Any] | None, given: dict[str, Any]) -> dict[str, Any]:
+    """``analyze``'s flags over the run's: a new peak (users or req/s) replaces the old one of either kind."""
+    out = dict(stored or {})
+    if "peak_users" in given or "peak_rps" in given:
+        out.pop("peak_users", None)
+        out.pop("peak_rps", None)
+    out.update(given)
+    return out

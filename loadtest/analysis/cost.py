@@ -80,6 +80,7 @@ class Forecast:
     peak_replicas: int = 0
     monthly_usd_autoscaled: float = 0.0
     monthly_usd_static: float = 0.0
+    daily_shape: list[float] = field(default_factory=lambda: [1.0] * 24)
 
     @property
     def saving(self) -> float:
@@ -99,6 +100,7 @@ class Forecast:
             "monthly_usd_autoscaled": self.monthly_usd_autoscaled,
             "monthly_usd_static": self.monthly_usd_static,
             "autoscaling_saving": self.saving,
+            "daily_shape": list(self.daily_shape),
         }
 
 
@@ -137,6 +139,7 @@ def forecast(
         peak_replicas=top,
         monthly_usd_autoscaled=sum(hours) * usd_per_hour * DAYS_PER_MONTH,
         monthly_usd_static=top * 24 * usd_per_hour * DAYS_PER_MONTH,
+        daily_shape=shape,
     )
 
 
