@@ -87,7 +87,7 @@ def decode_points(analysis: Any) -> list[DecodePoint]:
         if lv.rate_rps is not None or not math.isfinite(lv.itl_ms.p50):
             continue
         n = running_sequences(analysis, lv)
-        by_n[n] = DecodePoint(n, lv.itl_ms.p50, lv.itl_ms.p95, lv.output_tokens_per_s)
+        by_n[n] = DecodePoint(n, lv.itl_ms.p50, lv.itl_ms.p95, lv.output_tokens_per_s, lv.tpot_ms.p50)
     return list(by_n.values())
 
 

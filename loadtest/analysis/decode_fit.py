@@ -47,6 +47,9 @@ class DecodePoint:
     itl_p50_ms: float
     itl_p95_ms: float = math.nan
     tokens_per_s: float = math.nan
+    #: Median per-request mean ms per token: the server's own "ms per generated token"
+    #: (chunk gaps' median can sit below it when the client reads chunks coalesced).
+    tpot_p50_ms: float = math.nan
 
 
 @dataclass

@@ -49,6 +49,9 @@ def profile_dict(data: ProfileData, ceilings: Ceilings | None, model: ModelSize 
             "quadratic_ms_per_token2": _r(p.quadratic_ms_per_token2, 9), "quadratic_matters": p.quadratic_matters,
             "rms_ms": _r(p.rms_ms), "n": p.n, "points": p.points,
         }
+        own = data.server_prefill
+        prefill["server_ms_per_token"] = _r(own.ms_per_token, 5) if own else None
+        prefill["server_agreement"] = _r(p.ms_per_token / own.ms_per_token - 1, 4) if own and own.ms_per_token > 0 else None
         reading = read_prefill(ceilings, model, p.ms_per_token) if roof else None
         prefill["roofline"] = reading.to_dict() if reading else None
         prefill["bound"] = reading.bound if reading else None
@@ -60,6 +63,7 @@ def profile_dict(data: ProfileData, ceilings: Ceilings | None, model: ModelSize 
         points = []
         for pt in d.points:
             row = {"sequences": pt.sequences, "itl_p50_ms": _r(pt.itl_p50_ms), "itl_p95_ms": _r(pt.itl_p95_ms),
+                   "tpot_p50_ms": _r(pt.tpot_p50_ms),
                    "tokens_per_s": _r(pt.tokens_per_s, 1), "fitted_ms": _r(d.step_ms(pt.sequences)),
                    "side": d.side(pt.sequences)}
             ctx = data.contexts.get(pt.sequences, context)
@@ -79,7 +83,10 @@ def profile_dict(data: ProfileData, ceilings: Ceilings | None, model: ModelSize 
             "compute_ms_per_seq": _r(d.compute_ms_per_seq), "compute_intercept_ms": _r(d.compute_intercept_ms),
             "knee_sequences": _r(d.knee_sequences, 2), "rms_ms": _r(d.rms_ms), "context_tokens": _r(context, 1),
             "bound_below_knee": bound_low, "bound_above_knee": bound_high,
-            "ms_per_token_1": _r(d.step_ms(1)), "points": points,
+            # one user's ms per generated token as the server counts it (TPOT: a request's mean gap)
+            "ms_per_token_1": _r(next((pt.tpot_p50_ms for pt in d.points if pt.sequences == 1), math.nan)),
+            "points": points,
+            "server_ms_per_token_1": _r(data.server_ms_per_token_1),
             "server_running_check": data.running_check,
         }
         sentences.append(describe_decode(d, bound_low, bound_high))
@@ -166,6 +173,10 @@ def print_profile(profile: dict[str, Any], console: Any) -> None:
             f"prefill fit: {_fmt(p['fixed_ms'], '.1f')} ms + {_fmt(p['ms_per_token'], '.4f')} ms/token "
             f"(95% CI {_fmt(lo, '.4f')}–{_fmt(hi, '.4f')}); {_fmt(p['tokens_per_s'], ',.0f')} tokens/s"
         )
+    if p and p.get("server_ms_per_token") is not None:
+        console.print(f"the server's own timings of the same requests: prefill {p['server_ms_per_token']:.4f} ms/token")
+    if d and d.get("server_ms_per_token_1") is not None:
+        console.print(f"the server's own timings at one user: {d['server_ms_per_token_1']:.3f} ms per generated token")
     for sentence in profile.get("summary") or []:
         console.print(f"[bold]{sentence}[/]")
     for note in profile.get("notes") or []:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 import time
+
+import numpy as np
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -43,6 +45,10 @@ class ProfileData:
     runs: list[str] = field(default_factory=list)
     #: Decode points with the server's own running count beside the users (where scraped).
     running_check: list[dict[str, Any]] = field(default_factory=list)
+    #: The server's own view of the same requests (llama.cpp ``timings``), where it sends them:
+    #: the same linear fit of its prompt_ms, and its median ms per generated token at one user.
+    server_prefill: PrefillFit | None = None
+    server_ms_per_token_1: float = math.nan
     interrupted: bool = False
     wall_s: float = 0.0
     notes: list[str] = field(default_factory=list)
@@ -55,6 +61,17 @@ def _run(scenario: Scenario, folder: Path):
 
     outcome = run_scenario(scenario, RunOptions(out=folder))
     return analyze_run(folder), outcome.interrupted
+
+
+def _server_column(folder: Path, column: str):
+    """(prompt tokens, the column) of the measured successful requests of a run, where the server timed them."""
+    from loadtest.analysis.columns import boolean, numeric
+    from loadtest.records import read_requests
+
+    frame = read_requests(folder)
+    values = numeric(frame, column)
+    ok = boolean(frame, "ok") & ~boolean(frame, "warmup") & np.isfinite(values)
+    return numeric(frame, "prompt_tokens")[ok], values[ok]
 
 
 def _decode_points(analysis, data: ProfileData) -> list[DecodePoint]:
@@ -101,6 +118,8 @@ def _profile(scenario: Scenario, plan: ProfilePlan, data: ProfileData) -> None:
     frame = analysis.requests
     ok = frame["measured"].to_numpy() & frame["ok"].to_numpy()
     data.prefill = fit_prefill(frame["prompt_tokens"].to_numpy(dtype=float)[ok], frame["ttft_ms"].to_numpy(dtype=float)[ok])
+    tokens, prompt_ms = _server_column(folder / "prefill", "server_prompt_ms")
+    data.server_prefill = fit_prefill(tokens, prompt_ms)
     if stop:
         data.interrupted = True
         return
@@ -111,6 +130,9 @@ def _profile(scenario: Scenario, plan: ProfilePlan, data: ProfileData) -> None:
     for p in _decode_points(analysis, data):
         points[p.sequences] = p
     base = points.get(1.0)
+    _, per_token = _server_column(folder / "decode-1", "server_predicted_per_token_ms")
+    if len(per_token):
+        data.server_ms_per_token_1 = float(np.median(per_token))
     if stop or base is None:
         data.interrupted = stop
         if base is None:
