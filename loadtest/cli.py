@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Callable, Sequence
+from typing import Sequence
 
 from loadtest import __version__
+from loadtest.argtypes import positive
 from loadtest.errors import LoadtestError
 
 def _cmd_mock(args: argparse.Namespace) -> int:
@@ -48,23 +49,7 @@ def _rates_arg(text: str) -> list[float]:
     return rates
 
 
-def _positive(kind: type) -> Callable[[str], float]:
-    """An argparse type for a positive int or float, with a one-line message."""
-    noun = "an integer" if kind is int else "a number"
-
-    def parse(text: str) -> float:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {noun}; got {text!r}") from None
-        if not value > 0:
-            raise argparse.ArgumentTypeError(f"must be positive; got {text!r}")
-        return value
-
-    parse.__name__ = kind.__name__  # argparse names the type in its messages
-    return parse
-
-
+_positive = positive  # (loadtest/argtypes.py, shared with the other option modules)
 _positive_int = _positive(int)
 _positive_float = _positive(float)
 

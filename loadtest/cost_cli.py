@@ -9,15 +9,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from loadtest.argtypes import positive
 
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be greater than 0: {text!r}")
-    return value
+
+_positive = positive(float)
 
 
 def add_cost_args(p: argparse.ArgumentParser) -> None:

@@ -5,25 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
-    return value
+from loadtest.argtypes import positive
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be greater than 0: {text!r}")
-    return value
+_positive_int = positive(int)
+_positive_float = positive(float)
 
 
 def add_profile_command(sub: argparse._SubParsersAction) -> None:
