@@ -20,7 +20,8 @@ fitted where enough points past the knee can carry it.
 The fit: every split of the sorted points into a low and a high segment, a
 least-squares line on the low one and a line through the origin on the high
 one, the knee where they cross; the split with the least squared error wins,
-if it beats one line by enough to be more than noise, and if its knee lies
+if it beats one line by the Bayesian information criterion, if the points past
+the knee lie clearly above the low line (1.5%), and if its knee lies
 between the segments (see :func:`fit_decode` for when the compute line gets
 an intercept of its own). Pure functions over numbers.
 """
@@ -31,12 +32,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
-#: Two segments must cut the squared error of one line by this factor to be believed.
+#: A compute-side intercept must cut that segment's squared error by this factor to be kept.
 _TWO_SEGMENT_GAIN = 4.0
 #: ...and the points past the knee must lie above the low line's extrapolation by more than
-#: this share of their step time (about the run-to-run noise of a median ITL), so that a
+#: this share of their step time (above the sub-percent jitter of a median ITL), so that a
 #: flat curve does not get a knee at its last point from sub-percent jitter.
-_MIN_EXCESS = 0.03
+_MIN_EXCESS = 0.015
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,19 @@ def _in_gap(knee: float, low_last: float, high_first: float) -> bool:
     return low_last - 0.5 <= knee <= high_first + 0.5
 
 
+def _two_beat_one(sse_one: float, sse_two: float, n: int) -> bool:
+    """Do two segments (4 parameters) explain the points better than one line (2), by BIC?
+
+    BIC = n ln(SSE / n) + k ln(n): the extra knee and slope must buy more than
+    their ``2 ln(n)``. A plain error ratio would let noise at small batches
+    (where a few ms of jitter dominate) hide a real bend further out.
+    """
+    floor = 1e-12  # two exact lines: as good as it gets
+    bic_one = n * math.log(max(sse_one, floor) / n) + 2 * math.log(n)
+    bic_two = n * math.log(max(sse_two, floor) / n) + 4 * math.log(n)
+    return bic_two < bic_one
+
+
 def fit_decode(points: Sequence[DecodePoint]) -> DecodeFit | None:
     """Fit ``points`` (any order; one per batch size); None with fewer than two usable points.
 
@@ -141,7 +155,7 @@ def fit_decode(points: Sequence[DecodePoint]) -> DecodeFit | None:
                 fixed_ms=a1, per_seq_ms=b1, compute_ms_per_seq=b2, compute_intercept_ms=0.0,
                 knee_sequences=knee, rms_ms=math.sqrt((s1 + s2) / len(xs)), points=list(pts),
             )
-    if best is None or best_sse * _TWO_SEGMENT_GAIN > sse1:
+    if best is None or not _two_beat_one(sse1, best_sse, len(xs)):
         return one_line  # not clearly better than one line: no knee seen
     high_x, high_y = xs[best_split:], ys[best_split:]
     if len(high_x) >= 3:

@@ -101,9 +101,10 @@ def fit_prefill(
 
 def describe_prefill(fit: PrefillFit) -> str:
     """Plain words: what a prompt costs before the first token."""
+    fixed = f"on top of {fit.fixed_ms:.1f} ms fixed" if fit.fixed_ms >= 0 else "(the line's intercept is below zero: the curve bends upward)"
     text = (
         f"prefill costs {fit.ms_per_token:.3f} ms per prompt token ({fit.tokens_per_s:,.0f} tokens/s) "
-        f"on top of {fit.fixed_ms:.1f} ms fixed: a 1,000-token prompt waits about "
+        f"{fixed}: a 1,000-token prompt waits about "
         f"{fit.fixed_ms + 1000 * fit.ms_per_token:,.0f} ms for its first token at concurrency 1"
     )
     if fit.quadratic_matters:

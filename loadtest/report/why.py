@@ -42,3 +42,24 @@ def why(analysis: Any) -> tuple[dict[str, Any] | None, dict[int, dict[str, Any]]
         "sentence": describe_decode(fit, bound_low, bound_high),
     }
     return out, {i: b.to_dict() for i, b in bounds.items()}
+
+
+def limits_line(analysis: Any) -> str:
+    """The terminal's line on what limits the capacity and what it costs ('' when nothing to say)."""
+    from loadtest.analysis.run_cost import run_cost
+
+    fit, _ = why(analysis)
+    parts = []
+    if fit is not None:
+        at = f"; at capacity the step is {fit['bound_at_capacity']}-bound" if fit.get("bound_at_capacity") else ""
+        parts.append(f"what limits it: {fit['sentence']}{at}")
+    cost = run_cost(analysis)
+    if cost and cost.get("usd_per_million_output_tokens") is not None:
+        text = (f"cost: ${cost['usd_per_million_output_tokens']:.2f} per million output tokens on goodput "
+                f"(${cost['usd_per_hour']:g}/h per replica)")
+        fc = cost.get("forecast")
+        if fc:
+            text += (f"; {fc['peak']:g} peak {fc['unit']}: {fc['peak_replicas']} replicas, "
+                     f"${fc['monthly_usd_autoscaled']:,.0f} a month autoscaled, ${fc['monthly_usd_static']:,.0f} static")
+        parts.append(text)
+    return "\n".join(parts)
