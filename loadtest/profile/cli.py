@@ -30,6 +30,8 @@ def add_profile_command(sub: argparse._SubParsersAction) -> None:
                    help="largest batch of the decode ladder 1, 2, 4, ... (default %(default)s)")
     g.add_argument("--decode-level-s", type=_positive_float, default=d.decode_level_s, metavar="S",
                    help="length of each decode level (default %(default)s)")
+    g.add_argument("--decode-prompt-tokens", type=_positive_int, default=d.decode_prompt_tokens, metavar="N",
+                   help="prompt words per decode request: short, so that admitting a request adds little prefill to a step (default %(default)s)")
     g.add_argument("--decode-max-tokens", type=_positive_int, default=d.decode_max_tokens, metavar="N",
                    help="output tokens per decode request, ignore_eos (default %(default)s)")
     g.add_argument("--warmup", type=_positive_float, default=d.warmup_s, metavar="S",
@@ -54,6 +56,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     plan = ProfilePlan(
         max_prompt_tokens=args.max_prompt_tokens, prefill_duration_s=args.prefill_s, max_batch=args.max_batch,
         decode_level_s=args.decode_level_s, decode_max_tokens=args.decode_max_tokens, warmup_s=args.warmup,
+        decode_prompt_tokens=args.decode_prompt_tokens,
     )
     if args.max_prompt_tokens < plan.min_prompt_tokens:
         plan.min_prompt_tokens = max(8, args.max_prompt_tokens // 4)

@@ -89,6 +89,12 @@ DEFINITIONS = {
     "measured from each request's scheduled time; offered/sent/completed per second of measured window; an arrival "
     "finding max_in_flight requests in flight fails as 'dropped'; more than 1% (and at least 3) of sends over 10 ms late marks the level "
     "client_saturated; capacity.rate_rps is the highest rate such that every rate up to it passes",
+    "decode_fit": "step(n) = max(fixed + per_seq x n, compute_per_seq x n) fitted to each closed-loop level's median ITL "
+    "(n: the server's running count where scraped, else the users); knee where the lines cross (analysis/decode_fit.py)",
+    "bound": "per level: memory | compute | overhead from the roofline floors when hardware: and model: are known "
+    "(overhead: measured above 3 x the higher floor), else memory below the fit's knee and compute past it (basis: fit)",
+    "cost": "usd_per_hour divided by what the capacity level served within the SLO per hour (goodput: requests that met "
+    "every per-request limit, and their tokens); forecast: replicas = ceil(load / (capacity x (1 - headroom))) per hour",
     "null": "null means no data, or, for a percentile, that failures (+inf) reach it (see n_failed)",
 }
 
