@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Callable, Sequence
+from typing import Sequence
 
 from loadtest import __version__
+from loadtest.argtypes import positive
 from loadtest.errors import LoadtestError
 
 def _cmd_mock(args: argparse.Namespace) -> int:
@@ -48,23 +49,7 @@ def _rates_arg(text: str) -> list[float]:
     return rates
 
 
-def _positive(kind: type) -> Callable[[str], float]:
-    """An argparse type for a positive int or float, with a one-line message."""
-    noun = "an integer" if kind is int else "a number"
-
-    def parse(text: str) -> float:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {noun}; got {text!r}") from None
-        if not value > 0:
-            raise argparse.ArgumentTypeError(f"must be positive; got {text!r}")
-        return value
-
-    parse.__name__ = kind.__name__  # argparse names the type in its messages
-    return parse
-
-
+_positive = positive  # (loadtest/argtypes.py, shared with the other option modules)
 _positive_int = _positive(int)
 _positive_float = _positive(float)
 
@@ -144,6 +129,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _run_and_gate(args: argparse.Namespace, scenario) -> int:
+    from loadtest.cost_cli import cost_options
     from loadtest.errors import InputError
     from loadtest.run import RunOptions, run_scenario
 
@@ -175,6 +161,7 @@ def _run_and_gate(args: argparse.Namespace, scenario) -> int:
             master_bind_port=args.master_bind_port,
             worker_timeout_s=args.worker_timeout,
             autoscaling={k: v for k, v in _autoscaling_overrides(args).items() if v is not None},
+            cost=cost_options(args),
             web=args.web,
             web_host=args.web_host,
             web_port=args.web_port,
@@ -254,6 +241,7 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
 def _analyze(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from loadtest.cost_cli import cost_options, merge_cost_options
     from loadtest.analysis import analyze_run
     from loadtest.report import write_reports
     from loadtest.report.terminal import print_summary
@@ -263,6 +251,7 @@ def _analyze(args: argparse.Namespace) -> int:
 
         raise InputError(f"{args.run_dir}: not a run folder (no run.json)")
     analysis = analyze_run(args.run_dir, slo_overrides=args.slo or (), autoscaling_overrides=_autoscaling_overrides(args))
+    analysis.run["cost_options"] = merge_cost_options(analysis.run.get("cost_options"), cost_options(args))
     paths = write_reports(args.run_dir, analysis)
     print_summary(analysis, console=Console(soft_wrap=True, width=None if sys.stdout.isatty() else 120))
     for path in paths.values():
@@ -273,6 +262,7 @@ def _analyze(args: argparse.Namespace) -> int:
 def _add_pipeline_commands(sub: argparse._SubParsersAction) -> None:
     from pathlib import Path
 
+    from loadtest.cost_cli import add_cost_args
     from loadtest.storage.remote import path_arg
 
     p = sub.add_parser("run", help="run a scenario: rising concurrency, per-chunk records, capacity")
@@ -289,6 +279,7 @@ def _add_pipeline_commands(sub: argparse._SubParsersAction) -> None:
                    help="open loop: --refine stops when the rate bracket is this narrow (req/s; default 5%% of the failing rate)")
     p.add_argument("--no-server-metrics", action="store_true", help="do not scrape the target's Prometheus /metrics")
     _add_autoscaling_args(p)
+    add_cost_args(p)
     web = p.add_argument_group("web UI (Locust's own, with a Levels tab and charts)")
     web.add_argument("--web", action="store_true", help="serve Locust's web UI; its Start button begins the levels, Stop ends the run like Ctrl-C")
     web.add_argument("--web-host", default="127.0.0.1", help="interface for the web UI (default 127.0.0.1)")
@@ -332,6 +323,7 @@ def _add_pipeline_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run_dir", type=path_arg, help="a run folder written by 'loadtest run' (local or s3://)")
     p.add_argument("--slo", action="append", metavar="METRIC.PCT=LIMIT", help="override an SLO, e.g. itl_ms.p95=40 or max_error_rate=0.05")
     _add_autoscaling_args(p)
+    add_cost_args(p)
     p.set_defaults(func=_cmd_analyze)
 
     p = sub.add_parser("compare", help="regression gate: compare a candidate run with a baseline run")
@@ -346,6 +338,10 @@ def _add_pipeline_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--html", type=Path, metavar="FILE", default=Path("history.html"), help="the page to write (default history.html)")
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the table as JSON")
     p.set_defaults(func=_cmd_history)
+
+    from loadtest.profile.cli import add_profile_command
+
+    add_profile_command(sub)
 
 
 def build_parser() -> argparse.ArgumentParser:

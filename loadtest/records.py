@@ -61,6 +61,10 @@ SCHEMA = pa.schema(
         pa.field("rate_rps", pa.float64()),
         pa.field("scheduled_wall", pa.float64()),
         pa.field("schedule_lag_ms", pa.float64()),
+        # the server's own per-request timings where it sends them (llama.cpp ``timings``), else null:
+        # prompt processing in ms, and ms per generated token (loadtest profile cross-checks with them)
+        pa.field("server_prompt_ms", pa.float64()),
+        pa.field("server_predicted_per_token_ms", pa.float64()),
     ]
 )
 

@@ -49,6 +49,8 @@ class RunOptions:
     rate_resolution: float | None = None
     #: ``--headroom``/``--scale-up-s``/``--traffic-growth``: kept in run.json for ``analyze``.
     autoscaling: dict[str, Any] = field(default_factory=dict)
+    #: ``--usd-per-hour``/``--peak-users``/``--peak-rps``: kept in run.json for the cost (analysis/run_cost.py).
+    cost: dict[str, Any] = field(default_factory=dict)
     #: ``--web``: serve Locust's web UI (extended, see load/webui.py); Start begins the levels.
     web: bool = False
     web_host: str = "127.0.0.1"
@@ -146,6 +148,7 @@ def initial_meta(scenario: Scenario, options: RunOptions | None = None) -> dict[
             "signals": list(t.metrics.signals),
         },
         "autoscaling": dict(options.autoscaling) if options else {},
+        "cost_options": dict(options.cost) if options else {},
         "format": 1,
         "name": scenario.name,
         "tool_version": __version__,

@@ -28,6 +28,7 @@ from pydantic import (
 )
 
 from loadtest.errors import InputError
+from loadtest.facts import Cost, Hardware, ModelFacts
 
 PERCENTILES = ("p50", "p90", "p95", "p99")
 LATENCY_METRICS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
@@ -430,6 +431,10 @@ class Scenario(_Strict):
     workload: Workload = Workload()
     load: Load
     slo: Slo = Slo()
+    #: Optional facts for the roofline and the cost (loadtest/facts.py); analysis only.
+    hardware: Hardware | None = None
+    model: ModelFacts | None = None
+    cost: Cost | None = None
 
     @model_validator(mode="after")
     def _classes_inherit_the_error_budget(self) -> "Scenario":

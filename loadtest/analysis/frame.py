@@ -135,6 +135,7 @@ def request_frame(
             "e2e_ms": e2e,
             "tpot_ms": tpot,
             "completion_tokens": tokens,
+            "prompt_tokens": numeric(requests, "prompt_tokens"),  # for cost per token (analysis/cost.py)
             "chunks": chunks.counts,
             "ttft_sample": np.where(measured, censored(failure_is_inf(ttft), "ttft_ms"), np.nan),
             "ttfb_sample": np.where(measured, censored(failure_is_inf(ttfb), "ttfb_ms"), np.nan),

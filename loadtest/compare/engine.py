@@ -115,6 +115,8 @@ class Comparison:
     changes: list[Change]
     warnings: list[str] = field(default_factory=list)
     confidence: float = CONFIDENCE
+    #: The cost change (compare/cost.py), None unless both runs were priced.
+    cost: dict[str, Any] | None = None
 
     @property
     def regressions(self) -> list[Change]:
@@ -198,7 +200,10 @@ def compare_runs(baseline: Path | str, candidate: Path | str, rules: Rules, *, s
     ]
     changes += _level_changes(side_b, side_c, samples_b, samples_c, latency_checks, rules, confidence, seed, warnings)
     changes.sort(key=_severity)
-    return Comparison(side_b, side_c, slo_c.to_dict(), fp, rules, changes, warnings, confidence)
+    from loadtest.compare.cost import cost_change
+
+    cost = cost_change(side_b.summary, side_c.summary)
+    return Comparison(side_b, side_c, slo_c.to_dict(), fp, rules, changes, warnings, confidence, cost)
 
 
 def _confidence(side: RunInput) -> float:

@@ -97,6 +97,7 @@ def comparison_dict(cmp: Comparison) -> dict[str, Any]:
                    for v in ("regression", "inconclusive", "improvement", "unchanged")},
         "warnings": list(cmp.warnings),
         "checks": [change_dict(c) for c in cmp.changes],
+        "cost": cmp.cost,
     }
     return clean(out)
 
@@ -122,8 +123,9 @@ def junit_xml(cmp: Comparison) -> str:
             ET.SubElement(case, "skipped", message=f"inconclusive: {change.message}")
         elif change.verdict == "regression":  # a regression --fail-on does not watch
             ET.SubElement(case, "system-out").text = f"not gated (--fail-on): {change.message}"
-    if cmp.warnings:
-        ET.SubElement(suite, "system-out").text = "\n".join(f"warning: {w}" for w in cmp.warnings)
+    lines = [f"warning: {w}" for w in cmp.warnings] + ([f"cost: {cmp.cost['sentence']}"] if cmp.cost else [])
+    if lines:
+        ET.SubElement(suite, "system-out").text = "\n".join(lines)
     suite.set("tests", str(len(cmp.changes)))
     suite.set("failures", str(failures))
     suite.set("skipped", str(skipped))
@@ -168,6 +170,8 @@ def markdown(cmp: Comparison, *, rows: int = MARKDOWN_ROWS) -> str:
         lines.append(f"> ⚠️ {warning}")
     if cmp.warnings:
         lines.append("")
+    if cmp.cost:
+        lines += [f"💲 Cost: {cmp.cost['sentence']}", ""]
     counts = {v: sum(1 for ch in cmp.changes if ch.verdict == v) for v in _ICONS}
     lines.append(" · ".join(f"{_ICONS[v]} {n} {v}" for v, n in counts.items()))
     lines.append("")
@@ -215,6 +219,8 @@ def write_markdown(path: Path, cmp: Comparison) -> Path:
 def terminal_text(cmp: Comparison, *, rows: int = 15) -> str:
     lines = [cmp.headline]
     lines += [f"warning: {w}" for w in cmp.warnings]
+    if cmp.cost:
+        lines.append(f"cost: {cmp.cost['sentence']}")
     shown = [ch for ch in cmp.changes if ch.verdict != "unchanged"][:rows]
     for ch in shown:
         mark = "FAIL" if ch.fails_gate else ("HOLD" if ch.holds_gate else "    ")

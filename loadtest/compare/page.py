@@ -130,6 +130,8 @@ def render_compare_html(cmp: Comparison) -> str:
         f"<tr><th>candidate</th><td>{_e(c.label)}: capacity {_e(c.bounds.text())}</td></tr>"
         f"<tr><th>workload</th><td>fingerprint {_e(cmp.fingerprint.get('hash'))}</td></tr></table>",
     ]
+    if cmp.cost:
+        body.append(f"<h2 id='cost'>Cost</h2><p>{_e(cmp.cost['sentence'])}</p>")
     if cmp.warnings:
         body.append("<h2>Warnings</h2><ul class='warnings'>" + "".join(f"<li>{_e(w)}</li>" for w in cmp.warnings) + "</ul>")
     if any(ch.level is not None for ch in cmp.changes):

@@ -24,8 +24,13 @@ _SCALARS = (
     "ttfb_ms", "ttft_ms", "e2e_ms", "prompt_tokens", "completion_tokens", "token_source",
     "status", "ok", "error_kind", "error", "reasoning_tokens", "resends",
     "class", "turn", "conversation_id", "prompt_token_source",
-    "rate_rps", "scheduled_wall", "schedule_lag_ms",
+    "rate_rps", "scheduled_wall", "schedule_lag_ms", "server_prompt_ms", "server_predicted_per_token_ms",
 )
+
+
+def _number(value: Any) -> float | None:
+    """A server-sent timing as a float, or None when absent or not a number."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 class RecordBuffer:
@@ -102,6 +107,9 @@ class RecordBuffer:
             cols["rate_rps"].append(slot.rate_rps)
             cols["scheduled_wall"].append(slot.wall)
             cols["schedule_lag_ms"].append(slot.lag_ms(rec))
+        timings = rec.server_timings or {}
+        cols["server_prompt_ms"].append(_number(timings.get("prompt_ms")))
+        cols["server_predicted_per_token_ms"].append(_number(timings.get("predicted_per_token_ms")))
         self._chunk_ms.extend(rec.chunk_ms)
         self._chunk_tokens.extend(rec.chunk_tokens)
         self._offsets.append(len(self._chunk_ms))

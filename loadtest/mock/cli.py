@@ -65,6 +65,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="tokens per SSE chunk (the last chunk may carry fewer) (default: %(default)s)",
     )
 
+    roof = parser.add_argument_group(
+        "roofline mode (see MODEL.md): step = overhead + max(memory floor, compute floor); "
+        "on when --roofline-hbm-gbps is given, replacing --decode-base-ms/--decode-per-seq-ms/--prefill-per-token-ms"
+    )
+    roof.add_argument(
+        "--roofline-hbm-gbps", type=float, default=_D.roofline_hbm_gbps, metavar="GB/S",
+        help="declared memory bandwidth, GB/s (turns the mode on)",
+    )
+    roof.add_argument(
+        "--roofline-tflops", type=float, default=_D.roofline_tflops, metavar="TFLOPS",
+        help="declared dense throughput, TFLOP/s (default: %(default)s)",
+    )
+    roof.add_argument(
+        "--roofline-params-b", type=float, default=_D.roofline_params_b, metavar="B",
+        help="model parameters, billions (default: %(default)s)",
+    )
+    roof.add_argument(
+        "--roofline-bytes-per-weight", type=float, default=_D.roofline_bytes_per_weight, metavar="BYTES",
+        help="bytes per weight of the served precision (default: %(default)s)",
+    )
+    roof.add_argument(
+        "--roofline-kv-bytes-per-token", type=float, default=_D.roofline_kv_bytes_per_token, metavar="BYTES",
+        help="KV-cache bytes per context token, read every step (default: %(default)s)",
+    )
+    roof.add_argument(
+        "--roofline-overhead-ms", type=float, default=_D.roofline_overhead_ms, metavar="MS",
+        help="fixed cost added to every step (scheduler, launch) (default: %(default)s)",
+    )
+
     flt = parser.add_argument_group("fault injection (rates are per-request probabilities)")
     flt.add_argument(
         "--fail-rate",

@@ -42,6 +42,14 @@ class MockConfig:
     decode_per_seq_ms: float = 0.5
     prefill_per_token_ms: float = 0.02
     tokens_per_chunk: int = 1
+    # Roofline mode (roofline.py, MODEL.md): off while roofline_hbm_gbps is None; when on,
+    # step times follow these instead of decode_base_ms/decode_per_seq_ms/prefill_per_token_ms.
+    roofline_hbm_gbps: float | None = None
+    roofline_tflops: float = 100.0
+    roofline_params_b: float = 7.0
+    roofline_bytes_per_weight: float = 2.0
+    roofline_kv_bytes_per_token: float = 0.0
+    roofline_overhead_ms: float = 0.0
     # Access.
     api_key: str | None = None
     #: Serve HTTPS with this certificate and key (PEM files), to test TLS clients.
@@ -70,6 +78,16 @@ class MockConfig:
         _check(bool(self.model_name.strip()), "--model-name", "must not be empty")
         _check(self.max_batch >= 1, "--max-batch", "must be at least 1")
         for name in ("decode_base_ms", "decode_per_seq_ms", "prefill_per_token_ms", "stall_s"):
+            value = getattr(self, name)
+            _check(math.isfinite(value) and value >= 0, _flag(name), "must be a number >= 0")
+        _check(
+            self.roofline_hbm_gbps is None or (math.isfinite(self.roofline_hbm_gbps) and self.roofline_hbm_gbps > 0),
+            "--roofline-hbm-gbps", "must be a number > 0",
+        )
+        for name in ("roofline_tflops", "roofline_params_b", "roofline_bytes_per_weight"):
+            value = getattr(self, name)
+            _check(math.isfinite(value) and value > 0, _flag(name), "must be a number > 0")
+        for name in ("roofline_kv_bytes_per_token", "roofline_overhead_ms"):
             value = getattr(self, name)
             _check(math.isfinite(value) and value >= 0, _flag(name), "must be a number >= 0")
         _check(self.tokens_per_chunk >= 1, "--tokens-per-chunk", "must be at least 1")

@@ -35,6 +35,7 @@ from collections import deque
 from typing import Callable
 
 from loadtest.mock.config import MockConfig
+from loadtest.mock.roofline import from_config as roofline_of
 
 #: ``sink(generated) -> keep_going``. The engine calls it with the number of
 #: tokens generated so far after each token (1, 2, ..., max_tokens), and with
@@ -107,6 +108,8 @@ class Engine:
         self._base_s = config.decode_base_ms / 1000.0
         self._per_seq_s = config.decode_per_seq_ms / 1000.0
         self._prefill_s = config.prefill_per_token_ms / 1000.0
+        #: Roofline mode (roofline.py): step times from declared hardware and model; None = off.
+        self._roofline = roofline_of(config)
         self._waiting: deque[Sequence] = deque()
         self._running: list[Sequence] = []
         self._wake = asyncio.Event()
@@ -176,6 +179,7 @@ class Engine:
         waiting = self._waiting
         max_batch = self.max_batch
         base_s, per_seq_s, prefill_s = self._base_s, self._per_seq_s, self._prefill_s
+        roofline = self._roofline
         next_start = 0.0
         idle = True
         while True:
@@ -189,6 +193,7 @@ class Engine:
 
             # Admission, FIFO, into free slots.
             prefill_tokens = 0
+            admitted = 0
             while waiting and len(running) < max_batch:
                 seq = waiting.popleft()
                 if seq.done.done() or not seq.sink(0):
@@ -196,12 +201,19 @@ class Engine:
                     continue
                 running.append(seq)
                 prefill_tokens += seq.prompt_tokens
+                admitted += 1
             if not running:
                 idle = True
                 continue
             self.prompt_tokens_total += prefill_tokens
 
-            duration = base_s + per_seq_s * len(running) + prefill_s * prefill_tokens
+            if roofline is None:
+                duration = base_s + per_seq_s * len(running) + prefill_s * prefill_tokens
+            else:
+                # Every sequence's context is read; the admitted ones compute their prompts,
+                # the others one token each.
+                context = sum(s.prompt_tokens + s.generated for s in running)
+                duration = roofline.step_s(context, len(running) - admitted + prefill_tokens)
             if now - start > duration:
                 # We fell a whole step behind (the loop was starved): start afresh
                 # rather than fire a burst of back-to-back steps to catch up.

@@ -151,10 +151,21 @@ def render(config: MockConfig, engine: Engine, metrics: MockMetrics) -> bytes:
                 ('{param="decode_per_seq_ms"}', config.decode_per_seq_ms),
                 ('{param="prefill_per_token_ms"}', config.prefill_per_token_ms),
                 ('{param="tokens_per_chunk"}', config.tokens_per_chunk),
+                *(
+                    [(f'{{param="{name}"}}', getattr(config, name)) for name in _ROOFLINE_PARAMS]
+                    if config.roofline_hbm_gbps is not None
+                    else []
+                ),
             ],
         ),
     ]
     return ("\n".join(families) + "\n").encode()
+
+
+_ROOFLINE_PARAMS = (
+    "roofline_hbm_gbps", "roofline_tflops", "roofline_params_b", "roofline_bytes_per_weight",
+    "roofline_kv_bytes_per_token", "roofline_overhead_ms",
+)
 
 
 def parse_prometheus_text(text: str) -> dict[str, float]:

@@ -128,7 +128,8 @@ class MockService:
         if (denied := self._check_auth(request)) is not None:
             return denied
         return web.Response(
-            body=wire.models_body(self.config.model_name, self.started), content_type=_JSON
+            body=wire.models_body(self.config.model_name, self.started, _model_meta(self.config)),
+            content_type=_JSON,
         )
 
     def _check_auth(self, request: web.Request) -> web.Response | None:
@@ -375,3 +376,11 @@ async def serve(
         await stop.wait()
     finally:
         await runner.cleanup()
+
+
+def _model_meta(config: MockConfig) -> dict | None:
+    """llama.cpp-style ``meta`` for /v1/models in roofline mode: what the model weighs."""
+    if config.roofline_hbm_gbps is None:
+        return None
+    params = config.roofline_params_b * 1e9
+    return {"n_params": int(params), "size": int(params * config.roofline_bytes_per_weight)}

@@ -226,11 +226,14 @@ def error_body(
     return orjson.dumps({"error": {"message": message, "type": type, "param": param, "code": code}})
 
 
-def models_body(model: str, created: int) -> bytes:
-    """``GET /v1/models``: the one model the mock claims to serve."""
-    return orjson.dumps(
-        {
-            "object": "list",
-            "data": [{"id": model, "object": "model", "created": created, "owned_by": "loadtest"}],
-        }
-    )
+def models_body(model: str, created: int, meta: dict | None = None) -> bytes:
+    """``GET /v1/models``: the one model the mock claims to serve.
+
+    ``meta`` (roofline mode) is llama.cpp's per-model metadata (``n_params``,
+    ``size`` in bytes), so ``loadtest profile`` reads the model's size the same
+    way from both.
+    """
+    entry: dict = {"id": model, "object": "model", "created": created, "owned_by": "loadtest"}
+    if meta:
+        entry["meta"] = meta
+    return orjson.dumps({"object": "list", "data": [entry]})

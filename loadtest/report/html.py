@@ -720,6 +720,9 @@ def render_html(analysis: Analysis) -> str:
                     "failed requests. Shaded spans are warmups, not measured."))
     body = [f"<h1>{_e(analysis.name or 'Load test')}: capacity report</h1>", _header(analysis)]
     body.append("<h2>Per level</h2>" + _levels_table(analysis))
+    from loadtest.report.why_html import why_section
+
+    body.append(why_section(analysis))
     for title, fig, note in figures:
         how = f"<p class='how'><b>How to read this:</b> {_e(note)}</p>" if note else ""
         body.append(f"<section class='figure'><h2>{_e(title)}</h2>{how}{_figure_html(fig)}</section>")

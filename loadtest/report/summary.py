@@ -20,6 +20,12 @@ Stable keys (others may be added, never renamed):
   ``capacity.binding_class``, ``capacity.classes[name]`` (each class's own
   capacity) and ``classes[name].slo``; with conversations,
   ``levels[].ttft_by_turn["1"]``; ``prompt_token_source`` and ``datasets``;
+* ``decode_fit`` (the two-segment fit of ITL against concurrency, see
+  analysis/decode_fit.py, with its ``sentence``), ``levels[].bound``
+  (``bound``: memory | compute | overhead, ``basis``: roofline | fit, and with
+  ``hardware:``/``model:`` the floors, efficiency and achieved GB/s and TFLOPS)
+  and ``cost`` (with a price: $ per million output tokens / tokens and per
+  thousand requests on goodput at capacity, and the ``forecast``);
 * ``fingerprint``: the workload fingerprint that ``loadtest compare`` matches
   (API, length distributions, dataset hashes, levels, level duration, warm-up,
   and its ``hash``).
@@ -83,6 +89,12 @@ DEFINITIONS = {
     "measured from each request's scheduled time; offered/sent/completed per second of measured window; an arrival "
     "finding max_in_flight requests in flight fails as 'dropped'; more than 1% (and at least 3) of sends over 10 ms late marks the level "
     "client_saturated; capacity.rate_rps is the highest rate such that every rate up to it passes",
+    "decode_fit": "step(n) = max(fixed + per_seq x n, compute_per_seq x n) fitted to each closed-loop level's median ITL "
+    "(n: the server's running count where scraped, else the users); knee where the lines cross (analysis/decode_fit.py)",
+    "bound": "per level: memory | compute | overhead from the roofline floors when hardware: and model: are known "
+    "(overhead: measured above 3 x the higher floor), else memory below the fit's knee and compute past it (basis: fit)",
+    "cost": "usd_per_hour divided by what the capacity level served within the SLO per hour (goodput: requests that met "
+    "every per-request limit, and their tokens); forecast: replicas = ceil(load / (capacity x (1 - headroom))) per hour",
     "null": "null means no data, or, for a percentile, that failures (+inf) reach it (see n_failed)",
 }
 
@@ -315,8 +327,12 @@ def _iso(wall: Any) -> str | None:
 
 def summary_dict(analysis: Analysis) -> dict[str, Any]:
     """The summary as plain JSON-safe data."""
+    from loadtest.analysis.run_cost import run_cost
+    from loadtest.report.why import why
+
     run = analysis.run
     sources = analysis.token_source
+    decode_fit, bounds = why(analysis)
     out = {
         "format": FORMAT,
         "name": analysis.name,
@@ -326,9 +342,11 @@ def summary_dict(analysis: Analysis) -> dict[str, Any]:
         "slo": analysis.slo.to_dict(),
         "capacity": capacity_dict(analysis.capacity),
         "levels": [
-            {**level_dict(lv), "server": level_server_dict(analysis, lv)}
+            {**level_dict(lv), "server": level_server_dict(analysis, lv), "bound": bounds.get(lv.index)}
             for lv in sorted(analysis.levels, key=lambda lv: lv.concurrency)
         ],
+        "decode_fit": decode_fit,
+        "cost": run_cost(analysis),
         "token_source": {
             "primary": max(sources, key=sources.__getitem__) if sources else None,
             "requests": sources,

@@ -225,5 +225,10 @@ def print_summary(analysis: Analysis, console: Console | None = None) -> None:
     scaling = analysis.autoscaling
     if scaling is not None and scaling.capacity is not None:
         console.print(Text(f"autoscaling: {scaling.paragraph}"))
+    from loadtest.report.why import limits_line
+
+    line = limits_line(analysis)
+    if line:
+        console.print(Text(line))
     for warning in analysis.warnings:
         console.print(Text(f"warning: {warning}", style="yellow"))

@@ -1,0 +1,96 @@
+"""The cost of an analyzed run: $ per million tokens at capacity, and the forecast's monthly bill.
+
+Why a module apart from :mod:`cost`: that one is arithmetic; this one finds
+its inputs in an :class:`~loadtest.analysis.results.Analysis` (the capacity
+level, the tokens of the requests that met the SLO there, the autoscaling
+headroom) and in the options the run was given (run.json ``cost_options``:
+``--usd-per-hour``, ``--peak-users``, ``--peak-rps``), falling back on the
+scenario's ``cost:`` section. Pure over the analysis.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+import numpy as np
+
+from loadtest.analysis.cost import Served, forecast, unit_cost
+
+
+def price_per_hour(run: Mapping[str, Any]) -> float | None:
+    """$/hour per replica: ``--usd-per-hour``, else ``cost.usd_per_hour``, else per accelerator × count."""
+    options = run.get("cost_options") or {}
+    if options.get("usd_per_hour"):
+        return float(options["usd_per_hour"])
+    scenario = run.get("scenario") or {}
+    cost = scenario.get("cost") or {}
+    if cost.get("usd_per_hour"):
+        return float(cost["usd_per_hour"])
+    if cost.get("usd_per_accelerator_hour"):
+        count = (scenario.get("hardware") or {}).get("count") or 1
+        return float(cost["usd_per_accelerator_hour"]) * int(count)
+    return None
+
+
+def served_at(analysis: Any, level: Any) -> Served:
+    """What the level served per second: goodput and the good requests' tokens, and all successes."""
+    frame = analysis.requests
+    order = sorted(lv.index for lv in analysis.levels)
+    position = order.index(level.index)
+    out_good = prompt_good = 0.0
+    if frame is not None and len(frame) and "end_pos" in frame:
+        mask = frame["ok"].to_numpy() & frame["good"].to_numpy() & (frame["end_pos"].to_numpy() == position)
+        out_good = float(np.nansum(frame["completion_tokens"].to_numpy(dtype=float)[mask]))
+        if "prompt_tokens" in frame:
+            prompt_good = float(np.nansum(frame["prompt_tokens"].to_numpy(dtype=float)[mask]))
+    seconds = level.window_s if level.window_s and level.window_s > 0 else math.nan
+    return Served(
+        goodput_rps=level.goodput_rps,
+        good_output_tokens_per_s=out_good / seconds,
+        good_prompt_tokens_per_s=prompt_good / seconds,
+        requests_per_s=level.requests_per_s,
+        output_tokens_per_s=level.output_tokens_per_s,
+    )
+
+
+def _capacity_level(analysis: Any) -> Any | None:
+    cap = analysis.capacity
+    if cap.rate_rps is not None:
+        same = [lv for lv in analysis.levels if lv.rate_rps == cap.rate_rps]
+        return same[-1] if same else None
+    if cap.concurrency is None:
+        return None
+    return analysis.level(cap.concurrency)
+
+
+def run_cost(analysis: Any) -> dict[str, Any] | None:
+    """summary.json's ``cost``, or None without a price."""
+    run = analysis.run or {}
+    usd = price_per_hour(run)
+    if usd is None:
+        return None
+    level = _capacity_level(analysis)
+    out: dict[str, Any] = {"usd_per_hour": usd, "capacity_concurrency": analysis.capacity.concurrency,
+                           "capacity_rate_rps": analysis.capacity.rate_rps}
+    if level is None:
+        out["note"] = "no capacity level: no level met the SLOs, so nothing was served at a price"
+        out.update(usd_per_million_output_tokens=None, usd_per_million_tokens=None, usd_per_thousand_requests=None)
+        return out
+    served = served_at(analysis, level)
+    out.update(unit_cost(usd, served).to_dict())
+    out.update(goodput_rps=served.goodput_rps, good_output_tokens_per_s=served.good_output_tokens_per_s,
+               good_prompt_tokens_per_s=served.good_prompt_tokens_per_s)
+    options = run.get("cost_options") or {}
+    shape = ((run.get("scenario") or {}).get("cost") or {}).get("daily_shape")
+    headroom = getattr(analysis.autoscaling, "headroom", None)
+    headroom = 0.2 if headroom is None else float(headroom)
+    fc = None
+    if options.get("peak_users") and analysis.capacity.concurrency:
+        fc = forecast(usd, analysis.capacity.concurrency, float(options["peak_users"]), unit="users",
+                      headroom=headroom, daily_shape=shape)
+    elif options.get("peak_rps") and served.goodput_rps > 0:
+        fc = forecast(usd, served.goodput_rps, float(options["peak_rps"]), unit="rps",
+                      headroom=headroom, daily_shape=shape)
+    out["forecast"] = fc.to_dict() if fc is not None else None
+    return out

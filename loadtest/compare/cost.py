@@ -1,0 +1,83 @@
+"""The cost change between baseline and candidate: what a change (quantization, batching) saves.
+
+Why in compare: engineers judge such a change "one at a time, against a
+baseline", and by what it costs as much as by its latency. Read from each
+side's summary.json ``cost`` (a run priced with ``--usd-per-hour`` or the
+scenario's ``cost:``); nothing when either side has no price. The forecast
+compares like with like: the candidate's peak (else the baseline's) is
+re-planned on both sides with each side's own capacity, price and headroom.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from loadtest.analysis.cost import change, forecast
+
+KEYS = ("usd_per_million_output_tokens", "usd_per_million_tokens", "usd_per_thousand_requests")
+
+
+def _forecast_for(cost: Mapping[str, Any], capacity: Any, unit: str, peak: float, shape: Any) -> dict[str, Any] | None:
+    own = cost.get("forecast") or {}
+    per = capacity if unit == "users" else cost.get("goodput_rps")
+    if not per:
+        return None
+    headroom = own.get("headroom", 0.2)
+    return forecast(cost["usd_per_hour"], float(per), peak, unit=unit, headroom=headroom, daily_shape=shape).to_dict()
+
+
+def cost_change(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> dict[str, Any] | None:
+    """compare.json's ``cost``: both sides' unit costs and their relative change, and the forecast."""
+    cb, cc = baseline.get("cost"), candidate.get("cost")
+    if not cb or not cc:
+        return None
+    cap_b = (baseline.get("capacity") or {}).get("concurrency")
+    cap_c = (candidate.get("capacity") or {}).get("concurrency")
+    out: dict[str, Any] = {
+        "capacity": {"baseline": cap_b, "candidate": cap_c},
+        "usd_per_hour": {"baseline": cb.get("usd_per_hour"), "candidate": cc.get("usd_per_hour")},
+    }
+    for key in KEYS:
+        out[key] = {"baseline": cb.get(key), "candidate": cc.get(key), "change": change(cb.get(key), cc.get(key))}
+    plan = cc.get("forecast") or cb.get("forecast")
+    out["forecast"] = None
+    if plan:
+        shape = plan.get("daily_shape")
+        fb = _forecast_for(cb, cap_b, plan["unit"], plan["peak"], shape)
+        fc = _forecast_for(cc, cap_c, plan["unit"], plan["peak"], shape)
+        if fb and fc:
+            out["forecast"] = {
+                "unit": plan["unit"], "peak": plan["peak"],
+                "replicas": {"baseline": fb["peak_replicas"], "candidate": fc["peak_replicas"]},
+                "monthly_usd_autoscaled": {"baseline": fb["monthly_usd_autoscaled"], "candidate": fc["monthly_usd_autoscaled"],
+                                           "change": change(fb["monthly_usd_autoscaled"], fc["monthly_usd_autoscaled"])},
+                "monthly_usd_static": {"baseline": fb["monthly_usd_static"], "candidate": fc["monthly_usd_static"],
+                                       "change": change(fb["monthly_usd_static"], fc["monthly_usd_static"])},
+            }
+    out["sentence"] = cost_sentence(out)
+    return out
+
+
+def _usd(value: Any) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:,.2f}" if value < 100 else f"{value:,.0f}"
+
+
+def _pct(value: Any) -> str:
+    return "" if value is None else f", {value * 100:+.0f}%".replace("-", "−")
+
+
+def cost_sentence(d: Mapping[str, Any]) -> str:
+    """``capacity 10 → 14 users per replica: $/1M output tokens 3.10 → 2.21, −29%; at 36 peak users 4 → 3 replicas, $8,900 → $6,700 a month``."""
+    cap = d["capacity"]
+    out = d["usd_per_million_output_tokens"]
+    text = (f"capacity {cap['baseline']} → {cap['candidate']} users per replica: $/1M output tokens "
+            f"{_usd(out['baseline'])} → {_usd(out['candidate'])}{_pct(out['change'])}")
+    fc = d.get("forecast")
+    if fc:
+        unit = "peak users" if fc["unit"] == "users" else "peak req/s"
+        monthly = fc["monthly_usd_autoscaled"]
+        text += (f"; at {fc['peak']:g} {unit} {fc['replicas']['baseline']} → {fc['replicas']['candidate']} replicas, "
+                 f"${_usd(monthly['baseline'])} → ${_usd(monthly['candidate'])} a month")
+    return text

@@ -1,0 +1,257 @@
+"""A profile's outputs: ``profile.json``, the terminal table and ``report.html`` (its own section).
+
+Why one module: all three say the same things from one dict
+(:func:`profile_dict`), so they cannot disagree. The plain-words sentences
+come from :func:`loadtest.analysis.decode_fit.describe_decode` and
+:func:`loadtest.analysis.prefill_fit.describe_prefill`, with the bound on each
+side of the knee from the roofline when the hardware and model are known.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import plotly.graph_objects as go
+
+from loadtest import __version__
+from loadtest.analysis.decode_fit import describe_decode
+from loadtest.analysis.prefill_fit import describe_prefill
+from loadtest.analysis.roofline import Ceilings, ModelSize, read_decode, read_prefill
+from loadtest.profile.runner import ProfileData
+from loadtest.redact import public_url, scrub
+from loadtest.report.summary import clean
+
+PROFILE_JSON = "profile.json"
+REPORT_HTML = "report.html"
+
+
+def _r(value: float | None, digits: int = 4) -> float | None:
+    if value is None or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return round(float(value), digits)
+
+
+def profile_dict(data: ProfileData, ceilings: Ceilings | None, model: ModelSize | None) -> dict[str, Any]:
+    """Everything the profile found, JSON-safe."""
+    roof = ceilings is not None and model is not None
+    prefill = None
+    if data.prefill is not None:
+        p = data.prefill
+        prefill = {
+            "fixed_ms": _r(p.fixed_ms), "ms_per_token": _r(p.ms_per_token, 5), "tokens_per_s": _r(p.tokens_per_s, 1),
+            "fixed_ms_ci": [_r(x) for x in p.fixed_ci], "ms_per_token_ci": [_r(x, 5) for x in p.ms_per_token_ci],
+            "tokens_per_s_ci": [_r(x, 1) for x in p.tokens_per_s_ci],
+            "quadratic_ms_per_token2": _r(p.quadratic_ms_per_token2, 9), "quadratic_matters": p.quadratic_matters,
+            "rms_ms": _r(p.rms_ms), "n": p.n, "points": p.points,
+        }
+        own = data.server_prefill
+        prefill["server_ms_per_token"] = _r(own.ms_per_token, 5) if own else None
+        prefill["server_agreement"] = _r(p.ms_per_token / own.ms_per_token - 1, 4) if own and own.ms_per_token > 0 else None
+        reading = read_prefill(ceilings, model, p.ms_per_token) if roof else None
+        prefill["roofline"] = reading.to_dict() if reading else None
+        prefill["bound"] = reading.bound if reading else None
+    decode = None
+    sentences = []
+    if data.decode is not None:
+        d = data.decode
+        context = data.context_tokens if math.isfinite(data.context_tokens) else 0.0
+        points = []
+        for pt in d.points:
+            row = {"sequences": pt.sequences, "itl_p50_ms": _r(pt.itl_p50_ms), "itl_p95_ms": _r(pt.itl_p95_ms),
+                   "tpot_p50_ms": _r(pt.tpot_p50_ms),
+                   "tokens_per_s": _r(pt.tokens_per_s, 1), "fitted_ms": _r(d.step_ms(pt.sequences)),
+                   "side": d.side(pt.sequences)}
+            ctx = data.contexts.get(pt.sequences, context)
+            reading = read_decode(ceilings, model, pt.itl_p50_ms, pt.sequences, ctx) if roof else None
+            if reading is not None:
+                row.update(reading.to_dict())
+            else:
+                row["bound"] = "compute" if d.side(pt.sequences) == "steep" else "memory"
+            row["bound_basis"] = "roofline" if reading is not None else "fit"
+            points.append(row)
+        low = [r for r in points if r["side"] == "flat"]
+        high = [r for r in points if r["side"] == "steep"]
+        bound_low = _majority(low) if roof and low else None
+        bound_high = _majority(high) if roof and high else None
+        decode = {
+            "fixed_ms": _r(d.fixed_ms), "per_seq_ms": _r(d.per_seq_ms),
+            "compute_ms_per_seq": _r(d.compute_ms_per_seq), "compute_intercept_ms": _r(d.compute_intercept_ms),
+            "knee_sequences": _r(d.knee_sequences, 2), "rms_ms": _r(d.rms_ms), "context_tokens": _r(context, 1),
+            "bound_below_knee": bound_low, "bound_above_knee": bound_high,
+            # one user's ms per generated token as the server counts it (TPOT: a request's mean gap)
+            "ms_per_token_1": _r(next((pt.tpot_p50_ms for pt in d.points if pt.sequences == 1), math.nan)),
+            "points": points,
+            "server_ms_per_token_1": _r(data.server_ms_per_token_1),
+            "server_running_check": data.running_check,
+        }
+        sentences.append(describe_decode(d, bound_low, bound_high))
+    if data.prefill is not None:
+        text = describe_prefill(data.prefill)
+        if prefill and prefill.get("bound"):
+            text += f" ({prefill['bound']}-bound, {prefill['roofline']['efficiency']:.0%} of the compute floor)"
+        sentences.append(text)
+    target = data.scenario.target
+    return clean({
+        "format": 1,
+        "name": data.scenario.name,
+        "tool_version": __version__,
+        "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "target": {"base_url": public_url(target.base_url), "model": target.model, "api": target.api},
+        "wall_s": _r(data.wall_s, 1),
+        "complete": not data.interrupted,
+        "runs": data.runs,
+        "server_facts": data.server_facts,
+        "hardware": None if ceilings is None else {
+            "label": ceilings.label, "hbm_gbps": ceilings.bandwidth_bps / 1e9, "tflops": ceilings.flops / 1e12,
+        },
+        "model": None if model is None else {
+            "params": model.params, "bytes_per_weight": _r(model.bytes_per_weight),
+            "kv_bytes_per_token": model.kv_bytes_per_token,
+        },
+        "prefill": prefill,
+        "decode": decode,
+        "summary": sentences,
+        "notes": data.notes,
+    })
+
+
+def _majority(rows: list[dict[str, Any]]) -> str | None:
+    counts: dict[str, int] = {}
+    for r in rows:
+        if r.get("bound"):
+            counts[r["bound"]] = counts.get(r["bound"], 0) + 1
+    return max(counts, key=counts.__getitem__) if counts else None
+
+
+def write_profile_json(folder: Path, profile: dict[str, Any]) -> Path:
+    from loadtest.records import replace_text
+
+    path = folder / PROFILE_JSON
+    replace_text(path, scrub(json.dumps(profile, indent=2, allow_nan=False)) + "\n")
+    return path
+
+
+def _fmt(value: Any, spec: str = ".2f") -> str:
+    return "—" if value is None else format(value, spec)
+
+
+def print_profile(profile: dict[str, Any], console: Any) -> None:
+    """The terminal table: decode points with their bound, the fits, the sentences."""
+    from rich.table import Table
+
+    d = profile.get("decode")
+    if d:
+        table = Table(title="decode: step time against batch size")
+        for col in ("sequences", "ITL p50 ms", "ITL p95 ms", "fitted ms", "tokens/s", "bound", "efficiency"):
+            table.add_column(col, justify="right")
+        for p in d["points"]:
+            eff = p.get("efficiency")
+            table.add_row(
+                f"{p['sequences']:g}", _fmt(p["itl_p50_ms"]), _fmt(p["itl_p95_ms"]), _fmt(p["fitted_ms"]),
+                _fmt(p["tokens_per_s"], ".0f"), p.get("bound") or "—", "—" if eff is None else f"{eff:.0%}",
+            )
+        console.print(table)
+        console.print(
+            f"decode fit: fixed {_fmt(d['fixed_ms'])} ms + {_fmt(d['per_seq_ms'], '.3f')} ms/seq; "
+            f"past the knee {_fmt(d['compute_ms_per_seq'], '.3f')} ms/seq; knee {_fmt(d['knee_sequences'], '.1f')} sequences"
+        )
+    p = profile.get("prefill")
+    if p:
+        table = Table(title="prefill: TTFT against prompt length (1 user)")
+        for col in ("prompt tokens", "TTFT p50 ms", "requests"):
+            table.add_column(col, justify="right")
+        for pt in p["points"]:
+            table.add_row(str(pt["prompt_tokens"]), _fmt(pt["ttft_p50_ms"], ".1f"), str(pt["n"]))
+        console.print(table)
+        lo, hi = p["ms_per_token_ci"]
+        console.print(
+            f"prefill fit: {_fmt(p['fixed_ms'], '.1f')} ms + {_fmt(p['ms_per_token'], '.4f')} ms/token "
+            f"(95% CI {_fmt(lo, '.4f')}–{_fmt(hi, '.4f')}); {_fmt(p['tokens_per_s'], ',.0f')} tokens/s"
+        )
+    if p and p.get("server_ms_per_token") is not None:
+        console.print(f"the server's own timings of the same requests: prefill {p['server_ms_per_token']:.4f} ms/token")
+    if d and d.get("server_ms_per_token_1") is not None:
+        console.print(f"the server's own timings at one user: {d['server_ms_per_token_1']:.3f} ms per generated token")
+    for sentence in profile.get("summary") or []:
+        console.print(f"[bold]{sentence}[/]")
+    for note in profile.get("notes") or []:
+        console.print(f"[yellow]note:[/] {note}")
+
+
+def _decode_figure(d: dict[str, Any]) -> go.Figure:
+    xs = [p["sequences"] for p in d["points"]]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=xs, y=[p["itl_p50_ms"] for p in d["points"]], mode="markers", name="ITL p50 (measured)"))
+    fig.add_trace(go.Scatter(x=xs, y=[p["fitted_ms"] for p in d["points"]], mode="lines", name="two-segment fit"))
+    if any(p.get("memory_floor_ms") is not None for p in d["points"]):
+        fig.add_trace(go.Scatter(x=xs, y=[max(p.get("memory_floor_ms") or 0, p.get("compute_floor_ms") or 0) for p in d["points"]],
+                                 mode="lines", line=dict(dash="dot"), name="roofline floor"))
+    if d.get("knee_sequences") is not None:
+        fig.add_vline(x=d["knee_sequences"], line_dash="dash", line_color="#9a6700")
+    fig.update_layout(title="Decode step (ITL) against batch size", xaxis_title="sequences decoding together",
+                      yaxis_title="ms per step", height=420)
+    return fig
+
+
+def _prefill_figure(p: dict[str, Any]) -> go.Figure:
+    xs = [pt["prompt_tokens"] for pt in p["points"]]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=xs, y=[pt["ttft_p50_ms"] for pt in p["points"]], mode="markers", name="TTFT p50 (measured)"))
+    fig.add_trace(go.Scatter(x=xs, y=[p["fixed_ms"] + p["ms_per_token"] * x for x in xs], mode="lines", name="linear fit"))
+    fig.update_layout(title="Prefill: TTFT against prompt length, 1 user", xaxis_title="prompt tokens",
+                      yaxis_title="TTFT ms", height=420)
+    return fig
+
+
+def profile_section(profile: dict[str, Any], figure_html: Any) -> str:
+    """The ``<section id="profile">`` of a report: sentences, fits, figures, the per-point table."""
+    e = html.escape
+    parts = ["<section id='profile' class='profile'><h2>Why it is slow: prefill and decode</h2>"]
+    parts += [f"<p class='headline'>{e(s)}</p>" for s in profile.get("summary") or []]
+    d = profile.get("decode")
+    if d:
+        parts.append(figure_html(_decode_figure(d)))
+        rows = "".join(
+            f"<tr><td>{p['sequences']:g}</td><td>{_fmt(p['itl_p50_ms'])}</td><td>{_fmt(p['itl_p95_ms'])}</td>"
+            f"<td>{_fmt(p['fitted_ms'])}</td><td>{_fmt(p['tokens_per_s'], '.0f')}</td><td>{e(p.get('bound') or '—')}</td>"
+            f"<td>{'—' if p.get('efficiency') is None else format(p['efficiency'], '.0%')}</td></tr>"
+            for p in d["points"]
+        )
+        parts.append(
+            "<table class='levels'><tr><th>sequences</th><th>ITL p50 ms</th><th>ITL p95 ms</th><th>fitted ms</th>"
+            f"<th>tokens/s</th><th>bound</th><th>efficiency</th></tr>{rows}</table>"
+        )
+    p = profile.get("prefill")
+    if p:
+        parts.append(figure_html(_prefill_figure(p)))
+    parts += [f"<p class='how'>note: {e(n)}</p>" for n in profile.get("notes") or []]
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def write_profile_html(folder: Path, profile: dict[str, Any]) -> Path:
+    from plotly.offline import get_plotlyjs
+
+    from loadtest.records import replace_text
+    from loadtest.report.html import figure_html, page_style
+
+    title = html.escape(f"{profile.get('name') or 'loadtest'}: profile")
+    runs = "".join(f"<li><a href='{html.escape(r)}/report.html'>{html.escape(r)}</a></li>" for r in profile.get("runs") or [])
+    body = (
+        f"<h1>{title}</h1>" + profile_section(profile, figure_html)
+        + f"<h2>Runs</h2><ul>{runs}</ul>"
+    )
+    bundle = get_plotlyjs()
+    page = (
+        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+        f"<title>{title}</title><style>{page_style}</style>"
+        f"<script type='text/javascript'>{bundle}</script></head><body>{scrub(body)}</body></html>\n"
+    )
+    path = folder / REPORT_HTML
+    replace_text(path, page)
+    return path

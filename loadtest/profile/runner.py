@@ -1,0 +1,162 @@
+"""Sequence a profile: the prefill run, the decode runs, the knee refinement, then the fits and outputs.
+
+Each sweep is an ordinary run (:func:`loadtest.run.run_scenario`) in a
+subfolder of the profile folder, so its records, summary.json and report.html
+are there to inspect and re-analyze; this module only decides the next run
+from the last one's analysis and hands the measurements to the fits.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from loadtest.analysis.decode_fit import DecodeFit, DecodePoint, fit_decode, knee_bracket, probes_between
+from loadtest.analysis.prefill_fit import PrefillFit, fit_prefill
+from loadtest.profile.plan import ProfilePlan, decode_scenario, prefill_scenario
+from loadtest.scenario import Scenario
+
+
+@dataclass
+class ProfileOptions:
+    out: Path | None = None
+    reports_dir: Path = Path("reports")
+    plan: ProfilePlan = field(default_factory=ProfilePlan)
+
+
+@dataclass
+class ProfileData:
+    """Everything measured, for :mod:`loadtest.profile.output`."""
+
+    scenario: Scenario
+    folder: Path
+    server_facts: dict[str, Any]
+    prefill: PrefillFit | None = None
+    decode: DecodeFit | None = None
+    #: Mean context tokens per sequence (prompt + half the output), by batch size, and overall.
+    contexts: dict[float, float] = field(default_factory=dict)
+    context_tokens: float = math.nan
+    runs: list[str] = field(default_factory=list)
+    #: Decode points with the server's own running count beside the users (where scraped).
+    running_check: list[dict[str, Any]] = field(default_factory=list)
+    #: The server's own view of the same requests (llama.cpp ``timings``), where it sends them:
+    #: the same linear fit of its prompt_ms, and its median ms per generated token at one user.
+    server_prefill: PrefillFit | None = None
+    server_ms_per_token_1: float = math.nan
+    interrupted: bool = False
+    wall_s: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+def _run(scenario: Scenario, folder: Path):
+    """One ordinary run in ``folder``; returns (analysis, interrupted)."""
+    from loadtest.analysis import analyze_run
+    from loadtest.run import RunOptions, run_scenario
+
+    outcome = run_scenario(scenario, RunOptions(out=folder))
+    return analyze_run(folder), outcome.interrupted
+
+
+def _server_column(folder: Path, column: str):
+    """(prompt tokens, the column) of the measured successful requests of a run, where the server timed them."""
+    from loadtest.analysis.columns import boolean, numeric
+    from loadtest.records import read_requests
+
+    frame = read_requests(folder)
+    values = numeric(frame, column)
+    ok = boolean(frame, "ok") & ~boolean(frame, "warmup") & np.isfinite(values)
+    return numeric(frame, "prompt_tokens")[ok], values[ok]
+
+
+def _decode_points(analysis, data: ProfileData) -> list[DecodePoint]:
+    from loadtest.analysis.bounds import decode_points, mean_context, running_sequences
+
+    points = decode_points(analysis)
+    for lv in analysis.levels:
+        n = running_sequences(analysis, lv)
+        c = mean_context(analysis, lv)
+        if math.isfinite(c):
+            data.contexts[n] = c
+        if n != lv.concurrency:
+            data.running_check.append({"users": lv.concurrency, "server_running_p50": n})
+    if data.contexts:
+        data.context_tokens = sum(data.contexts.values()) / len(data.contexts)
+    return points
+
+
+def run_profile(scenario: Scenario, options: ProfileOptions) -> ProfileData:
+    """Run the plan against the scenario's target; the fits and folder, whatever was measured."""
+    from loadtest.profile.server_facts import read_server_facts
+    from loadtest.run import make_run_dir
+
+    started = time.monotonic()
+    plan = options.plan
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    folder = make_run_dir(options.out or options.reports_dir / f"{scenario.name}-profile-{stamp}")
+    facts = read_server_facts(scenario.target)
+    data = ProfileData(scenario=scenario, folder=folder, server_facts=facts)
+    try:
+        _profile(scenario, plan, data)
+    except KeyboardInterrupt:
+        data.interrupted = True
+    data.notes += plan.notes
+    data.wall_s = time.monotonic() - started
+    return data
+
+
+def _profile(scenario: Scenario, plan: ProfilePlan, data: ProfileData) -> None:
+    folder = data.folder
+    lengths = plan.prompt_ladder(data.server_facts.get("n_ctx"))
+    analysis, stop = _run(prefill_scenario(scenario, plan, lengths), folder / "prefill")
+    data.runs.append("prefill")
+    frame = analysis.requests
+    ok = frame["measured"].to_numpy() & frame["ok"].to_numpy()
+    data.prefill = fit_prefill(frame["prompt_tokens"].to_numpy(dtype=float)[ok], frame["ttft_ms"].to_numpy(dtype=float)[ok])
+    tokens, prompt_ms = _server_column(folder / "prefill", "server_prompt_ms")
+    data.server_prefill = fit_prefill(tokens, prompt_ms)
+    if stop:
+        data.interrupted = True
+        return
+
+    points: dict[float, DecodePoint] = {}
+    analysis, stop = _run(decode_scenario(scenario, plan, [1], "decode-1"), folder / "decode-1")
+    data.runs.append("decode-1")
+    for p in _decode_points(analysis, data):
+        points[p.sequences] = p
+    base = points.get(1.0)
+    _, per_token = _server_column(folder / "decode-1", "server_predicted_per_token_ms")
+    if len(per_token):
+        data.server_ms_per_token_1 = float(np.median(per_token))
+    if stop or base is None:
+        data.interrupted = stop
+        if base is None:
+            data.notes.append("one user's decode gave no inter-token latency; no decode curve")
+        return
+    ladder = plan.batch_ladder()
+    limit = plan.itl_growth_stop * base.itl_p50_ms
+    if ladder:
+        analysis, stop = _run(decode_scenario(scenario, plan, ladder, "decode-ladder", limit), folder / "decode-ladder")
+        data.runs.append("decode-ladder")
+        for p in _decode_points(analysis, data):
+            points[p.sequences] = p
+    for round_no in range(1, plan.knee_rounds + 1):
+        fit = fit_decode(list(points.values()))
+        bracket = knee_bracket(fit) if fit is not None else None
+        if stop or bracket is None:
+            break
+        probes = [n for n in probes_between(*bracket, count=plan.knee_probes) if float(n) not in points]
+        if not probes:
+            break
+        name = f"decode-knee-{round_no}"
+        analysis, stop = _run(decode_scenario(scenario, plan, probes, name), folder / name)
+        data.runs.append(name)
+        for p in _decode_points(analysis, data):
+            points[p.sequences] = p
+    data.decode = fit_decode(list(points.values()))
+    data.interrupted = stop

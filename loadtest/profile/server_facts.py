@@ -1,0 +1,52 @@
+"""What the server says about its model: llama.cpp's ``/v1/models`` meta and ``/props`` context.
+
+Why: the roofline needs the model's size, and the prompt ladder must fit the
+context. llama.cpp tells both (``meta.n_params``, ``meta.size``, and the
+per-slot ``n_ctx`` in ``/props``); vLLM tells ``max_model_len`` in
+``/v1/models``. Whatever a server does not tell is simply absent: one GET
+each, short timeouts, never fatal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.request
+from typing import Any
+from urllib.parse import urlencode
+
+from loadtest.analysis.stack import model_meta
+
+
+def _get(url: str, headers: dict[str, str]) -> Any:
+    request = urllib.request.Request(url, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=5) as resp:  # noqa: S310 - the scenario's own target
+            return json.loads(resp.read())
+    except (OSError, ValueError):
+        return None
+
+
+def read_server_facts(target: Any) -> dict[str, Any]:
+    """``{n_params, size, n_ctx_train, n_ctx}`` as far as the server tells (possibly ``{}``)."""
+    headers = dict(target.resolved_headers()) if hasattr(target, "resolved_headers") else {}
+    key = os.environ.get(target.api_key_env) if target.api_key_env else None
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    query = ("?" + urlencode(target.query)) if target.query else ""
+    base = target.base_url.rstrip("/")
+    models = _get(f"{base}/models{query}", headers)
+    facts = model_meta(models)
+    try:
+        max_len = models["data"][0].get("max_model_len")  # vLLM
+        if isinstance(max_len, int):
+            facts["n_ctx"] = max_len
+    except (KeyError, IndexError, TypeError, AttributeError):
+        pass
+    root = base[: -len("/v1")] if base.endswith("/v1") else base
+    props = _get(f"{root}/props{query}", headers)
+    if isinstance(props, dict):
+        n_ctx = (props.get("default_generation_settings") or {}).get("n_ctx")
+        if isinstance(n_ctx, int) and n_ctx > 0:
+            facts["n_ctx"] = n_ctx  # llama.cpp: per slot, what one request may use
+    return facts

@@ -1,0 +1,65 @@
+"""summary.json's ``decode_fit`` and ``levels[].bound``: what limits an ordinary run's levels.
+
+Thin glue between :mod:`loadtest.analysis.bounds` (the fit and the bounds)
+and the summary: the fit as a dict with its plain-words sentence, and each
+level's bound keyed by level index.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from loadtest.analysis.bounds import fit_run, level_bounds
+from loadtest.analysis.decode_fit import describe_decode
+from loadtest.analysis.stack import resolve_run
+
+
+def _r(value: Any, digits: int = 4) -> Any:
+    return round(float(value), digits) if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+def why(analysis: Any) -> tuple[dict[str, Any] | None, dict[int, dict[str, Any]]]:
+    """(``decode_fit`` or None, ``{level index: bound dict}``); both empty for open-loop runs."""
+    fit = fit_run(analysis)
+    ceilings, model = resolve_run(analysis.run or {})
+    bounds = level_bounds(analysis, fit, ceilings, model)
+    if fit is None:
+        return None, {i: b.to_dict() for i, b in bounds.items()}
+    low = [b.bound for b in bounds.values() if fit.side(b.sequences) == "flat"]
+    high = [b.bound for b in bounds.values() if fit.side(b.sequences) == "steep"]
+    roof = ceilings is not None and model is not None
+    bound_low = max(set(low), key=low.count) if roof and low else None
+    bound_high = max(set(high), key=high.count) if roof and high else None
+    cap = analysis.capacity.concurrency
+    at_cap = next((b for b in bounds.values() if b.concurrency == cap), None)
+    out = {
+        "fixed_ms": _r(fit.fixed_ms), "per_seq_ms": _r(fit.per_seq_ms),
+        "compute_ms_per_seq": _r(fit.compute_ms_per_seq), "compute_intercept_ms": _r(fit.compute_intercept_ms),
+        "knee_sequences": _r(fit.knee_sequences, 2), "rms_ms": _r(fit.rms_ms),
+        "basis": "roofline" if roof else "fit",
+        "bound_at_capacity": at_cap.bound if at_cap else None,
+        "sentence": describe_decode(fit, bound_low, bound_high),
+    }
+    return out, {i: b.to_dict() for i, b in bounds.items()}
+
+
+def limits_line(analysis: Any) -> str:
+    """The terminal's line on what limits the capacity and what it costs ('' when nothing to say)."""
+    from loadtest.analysis.run_cost import run_cost
+
+    fit, _ = why(analysis)
+    parts = []
+    if fit is not None:
+        at = f"; at capacity the step is {fit['bound_at_capacity']}-bound" if fit.get("bound_at_capacity") else ""
+        parts.append(f"what limits it: {fit['sentence']}{at}")
+    cost = run_cost(analysis)
+    if cost and cost.get("usd_per_million_output_tokens") is not None:
+        text = (f"cost: ${cost['usd_per_million_output_tokens']:.2f} per million output tokens on goodput "
+                f"(${cost['usd_per_hour']:g}/h per replica)")
+        fc = cost.get("forecast")
+        if fc:
+            text += (f"; {fc['peak']:g} peak {fc['unit']}: {fc['peak_replicas']} replicas, "
+                     f"${fc['monthly_usd_autoscaled']:,.0f} a month autoscaled, ${fc['monthly_usd_static']:,.0f} static")
+        parts.append(text)
+    return "\n".join(parts)

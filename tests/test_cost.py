@@ -1,0 +1,60 @@
+"""Cost arithmetic against worked examples (analysis/cost.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from loadtest.analysis.cost import DAYS_PER_MONTH, Served, change, forecast, replicas_for, unit_cost
+
+
+def test_unit_cost_on_goodput_is_dearer_than_on_throughput():
+    # $4/h; at capacity 10 req/s succeed but only 8 meet the SLO, 200 output + 500 prompt tokens each.
+    served = Served(
+        goodput_rps=8, good_output_tokens_per_s=8 * 200, good_prompt_tokens_per_s=8 * 500,
+        requests_per_s=10, output_tokens_per_s=10 * 200,
+    )
+    cost = unit_cost(4.0, served)
+    # 8 × 200 × 3600 = 5.76 M good output tokens an hour -> $4 / 5.76 = $0.6944 per million
+    assert cost.usd_per_million_output_tokens == pytest.approx(4 / 5.76)
+    # (1600 + 4000) × 3600 = 20.16 M tokens an hour
+    assert cost.usd_per_million_tokens == pytest.approx(4 / 20.16)
+    # 8 × 3600 = 28,800 good requests an hour -> $0.1389 per thousand
+    assert cost.usd_per_thousand_requests == pytest.approx(4 / 28.8)
+    # on throughput (10 req/s) it would look 20% cheaper: the SLO misses are not free
+    assert cost.usd_per_million_output_tokens_throughput == pytest.approx(4 / 7.2)
+    assert cost.usd_per_million_output_tokens_throughput < cost.usd_per_million_output_tokens
+
+
+def test_nothing_served_within_the_slo_has_no_price():
+    cost = unit_cost(4.0, Served(0.0, 0.0, 0.0, 5.0, 1000.0))
+    assert cost.usd_per_million_output_tokens is None and cost.usd_per_thousand_requests is None
+    assert cost.usd_per_million_output_tokens_throughput == pytest.approx(4 / 3.6)
+
+
+def test_replicas_with_headroom():
+    assert replicas_for(36, 10, 0.0) == 4
+    assert replicas_for(36, 10, 0.2) == 5  # 8 per replica
+    assert replicas_for(36, 12, 0.25) == 4  # 9 per replica: exactly 4, not 5 after float rounding
+    assert replicas_for(0, 10, 0.2) == 0
+    assert replicas_for(0.1, 10, 0.2) == 1
+
+
+def test_forecast_autoscaled_against_static():
+    # 12 hours at the peak, 12 hours at a quarter of it; 36 peak users, 10 per replica, 20% headroom
+    shape = [1.0] * 12 + [0.25] * 12
+    f = forecast(2.0, 10, 36, headroom=0.2, daily_shape=shape)
+    # peak: 36 / 8 -> 5 replicas; quarter: 9 / 8 -> 2 replicas
+    assert f.replicas_by_hour == [5] * 12 + [2] * 12
+    assert f.peak_replicas == 5
+    assert f.monthly_usd_autoscaled == pytest.approx((12 * 5 + 12 * 2) * 2.0 * DAYS_PER_MONTH)
+    assert f.monthly_usd_static == pytest.approx(5 * 24 * 2.0 * DAYS_PER_MONTH)
+    assert f.saving == pytest.approx(1 - 84 / 120)
+    flat = forecast(2.0, 10, 36)
+    assert flat.monthly_usd_autoscaled == flat.monthly_usd_static == pytest.approx(4 * 24 * 2 * DAYS_PER_MONTH)
+    with pytest.raises(ValueError):
+        forecast(2.0, 10, 36, daily_shape=[1.0] * 23)
+
+
+def test_change():
+    assert change(3.10, 2.21) == pytest.approx(-0.287, abs=1e-3)
+    assert change(None, 2.0) is None and change(0.0, 1.0) is None
