@@ -147,6 +147,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
                       if getattr(args, name) is not None]
         if gate_flags:
             raise InputError(f"{', '.join(gate_flags)}: only with --baseline RUN_DIR (they configure the comparison)")
+    if args.out is not None:
+        from loadtest.paths import output_folder
+
+        output_folder(args.out, "--out")  # before any load, and never a NotADirectoryError after it
     if args.workers and args.master:
         raise InputError("--workers and --master: choose one (--workers starts local workers; --master waits for remote ones)")
     outcome = run_scenario(
@@ -185,8 +189,11 @@ def _check_baseline(args: argparse.Namespace, scenario) -> None:
     from loadtest.compare.inputs import load_run
     from loadtest.compare.rules import parse_rules
 
+    from loadtest.compare.gate import output_targets
+
     parse_rules([t for group in (args.tolerance or []) for t in group], args.fail_on or (), args.inconclusive)
-    base = side_fingerprint(load_run(args.baseline, records=False), "baseline")
+    output_targets(args)
+    base = side_fingerprint(load_run(args.baseline, records=False, arg="--baseline"), "baseline")
     require_same_workload(base, fingerprint(scenario.public_dict()), prefix=f"--baseline {args.baseline}: ")
 
 
@@ -228,10 +235,9 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     from loadtest.report import write_reports
     from loadtest.report.terminal import print_summary
 
-    if not (args.run_dir / "run.json").is_file():
-        from loadtest.errors import InputError
+    from loadtest.paths import run_folder
 
-        raise InputError(f"{args.run_dir}: not a run folder (no run.json)")
+    run_folder(args.run_dir, "run_dir", writable=True)
     analysis = analyze_run(args.run_dir, slo_overrides=args.slo or (), autoscaling_overrides=_autoscaling_overrides(args))
     paths = write_reports(args.run_dir, analysis)
     print_summary(analysis, console=Console(soft_wrap=True, width=None if sys.stdout.isatty() else 120))
@@ -335,7 +341,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             from loadtest.diskfull import RunFolderFull, full_disk_message, is_disk_full
 
             if not is_disk_full(err):
-                raise
+                if not err.filename:
+                    raise
+                # A path problem no check foresaw: still one line naming the file, never a traceback.
+                print(f"loadtest {args.command}: error: {err.filename}: {(err.strerror or str(err)).lower()}", file=sys.stderr)
+                return 2
             # Any write not handled on the spot (a report, an analysis's outputs): one line, not a traceback.
             print(f"loadtest {args.command}: error: {full_disk_message(err)}", file=sys.stderr)
             return RunFolderFull.exit_code

@@ -86,13 +86,14 @@ def default_run_dir(scenario: Scenario, reports_dir: Path) -> Path:
     return reports_dir / f"{scenario.name}-{stamp}"
 
 
-def make_run_dir(path: Path) -> Path:
-    if path.exists() and any(path.iterdir()):
-        raise InputError(f"--out {path}: the folder exists and is not empty; choose another")
+def make_run_dir(path: Path, arg: str = "--out") -> Path:
+    from loadtest.paths import output_folder
+
+    output_folder(path, arg)
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise InputError(f"--out {path}: cannot create the folder: {err.strerror}") from None
+        raise InputError(f"{arg} {path}: cannot create the folder: {err.strerror}") from None
     return path
 
 
@@ -213,7 +214,8 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
     note = _check_file_descriptors(scenario, options)  # before any folder or load
     if note:
         console.print(note)
-    run_dir = make_run_dir(options.out or default_run_dir(scenario, options.reports_dir))
+    run_dir = make_run_dir(options.out or default_run_dir(scenario, options.reports_dir),
+                           "--out" if options.out else "the run folder")
     guard = FolderGuard(run_dir)
     guard.make_reserve()
     try:

@@ -99,8 +99,11 @@ class Target(_Strict):
     @field_validator("ca_bundle")
     @classmethod
     def _bundle_exists(cls, v: str | None) -> str | None:
-        if v is not None and not Path(v).is_file():
-            raise ValueError(f"no such file: {v}")
+        from loadtest.paths import pem_bundle_problem
+
+        problem = pem_bundle_problem(v) if v is not None else None
+        if problem:
+            raise ValueError(problem)
         return v
 
     @field_validator("base_url")
@@ -166,8 +169,11 @@ class Dataset(_Strict):
     @field_validator("path")
     @classmethod
     def _file_exists(cls, v: str) -> str:
-        if not Path(v).is_file():
-            raise ValueError(f"no such file: {v}")
+        from loadtest.paths import yaml_file_problem
+
+        problem = yaml_file_problem(v)
+        if problem:
+            raise ValueError(problem)
         return v
 
 
@@ -572,18 +578,17 @@ def parse_scenario(data: Any, source: str = "scenario") -> Scenario:
 
 def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a scenario file; every problem is one :class:`InputError` line."""
+    from loadtest.paths import read_text
+
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: no such scenario file")
+    text = read_text(path, "scenario", kind="scenario file")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(err, "problem", None) or "invalid YAML"
         raise InputError(f"{path}: {problem}{where}") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(f"{path}: cannot read: {err}") from None
     _resolve_dataset_paths(data, path.parent)
     return parse_scenario(data, source=str(path))
 
@@ -603,6 +608,7 @@ def _resolve_dataset_paths(data: Any, folder: Path) -> None:
         dataset = holder.get("dataset")
         if isinstance(dataset, dict) and isinstance(dataset.get("path"), str):
             p = Path(dataset["path"]).expanduser()
-            dataset["path"] = str(p if p.is_absolute() else (folder / p).resolve())
+            # abspath, not resolve(): a symlink is named as written, so its mistakes are too
+            dataset["path"] = str(p if p.is_absolute() else Path(os.path.abspath(folder / p)))
 
 

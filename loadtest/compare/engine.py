@@ -164,9 +164,13 @@ class Comparison:
 # -- the comparison ---------------------------------------------------------------------------
 
 
-def compare_runs(baseline: Path | str, candidate: Path | str, rules: Rules, *, seed: int = 0) -> Comparison:
-    """Compare two run folders (or summary.json files). Raises :class:`InputError` (exit 2)."""
-    base, cand = load_run(baseline), load_run(candidate)
+def compare_runs(baseline: Path | str, candidate: Path | str, rules: Rules, *, seed: int = 0,
+                 args: tuple[str, str] = ("baseline", "candidate")) -> Comparison:
+    """Compare two run folders (or summary.json files). Raises :class:`InputError` (exit 2).
+
+    ``args`` name the two paths in messages (``--baseline`` when ``run`` compares).
+    """
+    base, cand = load_run(baseline, arg=args[0]), load_run(candidate, arg=args[1])
     fp_b, fp = side_fingerprint(base, "baseline"), side_fingerprint(cand, "candidate")
     require_same_workload(fp_b, fp)
     warnings: list[str] = []
