@@ -223,7 +223,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, handlers=[handler])
 
     scenario = load_scenario(args.scenario).with_overrides(target=args.target, model=args.model)
-    install_for(scenario.target)
+    install_for(scenario.target, scenario.request_bodies())
     run_worker(scenario, args.master_host, args.master_port)
     return 0
 

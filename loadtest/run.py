@@ -203,7 +203,7 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
     prepare(scenario)  # a bad dataset is one line and exit 2, before any folder or load
     console = Console(stderr=True, soft_wrap=True)
     target = scenario.target
-    install_for(target)  # from here on, every file and line this process writes is scrubbed
+    install_for(target, scenario.request_bodies())  # from here on, every file and line this process writes is scrubbed
     api_key = api_key_for(scenario)
     if target.api_key_env and not api_key:
         console.print(f"[yellow]warning:[/] ${target.api_key_env} is not set; sending no API key")

@@ -80,6 +80,8 @@ class Target(_Strict):
     ca_bundle: str | None = None
     #: The server's own view during the run: false, true, or {url, interval_s, signals}.
     metrics: ServerMetrics = ServerMetrics()
+    #: Further body, query or header names whose values are secret (beyond key/token/secret/password/…).
+    secret_fields: list[str] = Field(default_factory=list)
 
     @field_validator("metrics", mode="before")
     @classmethod
@@ -483,15 +485,26 @@ class Scenario(_Strict):
         Headers whose names look secret, URL userinfo and token-like query values
         are replaced; :mod:`loadtest.redact` scrubs the values themselves too.
         """
-        from loadtest.redact import REDACTED, looks_secret_name, public_url, query_secrets
+        from loadtest.redact import REDACTED, looks_secret_field, looks_secret_name, public_url, query_secrets, redact_body
 
         data = self.model_dump(mode="json")
         target = data["target"]
-        target["headers"] = {k: (REDACTED if looks_secret_name(k) else v) for k, v in target["headers"].items()}
+        extra = target["secret_fields"]
+        target["headers"] = {k: (REDACTED if looks_secret_name(k) or looks_secret_field(k, extra) else v)
+                             for k, v in target["headers"].items()}
         target["base_url"] = public_url(target["base_url"])
-        secret = set(query_secrets(target["query"]))
+        secret = set(query_secrets(target["query"], extra))
         target["query"] = {k: (REDACTED if v in secret else v) for k, v in target["query"].items()}
+        workload = data["workload"]
+        workload["extra_body"] = redact_body(workload["extra_body"], extra)
+        for c in workload.get("classes") or []:
+            if c.get("extra_body") is not None:
+                c["extra_body"] = redact_body(c["extra_body"], extra)
         return data
+
+    def request_bodies(self) -> list[dict[str, Any]]:
+        """The ``extra_body`` mappings (the workload's and each class's): where body secrets live."""
+        return [self.workload.extra_body] + [c.extra_body for c in self.workload.classes if c.extra_body]
 
 
 RequestClass.model_rebuild()
