@@ -224,7 +224,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
 
     scenario = load_scenario(args.scenario).with_overrides(target=args.target, model=args.model)
     install_for(scenario.target, scenario.request_bodies())
-    run_worker(scenario, args.master_host, args.master_port)
+    run_worker(scenario, args.master_host, args.master_port, args.master_timeout)
     return 0
 
 
@@ -286,6 +286,8 @@ def _add_pipeline_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("scenario", help="the same scenario file the master runs")
     p.add_argument("--master-host", default="127.0.0.1", help="the master's host (default 127.0.0.1)")
     p.add_argument("--master-port", type=_positive_int, default=5557, help="the master's port (default 5557)")
+    p.add_argument("--master-timeout", type=_positive_float, default=5.0, metavar="S",
+                   help="stop the users and exit (code 4) after this long without the master's heartbeat (default 5)")
     p.add_argument("--target", help="override target.base_url")
     p.add_argument("--model", help="override target.model")
     p.set_defaults(func=_cmd_worker)
