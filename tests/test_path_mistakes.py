@@ -151,7 +151,8 @@ def _dangling(env: Env, arg: Arg, d: Path) -> Path:
     return d / "link"
 
 
-def _not_a_run_folder(env: Env, arg: Arg, d: Path) -> Path:
+def _folder_with_a_file(env: Env, arg: Arg, d: Path) -> Path:
+    """A folder holding only notes.txt: not a run folder, and not an empty one for --out."""
     (d / "photos").mkdir()
     (d / "photos" / "notes.txt").write_text("hello\n")
     return d / "photos"
@@ -177,29 +178,17 @@ def _newer_format(env: Env, arg: Arg, d: Path) -> Path:
     return path
 
 
-def _empty(env: Env, arg: Arg, d: Path) -> Path:
-    if arg.kind in RUN_FOLDERS:
-        path = _good_input(env, arg, d / "run")
-        (path / "run.json").write_text("")
-        return path
-    (d / "empty").write_bytes(b"")
-    return d / "empty"
+def _contents(data: bytes, name: str) -> Maker:
+    """A file holding ``data`` (for a run folder: its run.json)."""
+    def make(env: Env, arg: Arg, d: Path) -> Path:
+        if arg.kind in RUN_FOLDERS:
+            path = _good_input(env, arg, d / "run")
+            (path / "run.json").write_bytes(data)
+            return path
+        (d / name).write_bytes(data)
+        return d / name
 
-
-def _not_utf8(env: Env, arg: Arg, d: Path) -> Path:
-    junk = b"name: caf\xe9\n\xff\xfe\x00\n"
-    if arg.kind in RUN_FOLDERS:
-        path = _good_input(env, arg, d / "run")
-        (path / "run.json").write_bytes(junk)
-        return path
-    (d / "latin1").write_bytes(junk)
-    return d / "latin1"
-
-
-def _not_empty(env: Env, arg: Arg, d: Path) -> Path:
-    (d / "full").mkdir()
-    (d / "full" / "earlier.txt").write_text("x\n")
-    return d / "full"
+    return make
 
 
 def _parent_is_file(env: Env, arg: Arg, d: Path) -> Path:
@@ -218,13 +207,13 @@ MISTAKES: dict[str, tuple[Maker, dict[str, str]]] = {
     "missing": (_missing, {**dict.fromkeys(("scenario", "yaml_file", *RUN_FOLDERS), "error"), "out_file": "ok", "out_folder": "ok"}),
     "no permission": (_no_permission, dict.fromkeys(("scenario", "yaml_file", *RUN_FOLDERS, *OUTPUTS), "error")),
     "dangling symlink": (_dangling, dict.fromkeys(("scenario", "yaml_file", *RUN_FOLDERS, *OUTPUTS), "error")),
-    "not a run folder": (_not_a_run_folder, dict.fromkeys(RUN_FOLDERS, "error")),
+    "not a run folder": (_folder_with_a_file, dict.fromkeys(RUN_FOLDERS, "error")),
     "older format": (_older_format, dict.fromkeys(RUN_FOLDERS, "ok")),
     "older, lacking levels": (_older_and_lacking, dict.fromkeys(RUN_FOLDERS, "error")),
     "newer format": (_newer_format, dict.fromkeys(RUN_FOLDERS, "error")),
-    "empty file": (_empty, dict.fromkeys(("scenario", "yaml_file", *RUN_FOLDERS), "error")),
-    "not UTF-8": (_not_utf8, {**dict.fromkeys(("scenario", "yaml_file", *RUN_FOLDERS), "error"), "out_file": "ok"}),
-    "folder not empty": (_not_empty, {"out_folder": "error"}),
+    "empty file": (_contents(b"", "empty"), dict.fromkeys(("scenario", "yaml_file", *RUN_FOLDERS), "error")),
+    "not UTF-8": (_contents(b"name: caf\xe9\n\xff\xfe\x00\n", "latin1"), {**dict.fromkeys(("scenario", "yaml_file", *RUN_FOLDERS), "error"), "out_file": "ok"}),
+    "folder not empty": (_folder_with_a_file, {"out_folder": "error"}),
     "parent is a file": (_parent_is_file, dict.fromkeys(("scenario", "yaml_file", *OUTPUTS), "error")),
     "spaces, non-ASCII": (_odd_name, dict.fromkeys(("scenario", "yaml_file", *RUN_FOLDERS, *OUTPUTS), "ok")),
 }
