@@ -112,6 +112,10 @@ def test_the_rule_names_the_host_only_when_the_client_was_light_and_the_host_bus
     # A quiet host: the client's own fault (or unknown), as before.
     quiet = {**BUSY, "host_others_pct": 10.0, "host_cpu_pressure_pct": 2.0, "client_run_delay_pct": 1.0}
     assert not judge_host(_Level(quiet)).host_contended
+    # A busy machine that did not make the client wait for a core (it was frozen by other means): not the cause.
+    assert not judge_host(_Level({**BUSY, "client_run_delay_pct": 2.0})).host_contended
+    # No run-delay figure (no schedstat): the machine-wide figures decide.
+    assert judge_host(_Level({**BUSY, "client_run_delay_pct": None})).host_contended
     # Nothing measured (no /proc): judged as before.
     assert not judge_host(_Level({"cpu_pct": 3.0, "reason": "x"})).host_contended
     # Not untrustworthy at all: a busy host alone flags nothing.

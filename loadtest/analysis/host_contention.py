@@ -30,7 +30,18 @@ OTHERS_PCT = 75.0
 
 
 def host_busy_reasons(client: Mapping[str, Any]) -> list[str]:
-    """What shows the machine was busy with others' work (empty when nothing, or nothing was measured)."""
+    """What shows the machine's other work delayed the client (empty when nothing, or nothing was measured).
+
+    The direct evidence is the client's own threads waiting for a core (run delay),
+    or a hypervisor's steal. A busy machine alone is not enough where the run delay
+    was measured: a client frozen by other means (stopped, paged out) waits without
+    being runnable, and a busy neighbour that did not delay it is not the cause.
+    Without a run-delay figure (no schedstat) the machine-wide figures decide.
+    """
+    delay, steal = client.get("client_run_delay_pct"), client.get("host_steal_pct")
+    direct = (delay is not None and delay >= RUN_DELAY_PCT) or (steal is not None and steal >= STEAL_PCT)
+    if delay is not None and not direct:
+        return []
     reasons = []
     others, cores = client.get("host_others_pct"), client.get("host_cores")
     if others is not None and others >= OTHERS_PCT:
