@@ -142,6 +142,10 @@ def _run_and_gate(args: argparse.Namespace, scenario) -> int:
                       if getattr(args, name) is not None]
         if gate_flags:
             raise InputError(f"{', '.join(gate_flags)}: only with --baseline RUN_DIR (they configure the comparison)")
+    if args.out is not None:
+        from loadtest.paths import output_folder
+
+        output_folder(args.out, "--out")  # before any load, and never a NotADirectoryError after it
     if args.workers and args.master:
         raise InputError("--workers and --master: choose one (--workers starts local workers; --master waits for remote ones)")
     if args.metrics_port is not None:
@@ -188,11 +192,13 @@ def _check_baseline(args: argparse.Namespace, scenario) -> None:
     """Refuse before any load is sent: a missing baseline, or one of another workload (exit 2)."""
     from loadtest.compare.engine import require_same_workload, side_fingerprint
     from loadtest.compare.fingerprint import fingerprint
+    from loadtest.compare.gate import output_targets
     from loadtest.compare.inputs import load_run
     from loadtest.compare.rules import parse_rules
 
     parse_rules([t for group in (args.tolerance or []) for t in group], args.fail_on or (), args.inconclusive)
-    base = side_fingerprint(load_run(args.baseline, records=False), "baseline")
+    output_targets(args)
+    base = side_fingerprint(load_run(args.baseline, records=False, arg="--baseline"), "baseline")
     require_same_workload(base, fingerprint(scenario.public_dict()), prefix=f"--baseline {args.baseline}: ")
 
 
@@ -226,8 +232,8 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, handlers=[handler])
 
     scenario = load_scenario(args.scenario).with_overrides(target=args.target, model=args.model)
-    install_for(scenario.target)
-    run_worker(scenario, args.master_host, args.master_port)
+    install_for(scenario.target, scenario.request_bodies())
+    run_worker(scenario, args.master_host, args.master_port, args.master_timeout)
     return 0
 
 
@@ -246,10 +252,9 @@ def _analyze(args: argparse.Namespace) -> int:
     from loadtest.report import write_reports
     from loadtest.report.terminal import print_summary
 
-    if not (args.run_dir / "run.json").is_file():
-        from loadtest.errors import InputError
+    from loadtest.paths import run_folder
 
-        raise InputError(f"{args.run_dir}: not a run folder (no run.json)")
+    run_folder(args.run_dir, "run_dir", writable=True)
     analysis = analyze_run(args.run_dir, slo_overrides=args.slo or (), autoscaling_overrides=_autoscaling_overrides(args))
     analysis.run["cost_options"] = merge_cost_options(analysis.run.get("cost_options"), cost_options(args))
     paths = write_reports(args.run_dir, analysis)
@@ -310,6 +315,8 @@ def _add_pipeline_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("scenario", help="the same scenario file the master runs")
     p.add_argument("--master-host", default="127.0.0.1", help="the master's host (default 127.0.0.1)")
     p.add_argument("--master-port", type=_positive_int, default=5557, help="the master's port (default 5557)")
+    p.add_argument("--master-timeout", type=_positive_float, default=5.0, metavar="S",
+                   help="stop the users and exit (code 4) after this long without the master's heartbeat (default 5)")
     p.add_argument("--target", help="override target.base_url")
     p.add_argument("--model", help="override target.model")
     add_worker_flags(p)
@@ -377,7 +384,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             from loadtest.diskfull import RunFolderFull, full_disk_message, is_disk_full
 
             if not is_disk_full(err):
-                raise
+                if not err.filename:
+                    raise
+                # A path problem no check foresaw: still one line naming the file, never a traceback.
+                print(f"loadtest {args.command}: error: {err.filename}: {(err.strerror or str(err)).lower()}", file=sys.stderr)
+                return 2
             # Any write not handled on the spot (a report, an analysis's outputs): one line, not a traceback.
             print(f"loadtest {args.command}: error: {full_disk_message(err)}", file=sys.stderr)
             return RunFolderFull.exit_code

@@ -111,16 +111,76 @@ def url_secrets(url: str) -> list[str]:
     return found
 
 
-def query_secrets(query: dict[str, str]) -> list[str]:
-    return [v for k, v in query.items() if v and (looks_secret_name(k) or k.lower() == "code" or looks_like_token(v))]
+def query_secrets(query: dict[str, str], extra: Iterable[str] = ()) -> list[str]:
+    extra = tuple(extra)
+    return [v for k, v in query.items()
+            if v and (looks_secret_name(k) or looks_secret_field(k, extra) or k.lower() == "code" or looks_like_token(v))]
 
 
-def install_for(target: Any) -> Scrubber:
-    """Teach this process's scrubber the secrets of a scenario's ``target``; return it."""
+#: Words of a body key that make its value a credential. Whole words, not substrings:
+#: ``api_key``, ``secretToken``, ``client-secret`` are secret; ``max_tokens``, ``author``, ``keywords`` are not.
+_SECRET_WORDS = frozenset({
+    "key", "apikey", "token", "secret", "password", "passwd", "pwd", "passphrase", "credential", "credentials",
+    "signature", "sig", "auth", "authorization", "bearer", "cookie",
+})
+_WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
+
+
+def looks_secret_field(name: str, extra: Iterable[str] = ()) -> bool:
+    """A body (or query) key whose value is a credential: a secret word in it, or a name the scenario marked."""
+    if name.lower() in {e.lower() for e in extra}:
+        return True
+    return any(word.lower() in _SECRET_WORDS for word in _WORD.findall(name))
+
+
+def _leaves(value: Any) -> Iterable[str]:
+    if isinstance(value, dict):
+        for v in value.values():
+            yield from _leaves(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _leaves(v)
+    elif value is not None and not isinstance(value, bool):
+        yield str(value)
+
+
+def body_secrets(body: Any, extra: Iterable[str] = ()) -> list[str]:
+    """Every value under a secret-named key, at any depth of a JSON-like body (a whole subtree if it is one)."""
+    extra = tuple(extra)
+    found: list[str] = []
+    if isinstance(body, dict):
+        for k, v in body.items():
+            found += list(_leaves(v)) if looks_secret_field(str(k), extra) else body_secrets(v, extra)
+    elif isinstance(body, (list, tuple)):
+        for v in body:
+            found += body_secrets(v, extra)
+    return found
+
+
+def redact_body(body: Any, extra: Iterable[str] = ()) -> Any:
+    """A copy of a JSON-like body with the value of every secret-named key, at any depth, replaced."""
+    extra = tuple(extra)
+    if isinstance(body, dict):
+        return {k: (REDACTED if looks_secret_field(str(k), extra) and v is not None else redact_body(v, extra))
+                for k, v in body.items()}
+    if isinstance(body, (list, tuple)):
+        return [redact_body(v, extra) for v in body]
+    return body
+
+
+def install_for(target: Any, bodies: Iterable[Any] = ()) -> Scrubber:
+    """Teach this process's scrubber the secrets of a scenario's ``target`` and request ``bodies``; return it.
+
+    ``bodies`` are the ``extra_body`` mappings (the workload's and each class's):
+    a gateway's ``{secret_token: …}`` is as much a credential as a header.
+    """
+    extra = tuple(getattr(target, "secret_fields", ()) or ())
     secrets: list[str | None] = [os.environ.get(name) for name in target.secret_env_names()]
-    secrets += [v for k, v in target.headers.items() if looks_secret_name(k)]
+    secrets += [v for k, v in target.headers.items() if looks_secret_name(k) or looks_secret_field(k, extra)]
     secrets += url_secrets(target.base_url)
-    secrets += query_secrets(dict(target.query))
+    secrets += query_secrets(dict(target.query), extra)
+    for body in bodies:
+        secrets += body_secrets(body, extra)
     _active.add(*secrets)
     return _active
 

@@ -91,13 +91,14 @@ def default_run_dir(scenario: Scenario, reports_dir: Path) -> Path:
     return reports_dir / f"{scenario.name}-{stamp}"
 
 
-def make_run_dir(path: Path) -> Path:
-    if path.exists() and any(path.iterdir()):
-        raise InputError(f"--out {path}: the folder exists and is not empty; choose another")
+def make_run_dir(path: Path, arg: str = "--out") -> Path:
+    from loadtest.paths import output_folder
+
+    output_folder(path, arg)
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise InputError(f"--out {path}: cannot create the folder: {err.strerror}") from None
+        raise InputError(f"{arg} {path}: cannot create the folder: {err.strerror}") from None
     return path
 
 
@@ -208,7 +209,7 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
     prepare(scenario)  # a bad dataset is one line and exit 2, before any folder or load
     console = Console(stderr=True, soft_wrap=True)
     target = scenario.target
-    install_for(target)  # from here on, every file and line this process writes is scrubbed
+    install_for(target, scenario.request_bodies())  # from here on, every file and line this process writes is scrubbed
     api_key = api_key_for(scenario)
     if target.api_key_env and not api_key:
         console.print(f"[yellow]warning:[/] ${target.api_key_env} is not set; sending no API key")
@@ -219,7 +220,8 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
     note = _check_file_descriptors(scenario, options)  # before any folder or load
     if note:
         console.print(note)
-    run_dir = make_run_dir(options.out or default_run_dir(scenario, options.reports_dir))
+    run_dir = make_run_dir(options.out or default_run_dir(scenario, options.reports_dir),
+                           "--out" if options.out else "the run folder")
     guard = FolderGuard(run_dir)
     guard.make_reserve()
     try:

@@ -81,6 +81,8 @@ class Target(_Strict):
     ca_bundle: str | None = None
     #: The server's own view during the run: false, true, or {url, interval_s, signals}.
     metrics: ServerMetrics = ServerMetrics()
+    #: Further body, query or header names whose values are secret (beyond key/token/secret/password/…).
+    secret_fields: list[str] = Field(default_factory=list)
 
     @field_validator("metrics", mode="before")
     @classmethod
@@ -100,8 +102,11 @@ class Target(_Strict):
     @field_validator("ca_bundle")
     @classmethod
     def _bundle_exists(cls, v: str | None) -> str | None:
-        if v is not None and not Path(v).is_file():
-            raise ValueError(f"no such file: {v}")
+        from loadtest.paths import pem_bundle_problem
+
+        problem = pem_bundle_problem(v) if v is not None else None
+        if problem:
+            raise ValueError(problem)
         return v
 
     @field_validator("base_url")
@@ -167,8 +172,11 @@ class Dataset(_Strict):
     @field_validator("path")
     @classmethod
     def _file_exists(cls, v: str) -> str:
-        if not Path(v).is_file():
-            raise ValueError(f"no such file: {v}")
+        from loadtest.paths import yaml_file_problem
+
+        problem = yaml_file_problem(v)
+        if problem:
+            raise ValueError(problem)
         return v
 
 
@@ -482,15 +490,26 @@ class Scenario(_Strict):
         Headers whose names look secret, URL userinfo and token-like query values
         are replaced; :mod:`loadtest.redact` scrubs the values themselves too.
         """
-        from loadtest.redact import REDACTED, looks_secret_name, public_url, query_secrets
+        from loadtest.redact import REDACTED, looks_secret_field, looks_secret_name, public_url, query_secrets, redact_body
 
         data = self.model_dump(mode="json")
         target = data["target"]
-        target["headers"] = {k: (REDACTED if looks_secret_name(k) else v) for k, v in target["headers"].items()}
+        extra = target["secret_fields"]
+        target["headers"] = {k: (REDACTED if looks_secret_name(k) or looks_secret_field(k, extra) else v)
+                             for k, v in target["headers"].items()}
         target["base_url"] = public_url(target["base_url"])
-        secret = set(query_secrets(target["query"]))
+        secret = set(query_secrets(target["query"], extra))
         target["query"] = {k: (REDACTED if v in secret else v) for k, v in target["query"].items()}
+        workload = data["workload"]
+        workload["extra_body"] = redact_body(workload["extra_body"], extra)
+        for c in workload.get("classes") or []:
+            if c.get("extra_body") is not None:
+                c["extra_body"] = redact_body(c["extra_body"], extra)
         return data
+
+    def request_bodies(self) -> list[dict[str, Any]]:
+        """The ``extra_body`` mappings (the workload's and each class's): where body secrets live."""
+        return [self.workload.extra_body] + [c.extra_body for c in self.workload.classes if c.extra_body]
 
 
 RequestClass.model_rebuild()
@@ -577,18 +596,17 @@ def parse_scenario(data: Any, source: str = "scenario") -> Scenario:
 
 def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a scenario file; every problem is one :class:`InputError` line."""
+    from loadtest.paths import read_text
+
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: no such scenario file")
+    text = read_text(path, "scenario", kind="scenario file")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(err, "problem", None) or "invalid YAML"
         raise InputError(f"{path}: {problem}{where}") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(f"{path}: cannot read: {err}") from None
     _resolve_dataset_paths(data, path.parent)
     return parse_scenario(data, source=str(path))
 
@@ -608,6 +626,7 @@ def _resolve_dataset_paths(data: Any, folder: Path) -> None:
         dataset = holder.get("dataset")
         if isinstance(dataset, dict) and isinstance(dataset.get("path"), str):
             p = Path(dataset["path"]).expanduser()
-            dataset["path"] = str(p if p.is_absolute() else (folder / p).resolve())
+            # abspath, not resolve(): a symlink is named as written, so its mistakes are too
+            dataset["path"] = str(p if p.is_absolute() else Path(os.path.abspath(folder / p)))
 
 

@@ -333,3 +333,21 @@ def test_percentile_replicates_equal_the_quantile_of_the_expanded_resample(q):
     counts = np.random.default_rng(9).multinomial(60, np.full(60, 1 / 60), size=300)
     want = [np.quantile(np.repeat(values, c[owner]), q) for c in counts]
     assert np.allclose(got, want)
+
+
+def test_a_slowdown_on_a_busy_host_is_only_inconclusive(pair, tmp_path):
+    """host_contended (the host's other work, not the client, made a level untrustworthy) gates like saturation."""
+    _, base, _, slow = pair
+    cand = tmp_path / "cand"
+    shutil.copytree(slow, cand)
+    run = json.loads((cand / "run.json").read_text())
+    for level in run["levels"]:  # untrustworthy, and the host was busy while the client idled
+        level["client"].update(saturated=True, cpu_pct=3.0, host_cores=2, host_others_pct=95.0,
+                               host_cpu_pressure_pct=40.0, client_run_delay_pct=30.0)
+    (cand / "run.json").write_text(json.dumps(run))
+    code, out, _ = cli("compare", str(base), str(cand), "--json", str(tmp_path / "c.json"))
+    assert code == 6, out
+    result = json.loads((tmp_path / "c.json").read_text())
+    itl4 = next(c for c in result["checks"] if c["name"] == "itl_ms.p95 @ 4 users")
+    assert itl4["verdict"] == "inconclusive" and "host" in itl4["message"] and "saturated" not in itl4["message"]
+    assert any("busy with other work" in w for w in result["warnings"])

@@ -167,3 +167,61 @@ def test_compose_file_runs_the_tested_commands():
                "${EXPECT_WORKERS:-2}": "2", "scenarios/${SCENARIO:-quickstart.yaml}": "scenarios/quickstart.yaml"}
     for command in (master, worker, services["mock"]["command"]):
         parser.parse_args([resolve.get(str(part), str(part)) for part in command])
+
+
+#: `loadtest worker --master-timeout` in the test below: the silence after which a worker stops.
+MASTER_TIMEOUT_S = 3.0
+
+
+def test_hand_started_workers_stop_soon_after_their_master_is_killed(tmp_path):
+    """kill -9 of a `--master` run with two `loadtest worker`s: the mock sees the load end within seconds.
+
+    Each worker stops after ``MASTER_TIMEOUT_S`` without the master's heartbeat
+    (answered once a second), checked twice a second: its last request may start up
+    to timeout + 0.5 s after the kill, plus a second of slack for a loaded machine.
+    Locust alone would have gone on for 60 s.
+    """
+    port = _free_port()
+    arrivals = tmp_path / "arrivals.log"
+    with MockServer(["--decode-base-ms", "10", "--decode-per-seq-ms", "0", "--arrival-log", str(arrivals)]) as mock:
+        scenario = write_scenario(tmp_path, mock.base_url, workload={"max_tokens": 8},
+                                  load={"levels": [8], "level_duration_s": 60, "min_level_duration_s": 60,
+                                        "max_level_duration_s": 60, "warmup_s": 1})
+        master = subprocess.Popen(
+            [sys.executable, "-m", "loadtest", "run", str(scenario), "--out", str(tmp_path / "run"), "--master",
+             "--expect-workers", "2", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
+             "--worker-timeout", "30"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+        )
+        logs = [tmp_path / f"worker{i}.log" for i in range(2)]
+        workers = [
+            subprocess.Popen(
+                [sys.executable, "-m", "loadtest", "worker", str(scenario), "--master-host", "127.0.0.1",
+                 "--master-port", str(port), "--master-timeout", str(MASTER_TIMEOUT_S)],
+                stdout=subprocess.DEVNULL, stderr=open(log, "w"), stdin=subprocess.DEVNULL,
+            )
+            for log in logs
+        ]
+        try:
+            deadline = time.monotonic() + 90
+            while time.monotonic() < deadline and min(_records_sent(log.read_text()) for log in logs) < 20:
+                time.sleep(0.2)
+            assert min(_records_sent(log.read_text()) for log in logs) >= 20, "both workers must be loading"
+            killed_at = time.perf_counter()  # the mock's arrival stamps are perf_counter too (system-wide)
+            master.send_signal(signal.SIGKILL)
+            codes = [w.wait(timeout=MASTER_TIMEOUT_S + 15) for w in workers]
+            exited_after = time.perf_counter() - killed_at
+            time.sleep(1.0)  # anything still sending would show up now
+        finally:
+            for p in (master, *workers):
+                if p.poll() is None:
+                    p.kill()
+                    p.wait(timeout=10)
+    stamps = [float(line.split()[0]) for line in arrivals.read_text().splitlines() if line.strip()]
+    after = [t - killed_at for t in stamps if t > killed_at]
+    late = [t for t in after if t > MASTER_TIMEOUT_S + 1.5]
+    print(f"arrivals before the kill {len(stamps) - len(after)}, after it {len(after)}, "
+          f"the last {max(after, default=0):.2f} s after; workers exited {exited_after:.2f} s after (codes {codes})")
+    assert codes == [4, 4], [log.read_text()[-2000:] for log in logs]
+    assert late == [], f"{len(late)} requests arrived more than {MASTER_TIMEOUT_S + 1.5} s after the kill"
+    assert all("no heartbeat from the master" in log.read_text() for log in logs)

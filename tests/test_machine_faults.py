@@ -407,3 +407,35 @@ def test_analyze_on_a_full_disk_is_one_line_and_leaves_the_old_files_whole(tmp_p
         # The files written before are whole, and no partial temporary is left.
         assert (disk / "run" / "summary.json").read_text() == before
         assert not list((disk / "run").glob("*.tmp"))
+
+
+def test_a_disk_that_fills_while_the_report_is_written_is_one_line_and_keeps_the_run(tmp_path):
+    """The records and summary fit in 2 MB; report.html (it inlines plotly.js, about 4.6 MB) does not.
+
+    The load has ended by then: the run must still end in one line and exit 5, with the
+    records, run.json and summary.json whole, no partial temporary left, and the folder
+    analyzable once there is room.
+    """
+    with MockServer(FAST_MOCK) as mock, tiny_filesystem(tmp_path / "disk", "2m") as disk:
+        out = disk / "run"
+        scenario = write_scenario(tmp_path, mock.base_url, load=fixed_level(4, 3))
+        result = loadtest("run", str(scenario), "--out", str(out), "--no-server-metrics", timeout=120)
+        lines = result.stderr.strip().splitlines()
+        print(f"exit {result.returncode}; last line: {lines[-1] if lines else ''}")
+        assert result.returncode == 5, result.stderr
+        assert "Traceback" not in result.stderr
+        assert sum("error:" in line for line in lines) == 1, result.stderr
+        assert "no space left on device" in lines[-1] and str(out) in lines[-1], lines[-1]
+        frame = read_requests(out)
+        assert len(frame) > 20 and frame.request_id.is_unique
+        run = read_run_json(out)
+        assert run["levels"] and run["levels"][0]["end_wall"] is not None  # the load had finished
+        json.loads((out / "summary.json").read_text())  # written before the report, and whole
+        assert not list(out.rglob("*.tmp"))
+        assert not (out / "report.html").exists() or (out / "report.html").stat().st_size == 0 or \
+            (out / "report.html").read_text().rstrip().endswith("</html>")  # never half a page
+        copy = tmp_path / "copy"
+        shutil.copytree(out, copy)
+    analyzed = loadtest("analyze", str(copy))
+    assert analyzed.returncode == 0, analyzed.stderr
+    assert (copy / "report.html").read_text().rstrip().endswith("</html>")

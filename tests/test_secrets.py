@@ -4,7 +4,9 @@ One run (with a local worker, so workers' logs exist) against a replay server
 that, every third request, answers 500 with an error body echoing the API key,
 the Azure-style header key and an ``sk-…`` key. The secret is planted in the
 API key variable, a ``headers_env`` variable, a secret-named static header,
-the base URL's userinfo and a signature query parameter, and ``target.query``.
+the base URL's userinfo and a signature query parameter, ``target.query``, and in
+request bodies: ``workload.extra_body`` at several depths, a class's override and
+a field the scenario marks secret (``target.secret_fields``).
 Then every file of the run folder (raw bytes, and the Parquet columns decoded)
 and the command's stdout and stderr are searched for it.
 """
@@ -29,6 +31,11 @@ SECRETS = {
     "url_password": "PlantedUrlPassword55",
     "url_sig": "PlantedSigValue4242",
     "query_code": "PlantedQueryCode7777",
+    # in request bodies (workload.extra_body at several depths, a class's override, a field the scenario marks)
+    "body_token": "PlantedBodyToken1234",
+    "body_nested_key": "PlantedNestedApiKey5678",
+    "body_marked": "PlantedMarkedField9012",
+    "class_credential": "PlantedClassCredential3456",
 }
 SERVER_LEAK = "sk-proj-PlantedLeakFromServer0000"
 
@@ -49,7 +56,13 @@ def test_a_planted_secret_is_written_nowhere(tmp_path):
             tmp_path, base,
             target={"model": "m", "api_key_env": "LT_PLANTED_KEY", "headers_env": {"api-key": "LT_PLANTED_HDR"},
                     "headers": {"X-Signature": SECRETS["static_header"]},
-                    "query": {"code": SECRETS["query_code"], "api-version": "2024-10-21"}},
+                    "query": {"code": SECRETS["query_code"], "api-version": "2024-10-21"},
+                    "secret_fields": ["tenant_ref"]},
+            workload={"extra_body": {"secret_token": SECRETS["body_token"], "max_completion_tokens": 16,
+                                     "metadata": {"gateway": [{"apiKey": SECRETS["body_nested_key"]}]},
+                                     "tenant_ref": SECRETS["body_marked"]},
+                      "classes": [{"name": "plain"},
+                                  {"name": "signed", "extra_body": {"auth": {"Credential": SECRETS["class_credential"]}}}]},
             load={"levels": [1, 2], "level_duration_s": 3, "warmup_s": 0.5},
             slo={"max_error_rate": 1.0},
         )
@@ -64,6 +77,10 @@ def test_a_planted_secret_is_written_nowhere(tmp_path):
     assert SECRETS["api_key"] in sent.headers["authorization"]
     assert SECRETS["query_code"] in sent.path and SECRETS["url_sig"] in sent.path
     assert any(e.fixture == "mixed" for e in server.exchanges)
+    bodies = b"".join(e.body for e in server.exchanges)
+    for name in ("body_token", "body_nested_key", "body_marked", "class_credential"):
+        assert SECRETS[name].encode() in bodies, name  # sent, so a clean output means scrubbed
+    assert b'"max_completion_tokens": 16' in bodies or b'"max_completion_tokens":16' in bodies
     # the server-metrics scraper talks to the server with the same credentials
     scrapes = [e for e in server.exchanges if e.path.startswith("/metrics")]
     assert scrapes and all(e.headers.get("api-key") == SECRETS["header_env"] for e in scrapes)
@@ -82,3 +99,9 @@ def test_a_planted_secret_is_written_nowhere(tmp_path):
         assert MARK not in str(table.column(column).to_pylist()), column
     assert MARK not in result.stdout and MARK not in result.stderr
     assert "<redacted>" in (out / "run.json").read_text()
+    # Only secret-named fields are redacted: an ordinary field that merely contains "token" is kept.
+    import json
+
+    scenario = json.loads((out / "run.json").read_text())["scenario"]
+    assert scenario["workload"]["extra_body"]["max_completion_tokens"] == 16
+    assert scenario["workload"]["extra_body"]["metadata"]["gateway"][0]["apiKey"] == "<redacted>"

@@ -38,6 +38,7 @@ from loadtest.analysis.classes import class_slos as class_slos_for
 from loadtest.analysis.classes import judge_classes, scenario_classes
 from loadtest.analysis.caveats import MIN_COMPLETE, level_caveats, run_caveats
 from loadtest.analysis.client_error import judge_client
+from loadtest.analysis.host_contention import judge_host
 from loadtest.analysis.chunks import (
     chunk_positions,
     flatten_chunks,
@@ -114,14 +115,14 @@ def analyze(
     if slos:
         per_class = _measure_classes(requests, frame["class"].to_numpy(), windows, slos, seed, resamples, confidence)
         for position, level in enumerate(levels):
-            judge_client(judge_classes(level, {name: lv[position] for name, lv in per_class.items()}, slos, slo))
+            judge_host(judge_client(judge_classes(level, {name: lv[position] for name, lv in per_class.items()}, slos, slo)))
     else:
         own_slo = _judged_with_own_slo(run, slo)
         for level in levels:
             evaluate_level(level, slo)
             if own_slo:
                 honour_decision(level)
-            judge_client(level)
+            judge_host(judge_client(level))
     _attach_ttft_by_turn(levels, frame, turns, seed, resamples, confidence)
     levels.sort(key=lambda lv: (lv.load, lv.index))
     capacity = find_capacity(levels, slo, confidence)

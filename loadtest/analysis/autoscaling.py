@@ -268,7 +268,7 @@ def _open_loop_sentence(result: Autoscaling, capacity: Capacity) -> str:
     text = f"At {held:g} req/s the SLOs hold"
     text += f"; at {fail:g} req/s the {capacity.binding or 'SLO'} breaks." if fail is not None else (
         " (every tested rate held, so these thresholds are a lower bound).")
-    if capacity.verdict in ("uncertain", "client_saturated"):
+    if capacity.verdict in ("uncertain", "client_saturated", "host_contended"):
         text += f" The capacity verdict is {capacity.verdict.replace('_', ' ')}: treat the numbers below as provisional."
     in_flight = f" (at capacity {capacity.mean_in_flight:.1f} requests were in flight on average)" if capacity.mean_in_flight else ""
     return text + (f" Headroom {result.headroom:.0%} ({result.headroom_source}): aim for "
@@ -285,7 +285,7 @@ def _closed_loop_sentences(result: Autoscaling, capacity: Capacity) -> list[str]
         parts.append(f"At {cap} users the SLOs hold{undecided}; at {fail} the {capacity.binding or 'SLO'} breaks.")
     else:
         parts.append(f"Every tested level held the SLOs (up to {cap} users), so these thresholds are a lower bound.")
-    if capacity.verdict in ("uncertain", "client_saturated"):
+    if capacity.verdict in ("uncertain", "client_saturated", "host_contended"):
         parts.append(f"The capacity verdict is {capacity.verdict.replace('_', ' ')}: treat the numbers below as provisional.")
     parts.append(f"Headroom {result.headroom:.0%} ({result.headroom_source}): aim for {target} concurrent users per replica.")
     return parts

@@ -16,8 +16,8 @@ a pass, so the capacity is never read off a coin flip. The answer comes with:
   failed: the endpoint holds at least the highest tested level),
   ``below_minimum`` (even the lowest level fails), ``uncertain`` (an undecided
   level sits between the capacity and the first failure), ``client_saturated``
-  (the load generator was the bottleneck at a level that decides the answer)
-  or ``no_data``;
+  (the load generator was the bottleneck at a level that decides the answer),
+  ``host_contended`` (the host it ran on was busy with other work there) or ``no_data``;
 * one human sentence (:attr:`Capacity.message`), which gives both numbers when
   they differ.
 
@@ -64,11 +64,14 @@ def find_capacity(levels: Sequence[LevelResult], slo: SloSpec, confidence: float
     # the levels the answer rests on: up to the first non-pass, and on to the first failure
     deciding = usable[: max(held, len(below_fail)) + 1]
     saturated = [lv for lv in deciding if lv.client_saturated]
+    contended = [lv for lv in deciding if lv.host_contended]
 
     binding = binding_check(first_failing) if first_failing else None
     verdict: CapacityVerdict
     if saturated:
         verdict = "client_saturated"
+    elif contended:
+        verdict = "host_contended"
     elif blocker is not None and blocker.status == "uncertain":
         verdict = "uncertain"
     elif cap is None:
@@ -96,10 +99,11 @@ def find_capacity(levels: Sequence[LevelResult], slo: SloSpec, confidence: float
         max_tested=usable[-1].concurrency,
         uncertain_levels=[lv.concurrency for lv in undecided],
         saturated_levels=[lv.concurrency for lv in levels if lv.client_saturated],
+        contended_levels=[lv.concurrency for lv in levels if lv.host_contended],
     )
     if any(lv.rate_rps is not None for lv in usable):
         _as_rates(result, cap, first_failing, optimistic, usable, undecided, levels)
-    result.message = _message(result, cap, first_failing, binding, undecided, saturated, slo, confidence)
+    result.message = _message(result, cap, first_failing, binding, undecided, saturated or contended, slo, confidence)
     return result
 
 
@@ -114,6 +118,7 @@ def _as_rates(result, cap, first_failing, optimistic, usable, undecided, levels)
     result.first_failing = result.max_tested = None
     result.uncertain_levels = []
     result.saturated_levels = []
+    result.contended_levels = []
 
 
 def binding_check(level: LevelResult) -> Check | None:
@@ -217,7 +222,7 @@ def _message(
         )
     if cap.verdict == "uncertain":
         return _uncertain_message(cap, uncertain, fail_part, confidence)
-    if cap.verdict == "client_saturated":
+    if cap.verdict in ("client_saturated", "host_contended"):
         at = ", ".join(_at(lv) for lv in saturated)
         reasons = sorted({str(lv.client.get("reason")) for lv in saturated if lv.client.get("reason")})
         why = f" ({'; '.join(reasons)})" if reasons else ""
@@ -227,8 +232,12 @@ def _message(
             face = f"capacity ≥ max tested ({_max_tested(cap)})"
         else:
             face = f"the endpoint holds {cap_level.label}"
+        unit = 'rate' if cap.rate_rps is not None or cap.max_tested is None else 'concurrency'
+        if cap.verdict == "host_contended":
+            return (f"At {unit} {at} {'; '.join(reasons) or 'the host was busy'}, so results there are not "
+                    f"trustworthy; taken at face value, {face}.")
         return (
-            f"The load generator was saturated at {'rate' if cap.rate_rps is not None or cap.max_tested is None else 'concurrency'} {at}{why}, so results there are not "
+            f"The load generator was saturated at {unit} {at}{why}, so results there are not "
             f"trustworthy; taken at face value, {face}."
         )
     return "The capacity is unknown."

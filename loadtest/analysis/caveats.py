@@ -59,6 +59,14 @@ def level_caveats(levels: Sequence[LevelResult], slo: SloSpec, min_complete: int
             + (f" ({'; '.join(reasons)})" if reasons else "")
             + ": latencies there include the client's own delay; " + _workers_advice(levels)
         )
+    contended = [lv for lv in levels if lv.host_contended]
+    if contended:  # the host's fault, not the client's: never the --workers advice
+        reasons = sorted({str(lv.client.get("reason")) for lv in contended if lv.client.get("reason")})
+        out.append(
+            f"the host was busy at {unit} {_levels([lv.load for lv in contended])}, so latencies there include "
+            "waiting for a CPU that other processes held (host_contended, not client_saturated)"
+            + (f": {'; '.join(reasons)}" if reasons else "")
+        )
     # e2e and TPOT need requests that ran their whole course at one level; warn only when they are judged
     judged = any(c.metric in ("e2e_ms", "tpot_ms") for c in slo.checks)
     short = [lv for lv in levels if lv.requests and lv.complete < min_complete] if judged else []

@@ -17,7 +17,7 @@ from loadtest.analysis.slo import SloSpec
 
 CheckVerdict = Literal["pass", "fail", "uncertain", "no_data"]
 LevelStatus = Literal["pass", "fail", "uncertain", "no_data"]
-CapacityVerdict = Literal["found", "at_least", "below_minimum", "uncertain", "client_saturated", "no_data"]
+CapacityVerdict = Literal["found", "at_least", "below_minimum", "uncertain", "client_saturated", "host_contended", "no_data"]
 
 #: Percentiles reported for every metric (an SLO may use any of them).
 REPORTED = ("p50", "p90", "p95", "p99")
@@ -119,6 +119,8 @@ class LevelResult:
     rate_rps: float | None = None
     #: Open loop: offered/sent/completed rates, send lag, mean in flight (:mod:`open_loop`).
     open_loop: dict[str, Any] | None = None
+    #: The client's timing could not be trusted because the host was busy, not the client (:mod:`host_contention`).
+    host_contended: bool = False
 
     @property
     def load(self) -> float:
@@ -172,6 +174,8 @@ class Capacity:
     max_tested: int | None = None
     uncertain_levels: list[int] = field(default_factory=list)
     saturated_levels: list[int] = field(default_factory=list)
+    #: Levels whose timing the busy host (not the client) made untrustworthy.
+    contended_levels: list[int] = field(default_factory=list)
     #: The class whose SLO check bound the capacity (None without classes, or for the overall error budget).
     binding_class: str | None = None
     #: Each class's own capacity under its own SLO (what it would hold if it were alone in failing).

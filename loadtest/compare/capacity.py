@@ -38,13 +38,13 @@ class CapacityBounds:
         )
         lower = 0
         for lv in usable:
-            if lv.get("status") != "pass" or lv.get("client_saturated"):
+            if lv.get("status") != "pass" or lv.get("client_saturated") or lv.get("host_contended"):
                 break
             lower = int(lv["concurrency"])
         upper: float = math.inf
         previous = 0
         for lv in usable:
-            if lv.get("status") == "fail" and not lv.get("client_saturated"):
+            if lv.get("status") == "fail" and not (lv.get("client_saturated") or lv.get("host_contended")):
                 upper = previous
                 break
             previous = int(lv["concurrency"])

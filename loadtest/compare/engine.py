@@ -22,8 +22,9 @@ The steps, in order:
      the gate; one that straddles only the better side cannot be a regression.
 
    A level where either run's load generator was saturated (its self-check
-   flagged it: the numbers include the client's own delay) cannot prove a
-   regression: one there is reported as ``inconclusive``.
+   flagged it: the numbers include the client's own delay), or its host was
+   busy with other work (``host_contended``), cannot prove a regression: one
+   there is reported as ``inconclusive``.
 
 4. **Capacity**: a certain drop is a regression whatever the tolerance; a drop
    that depends on an uncertain level is inconclusive (see :func:`capacity_change`).
@@ -166,9 +167,13 @@ class Comparison:
 # -- the comparison ---------------------------------------------------------------------------
 
 
-def compare_runs(baseline: Path | str, candidate: Path | str, rules: Rules, *, seed: int = 0) -> Comparison:
-    """Compare two run folders (or summary.json files). Raises :class:`InputError` (exit 2)."""
-    base, cand = load_run(baseline), load_run(candidate)
+def compare_runs(baseline: Path | str, candidate: Path | str, rules: Rules, *, seed: int = 0,
+                 args: tuple[str, str] = ("baseline", "candidate")) -> Comparison:
+    """Compare two run folders (or summary.json files). Raises :class:`InputError` (exit 2).
+
+    ``args`` name the two paths in messages (``--baseline`` when ``run`` compares).
+    """
+    base, cand = load_run(baseline, arg=args[0]), load_run(candidate, arg=args[1])
     fp_b, fp = side_fingerprint(base, "baseline"), side_fingerprint(cand, "candidate")
     require_same_workload(fp_b, fp)
     warnings: list[str] = []
@@ -317,6 +322,12 @@ def _level_changes(
             "the load generator was saturated at " + ", ".join(str(c) for c in saturated)
             + " users in at least one run: changes there may be the client's, not the server's"
         )
+    contended = [c for c in common if levels_b[c].get("host_contended") or levels_c[c].get("host_contended")]
+    if contended:
+        warnings.append(
+            "the host running the load generator was busy with other work at " + ", ".join(str(c) for c in contended)
+            + " users in at least one run: changes there may be the host's, not the server's"
+        )
     out: list[Change] = []
     for conc in common:
         lb, lc = levels_b[conc], levels_c[conc]
@@ -388,8 +399,9 @@ def _level_change(
         badness = (point, ci[0], ci[1])
     verdict, may_regress = classify(badness[1], badness[2], tol)
     saturated = bool(lb.get("client_saturated") or lc.get("client_saturated"))
-    if saturated and verdict == "regression":
-        verdict = "inconclusive"  # the numbers include the load generator's own delay
+    contended = bool(lb.get("host_contended") or lc.get("host_contended"))
+    if (saturated or contended) and verdict == "regression":
+        verdict = "inconclusive"  # the numbers include the load generator's own delay, or the busy host's
     change = Change(
         check=check, kind=kind, level=conc, baseline=vb, candidate=vc, change=point, ci=ci,
         relative=kind != ERROR_RATE, tolerance=tol, verdict=verdict, may_regress=may_regress,
@@ -398,6 +410,8 @@ def _level_change(
     change.message = describe_change(change, confidence)
     if saturated:
         change.message += "; the load generator was saturated at this level, so a slowdown here may be the client's"
+    elif contended:
+        change.message += "; the host running the load generator was busy at this level, so a slowdown here may be the host's"
     return change
 
 

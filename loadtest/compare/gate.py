@@ -27,6 +27,24 @@ def add_gate_arguments(p: argparse.ArgumentParser, *, default_outputs_note: str 
     g.add_argument("--json", type=Path, metavar="FILE", help="write compare.json" + default_outputs_note)
 
 
+def output_targets(args: argparse.Namespace, default_dir: Path | None = None) -> dict[str, Path | None]:
+    """The gate's output files (``--json`` …, or all four in ``default_dir``), each checked writable.
+
+    Checked before the comparison (and, for ``run --baseline``, before any load), so a
+    mistyped path is one line at once, not a traceback after the work.
+    """
+    from loadtest.paths import output_file
+
+    targets = {"json": args.json, "junit": args.junit, "markdown": args.markdown, "html": args.html}
+    for kind, path in targets.items():
+        if path is not None:
+            output_file(path, f"--{kind}")
+    if default_dir is not None:
+        defaults = {"json": "compare.json", "junit": "compare.junit.xml", "markdown": "compare.md", "html": "compare.html"}
+        targets = {k: v or default_dir / defaults[k] for k, v in targets.items()}
+    return targets
+
+
 def run_gate(args: argparse.Namespace, baseline: Path, candidate: Path, *, default_dir: Path | None = None) -> int:
     """Compare, write the outputs asked for (or all of them into ``default_dir``), print, return the exit code."""
     from loadtest.compare import outputs
@@ -34,13 +52,9 @@ def run_gate(args: argparse.Namespace, baseline: Path, candidate: Path, *, defau
 
     tolerances = [t for group in (args.tolerance or []) for t in group]
     rules = parse_rules(tolerances, args.fail_on or (), args.inconclusive)
-    cmp: Comparison = compare_runs(baseline, candidate, rules)
-    targets = {
-        "json": args.json, "junit": args.junit, "markdown": args.markdown, "html": args.html,
-    }
-    if default_dir is not None:
-        defaults = {"json": "compare.json", "junit": "compare.junit.xml", "markdown": "compare.md", "html": "compare.html"}
-        targets = {k: v or default_dir / defaults[k] for k, v in targets.items()}
+    targets = output_targets(args, default_dir)
+    names = ("--baseline", "the new run") if default_dir is not None else ("baseline", "candidate")
+    cmp: Comparison = compare_runs(baseline, candidate, rules, args=names)
     writers = {
         "json": outputs.write_json,
         "junit": outputs.write_junit,

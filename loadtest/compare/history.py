@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -32,6 +33,7 @@ from loadtest.compare.fingerprint import fingerprint_of_run
 from loadtest.compare.inputs import RUN_JSON, SUMMARY_JSON
 from loadtest.compare.rules import Rules
 from loadtest.errors import InputError, LoadtestError
+from loadtest.paths import PathError, input_folder, read_run_json
 from loadtest.report.html import figure_html, page_style
 
 REGRESSED = "regression"
@@ -63,9 +65,7 @@ def find_runs(dirs: Iterable[Path]) -> list[Path]:
     """Every run folder (one holding run.json) under ``dirs``, each once."""
     found: set[Path] = set()
     for root in dirs:
-        root = Path(root)
-        if not root.is_dir():
-            raise InputError(f"{root}: no such folder")
+        root = input_folder(root, "DIR")
         if (root / RUN_JSON).is_file():
             found.add(root.resolve())
         found.update(p.parent.resolve() for p in root.rglob(RUN_JSON))
@@ -74,10 +74,14 @@ def find_runs(dirs: Iterable[Path]) -> list[Path]:
 
 def load_history(dirs: Sequence[Path], scenario: str | None = None) -> list[HistoryRun]:
     """The runs of one scenario, oldest first, each judged against the previous comparable one."""
-    runs = [r for r in (_read(folder) for folder in find_runs(dirs)) if r is not None]
+    skipped: list[str] = []
+    runs = [r for r in (_read(folder, skipped) for folder in find_runs(dirs)) if r is not None]
     names = sorted({r.name for r in runs})
     if not runs:
-        raise InputError(f"no run folders (with {RUN_JSON}) under {', '.join(str(d) for d in dirs)}")
+        why = f" ({len(skipped)} skipped; {skipped[0]})" if skipped else ""
+        raise InputError(f"DIR {', '.join(str(d) for d in dirs)}: no run folders (with {RUN_JSON}) under it{why}")
+    for line in skipped:  # a damaged, half-written or newer-format folder is skipped, not fatal: one line each
+        print(f"loadtest history: {line}", file=sys.stderr)
     if scenario is None and len(names) > 1:
         raise InputError(f"runs of several scenarios were found ({', '.join(names)}): choose one with --scenario")
     chosen = scenario or names[0]
@@ -88,11 +92,12 @@ def load_history(dirs: Sequence[Path], scenario: str | None = None) -> list[Hist
     return runs
 
 
-def _read(folder: Path) -> HistoryRun | None:
+def _read(folder: Path, skipped: list[str]) -> HistoryRun | None:
     try:
-        run = json.loads((folder / RUN_JSON).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None  # a damaged or half-written folder is skipped, not fatal to the history
+        run = read_run_json(folder, "skipped")
+    except PathError as err:
+        skipped.append(str(err))
+        return None
     summary = _summary(folder, run)
     if summary is None:
         return None
@@ -289,6 +294,11 @@ def run_history(dirs: Sequence[Path], *, scenario: str | None, html: Path, json_
     """The ``loadtest history`` command: print the table, write the page (and JSON)."""
     from loadtest.compare.outputs import write_text
 
+    from loadtest.paths import output_file
+
+    output_file(html, "--html")
+    if json_path is not None:
+        output_file(json_path, "--json")
     runs = load_history(dirs, scenario)
     rows = table_rows(runs)
     print_table(rows)

@@ -64,29 +64,31 @@ class RunInput:
         return self.run.get("tool_version") or (self.summary or {}).get("tool_version")
 
 
-def load_run(path: Path | str, *, records: bool = True) -> RunInput:
-    """Read a run folder or a summary.json; :class:`InputError` (exit 2) when it is neither."""
+def load_run(path: Path | str, *, records: bool = True, arg: str = "") -> RunInput:
+    """Read a run folder or a summary.json; :class:`InputError` (exit 2) when it is neither.
+
+    ``arg`` names the argument in every message (``--baseline``, ``baseline``);
+    the checks themselves are :mod:`loadtest.paths`' so each mistake is one line.
+    """
+    from loadtest import paths
+
     path = Path(path)
     label = str(path)
-    if path.is_file():
-        if path.name == RUN_JSON:
-            path = path.parent
-        else:
-            summary = _read_json(path)
-            folder = path.parent if (path.parent / RUN_JSON).is_file() else None
-            if folder is None:
-                run = dict(summary.get("run") or {})
-                run.setdefault("name", summary.get("name"))
-                run.setdefault("target", summary.get("target"))
-                run.setdefault("tool_version", summary.get("tool_version"))
-                return RunInput(label, None, run, summary)
-            path = folder
-    if not path.is_dir():
-        raise InputError(f"{label}: no such run folder or summary.json")
-    if not (path / RUN_JSON).is_file():
-        raise InputError(f"{label}: not a run folder (no {RUN_JSON})")
-    run = _read_json(path / RUN_JSON)
-    summary = _read_json(path / SUMMARY_JSON) if (path / SUMMARY_JSON).is_file() else None
+    arg = arg or "run"
+    if path.is_file() and path.name != RUN_JSON:
+        summary = _read_json(path, arg)
+        folder = path.parent if (path.parent / RUN_JSON).is_file() else None
+        if folder is None:
+            run = dict(summary.get("run") or {})
+            run.setdefault("name", summary.get("name"))
+            run.setdefault("target", summary.get("target"))
+            run.setdefault("tool_version", summary.get("tool_version"))
+            return RunInput(label, None, run, summary)
+        path = folder
+    elif path.is_file():
+        path = path.parent
+    run = paths.read_run_json(path, arg)
+    summary = _read_json(path / SUMMARY_JSON, arg) if (path / SUMMARY_JSON).is_file() else None
     frame = None
     if records and ((path / REQUESTS_PARQUET).is_file() or (path / PARTS_DIR).is_dir()):
         from loadtest.records import read_requests
@@ -94,19 +96,20 @@ def load_run(path: Path | str, *, records: bool = True) -> RunInput:
         try:
             frame = read_requests(path)
         except Exception as err:  # a damaged parquet file: say which, never a traceback
-            raise InputError(f"{path / REQUESTS_PARQUET}: cannot read the records ({err})") from None
+            raise InputError(f"{arg} {path / REQUESTS_PARQUET}: cannot read the records ({err})") from None
     if frame is None and summary is None:
-        raise InputError(f"{label}: the run folder has neither records nor a summary.json")
+        raise InputError(f"{arg} {label}: the run folder has neither records nor a summary.json")
     return RunInput(label, path, run, summary, frame)
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _read_json(path: Path, arg: str) -> dict[str, Any]:
+    from loadtest.paths import read_text
+
+    text = read_text(path, arg)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise InputError(f"{path}: cannot read ({err.strerror})") from None
+        data = json.loads(text)
     except ValueError as err:
-        raise InputError(f"{path}: not valid JSON ({err})") from None
+        raise InputError(f"{arg} {path}: not valid JSON ({err})") from None
     if not isinstance(data, dict):
-        raise InputError(f"{path}: expected a JSON object")
+        raise InputError(f"{arg} {path}: expected a JSON object")
     return data

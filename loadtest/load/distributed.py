@@ -217,7 +217,8 @@ def exit_with_master() -> gevent.Greenlet | None:
     target with nobody recording. A worker spawned by ``--workers`` knows its
     master's pid, and an orphan is re-parented, so a changed parent pid means
     the master died. Its unsent records have nowhere to go; it exits at once.
-    Remote workers (``loadtest worker`` started by hand) keep Locust's timeout.
+    Remote workers (``loadtest worker`` started by hand) cannot see the master's
+    process; they stop after a few seconds without its heartbeat (load/master_watch.py).
     """
     import os
 
@@ -254,8 +255,10 @@ def check_worker_fds(max_users: int, workers: int) -> str | None:
     return None
 
 
-def run_worker(scenario: Scenario, master_host: str, master_port: int) -> int:
-    """Serve as a Locust worker until the master quits. Returns the records sent."""
+def run_worker(scenario: Scenario, master_host: str, master_port: int, master_timeout_s: float | None = None) -> int:
+    """Serve as a Locust worker until the master quits (or is silent ``master_timeout_s``). Returns the records sent."""
+    from loadtest.load.master_watch import DEFAULT_MASTER_TIMEOUT_S, stop_without_master
+
     from loadtest.workload import prepare
 
     exit_with_master()
@@ -282,6 +285,8 @@ def run_worker(scenario: Scenario, master_host: str, master_port: int) -> int:
     stop_users_reliably(env)
     runner = env.create_worker_runner(master_host, master_port)
     holder["runner"] = runner
+    stop_without_master(env, runner, master_timeout_s or DEFAULT_MASTER_TIMEOUT_S,
+                        describe=f"the master at {master_host}:{master_port}")
     recorder.buffer.worker = runner.client_id
     settings.worker_seed = hash(runner.client_id) & 0xFFFF
 

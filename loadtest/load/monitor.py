@@ -49,6 +49,7 @@ import numpy as np
 
 from loadtest.client.hub_clock import hub_clock, running_hub_clock
 from loadtest.client.reactor import ReaderHealth, running_reactor
+from loadtest.load.host import HostSampler
 from loadtest.load.levels import LevelClock
 from loadtest.scenario import Scenario
 
@@ -58,6 +59,8 @@ DELAY_QUANTILES = (0.5, 0.75, 0.875, 0.9, 0.95, 0.975, 0.9875, 0.99, 0.995, 0.99
 #: Above this share of one core the client's delays are no longer bounded.
 CPU_LIMIT_PCT = 80.0
 _INTERVAL_S = 0.01
+#: The run queue is read every this many loop-lag samples (twice a second).
+_HOST_EVERY = 50
 
 
 class SelfMonitor:
@@ -95,6 +98,8 @@ class SelfMonitor:
         self._greenlet: gevent.Greenlet | None = None
         self._mark_wall = time.perf_counter()
         self._mark_cpu = time.process_time()
+        #: The machine's load beside ours: whose fault a late stamp is (load/host.py).
+        self._host = HostSampler()
 
     def start(self) -> None:
         if self.greenlet_reads:
@@ -107,7 +112,11 @@ class SelfMonitor:
             self._greenlet = None
 
     def _watch(self) -> None:
+        ticks = 0
         while True:
+            ticks += 1
+            if ticks % _HOST_EVERY == 0:
+                self._host.sample()
             t = time.perf_counter()
             gevent.sleep(_INTERVAL_S)
             now = time.perf_counter()
@@ -131,6 +140,7 @@ class SelfMonitor:
         self._lags = array("d")
         _take_health()
         self._mark_wall, self._mark_cpu = time.perf_counter(), time.process_time()
+        self._host.mark()
 
     def cut(self) -> dict:
         """Summarize the period since the last cut (one level) and start a new one."""
@@ -141,7 +151,7 @@ class SelfMonitor:
         health, greenlets = _take_health()
         self._mark_wall, self._mark_cpu = now_wall, now_cpu
         lags_ms = _values(lags)
-        return summarize(
+        report = summarize(
             lags_ms,
             health,
             cpu_pct,
@@ -150,6 +160,8 @@ class SelfMonitor:
             greenlet_reads=self.greenlet_reads,
             limits=(self.cpu_limit_pct, self.lag_limit_ms, self.batch_limit_ms),
         )
+        report.update(self._host.take())
+        return report
 
 
 def _take_health() -> tuple[ReaderHealth, ReaderHealth]:
@@ -258,13 +270,14 @@ def merge_worker_health(reports: list[dict]) -> dict:
         return {}
     if len(reports) == 1:
         return dict(reports[0])
-    keys = [k for k in reports[0] if k.endswith(("_ms", "_pct"))]
+    keys = [k for k in reports[0] if k.endswith(("_ms", "_pct")) or k.startswith("host_")]
     merged: dict = {}
     for k in keys:
         if isinstance(reports[0][k], dict):  # a quantile table: the worst worker at every quantile
             merged[k] = {q: max((r.get(k) or {}).get(q) or 0.0 for r in reports) for q in reports[0][k]}
-        else:
-            merged[k] = max(r.get(k) or 0.0 for r in reports)
+        else:  # the worst worker's (None where no worker could measure it: no PSI)
+            values = [r[k] for r in reports if r.get(k) is not None]
+            merged[k] = max(values) if values else None
     reasons = [f"{r.get('worker', '?')}: {r['reason']}" for r in reports if r.get("saturated")]
     merged.update(saturated=any(r.get("saturated") for r in reports), reason="; ".join(reasons) or None, workers=reports)
     return merged

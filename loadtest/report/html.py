@@ -43,6 +43,7 @@ VERDICT_COLOURS = {
     "below_minimum": "#cf222e",
     "uncertain": "#9a6700",
     "client_saturated": "#9a6700",
+    "host_contended": "#9a6700",
     "no_data": "#6e7781",
 }
 STATUS_COLOURS = {"pass": "#1a7f37", "fail": "#cf222e", "uncertain": "#9a6700", "no_data": "#6e7781"}
@@ -342,7 +343,7 @@ def _header(analysis: Analysis) -> str:
         if cap.mean_in_flight is not None:
             big += f" (mean {cap.mean_in_flight:.1f} in flight)"
     elif cap.concurrency is None:
-        big = "below the lowest level" if cap.verdict in ("below_minimum", "client_saturated") else "unknown"
+        big = "below the lowest level" if cap.verdict in ("below_minimum", "client_saturated", "host_contended") else "unknown"
     elif cap.verdict == "at_least":
         big = f"≥ {cap.concurrency} concurrent users"
     else:
@@ -401,6 +402,9 @@ def plain_verdict(analysis: Analysis) -> str:
                  "so the capacity is a range (below).")
     elif cap.verdict == "client_saturated":
         words = "Not trustworthy: the load generator itself was too busy to time the requests accurately."
+    elif cap.verdict == "host_contended":
+        words = ("Not trustworthy: the machine running the load generator was busy with other work, "
+                 "so the requests could not be timed accurately. Re-run on a quieter machine.")
     else:
         words = "Nothing was measured: no level produced a usable request."
     if analysis.run.get("complete") is False:
@@ -479,6 +483,8 @@ def _levels_table(analysis: Analysis) -> str:
             flags.append("refine")
         if lv.client_saturated:
             flags.append("client saturated")
+        if lv.host_contended:
+            flags.append("host busy")
         err = f"{lv.errors} ({lv.error_rate:.1%})" if lv.requests else "–"
         rows.append(
             "<tr>"

@@ -160,6 +160,8 @@ def level_dict(level: LevelResult) -> dict[str, Any]:
         "status": level.status,
         "passed": level.passed,
         "client_saturated": level.client_saturated,
+        # the host (other processes), not the client, made this level's timing untrustworthy
+        "host_contended": level.host_contended,
         "client": level.client,
         # how long the level ran, every look at its verdict, and why it ended (run.json)
         "decision": level.decision,
@@ -237,6 +239,7 @@ def capacity_dict(cap: Capacity) -> dict[str, Any]:
         "max_tested": cap.max_tested,
         "uncertain_levels": cap.uncertain_levels,
         "saturated_levels": cap.saturated_levels,
+        "contended_levels": cap.contended_levels,
         # open loop (null in closed loop, where concurrency answers)
         "rate_rps": cap.rate_rps,
         "first_failing_rate_rps": cap.first_failing_rate_rps,

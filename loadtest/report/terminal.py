@@ -25,6 +25,7 @@ CAPACITY_COLOURS = {
     "below_minimum": "bold red",
     "uncertain": "bold yellow",
     "client_saturated": "bold yellow",
+    "host_contended": "bold yellow",
     "no_data": "bold red",
 }
 
@@ -75,6 +76,8 @@ def _verdict_cell(level: LevelResult) -> Text:
     text = Text(level.status.replace("_", " "), style=COLOURS.get(level.status, ""))
     if level.client_saturated:
         text.append(" ⚠ client saturated", style="yellow")
+    if level.host_contended:
+        text.append(" ⚠ host busy", style="yellow")
     return text
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from loadtest.errors import InputError
 from loadtest.scenario import Scenario
 from loadtest.workload.dataset import load_dataset
 from loadtest.workload.generator import PlannedRequest, Workload
@@ -24,20 +25,28 @@ from loadtest.workload.words import WORDS as _WORDS  # noqa: F401  (the name tes
 __all__ = ["PlannedRequest", "Workload", "prepare", "workload_fingerprint"]
 
 
-def _dataset_specs(scenario: Scenario) -> list[Any]:
+def _dataset_specs(scenario: Scenario) -> list[tuple[str, Any]]:
+    """Each distinct dataset with the YAML path that names it (for its error lines)."""
     w = scenario.workload
-    specs = [w.dataset] + [c.dataset for c in w.classes]
+    specs = [("workload.dataset.path", w.dataset)]
+    specs += [(f"workload.classes[{i}].dataset.path", c.dataset) for i, c in enumerate(w.classes)]
     seen, out = set(), []
-    for spec in specs:
+    for field, spec in specs:
         if spec is not None and (spec.path, spec.format) not in seen:
             seen.add((spec.path, spec.format))
-            out.append(spec)
+            out.append((field, spec))
     return out
 
 
 def prepare(scenario: Scenario) -> list[dict[str, Any]]:
-    """Load the scenario's datasets (raising a one-line InputError); return their fingerprints."""
-    return [load_dataset(spec).fingerprint() for spec in _dataset_specs(scenario)]
+    """Load the scenario's datasets (raising a one-line InputError that names the YAML path); return their fingerprints."""
+    out = []
+    for field, spec in _dataset_specs(scenario):
+        try:
+            out.append(load_dataset(spec).fingerprint())
+        except InputError as err:
+            raise InputError(f"{field} {err}") from None
+    return out
 
 
 def workload_fingerprint(scenario: Scenario) -> dict[str, Any]:

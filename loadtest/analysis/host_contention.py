@@ -1,0 +1,89 @@
+"""A busy host is not a saturated client: say whose fault an untrustworthy level is.
+
+:func:`loadtest.analysis.client_error.judge_client` flags a level whose timing
+error bound could flip a verdict. The load stage also recorded the machine's
+load beside the client's own (:mod:`loadtest.load.host`). When the client used
+little CPU while the machine was busy (other processes' CPU, the client's
+threads waiting for a core, CPU pressure, steal), the delay is the host's:
+the level is ``host_contended`` instead of ``client_saturated``, and the
+advice is a quieter machine, never more worker processes on the same one.
+
+Pure functions over a level's ``client`` record; nothing here knows Locust.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from loadtest.analysis.results import LevelResult
+
+#: The client is its own bottleneck from this share of one core (as the load stage's CPU limit).
+CLIENT_CPU_LIMIT_PCT = 80.0
+#: The client's threads waited for a core this share of the time (summed over its threads).
+RUN_DELAY_PCT = 10.0
+#: PSI: some task waited for a CPU this share of the time.
+PRESSURE_PCT = 20.0
+#: A hypervisor took the cores this share of the time.
+STEAL_PCT = 10.0
+#: Other processes used this share of the machine's cores.
+OTHERS_PCT = 75.0
+
+
+def host_busy_reasons(client: Mapping[str, Any]) -> list[str]:
+    """What shows the machine's other work delayed the client (empty when nothing, or nothing was measured).
+
+    The direct evidence is the client's own threads waiting for a core (run delay),
+    or a hypervisor's steal. A busy machine alone is not enough where the run delay
+    was measured: a client frozen by other means (stopped, paged out) waits without
+    being runnable, and a busy neighbour that did not delay it is not the cause.
+    Without a run-delay figure (no schedstat) the machine-wide figures decide.
+    """
+    delay, steal = client.get("client_run_delay_pct"), client.get("host_steal_pct")
+    direct = (delay is not None and delay >= RUN_DELAY_PCT) or (steal is not None and steal >= STEAL_PCT)
+    if delay is not None and not direct:
+        return []
+    reasons = []
+    others, cores = client.get("host_others_pct"), client.get("host_cores")
+    if others is not None and others >= OTHERS_PCT:
+        reasons.append(f"other processes used {others:.0f}% of {cores} cores")
+    delay = client.get("client_run_delay_pct")
+    if delay is not None and delay >= RUN_DELAY_PCT:
+        reasons.append(f"the client's threads waited for a core {delay:.0f}% of the time")
+    pressure = client.get("host_cpu_pressure_pct")
+    if pressure is not None and pressure >= PRESSURE_PCT:
+        reasons.append(f"CPU pressure {pressure:.0f}%")
+    steal = client.get("host_steal_pct")
+    if steal is not None and steal >= STEAL_PCT:
+        reasons.append(f"steal {steal:.0f}%")
+    return reasons
+
+
+def contention_message(client: Mapping[str, Any]) -> str:
+    """The one line that names the cause: the host's figures, the client's own CPU, and what to do."""
+    busy = host_busy_reasons(client)
+    figures = list(busy)
+    others, cores = client.get("host_others_pct"), client.get("host_cores")
+    if others is not None and not any(r.startswith("other processes") for r in busy):
+        figures.insert(0, f"other processes used {others:.0f}% of {cores} cores")
+    own = client.get("cpu_pct")
+    own_part = f": the client's own work was {own:.0f}% of a core" if own is not None else ""
+    return (f"the host was busy ({'; '.join(figures)}){own_part}; re-run on a quieter machine or a dedicated "
+            "runner (more --workers on this host would not help)")
+
+
+def judge_host(level: LevelResult) -> LevelResult:
+    """Turn ``client_saturated`` into ``host_contended`` when the host, not the client, was busy (returned for chaining)."""
+    client = level.client or {}
+    if not level.client_saturated or not host_busy_reasons(client):
+        return level
+    own = client.get("cpu_pct")
+    if own is not None and own >= CLIENT_CPU_LIMIT_PCT:
+        return level  # the client itself was out of CPU: its own saturation, whatever else ran
+    message = contention_message(client)
+    level.client_saturated = False
+    level.host_contended = True
+    level.client = {**client, "host_contended": True, "saturated_reason": client.get("reason"), "reason": message}
+    for sub in level.classes.values():  # a class's level shares the process and the host
+        if sub.client_saturated:
+            judge_host(sub)
+    return level
