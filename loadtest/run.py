@@ -152,7 +152,8 @@ def initial_meta(scenario: Scenario, options: RunOptions | None = None) -> dict[
         "target": {"base_url": public_url(t.base_url), "model": t.model, "api": t.api},
         "scenario": scenario.public_dict(),
         # What `loadtest compare` requires to be equal (dataset hashes taken now, while the files are here).
-        "workload_fingerprint": fingerprint(scenario.public_dict()),
+        # Its own key: "workload_fingerprint" below is the workload's datasets-and-classes record.
+        "compare_fingerprint": fingerprint(scenario.public_dict()),
         "warmup_s": scenario.load.warmup_s,
         # each level is looked at on this schedule, each look at this confidence (analysis/decide.py)
         "looks_s": schedule.looks,

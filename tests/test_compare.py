@@ -333,3 +333,27 @@ def test_percentile_replicates_equal_the_quantile_of_the_expanded_resample(q):
     counts = np.random.default_rng(9).multinomial(60, np.full(60, 1 / 60), size=300)
     want = [np.quantile(np.repeat(values, c[owner]), q) for c in counts]
     assert np.allclose(got, want)
+
+
+def test_the_stored_fingerprint_with_its_hash_is_the_one_compare_uses(tmp_path):
+    """run.json keeps the compare fingerprint (``compare_fingerprint``, with its ``hash`` and the
+    dataset hashes taken at run time) beside the workload's own record (``workload_fingerprint``);
+    a dataset edited after the run must not change the run's fingerprint."""
+    from loadtest.compare.fingerprint import fingerprint_of_run
+    from loadtest.run import initial_meta
+    from loadtest.scenario import parse_scenario
+
+    data = tmp_path / "prompts.jsonl"
+    data.write_text('{"prompt": "a"}\n')
+    sc = scenario_dict()
+    sc["workload"]["dataset"] = {"path": str(data)}
+    meta = json.loads(json.dumps(initial_meta(parse_scenario(sc))))  # as written to run.json
+    stored = meta["compare_fingerprint"]
+    assert stored["hash"] and stored["datasets"][str(data)]
+    assert "classes" in meta["workload_fingerprint"] and "hash" not in meta["workload_fingerprint"]
+    data.write_text('{"prompt": "b"}\n')  # the file changes after the run
+    assert fingerprint(meta["scenario"])["hash"] != stored["hash"]
+    assert fingerprint_of_run(meta) == stored
+    # An old run folder (no compare_fingerprint) still loads: recomputed from its scenario.
+    old = {k: v for k, v in meta.items() if k != "compare_fingerprint"}
+    assert fingerprint_of_run(old)["hash"] == fingerprint(meta["scenario"])["hash"]

@@ -211,7 +211,7 @@ def _confidence(side: RunInput) -> float:
 
 def side_fingerprint(side: RunInput, which: str) -> dict[str, Any]:
     """A run's workload fingerprint; :class:`IncomparableRuns` when nothing says what it ran."""
-    if not side.scenario and not side.run.get("workload_fingerprint") and not (side.summary or {}).get("fingerprint"):
+    if not side.scenario and not side.run.get("compare_fingerprint") and not side.run.get("workload_fingerprint") and not (side.summary or {}).get("fingerprint"):
         raise IncomparableRuns(
             f"incomparable runs: the {which} ({side.label}) says nothing about its workload "
             "(no run.json scenario and no fingerprint in summary.json)"
