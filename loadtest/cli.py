@@ -143,7 +143,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.baseline is not None:
         _check_baseline(args, scenario)
     else:
-        gate_flags = [f"--{name.replace('_', '-')}" for name in ("tolerance", "fail_on", "inconclusive", "junit", "markdown", "html", "json")
+        gate_flags = [f"--{name.replace('_', '-')}" for name in ("tolerance", "fail_on", "inconclusive", "junit", "markdown", "html", "json", "history")
                       if getattr(args, name) is not None]
         if gate_flags:
             raise InputError(f"{', '.join(gate_flags)}: only with --baseline RUN_DIR (they configure the comparison)")
@@ -193,7 +193,7 @@ def _check_baseline(args: argparse.Namespace, scenario) -> None:
 def _cmd_compare(args: argparse.Namespace) -> int:
     from loadtest.compare.gate import run_gate
 
-    return run_gate(args, args.baseline, args.candidate)
+    return run_gate(args, [args.baseline, *args.also_baseline], [args.candidate, *args.also_candidate])
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
@@ -297,6 +297,10 @@ def _add_pipeline_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("compare", help="regression gate: compare a candidate run with a baseline run")
     p.add_argument("baseline", type=Path, help="baseline run folder (or its summary.json)")
     p.add_argument("candidate", type=Path, help="candidate run folder (or its summary.json)")
+    p.add_argument("--also-baseline", nargs="+", action="extend", type=Path, default=[], metavar="RUN_DIR",
+                   help="more baseline runs: the gate compares the groups' means")
+    p.add_argument("--also-candidate", nargs="+", action="extend", type=Path, default=[], metavar="RUN_DIR",
+                   help="more candidate runs (e.g. the folders of run --repeat)")
     add_gate_arguments(p)
     p.set_defaults(func=_cmd_compare)
 

@@ -76,6 +76,14 @@ class Change:
     may_regress: bool
     gating: bool  # selected by --fail-on
     message: str = ""
+    #: With run-to-run noise (see :mod:`groups`): ``ci`` is then the change's interval with both kinds
+    #: of noise; ``within_ci`` the within-run one alone; ``noise_ci`` the prediction interval of the
+    #: change when nothing changed, from ``noise_runs`` reference runs; ``noise`` says which applied
+    #: ("history", "unknown" with too few runs, "" when not looked at).
+    within_ci: tuple[float | None, float | None] | None = None
+    noise_ci: tuple[float | None, float | None] | None = None
+    noise_runs: int = 0
+    noise: str = ""
 
     @property
     def name(self) -> str:
@@ -115,6 +123,12 @@ class Comparison:
     changes: list[Change]
     warnings: list[str] = field(default_factory=list)
     confidence: float = CONFIDENCE
+    #: Every run of each group (several with ``--repeat`` or several paths, see :mod:`groups`).
+    baselines: list[str] = field(default_factory=list)
+    candidates: list[str] = field(default_factory=list)
+    #: Reference runs (history plus baselines) that gave the run-to-run noise; what decides a held check.
+    history_runs: int = 0
+    hint: str = "longer levels would decide"
 
     @property
     def regressions(self) -> list[Change]:
@@ -155,7 +169,7 @@ class Comparison:
             first = self.held[0]
             more = len(self.held) - 1
             tail = f" (and {more} more)" if more else ""
-            return f"INCONCLUSIVE: {first.message}{tail}; longer levels would decide."
+            return f"INCONCLUSIVE: {first.message}{tail}; {self.hint}."
         better = sum(1 for c in self.changes if c.verdict == "improvement")
         extra = f", {better} improved" if better else ""
         return f"No regression: {n} checks within tolerance or better{extra}."

@@ -53,6 +53,11 @@ def change_dict(change: Change) -> dict[str, Any]:
         "fails_gate": change.fails_gate,
         "holds_gate": change.holds_gate,
         "message": change.message,
+        # the two kinds of noise side by side (run-to-run from the history, see compare/noise.py)
+        "within_ci": list(change.within_ci) if change.within_ci is not None else None,
+        "noise_ci": list(change.noise_ci) if change.noise_ci is not None else None,
+        "noise_runs": change.noise_runs,
+        "noise": change.noise or None,
     }
 
 
@@ -96,6 +101,9 @@ def comparison_dict(cmp: Comparison) -> dict[str, Any]:
         "counts": {v: sum(1 for c in cmp.changes if c.verdict == v)
                    for v in ("regression", "inconclusive", "improvement", "unchanged")},
         "warnings": list(cmp.warnings),
+        "baselines": list(cmp.baselines),
+        "candidates": list(cmp.candidates),
+        "history_runs": cmp.history_runs,
         "checks": [change_dict(c) for c in cmp.changes],
     }
     return clean(out)
