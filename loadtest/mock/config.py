@@ -12,6 +12,7 @@ import argparse
 import dataclasses
 import math
 import os
+import random
 from dataclasses import dataclass, fields
 
 from loadtest.errors import InputError
@@ -42,6 +43,11 @@ class MockConfig:
     decode_per_seq_ms: float = 0.5
     prefill_per_token_ms: float = 0.02
     tokens_per_chunk: int = 1
+    #: Run-to-run drift: every step cost is multiplied by one factor exp(N(0, drift)) drawn when the
+    #: mock starts (from ``drift_seed``), as a real server is a few percent faster or slower each time
+    #: it is started (warm-up, caches, CPU frequency, neighbours). 0: no drift.
+    drift: float = 0.0
+    drift_seed: int | None = None
     # Access.
     api_key: str | None = None
     #: Serve HTTPS with this certificate and key (PEM files), to test TLS clients.
@@ -72,6 +78,7 @@ class MockConfig:
         for name in ("decode_base_ms", "decode_per_seq_ms", "prefill_per_token_ms", "stall_s"):
             value = getattr(self, name)
             _check(math.isfinite(value) and value >= 0, _flag(name), "must be a number >= 0")
+        _check(math.isfinite(self.drift) and 0 <= self.drift <= 1, "--drift", "must be between 0 and 1")
         _check(self.tokens_per_chunk >= 1, "--tokens-per-chunk", "must be at least 1")
         for name in ("fail_rate", "drop_rate", "malformed_rate", "stall_rate", "hang_rate"):
             value = getattr(self, name)
@@ -107,6 +114,16 @@ class MockConfig:
                 continue
             argv += [_flag(f.name), str(value)]
         return argv
+
+    def slowdown(self) -> float:
+        """The factor this start of the mock multiplies every step cost by (1.0 without ``drift``).
+
+        Drawn once per process: the same ``drift_seed`` is the same "run" of the server; no seed,
+        a fresh draw every start."""
+        if self.drift <= 0:
+            return 1.0
+        rng = random.Random(f"drift-{self.drift_seed}") if self.drift_seed is not None else random.SystemRandom()
+        return math.exp(rng.gauss(0.0, self.drift))
 
     def replace(self, **changes: object) -> MockConfig:
         """A copy with some fields changed (validated again)."""

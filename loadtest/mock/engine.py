@@ -104,9 +104,11 @@ class Engine:
 
     def __init__(self, config: MockConfig) -> None:
         self.max_batch = config.max_batch
-        self._base_s = config.decode_base_ms / 1000.0
-        self._per_seq_s = config.decode_per_seq_ms / 1000.0
-        self._prefill_s = config.prefill_per_token_ms / 1000.0
+        #: this start's run-to-run drift (``--drift``): one factor on every step cost
+        self.slowdown = config.slowdown()
+        self._base_s = config.decode_base_ms / 1000.0 * self.slowdown
+        self._per_seq_s = config.decode_per_seq_ms / 1000.0 * self.slowdown
+        self._prefill_s = config.prefill_per_token_ms / 1000.0 * self.slowdown
         self._waiting: deque[Sequence] = deque()
         self._running: list[Sequence] = []
         self._wake = asyncio.Event()

@@ -151,6 +151,7 @@ def render(config: MockConfig, engine: Engine, metrics: MockMetrics) -> bytes:
                 ('{param="decode_per_seq_ms"}', config.decode_per_seq_ms),
                 ('{param="prefill_per_token_ms"}', config.prefill_per_token_ms),
                 ('{param="tokens_per_chunk"}', config.tokens_per_chunk),
+                ('{param="drift_slowdown"}', engine.slowdown),  # this start's draw (--drift)
             ],
         ),
     ]
