@@ -199,7 +199,11 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 def _cmd_history(args: argparse.Namespace) -> int:
     from loadtest.compare.history import run_history
 
-    return run_history(args.dirs, scenario=args.scenario, html=args.html, json_path=args.json)
+    from loadtest.compare.rules import parse_rules
+
+    rules = parse_rules([t for group in (args.tolerance or []) for t in group])
+    return run_history(args.dirs, scenario=args.scenario, html=args.html, json_path=args.json,
+                       fail_on_change_point=args.fail_on_change_point, rules=rules)
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:
@@ -308,7 +312,11 @@ def _add_pipeline_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("dirs", type=Path, nargs="+", metavar="DIR", help="folders to search for run folders (e.g. reports/)")
     p.add_argument("--scenario", metavar="NAME", help="the scenario to show when the folders hold several")
     p.add_argument("--html", type=Path, metavar="FILE", default=Path("history.html"), help="the page to write (default history.html)")
-    p.add_argument("--json", type=Path, metavar="FILE", help="also write the table as JSON")
+    p.add_argument("--json", type=Path, metavar="FILE", help="also write the table and the change points as JSON")
+    p.add_argument("--fail-on-change-point", action="store_true",
+                   help="exit 1 when the newest run starts (or continues) a change point that is worse than the tolerance")
+    p.add_argument("--tolerance", action="append", nargs="+", metavar="TOL",
+                   help="how large a worsening change point must be to fail (default 5%%; per check as for compare)")
     p.set_defaults(func=_cmd_history)
 
 
