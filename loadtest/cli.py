@@ -149,33 +149,49 @@ def _cmd_run(args: argparse.Namespace) -> int:
             raise InputError(f"{', '.join(gate_flags)}: only with --baseline RUN_DIR (they configure the comparison)")
     if args.workers and args.master:
         raise InputError("--workers and --master: choose one (--workers starts local workers; --master waits for remote ones)")
-    outcome = run_scenario(
-        scenario,
-        RunOptions(
-            out=args.out,
-            refine=args.refine,
-            rate_resolution=args.rate_resolution,
-            workers=args.workers,
-            master=args.master,
-            expect_workers=args.expect_workers,
-            master_bind_host=args.master_bind_host,
-            master_bind_port=args.master_bind_port,
-            worker_timeout_s=args.worker_timeout,
-            autoscaling={k: v for k, v in _autoscaling_overrides(args).items() if v is not None},
-            web=args.web,
-            web_host=args.web_host,
-            web_port=args.web_port,
-            web_linger_s=args.web_linger,
-        ),
-    )
-    # An interrupted run is not a completed one: CI must not mistake it for a result.
-    if outcome.interrupted:
-        return 130
+    from pathlib import Path
+
+    from loadtest.repeats import plan, warmup_default
+    from loadtest.run import default_run_dir
+
+    warmup = warmup_default(args.warmup_run, args.baseline is not None, args.web)
+    if args.web and (args.repeat > 1 or warmup):
+        raise InputError("--web: not with --repeat or --warmup-run (the web UI waits for Start in every run)")
+    planned, gate_dir = plan(args.out or default_run_dir(scenario, Path("reports")), args.repeat, warmup)
+    measured: list[Path] = []
+    for step in planned:
+        outcome = run_scenario(scenario, _run_options(args, RunOptions, step.folder, step.warmup))
+        # An interrupted run is not a completed one: CI must not mistake it for a result.
+        if outcome.interrupted:
+            return 130
+        if not step.warmup:
+            measured.append(outcome.run_dir)
     if args.baseline is not None:
         from loadtest.compare.gate import run_gate
 
-        return run_gate(args, args.baseline, outcome.run_dir, default_dir=outcome.run_dir)
+        return run_gate(args, args.baseline, measured, default_dir=gate_dir)
     return 0
+
+
+def _run_options(args: argparse.Namespace, RunOptions, out: Path, warmup: bool):  # noqa: N803 (the class, imported late)
+    """The run's options from the command line, for one (possibly warm-up) run into ``out``."""
+    return RunOptions(
+        warmup_run=warmup,
+        out=out,
+        refine=args.refine,
+        rate_resolution=args.rate_resolution,
+        workers=args.workers,
+        master=args.master,
+        expect_workers=args.expect_workers,
+        master_bind_host=args.master_bind_host,
+        master_bind_port=args.master_bind_port,
+        worker_timeout_s=args.worker_timeout,
+        autoscaling={k: v for k, v in _autoscaling_overrides(args).items() if v is not None},
+        web=args.web,
+        web_host=args.web_host,
+        web_port=args.web_port,
+        web_linger_s=args.web_linger,
+    )
 
 
 def _check_baseline(args: argparse.Namespace, scenario) -> None:
@@ -186,8 +202,9 @@ def _check_baseline(args: argparse.Namespace, scenario) -> None:
     from loadtest.compare.rules import parse_rules
 
     parse_rules([t for group in (args.tolerance or []) for t in group], args.fail_on or (), args.inconclusive)
-    base = side_fingerprint(load_run(args.baseline, records=False), "baseline")
-    require_same_workload(base, fingerprint(scenario.public_dict()), prefix=f"--baseline {args.baseline}: ")
+    for baseline in args.baseline:
+        base = side_fingerprint(load_run(baseline, records=False), "baseline")
+        require_same_workload(base, fingerprint(scenario.public_dict()), prefix=f"--baseline {baseline}: ")
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
@@ -273,8 +290,15 @@ def _add_pipeline_commands(sub: argparse._SubParsersAction) -> None:
     dist.add_argument("--master-bind-host", default="*", help="with --master: interface to listen on (default all)")
     dist.add_argument("--master-bind-port", type=_positive_int, default=5557, help="with --master: port (default 5557)")
     dist.add_argument("--worker-timeout", type=_positive_float, default=60.0, metavar="S", help="how long to wait for workers (default 60)")
-    p.add_argument("--baseline", type=Path, metavar="RUN_DIR",
-                   help="after the run, compare it with this run (exit code: the comparison's; outputs in the run folder)")
+    p.add_argument("--baseline", type=Path, nargs="+", metavar="RUN_DIR",
+                   help="after the run, compare it with this run, or these runs as a group "
+                        "(exit code: the comparison's; outputs in the run folder)")
+    p.add_argument("--repeat", type=int, default=1, metavar="K",
+                   help="run the scenario K times, each in its own folder (--out DIR/run-01 ...); "
+                        "with --baseline the gate compares the K runs as a group")
+    p.add_argument("--warmup-run", action=argparse.BooleanOptionalAction, default=None,
+                   help="first a full warm-up run, kept (DIR-warmup or DIR/warmup) and marked in run.json, "
+                        "never compared (default: on with --baseline)")
     from loadtest.compare.gate import add_gate_arguments
 
     add_gate_arguments(p, default_outputs_note=" (with --baseline all four go into the run folder by default)")

@@ -55,6 +55,8 @@ class RunOptions:
     web_port: int = 8089
     #: How long the UI stays up after the report is written (Stop or Ctrl-C end it sooner).
     web_linger_s: float = 120.0
+    #: A warm-up run (``--warmup-run``, see repeats.py): marked in run.json, never compared.
+    warmup_run: bool = False
 
 
 @dataclass
@@ -143,6 +145,8 @@ def initial_meta(scenario: Scenario, options: RunOptions | None = None) -> dict[
             "signals": list(t.metrics.signals),
         },
         "autoscaling": dict(options.autoscaling) if options else {},
+        # a warm-up run (--warmup-run): compare --history and history leave it out
+        "warmup_run": bool(options and options.warmup_run),
         "format": 1,
         "name": scenario.name,
         "tool_version": __version__,

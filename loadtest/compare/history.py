@@ -94,6 +94,8 @@ def _read(folder: Path) -> HistoryRun | None:
         run = json.loads((folder / RUN_JSON).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None  # a damaged or half-written folder is skipped, not fatal to the history
+    if run.get("warmup_run"):
+        return None  # a warm-up run (run --warmup-run) is not part of the series
     summary = _summary(folder, run)
     if summary is None:
         return None
