@@ -106,3 +106,52 @@ def test_several_candidates_are_gated_as_a_group_and_a_foreign_one_is_refused(dr
     other = write_run(tmp_path / "other", seed=9, max_tokens=32)
     code, _, err = cli("compare", str(base), str(same), "--also-candidate", str(other))
     assert code == 2 and "max_tokens" in err and len(err.strip().splitlines()) == 1
+
+
+# -- stationarity inside a level ------------------------------------------------------------------
+
+
+def write_drifting_run(folder, *, second_half=1.0, seed=0, t0=T0):
+    """Like write_run (levels 1, 2, 4; 10 s each), but at 4 users the second half of the level is
+    ``second_half`` times slower (a server still warming up, a neighbour arriving)."""
+    from loadtest.analysis.synthetic import closed_loop_rows, level_plan, run_dict
+    from loadtest.cli import main
+    from loadtest.records import RequestWriter, records_to_table, write_run_json
+    from test_compare import scenario_dict
+
+    sc = scenario_dict()
+    plan = level_plan(sc["load"]["levels"], 10.0, t0=t0)
+    rows = []
+    for lv in plan:
+        c, start = lv["concurrency"], lv["start_wall"]
+        halves = [(start, 5.0, 1.0), (start + 5.0, 5.0, second_half)] if c == 4 else [(start, 10.0, 1.0)]
+        for h, (s0, dur, k) in enumerate(halves):
+            part = closed_loop_rows(lv["index"], c, s0, dur, ttft_ms=40.0 * c * k, itl_ms=10.0 * c * k, chunks=16,
+                                    warmup_s=1.0 if h == 0 else 0.0, seed=seed + 7 * lv["index"] + h, jitter=0.03)
+            for r in part:
+                r["request_id"] += f"-h{h}"
+            rows += part
+    writer = RequestWriter(folder)
+    writer.write(records_to_table(rows))
+    writer.close()
+    run = run_dict(plan, warmup_s=1.0, slo=sc["slo"], name=sc["name"])
+    run["scenario"] = sc
+    write_run_json(folder, run)
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["analyze", str(folder)]) == 0
+    return folder
+
+
+def test_a_level_that_drifts_inside_the_run_is_inconclusive_not_compared(tmp_path):
+    base = write_drifting_run(tmp_path / "base", seed=1)
+    steady = write_drifting_run(tmp_path / "steady", seed=2, t0=T0 + 86_400)
+    drifting = write_drifting_run(tmp_path / "drift", seed=3, t0=T0 + 2 * 86_400, second_half=1.4)
+    code, out, _ = cli("compare", str(base), str(steady), "--json", str(tmp_path / "s.json"))
+    assert "drifted" not in out
+    code, out, _ = cli("compare", str(base), str(drifting), "--json", str(tmp_path / "d.json"))
+    report = json.loads((tmp_path / "d.json").read_text())
+    at4 = [c for c in report["checks"] if c["level"] == 4]
+    assert at4 and all(c["verdict"] == "inconclusive" and "drifted within the run" in c["message"] for c in at4)
+    assert any("first half" in w and "4 users" in w for w in report["warnings"])
+    assert all("drifted" not in c["message"] for c in report["checks"] if c["level"] in (1, 2))
+    assert code == 6, out  # held, not failed: the level measured two servers

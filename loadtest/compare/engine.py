@@ -49,6 +49,7 @@ from loadtest.compare.fingerprint import differences, fingerprint_of_run, unveri
 from loadtest.compare.inputs import RunInput, load_run
 from loadtest.compare.rules import CAPACITY, ERROR_RATE, THROUGHPUT, Rules
 from loadtest.compare.samples import LevelSamples, level_samples
+from loadtest.compare.stationarity import hold_drifting
 from loadtest.errors import InputError
 
 Verdict = str  # "regression" | "improvement" | "unchanged" | "inconclusive"
@@ -111,6 +112,8 @@ class Side:
     summary: dict[str, Any]
     records: bool
     bounds: CapacityBounds
+    #: Levels whose first and second halves differ (see :mod:`stationarity`): not compared.
+    drifting: dict[int, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -203,8 +206,8 @@ def compare_runs(baseline: Path | str, candidate: Path | str, rules: Rules, *, s
     if base.has_records and abs(_confidence(base) - confidence) > 1e-9:
         warnings.append(f"the verdict confidence differs (baseline {_confidence(base):.3g}, candidate "
                         f"{confidence:.3g}): both runs are judged at the candidate's")
-    side_b, samples_b = _judge(base, slo_c, confidence, seed, warnings)
-    side_c, samples_c = _judge(cand, slo_c, confidence, seed, warnings)
+    side_b, samples_b = _judge(base, slo_c, confidence, seed, warnings, rules.tolerance)
+    side_c, samples_c = _judge(cand, slo_c, confidence, seed, warnings, rules.tolerance)
     latency_checks = _latency_checks(slo_b, slo_c)
     changes = [
         capacity_change(side_b.summary.get("capacity") or {}, side_b.bounds,
@@ -257,10 +260,14 @@ def _slo_text(slo: SloSpec) -> str:
 
 
 def _judge(
-    side: RunInput, slo: SloSpec, confidence: float, seed: int, warnings: list[str]
+    side: RunInput, slo: SloSpec, confidence: float, seed: int, warnings: list[str], tolerance: float
 ) -> tuple[Side, dict[int, LevelSamples]]:
-    """The run's summary under ``slo`` (re-analyzed from its records) and its bootstrap samples."""
+    """The run's summary under ``slo`` (re-analyzed from its records), its bootstrap samples and
+    its drifting levels."""
+    from loadtest.compare.stationarity import drifting_levels  # scipy: only with records
+
     samples: dict[int, LevelSamples] = {}
+    drifting: dict[int, Any] = {}
     if side.has_records:
         from loadtest.analysis import analyze
         from loadtest.report.summary import summary_dict
@@ -268,6 +275,8 @@ def _judge(
         analysis = analyze(side.requests, side.run, slo, seed=seed, confidence=confidence)
         summary = summary_dict(analysis)
         samples = level_samples(side.requests, analysis.run, analysis.requests)
+        drifting = drifting_levels(side.requests, analysis.run, analysis.requests, tolerance)
+        warnings += [f"{side.label}: {d.text()}; its checks are inconclusive" for d in drifting.values()]
     else:
         summary = dict(side.summary or {})
         warnings.append(
@@ -276,7 +285,7 @@ def _judge(
     bounds = CapacityBounds.from_levels(summary.get("levels") or [])
     return (
         Side(side.label, str(side.folder) if side.folder else None, side.name, side.started_wall, summary,
-             side.has_records, bounds),
+             side.has_records, bounds, drifting),
         samples,
     )
 
@@ -333,6 +342,7 @@ def _level_changes(
         for check in latency_checks + [THROUGHPUT, ERROR_RATE]:
             change = _level_change(check, conc, lb, lc, sb, sc, rules, confidence, seed)
             if change is not None:
+                hold_drifting(change, {**side_b.drifting, **side_c.drifting})
                 out.append(change)
     return out
 

@@ -36,6 +36,7 @@ from loadtest.compare.engine import (
 from loadtest.compare.fingerprint import fingerprint_of_run
 from loadtest.compare.inputs import RUN_JSON, SUMMARY_JSON, RunInput, load_run
 from loadtest.compare.rules import CAPACITY, ERROR_RATE, Rules
+from loadtest.compare.stationarity import hold_drifting
 from loadtest.errors import InputError
 
 
@@ -185,6 +186,7 @@ def _with_noise(change: Change, cmp: Comparison, base: list[RunInput], cand: lis
     change.message = describe_change(change, conf) + _noise_words(change, min_history, was_unknown, relative)
     if saturated:
         change.message += "; the load generator was saturated at this level, so a slowdown here may be the client's"
+    hold_drifting(change, {**cmp.baseline.drifting, **cmp.candidate.drifting})
     return was_unknown
 
 
