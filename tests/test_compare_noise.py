@@ -89,7 +89,12 @@ def test_with_history_drift_passes_and_a_real_slowdown_fails(drifting, tmp_path)
     # side by side: the within-run interval is narrower than the run-to-run noise on this server
     w, n = itl["within_ci"], itl["noise_ci"]
     assert (n[1] - n[0]) > (w[1] - w[0]) and "run-to-run noise" in itl["message"]
-    code, out, _ = cli("compare", str(base), str(slow), "--history", str(root / "history"), "--json", str(tmp_path / "s.json"))
+    md = tmp_path / "c.md"
+    code, out, _ = cli("compare", str(base), str(slow), "--history", str(root / "history"), "--json", str(tmp_path / "s.json"),
+                       "--markdown", str(md), "--html", str(tmp_path / "c.html"))
+    # the report shows both kinds of noise side by side
+    assert "| within-run | run-to-run noise |" in md.read_text() and "8 reference run(s)" in md.read_text()
+    assert "<th>within-run interval</th><th>run-to-run noise</th>" in (tmp_path / "c.html").read_text()
     assert code == 1, out
     slow_itl = next(c for c in json.loads((tmp_path / "s.json").read_text())["checks"] if c["name"] == "itl_ms.p95 @ 4 users")
     assert slow_itl["verdict"] == "regression" and slow_itl["ci"][0] > 0.05

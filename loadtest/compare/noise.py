@@ -164,6 +164,14 @@ def to_log(x: float) -> float:
     return math.log1p(x) if x > -1.0 else -math.inf
 
 
+def fmt_interval(ci: Sequence[float | None] | None, relative: bool = True) -> str:
+    """``[-3.1%, +4.0%]`` (pp for the error rate); ``–`` when not known."""
+    if ci is None or any(x is None or math.isnan(x) for x in ci):
+        return "–"
+    unit = "%" if relative else " pp"
+    return f"[{ci[0] * 100:+.1f}{unit}, {ci[1] * 100:+.1f}{unit}]"  # type: ignore[operator]
+
+
 def _level(summary: Mapping[str, Any], level: int) -> Mapping[str, Any] | None:
     best = None
     for lv in summary.get("levels") or []:
