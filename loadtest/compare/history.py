@@ -28,7 +28,6 @@ from plotly.subplots import make_subplots
 
 from loadtest.compare.capacity import CapacityBounds
 from loadtest.compare.changepoints import ChangePoint, gate_failures, level_value, mark_newest, series_change_points
-from loadtest.compare.engine import compare_runs
 from loadtest.compare.fingerprint import fingerprint_of_run
 from loadtest.compare.inputs import RUN_JSON, SUMMARY_JSON
 from loadtest.compare.rules import ERROR_RATE, THROUGHPUT, Rules
@@ -131,7 +130,12 @@ def _summary(folder: Path, run: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _judge_in_order(runs: list[HistoryRun]) -> None:
+    """Each run against the previous one of its fingerprint, with the runs before that as its
+    history (their run-to-run noise, see :mod:`groups`), as a nightly ``compare --history`` would."""
+    from loadtest.compare.groups import compare_groups
+
     previous: dict[str, HistoryRun] = {}
+    earlier: dict[str, list[Path]] = {}
     last_fp: str | None = None
     for run in runs:
         before = previous.get(run.fingerprint)
@@ -139,12 +143,13 @@ def _judge_in_order(runs: list[HistoryRun]) -> None:
             run.versus_previous = "first" if last_fp is None else "workload changed"
         else:
             try:
-                cmp = compare_runs(before.folder, run.folder, Rules())
+                cmp = compare_groups([before.folder], [run.folder], Rules(), history=earlier.get(run.fingerprint, []))
                 run.versus_previous = cmp.outcome
                 run.detail = cmp.headline
             except LoadtestError as err:
                 run.versus_previous, run.detail = "error", str(err)
         previous[run.fingerprint] = run
+        earlier.setdefault(run.fingerprint, []).append(run.folder)
         last_fp = run.fingerprint
 
 
@@ -346,7 +351,7 @@ def _shifts_html(shifts: Sequence[ChangePoint]) -> str:
     red = " style='color:#cf222e;font-weight:600'"
     items = "".join(
         f"<li{red if cp.worse and cp.newest else ''}>"
-        f"{html.escape(cp.text())}{' (the newest run)' if cp.newest else ''}</li>" for cp in shifts
+        f"{html.escape(cp.text())}{' (the newest run is in it)' if cp.newest else ''}</li>" for cp in shifts
     )
     return f"<h2>Change points</h2><ul>{items}</ul>"
 
