@@ -34,7 +34,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
@@ -88,6 +88,28 @@ def judge(baseline: Path, candidate: Path, history: Path | None) -> tuple[str, s
     return outcome, headline
 
 
+def run_case(case: str, what: str, count: int, make: Callable[[int], Path], history: list[Path],
+             history_dir: Path, details: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``count`` candidates made by ``make(i)``, each judged against history run ``i`` (in turn)
+    without and with ``--history``: one table row for each."""
+    outcomes: dict[bool, Counter] = {False: Counter(), True: Counter()}
+    for i in range(count):
+        cand = make(i)
+        base = history[i % len(history)]
+        for with_history in (False, True):
+            outcome, headline = judge(base, cand, history_dir if with_history else None)
+            outcomes[with_history][outcome] += 1
+            details.append({"case": case, "history": with_history, "baseline": base.name,
+                            "candidate": cand.name, "outcome": outcome, "headline": headline})
+    rows = []
+    for with_history in (False, True):
+        o = outcomes[with_history]
+        rows.append({"case": case, "history": "yes" if with_history else "no", "pairs": count,
+                     "regression": o["regression"], "inconclusive": o["inconclusive"], "pass": o["pass"],
+                     "rate": f"{what} {o['regression']}/{count} ({100 * o['regression'] / count:.0f}%)"})
+    return rows
+
+
 COLUMNS = [
     Column("case", "case"),
     Column("history", "history"),
@@ -127,25 +149,18 @@ def main(argv: list[str] | None = None) -> int:
             history.append(one_run(work, history_dir / f"h{i:02d}", 0.0, args.drift, seed, args.level_duration))
         cases: list[tuple[str, float, int]] = [("same server", 0.0, args.pairs)]
         cases += [(f"{s:g}% slower", s / 100.0, args.detect) for s in slowdowns]
-        rows, details = [], []
+        rows: list[dict[str, Any]] = []
+        details: list[dict[str, Any]] = []
         for case, slowdown, count in cases:
             print(f"{case}: {count} runs", flush=True)
-            outcomes: dict[bool, Counter] = {False: Counter(), True: Counter()}
-            for i in range(count):
+
+            def make(i: int, case: str = case, slowdown: float = slowdown) -> Path:
+                nonlocal seed
                 seed += 1
-                cand = one_run(work, work / f"{case.split()[0]}-{i:02d}", slowdown, args.drift, seed, args.level_duration)
-                base = history[i % len(history)]
-                for with_history in (False, True):
-                    outcome, headline = judge(base, cand, history_dir if with_history else None)
-                    outcomes[with_history][outcome] += 1
-                    details.append({"case": case, "history": with_history, "baseline": base.name,
-                                    "candidate": cand.name, "outcome": outcome, "headline": headline})
-            what = "false alarms" if slowdown == 0 else "detected"
-            for with_history in (False, True):
-                o = outcomes[with_history]
-                rows.append({"case": case, "history": "yes" if with_history else "no", "pairs": count,
-                             "regression": o["regression"], "inconclusive": o["inconclusive"], "pass": o["pass"],
-                             "rate": f"{what} {o['regression']}/{count} ({100 * o['regression'] / count:.0f}%)"})
+                return one_run(work, work / f"{case.split()[0]}-{i:02d}", slowdown, args.drift, seed, args.level_duration)
+
+            rows += run_case(case, "false alarms" if slowdown == 0 else "detected", count, make, history,
+                             history_dir, details)
         elapsed = time.perf_counter() - started
 
     print()

@@ -24,7 +24,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +32,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from _table import format_table, write_json  # noqa: E402
-from bench_gate_drift import COLUMNS, judge  # noqa: E402
+from bench_gate_drift import COLUMNS, run_case  # noqa: E402
 from realserver.server import start_llama_server  # noqa: E402
 
 
@@ -93,25 +92,17 @@ def main(argv: list[str] | None = None) -> int:
         history = [one_run(work, history_dir / f"h{i:02d}", args.slots, levels, args.level_duration)
                    for i in range(args.history_runs)]
         cases = [("same server", args.slots, args.pairs), (f"{args.slow_slots} slots", args.slow_slots, args.detect)]
-        rows, details, made = [], [], len(history)
+        rows: list[dict[str, Any]] = []
+        details: list[dict[str, Any]] = []
         for case, slots, count in cases:
             print(f"{case}: {count} runs", flush=True)
-            outcomes: dict[bool, Counter] = {False: Counter(), True: Counter()}
-            for i in range(count):
-                cand = one_run(work, work / f"{case.replace(' ', '-')}-{i:02d}", slots, levels, args.level_duration)
-                made += 1
-                base = history[i % len(history)]
-                for with_history in (False, True):
-                    outcome, headline = judge(base, cand, history_dir if with_history else None)
-                    outcomes[with_history][outcome] += 1
-                    details.append({"case": case, "history": with_history, "baseline": base.name,
-                                    "candidate": cand.name, "outcome": outcome, "headline": headline})
-            what = "false alarms" if slots == args.slots else "detected"
-            for with_history in (False, True):
-                o = outcomes[with_history]
-                rows.append({"case": case, "history": "yes" if with_history else "no", "pairs": count,
-                             "regression": o["regression"], "inconclusive": o["inconclusive"], "pass": o["pass"],
-                             "rate": f"{what} {o['regression']}/{count} ({100 * o['regression'] / count:.0f}%)"})
+
+            def make(i: int, case: str = case, slots: int = slots) -> Path:
+                return one_run(work, work / f"{case.replace(' ', '-')}-{i:02d}", slots, levels, args.level_duration)
+
+            rows += run_case(case, "false alarms" if slots == args.slots else "detected", count, make, history,
+                             history_dir, details)
+        made = len(history) + args.pairs + args.detect
         elapsed = time.perf_counter() - started
 
     print()

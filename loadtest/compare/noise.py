@@ -41,6 +41,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from loadtest.compare.engine import _num, _pair  # one reading of a summary's numbers
+
 #: Fewer reference runs than this and the run-to-run noise is unknown.
 MIN_HISTORY_RUNS = 3
 #: Without known run-to-run noise, a regression needs a change beyond this many tolerances
@@ -179,13 +181,3 @@ def _level(summary: Mapping[str, Any], level: int) -> Mapping[str, Any] | None:
             if best is None or (lv.get("requests") or 0) > (best.get("requests") or 0):
                 best = lv
     return best
-
-
-def _num(value: Any) -> float:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
-
-
-def _pair(value: Any) -> tuple[float, float]:
-    if isinstance(value, (list, tuple)) and len(value) == 2:
-        return (_num(value[0]), _num(value[1]))
-    return (math.nan, math.nan)
