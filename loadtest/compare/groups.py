@@ -13,8 +13,8 @@
    fingerprint found under ``--history`` (newest :data:`noise.MAX_REFERENCE_RUNS`,
    made before the candidates, warm-up runs and the candidates excluded). With
    at least ``min_history`` of them, each check gets the run-to-run prediction
-   interval (:mod:`noise`) and a regression must be beyond the tolerance and
-   outside it. With fewer, a regression whose change is less than
+   interval (:mod:`noise`, at :func:`noise.family_confidence` for the number of
+   gated checks) and a regression must be beyond the tolerance and outside it. With fewer, a regression whose change is less than
    :data:`noise.UNKNOWN_NOISE_FACTOR` tolerances is ``inconclusive: run-to-run
    noise unknown``, with how many more runs are needed.
 """
@@ -66,6 +66,7 @@ def compare_groups(
         cmp.warnings.append(f"{len(base)} baseline and {len(cand)} candidate runs: each check compares the groups' means")
         _group_capacity(cmp, [s for _, s in base], [s for _, s in cand], rules)
     unknown = 0
+    cmp.noise_confidence = noise.family_confidence(sum(1 for c in cmp.changes if c.level is not None and c.gating))
     for change in cmp.changes:
         if change.level is None or change.baseline is None:
             continue
@@ -169,7 +170,8 @@ def _with_noise(change: Change, cmp: Comparison, base: list[RunInput], cand: lis
     if math.isnan(bad[0]) and abs(bad_point) <= tol:
         verdict, may_regress = "unchanged", False  # no within-run interval, but the change is within tolerance
     if len(reference) >= min_history:
-        null = noise.null_interval(reference, len(pts_b), len(pts_c), conf, rng_for(seed, "noise", level, change.check))
+        null = noise.null_interval(reference, len(pts_b), len(pts_c), cmp.noise_confidence,
+                                   rng_for(seed, "noise", level, change.check))
         change.noise_ci = (unscale(null[0]), unscale(null[1]))
         change.noise = "history"
         verdict, may_regress = _beyond_noise(verdict, may_regress, sign * d, sorted(sign * x for x in null))

@@ -22,7 +22,11 @@ baseline runs? A **hierarchical bootstrap** answers it:
    resampled population, and their difference of means is one replicate.
 
 The central interval of the replicates is the **prediction interval** of the
-change under no change (``noise_ci``). Relative checks (latency percentiles,
+change under no change (``noise_ci``), widened where needed to the replicates'
+mean ± Student's t (n − 1 degrees of freedom) × their standard deviation: a
+percentile of resampled runs cannot reach past the runs seen, and the gate asks
+for ends (1 − 2 × 5% / checks, see :func:`family_confidence`) that a handful of
+runs only reaches with the t distribution's tail. Relative checks (latency percentiles,
 throughput) work on the log of the value, so a 10% slowdown is the same size at
 every level; the error rate works in absolute points.
 
@@ -48,8 +52,13 @@ MIN_HISTORY_RUNS = 3
 #: Without known run-to-run noise, a regression needs a change beyond this many tolerances
 #: (a change the within-run interval calls certain but that barely passes the tolerance is inconclusive).
 UNKNOWN_NOISE_FACTOR = 2.0
+#: The gate's target rate of false alarms from run-to-run noise, over all its checks together: each
+#: check's prediction interval is drawn at 1 − 2 × this / (number of gated level checks), so that a
+#: healthy server crosses the worse end of some check in at most this share of comparisons
+#: (Bonferroni: a sweep has a dozen checks, and a 95% interval each would alarm on ~1 pair in 5).
+FAMILY_FALSE_ALARMS = 0.05
 #: Replicates of the hierarchical bootstrap.
-NOISE_RESAMPLES = 4000
+NOISE_RESAMPLES = 8000
 #: At most this many reference runs, the newest (an old series may describe an older server).
 MAX_REFERENCE_RUNS = 30
 
@@ -66,6 +75,11 @@ class RunPoint:
     value: float
     se: float
     folder: str = ""
+
+
+def family_confidence(checks: int, false_alarms: float = FAMILY_FALSE_ALARMS) -> float:
+    """The two-sided level of each check's prediction interval for ``checks`` gated checks."""
+    return 1.0 - 2.0 * false_alarms / max(1, checks)
 
 
 def z_of(confidence: float) -> float:
@@ -140,7 +154,14 @@ def null_interval(reference: Sequence[RunPoint], m_base: int, m_cand: int, confi
     diff = draw(m_cand) - draw(m_base)
     alpha = (1.0 - confidence) / 2.0
     lo, hi = np.quantile(diff, [alpha, 1.0 - alpha])
-    return float(lo), float(hi)
+    # A percentile of resampled runs cannot reach past the runs seen: with n runs a 99% end is only
+    # the widest gap among them. The replicates' spread with Student's t on n − 1 degrees of freedom
+    # gives the tail that n runs can claim; the wider of the two is the interval.
+    from scipy.stats import t as student_t
+
+    half = float(student_t.ppf(1.0 - alpha, n - 1)) * float(np.std(diff, ddof=1))
+    centre_d = float(np.mean(diff))
+    return min(float(lo), centre_d - half), max(float(hi), centre_d + half)
 
 
 def run_to_run_sd(reference: Sequence[RunPoint]) -> float:

@@ -105,6 +105,7 @@ def comparison_dict(cmp: Comparison) -> dict[str, Any]:
         "baselines": list(cmp.baselines),
         "candidates": list(cmp.candidates),
         "history_runs": cmp.history_runs,
+        "noise_confidence": cmp.noise_confidence,
         "checks": [change_dict(c) for c in cmp.changes],
     }
     return clean(out)
