@@ -13,6 +13,9 @@ compare``:
 * **X% slower**: ``--detect`` runs per slowdown, the drift *and* the slowdown
   on top (B, S and the prefill cost times (1 + X)).
 
+The candidates are made interleaved (same, 10%, 20%, same, …), so that a
+machine whose load drifts during the benchmark meets every case alike.
+
 Each pair is judged twice at the default settings (tolerance 5%): without
 history (``compare BASE CAND``) and with it (``compare BASE CAND --history
 DIR``, the other history runs). A pair whose gate exits 1 is an alarm (a false
@@ -149,18 +152,21 @@ def main(argv: list[str] | None = None) -> int:
             history.append(one_run(work, history_dir / f"h{i:02d}", 0.0, args.drift, seed, args.level_duration))
         cases: list[tuple[str, float, int]] = [("same server", 0.0, args.pairs)]
         cases += [(f"{s:g}% slower", s / 100.0, args.detect) for s in slowdowns]
+        # Candidates interleaved (same, 10%, 20%, same, …): a shared machine's load drifts over a
+        # benchmark, and blocks of one case would each meet a different machine.
+        made: dict[str, list[Path]] = {case: [] for case, _, _ in cases}
+        order = [(case, slowdown, i) for i in range(max(c for _, _, c in cases)) for case, slowdown, count in cases
+                 if i < count]
+        print(f"candidates: {len(order)} runs, interleaved", flush=True)
+        for case, slowdown, i in order:
+            seed += 1
+            made[case].append(one_run(work, work / f"{case.split()[0]}-{i:02d}", slowdown, args.drift, seed,
+                                      args.level_duration))
         rows: list[dict[str, Any]] = []
         details: list[dict[str, Any]] = []
         for case, slowdown, count in cases:
-            print(f"{case}: {count} runs", flush=True)
-
-            def make(i: int, case: str = case, slowdown: float = slowdown) -> Path:
-                nonlocal seed
-                seed += 1
-                return one_run(work, work / f"{case.split()[0]}-{i:02d}", slowdown, args.drift, seed, args.level_duration)
-
-            rows += run_case(case, "false alarms" if slowdown == 0 else "detected", count, make, history,
-                             history_dir, details)
+            rows += run_case(case, "false alarms" if slowdown == 0 else "detected", count,
+                             lambda i, case=case: made[case][i], history, history_dir, details)
         elapsed = time.perf_counter() - started
 
     print()
