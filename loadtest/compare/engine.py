@@ -27,7 +27,10 @@ The steps, in order:
 
 4. **Capacity**: a certain drop is a regression whatever the tolerance; a drop
    that depends on an uncertain level is inconclusive (see :func:`capacity_change`).
-5. **Exit code**: 1 when a gated check regressed, else 6 when a gated check is
+5. **Run-to-run noise, groups and stationarity** come on top (see :mod:`groups`,
+   :mod:`noise`, :mod:`stationarity`): the command line always goes through
+   :func:`groups.compare_groups`, which starts from this pair's comparison.
+6. **Exit code**: 1 when a gated check regressed, else 6 when a gated check is
    inconclusive and may have regressed (``--inconclusive pass|fail`` maps it
    to 0 or 1), else 0.
 """

@@ -1,9 +1,11 @@
 """``loadtest history DIR…``: every run of one scenario over time, and where it regressed.
 
-Run folders are found anywhere under the given folders (``reports/``). Each
-run is compared with the previous run of the same workload fingerprint by the
-same gate as ``loadtest compare`` (default rules), so "regressed" here means
-exactly what it would have meant in CI. A run whose workload differs from the
+Run folders are found anywhere under the given folders (``reports/``); warm-up
+runs are left out. Each run is compared with the previous run of the same
+workload fingerprint by the same gate as ``loadtest compare --history`` (default
+rules, the runs before it as its history), so "regressed" here means exactly
+what it would have meant in CI. Change points over the series come from
+:mod:`changepoints`. A run whose workload differs from the
 previous one starts a new series ("workload changed") rather than being
 compared.
 
