@@ -49,6 +49,11 @@ def write_run(folder: Path, *, scale=1.0, seed=0, t0=T0, jitter=0.03, duration=1
         rows += closed_loop_rows(lv["index"], c, lv["start_wall"], duration, ttft_ms=40.0 * c * scale,
                                  itl_ms=itl_per_user * c * scale, chunks=16, warmup_s=1.0, seed=seed + 7 * lv["index"],
                                  jitter=jitter)
+    return write_folder(folder, rows, plan, sc)
+
+
+def write_folder(folder: Path, rows: list, plan: list, sc: dict) -> Path:
+    """Records, run.json (with its scenario) and an analysis: a run folder as ``loadtest run`` leaves it."""
     writer = RequestWriter(folder)
     writer.write(records_to_table(rows))
     writer.close()

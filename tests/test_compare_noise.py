@@ -119,10 +119,8 @@ def test_several_candidates_are_gated_as_a_group_and_a_foreign_one_is_refused(dr
 def write_drifting_run(folder, *, second_half=1.0, seed=0, t0=T0):
     """Like write_run (levels 1, 2, 4; 10 s each), but at 4 users the second half of the level is
     ``second_half`` times slower (a server still warming up, a neighbour arriving)."""
-    from loadtest.analysis.synthetic import closed_loop_rows, level_plan, run_dict
-    from loadtest.cli import main
-    from loadtest.records import RequestWriter, records_to_table, write_run_json
-    from test_compare import scenario_dict
+    from loadtest.analysis.synthetic import closed_loop_rows, level_plan
+    from test_compare import scenario_dict, write_folder
 
     sc = scenario_dict()
     plan = level_plan(sc["load"]["levels"], 10.0, t0=t0)
@@ -136,15 +134,8 @@ def write_drifting_run(folder, *, second_half=1.0, seed=0, t0=T0):
             for r in part:
                 r["request_id"] += f"-h{h}"
             rows += part
-    writer = RequestWriter(folder)
-    writer.write(records_to_table(rows))
-    writer.close()
-    run = run_dict(plan, warmup_s=1.0, slo=sc["slo"], name=sc["name"])
-    run["scenario"] = sc
-    write_run_json(folder, run)
     with contextlib.redirect_stdout(io.StringIO()):
-        assert main(["analyze", str(folder)]) == 0
-    return folder
+        return write_folder(folder, rows, plan, sc)
 
 
 def test_a_level_that_drifts_inside_the_run_is_inconclusive_not_compared(tmp_path):
