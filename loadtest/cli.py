@@ -124,12 +124,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from loadtest.storage.glue import GATE_OUTPUTS, remote_io, staged_run
 
     # s3:// paths: the baseline is downloaded, the run folder staged locally and uploaded as it grows.
-    with remote_io(args, inputs=("baseline",)), staged_run(args, scenario), remote_io(args, outputs=GATE_OUTPUTS):
+    with remote_io(args, inputs=("baseline", "history")), staged_run(args, scenario), remote_io(args, outputs=GATE_OUTPUTS):
         return _run_and_gate(args, scenario)
 
 
 def _run_and_gate(args: argparse.Namespace, scenario) -> int:
-    from loadtest.cost_cli import cost_options
     from loadtest.errors import InputError
     from loadtest.run import RunOptions, run_scenario
 
@@ -138,7 +137,7 @@ def _run_and_gate(args: argparse.Namespace, scenario) -> int:
     if args.baseline is not None:
         _check_baseline(args, scenario)
     else:
-        gate_flags = [f"--{name.replace('_', '-')}" for name in ("tolerance", "fail_on", "inconclusive", "junit", "markdown", "html", "json")
+        gate_flags = [f"--{name.replace('_', '-')}" for name in ("tolerance", "fail_on", "inconclusive", "junit", "markdown", "html", "json", "history")
                       if getattr(args, name) is not None]
         if gate_flags:
             raise InputError(f"{', '.join(gate_flags)}: only with --baseline RUN_DIR (they configure the comparison)")
@@ -152,40 +151,58 @@ def _run_and_gate(args: argparse.Namespace, scenario) -> int:
         from loadtest.export.flags import check_metrics_port
 
         check_metrics_port(args.metrics_host, args.metrics_port)
-    outcome = run_scenario(
-        scenario,
-        RunOptions(
-            out=args.out,
-            refine=args.refine,
-            rate_resolution=args.rate_resolution,
-            workers=args.workers,
-            master=args.master,
-            expect_workers=args.expect_workers,
-            master_bind_host=args.master_bind_host,
-            master_bind_port=args.master_bind_port,
-            worker_timeout_s=args.worker_timeout,
-            autoscaling={k: v for k, v in _autoscaling_overrides(args).items() if v is not None},
-            cost=cost_options(args),
-            web=args.web,
-            web_host=args.web_host,
-            web_port=args.web_port,
-            web_linger_s=args.web_linger,
-            metrics_port=args.metrics_port,
-            metrics_host=args.metrics_host,
-        ),
-    )
-    if args.pushgateway:
-        from loadtest.export.flags import push_after_run
+    from pathlib import Path
 
-        push_after_run(args.pushgateway, outcome.run_dir)
-    # An interrupted run is not a completed one: CI must not mistake it for a result.
-    if outcome.interrupted:
-        return 130
+    from loadtest.repeats import plan, warmup_default
+    from loadtest.run import default_run_dir
+
+    warmup = warmup_default(args.warmup_run, args.baseline is not None, args.web)
+    if args.web and (args.repeat > 1 or warmup):
+        raise InputError("--web: not with --repeat or --warmup-run (the web UI waits for Start in every run)")
+    planned, gate_dir = plan(args.out or default_run_dir(scenario, Path("reports")), args.repeat, warmup)
+    measured: list[Path] = []
+    for step in planned:
+        outcome = run_scenario(scenario, _run_options(args, RunOptions, step.folder, step.warmup))
+        if args.pushgateway and not step.warmup:
+            from loadtest.export.flags import push_after_run
+
+            push_after_run(args.pushgateway, outcome.run_dir)
+        # An interrupted run is not a completed one: CI must not mistake it for a result.
+        if outcome.interrupted:
+            return 130
+        if not step.warmup:
+            measured.append(outcome.run_dir)
     if args.baseline is not None:
         from loadtest.compare.gate import run_gate
 
-        return run_gate(args, args.baseline, outcome.run_dir, default_dir=outcome.run_dir)
+        return run_gate(args, args.baseline, measured, default_dir=gate_dir)
     return 0
+
+
+def _run_options(args: argparse.Namespace, RunOptions, out: Path, warmup: bool):  # noqa: N803 (the class, imported late)
+    """The run's options from the command line, for one (possibly warm-up) run into ``out``."""
+    from loadtest.cost_cli import cost_options
+
+    return RunOptions(
+        warmup_run=warmup,
+        out=out,
+        refine=args.refine,
+        rate_resolution=args.rate_resolution,
+        workers=args.workers,
+        master=args.master,
+        expect_workers=args.expect_workers,
+        master_bind_host=args.master_bind_host,
+        master_bind_port=args.master_bind_port,
+        worker_timeout_s=args.worker_timeout,
+        autoscaling={k: v for k, v in _autoscaling_overrides(args).items() if v is not None},
+        cost=cost_options(args),
+        web=args.web,
+        web_host=args.web_host,
+        web_port=args.web_port,
+        web_linger_s=args.web_linger,
+        metrics_port=args.metrics_port,
+        metrics_host=args.metrics_host,
+    )
 
 
 def _check_baseline(args: argparse.Namespace, scenario) -> None:
@@ -198,24 +215,29 @@ def _check_baseline(args: argparse.Namespace, scenario) -> None:
 
     parse_rules([t for group in (args.tolerance or []) for t in group], args.fail_on or (), args.inconclusive)
     output_targets(args)
-    base = side_fingerprint(load_run(args.baseline, records=False, arg="--baseline"), "baseline")
-    require_same_workload(base, fingerprint(scenario.public_dict()), prefix=f"--baseline {args.baseline}: ")
+    for baseline in args.baseline:
+        base = side_fingerprint(load_run(baseline, records=False, arg="--baseline"), "baseline")
+        require_same_workload(base, fingerprint(scenario.public_dict()), prefix=f"--baseline {baseline}: ")
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
     from loadtest.compare.gate import run_gate
     from loadtest.storage.glue import GATE_OUTPUTS, remote_io
 
-    with remote_io(args, inputs=("baseline", "candidate"), outputs=GATE_OUTPUTS):
-        return run_gate(args, args.baseline, args.candidate)
+    with remote_io(args, inputs=("baseline", "candidate", "also_baseline", "also_candidate", "history"), outputs=GATE_OUTPUTS):
+        return run_gate(args, [args.baseline, *args.also_baseline], [args.candidate, *args.also_candidate])
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
     from loadtest.compare.history import run_history
     from loadtest.storage.glue import remote_io
 
+    from loadtest.compare.rules import parse_rules
+
+    rules = parse_rules([t for group in (args.tolerance or []) for t in group])
     with remote_io(args, inputs=("dirs",), outputs=("html", "json")):
-        return run_history(args.dirs, scenario=args.scenario, html=args.html, json_path=args.json)
+        return run_history(args.dirs, scenario=args.scenario, html=args.html, json_path=args.json,
+                           fail_on_change_point=args.fail_on_change_point, rules=rules)
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:
@@ -304,8 +326,15 @@ def _add_pipeline_commands(sub: argparse._SubParsersAction) -> None:
     from loadtest.deploy.operator_flags import add_master_flags, add_worker_flags
 
     add_master_flags(dist)  # what the Locust Kubernetes operator appends (hidden)
-    p.add_argument("--baseline", type=path_arg, metavar="RUN_DIR",
-                   help="after the run, compare it with this run (exit code: the comparison's; outputs in the run folder)")
+    p.add_argument("--baseline", type=path_arg, nargs="+", metavar="RUN_DIR",
+                   help="after the run, compare it with this run, or these runs as a group, local or s3:// "
+                        "(exit code: the comparison's; outputs in the run folder)")
+    p.add_argument("--repeat", type=int, default=1, metavar="K",
+                   help="run the scenario K times, each in its own folder (--out DIR/run-01 ...); "
+                        "with --baseline the gate compares the K runs as a group")
+    p.add_argument("--warmup-run", action=argparse.BooleanOptionalAction, default=None,
+                   help="first a full warm-up run, kept (DIR-warmup or DIR/warmup) and marked in run.json, "
+                        "never compared (default: on with --baseline)")
     from loadtest.compare.gate import add_gate_arguments
 
     add_gate_arguments(p, default_outputs_note=" (with --baseline all four go into the run folder by default)")
@@ -336,6 +365,10 @@ def _add_pipeline_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("compare", help="regression gate: compare a candidate run with a baseline run")
     p.add_argument("baseline", type=path_arg, help="baseline run folder (or its summary.json), local or s3://")
     p.add_argument("candidate", type=path_arg, help="candidate run folder (or its summary.json), local or s3://")
+    p.add_argument("--also-baseline", nargs="+", action="extend", type=path_arg, default=[], metavar="RUN_DIR",
+                   help="more baseline runs: the gate compares the groups' means")
+    p.add_argument("--also-candidate", nargs="+", action="extend", type=path_arg, default=[], metavar="RUN_DIR",
+                   help="more candidate runs (e.g. the folders of run --repeat)")
     add_gate_arguments(p)
     p.set_defaults(func=_cmd_compare)
 
@@ -343,7 +376,11 @@ def _add_pipeline_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("dirs", type=path_arg, nargs="+", metavar="DIR", help="folders to search for run folders (e.g. reports/, s3://bucket/prefix/)")
     p.add_argument("--scenario", metavar="NAME", help="the scenario to show when the folders hold several")
     p.add_argument("--html", type=Path, metavar="FILE", default=Path("history.html"), help="the page to write (default history.html)")
-    p.add_argument("--json", type=Path, metavar="FILE", help="also write the table as JSON")
+    p.add_argument("--json", type=Path, metavar="FILE", help="also write the table and the change points as JSON")
+    p.add_argument("--fail-on-change-point", action="store_true",
+                   help="exit 1 when the newest run starts (or continues) a change point that is worse than the tolerance")
+    p.add_argument("--tolerance", action="append", nargs="+", metavar="TOL",
+                   help="how large a worsening change point must be to fail (default 5%%; per check as for compare)")
     p.set_defaults(func=_cmd_history)
 
     from loadtest.profile.cli import add_profile_command

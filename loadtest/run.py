@@ -60,6 +60,8 @@ class RunOptions:
     #: ``--metrics-port``: serve the load generator's own Prometheus metrics (loadtest.export.live).
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
+    #: A warm-up run (``--warmup-run``, see repeats.py): marked in run.json, never compared.
+    warmup_run: bool = False
 
 
 @dataclass
@@ -150,6 +152,8 @@ def initial_meta(scenario: Scenario, options: RunOptions | None = None) -> dict[
         },
         "autoscaling": dict(options.autoscaling) if options else {},
         "cost_options": dict(options.cost) if options else {},
+        # a warm-up run (--warmup-run): compare --history and history leave it out
+        "warmup_run": bool(options and options.warmup_run),
         "format": 1,
         "name": scenario.name,
         "tool_version": __version__,
@@ -159,7 +163,8 @@ def initial_meta(scenario: Scenario, options: RunOptions | None = None) -> dict[
         "target": {"base_url": public_url(t.base_url), "model": t.model, "api": t.api},
         "scenario": scenario.public_dict(),
         # What `loadtest compare` requires to be equal (dataset hashes taken now, while the files are here).
-        "workload_fingerprint": fingerprint(scenario.public_dict()),
+        # Its own key: "workload_fingerprint" below is the workload's datasets-and-classes record.
+        "compare_fingerprint": fingerprint(scenario.public_dict()),
         "warmup_s": scenario.load.warmup_s,
         # each level is looked at on this schedule, each look at this confidence (analysis/decide.py)
         "looks_s": schedule.looks,

@@ -49,6 +49,11 @@ def write_run(folder: Path, *, scale=1.0, seed=0, t0=T0, jitter=0.03, duration=1
         rows += closed_loop_rows(lv["index"], c, lv["start_wall"], duration, ttft_ms=40.0 * c * scale,
                                  itl_ms=itl_per_user * c * scale, chunks=16, warmup_s=1.0, seed=seed + 7 * lv["index"],
                                  jitter=jitter)
+    return write_folder(folder, rows, plan, sc)
+
+
+def write_folder(folder: Path, rows: list, plan: list, sc: dict) -> Path:
+    """Records, run.json (with its scenario) and an analysis: a run folder as ``loadtest run`` leaves it."""
     writer = RequestWriter(folder)
     writer.write(records_to_table(rows))
     writer.close()
@@ -351,3 +356,27 @@ def test_a_slowdown_on_a_busy_host_is_only_inconclusive(pair, tmp_path):
     itl4 = next(c for c in result["checks"] if c["name"] == "itl_ms.p95 @ 4 users")
     assert itl4["verdict"] == "inconclusive" and "host" in itl4["message"] and "saturated" not in itl4["message"]
     assert any("busy with other work" in w for w in result["warnings"])
+
+
+def test_the_stored_fingerprint_with_its_hash_is_the_one_compare_uses(tmp_path):
+    """run.json keeps the compare fingerprint (``compare_fingerprint``, with its ``hash`` and the
+    dataset hashes taken at run time) beside the workload's own record (``workload_fingerprint``);
+    a dataset edited after the run must not change the run's fingerprint."""
+    from loadtest.compare.fingerprint import fingerprint_of_run
+    from loadtest.run import initial_meta
+    from loadtest.scenario import parse_scenario
+
+    data = tmp_path / "prompts.jsonl"
+    data.write_text('{"prompt": "a"}\n')
+    sc = scenario_dict()
+    sc["workload"]["dataset"] = {"path": str(data)}
+    meta = json.loads(json.dumps(initial_meta(parse_scenario(sc))))  # as written to run.json
+    stored = meta["compare_fingerprint"]
+    assert stored["hash"] and stored["datasets"][str(data)]
+    assert "classes" in meta["workload_fingerprint"] and "hash" not in meta["workload_fingerprint"]
+    data.write_text('{"prompt": "b"}\n')  # the file changes after the run
+    assert fingerprint(meta["scenario"])["hash"] != stored["hash"]
+    assert fingerprint_of_run(meta) == stored
+    # An old run folder (no compare_fingerprint) still loads: recomputed from its scenario.
+    old = {k: v for k, v in meta.items() if k != "compare_fingerprint"}
+    assert fingerprint_of_run(old)["hash"] == fingerprint(meta["scenario"])["hash"]

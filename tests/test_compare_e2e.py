@@ -98,11 +98,15 @@ def test_same_mock_same_scenario_passes_every_repeat(runs):
 
 
 def test_slower_decode_is_a_regression_with_a_failing_testcase(runs, tmp_path):
-    _, outs = runs
+    """+12% at 4 users is little more than twice the tolerance: without a history a change that
+    small is "inconclusive: run-to-run noise unknown" as soon as noise puts it below 10%, so the
+    gate runs as a nightly one should, with the same-server runs as its history."""
+    folder, outs = runs
     with MockServer([*MOCK, "--decode-per-seq-ms", str(PER_SEQ_MS * 1.15)]) as mock:
         out = tmp_path / "slow"
         junit = tmp_path / "gate.xml"
-        result = _run(tmp_path, mock.base_url, out, "--baseline", str(outs[0]), "--junit", str(junit))
+        result = _run(tmp_path, mock.base_url, out, "--baseline", str(outs[0]), "--junit", str(junit),
+                      "--history", str(folder))
     assert result.returncode == 1, result.stdout + result.stderr
     failing, _ = _failing_cases(junit)
     names = [c.get("name") for c in failing]

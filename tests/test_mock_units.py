@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import statistics
 
 import pytest
@@ -315,3 +316,20 @@ def test_metrics_text_parses_back() -> None:
     assert samples['loadtest_mock_faults_total{kind="rate_limit"}'] == 1
     assert samples['vllm:num_requests_running{model_name="we\\"ird"}'] == 0
     assert samples['loadtest_mock_config{param="max_batch"}'] == 256
+
+
+def test_drift_draws_one_slowdown_per_start_from_its_seed() -> None:
+    """--drift SD: each start of the mock is one draw exp(N(0, SD)) of a factor on every step cost;
+    the same --drift-seed is the same start, and the draws spread as SD says."""
+    assert MockConfig().slowdown() == 1.0
+    same = MockConfig(drift=0.05, drift_seed=3)
+    assert same.slowdown() == same.slowdown() != 1.0
+    draws = [MockConfig(drift=0.05, drift_seed=s).slowdown() for s in range(2000)]
+    logs = [math.log(d) for d in draws]
+    assert abs(statistics.fmean(logs)) < 0.005 and statistics.stdev(logs) == pytest.approx(0.05, rel=0.08)
+    engine = Engine(same)
+    assert engine.slowdown == same.slowdown()
+    scraped = parse_prometheus_text(render(same, engine, MockMetrics()).decode())
+    assert scraped['loadtest_mock_config{param="drift_slowdown"}'] == pytest.approx(engine.slowdown)
+    with pytest.raises(InputError, match="--drift"):
+        MockConfig(drift=-0.1)

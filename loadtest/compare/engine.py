@@ -28,7 +28,10 @@ The steps, in order:
 
 4. **Capacity**: a certain drop is a regression whatever the tolerance; a drop
    that depends on an uncertain level is inconclusive (see :func:`capacity_change`).
-5. **Exit code**: 1 when a gated check regressed, else 6 when a gated check is
+5. **Run-to-run noise, groups and stationarity** come on top (see :mod:`groups`,
+   :mod:`noise`, :mod:`stationarity`): the command line always goes through
+   :func:`groups.compare_groups`, which starts from this pair's comparison.
+6. **Exit code**: 1 when a gated check regressed, else 6 when a gated check is
    inconclusive and may have regressed (``--inconclusive pass|fail`` maps it
    to 0 or 1), else 0.
 """
@@ -50,6 +53,7 @@ from loadtest.compare.fingerprint import differences, fingerprint_of_run, unveri
 from loadtest.compare.inputs import RunInput, load_run
 from loadtest.compare.rules import CAPACITY, ERROR_RATE, THROUGHPUT, Rules
 from loadtest.compare.samples import LevelSamples, level_samples
+from loadtest.compare.stationarity import hold_drifting
 from loadtest.errors import InputError
 
 Verdict = str  # "regression" | "improvement" | "unchanged" | "inconclusive"
@@ -77,6 +81,14 @@ class Change:
     may_regress: bool
     gating: bool  # selected by --fail-on
     message: str = ""
+    #: With run-to-run noise (see :mod:`groups`): ``ci`` is then the change's interval with both kinds
+    #: of noise; ``within_ci`` the within-run one alone; ``noise_ci`` the prediction interval of the
+    #: change when nothing changed, from ``noise_runs`` reference runs; ``noise`` says which applied
+    #: ("history", "unknown" with too few runs, "" when not looked at).
+    within_ci: tuple[float | None, float | None] | None = None
+    noise_ci: tuple[float | None, float | None] | None = None
+    noise_runs: int = 0
+    noise: str = ""
 
     @property
     def name(self) -> str:
@@ -104,6 +116,8 @@ class Side:
     summary: dict[str, Any]
     records: bool
     bounds: CapacityBounds
+    #: Levels whose first and second halves differ (see :mod:`stationarity`): not compared.
+    drifting: dict[int, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -118,6 +132,14 @@ class Comparison:
     confidence: float = CONFIDENCE
     #: The cost change (compare/cost.py), None unless both runs were priced.
     cost: dict[str, Any] | None = None
+    #: Every run of each group (several with ``--repeat`` or several paths, see :mod:`groups`).
+    baselines: list[str] = field(default_factory=list)
+    candidates: list[str] = field(default_factory=list)
+    #: Reference runs (history plus baselines) that gave the run-to-run noise; what decides a held check.
+    history_runs: int = 0
+    #: The level of each check's run-to-run prediction interval (see noise.family_confidence).
+    noise_confidence: float | None = None
+    hint: str = "longer levels would decide"
 
     @property
     def regressions(self) -> list[Change]:
@@ -158,7 +180,7 @@ class Comparison:
             first = self.held[0]
             more = len(self.held) - 1
             tail = f" (and {more} more)" if more else ""
-            return f"INCONCLUSIVE: {first.message}{tail}; longer levels would decide."
+            return f"INCONCLUSIVE: {first.message}{tail}; {self.hint}."
         better = sum(1 for c in self.changes if c.verdict == "improvement")
         extra = f", {better} improved" if better else ""
         return f"No regression: {n} checks within tolerance or better{extra}."
@@ -196,8 +218,8 @@ def compare_runs(baseline: Path | str, candidate: Path | str, rules: Rules, *, s
     if base.has_records and abs(_confidence(base) - confidence) > 1e-9:
         warnings.append(f"the verdict confidence differs (baseline {_confidence(base):.3g}, candidate "
                         f"{confidence:.3g}): both runs are judged at the candidate's")
-    side_b, samples_b = _judge(base, slo_c, confidence, seed, warnings)
-    side_c, samples_c = _judge(cand, slo_c, confidence, seed, warnings)
+    side_b, samples_b = _judge(base, slo_c, confidence, seed, warnings, rules.tolerance)
+    side_c, samples_c = _judge(cand, slo_c, confidence, seed, warnings, rules.tolerance)
     latency_checks = _latency_checks(slo_b, slo_c)
     changes = [
         capacity_change(side_b.summary.get("capacity") or {}, side_b.bounds,
@@ -221,7 +243,7 @@ def _confidence(side: RunInput) -> float:
 
 def side_fingerprint(side: RunInput, which: str) -> dict[str, Any]:
     """A run's workload fingerprint; :class:`IncomparableRuns` when nothing says what it ran."""
-    if not side.scenario and not side.run.get("workload_fingerprint") and not (side.summary or {}).get("fingerprint"):
+    if not side.scenario and not side.run.get("compare_fingerprint") and not side.run.get("workload_fingerprint") and not (side.summary or {}).get("fingerprint"):
         raise IncomparableRuns(
             f"incomparable runs: the {which} ({side.label}) says nothing about its workload "
             "(no run.json scenario and no fingerprint in summary.json)"
@@ -253,10 +275,14 @@ def _slo_text(slo: SloSpec) -> str:
 
 
 def _judge(
-    side: RunInput, slo: SloSpec, confidence: float, seed: int, warnings: list[str]
+    side: RunInput, slo: SloSpec, confidence: float, seed: int, warnings: list[str], tolerance: float
 ) -> tuple[Side, dict[int, LevelSamples]]:
-    """The run's summary under ``slo`` (re-analyzed from its records) and its bootstrap samples."""
+    """The run's summary under ``slo`` (re-analyzed from its records), its bootstrap samples and
+    its drifting levels."""
+    from loadtest.compare.stationarity import drifting_levels  # scipy: only with records
+
     samples: dict[int, LevelSamples] = {}
+    drifting: dict[int, Any] = {}
     if side.has_records:
         from loadtest.analysis import analyze
         from loadtest.report.summary import summary_dict
@@ -264,6 +290,8 @@ def _judge(
         analysis = analyze(side.requests, side.run, slo, seed=seed, confidence=confidence)
         summary = summary_dict(analysis)
         samples = level_samples(side.requests, analysis.run, analysis.requests)
+        drifting = drifting_levels(side.requests, analysis.run, analysis.requests, tolerance)
+        warnings += [f"{side.label}: {d.text()}; its checks are inconclusive" for d in drifting.values()]
     else:
         summary = dict(side.summary or {})
         warnings.append(
@@ -272,7 +300,7 @@ def _judge(
     bounds = CapacityBounds.from_levels(summary.get("levels") or [])
     return (
         Side(side.label, str(side.folder) if side.folder else None, side.name, side.started_wall, summary,
-             side.has_records, bounds),
+             side.has_records, bounds, drifting),
         samples,
     )
 
@@ -335,6 +363,7 @@ def _level_changes(
         for check in latency_checks + [THROUGHPUT, ERROR_RATE]:
             change = _level_change(check, conc, lb, lc, sb, sc, rules, confidence, seed)
             if change is not None:
+                hold_drifting(change, {**side_b.drifting, **side_c.drifting})
                 out.append(change)
     return out
 

@@ -12,8 +12,12 @@ server, the model name, the SLO, the tool version, the seed) are deliberately
 
 The fingerprint is computed from the resolved scenario that run.json holds,
 so runs written before it existed get one too. New runs also store it in
-``run.json`` (``workload_fingerprint``) and ``summary.json`` (``fingerprint``),
-where the dataset's hash is the one taken when the run was made.
+``run.json`` (``compare_fingerprint``) and ``summary.json`` (``fingerprint``),
+where the dataset's hash is the one taken when the run was made. (run.json's
+``workload_fingerprint`` is the workload's own record of datasets and classes,
+see :func:`loadtest.workload.workload_fingerprint`; it has no ``hash``. Runs
+written before ``compare_fingerprint`` existed lost the compare fingerprint to
+that key, so for them the hash is recomputed from the scenario.)
 """
 
 from __future__ import annotations
@@ -63,7 +67,8 @@ def fingerprint_of_run(run: Mapping[str, Any], summary: Mapping[str, Any] | None
     summary.json) the stored fingerprint is all there is.
     """
     stored = next(
-        (dict(s) for s in (run.get("workload_fingerprint"), (summary or {}).get("fingerprint"))
+        (dict(s) for s in (run.get("compare_fingerprint"), run.get("workload_fingerprint"),
+                           (summary or {}).get("fingerprint"))
          if isinstance(s, Mapping) and s.get("hash")),
         None,
     )

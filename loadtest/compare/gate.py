@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Sequence
 
-from loadtest.compare.engine import Comparison, compare_runs
+from loadtest.compare.engine import Comparison
+from loadtest.compare.noise import MIN_HISTORY_RUNS, UNKNOWN_NOISE_FACTOR
 from loadtest.compare.rules import parse_rules
+from loadtest.errors import InputError
+from loadtest.storage.remote import path_arg
 
 
 def add_gate_arguments(p: argparse.ArgumentParser, *, default_outputs_note: str = "") -> None:
@@ -21,6 +25,13 @@ def add_gate_arguments(p: argparse.ArgumentParser, *, default_outputs_note: str 
                         "itl_ms.p95, all (default) or none; comma-separated or repeated")
     g.add_argument("--inconclusive", choices=("pass", "fail"),
                    help="map an inconclusive-only result (exit 6) to 0 (pass) or 1 (fail)")
+    g.add_argument("--history", nargs="+", action="extend", type=path_arg, metavar="DIR",
+                   help="folders of earlier runs: those of the same workload fingerprint give each check's "
+                        "run-to-run noise, and a regression must be outside it")
+    g.add_argument("--min-history", type=int, default=None, metavar="N",
+                   help=f"reference runs (history plus baselines) needed to know the run-to-run noise "
+                        f"(default {MIN_HISTORY_RUNS}); with fewer, a change of less than "
+                        f"{UNKNOWN_NOISE_FACTOR:g}x the tolerance is inconclusive")
     g.add_argument("--junit", type=Path, metavar="FILE", help="write JUnit XML (one testcase per check)")
     g.add_argument("--markdown", type=Path, metavar="FILE", help="write a short Markdown summary (e.g. $GITHUB_STEP_SUMMARY)")
     g.add_argument("--html", type=Path, metavar="FILE", help="write the overlay page (compare.html)")
@@ -45,16 +56,27 @@ def output_targets(args: argparse.Namespace, default_dir: Path | None = None) ->
     return targets
 
 
-def run_gate(args: argparse.Namespace, baseline: Path, candidate: Path, *, default_dir: Path | None = None) -> int:
-    """Compare, write the outputs asked for (or all of them into ``default_dir``), print, return the exit code."""
+def run_gate(args: argparse.Namespace, baseline: Path | Sequence[Path], candidate: Path | Sequence[Path], *,
+             default_dir: Path | None = None) -> int:
+    """Compare (each side one run or several), write the outputs asked for (or all of them into
+    ``default_dir``), print, return the exit code."""
     from loadtest.compare import outputs
+    from loadtest.compare.groups import compare_groups
     from loadtest.compare.page import write_compare_html
 
     tolerances = [t for group in (args.tolerance or []) for t in group]
     rules = parse_rules(tolerances, args.fail_on or (), args.inconclusive)
+    min_history = getattr(args, "min_history", None)
+    if min_history is not None and min_history < 2:
+        raise InputError(f"--min-history {min_history}: at least 2 runs are needed to see a spread")
     targets = output_targets(args, default_dir)
-    names = ("--baseline", "the new run") if default_dir is not None else ("baseline", "candidate")
-    cmp: Comparison = compare_runs(baseline, candidate, rules, args=names)
+    cmp: Comparison = compare_groups(
+        [baseline] if isinstance(baseline, (str, Path)) else list(baseline),
+        [candidate] if isinstance(candidate, (str, Path)) else list(candidate),
+        rules, history=getattr(args, "history", None) or (),
+        min_history=min_history if min_history is not None else MIN_HISTORY_RUNS,
+        args=("--baseline", "the new run") if default_dir is not None else ("baseline", "candidate"),
+    )
     writers = {
         "json": outputs.write_json,
         "junit": outputs.write_junit,

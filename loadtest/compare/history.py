@@ -1,9 +1,11 @@
 """``loadtest history DIR…``: every run of one scenario over time, and where it regressed.
 
-Run folders are found anywhere under the given folders (``reports/``). Each
-run is compared with the previous run of the same workload fingerprint by the
-same gate as ``loadtest compare`` (default rules), so "regressed" here means
-exactly what it would have meant in CI. A run whose workload differs from the
+Run folders are found anywhere under the given folders (``reports/``); warm-up
+runs are left out. Each run is compared with the previous run of the same
+workload fingerprint by the same gate as ``loadtest compare --history`` (default
+rules, the runs before it as its history), so "regressed" here means exactly
+what it would have meant in CI. Change points over the series come from
+:mod:`changepoints`. A run whose workload differs from the
 previous one starts a new series ("workload changed") rather than being
 compared.
 
@@ -28,10 +30,10 @@ from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
 from loadtest.compare.capacity import CapacityBounds
-from loadtest.compare.engine import compare_runs
+from loadtest.compare.changepoints import ChangePoint, gate_failures, level_value, mark_newest, series_change_points
 from loadtest.compare.fingerprint import fingerprint_of_run
 from loadtest.compare.inputs import RUN_JSON, SUMMARY_JSON
-from loadtest.compare.rules import Rules
+from loadtest.compare.rules import ERROR_RATE, THROUGHPUT, Rules
 from loadtest.errors import InputError, LoadtestError
 from loadtest.paths import PathError, input_folder, read_run_json
 from loadtest.report.html import figure_html, page_style
@@ -98,6 +100,8 @@ def _read(folder: Path, skipped: list[str]) -> HistoryRun | None:
     except PathError as err:
         skipped.append(str(err))
         return None
+    if run.get("warmup_run"):
+        return None  # a warm-up run (run --warmup-run) is not part of the series
     summary = _summary(folder, run)
     if summary is None:
         return None
@@ -133,7 +137,12 @@ def _summary(folder: Path, run: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _judge_in_order(runs: list[HistoryRun]) -> None:
+    """Each run against the previous one of its fingerprint, with the runs before that as its
+    history (their run-to-run noise, see :mod:`groups`), as a nightly ``compare --history`` would."""
+    from loadtest.compare.groups import compare_groups
+
     previous: dict[str, HistoryRun] = {}
+    earlier: dict[str, list[Path]] = {}
     last_fp: str | None = None
     for run in runs:
         before = previous.get(run.fingerprint)
@@ -141,13 +150,36 @@ def _judge_in_order(runs: list[HistoryRun]) -> None:
             run.versus_previous = "first" if last_fp is None else "workload changed"
         else:
             try:
-                cmp = compare_runs(before.folder, run.folder, Rules())
+                cmp = compare_groups([before.folder], [run.folder], Rules(), history=earlier.get(run.fingerprint, []))
                 run.versus_previous = cmp.outcome
                 run.detail = cmp.headline
             except LoadtestError as err:
                 run.versus_previous, run.detail = "error", str(err)
         previous[run.fingerprint] = run
+        earlier.setdefault(run.fingerprint, []).append(run.folder)
         last_fp = run.fingerprint
+
+
+# -- change points ---------------------------------------------------------------------------
+
+
+def latest_series(runs: Sequence[HistoryRun]) -> list[HistoryRun]:
+    """The runs of the newest run's workload fingerprint (a changed workload starts a new series)."""
+    return [r for r in runs if r.fingerprint == runs[-1].fingerprint] if runs else []
+
+
+def change_points(runs: Sequence[HistoryRun]) -> list[ChangePoint]:
+    """Every check's change points over the latest series (see :mod:`changepoints`), newest flagged."""
+    series = latest_series(runs)
+    levels = series[-1].levels or sorted({lv["concurrency"] for lv in series[-1].summary.get("levels") or []})
+    where = [(r.folder.name, r.when) for r in series]
+    out: list[ChangePoint] = []
+    for check in key_checks(series) + [THROUGHPUT, ERROR_RATE]:
+        for level in levels:
+            values = [level_value(r.summary, check, level) for r in series]
+            out += series_change_points(check, level, values, where, higher_is_worse=check != THROUGHPUT,
+                                        relative=check != ERROR_RATE)
+    return mark_newest(out, len(series))
 
 
 # -- what is plotted -------------------------------------------------------------------------
@@ -169,7 +201,7 @@ def value_at(run: HistoryRun, check: str, level: int) -> tuple[float | None, flo
     return None, None, None
 
 
-def history_figure(runs: Sequence[HistoryRun]) -> go.Figure:
+def history_figure(runs: Sequence[HistoryRun], shifts: Sequence[ChangePoint] = ()) -> go.Figure:
     checks = key_checks(runs)
     levels = runs[-1].levels or sorted({lv["concurrency"] for lv in runs[-1].summary.get("levels") or []})
     fig = make_subplots(rows=1 + len(checks), cols=1, shared_xaxes=True, vertical_spacing=min(0.06, 0.5 / (1 + len(checks))),
@@ -187,6 +219,7 @@ def history_figure(runs: Sequence[HistoryRun]) -> go.Figure:
         text=[f"{r.folder.name}: {r.bounds.text()}; {r.versus_previous}" for r in runs], hoverinfo="text+y",
     ), row=1, col=1)
     _mark_regressed(fig, runs, xs, caps, row=1, legend=True)
+    legend_shown = False
     for i, check in enumerate(checks, start=2):
         for level in levels:
             values = [value_at(r, check, level) for r in runs]
@@ -200,6 +233,9 @@ def history_figure(runs: Sequence[HistoryRun]) -> go.Figure:
                              arrayminus=[(v[0] - v[1]) if None not in v else 0 for v in values]),
             ), row=i, col=1)
             _mark_regressed(fig, runs, xs, ys, row=i, legend=False)
+            _mark_shifts(fig, runs, xs, ys, [cp for cp in shifts if cp.check == check and cp.level == level],
+                         row=i, legend=not legend_shown)
+            legend_shown = legend_shown or any(cp.check == check and cp.level == level for cp in shifts)
     fig.update_layout(height=300 * (1 + len(checks)) + 60, title="Over time")
     return fig
 
@@ -212,6 +248,28 @@ def _mark_regressed(fig: go.Figure, runs, xs, ys, *, row: int, legend: bool) -> 
             legendgroup="regressed", showlegend=legend,
             marker=dict(symbol="x", size=14, color="#cf222e", line=dict(width=3)),
         ), row=row, col=1)
+
+
+def _mark_shifts(fig: go.Figure, runs, xs, ys, shifts: Sequence[ChangePoint], *, row: int, legend: bool) -> None:
+    """A change point: a diamond on the run that introduced it, and a dotted line at the new level."""
+    series = latest_series(runs)
+    offset = len(runs) - len(series)  # the series is the tail of the runs
+    for cp in shifts:
+        at = offset + cp.index
+        if ys[at] is None:
+            continue
+        color = "#cf222e" if cp.worse else "#1a7f37"
+        fig.add_trace(go.Scatter(
+            x=[xs[at]], y=[ys[at]], mode="markers+text", name="change point", legendgroup="change point",
+            showlegend=legend, text=[f"{cp.change * 100:+.0f}%"], textposition="top center",
+            marker=dict(symbol="diamond-open", size=18, color=color, line=dict(width=3)),
+            hovertext=[cp.text()], hoverinfo="text",
+        ), row=row, col=1)
+        fig.add_trace(go.Scatter(
+            x=xs[at:], y=[cp.after] * len(xs[at:]), mode="lines", showlegend=False, hoverinfo="skip",
+            line=dict(color=color, dash="dot", width=1),
+        ), row=row, col=1)
+        legend = False
 
 
 # -- outputs ---------------------------------------------------------------------------------
@@ -267,7 +325,7 @@ def _cell(value: Any, key: str) -> str:
     return str(value)
 
 
-def render_history_html(runs: Sequence[HistoryRun]) -> str:
+def render_history_html(runs: Sequence[HistoryRun], shifts: Sequence[ChangePoint] = ()) -> str:
     import html
 
     rows = table_rows(runs)
@@ -284,14 +342,33 @@ def render_history_html(runs: Sequence[HistoryRun]) -> str:
         f"<script type='text/javascript'>{get_plotlyjs()}</script></head><body>"
         f"<h1>{name}: {len(runs)} runs over time</h1>"
         "<p class='dim'>Each run is compared with the previous run of the same workload by the regression gate "
-        "(default rules); red × marks the runs that regressed.</p>"
-        + figure_html(history_figure(runs))
+        "(default rules); red × marks the runs that regressed; a diamond marks a change point (Apache Otava) "
+        "on the run that introduced it, red when worse, with the new level dotted.</p>"
+        + figure_html(history_figure(runs, shifts))
+        + _shifts_html(shifts)
         + f"<h2>Runs</h2><table class='grid'><tr>{head}</tr>{body}</table></body></html>\n"
     )
 
 
-def run_history(dirs: Sequence[Path], *, scenario: str | None, html: Path, json_path: Path | None) -> int:
-    """The ``loadtest history`` command: print the table, write the page (and JSON)."""
+def _shifts_html(shifts: Sequence[ChangePoint]) -> str:
+    import html
+
+    if not shifts:
+        return "<h2>Change points</h2><p class='dim'>None: no check's series shifted.</p>"
+    red = " style='color:#cf222e;font-weight:600'"
+    items = "".join(
+        f"<li{red if cp.worse and cp.newest else ''}>"
+        f"{html.escape(cp.text())}{' (the newest run is in it)' if cp.newest else ''}</li>" for cp in shifts
+    )
+    return f"<h2>Change points</h2><ul>{items}</ul>"
+
+
+def run_history(dirs: Sequence[Path], *, scenario: str | None, html: Path, json_path: Path | None,
+                fail_on_change_point: bool = False, rules: Rules | None = None) -> int:
+    """The ``loadtest history`` command: print the table and change points, write the page (and JSON).
+
+    Exit 1 with ``fail_on_change_point`` when the newest run starts or continues a worsening shift
+    beyond the tolerance (:func:`changepoints.gate_failures`)."""
     from loadtest.compare.outputs import write_text
 
     from loadtest.paths import output_file
@@ -301,8 +378,17 @@ def run_history(dirs: Sequence[Path], *, scenario: str | None, html: Path, json_
         output_file(json_path, "--json")
     runs = load_history(dirs, scenario)
     rows = table_rows(runs)
+    shifts = change_points(runs)
+    failing = gate_failures(shifts, (rules or Rules()).tolerance_for)
     print_table(rows)
-    print(f"wrote {write_text(html, render_history_html(runs))}")
+    for cp in shifts:
+        mark = "FAIL" if cp in failing else ("NEW " if cp.newest else "    ")
+        print(f"  {mark} change point: {cp.text()}")
+    print(f"wrote {write_text(html, render_history_html(runs, shifts))}")
     if json_path is not None:
-        print(f"wrote {write_text(json_path, json.dumps({'scenario': runs[-1].name, 'runs': rows}, indent=2) + chr(10))}")
+        doc = {"scenario": runs[-1].name, "runs": rows, "change_points": [cp.to_dict() for cp in shifts]}
+        print(f"wrote {write_text(json_path, json.dumps(doc, indent=2) + chr(10))}")
+    if fail_on_change_point and failing:
+        print(f"CHANGE POINT: the newest run starts or continues a worsening shift: {failing[0].text()}")
+        return 1
     return 0

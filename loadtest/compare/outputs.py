@@ -26,6 +26,7 @@ from typing import Any
 
 from loadtest import __version__
 from loadtest.compare.engine import Change, Comparison, fmt_change
+from loadtest.compare.noise import fmt_interval
 from loadtest.report.summary import clean
 
 MARKDOWN_ROWS = 25
@@ -53,6 +54,11 @@ def change_dict(change: Change) -> dict[str, Any]:
         "fails_gate": change.fails_gate,
         "holds_gate": change.holds_gate,
         "message": change.message,
+        # the two kinds of noise side by side (run-to-run from the history, see compare/noise.py)
+        "within_ci": list(change.within_ci) if change.within_ci is not None else None,
+        "noise_ci": list(change.noise_ci) if change.noise_ci is not None else None,
+        "noise_runs": change.noise_runs,
+        "noise": change.noise or None,
     }
 
 
@@ -96,6 +102,10 @@ def comparison_dict(cmp: Comparison) -> dict[str, Any]:
         "counts": {v: sum(1 for c in cmp.changes if c.verdict == v)
                    for v in ("regression", "inconclusive", "improvement", "unchanged")},
         "warnings": list(cmp.warnings),
+        "baselines": list(cmp.baselines),
+        "candidates": list(cmp.candidates),
+        "history_runs": cmp.history_runs,
+        "noise_confidence": cmp.noise_confidence,
         "checks": [change_dict(c) for c in cmp.changes],
         "cost": cmp.cost,
     }
@@ -175,14 +185,21 @@ def markdown(cmp: Comparison, *, rows: int = MARKDOWN_ROWS) -> str:
     counts = {v: sum(1 for ch in cmp.changes if ch.verdict == v) for v in _ICONS}
     lines.append(" · ".join(f"{_ICONS[v]} {n} {v}" for v, n in counts.items()))
     lines.append("")
+    if cmp.history_runs:
+        lines += [f"Run-to-run noise from {cmp.history_runs} reference run(s) of this workload "
+                  f"({len(cmp.baselines) or 1} baseline(s), {len(cmp.candidates) or 1} candidate(s)).", ""]
     notable = [ch for ch in cmp.changes if ch.verdict != "unchanged"]
+    noise = any(ch.noise_ci is not None for ch in cmp.changes)
     if notable:
-        lines += ["| | check | baseline | candidate | change [CI] | gate |", "|---|---|---|---|---|---|"]
+        extra = " within-run | run-to-run noise |" if noise else ""
+        lines += ["| | check | baseline | candidate | change [CI] |" + extra + " gate |",
+                  "|---|---|---|---|---|" + ("---|---|" if noise else "") + "---|"]
         for ch in notable[:rows]:
             gate = "fails" if ch.fails_gate else ("holds" if ch.holds_gate else "")
+            sides = f" {fmt_interval(ch.within_ci, ch.relative)} | {fmt_interval(ch.noise_ci, ch.relative)} |" if noise else ""
             lines.append(
                 f"| {_ICONS.get(ch.verdict, '')} | {ch.name} | {_value(ch, ch.baseline)} | "
-                f"{_value(ch, ch.candidate)} | {fmt_change(ch)} | {gate} |"
+                f"{_value(ch, ch.candidate)} | {fmt_change(ch)} |{sides} {gate} |"
             )
         if len(notable) > rows:
             lines.append(f"\n… and {len(notable) - rows} more in compare.json.")

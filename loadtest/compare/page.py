@@ -18,6 +18,7 @@ from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
 from loadtest.compare.engine import Comparison, fmt_change
+from loadtest.compare.noise import fmt_interval
 from loadtest.compare.rules import ERROR_RATE, THROUGHPUT
 from loadtest.report.html import figure_html, page_style, rgba
 
@@ -105,15 +106,20 @@ def _title(check: str) -> str:
 
 
 def _checks_table(cmp: Comparison) -> str:
+    """Every check; with a history, its within-run interval and run-to-run noise side by side."""
+    noise = any(c.noise_ci is not None for c in cmp.changes)
     rows = []
     for c in cmp.changes:
         colour = {"regression": "#cf222e", "inconclusive": "#9a6700", "improvement": "#1a7f37"}.get(c.verdict, "#57606a")
         gate = "fails the gate" if c.fails_gate else ("holds the gate" if c.holds_gate else "")
+        sides = (f"<td class='num'>{_e(fmt_interval(c.within_ci, c.relative))}</td>"
+                 f"<td class='num'>{_e(fmt_interval(c.noise_ci, c.relative))}</td>") if noise else ""
         rows.append(
             f"<tr><td>{_e(c.name)}</td><td style='color:{colour};font-weight:600'>{_e(c.verdict)}</td>"
-            f"<td class='num'>{_e(fmt_change(c))}</td><td>{_e(gate)}</td><td>{_e(c.message)}</td></tr>"
+            f"<td class='num'>{_e(fmt_change(c))}</td>{sides}<td>{_e(gate)}</td><td>{_e(c.message)}</td></tr>"
         )
-    return ("<table class='grid'><tr><th>check</th><th>verdict</th><th>change [CI]</th><th>gate</th>"
+    head = "<th>within-run interval</th><th>run-to-run noise</th>" if noise else ""
+    return ("<table class='grid'><tr><th>check</th><th>verdict</th><th>change [CI]</th>" + head + "<th>gate</th>"
             "<th>detail</th></tr>" + "".join(rows) + "</table>")
 
 
@@ -128,7 +134,9 @@ def render_compare_html(cmp: Comparison) -> str:
         "<table class='facts'>"
         f"<tr><th>baseline</th><td>{_e(b.label)}: capacity {_e(b.bounds.text())}</td></tr>"
         f"<tr><th>candidate</th><td>{_e(c.label)}: capacity {_e(c.bounds.text())}</td></tr>"
-        f"<tr><th>workload</th><td>fingerprint {_e(cmp.fingerprint.get('hash'))}</td></tr></table>",
+        f"<tr><th>workload</th><td>fingerprint {_e(cmp.fingerprint.get('hash'))}</td></tr>"
+        f"<tr><th>run-to-run noise</th><td>{cmp.history_runs} reference run(s) of this workload"
+        f"{'' if cmp.history_runs >= 3 else ' (too few to know it: give --history)'}</td></tr></table>",
     ]
     if cmp.cost:
         body.append(f"<h2 id='cost'>Cost</h2><p>{_e(cmp.cost['sentence'])}</p>")

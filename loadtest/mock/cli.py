@@ -93,6 +93,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--roofline-overhead-ms", type=float, default=_D.roofline_overhead_ms, metavar="MS",
         help="fixed cost added to every step (scheduler, launch) (default: %(default)s)",
     )
+    eng.add_argument(
+        "--drift", type=float, default=_D.drift, metavar="SD",
+        help="run-to-run drift: every step cost times exp(N(0, SD)), drawn once at start "
+        "(e.g. 0.05: a server about 5%% faster or slower each start; default: %(default)s)",
+    )
+    eng.add_argument(
+        "--drift-seed", type=int, default=_D.drift_seed, metavar="N",
+        help="seed of the drift draw (default: random each start)",
+    )
 
     flt = parser.add_argument_group("fault injection (rates are per-request probabilities)")
     flt.add_argument(

@@ -12,6 +12,7 @@ import argparse
 import dataclasses
 import math
 import os
+import random
 from dataclasses import dataclass, fields
 
 from loadtest.errors import InputError
@@ -50,6 +51,11 @@ class MockConfig:
     roofline_bytes_per_weight: float = 2.0
     roofline_kv_bytes_per_token: float = 0.0
     roofline_overhead_ms: float = 0.0
+    #: Run-to-run drift: every step cost is multiplied by one factor exp(N(0, drift)) drawn when the
+    #: mock starts (from ``drift_seed``), as a real server is a few percent faster or slower each time
+    #: it is started (warm-up, caches, CPU frequency, neighbours). 0: no drift.
+    drift: float = 0.0
+    drift_seed: int | None = None
     # Access.
     api_key: str | None = None
     #: Serve HTTPS with this certificate and key (PEM files), to test TLS clients.
@@ -90,6 +96,7 @@ class MockConfig:
         for name in ("roofline_kv_bytes_per_token", "roofline_overhead_ms"):
             value = getattr(self, name)
             _check(math.isfinite(value) and value >= 0, _flag(name), "must be a number >= 0")
+        _check(math.isfinite(self.drift) and 0 <= self.drift <= 1, "--drift", "must be between 0 and 1")
         _check(self.tokens_per_chunk >= 1, "--tokens-per-chunk", "must be at least 1")
         for name in ("fail_rate", "drop_rate", "malformed_rate", "stall_rate", "hang_rate"):
             value = getattr(self, name)
@@ -125,6 +132,16 @@ class MockConfig:
                 continue
             argv += [_flag(f.name), str(value)]
         return argv
+
+    def slowdown(self) -> float:
+        """The factor this start of the mock multiplies every step cost by (1.0 without ``drift``).
+
+        Drawn once per process: the same ``drift_seed`` is the same "run" of the server; no seed,
+        a fresh draw every start."""
+        if self.drift <= 0:
+            return 1.0
+        rng = random.Random(f"drift-{self.drift_seed}") if self.drift_seed is not None else random.SystemRandom()
+        return math.exp(rng.gauss(0.0, self.drift))
 
     def replace(self, **changes: object) -> MockConfig:
         """A copy with some fields changed (validated again)."""

@@ -105,11 +105,13 @@ class Engine:
 
     def __init__(self, config: MockConfig) -> None:
         self.max_batch = config.max_batch
-        self._base_s = config.decode_base_ms / 1000.0
-        self._per_seq_s = config.decode_per_seq_ms / 1000.0
-        self._prefill_s = config.prefill_per_token_ms / 1000.0
         #: Roofline mode (roofline.py): step times from declared hardware and model; None = off.
         self._roofline = roofline_of(config)
+        #: this start's run-to-run drift (``--drift``): one factor on every step cost (both modes)
+        self.slowdown = config.slowdown()
+        self._base_s = config.decode_base_ms / 1000.0 * self.slowdown
+        self._per_seq_s = config.decode_per_seq_ms / 1000.0 * self.slowdown
+        self._prefill_s = config.prefill_per_token_ms / 1000.0 * self.slowdown
         self._waiting: deque[Sequence] = deque()
         self._running: list[Sequence] = []
         self._wake = asyncio.Event()
@@ -213,7 +215,7 @@ class Engine:
                 # Every sequence's context is read; the admitted ones compute their prompts,
                 # the others one token each.
                 context = sum(s.prompt_tokens + s.generated for s in running)
-                duration = roofline.step_s(context, len(running) - admitted + prefill_tokens)
+                duration = roofline.step_s(context, len(running) - admitted + prefill_tokens) * self.slowdown
             if now - start > duration:
                 # We fell a whole step behind (the loop was starved): start afresh
                 # rather than fire a burst of back-to-back steps to catch up.

@@ -156,6 +156,7 @@ def render(config: MockConfig, engine: Engine, metrics: MockMetrics) -> bytes:
                     if config.roofline_hbm_gbps is not None
                     else []
                 ),
+                ('{param="drift_slowdown"}', engine.slowdown),  # this start's draw (--drift)
             ],
         ),
     ]

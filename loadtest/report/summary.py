@@ -385,7 +385,7 @@ def _fingerprint(run: dict[str, Any]) -> dict[str, Any] | None:
     """The workload fingerprint (``loadtest compare``): stored in run.json, or recomputed for older runs."""
     from loadtest.compare.fingerprint import fingerprint_of_run
 
-    if not run.get("workload_fingerprint") and not isinstance(run.get("scenario"), dict):
+    if not run.get("compare_fingerprint") and not run.get("workload_fingerprint") and not isinstance(run.get("scenario"), dict):
         return None
     return fingerprint_of_run(run)
 

@@ -1,0 +1,83 @@
+"""Is a level steady? Its first half against its second, before the gate compares it at all.
+
+A level whose server was still warming up, or that a neighbour joined half way,
+measures two servers: its percentiles describe neither, and comparing them with
+another run's says nothing about a change. Each level's measured requests are
+split at the middle of its measured window (by start time); per request the
+decode speed (TPOT) is compared between halves, else the whole time (e2e).
+A level *drifts* when the two halves' medians differ by more than the
+tolerance and a Mann-Whitney U test (scipy) says the halves differ
+(p < :data:`MAX_PVALUE`): both, so a big but noisy or a tiny but certain
+difference is not flagged. The gate treats every check at a drifting level as
+inconclusive and says why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from loadtest.analysis.windows import level_windows
+
+MAX_PVALUE = 0.001
+#: Requests per half below which no drift can be told from noise.
+MIN_PER_HALF = 8
+
+
+@dataclass(frozen=True)
+class Drift:
+    concurrency: int
+    metric: str
+    first: float  # median, first half (ms)
+    second: float
+    pvalue: float
+
+    @property
+    def change(self) -> float:
+        return self.second / self.first - 1.0 if self.first > 0 else 0.0
+
+    def text(self) -> str:
+        return (f"the level at {self.concurrency} users drifted within the run: median {self.metric} "
+                f"{self.first:.1f} ms in its first half, {self.second:.1f} ms in its second "
+                f"({self.change * 100:+.1f}%, p = {self.pvalue:.1g})")
+
+
+def drifting_levels(requests: pd.DataFrame, run: dict, frame: pd.DataFrame, tolerance: float) -> dict[int, Drift]:
+    """The levels (by concurrency) whose two halves differ beyond ``tolerance`` and beyond chance."""
+    from scipy.stats import mannwhitneyu
+
+    windows, _ = level_windows(run, requests)
+    start = frame["start_wall"].to_numpy(dtype=float)
+    pos = frame["pos"].to_numpy()
+    measured = frame["measured"].to_numpy()
+    out: dict[int, Drift] = {}
+    for p, window in enumerate(windows):
+        mid = (window.window_start + window.end_wall) / 2.0
+        mine = measured & (pos == p)
+        for metric, column in (("tpot_ms", "tpot_sample"), ("e2e_ms", "e2e_sample")):
+            values = frame[column].to_numpy(dtype=float)
+            ok = mine & np.isfinite(values)
+            first, second = values[ok & (start < mid)], values[ok & (start >= mid)]
+            if min(len(first), len(second)) < MIN_PER_HALF:
+                continue
+            m1, m2 = float(np.median(first)), float(np.median(second))
+            pvalue = float(mannwhitneyu(first, second, alternative="two-sided").pvalue)
+            drift = Drift(window.concurrency, metric, m1, m2, pvalue)
+            if abs(drift.change) > tolerance and pvalue < MAX_PVALUE:
+                out[window.concurrency] = drift
+            break  # TPOT when a level has it; e2e only for one-token replies
+    return out
+
+
+def hold_drifting(change, drifts: dict[int, Drift]) -> None:
+    """Make a check at a drifting level inconclusive (it may hide a regression when its interval
+    reaches past the worse tolerance, as any inconclusive check), with the reason in its message."""
+    drift = drifts.get(change.level) if change.level is not None else None
+    if drift is None:
+        return
+    if change.verdict != "inconclusive":
+        change.may_regress = change.verdict == "regression" or change.may_regress
+    change.verdict = "inconclusive"
+    change.message += f"; not compared: {drift.text()}"
