@@ -436,12 +436,17 @@ def _level_change(
         relative=kind != ERROR_RATE, tolerance=tol, verdict=verdict, may_regress=may_regress,
         gating=rules.gates(check, kind),
     )
-    change.message = describe_change(change, confidence)
-    if saturated:
-        change.message += "; the load generator was saturated at this level, so a slowdown here may be the client's"
-    elif contended:
-        change.message += "; the host running the load generator was busy at this level, so a slowdown here may be the host's"
+    change.message = describe_change(change, confidence) + untrusted_note(saturated, contended)
     return change
+
+
+def untrusted_note(saturated: bool, contended: bool) -> str:
+    """What a check's message adds when a level's numbers include the client's or the host's delay."""
+    if saturated:
+        return "; the load generator was saturated at this level, so a slowdown here may be the client's"
+    if contended:
+        return "; the host running the load generator was busy at this level, so a slowdown here may be the host's"
+    return ""
 
 
 def classify(bad_lo: float, bad_hi: float, tolerance: float) -> tuple[Verdict, bool]:

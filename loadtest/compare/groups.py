@@ -32,6 +32,7 @@ from loadtest.compare import noise
 from loadtest.compare.capacity import CapacityBounds, capacity_change
 from loadtest.compare.engine import (
     Change, Comparison, _severity, classify, compare_runs, describe_change, require_same_workload, side_fingerprint,
+    untrusted_note,
 )
 from loadtest.compare.fingerprint import fingerprint_of_run
 from loadtest.compare.inputs import RUN_JSON, SUMMARY_JSON, RunInput, load_run
@@ -181,17 +182,17 @@ def _with_noise(change: Change, cmp: Comparison, base: list[RunInput], cand: lis
         verdict, may_regress = _beyond_noise(verdict, may_regress, sign * d, sorted(sign * x for x in null))
     else:
         change.noise = "unknown"
-    saturated = any(_saturated(s, level) for s in [cmp.baseline.summary, cmp.candidate.summary]
-                    + [s.summary for s in base[1:] + cand[1:]])
-    if saturated and verdict == "regression":
-        verdict = "inconclusive"
+    summaries = [cmp.baseline.summary, cmp.candidate.summary] + [s.summary for s in base[1:] + cand[1:]]
+    saturated = any(_level_flag(s, level, "client_saturated") for s in summaries)
+    contended = any(_level_flag(s, level, "host_contended") for s in summaries)
+    if (saturated or contended) and verdict == "regression":
+        verdict = "inconclusive"  # the numbers include the load generator's own delay, or the busy host's
     was_unknown = False
     if change.noise == "unknown" and verdict == "regression" and bad_point < noise.UNKNOWN_NOISE_FACTOR * tol:
         verdict, may_regress, was_unknown = "inconclusive", True, True
     change.verdict, change.may_regress = verdict, may_regress
-    change.message = describe_change(change, conf) + _noise_words(change, min_history, was_unknown, relative)
-    if saturated:
-        change.message += "; the load generator was saturated at this level, so a slowdown here may be the client's"
+    change.message = (describe_change(change, conf) + _noise_words(change, min_history, was_unknown, relative)
+                      + untrusted_note(saturated, contended))
     hold_drifting(change, {**cmp.baseline.drifting, **cmp.candidate.drifting})
     return was_unknown
 
@@ -242,8 +243,9 @@ def _noise_words(change: Change, min_history: int, unknown: bool, relative: bool
     return ""
 
 
-def _saturated(summary: dict[str, Any] | None, level: int) -> bool:
-    return any(lv.get("client_saturated") for lv in (summary or {}).get("levels") or [] if lv.get("concurrency") == level)
+def _level_flag(summary: dict[str, Any] | None, level: int, flag: str) -> bool:
+    """``flag`` (client_saturated, host_contended) set at ``level`` in a run's summary."""
+    return any(lv.get(flag) for lv in (summary or {}).get("levels") or [] if lv.get("concurrency") == level)
 
 
 def _f(x: float | None) -> float:
