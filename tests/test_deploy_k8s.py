@@ -241,8 +241,11 @@ def test_the_cronjob_script_gates_each_night_and_moves_the_baseline_only_on_a_pa
         second = nightly(str(results), scenario, mock.base_url)
         code = int(re.search(r"nightly gate: exit (\d+)", second.stdout).group(1))
         assert code in (0, 6), second.stdout + second.stderr  # no regression, or undecided on a busy machine
-        runs = sorted(p for p in results.iterdir() if p.name.startswith("nightly-"))
+        runs = sorted(p for p in results.iterdir() if p.name.startswith("nightly-") and not p.name.endswith("-warmup"))
         assert len(runs) == 2 and (runs[1] / "compare.junit.xml").is_file()
+        # a gate run starts with a warm-up run (run --warmup-run, on with --baseline): kept beside it, never compared
+        warmup = runs[1].with_name(runs[1].name + "-warmup")
+        assert json.loads((warmup / "run.json").read_text())["warmup_run"] is True
         assert "loadtest compare" in second.stdout  # the Markdown, published in the pod's log
         night2 = _baseline_started(baseline)
         assert (night2 > night1) == (code == 0)  # forward only on a pass
