@@ -77,8 +77,11 @@ def judge_host(level: LevelResult) -> LevelResult:
     if not level.client_saturated or not host_busy_reasons(client):
         return level
     own = client.get("cpu_pct")
-    if own is not None and own >= CLIENT_CPU_LIMIT_PCT:
-        return level  # the client itself was out of CPU: its own saturation, whatever else ran
+    own_limit = min(CLIENT_CPU_LIMIT_PCT, client.get("cpu_limit_pct") or CLIENT_CPU_LIMIT_PCT)
+    if own is not None and own > own_limit:
+        # the client itself was out of CPU (or past the scenario's client_limits.cpu_pct):
+        # its own saturation, whatever else ran
+        return level
     message = contention_message(client)
     level.client_saturated = False
     level.host_contended = True

@@ -259,6 +259,7 @@ def summarize(
         "reader_busy_pct": round(reader_busy_pct, 1),
         "reads": "greenlets" if greenlet_reads else "reactor",
         "cpu_pct": round(cpu_pct, 1),
+        "cpu_limit_pct": cpu_limit,  # the scenario's client_limits.cpu_pct: past it, the client's own saturation
         "saturated": bool(reasons),
         "reason": "; ".join(reasons) or None,
     }
