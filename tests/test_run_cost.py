@@ -63,7 +63,7 @@ def test_decode_fit_and_bounds_on_an_ordinary_run(run_dir):
     # L4 × 2 declared, but no model size (the default mock tells none): the bound comes from the fit
     assert fit["basis"] == "fit"
     for level in summary["levels"]:
-        assert level["bound"]["bound"] == "memory" and level["bound"]["basis"] == "fit"
+        assert level["bound"]["bound"] == "memory_or_overhead" and level["bound"]["basis"] == "fit"
         assert level["bound"]["sequences"] == level["concurrency"]
     assert "no knee seen" in fit["sentence"]
 

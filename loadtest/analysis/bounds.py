@@ -5,9 +5,9 @@ is the decode curve. So the same fit ``loadtest profile`` uses
 (:mod:`decode_fit`) is applied to its levels, and each level is named by its
 bound (:mod:`roofline`): ``memory``/``compute``/``overhead`` from the floors
 when the scenario declares ``hardware:`` and ``model:``, else from the fit
-alone (``memory`` below the knee: extra sequences nearly free; ``compute``
-past it; without floors an overhead-bound server cannot be told from a
-memory-bound one, and ``basis`` says which reading was used).
+alone (``compute`` past the knee; below it ``memory_or_overhead``: without
+floors an overhead-bound server cannot be told from a memory-bound one, and
+``basis`` says which reading was used).
 
 The batch size of a level is its users, or the server's own running count
 (p50 over the level) where scraped: with more users than slots, the batch is
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from loadtest.analysis.decode_fit import DecodeFit, DecodePoint, fit_decode
-from loadtest.analysis.roofline import Ceilings, ModelSize, read_decode
+from loadtest.analysis.roofline import Ceilings, ModelSize, fit_bound, read_decode
 
 
 @dataclass
@@ -107,8 +107,7 @@ def level_bounds(
                 out[lv.index] = LevelBound(lv.concurrency, n, reading.bound, "roofline", context, reading.to_dict())
                 continue
         if fit is not None:
-            bound = "compute" if fit.side(n) == "steep" else "memory"
-            out[lv.index] = LevelBound(lv.concurrency, n, bound, "fit", context)
+            out[lv.index] = LevelBound(lv.concurrency, n, fit_bound(fit.side(n)), "fit", context)
     return out
 
 

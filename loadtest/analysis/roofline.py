@@ -18,6 +18,23 @@ from typing import Any, Literal
 
 Bound = Literal["memory", "compute", "overhead"]
 
+#: The bound read from the decode fit alone (no ``hardware:``/``model:``): below the knee extra
+#: sequences are cheap, but without the floors a memory-bound step cannot be told from an
+#: overhead-bound one, so the fit never claims ``memory`` on its own.
+FIT_BELOW_KNEE = "memory_or_overhead"
+
+
+def fit_bound(side: str) -> str:
+    """The bound of a point from the fit's side of the knee alone (``compute`` past it)."""
+    return "compute" if side == "steep" else FIT_BELOW_KNEE
+
+
+def bound_words(bound: str) -> str:
+    """A bound in a sentence: 'memory-bound', or what the fit alone can say."""
+    if bound == FIT_BELOW_KNEE:
+        return "below the knee: memory- or overhead-bound (declare hardware: and model: to tell which)"
+    return f"{bound}-bound"
+
 #: Measured more than this many times the higher floor (efficiency below 1/3) is ``overhead``.
 #: Well-tuned decode reaches 60-90% of memory bandwidth; a third leaves room for honest
 #: inefficiency before claiming the hardware is not what limits the step.

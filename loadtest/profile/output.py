@@ -21,7 +21,7 @@ import plotly.graph_objects as go
 from loadtest import __version__
 from loadtest.analysis.decode_fit import describe_decode
 from loadtest.analysis.prefill_fit import describe_prefill
-from loadtest.analysis.roofline import Ceilings, ModelSize, read_decode, read_prefill
+from loadtest.analysis.roofline import Ceilings, ModelSize, fit_bound, read_decode, read_prefill
 from loadtest.profile.runner import ProfileData
 from loadtest.redact import public_url, scrub
 from loadtest.report.summary import clean
@@ -71,7 +71,7 @@ def profile_dict(data: ProfileData, ceilings: Ceilings | None, model: ModelSize 
             if reading is not None:
                 row.update(reading.to_dict())
             else:
-                row["bound"] = "compute" if d.side(pt.sequences) == "steep" else "memory"
+                row["bound"] = fit_bound(d.side(pt.sequences))
             row["bound_basis"] = "roofline" if reading is not None else "fit"
             points.append(row)
         low = [r for r in points if r["side"] == "flat"]

@@ -12,6 +12,7 @@ from typing import Any
 
 from loadtest.analysis.bounds import fit_run, level_bounds
 from loadtest.analysis.decode_fit import describe_decode
+from loadtest.analysis.roofline import bound_words
 from loadtest.analysis.stack import resolve_run
 
 
@@ -51,7 +52,7 @@ def limits_line(analysis: Any) -> str:
     fit, _ = why(analysis)
     parts = []
     if fit is not None:
-        at = f"; at capacity the step is {fit['bound_at_capacity']}-bound" if fit.get("bound_at_capacity") else ""
+        at = f"; at capacity the step is {bound_words(fit['bound_at_capacity'])}" if fit.get("bound_at_capacity") else ""
         parts.append(f"what limits it: {fit['sentence']}{at}")
     cost = run_cost(analysis)
     if cost and cost.get("usd_per_million_output_tokens") is not None:

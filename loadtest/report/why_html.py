@@ -10,6 +10,8 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from loadtest.analysis.roofline import bound_words
+
 
 def _money(value: Any) -> str:
     return "—" if value is None else f"${value:,.2f}"
@@ -61,7 +63,7 @@ def why_section(analysis: Any) -> str:
     if fit is not None:
         parts.append(f"<p class='headline'>{html.escape(fit['sentence'])}</p>")
         if fit.get("bound_at_capacity"):
-            parts.append(f"<p>At capacity the decode step is <b>{html.escape(fit['bound_at_capacity'])}</b>-bound"
+            parts.append(f"<p>At capacity the decode step is <b>{html.escape(bound_words(fit['bound_at_capacity']))}</b>"
                          f" (read from the {html.escape(fit['basis'])}).</p>")
         rows = []
         for lv in sorted(analysis.levels, key=lambda lv: lv.concurrency):
