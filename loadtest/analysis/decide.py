@@ -39,6 +39,7 @@ import pandas as pd
 
 from loadtest.analysis.results import LevelStatus
 from loadtest.analysis.slo import SloSpec
+from loadtest.analysis.verdict import check_key
 
 #: Overall chance of a wrong verdict per level that the schedule is corrected for.
 ALPHA = 0.05
@@ -153,7 +154,7 @@ def decide_level(
     if not analysis.levels:
         return Decision("no_data", "no request measured yet")
     result = analysis.levels[0]
-    failing = next((c.name for c in result.checks if c.verdict == "fail"), None)
+    failing = next((check_key(c) for c in result.checks if c.verdict == "fail"), None)
     return Decision(result.status, _why(result), failing if result.status == "fail" else None)
 
 

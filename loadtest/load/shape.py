@@ -1,6 +1,6 @@
 """The stepped load shape: hold each concurrency level until its verdict is decided.
 
-Locust calls :meth:`SteppedShape.tick` about once a second; we answer with the
+The runner calls :meth:`SteppedShape.tick` ten times a second (:mod:`ticks`); we answer with the
 user count for the current step. Closed-loop concurrency is Locust's own model
 (N users, each sending its next request when the last one ends), so a level is
 simply "N users". Users are spawned at once (a high spawn rate) so that the
@@ -14,6 +14,11 @@ doubling, up to ``max_level_duration_s``). A look that finds the level decided
 undecided at the last one. With ``stop_on_fail`` a certain failure also ends
 the batch: the levels above it would fail too, and refinement starts from it.
 Each span records how long it ran, every look and why it ended.
+
+Between a level's end and the next level (or the end of the batch) comes its
+*hold* (:mod:`loadtest.load.hold`): with a ``pending`` callback, the level's
+users (or rate) stay in force until the requests it measured have finished, so
+that none of them is judged at the next level's load.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import Callable
 from locust import LoadTestShape
 
 from loadtest.analysis.decide import Decision, LookSchedule
+from loadtest.load.hold import HOLD_CAP_S, Hold, Pending
 from loadtest.load.levels import LevelClock, LevelSpan
 
 Decide = Callable[[LevelSpan], Decision]
@@ -49,6 +55,8 @@ class SteppedShape(LoadTestShape):
         schedule: LookSchedule | None = None,
         decide: Decide | None = None,
         stop_on_fail: bool = False,
+        pending: Pending | None = None,
+        hold_cap_s: float = HOLD_CAP_S,
     ) -> None:
         super().__init__()
         self.levels = list(levels)
@@ -60,6 +68,11 @@ class SteppedShape(LoadTestShape):
         self.schedule = schedule
         self.decide = decide if schedule is not None else None
         self.stop_on_fail = stop_on_fail
+        #: The measured requests of a level still in flight; None: no hold (the next level starts at once).
+        self.pending = pending
+        self.hold_cap_s = hold_cap_s
+        self._hold: Hold | None = None
+        self._after_hold = 0
         self.spans: list[LevelSpan] = []
         self._current: LevelSpan | None = None
         self._entered = 0.0
@@ -71,16 +84,23 @@ class SteppedShape(LoadTestShape):
         self._last_users = 0
 
     def tick(self) -> tuple[int, float] | None:
-        # Locust ticks about once a second, so a level ends at the first tick
-        # after it is due: levels last their duration to duration + 1 s, never less.
+        # The runner ticks every 0.1 s (load/ticks.py), so a level ends at the first tick
+        # after it is due: levels last their duration to duration + 0.1 s, never less.
         if self.done:
             return self._last_users, SPAWN_RATE
-        if self._current is None:
+        if self._hold is not None:
+            if not self._hold.over():
+                return self._last_users, SPAWN_RATE  # the level's load stays until its requests finish
+            self._hold = None
+            step = self._after_hold
+        elif self._current is None:
             step = 0 if not self.spans else len(self.levels)
         elif self._level_over(time.perf_counter() - self._entered):
             step = self._current.index - self.first_index + 1
             if self.stop_on_fail and self._current.decision.get("verdict") == "fail":
                 step = len(self.levels)  # a certain failure: the levels above it are not needed
+            if self._start_hold(step):
+                return self._last_users, SPAWN_RATE
         else:
             step = self._current.index - self.first_index
         if step >= len(self.levels):
@@ -91,6 +111,19 @@ class SteppedShape(LoadTestShape):
             self._enter(step)
         self._last_users = self.users(step)
         return self._last_users, SPAWN_RATE
+
+    def _start_hold(self, step: int) -> bool:
+        """The current level's window has ended: hold its load before ``step``? (True: holding.)"""
+        span = self._current
+        if self.pending is None or span is None:
+            return False
+        if span.end_wall is None:
+            span.end_wall = time.time()  # the window ends now; the hold follows it
+        hold = Hold(span, self.pending, self.hold_cap_s)
+        if hold.over():
+            return False
+        self._hold, self._after_hold = hold, step
+        return True
 
     def users(self, step: int) -> int:
         """How many users run at ``step`` (closed loop: the level itself)."""
@@ -142,6 +175,9 @@ class SteppedShape(LoadTestShape):
 
     def finish(self) -> None:
         """End the current level now (the run is stopping)."""
+        if self._hold is not None:
+            self._hold.finish("stopped", censored=self._hold.pending(self._hold.span))
+            self._hold = None
         if self._current is not None:
             self._enter(None)
 
@@ -174,6 +210,19 @@ class RateShape(SteppedShape):
     def __init__(self, rates: list[float], duration_s: float, clock: LevelClock, *, max_in_flight: int, **kwargs) -> None:
         super().__init__(list(rates), duration_s, clock, **kwargs)  # type: ignore[arg-type]
         self.max_in_flight = max_in_flight
+
+    def _start_hold(self, step: int) -> bool:
+        """The current level's window has ended: hold its load before ``step``? (True: holding.)"""
+        span = self._current
+        if self.pending is None or span is None:
+            return False
+        if span.end_wall is None:
+            span.end_wall = time.time()  # the window ends now; the hold follows it
+        hold = Hold(span, self.pending, self.hold_cap_s)
+        if hold.over():
+            return False
+        self._hold, self._after_hold = hold, step
+        return True
 
     def users(self, step: int) -> int:
         return self.max_in_flight
