@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -73,6 +73,31 @@ class LookSchedule:
     def confidence(self) -> float:
         """Two-sided confidence of every look (1 − α/K)."""
         return 1.0 - ALPHA / len(self.looks)
+
+
+#: Metrics whose samples are requests (one per request), not chunk gaps.
+PER_REQUEST = ("ttft_ms", "ttfb_ms", "tpot_ms", "e2e_ms")
+#: Finished requests a look waits for when the SLO judges only chunk gaps (ITL): a level without
+#: a measured request is ``no_data``, and a look taken then is one spent on nothing.
+MIN_LOOK_REQUESTS = 5
+
+
+def requests_for_a_look(slos: Iterable[SloSpec]) -> int:
+    """How many measured requests a look needs before it can decide a pass of every percentile.
+
+    A percentile ``q`` of fewer than ``1 / (1 − q)`` samples is only the largest
+    sample and is judged ``too few samples`` (:mod:`verdict`): p95 needs 20
+    requests, p99 100. The load stage defers a due look until the level has
+    that many (see :mod:`loadtest.load.shape`); the count says nothing about
+    the values, so deferring never biases a verdict, and a deferred look that
+    the next one overtakes is dropped, so no level takes more than K looks.
+    """
+    need = MIN_LOOK_REQUESTS
+    for slo in slos:
+        for check in slo.checks:
+            if check.metric in PER_REQUEST:
+                need = max(need, math.ceil(1.0 / (1.0 - check.q) - 1e-9))
+    return need
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,9 @@ class Recorder:
         self._greenlet: gevent.Greenlet | None = None
         self._unsent: list[dict[str, Any]] = []
         self._busy_last = False
+        #: Finished requests per level index, warm-up and harness-cancelled ones left out: a look is
+        #: deferred until its level has enough of them (:func:`loadtest.analysis.decide.requests_for_a_look`).
+        self.measured_done: dict[int, int] = {}
         #: Requests being sent, by user: (client, level index, warmup, class, open-loop slot). A
         #: decision taken mid-level must see the ones still waiting for their first token (the slow tail).
         self._active: dict[int, tuple[Any, int, bool, str | None, Any]] = {}
@@ -81,6 +84,8 @@ class Recorder:
         """
         self.buffer.add(rec, user=user, level=level, level_index=level_index, warmup=warmup, **tags)
         self.total += 1
+        if not warmup and rec.error_kind != "cancelled":
+            self.measured_done[level_index] = self.measured_done.get(level_index, 0) + 1
 
     def start(self) -> None:
         self._greenlet = gevent.spawn(self._loop)

@@ -96,6 +96,7 @@ class LoadSession:
     runner: Runner = field(init=False)
     #: Open loop: releases each level's arrivals to this process's users (None in closed loop).
     scheduler: ArrivalScheduler | None = field(init=False, default=None)
+    _look_requests: int | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.scheduler = self.make_scheduler()
@@ -143,7 +144,7 @@ class LoadSession:
         common = dict(
             first_index=first_index, refine=refine,
             on_level_change=self.level_changed, schedule=schedule, decide=self.decide, stop_on_fail=stop_on_fail,
-            pending=self.pending, hold_cap_s=cap,
+            pending=self.pending, hold_cap_s=cap, enough=self.enough_for_a_look,
         )
         shape: SteppedShape
         if self.scenario.load.open_loop:  # levels are rates (requests/s)
@@ -171,6 +172,23 @@ class LoadSession:
             shape.finish()  # close the last span (and a hold cut short): requests cut from here on are "cancelled"
             self.runner.stop()
         return shape.spans
+
+    def enough_for_a_look(self, span: LevelSpan) -> bool:
+        """Has ``span`` measured as many finished requests as a look needs (this process's records)?"""
+        return self.recorder.measured_done.get(span.index, 0) >= self.look_requests
+
+    @property
+    def look_requests(self) -> int:
+        """Requests a look waits for: :func:`~loadtest.analysis.decide.requests_for_a_look` of the run's SLOs."""
+        from loadtest.analysis.classes import class_slos
+        from loadtest.analysis.decide import requests_for_a_look
+        from loadtest.analysis.slo import SloSpec
+
+        if self._look_requests is None:
+            run = {"scenario": self.scenario.public_dict()}
+            top, per_class = class_slos(run, SloSpec.from_dict(run["scenario"].get("slo")))
+            self._look_requests = requests_for_a_look([top, *per_class.values()])
+        return self._look_requests
 
     def running_now(self) -> "pd.DataFrame":
         """The requests in flight in this process now (see :data:`loadtest.analysis.decide.IN_FLIGHT_COLUMNS`)."""

@@ -11,7 +11,10 @@ one, the level is looked at on a fixed schedule
 (:class:`~loadtest.analysis.decide.LookSchedule`: ``min_level_duration_s``,
 doubling, up to ``max_level_duration_s``). A look that finds the level decided
 (pass or fail) ends it; an undecided level runs on to the next look, and ends
-undecided at the last one. With ``stop_on_fail`` a certain failure also ends
+undecided at the last one. A due look waits until the level has measured
+enough requests for its percentiles (``enough``; ``requests_for_a_look``):
+at low load, 20 requests for a p95 take longer than the first look's time.
+With ``stop_on_fail`` a certain failure also ends
 the batch: the levels above it would fail too, and refinement starts from it.
 Each span records how long it ran, every look and why it ended.
 
@@ -23,6 +26,7 @@ that none of them is judged at the next level's load.
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Callable
 
@@ -33,6 +37,9 @@ from loadtest.load.hold import HOLD_CAP_S, Hold, Pending
 from loadtest.load.levels import LevelClock, LevelSpan
 
 Decide = Callable[[LevelSpan], Decision]
+
+#: A look that waits for enough requests is tried again this often (seconds) after it was due.
+DEFER_STEP_S = 1.0
 
 #: Users started per second when a level begins: effectively "all at once".
 SPAWN_RATE = 10_000
@@ -57,6 +64,7 @@ class SteppedShape(LoadTestShape):
         stop_on_fail: bool = False,
         pending: Pending | None = None,
         hold_cap_s: float = HOLD_CAP_S,
+        enough: Callable[[LevelSpan], bool] | None = None,
     ) -> None:
         super().__init__()
         self.levels = list(levels)
@@ -71,7 +79,11 @@ class SteppedShape(LoadTestShape):
         #: The measured requests of a level still in flight; None: no hold (the next level starts at once).
         self.pending = pending
         self.hold_cap_s = hold_cap_s
+        #: Has a level measured enough requests for a look to decide? None: every look is taken when due.
+        self.enough = enough
         self._hold: Hold | None = None
+        #: The last grid point (seconds into the level) at which a waiting look checked its count.
+        self._checked = -1.0
         self._after_hold = 0
         self.spans: list[LevelSpan] = []
         self._current: LevelSpan | None = None
@@ -145,13 +157,19 @@ class SteppedShape(LoadTestShape):
                 return True
             return False
         while self._looks and elapsed >= self._looks[0]:
+            if self._deferred(elapsed):
+                return False
             at = self._looks.pop(0)
             # The look judges the level as of this instant; if it ends the level, the
             # level's window ends here too, so the saved run holds exactly the data the
             # verdict was taken on (not the few requests started while it was judged).
             span.looked_at = time.time()
             decision = self.decide(span)
-            span.looks.append({"at_s": at, "wall": span.looked_at, "verdict": decision.verdict, "why": decision.why})
+            span.looks.append({
+                "at_s": at, "wall": span.looked_at, "verdict": decision.verdict, "why": decision.why,
+                # when it was taken (later than at_s when it waited for enough requests)
+                "taken_s": round(elapsed, 3),
+            })
             last = not self._looks
             if decision.decided or last:
                 ended = "decided" if decision.decided else "undecided_at_max"
@@ -171,6 +189,32 @@ class SteppedShape(LoadTestShape):
                 span.end_wall = span.looked_at
                 return True
             elapsed = time.perf_counter() - self._entered
+        return False
+
+    def _deferred(self, elapsed: float) -> bool:
+        """Does the due look wait for more requests? (see ``enough``; never the last look)
+
+        A look on a level that has measured too few requests for its percentiles
+        can only say "too few samples". It waits, tick by tick, until the level has
+        enough (checked once a second from its due time); when the next look falls due first, the waiting one is dropped and
+        the next takes its place, so a level never takes more looks than the
+        schedule's K that the confidence is corrected for.
+        """
+        if self.enough is None or self._current is None:
+            return False
+        while len(self._looks) > 1:
+            due = self._looks[0]
+            if elapsed >= self._looks[1]:
+                self._looks.pop(0)  # never enough before the next look: that one takes its place
+                continue
+            # Checked on a grid from the due time, not at the tick the count is reached: that tick
+            # comes just as a request ends, and in a TTFT-bound level a wave of them ends together,
+            # when the requests in flight have waited least. A look there would see the shortest waits.
+            point = due + math.floor((elapsed - due) / DEFER_STEP_S) * DEFER_STEP_S
+            if point <= self._checked:
+                return True
+            self._checked = point
+            return not self.enough(self._current)
         return False
 
     def finish(self) -> None:
@@ -194,6 +238,7 @@ class SteppedShape(LoadTestShape):
             self._current = span
             self._entered = time.perf_counter()
             self._looks = list(self.schedule.looks) if self.schedule is not None else []
+            self._checked = -1.0
         if self.on_level_change is not None and (previous is not None or step is not None):
             self.on_level_change(previous, self._current)
 
