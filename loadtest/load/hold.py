@@ -12,8 +12,8 @@ level they arrive in; TPOT and e2e are per request and cannot be split.
 So between the end of a level's window and the start of the next level, the
 load stays as it was: the same users in closed loop, the same arrival rate in
 open loop. The requests that start in the hold are not measured (they started
-after the window: ``spillover`` counts them); they only keep the load honest
-for those that are. The hold ends as soon as no measured request is in flight,
+after the window); they only keep the load honest for those that are. The
+measured ones that end in the hold are the level's ``spillover``. The hold ends as soon as no measured request is in flight,
 and at the latest after :func:`hold_cap_s` (``target.timeout_s``, at most
 :data:`HOLD_CAP_S`). A measured request still running at the cap is *cut* at
 the hold's end by the analysis (``analysis/hold_cut.py``): it becomes a

@@ -42,9 +42,9 @@ SWITCH_INTERVAL_S = 0.0005
 
 
 def arrival_horizon_s(scenario: Scenario) -> float:
-    """How far ahead an open-loop level's arrivals are drawn: its longest possible run (+ ticks)."""
+    """How far ahead an open-loop level's arrivals are drawn: its longest possible run (+ ticks and its hold)."""
     load = scenario.load
-    return max(load.max_duration_s, load.level_duration_s) + 5.0
+    return max(load.max_duration_s, load.level_duration_s) + 5.0 + hold_cap_s(scenario.target.timeout_s)
 
 
 def tune_interpreter() -> None:
