@@ -27,7 +27,11 @@ for a first token were waited for.
 Each level's hold goes to run.json as ``levels[].hold``: ``{start_wall,
 end_wall, held_s, waited_for, ended, censored, cap_s}`` with ``ended`` one of
 ``drained`` (every measured request finished), ``cap`` (the cap was reached;
-``censored`` of them were still running) or ``stopped`` (the run was stopped).
+``censored`` of them were still running), ``stopped`` (the run was stopped) or
+``not_needed``: a batch that ends on a level failed with certainty is not held
+(no next level's load can reach its requests; those cut are censored, a wait
+already past a limit is a miss, and the look's fail stands in the report), which
+saves a request's length at every failing probe.
 """
 
 from __future__ import annotations

@@ -129,6 +129,12 @@ class SteppedShape(LoadTestShape):
         span = self._current
         if self.pending is None or span is None:
             return False
+        if step >= len(self.levels) and span.decision.get("verdict") == "fail":
+            # The batch ends on a certain failure: no next level's load can reach its requests, and
+            # the cut ones are censored (a wait already past a limit is a miss), so the verdict stands.
+            span.hold = {"start_wall": span.end_wall, "end_wall": span.end_wall, "held_s": 0.0, "waited_for": 0,
+                         "ended": "not_needed", "censored": 0, "cap_s": self.hold_cap_s}
+            return False
         if span.end_wall is None:
             span.end_wall = time.time()  # the window ends now; the hold follows it
         hold = Hold(span, self.pending, self.hold_cap_s)
@@ -255,19 +261,6 @@ class RateShape(SteppedShape):
     def __init__(self, rates: list[float], duration_s: float, clock: LevelClock, *, max_in_flight: int, **kwargs) -> None:
         super().__init__(list(rates), duration_s, clock, **kwargs)  # type: ignore[arg-type]
         self.max_in_flight = max_in_flight
-
-    def _start_hold(self, step: int) -> bool:
-        """The current level's window has ended: hold its load before ``step``? (True: holding.)"""
-        span = self._current
-        if self.pending is None or span is None:
-            return False
-        if span.end_wall is None:
-            span.end_wall = time.time()  # the window ends now; the hold follows it
-        hold = Hold(span, self.pending, self.hold_cap_s)
-        if hold.over():
-            return False
-        self._hold, self._after_hold = hold, step
-        return True
 
     def users(self, step: int) -> int:
         return self.max_in_flight
