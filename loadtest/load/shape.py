@@ -129,15 +129,12 @@ class SteppedShape(LoadTestShape):
         span = self._current
         if self.pending is None or span is None:
             return False
-        if step >= len(self.levels) and span.decision.get("verdict") == "fail":
-            # The batch ends on a certain failure: no next level's load can reach its requests, and
-            # the cut ones are censored (a wait already past a limit is a miss), so the verdict stands.
-            span.hold = {"start_wall": span.end_wall, "end_wall": span.end_wall, "held_s": 0.0, "waited_for": 0,
-                         "ended": "not_needed", "censored": 0, "cap_s": self.hold_cap_s}
-            return False
         if span.end_wall is None:
             span.end_wall = time.time()  # the window ends now; the hold follows it
-        hold = Hold(span, self.pending, self.hold_cap_s)
+        # A batch that ends on a certain failure: no next level's load can reach its requests and the
+        # look's fail stands, so it is held only until the queued ones have their first token.
+        last_fail = step >= len(self.levels) and span.decision.get("verdict") == "fail"
+        hold = Hold(span, self.pending, self.hold_cap_s, first_token=last_fail)
         if hold.over():
             return False
         self._hold, self._after_hold = hold, step
