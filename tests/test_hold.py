@@ -174,7 +174,7 @@ def test_a_look_waits_for_enough_requests_and_never_exceeds_the_schedule():
     from loadtest.load.shape import SteppedShape
 
     assert requests_for_a_look([SloSpec.from_dict({"ttft_ms": {"p95": 150}})]) == 20
-    assert requests_for_a_look([SloSpec.from_dict({"itl_ms": {"p99": 150}})]) == 5  # gaps, not requests
+    assert requests_for_a_look([SloSpec.from_dict({"itl_ms": {"p99": 150}})]) == 1  # gaps, not requests
     assert requests_for_a_look([SloSpec.from_dict({"e2e_ms": {"p99": 9000}})]) == 100
 
     calls = []

@@ -78,8 +78,9 @@ class LookSchedule:
 #: Metrics whose samples are requests (one per request), not chunk gaps.
 PER_REQUEST = ("ttft_ms", "ttfb_ms", "tpot_ms", "e2e_ms")
 #: Finished requests a look waits for when the SLO judges only chunk gaps (ITL): a level without
-#: a measured request is ``no_data``, and a look taken then is one spent on nothing.
-MIN_LOOK_REQUESTS = 5
+#: a measured request is ``no_data``, and a look taken then is one spent on nothing. One is enough:
+#: ITL samples come from every chunk that arrives in the window, whichever request it belongs to.
+MIN_LOOK_REQUESTS = 1
 
 
 def requests_for_a_look(slos: Iterable[SloSpec]) -> int:
