@@ -58,10 +58,7 @@ def test_no_measured_request_ends_after_its_levels_hold(long_answers):
     run = read_run_json(out)
     frame = read_requests(out)
     end = frame.start_wall + frame.e2e_ms / 1000.0
-    *held, last = run["levels"]
-    # the sweep ends on 8 users' certain failure: no next level's load can reach its requests,
-    # so it waits only for their first tokens
-    assert last["decision"]["verdict"] == "fail" and last["hold"]["ended"] == "first_tokens"
+    held = run["levels"]  # the last too: the sweep's end on 8 users' failure waits for its requests
     for level in held:
         hold = level["hold"]
         assert hold["ended"] == "drained" and hold["censored"] == 0, hold

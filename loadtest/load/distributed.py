@@ -89,7 +89,7 @@ class MasterSession(LoadSession):
         """Looks are taken when due: the workers' records reach the master up to a second late."""
         return True
 
-    def pending(self, span: LevelSpan, first_token: bool = False) -> int:
+    def pending(self, span: LevelSpan) -> int:
         """The hold's count from the workers' latest in-flight snapshots (about one a second each).
 
         A snapshot sent before the window ended may miss a measured request that
@@ -97,7 +97,7 @@ class MasterSession(LoadSession):
         has reported since, or :data:`SNAPSHOT_GRACE_S` after the end.
         """
         self.sink.drain()
-        running = measured_running(self.sink.in_flight_frame(), span, first_token)
+        running = measured_running(self.sink.in_flight_frame(), span)
         if running or span.end_wall is None:
             return running
         lost = {w["worker"] for w in self.workers_lost}

@@ -27,12 +27,7 @@ for a first token were waited for.
 Each level's hold goes to run.json as ``levels[].hold``: ``{start_wall,
 end_wall, held_s, waited_for, ended, censored, cap_s}`` with ``ended`` one of
 ``drained`` (every measured request finished), ``cap`` (the cap was reached;
-``censored`` of them were still running), ``stopped`` (the run was stopped) or
-``first_tokens``: a batch that ends on a level failed with certainty is held
-only until each measured request has its first token (no next level's load can
-reach them, and the look's fail stands; the queued, slowest requests still get
-their TTFT, where stopping at once would censor exactly them), which saves
-most of a request's length at every failing probe; the rest are cut.
+``censored`` of them were still running) or ``stopped`` (the run was stopped).
 """
 
 from __future__ import annotations
@@ -50,8 +45,8 @@ if TYPE_CHECKING:
 #: The longest a level is held for its measured requests (seconds), whatever ``target.timeout_s``.
 HOLD_CAP_S = 30.0
 
-#: The measured requests of a level still in flight now (with ``first_token=True``: still without a first token).
-Pending = Callable[..., int]
+#: The measured requests of a level still in flight now.
+Pending = Callable[["LevelSpan"], int]
 
 
 def hold_cap_s(timeout_s: float) -> float:
@@ -59,32 +54,29 @@ def hold_cap_s(timeout_s: float) -> float:
     return max(0.0, min(float(timeout_s), HOLD_CAP_S))
 
 
-def measured_running(in_flight: "pd.DataFrame", span: "LevelSpan", first_token: bool = False) -> int:
+def measured_running(in_flight: "pd.DataFrame", span: "LevelSpan") -> int:
     """How many of ``span``'s measured requests are in ``in_flight`` (an in-flight snapshot).
 
     Measured: stamped with the level, not warm-up, and started (open loop:
     scheduled) before the window ended. Requests started in the hold do not count.
-    ``first_token``: only those still waiting for their first token.
     """
     if span.end_wall is None or not len(in_flight):
         return 0
-    waiting = in_flight["ttft_ms"].isna().to_numpy() if first_token and "ttft_ms" in in_flight else True
     index = in_flight["level_index"].to_numpy()
     warmup = in_flight["warmup"].to_numpy(dtype=bool)
     start = in_flight["start_wall"].to_numpy(dtype=float)
     if "schedule_lag_ms" in in_flight:
         lag = np.nan_to_num(in_flight["schedule_lag_ms"].to_numpy(dtype=float))
         start = start - lag / 1000.0
-    return int(np.sum((index == span.index) & ~warmup & (start < span.end_wall) & waiting))
+    return int(np.sum((index == span.index) & ~warmup & (start < span.end_wall)))
 
 
 class Hold:
     """One level's hold: ask :meth:`over` until it says the next level may start."""
 
-    def __init__(self, span: "LevelSpan", pending: Pending, cap_s: float, *, first_token: bool = False) -> None:
+    def __init__(self, span: "LevelSpan", pending: Pending, cap_s: float) -> None:
         self.span = span
-        self.first_token = first_token
-        self.pending = (lambda s: pending(s, first_token=True)) if first_token else pending
+        self.pending = pending
         self.cap_s = cap_s
         self.start_wall = span.end_wall if span.end_wall is not None else time.time()
         self._start_perf = time.perf_counter() - max(0.0, time.time() - self.start_wall)
@@ -94,7 +86,7 @@ class Hold:
         """True (and the hold is written to the span) once no measured request runs, or at the cap."""
         running = self.waited_for if self.waited_for == 0 else self.pending(self.span)
         if running == 0:
-            self.finish("first_tokens" if self.first_token else "drained")
+            self.finish("drained")
             return True
         if time.perf_counter() - self._start_perf >= self.cap_s:
             self.finish("cap", censored=running)

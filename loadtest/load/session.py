@@ -196,9 +196,9 @@ class LoadSession:
 
         return pd.DataFrame(self.recorder.in_flight())
 
-    def pending(self, span: LevelSpan, first_token: bool = False) -> int:
+    def pending(self, span: LevelSpan) -> int:
         """How many of ``span``'s measured requests are still running (the hold waits for them)."""
-        return measured_running(self.running_now(), span, first_token)
+        return measured_running(self.running_now(), span)
 
     def poll(self) -> None:
         """Called ten times a second while a batch runs (the master checks its workers here)."""
