@@ -9,6 +9,9 @@ start to answer, the levels it ran and how many of them were extended.
   110 ms, 6 give 130 ms. Truth 5.
 * ``ttft8``: 8 slots (``--max-batch 8``), SLO ``ttft_ms.p95 ≤ 150``: a 9th
   user waits for a slot for a large part of a whole request. Truth 8.
+* ``ttft6``: the same with 6 slots. Truth 6.
+* ``itl9``: ITL = 20 + 18 × users ms (issue 23's server), 16-token answers, SLO
+  ``itl_ms.p95 ≤ 191``: 9 users give 182 ms, 10 give 200 ms. Truth 9.
 
 Both use 15 s levels, as the peers' published comparisons do, with
 ``min_level_duration_s: 4`` so that decided levels end early; the sweep is
@@ -16,7 +19,10 @@ Both use 15 s levels, as the peers' published comparisons do, with
 above it, and the mean wall time to the answer is ≤ 60 s (GuideLLM's goodput
 search takes 113 s and 177 s on the same cases, AIPerf's 231 s and 276 s).
 
-    python benchmarks/bench_stability.py [--runs 5] [--cases itl5,ttft8] [--json PATH]
+Each row also gives the wall time from ``loadtest run`` to its answer; the
+hold (issue 23) and the looks that wait for enough requests are in it.
+
+    python benchmarks/bench_stability.py [--runs 5] [--cases itl5,ttft8,ttft6,itl9] [--json PATH] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -51,6 +57,18 @@ CASES: dict[str, dict[str, Any]] = {
         "mock": ["--max-batch", "8", "--decode-base-ms", "10", "--decode-per-seq-ms", "2", "--prefill-per-token-ms", "0"],
         "workload": {"prompt_tokens": {"mean": 16, "stddev": 0}, "max_tokens": 32},
         "slo": {"ttft_ms": {"p95": 150}, "max_error_rate": 0.01},
+    },
+    "ttft6": {
+        "truth": 6,
+        "mock": ["--max-batch", "6", "--decode-base-ms", "10", "--decode-per-seq-ms", "2", "--prefill-per-token-ms", "0"],
+        "workload": {"prompt_tokens": {"mean": 16, "stddev": 0}, "max_tokens": 32},
+        "slo": {"ttft_ms": {"p95": 150}, "max_error_rate": 0.01},
+    },
+    "itl9": {
+        "truth": 9,
+        "mock": ["--decode-base-ms", "20", "--decode-per-seq-ms", "18", "--prefill-per-token-ms", "0"],
+        "workload": {"prompt_tokens": {"mean": 16, "stddev": 0}, "max_tokens": 16},
+        "slo": {"itl_ms": {"p95": 191}, "max_error_rate": 0.01},
     },
 }
 
@@ -108,12 +126,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--cases", default=",".join(CASES))
     ap.add_argument("--json", type=Path, metavar="PATH")
+    ap.add_argument("--keep", type=Path, metavar="DIR", help="keep the run folders here (default: a temporary one)")
     args = ap.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-stability-") as tmp:
+        work = args.keep or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
         for case in args.cases.split(","):
             for i in range(args.runs):
-                row = run_once(case, CASES[case], Path(tmp), i)
+                row = run_once(case, CASES[case], work, i)
                 print(json.dumps(row), flush=True)
                 rows.append(row)
     print(format_table(rows, COLUMNS))

@@ -5,6 +5,7 @@ The pipeline inside, one module per idea:
 ``windows``   which time span of each level is measured (warmup excluded)
 ``columns``   record columns as plain arrays, whatever pandas made of them
 ``chunks``    flattened chunk timestamps → per-token ITL and streamed tokens
+``hold_cut``  a measured request that outlived its level's hold is cut at the hold's end
 ``frame``     per-request flags (measured, complete, spillover) and samples
 ``quantiles`` / ``bootstrap``   percentiles that tolerate failures, and their CIs
 ``metrics``   per-level distributions, throughput, goodput, errors
@@ -48,6 +49,7 @@ from loadtest.analysis.chunks import (
 )
 from loadtest.analysis.columns import numeric, text
 from loadtest.analysis.frame import request_frame
+from loadtest.analysis.hold_cut import cut_at_hold_end
 from loadtest.analysis.metrics import describe, level_results
 from loadtest.analysis.refine import next_refine_level, next_refine_rate
 from loadtest.analysis.results import Analysis, Capacity, Check, LevelResult, Stats
@@ -101,6 +103,7 @@ def analyze(
     holds only if every class does (see :mod:`loadtest.analysis.classes`).
     """
     run = dict(run)
+    requests = cut_at_hold_end(requests, run)
     if confidence is None:
         confidence = verdict_confidence(run)
     windows, warnings = level_windows(run, requests)
@@ -114,8 +117,12 @@ def analyze(
         slos[name] = slo  # a class in the records that the scenario does not name
     if slos:
         per_class = _measure_classes(requests, frame["class"].to_numpy(), windows, slos, seed, resamples, confidence)
+        own_slos = _judged_with_own_slos(run, slo, slos)
         for position, level in enumerate(levels):
-            judge_host(judge_client(judge_classes(level, {name: lv[position] for name, lv in per_class.items()}, slos, slo)))
+            judge_classes(level, {name: lv[position] for name, lv in per_class.items()}, slos, slo)
+            if own_slos:
+                honour_decision(level)  # per-class checks too: the run climbed (or stopped) on them
+            judge_host(judge_client(level))
     else:
         own_slo = _judged_with_own_slo(run, slo)
         for level in levels:
@@ -242,6 +249,14 @@ def _judged_with_own_slo(run: Mapping[str, Any], slo: SloSpec) -> bool:
         return SloSpec.from_dict(scenario.get("slo")) == slo
     except InputError:
         return False
+
+
+def _judged_with_own_slos(run: Mapping[str, Any], slo: SloSpec, slos: Mapping[str, SloSpec]) -> bool:
+    """With request classes: are the top-level SLO and every class's the ones the run's looks judged with?"""
+    if not _judged_with_own_slo(run, slo):
+        return False
+    own = class_slos_for(run, slo)[1]  # no overrides: the scenario's own class SLOs
+    return all(spec == own.get(name, slo) for name, spec in slos.items())
 
 
 def analyze_run(

@@ -32,13 +32,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 import pandas as pd
 
 from loadtest.analysis.results import LevelStatus
 from loadtest.analysis.slo import SloSpec
+from loadtest.analysis.verdict import check_key
 
 #: Overall chance of a wrong verdict per level that the schedule is corrected for.
 ALPHA = 0.05
@@ -72,6 +73,32 @@ class LookSchedule:
     def confidence(self) -> float:
         """Two-sided confidence of every look (1 − α/K)."""
         return 1.0 - ALPHA / len(self.looks)
+
+
+#: Metrics whose samples are requests (one per request), not chunk gaps.
+PER_REQUEST = ("ttft_ms", "ttfb_ms", "tpot_ms", "e2e_ms")
+#: Finished requests a look waits for when the SLO judges only chunk gaps (ITL): a level without
+#: a measured request is ``no_data``, and a look taken then is one spent on nothing. One is enough:
+#: ITL samples come from every chunk that arrives in the window, whichever request it belongs to.
+MIN_LOOK_REQUESTS = 1
+
+
+def requests_for_a_look(slos: Iterable[SloSpec]) -> int:
+    """How many measured requests a look needs before it can decide a pass of every percentile.
+
+    A percentile ``q`` of fewer than ``1 / (1 − q)`` samples is only the largest
+    sample and is judged ``too few samples`` (:mod:`verdict`): p95 needs 20
+    requests, p99 100. The load stage defers a due look until the level has
+    that many (see :mod:`loadtest.load.shape`); the count says nothing about
+    the values, so deferring never biases a verdict, and a deferred look that
+    the next one overtakes is dropped, so no level takes more than K looks.
+    """
+    need = MIN_LOOK_REQUESTS
+    for slo in slos:
+        for check in slo.checks:
+            if check.metric in PER_REQUEST:
+                need = max(need, math.ceil(1.0 / (1.0 - check.q) - 1e-9))
+    return need
 
 
 @dataclass(frozen=True)
@@ -153,7 +180,7 @@ def decide_level(
     if not analysis.levels:
         return Decision("no_data", "no request measured yet")
     result = analysis.levels[0]
-    failing = next((c.name for c in result.checks if c.verdict == "fail"), None)
+    failing = next((check_key(c) for c in result.checks if c.verdict == "fail"), None)
     return Decision(result.status, _why(result), failing if result.status == "fail" else None)
 
 

@@ -136,6 +136,11 @@ def evaluate_level(level: LevelResult, slo: SloSpec) -> LevelResult:
     return level
 
 
+def check_key(check: Check) -> str:
+    """A check's name as run.json's ``decision.check`` gives it: ``long.tpot_ms.p95`` for a class's check."""
+    return f"{check.class_name}.{check.name}" if check.class_name else check.name
+
+
 #: run.json ``decision.ended`` values of a level that a look decided.
 DECIDED_AT_LOOK = ("decided", "decided_early", "decided_after_extension")
 
@@ -151,23 +156,29 @@ def honour_decision(level: LevelResult) -> LevelResult:
     contradict the decision the run took (the sweep stopped at a level the
     report cannot call failing), so the uncertain checks take the look's
     verdict and say so in their reason. A certain verdict of the final
-    analysis is never overridden. Call this only when the analysis judges
-    with the SLO the run itself was judged with.
+    analysis is never overridden. With request classes the same holds for
+    every class's checks (a failing look names its check with its class,
+    ``long.tpot_ms.p95``) and each class's own status follows. Call this
+    only when the analysis judges with the SLOs the run itself was judged with.
     """
     decision = level.decision or {}
     verdict = decision.get("verdict")
     if decision.get("ended") not in DECIDED_AT_LOOK or verdict not in ("pass", "fail") or level.status != "uncertain":
         return level
     decided = decision.get("check")
-    if verdict == "fail" and not any(c.name == decided and c.verdict == "uncertain" for c in level.checks):
+    if verdict == "fail" and not any(check_key(c) == decided and c.verdict == "uncertain" for c in level.checks):
         return level  # the deciding check is unknown (an older run) or no longer uncertain
     looks = decision.get("looks_taken") or []
     at = f" at {looks[-1]['at_s']:g} s" if looks and isinstance(looks[-1], dict) and "at_s" in looks[-1] else ""
     for check in level.checks:
-        if check.verdict == "uncertain" and (verdict == "pass" or check.name == decided):
+        if check.verdict == "uncertain" and (verdict == "pass" or check_key(check) == decided):
             check.verdict = verdict
             check.reason = f"decided by the look{at}; with every request in, the interval straddles the limit"
     level.status = level_status(level.requests, level.checks)
+    for class_level in level.classes.values():
+        # a class's checks are the same objects as the level's: its own status follows them
+        if class_level.requests or any(c.verdict == "fail" for c in class_level.checks):
+            class_level.status = level_status(max(1, class_level.requests), class_level.checks)
     return level
 
 

@@ -132,7 +132,12 @@ def level_windows(run: Mapping[str, Any], requests: pd.DataFrame) -> tuple[list[
                 refine=bool(level.get("refine", False)),
                 client=dict(level.get("client") or {}),
                 inferred=inferred,
-                decision={**dict(level.get("decision") or {}), "looks_taken": list(level.get("looks") or [])},
+                decision={
+                    **dict(level.get("decision") or {}),
+                    "looks_taken": list(level.get("looks") or []),
+                    # how long its load was held for its measured requests (load/hold.py), when it was
+                    **({"hold": dict(level["hold"])} if level.get("hold") else {}),
+                },
                 rate_rps=float(level["rate_rps"]) if level.get("rate_rps") is not None else None,
             )
         )

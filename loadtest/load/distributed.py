@@ -32,6 +32,7 @@ from locust.env import Environment
 from locust.runners import STATE_MISSING, Runner, WorkerRunner
 
 from loadtest.errors import LoadtestError
+from loadtest.load.hold import measured_running
 from loadtest.load.levels import LevelClock, LevelSpan
 from loadtest.load.monitor import SelfMonitor, merge_worker_health
 from loadtest.load.recorder import Recorder
@@ -49,6 +50,9 @@ MSG_HELLO = "loadtest_hello"
 MSG_RECORDS = "loadtest_records"
 MSG_HEALTH = "loadtest_health"
 MSG_READY = "loadtest_ready"
+
+#: How long after a level's window ends the hold trusts worker snapshots older than that end.
+SNAPSHOT_GRACE_S = 2.5
 
 #: How long the master waits for every worker to confirm it can hold its share of the users.
 READY_TIMEOUT_S = 10.0
@@ -80,6 +84,25 @@ class MasterSession(LoadSession):
 
     def make_scheduler(self):
         return None  # the workers schedule their own share of the arrivals
+
+    def enough_for_a_look(self, span: LevelSpan) -> bool:
+        """Looks are taken when due: the workers' records reach the master up to a second late."""
+        return True
+
+    def pending(self, span: LevelSpan) -> int:
+        """The hold's count from the workers' latest in-flight snapshots (about one a second each).
+
+        A snapshot sent before the window ended may miss a measured request that
+        started just before the end, so zero is believed only once every worker
+        has reported since, or :data:`SNAPSHOT_GRACE_S` after the end.
+        """
+        self.sink.drain()
+        running = measured_running(self.sink.in_flight_frame(), span)
+        if running or span.end_wall is None:
+            return running
+        lost = {w["worker"] for w in self.workers_lost}
+        late = [w for w in self.workers_seen - lost if self.last_records_wall.get(w, 0.0) <= span.end_wall]
+        return 1 if late and time.time() - span.end_wall < SNAPSHOT_GRACE_S else 0
 
     def create_runner(self) -> Runner:
         runner = self.env.create_master_runner(self.bind_host, self.bind_port)

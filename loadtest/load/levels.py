@@ -30,6 +30,8 @@ class LevelSpan:
     looked_at: float | None = None
     #: Open loop: the offered rate (requests/s); None for a closed-loop (concurrency) level.
     rate_rps: float | None = None
+    #: How the level's load was held after its window for the requests it measured (:mod:`hold`).
+    hold: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {
@@ -42,6 +44,7 @@ class LevelSpan:
             "looks": self.looks,
             "decision": self.decision,
             "rate_rps": self.rate_rps,
+            "hold": self.hold or None,
         }
 
 

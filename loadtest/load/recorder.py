@@ -37,6 +37,10 @@ class Recorder:
         self.total = 0
         self._greenlet: gevent.Greenlet | None = None
         self._unsent: list[dict[str, Any]] = []
+        self._busy_last = False
+        #: Finished requests per level index, warm-up and harness-cancelled ones left out: a look is
+        #: deferred until its level has enough of them (:func:`loadtest.analysis.decide.requests_for_a_look`).
+        self.measured_done: dict[int, int] = {}
         #: Requests being sent, by user: (client, level index, warmup, class, open-loop slot). A
         #: decision taken mid-level must see the ones still waiting for their first token (the slow tail).
         self._active: dict[int, tuple[Any, int, bool, str | None, Any]] = {}
@@ -80,6 +84,8 @@ class Recorder:
         """
         self.buffer.add(rec, user=user, level=level, level_index=level_index, warmup=warmup, **tags)
         self.total += 1
+        if not warmup and rec.error_kind != "cancelled":
+            self.measured_done[level_index] = self.measured_done.get(level_index, 0) + 1
 
     def start(self) -> None:
         self._greenlet = gevent.spawn(self._loop)
@@ -101,7 +107,9 @@ class Recorder:
         with no finished record), so the process that decides levels sees them.
         """
         in_flight = self.in_flight()
-        if len(self.buffer) or in_flight["start_wall"]:
+        # after a snapshot with requests in flight, one empty one too: the master's view must not stay stale
+        if len(self.buffer) or in_flight["start_wall"] or self._busy_last:
+            self._busy_last = bool(in_flight["start_wall"])
             batch = self.buffer.take()
             batch["in_flight"] = in_flight
             batch["source"] = self.buffer.worker

@@ -22,6 +22,7 @@ import gevent.event
 from locust.env import Environment
 from locust.runners import STATE_STOPPED, Runner
 
+from loadtest.load.hold import hold_cap_s, measured_running
 from loadtest.load.levels import LevelClock, LevelSpan
 from loadtest.load.monitor import SelfMonitor
 from loadtest.load.recorder import Recorder
@@ -29,23 +30,21 @@ from loadtest.analysis.decide import LookSchedule
 from loadtest.load.open_loop import ArrivalScheduler
 from loadtest.load.shape import Decide, RateShape, SteppedShape
 from loadtest.load.stopping import stop_users_reliably
+from loadtest.load.ticks import tick_often
 from loadtest.load.user import UserSettings, make_user_class
 from loadtest.scenario import Scenario
 
 if TYPE_CHECKING:
     import pandas as pd
 
-#: The longest a batch waits for its last level's queued requests to get a first token.
-MAX_DRAIN_S = 30.0
-
 #: How long a background thread may hold the GIL before the event loop gets it.
 SWITCH_INTERVAL_S = 0.0005
 
 
 def arrival_horizon_s(scenario: Scenario) -> float:
-    """How far ahead an open-loop level's arrivals are drawn: its longest possible run (+ ticks)."""
+    """How far ahead an open-loop level's arrivals are drawn: its longest possible run (+ ticks and its hold)."""
     load = scenario.load
-    return max(load.max_duration_s, load.level_duration_s) + 5.0
+    return max(load.max_duration_s, load.level_duration_s) + 5.0 + hold_cap_s(scenario.target.timeout_s)
 
 
 def tune_interpreter() -> None:
@@ -97,6 +96,7 @@ class LoadSession:
     runner: Runner = field(init=False)
     #: Open loop: releases each level's arrivals to this process's users (None in closed loop).
     scheduler: ArrivalScheduler | None = field(init=False, default=None)
+    _look_requests: int | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.scheduler = self.make_scheduler()
@@ -104,6 +104,7 @@ class LoadSession:
         self.env = Environment(user_classes=[user_class], host=self.scenario.target.base_url, parsed_options=library_options())
         stop_users_reliably(self.env)
         self.runner = self.create_runner()
+        tick_often(self.runner)  # looks and holds end on time, not at Locust's next 1 s tick
         tune_interpreter()
 
     def create_runner(self) -> Runner:
@@ -139,9 +140,11 @@ class LoadSession:
         """
         duration = self.scenario.load.level_duration_s
         schedule = self.schedule if self.decide is not None else None
+        cap = hold_cap_s(self.scenario.target.timeout_s)
         common = dict(
             first_index=first_index, refine=refine,
             on_level_change=self.level_changed, schedule=schedule, decide=self.decide, stop_on_fail=stop_on_fail,
+            pending=self.pending, hold_cap_s=cap, enough=self.enough_for_a_look,
         )
         shape: SteppedShape
         if self.scenario.load.open_loop:  # levels are rates (requests/s)
@@ -151,9 +154,10 @@ class LoadSession:
         self.env.shape_class = shape
         shape.runner = self.runner
         self.runner.start_shape()
-        # Bounded: each level ends by its longest duration (+1 s per tick, and the time to judge it).
+        # Bounded: each level ends by its longest duration (+1 s per tick, and the time to judge it),
+        # and its hold by the hold's cap.
         longest = schedule.max_s + 2 * len(schedule.looks) if schedule is not None else duration
-        deadline = time.monotonic() + len(levels) * (longest + 2) + 30
+        deadline = time.monotonic() + len(levels) * (longest + cap + 2) + 30
         try:
             gevent.sleep(0.1)
             while (
@@ -165,38 +169,36 @@ class LoadSession:
                 gevent.sleep(0.1)
                 self.poll()
         finally:
-            last = shape.spans[-1] if shape.spans else None
-            shape.finish()  # close the last span first: requests cut from here on are "cancelled"
-            if last is not None and not self.stop_requested.is_set():
-                self.drain_first_tokens(last)
+            shape.finish()  # close the last span (and a hold cut short): requests cut from here on are "cancelled"
             self.runner.stop()
         return shape.spans
 
-    def drain_first_tokens(self, span: LevelSpan) -> None:
-        """Before users stop, let the level's requests still waiting for a first token get it.
+    def enough_for_a_look(self, span: LevelSpan) -> bool:
+        """Has ``span`` measured as many finished requests as a look needs (this process's records)?"""
+        return self.recorder.measured_done.get(span.index, 0) >= self.look_requests
 
-        The users keep running at the same concurrency (so the wait is the one this
-        level causes), but the level's window has closed: requests they start now
-        are not measured. Stopping at once would cut exactly the slowest requests,
-        the ones still queued, and bias TTFT low at the level that ends a probe.
-        Bounded by ``target.timeout_s`` and :data:`MAX_DRAIN_S`; whatever is still
-        waiting then is cut and counted as censored (see ``analysis/frame.py``).
-        """
-        if self.in_flight is None or span.end_wall is None:
-            return
-        deadline = time.monotonic() + min(self.scenario.target.timeout_s, MAX_DRAIN_S)
-        while time.monotonic() < deadline and not self.stop_requested.is_set():
-            running = self.in_flight()
-            if not len(running):
-                break
-            waiting = (
-                (running["level_index"] == span.index)
-                & (running["start_wall"] < span.end_wall)
-                & running["ttft_ms"].isna()
-            )
-            if not waiting.any():
-                break
-            gevent.sleep(0.05)
+    @property
+    def look_requests(self) -> int:
+        """Requests a look waits for: :func:`~loadtest.analysis.decide.requests_for_a_look` of the run's SLOs."""
+        from loadtest.analysis.classes import class_slos
+        from loadtest.analysis.decide import requests_for_a_look
+        from loadtest.analysis.slo import SloSpec
+
+        if self._look_requests is None:
+            run = {"scenario": self.scenario.public_dict()}
+            top, per_class = class_slos(run, SloSpec.from_dict(run["scenario"].get("slo")))
+            self._look_requests = requests_for_a_look([top, *per_class.values()])
+        return self._look_requests
+
+    def running_now(self) -> "pd.DataFrame":
+        """The requests in flight in this process now (see :data:`loadtest.analysis.decide.IN_FLIGHT_COLUMNS`)."""
+        import pandas as pd
+
+        return pd.DataFrame(self.recorder.in_flight())
+
+    def pending(self, span: LevelSpan) -> int:
+        """How many of ``span``'s measured requests are still running (the hold waits for them)."""
+        return measured_running(self.running_now(), span)
 
     def poll(self) -> None:
         """Called ten times a second while a batch runs (the master checks its workers here)."""

@@ -1,6 +1,6 @@
 """The stepped load shape: hold each concurrency level until its verdict is decided.
 
-Locust calls :meth:`SteppedShape.tick` about once a second; we answer with the
+The runner calls :meth:`SteppedShape.tick` ten times a second (:mod:`ticks`); we answer with the
 user count for the current step. Closed-loop concurrency is Locust's own model
 (N users, each sending its next request when the last one ends), so a level is
 simply "N users". Users are spawned at once (a high spawn rate) so that the
@@ -11,22 +11,35 @@ one, the level is looked at on a fixed schedule
 (:class:`~loadtest.analysis.decide.LookSchedule`: ``min_level_duration_s``,
 doubling, up to ``max_level_duration_s``). A look that finds the level decided
 (pass or fail) ends it; an undecided level runs on to the next look, and ends
-undecided at the last one. With ``stop_on_fail`` a certain failure also ends
+undecided at the last one. A due look waits until the level has measured
+enough requests for its percentiles (``enough``; ``requests_for_a_look``):
+at low load, 20 requests for a p95 take longer than the first look's time.
+With ``stop_on_fail`` a certain failure also ends
 the batch: the levels above it would fail too, and refinement starts from it.
 Each span records how long it ran, every look and why it ended.
+
+Between a level's end and the next level (or the end of the batch) comes its
+*hold* (:mod:`loadtest.load.hold`): with a ``pending`` callback, the level's
+users (or rate) stay in force until the requests it measured have finished, so
+that none of them is judged at the next level's load.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Callable
 
 from locust import LoadTestShape
 
 from loadtest.analysis.decide import Decision, LookSchedule
+from loadtest.load.hold import HOLD_CAP_S, Hold, Pending
 from loadtest.load.levels import LevelClock, LevelSpan
 
 Decide = Callable[[LevelSpan], Decision]
+
+#: A look that waits for enough requests is tried again this often (seconds) after it was due.
+DEFER_STEP_S = 1.0
 
 #: Users started per second when a level begins: effectively "all at once".
 SPAWN_RATE = 10_000
@@ -49,6 +62,9 @@ class SteppedShape(LoadTestShape):
         schedule: LookSchedule | None = None,
         decide: Decide | None = None,
         stop_on_fail: bool = False,
+        pending: Pending | None = None,
+        hold_cap_s: float = HOLD_CAP_S,
+        enough: Callable[[LevelSpan], bool] | None = None,
     ) -> None:
         super().__init__()
         self.levels = list(levels)
@@ -60,6 +76,15 @@ class SteppedShape(LoadTestShape):
         self.schedule = schedule
         self.decide = decide if schedule is not None else None
         self.stop_on_fail = stop_on_fail
+        #: The measured requests of a level still in flight; None: no hold (the next level starts at once).
+        self.pending = pending
+        self.hold_cap_s = hold_cap_s
+        #: Has a level measured enough requests for a look to decide? None: every look is taken when due.
+        self.enough = enough
+        self._hold: Hold | None = None
+        #: The last grid point (seconds into the level) at which a waiting look checked its count.
+        self._checked = -1.0
+        self._after_hold = 0
         self.spans: list[LevelSpan] = []
         self._current: LevelSpan | None = None
         self._entered = 0.0
@@ -71,16 +96,23 @@ class SteppedShape(LoadTestShape):
         self._last_users = 0
 
     def tick(self) -> tuple[int, float] | None:
-        # Locust ticks about once a second, so a level ends at the first tick
-        # after it is due: levels last their duration to duration + 1 s, never less.
+        # The runner ticks every 0.1 s (load/ticks.py), so a level ends at the first tick
+        # after it is due: levels last their duration to duration + 0.1 s, never less.
         if self.done:
             return self._last_users, SPAWN_RATE
-        if self._current is None:
+        if self._hold is not None:
+            if not self._hold.over():
+                return self._last_users, SPAWN_RATE  # the level's load stays until its requests finish
+            self._hold = None
+            step = self._after_hold
+        elif self._current is None:
             step = 0 if not self.spans else len(self.levels)
         elif self._level_over(time.perf_counter() - self._entered):
             step = self._current.index - self.first_index + 1
             if self.stop_on_fail and self._current.decision.get("verdict") == "fail":
                 step = len(self.levels)  # a certain failure: the levels above it are not needed
+            if self._start_hold(step):
+                return self._last_users, SPAWN_RATE
         else:
             step = self._current.index - self.first_index
         if step >= len(self.levels):
@@ -91,6 +123,23 @@ class SteppedShape(LoadTestShape):
             self._enter(step)
         self._last_users = self.users(step)
         return self._last_users, SPAWN_RATE
+
+    def _start_hold(self, step: int) -> bool:
+        """The current level's window has ended: hold its load before ``step``? (True: holding.)"""
+        span = self._current
+        if self.pending is None or span is None:
+            return False
+        if span.end_wall is None:
+            span.end_wall = time.time()  # the window ends now; the hold follows it
+        # Also at the end of a batch, and also after a certain failure: its requests finish at the
+        # load they ran under. (Holding a failed level only until first tokens saved about a second
+        # per failing probe, but a stream cut soon after its first token reads a TPOT of its partial
+        # gap: 227 ms against the 164 ms truth at 8 users of ITL = 20 + 18c.)
+        hold = Hold(span, self.pending, self.hold_cap_s)
+        if hold.over():
+            return False
+        self._hold, self._after_hold = hold, step
+        return True
 
     def users(self, step: int) -> int:
         """How many users run at ``step`` (closed loop: the level itself)."""
@@ -112,13 +161,19 @@ class SteppedShape(LoadTestShape):
                 return True
             return False
         while self._looks and elapsed >= self._looks[0]:
+            if self._deferred(elapsed):
+                return False
             at = self._looks.pop(0)
             # The look judges the level as of this instant; if it ends the level, the
             # level's window ends here too, so the saved run holds exactly the data the
             # verdict was taken on (not the few requests started while it was judged).
             span.looked_at = time.time()
             decision = self.decide(span)
-            span.looks.append({"at_s": at, "wall": span.looked_at, "verdict": decision.verdict, "why": decision.why})
+            span.looks.append({
+                "at_s": at, "wall": span.looked_at, "verdict": decision.verdict, "why": decision.why,
+                # when it was taken (later than at_s when it waited for enough requests)
+                "taken_s": round(elapsed, 3),
+            })
             last = not self._looks
             if decision.decided or last:
                 ended = "decided" if decision.decided else "undecided_at_max"
@@ -140,8 +195,37 @@ class SteppedShape(LoadTestShape):
             elapsed = time.perf_counter() - self._entered
         return False
 
+    def _deferred(self, elapsed: float) -> bool:
+        """Does the due look wait for more requests? (see ``enough``; never the last look)
+
+        A look on a level that has measured too few requests for its percentiles
+        can only say "too few samples". It waits, tick by tick, until the level has
+        enough (checked once a second from its due time); when the next look falls due first, the waiting one is dropped and
+        the next takes its place, so a level never takes more looks than the
+        schedule's K that the confidence is corrected for.
+        """
+        if self.enough is None or self._current is None:
+            return False
+        while len(self._looks) > 1:
+            due = self._looks[0]
+            if elapsed >= self._looks[1]:
+                self._looks.pop(0)  # never enough before the next look: that one takes its place
+                continue
+            # Checked on a grid from the due time, not at the tick the count is reached: that tick
+            # comes just as a request ends, and in a TTFT-bound level a wave of them ends together,
+            # when the requests in flight have waited least. A look there would see the shortest waits.
+            point = due + math.floor((elapsed - due) / DEFER_STEP_S) * DEFER_STEP_S
+            if point <= self._checked:
+                return True
+            self._checked = point
+            return not self.enough(self._current)
+        return False
+
     def finish(self) -> None:
         """End the current level now (the run is stopping)."""
+        if self._hold is not None:
+            self._hold.finish("stopped", censored=self._hold.pending(self._hold.span))
+            self._hold = None
         if self._current is not None:
             self._enter(None)
 
@@ -158,6 +242,7 @@ class SteppedShape(LoadTestShape):
             self._current = span
             self._entered = time.perf_counter()
             self._looks = list(self.schedule.looks) if self.schedule is not None else []
+            self._checked = -1.0
         if self.on_level_change is not None and (previous is not None or step is not None):
             self.on_level_change(previous, self._current)
 

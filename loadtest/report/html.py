@@ -31,7 +31,7 @@ from loadtest.analysis.capacity import ci_label, fmt_ms
 from loadtest.analysis.results import Analysis, LevelResult
 from loadtest.analysis.slo import METRIC_LABELS
 from loadtest.redact import scrub
-from loadtest.report.terminal import describe_ending
+from loadtest.report.terminal import describe_ending, describe_hold
 from loadtest.report.workload_figures import class_figure, has_classes, has_turns, turn_figure
 
 REPORT_HTML = "report.html"
@@ -542,6 +542,8 @@ def _ran_cell(decision: dict) -> str:
         for look in decision.get("looks_taken") or []
     )
     why = describe_ending(decision)
+    held = describe_hold(decision.get("hold"))  # how long its load stayed for its measured requests
+    why += f"; {held}" if held else ""
     return f"<td class='num' title='{_e(looks)}'>{decision['ran_s']:.0f} s<br><span class='dim'>{_e(why)}</span></td>"
 
 

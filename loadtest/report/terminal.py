@@ -191,6 +191,18 @@ def describe_ending(decision: dict) -> str:
     return str(ended)
 
 
+def describe_hold(hold: dict | None) -> str:
+    """``"held 1.2 s for 4 requests"`` / ``"held 30 s (cap): 2 cut"``: the level's hold (load/hold.py), or ""."""
+    if not hold:
+        return ""
+    text = f"held {float(hold.get('held_s') or 0):.1f} s for {int(hold.get('waited_for') or 0)} requests"
+    if hold.get("ended") == "cap":
+        text += f" (cap): {int(hold.get('censored') or 0)} cut"
+    elif hold.get("ended") == "stopped":
+        text += " (run stopped)"
+    return text
+
+
 #: How a level's length is marked: ended early once decided, or run past level_duration_s.
 RAN_MARKS = {"decided_early": " <", "decided_after_extension": " +", "undecided_at_max": " +?"}
 
