@@ -32,7 +32,10 @@ from runkit import loadtest, write_scenario
 
 ROOFLINE = ["--roofline-hbm-gbps", "1000", "--roofline-tflops", "16", "--roofline-params-b", "8",
             "--roofline-bytes-per-weight", "2", "--roofline-kv-bytes-per-token", "4e6", "--roofline-overhead-ms", "0.5"]
-FAST = ["--prefill-s", "8", "--max-prompt-tokens", "512", "--decode-level-s", "4", "--warmup", "1",
+# 6 s decode levels: with 4 s, after the hold landed (#23: only requests started in the window are
+# measured, so fewer gaps per level), per_seq_ms came out +10.2% (3 of 3 in one suite run), just past
+# the 10% the issue asks for; 6 s gives each level enough gaps for the slope.
+FAST = ["--prefill-s", "8", "--max-prompt-tokens", "512", "--decode-level-s", "6", "--warmup", "1",
         "--decode-prompt-tokens", "8", "--decode-max-tokens", "96"]
 
 
