@@ -133,7 +133,7 @@ def setup_file_logging(log_file: Path, guard: FolderGuard | None = None) -> None
 
 
 def initial_meta(scenario: Scenario, options: RunOptions | None = None) -> dict[str, Any]:
-    import locust
+    from importlib.metadata import version  # not 'import locust': that monkey-patches the process
 
     from loadtest.analysis.decide import LookSchedule
     from loadtest.compare.fingerprint import fingerprint
@@ -158,7 +158,7 @@ def initial_meta(scenario: Scenario, options: RunOptions | None = None) -> dict[
         "name": scenario.name,
         "tool_version": __version__,
         "python": platform.python_version(),
-        "locust": locust.__version__,
+        "locust": version("locust"),
         "host": host_facts(),
         "target": {"base_url": public_url(t.base_url), "model": t.model, "api": t.api},
         "scenario": scenario.public_dict(),

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pandas as pd
 
@@ -146,7 +149,7 @@ def test_a_class_look_is_not_carried_to_another_slo():
     assert level.status == "uncertain" and level.classes["long"].status == "uncertain"
 
 
-def test_the_shape_holds_a_levels_users_until_its_measured_requests_finish():
+def _shape_holds_a_levels_users_until_its_measured_requests_finish() -> None:
     from loadtest.load.levels import LevelClock
     from loadtest.load.shape import SteppedShape
 
@@ -168,7 +171,7 @@ def test_the_shape_holds_a_levels_users_until_its_measured_requests_finish():
     assert shape.done and shape.spans[1].hold["held_s"] < 0.05
 
 
-def test_a_look_waits_for_enough_requests_and_never_exceeds_the_schedule():
+def _look_waits_for_enough_requests_and_never_exceeds_the_schedule() -> None:
     from loadtest.analysis.decide import Decision, LookSchedule, requests_for_a_look
     from loadtest.load.levels import LevelClock
     from loadtest.load.shape import SteppedShape
@@ -201,3 +204,24 @@ def test_a_look_waits_for_enough_requests_and_never_exceeds_the_schedule():
     assert shape._level_over(40.0)  # … and is dropped for the last one, which ends the level
     assert len(calls) == 2 <= len(schedule.looks)
     assert shape.spans[0].decision["ended"] == "undecided_at_max"
+
+
+def _in_a_child(body: str) -> None:
+    """Run one of this file's test bodies in a fresh interpreter.
+
+    Why: the shape imports Locust, which monkey-patches the process with gevent; in
+    pytest's own process that would turn every later test's ``time.sleep`` cooperative
+    and ``ssl`` half-patched (test_monitor's loop stall, the TLS fixtures).
+    """
+    code = f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import test_hold; test_hold.{body}()"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+
+def test_the_shape_holds_a_levels_users_until_its_measured_requests_finish():
+    _in_a_child("_shape_holds_a_levels_users_until_its_measured_requests_finish")
+
+
+def test_a_look_waits_for_enough_requests_and_never_exceeds_the_schedule():
+    _in_a_child("_look_waits_for_enough_requests_and_never_exceeds_the_schedule")
