@@ -15,12 +15,17 @@ its end, the largest RSS after the first minute relative to the one-minute
 figure (target: within +10%), and how linear the folder's growth is (bytes per
 minute in the second half over the first half; 1.0 is linear).
 
-    python benchmarks/bench_soak.py [--minutes 30] [--streams 100] [--every 10] [--json PATH]
+    python benchmarks/bench_soak.py [--minutes 30] [--streams 100] [--every 10] [--json PATH] [--probe JSONL]
+
+``--probe`` runs the client under ``_memprobe.py``, which says where growth
+lives: malloc's bytes in use against its free arena bytes (fragmentation),
+Arrow's pool, and live Python objects by type (a Python-level leak).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -130,15 +135,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settle", type=float, default=60.0,
                         help="growth is measured from this far into the level (default: the first minute)")
     parser.add_argument("--json", default=None)
+    parser.add_argument("--probe", default=None, metavar="JSONL",
+                        help="run the client under benchmarks/_memprobe.py and write its memory breakdown "
+                             "(malloc in use vs free in arenas, Arrow's pool, live Python objects by type) here")
+    parser.add_argument("--probe-every", type=float, default=60.0, help="seconds between probe samples")
     args = parser.parse_args(argv)
     seconds = args.minutes * 60
     with tempfile.TemporaryDirectory(prefix="bench-soak-") as tmp, MockServer(ENGINE) as mock:
         folder = Path(tmp)
         scenario = write_scenario(folder, mock.base_url, args.streams, seconds)
         out = folder / "run"
+        launcher = ["-m", "loadtest"]
+        env = dict(os.environ)
+        if args.probe:
+            launcher = [str(Path(__file__).with_name("_memprobe.py"))]
+            env.update(MEMPROBE_PATH=str(Path(args.probe).resolve()), MEMPROBE_EVERY_S=str(args.probe_every))
         proc = subprocess.Popen(
-            [sys.executable, "-m", "loadtest", "run", str(scenario), "--out", str(out)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+            [sys.executable, *launcher, "run", str(scenario), "--out", str(out)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=env,
         )
         try:
             samples = sample_run(proc, out, seconds, args.every)
