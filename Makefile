@@ -32,10 +32,10 @@ bench: $(STAMP)
 
 # the documentation site (mkdocs.yml, docs/): built with --strict, so a broken link fails it
 docs: $(STAMP)
-	$(BIN)/python -m mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict
 
 docs-serve: $(STAMP)
-	$(BIN)/python -m mkdocs serve --dev-addr 127.0.0.1:8000
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs serve --dev-addr 127.0.0.1:8000
 
 clean:
 	rm -rf $(VENV) .pytest_cache site
