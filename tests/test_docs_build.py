@@ -30,7 +30,8 @@ import pytest
 
 from loadtest.cli import build_parser
 
-ROOT = Path(__file__).resolve().parents[1]
+# the repository root: the folder above this file that holds mkdocs.yml (wherever tests/ nests it)
+ROOT = next(p for p in Path(__file__).resolve().parents if (p / "mkdocs.yml").is_file())
 DOCS = ROOT / "docs"
 
 

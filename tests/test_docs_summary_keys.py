@@ -22,7 +22,8 @@ import yaml
 
 from loadtest.mock import MockServer
 
-ROOT = Path(__file__).resolve().parents[1]
+# the repository root: the folder above this file that holds mkdocs.yml (wherever tests/ nests it)
+ROOT = next(p for p in Path(__file__).resolve().parents if (p / "mkdocs.yml").is_file())
 REFERENCE = ROOT / "docs" / "run-folder.md"
 
 
