@@ -30,11 +30,10 @@ from typing import Any, Sequence
 from loadtest.analysis.bootstrap import rng_for
 from loadtest.compare import noise
 from loadtest.compare.capacity import CapacityBounds, capacity_change
-from loadtest.compare.engine import (
-    Change, Comparison, _severity, classify, compare_runs, describe_change, require_same_workload, side_fingerprint,
-    untrusted_note,
-)
-from loadtest.compare.fingerprint import fingerprint_of_run
+from loadtest.compare.change import Change, classify, describe_change, untrusted_note
+from loadtest.compare.change import severity as _severity
+from loadtest.compare.engine import Comparison, compare_runs, require_same_workload, side_fingerprint
+from loadtest.fingerprint import fingerprint_of_run
 from loadtest.compare.inputs import RUN_JSON, SUMMARY_JSON, RunInput, load_run
 from loadtest.compare.rules import CAPACITY, ERROR_RATE, Rules
 from loadtest.compare.stationarity import hold_drifting

@@ -31,12 +31,13 @@ from plotly.subplots import make_subplots
 
 from loadtest.compare.capacity import CapacityBounds
 from loadtest.compare.changepoints import ChangePoint, gate_failures, level_value, mark_newest, series_change_points
-from loadtest.compare.fingerprint import fingerprint_of_run
+from loadtest.fingerprint import fingerprint_of_run
 from loadtest.compare.inputs import RUN_JSON, SUMMARY_JSON
 from loadtest.compare.rules import ERROR_RATE, THROUGHPUT, Rules
 from loadtest.errors import InputError, LoadtestError
 from loadtest.paths import PathError, input_folder, read_run_json
-from loadtest.report.html import figure_html, page_style
+from loadtest.report.page import PAGE_STYLE as page_style
+from loadtest.report.plotting import figure_html
 
 REGRESSED = "regression"
 

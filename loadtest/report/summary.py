@@ -47,6 +47,7 @@ import numpy as np
 
 from loadtest import __version__
 from loadtest.analysis.results import REPORTED, Analysis, Capacity, Check, LevelResult, Stats
+from loadtest.fingerprint import fingerprint_of_run
 from loadtest.redact import scrub
 
 SUMMARY_JSON = "summary.json"
@@ -383,8 +384,6 @@ def summary_dict(analysis: Analysis) -> dict[str, Any]:
 
 def _fingerprint(run: dict[str, Any]) -> dict[str, Any] | None:
     """The workload fingerprint (``loadtest compare``): stored in run.json, or recomputed for older runs."""
-    from loadtest.compare.fingerprint import fingerprint_of_run
-
     if not run.get("compare_fingerprint") and not run.get("workload_fingerprint") and not isinstance(run.get("scenario"), dict):
         return None
     return fingerprint_of_run(run)
