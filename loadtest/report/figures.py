@@ -16,6 +16,7 @@ from plotly.subplots import make_subplots
 
 from loadtest.analysis.results import Analysis
 from loadtest.analysis.slo import METRIC_LABELS
+from loadtest.metric_registry import BY_NAME, names
 from loadtest.report.plotting import (
     PCT_COLOURS,
     STATUS_COLOURS,
@@ -32,11 +33,11 @@ TIMELINE_BINS = 1500
 
 def latency_figure(analysis: Analysis) -> go.Figure:
     """TTFT, ITL, TPOT and e2e percentiles against concurrency, with SLO limits and CI bands."""
-    metrics = ["ttft_ms", "itl_ms", "tpot_ms", "e2e_ms"]
+    metrics = list(names(report_figure=True))
     fig = make_subplots(
-        rows=2,
+        rows=(len(metrics) + 1) // 2,
         cols=2,
-        subplot_titles=[f"{METRIC_LABELS[m]} (ms{', per token' if m == 'itl_ms' else ''})" for m in metrics],
+        subplot_titles=[f"{METRIC_LABELS[m]} ({_unit(m)})" for m in metrics],
         horizontal_spacing=0.08,
         vertical_spacing=0.14,
     )
@@ -108,8 +109,9 @@ def throughput_figure(analysis: Analysis) -> go.Figure:
 def knee_figure(analysis: Analysis) -> go.Figure:
     """Latency against delivered throughput: where more load stops buying tokens/s."""
     levels = [lv for lv in analysis.levels if lv.status != "no_data"]
-    fig = make_subplots(rows=1, cols=2, subplot_titles=["p95 TTFT (ms)", "p95 ITL (ms per token)"])
-    for col, metric in ((1, "ttft_ms"), (2, "itl_ms")):
+    knee = names(report_knee=True)
+    fig = make_subplots(rows=1, cols=len(knee), subplot_titles=[f"p95 {METRIC_LABELS[m]} ({BY_NAME[m].unit})" for m in knee])
+    for col, metric in enumerate(knee, start=1):
         fig.add_trace(
             go.Scatter(
                 x=finite(lv.output_tokens_per_s for lv in levels),
@@ -137,8 +139,9 @@ def knee_figure(analysis: Analysis) -> go.Figure:
 
 
 def distribution_figure(analysis: Analysis) -> go.Figure:
-    fig = make_subplots(rows=1, cols=2, subplot_titles=["TTFT (ms)", "ITL (ms per token)"])
-    for col, metric in ((1, "ttft_ms"), (2, "itl_ms")):
+    knee = names(report_knee=True)
+    fig = make_subplots(rows=1, cols=len(knee), subplot_titles=[f"{METRIC_LABELS[m]} ({BY_NAME[m].unit})" for m in knee])
+    for col, metric in enumerate(knee, start=1):
         for lv in analysis.levels:
             values = lv.samples.get(metric)
             if values is None or not len(values):
@@ -200,3 +203,8 @@ def timeline_figure(analysis: Analysis) -> go.Figure:
     fig.update_layout(height=400, title="Run timeline", bargap=0)
     return fig
 
+
+
+def _unit(metric: str) -> str:
+    """A subplot title's unit: ``ms``, or ``ms, per token`` for ITL."""
+    return BY_NAME[metric].unit.replace("ms per token", "ms, per token")

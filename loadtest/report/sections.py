@@ -15,7 +15,11 @@ from loadtest.analysis.capacity import ci_label, fmt_ms
 from loadtest.analysis.results import Analysis, LevelResult
 from loadtest.report.page import esc as _e
 from loadtest.report.plotting import STATUS_COLOURS, VERDICT_COLOURS
+from loadtest.metric_registry import METRICS
 from loadtest.report.terminal import describe_ending, describe_hold
+
+#: The latency cells of the per-level table: (metric, percentile), from the registry's ``report_table``.
+_TABLE_CELLS = [(m, pct) for m in METRICS for pct in m.report_table]
 
 
 def header(analysis: Analysis) -> str:
@@ -162,9 +166,9 @@ def _cell_ms(level: LevelResult, metric: str, pct: str) -> str:
 def levels_table(analysis: Analysis) -> str:
     unit = "offered req/s" if any(lv.rate_rps is not None for lv in analysis.levels) else "users"
     head = (
-        f"<tr><th>{unit}</th><th>requests</th><th>errors</th><th>TTFT p50</th><th>TTFT p95</th><th>TTFT p99</th>"
-        "<th>ITL p50</th><th>ITL p95</th><th>ITL p99</th><th>TPOT p95</th><th>e2e p95</th><th>req/s</th>"
-        "<th>tok/s</th><th>goodput</th><th>spillover</th><th>ran</th><th>verdict</th></tr>"
+        f"<tr><th>{unit}</th><th>requests</th><th>errors</th>"
+        + "".join(f"<th>{_e(m.short_label)} {pct}</th>" for m, pct in _TABLE_CELLS)
+        + "<th>req/s</th><th>tok/s</th><th>goodput</th><th>spillover</th><th>ran</th><th>verdict</th></tr>"
     )
     rows = []
     for lv in analysis.levels:
@@ -179,9 +183,7 @@ def levels_table(analysis: Analysis) -> str:
         rows.append(
             "<tr>"
             f"<td class='num'>{lv.load:g}</td><td class='num'>{lv.requests}</td><td class='num'>{_e(err)}</td>"
-            + _cell_ms(lv, "ttft_ms", "p50") + _cell_ms(lv, "ttft_ms", "p95") + _cell_ms(lv, "ttft_ms", "p99")
-            + _cell_ms(lv, "itl_ms", "p50") + _cell_ms(lv, "itl_ms", "p95") + _cell_ms(lv, "itl_ms", "p99")
-            + _cell_ms(lv, "tpot_ms", "p95") + _cell_ms(lv, "e2e_ms", "p95")
+            + "".join(_cell_ms(lv, m.name, pct) for m, pct in _TABLE_CELLS)
             + f"<td class='num'>{_num(lv.requests_per_s, '.2f')}</td>"
             f"<td class='num'>{_num(lv.output_tokens_per_s, '.0f')}</td>"
             f"<td class='num'>{_num(lv.goodput_rps, '.2f')}</td><td class='num'>{lv.spillover}</td>"

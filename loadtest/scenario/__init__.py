@@ -7,14 +7,15 @@ is editing a YAML file, not a Python model.
 
 The models live in private modules, one section of the YAML each:
 ``_target`` (``target:``), ``_workload`` (``workload:``), ``_load`` (``load:``),
-``_slo`` (``slo:``), ``_model`` (the whole file and its reading) and
-``_errors`` (the one-line messages). Import from here.
+``_model`` (the whole file and its reading) and ``_errors`` (the one-line
+messages). The ``slo:`` block is the one SLO type the analysis uses too,
+:class:`~loadtest.analysis.slo.SloSpec`. Import from here.
 """
 
+from loadtest.analysis.slo import SloSpec
 from loadtest.scenario._errors import format_validation_error
 from loadtest.scenario._load import ClientLimits, Load
 from loadtest.scenario._model import Scenario, load_scenario, parse_scenario
-from loadtest.scenario._slo import Slo
 from loadtest.scenario._target import ServerMetrics, Target
 from loadtest.scenario._workload import (
     Conversation,
@@ -36,7 +37,7 @@ __all__ = [
     "Scenario",
     "ServerMetrics",
     "SharedPrefix",
-    "Slo",
+    "SloSpec",
     "Target",
     "TokenDistribution",
     "Workload",

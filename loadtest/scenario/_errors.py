@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
+
+from loadtest.analysis.slo import SloError
 
 
 _MESSAGES = {
@@ -77,4 +78,8 @@ def format_validation_error(err: ValidationError) -> str:
     path = _yaml_path(tuple(first["loc"]))
     more = len(err.errors()) - 1
     suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+    slo = (first.get("ctx") or {}).get("error")
+    if isinstance(slo, SloError):  # the SLO names the path below its block (slo.itl_ms.p97)
+        below = f".{slo.path}" if slo.path else ""
+        return f"{path}{below}: {slo.message}{suffix}"
     return f"{path}: {_describe(first)}{suffix}"

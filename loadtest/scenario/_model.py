@@ -14,7 +14,7 @@ from loadtest.facts import Cost, Hardware, ModelFacts
 from loadtest.scenario._base import _Strict
 from loadtest.scenario._errors import format_validation_error
 from loadtest.scenario._load import Load
-from loadtest.scenario._slo import Slo
+from loadtest.analysis.slo import SloSpec
 from loadtest.scenario._target import Target
 from loadtest.scenario._workload import RequestClass, Workload
 
@@ -24,7 +24,7 @@ class Scenario(_Strict):
     target: Target = Target()
     workload: Workload = Workload()
     load: Load
-    slo: Slo = Slo()
+    slo: SloSpec = SloSpec()
     #: Optional facts for the roofline and the cost (loadtest/facts.py); analysis only.
     hardware: Hardware | None = None
     model: ModelFacts | None = None

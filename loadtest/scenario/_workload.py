@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, field_validator
 
 from loadtest.scenario._base import _Strict
-from loadtest.scenario._slo import Slo
+from loadtest.analysis.slo import SloSpec
 
 
 class TokenDistribution(_Strict):
@@ -90,7 +90,7 @@ class RequestClass(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
     #: Share of requests (of conversations, in multi-turn use), relative to the other classes.
     weight: PositiveFloat = 1.0
-    slo: "Slo | None" = None
+    slo: SloSpec | None = None
     prompt_tokens: TokenDistribution | None = None
     max_tokens: PositiveInt | TokenDistribution | None = None
     ignore_eos: bool | None = None
