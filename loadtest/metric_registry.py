@@ -133,7 +133,8 @@ METRICS: tuple[Metric, ...] = (
     Metric(
         "goodput_rps", "goodput", "requests/s",
         "successful requests that ended in the window and met every per-request limit "
-        "(ttft <= tightest TTFT limit, tpot <= tightest ITL/TPOT limit, e2e <= tightest e2e limit), per second",
+        "(ttft <= tightest TTFT limit, ttfb <= tightest TTFB limit, tpot <= tightest ITL/TPOT limit, "
+        "e2e <= tightest e2e limit), per second",
         kind="rate", per="window",
     ),
     Metric(

@@ -40,6 +40,7 @@ import pandas as pd
 from loadtest.analysis.results import LevelStatus
 from loadtest.analysis.slo import SloSpec
 from loadtest.analysis.verdict import check_key
+from loadtest.metric_registry import names
 
 #: Overall chance of a wrong verdict per level that the schedule is corrected for.
 ALPHA = 0.05
@@ -75,8 +76,8 @@ class LookSchedule:
         return 1.0 - ALPHA / len(self.looks)
 
 
-#: Metrics whose samples are requests (one per request), not chunk gaps.
-PER_REQUEST = ("ttft_ms", "ttfb_ms", "tpot_ms", "e2e_ms")
+#: Metrics whose samples are requests (one per request), not chunk gaps: the registry's ``per="request"``.
+PER_REQUEST = names(kind="latency", per="request")
 #: Finished requests a look waits for when the SLO judges only chunk gaps (ITL): a level without
 #: a measured request is ``no_data``, and a look taken then is one spent on nothing. One is enough:
 #: ITL samples come from every chunk that arrives in the window, whichever request it belongs to.
