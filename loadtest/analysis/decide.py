@@ -37,6 +37,8 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from loadtest.analysis import analyze
+from loadtest.analysis.capacity import describe_check
 from loadtest.analysis.results import LevelStatus
 from loadtest.analysis.slo import SloSpec
 from loadtest.analysis.verdict import check_key
@@ -167,8 +169,6 @@ def decide_level(
     in_flight: pd.DataFrame | None = None,
 ) -> Decision:
     """The verdict of the running ``level`` (a run.json level entry) on the data so far."""
-    from loadtest.analysis import analyze
-
     index = int(level["index"])
     mine = requests[requests["level_index"] == index] if len(requests) else requests
     if in_flight is not None and len(in_flight):
@@ -186,8 +186,6 @@ def decide_level(
 
 
 def _why(level) -> str:
-    from loadtest.analysis.capacity import describe_check
-
     if level.status == "no_data":
         return "no request measured yet"
     if level.status == "pass":

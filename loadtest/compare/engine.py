@@ -42,17 +42,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from loadtest.analysis import analyze
 from loadtest.analysis.bootstrap import CONFIDENCE
 from loadtest.analysis.verdict import verdict_confidence
 from loadtest.analysis.slo import SloSpec
 from loadtest.compare.capacity import CapacityBounds, capacity_change
 from loadtest.compare.change import Change, severity
+from loadtest.compare.cost import cost_change
 from loadtest.fingerprint import differences, fingerprint_of_run, unverified_datasets
 from loadtest.compare.inputs import RunInput, load_run
 from loadtest.compare.rules import CAPACITY, Rules
 from loadtest.compare.level_changes import level_changes
 from loadtest.compare.samples import LevelSamples, level_samples
 from loadtest.errors import InputError
+from loadtest.report.summary import summary_dict
 
 EXIT_OK, EXIT_REGRESSION, EXIT_INCONCLUSIVE = 0, 1, 6
 
@@ -182,7 +185,6 @@ def compare_runs(baseline: Path | str, candidate: Path | str, rules: Rules, *, s
     ]
     changes += level_changes(side_b, side_c, samples_b, samples_c, latency_checks, rules, confidence, seed, warnings)
     changes.sort(key=severity)
-    from loadtest.compare.cost import cost_change
 
     cost = cost_change(side_b.summary, side_c.summary)
     return Comparison(side_b, side_c, slo_c.to_dict(), fp, rules, changes, warnings, confidence, cost)
@@ -239,9 +241,6 @@ def _judge(
     samples: dict[int, LevelSamples] = {}
     drifting: dict[int, Any] = {}
     if side.has_records:
-        from loadtest.analysis import analyze
-        from loadtest.report.summary import summary_dict
-
         analysis = analyze(side.requests, side.run, slo, seed=seed, confidence=confidence)
         summary = summary_dict(analysis)
         samples = level_samples(side.requests, analysis.run, analysis.requests)

@@ -19,6 +19,7 @@ from plotly.subplots import make_subplots
 from loadtest.compare.change import fmt_change
 from loadtest.compare.engine import Comparison
 from loadtest.compare.noise import fmt_interval
+from loadtest.compare.outputs import write_text
 from loadtest.compare.rules import ERROR_RATE, THROUGHPUT
 from loadtest.report.page import PAGE_STYLE as page_style
 from loadtest.report.page import esc as _e
@@ -154,6 +155,4 @@ def render_compare_html(cmp: Comparison) -> str:
 
 
 def write_compare_html(path, cmp: Comparison):
-    from loadtest.compare.outputs import write_text
-
     return write_text(path, render_compare_html(cmp))

@@ -19,6 +19,7 @@ from pathlib import Path
 from plotly.offline import get_plotlyjs
 
 from loadtest.analysis.results import Analysis
+from loadtest.records import replace_text
 from loadtest.redact import scrub
 from loadtest.report.figures import (
     distribution_figure,
@@ -38,6 +39,8 @@ from loadtest.report.sections import (
     scenario_section,
     warnings_section,
 )
+from loadtest.report.server_view import server_section
+from loadtest.report.why_html import why_section
 from loadtest.report.workload_figures import class_figure, has_classes, has_turns, turn_figure
 
 
@@ -81,15 +84,12 @@ def render_html(analysis: Analysis) -> str:
                     "failed requests. Shaded spans are warmups, not measured."))
     body = [f"<h1>{_e(analysis.name or 'Load test')}: capacity report</h1>", header(analysis)]
     body.append("<h2>Per level</h2>" + levels_table(analysis))
-    from loadtest.report.why_html import why_section
 
     body.append(why_section(analysis))
     for title, fig, note in figures:
         how = f"<p class='how'><b>How to read this:</b> {_e(note)}</p>" if note else ""
         body.append(f"<section class='figure'><h2>{_e(title)}</h2>{how}{figure_html(fig)}</section>")
     if has_data:
-        from loadtest.report.server_view import server_section
-
         body.append("<h2>Server view</h2>" + server_section(analysis, figure_html))
     body.append("<h2>Errors (measured windows)</h2>" + errors_section(analysis))
     body.append("<h2>Warnings</h2>" + warnings_section(analysis))
@@ -105,8 +105,6 @@ def render_html(analysis: Analysis) -> str:
 
 def write_html(run_dir: Path | str, analysis: Analysis) -> Path:
     """Write ``report.html`` atomically into the run folder."""
-    from loadtest.records import replace_text
-
     path = Path(run_dir) / REPORT_HTML
     # Error messages and URLs must hold no secret; plotly's own bundle is left as it is.
     bundle = get_plotlyjs()

@@ -10,6 +10,7 @@ import json
 import math
 from datetime import datetime, timezone
 from typing import Any
+import yaml
 
 from loadtest.analysis.capacity import ci_label, fmt_ms
 from loadtest.analysis.results import Analysis, LevelResult
@@ -322,8 +323,6 @@ def warnings_section(analysis: Analysis) -> str:
 def scenario_section(analysis: Analysis) -> str:
     scenario = analysis.run.get("scenario") or {}
     try:
-        import yaml
-
         text = yaml.safe_dump(scenario, sort_keys=False, allow_unicode=True)
     except Exception:  # unserializable values: fall back to JSON, which stringifies them
         text = json.dumps(scenario, indent=2, default=str)

@@ -17,6 +17,7 @@ from plotly.subplots import make_subplots
 
 from loadtest.analysis.results import Analysis
 from loadtest.analysis.signals import ROLE_LABELS
+from loadtest.report.autoscaling_yaml import render_autoscaling_yaml
 from loadtest.report.page import esc as _e
 from loadtest.report.plotting import concurrency_axis, level_steps, mark_capacity
 
@@ -186,8 +187,6 @@ def recommendation_table(analysis: Analysis) -> str:
 
 def server_section(analysis: Analysis, figure_html) -> str:
     """The whole "Server view" section (``figure_html`` renders a figure like the rest of the report)."""
-    from loadtest.report.autoscaling_yaml import render_autoscaling_yaml
-
     view = analysis.server
     a = analysis.autoscaling
     paragraph = f"<p class='message'>{_e(a.paragraph)}</p>" if a is not None else ""

@@ -47,9 +47,12 @@ import numpy as np
 
 from loadtest import __version__
 from loadtest.analysis.results import REPORTED, Analysis, Capacity, Check, LevelResult, Stats
+from loadtest.analysis.run_cost import run_cost
 from loadtest.fingerprint import fingerprint_of_run
 from loadtest.metric_registry import LATENCY_METRICS, METRICS, PERCENTILE_DEFINITION
+from loadtest.records import replace_text
 from loadtest.redact import scrub
+from loadtest.report.why import why
 
 SUMMARY_JSON = "summary.json"
 FORMAT = 1
@@ -319,9 +322,6 @@ def _iso(wall: Any) -> str | None:
 
 def summary_dict(analysis: Analysis) -> dict[str, Any]:
     """The summary as plain JSON-safe data."""
-    from loadtest.analysis.run_cost import run_cost
-    from loadtest.report.why import why
-
     run = analysis.run
     sources = analysis.token_source
     decode_fit, bounds = why(analysis)
@@ -383,8 +383,6 @@ def dumps(analysis: Analysis) -> str:
 
 def write_summary(run_dir: Path | str, analysis: Analysis) -> Path:
     """Write ``summary.json`` atomically into the run folder."""
-    from loadtest.records import replace_text
-
     path = Path(run_dir) / SUMMARY_JSON
     replace_text(path, scrub(dumps(analysis)) + "\n")  # error messages, URLs: no secret
     return path

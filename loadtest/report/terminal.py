@@ -18,6 +18,7 @@ from loadtest.analysis.capacity import fmt_ms
 from loadtest.analysis.results import Analysis, Check, LevelResult
 from loadtest.analysis.slo import METRIC_LABELS
 from loadtest.metric_registry import BY_NAME, names
+from loadtest.report.why import limits_line
 
 #: The latency columns of the per-level table and of the per-class table (the registry's flags).
 TERMINAL_METRICS = names(terminal=True)
@@ -245,7 +246,6 @@ def print_summary(analysis: Analysis, console: Console | None = None) -> None:
     scaling = analysis.autoscaling
     if scaling is not None and scaling.capacity is not None:
         console.print(Text(f"autoscaling: {scaling.paragraph}"))
-    from loadtest.report.why import limits_line
 
     line = limits_line(analysis)
     if line:

@@ -11,6 +11,8 @@ from pydantic import Field, ValidationError, model_validator
 
 from loadtest.errors import InputError
 from loadtest.facts import Cost, Hardware, ModelFacts
+from loadtest.paths import read_text
+from loadtest.redact import REDACTED, looks_secret_field, looks_secret_name, public_url, query_secrets, redact_body
 from loadtest.scenario._base import _Strict
 from loadtest.scenario._errors import format_validation_error
 from loadtest.scenario._load import Load
@@ -76,8 +78,6 @@ class Scenario(_Strict):
         Headers whose names look secret, URL userinfo and token-like query values
         are replaced; :mod:`loadtest.redact` scrubs the values themselves too.
         """
-        from loadtest.redact import REDACTED, looks_secret_field, looks_secret_name, public_url, query_secrets, redact_body
-
         data = self.model_dump(mode="json")
         target = data["target"]
         extra = target["secret_fields"]
@@ -114,8 +114,6 @@ def parse_scenario(data: Any, source: str = "scenario") -> Scenario:
 
 def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a scenario file; every problem is one :class:`InputError` line."""
-    from loadtest.paths import read_text
-
     path = Path(path)
     text = read_text(path, "scenario", kind="scenario file")
     try:

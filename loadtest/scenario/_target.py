@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, PositiveFloat, field_validator
 
+from loadtest.paths import pem_bundle_problem
 from loadtest.scenario._base import _Strict
 
 
@@ -62,8 +64,6 @@ class Target(_Strict):
     @property
     def metrics_url(self) -> str:
         """Where the server's Prometheus text is: ``metrics.url``, else the base URL's origin + /metrics."""
-        from urllib.parse import urlsplit
-
         if self.metrics.url:
             return self.metrics.url
         parts = urlsplit(self.base_url)
@@ -72,8 +72,6 @@ class Target(_Strict):
     @field_validator("ca_bundle")
     @classmethod
     def _bundle_exists(cls, v: str | None) -> str | None:
-        from loadtest.paths import pem_bundle_problem
-
         problem = pem_bundle_problem(v) if v is not None else None
         if problem:
             raise ValueError(problem)

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, field_validator
 
+from loadtest.paths import yaml_file_problem
 from loadtest.scenario._base import _Strict
 from loadtest.analysis.slo import SloSpec
 
@@ -39,8 +40,6 @@ class Dataset(_Strict):
     @field_validator("path")
     @classmethod
     def _file_exists(cls, v: str) -> str:
-        from loadtest.paths import yaml_file_problem
-
         problem = yaml_file_problem(v)
         if problem:
             raise ValueError(problem)
