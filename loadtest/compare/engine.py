@@ -42,7 +42,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from loadtest.analysis import analyze
 from loadtest.analysis.bootstrap import CONFIDENCE
 from loadtest.analysis.verdict import verdict_confidence
 from loadtest.analysis.slo import SloSpec
@@ -55,7 +54,6 @@ from loadtest.compare.rules import CAPACITY, Rules
 from loadtest.compare.level_changes import level_changes
 from loadtest.compare.samples import LevelSamples, level_samples
 from loadtest.errors import InputError
-from loadtest.report.summary import summary_dict
 
 EXIT_OK, EXIT_REGRESSION, EXIT_INCONCLUSIVE = 0, 1, 6
 
@@ -241,6 +239,11 @@ def _judge(
     samples: dict[int, LevelSamples] = {}
     drifting: dict[int, Any] = {}
     if side.has_records:
+        # Start-up time: the command line imports this module for every command (it builds the
+        # parsers); the analysis and the summary (pandas, and plotly through report/) load only here.
+        from loadtest.analysis import analyze
+        from loadtest.report.summary import summary_dict
+
         analysis = analyze(side.requests, side.run, slo, seed=seed, confidence=confidence)
         summary = summary_dict(analysis)
         samples = level_samples(side.requests, analysis.run, analysis.requests)

@@ -444,7 +444,7 @@ function draw(data) {
   const done = data.levels.filter(l => l.finished).sort((a, b) => a.concurrency - b.concurrency);
   for (const metric of Object.keys(data.metric_labels)) {
     const traces = [], shapes = [];
-    for (const pct of ["p50", "p95", "p99"]) {
+    for (const pct of done.length ? Object.keys(done[0][metric]) : []) {  // the percentiles the server sends
       traces.push({x: done.map(l => l.concurrency), y: done.map(l => l[metric][pct]), name: pct,
                    mode: "lines+markers", line: {color: COLORS[pct]}});
     }
