@@ -208,7 +208,7 @@ def _run_options(args: argparse.Namespace, RunOptions, out: Path, warmup: bool):
 def _check_baseline(args: argparse.Namespace, scenario) -> None:
     """Refuse before any load is sent: a missing baseline, or one of another workload (exit 2)."""
     from loadtest.compare.engine import require_same_workload, side_fingerprint
-    from loadtest.compare.fingerprint import fingerprint
+    from loadtest.fingerprint import fingerprint
     from loadtest.compare.gate import output_targets
     from loadtest.compare.inputs import load_run
     from loadtest.compare.rules import parse_rules

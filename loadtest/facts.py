@@ -13,13 +13,15 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, field_validator, model_validator
 
+from loadtest.accelerators import find_accelerator
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
 class Hardware(_Strict):
-    """What one replica runs on: a known accelerator (analysis/hardware.py) or explicit ceilings."""
+    """What one replica runs on: a known accelerator (loadtest/accelerators.py) or explicit ceilings."""
 
     accelerator: str | None = None
     #: Accelerators per replica (tensor parallel): bandwidth and FLOPS add up.
@@ -34,8 +36,6 @@ class Hardware(_Strict):
     @classmethod
     def _known(cls, v: str | None) -> str | None:
         if v is not None:
-            from loadtest.analysis.hardware import find_accelerator
-
             try:
                 find_accelerator(v)
             except Exception as err:  # InputError: its message names the known ones

@@ -136,7 +136,7 @@ def initial_meta(scenario: Scenario, options: RunOptions | None = None) -> dict[
     from importlib.metadata import version  # not 'import locust': that monkey-patches the process
 
     from loadtest.analysis.decide import LookSchedule
-    from loadtest.compare.fingerprint import fingerprint
+    from loadtest.fingerprint import fingerprint
     from loadtest.redact import public_url
     from loadtest.workload import prepare, workload_fingerprint
 

@@ -18,8 +18,8 @@ from loadtest.analysis.synthetic import closed_loop_rows, level_plan, run_dict
 from loadtest.cli import main
 from loadtest.compare.capacity import CapacityBounds, capacity_change
 from loadtest.compare.delta import percentile_replicates, relative_change
-from loadtest.compare.engine import classify
-from loadtest.compare.fingerprint import differences, fingerprint
+from loadtest.compare.change import classify
+from loadtest.fingerprint import differences, fingerprint
 from loadtest.compare.rules import parse_rules
 from loadtest.compare.samples import Clustered
 from loadtest.errors import InputError
@@ -362,7 +362,7 @@ def test_the_stored_fingerprint_with_its_hash_is_the_one_compare_uses(tmp_path):
     """run.json keeps the compare fingerprint (``compare_fingerprint``, with its ``hash`` and the
     dataset hashes taken at run time) beside the workload's own record (``workload_fingerprint``);
     a dataset edited after the run must not change the run's fingerprint."""
-    from loadtest.compare.fingerprint import fingerprint_of_run
+    from loadtest.fingerprint import fingerprint_of_run
     from loadtest.run import initial_meta
     from loadtest.scenario import parse_scenario
 

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from loadtest.analysis.decode_fit import DecodePoint, describe_decode, fit_decode, knee_bracket, probes_between
-from loadtest.analysis.hardware import ACCELERATORS, find_accelerator
+from loadtest.accelerators import ACCELERATORS, find_accelerator
 from loadtest.analysis.prefill_fit import fit_prefill
 from loadtest.analysis.roofline import Ceilings, ModelSize, read_decode, read_prefill
 from loadtest.errors import InputError

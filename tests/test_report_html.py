@@ -46,7 +46,7 @@ def test_terminal_summary_states_the_capacity(tmp_path):
 def test_refine_probes_get_unlabelled_ticks_and_crowded_labels_are_thinned():
     from types import SimpleNamespace
 
-    from loadtest.report.html import _concurrency_axis, thin_log_ticks
+    from loadtest.report.plotting import concurrency_axis as _concurrency_axis, thin_log_ticks
 
     levels = [SimpleNamespace(concurrency=c, load=c, rate_rps=None, refine=False) for c in (1, 2, 4, 8, 16, 32, 64)]
     levels += [SimpleNamespace(concurrency=c, load=c, rate_rps=None, refine=True) for c in (20, 22, 23, 24)]

@@ -273,6 +273,8 @@ def analyze_run(
 
     Raises :class:`InputError` when the folder is not a run or an override is bad.
     """
+    # The one function here that reads files: pyarrow's parquet readers load when a run folder is
+    # analyzed, not for every import of the analysis (the live judge and the web UI import it).
     from loadtest.records import RUN_JSON, read_requests, read_run_json
     from loadtest.scrape.store import read_samples
 

@@ -22,6 +22,7 @@ the order statistics at the drawn ranks are then looked up (see
 
 from __future__ import annotations
 
+from statistics import NormalDist
 import math
 import zlib
 
@@ -123,6 +124,5 @@ def _z(confidence: float) -> float:
     """Two-sided normal quantile (exact for the default 95%)."""
     if abs(confidence - 0.95) < 1e-12:
         return 1.959963984540054
-    from statistics import NormalDist
 
     return NormalDist().inv_cdf(0.5 + confidence / 2.0)

@@ -37,9 +37,12 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from loadtest.analysis import analyze
+from loadtest.analysis.capacity import describe_check
 from loadtest.analysis.results import LevelStatus
 from loadtest.analysis.slo import SloSpec
 from loadtest.analysis.verdict import check_key
+from loadtest.metric_registry import names
 
 #: Overall chance of a wrong verdict per level that the schedule is corrected for.
 ALPHA = 0.05
@@ -75,8 +78,8 @@ class LookSchedule:
         return 1.0 - ALPHA / len(self.looks)
 
 
-#: Metrics whose samples are requests (one per request), not chunk gaps.
-PER_REQUEST = ("ttft_ms", "ttfb_ms", "tpot_ms", "e2e_ms")
+#: Metrics whose samples are requests (one per request), not chunk gaps: the registry's ``per="request"``.
+PER_REQUEST = names(kind="latency", per="request")
 #: Finished requests a look waits for when the SLO judges only chunk gaps (ITL): a level without
 #: a measured request is ``no_data``, and a look taken then is one spent on nothing. One is enough:
 #: ITL samples come from every chunk that arrives in the window, whichever request it belongs to.
@@ -166,8 +169,6 @@ def decide_level(
     in_flight: pd.DataFrame | None = None,
 ) -> Decision:
     """The verdict of the running ``level`` (a run.json level entry) on the data so far."""
-    from loadtest.analysis import analyze
-
     index = int(level["index"])
     mine = requests[requests["level_index"] == index] if len(requests) else requests
     if in_flight is not None and len(in_flight):
@@ -185,8 +186,6 @@ def decide_level(
 
 
 def _why(level) -> str:
-    from loadtest.analysis.capacity import describe_check
-
     if level.status == "no_data":
         return "no request measured yet"
     if level.status == "pass":

@@ -37,13 +37,11 @@ from loadtest.analysis.open_loop import open_loop_stats
 from loadtest.analysis.intervals import block_bootstrap_intervals, block_ids, block_length_s
 from loadtest.analysis.quantiles import lerp, low_n, order_statistics, position
 from loadtest.analysis.results import REPORTED, LevelResult, Stats
-from loadtest.analysis.slo import PERCENTILES
 from loadtest.analysis.windows import LevelWindow
+from loadtest.metric_registry import BY_NAME, LATENCY_METRICS, PERCENTILES
 
 #: Finite samples kept per level and metric for the report's box plots.
 PLOT_SAMPLES = 2000
-
-LATENCY_METRICS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "ttfb_ms")
 
 
 def describe(
@@ -137,7 +135,7 @@ def level_results(
     spill = frame["spillover"].to_numpy()
     complete = frame["complete"].to_numpy()
     kinds = frame["error_kind"].to_numpy(dtype=object)
-    samples = {m: frame[m.replace("_ms", "_sample")].to_numpy(dtype=float) for m in LATENCY_METRICS if m != "itl_ms"}
+    samples = {m: frame[BY_NAME[m].sample_column].to_numpy(dtype=float) for m in LATENCY_METRICS if BY_NAME[m].per == "request"}
     start = frame["start_wall"].to_numpy(dtype=float)
 
     results: list[LevelResult] = []
@@ -156,7 +154,7 @@ def level_results(
         block_s = block_length_s(duration)
         for metric in LATENCY_METRICS:
             rng = rng_for(seed, window.index, metric)
-            if metric == "itl_ms":
+            if BY_NAME[metric].per == "gap":  # ITL: gaps between chunks, not one sample per request
                 values, times = itl_groups[p] if p < len(itl_groups) else (np.empty(0), np.empty(0))
             else:
                 column = samples[metric]
@@ -164,7 +162,7 @@ def level_results(
                 values, times = column[keep], start[keep]
             blocks = block_ids(times, window.window_start, block_s)
             stats[metric] = describe(values, rng, resamples, blocks=blocks, confidence=confidence)
-            if metric in ("ttft_ms", "itl_ms"):
+            if BY_NAME[metric].report_knee:  # the report's box plots
                 plot[metric] = _plot_sample(values, rng)
 
         loop = open_loop_stats(frame, window, p) if window.rate_rps is not None else None

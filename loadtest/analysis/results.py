@@ -14,13 +14,14 @@ import numpy as np
 import pandas as pd
 
 from loadtest.analysis.slo import SloSpec
+from loadtest.metric_registry import PERCENTILES
 
 CheckVerdict = Literal["pass", "fail", "uncertain", "no_data"]
 LevelStatus = Literal["pass", "fail", "uncertain", "no_data"]
 CapacityVerdict = Literal["found", "at_least", "below_minimum", "uncertain", "client_saturated", "host_contended", "no_data"]
 
-#: Percentiles reported for every metric (an SLO may use any of them).
-REPORTED = ("p50", "p90", "p95", "p99")
+#: Percentiles reported for every metric (an SLO may use any of them): the registry's.
+REPORTED: tuple[str, ...] = tuple(PERCENTILES)
 
 
 @dataclass

@@ -16,6 +16,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from loadtest.accelerators import find_accelerator
+
 Bound = Literal["memory", "compute", "overhead"]
 
 #: The bound read from the decode fit alone (no ``hardware:``/``model:``): below the knee extra
@@ -146,8 +148,6 @@ def ceilings_of(hardware: Any) -> Ceilings | None:
     """:class:`Ceilings` of a scenario's ``hardware:`` (a :class:`loadtest.facts.Hardware`), or None."""
     if hardware is None:
         return None
-    from loadtest.analysis.hardware import find_accelerator
-
     gbps, tflops, label = hardware.hbm_gbps, hardware.tflops, hardware.accelerator or "declared"
     if hardware.accelerator is not None:
         acc = find_accelerator(hardware.accelerator)

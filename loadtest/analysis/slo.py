@@ -1,10 +1,17 @@
 """Service-level objectives: what a level must achieve to count as "holding" the load.
 
-The SLO block comes from the scenario YAML and can be overridden from the CLI
-(``--slo itl_ms.p95=40``). Both paths end in one immutable :class:`SloSpec`, so
-the analyzer never has to know where a limit came from, and a bad value is
-reported as one clear :class:`~loadtest.errors.InputError` line, never a
-traceback.
+One type, :class:`SloSpec`, for every place an SLO comes from: the scenario's
+``slo:`` block (and each request class's), the ``--slo`` overrides, the copy in
+run.json and summary.json. It is a pydantic model, so the scenario validates
+it like any other section, and the analysis builds it from a stored mapping
+with :meth:`SloSpec.from_dict`. The metrics an SLO may name, their labels and
+the percentiles are the metric registry's (:mod:`loadtest.metric_registry`),
+so the YAML schema and the ``--slo`` parser accept the same metrics: every
+latency metric the analysis measures with percentiles, TTFB included.
+
+A bad value is one clear line naming its path (``slo.itl_ms.p97: unknown
+percentile 'p97'; ...``): :class:`SloError` carries the path below ``slo``, the
+scenario's error formatter and :meth:`SloSpec.from_dict` prefix it.
 
 The YAML shape is kept as the serialized shape too (:meth:`SloSpec.to_dict`), so
 ``summary.json`` shows the SLOs exactly as the user wrote them::
@@ -18,27 +25,33 @@ The YAML shape is kept as the serialized shape too (:meth:`SloSpec.to_dict`), so
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from pydantic import BaseModel, ConfigDict, ValidationError, model_serializer, model_validator
+
 from loadtest.errors import InputError
+from loadtest.metric_registry import ERROR_BUDGET, LABELS, PERCENTILES, SLO_METRICS
 
-#: Latency metrics an SLO may constrain (all in milliseconds).
-METRICS: tuple[str, ...] = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "ttfb_ms")
+#: Latency metrics an SLO may constrain (all in milliseconds): the registry's ``slo=True`` ones.
+METRICS: tuple[str, ...] = SLO_METRICS
 
-#: Percentiles an SLO may use, and the quantile each one means.
-PERCENTILES: dict[str, float] = {"p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99}
-
-ERROR_RATE = "max_error_rate"
+ERROR_RATE = ERROR_BUDGET
 
 #: Human names for messages ("the p95 ITL is 130 ms").
-METRIC_LABELS: dict[str, str] = {
-    "ttft_ms": "TTFT",
-    "itl_ms": "ITL",
-    "tpot_ms": "TPOT",
-    "e2e_ms": "end-to-end latency",
-    "ttfb_ms": "TTFB",
-}
+METRIC_LABELS: dict[str, str] = LABELS
+
+#: The error budget of a scenario that names none (a stored SLO without one has none).
+DEFAULT_MAX_ERROR_RATE = 0.01
+
+
+class SloError(ValueError):
+    """A bad SLO value: ``path`` below ``slo`` (``"itl_ms.p97"``) and what is wrong with it."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(f"{path}: {message}" if path else message)
+        self.path = path
+        self.message = message
 
 
 @dataclass(frozen=True)
@@ -64,45 +77,81 @@ class SloCheck:
         return f"{self.percentile} {METRIC_LABELS[self.metric]}"
 
 
-@dataclass(frozen=True)
-class SloSpec:
-    """All objectives of a run: latency checks plus an error budget (``None`` = no budget)."""
+class SloSpec(BaseModel):
+    """All objectives of a run: latency checks plus an error budget (``None`` = no budget).
 
-    checks: tuple[SloCheck, ...] = field(default_factory=tuple)
-    max_error_rate: float | None = None
+    Validated from the YAML shape (``{itl_ms: {p95: 50}, max_error_rate: 0.01}``);
+    the checks keep the order they were written in (later keys win). In a
+    scenario a missing ``max_error_rate`` is the default budget; in a stored
+    mapping read by :meth:`from_dict` it means none (``--slo max_error_rate=off``).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    checks: tuple[SloCheck, ...] = ()
+    max_error_rate: float | None = DEFAULT_MAX_ERROR_RATE
 
     # -- construction -----------------------------------------------------------------
 
+    @model_validator(mode="before")
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any] | None) -> "SloSpec":
-        """Build from the scenario's ``slo`` block; ``None``/empty means no objectives.
-
-        Null values are skipped (a resolved pydantic model may emit every field).
-        """
+    def _from_yaml_shape(cls, data: Any) -> Any:
+        """The YAML mapping → ``checks`` and ``max_error_rate`` (only what it names, for ``model_fields_set``)."""
+        if isinstance(data, SloSpec) or (isinstance(data, Mapping) and "checks" in data):
+            return data
         if data is None:
-            return cls()
+            return {}
         if not isinstance(data, Mapping):
-            raise InputError(f"slo: expected a mapping, got {type(data).__name__}")
+            raise SloError("", f"expected a mapping, got {type(data).__name__}")
         checks: list[SloCheck] = []
-        max_error_rate: float | None = None
+        out: dict[str, Any] = {}
         for key, value in data.items():
-            if value is None:
-                continue
             if key == ERROR_RATE:
-                max_error_rate = _error_rate(value, where=f"slo.{key}")
+                out[ERROR_RATE] = None if value is None else _error_rate(value, where=str(key))
                 continue
             if key not in METRICS:
-                raise InputError(
-                    f"slo.{key}: unknown SLO metric; expected one of {', '.join(METRICS)} or {ERROR_RATE}"
-                )
+                raise SloError(str(key), f"unknown SLO metric; expected one of {', '.join(METRICS)} or {ERROR_RATE}")
+            if value is None:
+                continue
             if not isinstance(value, Mapping):
-                raise InputError(f"slo.{key}: expected a mapping like {{p95: 500}}, got {value!r}")
+                raise SloError(str(key), f"expected a mapping like {{p95: 500}}, got {value!r}")
             for pct, limit in value.items():
                 if limit is None:
                     continue
-                pct_name = _percentile(str(pct), where=f"slo.{key}.{pct}")
-                checks.append(SloCheck(key, pct_name, _limit(limit, where=f"slo.{key}.{pct}")))
-        return cls(tuple(_dedupe(checks)), max_error_rate)
+                where = f"{key}.{pct}"
+                checks.append(SloCheck(str(key), _percentile(str(pct), where=where), _limit(limit, where=where)))
+        out["checks"] = tuple(_dedupe(checks))
+        return out
+
+    @model_serializer(mode="plain")
+    def _to_yaml_shape(self) -> dict[str, Any]:
+        """The scenario's full form: every SLO metric (``{}`` when unconstrained), then the budget."""
+        out: dict[str, Any] = {m: {} for m in METRICS}
+        for check in self.checks:
+            out[check.metric][check.percentile] = check.limit
+        out[ERROR_RATE] = self.max_error_rate
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> "SloSpec":
+        """Build from a stored ``slo`` mapping; ``None``/empty means no objectives (and no budget).
+
+        Null values are skipped (a resolved model emits every field). A bad value
+        is an :class:`InputError` naming its path (``slo.itl_ms.p97: ...``).
+        """
+        if data is None:
+            return cls(max_error_rate=None)
+        if isinstance(data, Mapping) and ERROR_RATE not in data:
+            data = {**data, ERROR_RATE: None}
+        try:
+            return cls.model_validate(data)
+        except ValidationError as err:
+            first = err.errors(include_url=False)[0]
+            cause = (first.get("ctx") or {}).get("error")
+            if isinstance(cause, SloError):
+                raise InputError(f"slo{'.' + cause.path if cause.path else ''}: {cause.message}") from None
+            where = ".".join(str(part) for part in first["loc"])
+            raise InputError(f"slo{'.' + where if where else ''}: {first['msg']}") from None
 
     def with_overrides(self, overrides: Iterable[str]) -> "SloSpec":
         """Apply CLI overrides such as ``"itl_ms.p95=40"`` or ``"max_error_rate=0.05"``.
@@ -112,7 +161,10 @@ class SloSpec:
         """
         spec = self
         for raw in overrides:
-            spec = spec._apply_override(raw)
+            try:
+                spec = spec._apply_override(raw)
+            except SloError as err:
+                raise InputError(f"--slo {raw!r}: {err.message}") from None
         return spec
 
     def _apply_override(self, raw: str) -> "SloSpec":
@@ -125,8 +177,8 @@ class SloSpec:
         key, _, value = (part.strip() for part in text.partition("="))
         remove = value.lower() in ("off", "none", "null")
         if key == ERROR_RATE:
-            rate = None if remove else _error_rate(value, where=f"--slo {raw!r}")
-            return replace(self, max_error_rate=rate)
+            rate = None if remove else _error_rate(value, where=key)
+            return self.model_copy(update={"max_error_rate": rate})
         metric, dot, pct = key.partition(".")
         if not dot:
             raise InputError(
@@ -136,12 +188,12 @@ class SloSpec:
             raise InputError(
                 f"bad --slo override {raw!r}: unknown metric {metric!r}; expected one of {', '.join(METRICS)}"
             )
-        pct_name = _percentile(pct, where=f"--slo {raw!r}")
+        pct_name = _percentile(pct, where=key)
         kept = tuple(c for c in self.checks if not (c.metric == metric and c.percentile == pct_name))
         if remove:
-            return replace(self, checks=kept)
-        limit = _limit(value, where=f"--slo {raw!r}")
-        return replace(self, checks=kept + (SloCheck(metric, pct_name, limit),))
+            return self.model_copy(update={"checks": kept})
+        limit = _limit(value, where=key)
+        return self.model_copy(update={"checks": kept + (SloCheck(metric, pct_name, limit),)})
 
     # -- queries ----------------------------------------------------------------------
 
@@ -159,13 +211,22 @@ class SloSpec:
         return min(limits) if limits else None
 
     def to_dict(self) -> dict[str, Any]:
-        """The YAML shape, e.g. ``{"itl_ms": {"p95": 50.0}, "max_error_rate": 0.01}``."""
+        """The compact YAML shape, e.g. ``{"itl_ms": {"p95": 50.0}, "max_error_rate": 0.01}``."""
         out: dict[str, Any] = {}
         for check in self.checks:
             out.setdefault(check.metric, {})[check.percentile] = check.limit
         if self.max_error_rate is not None:
             out[ERROR_RATE] = self.max_error_rate
         return out
+
+    def __eq__(self, other: object) -> bool:
+        """Equal objectives, however the two were built (which fields were set does not count)."""
+        if not isinstance(other, SloSpec):
+            return NotImplemented
+        return self.checks == other.checks and self.max_error_rate == other.max_error_rate
+
+    def __hash__(self) -> int:
+        return hash((self.checks, self.max_error_rate))
 
 
 # -- validation helpers -------------------------------------------------------------------
@@ -174,33 +235,33 @@ class SloSpec:
 def _percentile(text: str, *, where: str) -> str:
     name = text.strip().lower()
     if name not in PERCENTILES:
-        raise InputError(f"{where}: unknown percentile {text!r}; expected one of {', '.join(PERCENTILES)}")
+        raise SloError(where, f"unknown percentile {text!r}; expected one of {', '.join(PERCENTILES)}")
     return name
 
 
 def _number(value: Any, *, where: str) -> float:
     if isinstance(value, bool):
-        raise InputError(f"{where}: expected a number, got {value!r}")
+        raise SloError(where, f"expected a number, got {value!r}")
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise InputError(f"{where}: expected a number, got {value!r}") from None
+        raise SloError(where, f"expected a number, got {value!r}") from None
     if not math.isfinite(number):
-        raise InputError(f"{where}: expected a finite number, got {value!r}")
+        raise SloError(where, f"expected a finite number, got {value!r}")
     return number
 
 
 def _limit(value: Any, *, where: str) -> float:
     number = _number(value, where=where)
     if number <= 0:
-        raise InputError(f"{where}: a latency limit must be > 0 ms, got {value!r}")
+        raise SloError(where, f"a latency limit must be > 0 ms, got {value!r}")
     return number
 
 
 def _error_rate(value: Any, *, where: str) -> float:
     number = _number(value, where=where)
     if not 0.0 <= number <= 1.0:
-        raise InputError(f"{where}: an error rate is a fraction between 0 and 1, got {value!r}")
+        raise SloError(where, f"an error rate is a fraction between 0 and 1, got {value!r}")
     return number
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from loadtest.analysis.roofline import Ceilings, ModelSize, ceilings_of
+from loadtest.facts import Hardware, ModelFacts
 
 
 def model_meta(models_body: Any) -> dict[str, Any]:
@@ -42,8 +43,6 @@ def resolve(scenario: Any, meta: Mapping[str, Any] | None = None) -> tuple[Ceili
 
 def resolve_run(run: Mapping[str, Any]) -> tuple[Ceilings | None, ModelSize | None]:
     """The same from run.json (its public scenario, and the model metadata profile stored there)."""
-    from loadtest.facts import Hardware, ModelFacts
-
     scenario = run.get("scenario") or {}
     try:
         hardware = Hardware(**scenario["hardware"]) if scenario.get("hardware") else None

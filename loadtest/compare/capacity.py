@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from loadtest.compare.change import Change
 from loadtest.compare.rules import CAPACITY
 
 
@@ -74,9 +75,7 @@ def reported(capacity: Mapping[str, Any], bounds: CapacityBounds) -> int:
 def capacity_change(
     base_cap: Mapping[str, Any], base: CapacityBounds, cand_cap: Mapping[str, Any], cand: CapacityBounds, gating: bool
 ):
-    """The capacity check as a :class:`~loadtest.compare.engine.Change` (see module doc)."""
-    from loadtest.compare.engine import Change
-
+    """The capacity check as a :class:`~loadtest.compare.change.Change` (see module doc)."""
     b, c = reported(base_cap, base), reported(cand_cap, cand)
     if cand.upper < base.lower:
         verdict, may = "regression", True

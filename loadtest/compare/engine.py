@@ -3,7 +3,7 @@
 The steps, in order:
 
 1. **Like with like.** The workload fingerprints must match (see
-   :mod:`fingerprint`); otherwise the runs are refused (exit 2) with one line
+   :mod:`loadtest.fingerprint`); otherwise the runs are refused (exit 2) with one line
    naming what differs. A different SLO, model or tool version only warns.
 2. **One set of rules.** Both runs are re-analyzed from their records under
    the *candidate's* SLO (the one in force now), so their capacities answer
@@ -38,72 +38,28 @@ The steps, in order:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from statistics import NormalDist
 from typing import Any, Mapping
 
-from loadtest.analysis.bootstrap import CONFIDENCE, rng_for
+from loadtest.analysis.bootstrap import CONFIDENCE
 from loadtest.analysis.verdict import verdict_confidence
-from loadtest.analysis.slo import PERCENTILES, SloSpec
-from loadtest.compare import delta
+from loadtest.analysis.slo import SloSpec
 from loadtest.compare.capacity import CapacityBounds, capacity_change
-from loadtest.compare.fingerprint import differences, fingerprint_of_run, unverified_datasets
+from loadtest.compare.change import Change, severity
+from loadtest.compare.cost import cost_change
+from loadtest.fingerprint import differences, fingerprint_of_run, unverified_datasets
 from loadtest.compare.inputs import RunInput, load_run
-from loadtest.compare.rules import CAPACITY, ERROR_RATE, THROUGHPUT, Rules
+from loadtest.compare.rules import CAPACITY, Rules
+from loadtest.compare.level_changes import level_changes
 from loadtest.compare.samples import LevelSamples, level_samples
-from loadtest.compare.stationarity import hold_drifting
 from loadtest.errors import InputError
 
-Verdict = str  # "regression" | "improvement" | "unchanged" | "inconclusive"
 EXIT_OK, EXIT_REGRESSION, EXIT_INCONCLUSIVE = 0, 1, 6
 
 
 class IncomparableRuns(InputError):
     """The runs did not run the same workload (exit 2)."""
-
-
-@dataclass
-class Change:
-    """One check at one level (or the capacity): the candidate against the baseline."""
-
-    check: str  # "itl_ms.p95", "output_tokens_per_s", "error_rate" or "capacity"
-    kind: str  # "latency" | "throughput" | "error_rate" | "capacity"
-    level: int | None  # concurrency; None for capacity
-    baseline: float | None
-    candidate: float | None
-    change: float | None  # relative (latency, throughput, capacity) or absolute (error rate)
-    ci: tuple[float | None, float | None]
-    relative: bool
-    tolerance: float | None
-    verdict: Verdict
-    may_regress: bool
-    gating: bool  # selected by --fail-on
-    message: str = ""
-    #: With run-to-run noise (see :mod:`groups`): ``ci`` is then the change's interval with both kinds
-    #: of noise; ``within_ci`` the within-run one alone; ``noise_ci`` the prediction interval of the
-    #: change when nothing changed, from ``noise_runs`` reference runs; ``noise`` says which applied
-    #: ("history", "unknown" with too few runs, "" when not looked at).
-    within_ci: tuple[float | None, float | None] | None = None
-    noise_ci: tuple[float | None, float | None] | None = None
-    noise_runs: int = 0
-    noise: str = ""
-
-    @property
-    def name(self) -> str:
-        """The JUnit test name: ``itl_ms.p95 @ 4 users`` or ``capacity``."""
-        return self.check if self.level is None else f"{self.check} @ {self.level} users"
-
-    @property
-    def fails_gate(self) -> bool:
-        return self.gating and self.verdict == "regression"
-
-    @property
-    def holds_gate(self) -> bool:
-        """Inconclusive in a way that could hide a regression the gate watches."""
-        return self.gating and self.verdict == "inconclusive" and self.may_regress
-
 
 @dataclass
 class Side:
@@ -225,9 +181,8 @@ def compare_runs(baseline: Path | str, candidate: Path | str, rules: Rules, *, s
         capacity_change(side_b.summary.get("capacity") or {}, side_b.bounds,
                         side_c.summary.get("capacity") or {}, side_c.bounds, rules.gates(CAPACITY, CAPACITY))
     ]
-    changes += _level_changes(side_b, side_c, samples_b, samples_c, latency_checks, rules, confidence, seed, warnings)
-    changes.sort(key=_severity)
-    from loadtest.compare.cost import cost_change
+    changes += level_changes(side_b, side_c, samples_b, samples_c, latency_checks, rules, confidence, seed, warnings)
+    changes.sort(key=severity)
 
     cost = cost_change(side_b.summary, side_c.summary)
     return Comparison(side_b, side_c, slo_c.to_dict(), fp, rules, changes, warnings, confidence, cost)
@@ -284,6 +239,8 @@ def _judge(
     samples: dict[int, LevelSamples] = {}
     drifting: dict[int, Any] = {}
     if side.has_records:
+        # Start-up time: the command line imports this module for every command (it builds the
+        # parsers); the analysis and the summary (pandas, and plotly through report/) load only here.
         from loadtest.analysis import analyze
         from loadtest.report.summary import summary_dict
 
@@ -313,259 +270,4 @@ def _latency_checks(*slos: SloSpec) -> list[str]:
                 names.append(check.name)
     return names
 
-
-def _levels_by_concurrency(summary: Mapping[str, Any]) -> dict[int, dict[str, Any]]:
-    out: dict[int, dict[str, Any]] = {}
-    for level in summary.get("levels") or []:
-        if level.get("status") == "no_data" or level.get("concurrency") is None:
-            continue
-        previous = out.get(int(level["concurrency"]))
-        if previous is None or (level.get("requests") or 0) > (previous.get("requests") or 0):
-            out[int(level["concurrency"])] = level
-    return out
-
-
-def _level_changes(
-    side_b: Side,
-    side_c: Side,
-    samples_b: dict[int, LevelSamples],
-    samples_c: dict[int, LevelSamples],
-    latency_checks: list[str],
-    rules: Rules,
-    confidence: float,
-    seed: int,
-    warnings: list[str],
-) -> list[Change]:
-    levels_b = _levels_by_concurrency(side_b.summary)
-    levels_c = _levels_by_concurrency(side_c.summary)
-    common = sorted(set(levels_b) & set(levels_c))
-    only = sorted(set(levels_b) ^ set(levels_c))
-    if only:
-        warnings.append(
-            "levels measured by one run only are not compared: " + ", ".join(str(c) for c in only)
-        )
-    saturated = [c for c in common if levels_b[c].get("client_saturated") or levels_c[c].get("client_saturated")]
-    if saturated:
-        warnings.append(
-            "the load generator was saturated at " + ", ".join(str(c) for c in saturated)
-            + " users in at least one run: changes there may be the client's, not the server's"
-        )
-    contended = [c for c in common if levels_b[c].get("host_contended") or levels_c[c].get("host_contended")]
-    if contended:
-        warnings.append(
-            "the host running the load generator was busy with other work at " + ", ".join(str(c) for c in contended)
-            + " users in at least one run: changes there may be the host's, not the server's"
-        )
-    out: list[Change] = []
-    for conc in common:
-        lb, lc = levels_b[conc], levels_c[conc]
-        sb, sc = samples_b.get(conc), samples_c.get(conc)
-        for check in latency_checks + [THROUGHPUT, ERROR_RATE]:
-            change = _level_change(check, conc, lb, lc, sb, sc, rules, confidence, seed)
-            if change is not None:
-                hold_drifting(change, {**side_b.drifting, **side_c.drifting})
-                out.append(change)
-    return out
-
-
-def _level_change(
-    check: str,
-    conc: int,
-    lb: Mapping[str, Any],
-    lc: Mapping[str, Any],
-    sb: LevelSamples | None,
-    sc: LevelSamples | None,
-    rules: Rules,
-    confidence: float,
-    seed: int,
-) -> Change | None:
-    kind = "latency" if check not in (THROUGHPUT, ERROR_RATE) else ("throughput" if check == THROUGHPUT else ERROR_RATE)
-    rng_b = rng_for(seed, "compare-baseline", conc, check)
-    rng_c = rng_for(seed, "compare-candidate", conc, check)
-    tol = rules.tolerance_for(check)
-    if kind == "latency":
-        metric, _, pct = check.partition(".")
-        vb, vc = _point(lb, metric, pct), _point(lc, metric, pct)
-        if math.isnan(vb) or math.isnan(vc):
-            return None  # a metric without samples in one run (e.g. TPOT of one-token replies)
-        point = float(delta.relative_change(vc, vb))
-        if sb is not None and sc is not None:
-            q = PERCENTILES[pct]
-            reps = delta.relative_change(
-                delta.percentile_replicates(sc.latency[metric], q, rng_c),
-                delta.percentile_replicates(sb.latency[metric], q, rng_b),
-            )
-            ci = delta.central_interval(reps, confidence)
-        else:
-            ci = _approx_relative(vb, vc, _ci(lb, metric, pct), _ci(lc, metric, pct), confidence)
-        badness = (point, ci[0], ci[1])
-    elif kind == "throughput":
-        vb, vc = _num(lb.get(THROUGHPUT)), _num(lc.get(THROUGHPUT))
-        if math.isnan(vb) or math.isnan(vc):
-            return None
-        point = float(delta.relative_change(vc, vb))
-        if sb is not None and sc is not None:
-            reps = delta.relative_change(
-                delta.throughput_replicates(vc, sc.served_e2e_ms, sc.served_tokens, rng_c),
-                delta.throughput_replicates(vb, sb.served_e2e_ms, sb.served_tokens, rng_b),
-            )
-            ci = delta.central_interval(reps, confidence)
-        else:
-            ci = (math.nan, math.nan)  # summaries hold no throughput interval
-        badness = (-point, -ci[1], -ci[0])
-        if math.isnan(ci[0]) and abs(point) <= tol:
-            badness = (-point, -point, -point)  # no interval, but the change itself is within tolerance
-    else:
-        vb, vc = _num(lb.get("error_rate")), _num(lc.get("error_rate"))
-        if math.isnan(vb) or math.isnan(vc):
-            return None
-        point = vc - vb
-        if sb is not None and sc is not None:
-            reps = delta.share_replicates(sc.failed, rng_c) - delta.share_replicates(sb.failed, rng_b)
-            ci = delta.central_interval(reps, confidence)
-        else:
-            ci = _approx_absolute(_pair(lb.get("error_rate_ci")), _pair(lc.get("error_rate_ci")), point, confidence)
-        badness = (point, ci[0], ci[1])
-    verdict, may_regress = classify(badness[1], badness[2], tol)
-    saturated = bool(lb.get("client_saturated") or lc.get("client_saturated"))
-    contended = bool(lb.get("host_contended") or lc.get("host_contended"))
-    if (saturated or contended) and verdict == "regression":
-        verdict = "inconclusive"  # the numbers include the load generator's own delay, or the busy host's
-    change = Change(
-        check=check, kind=kind, level=conc, baseline=vb, candidate=vc, change=point, ci=ci,
-        relative=kind != ERROR_RATE, tolerance=tol, verdict=verdict, may_regress=may_regress,
-        gating=rules.gates(check, kind),
-    )
-    change.message = describe_change(change, confidence) + untrusted_note(saturated, contended)
-    return change
-
-
-def untrusted_note(saturated: bool, contended: bool) -> str:
-    """What a check's message adds when a level's numbers include the client's or the host's delay."""
-    if saturated:
-        return "; the load generator was saturated at this level, so a slowdown here may be the client's"
-    if contended:
-        return "; the host running the load generator was busy at this level, so a slowdown here may be the host's"
-    return ""
-
-
-def classify(bad_lo: float, bad_hi: float, tolerance: float) -> tuple[Verdict, bool]:
-    """Verdict and ``may_regress`` from the interval of the *badness* (worse is positive)."""
-    if math.isnan(bad_lo) or math.isnan(bad_hi):
-        return "inconclusive", True
-    if bad_lo > tolerance:
-        return "regression", True
-    if bad_hi < -tolerance:
-        return "improvement", False
-    if bad_lo >= -tolerance and bad_hi <= tolerance:
-        return "unchanged", False
-    return "inconclusive", bad_hi > tolerance
-
-
-# -- values from summaries -------------------------------------------------------------------
-
-
-def _num(value: Any) -> float:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
-
-
-def _pair(value: Any) -> tuple[float, float]:
-    if isinstance(value, (list, tuple)) and len(value) == 2:
-        return (_num(value[0]), _num(value[1]))
-    return (math.nan, math.nan)
-
-
-def _point(level: Mapping[str, Any], metric: str, pct: str) -> float:
-    """A percentile from a summary level; null with failed samples means +inf (failures reach it)."""
-    stats = level.get(metric) or {}
-    value = stats.get(pct)
-    if value is None:
-        return math.inf if (stats.get("n") or 0) > 0 and (stats.get("n_failed") or 0) > 0 else math.nan
-    return float(value)
-
-
-def _ci(level: Mapping[str, Any], metric: str, pct: str) -> tuple[float, float]:
-    return _pair(((level.get(metric) or {}).get("ci") or {}).get(pct))
-
-
-def _z(confidence: float) -> float:
-    return NormalDist().inv_cdf(0.5 + confidence / 2.0)
-
-
-def _approx_relative(
-    vb: float, vc: float, ci_b: tuple[float, float], ci_c: tuple[float, float], confidence: float
-) -> tuple[float, float]:
-    """Without records: the relative change's interval by the delta method from both intervals."""
-    z = _z(confidence)
-    if not all(math.isfinite(x) for x in (vb, vc, *ci_b, *ci_c)) or vb <= 0 or vc <= 0:
-        return (math.nan, math.nan)
-    sb, sc = (ci_b[1] - ci_b[0]) / (2 * z), (ci_c[1] - ci_c[0]) / (2 * z)
-    ratio = vc / vb
-    sd = ratio * math.sqrt((sb / vb) ** 2 + (sc / vc) ** 2)
-    return (ratio - 1 - z * sd, ratio - 1 + z * sd)
-
-
-def _approx_absolute(
-    ci_b: tuple[float, float], ci_c: tuple[float, float], point: float, confidence: float
-) -> tuple[float, float]:
-    z = _z(confidence)
-    if not all(math.isfinite(x) for x in (*ci_b, *ci_c)):
-        return (math.nan, math.nan)
-    sd = math.hypot((ci_b[1] - ci_b[0]) / (2 * z), (ci_c[1] - ci_c[0]) / (2 * z))
-    return (point - z * sd, point + z * sd)
-
-
-# -- words ----------------------------------------------------------------------------------
-
-
-def _fmt_value(kind: str, value: float | None) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    if isinstance(value, float) and math.isinf(value):
-        return "∞ (failures)"
-    if kind == "latency":
-        return f"{value:.1f} ms" if abs(value) < 1000 else f"{value:,.0f} ms"
-    if kind == "throughput":
-        return f"{value:,.1f} tok/s"
-    if kind == ERROR_RATE:
-        return f"{value * 100:.2f}%"
-    return str(int(value)) if float(value).is_integer() else f"{value:g}"
-
-
-def fmt_change(change: Change) -> str:
-    """``+13.2% [+11.0%, +15.1%]`` (percentage points for the error rate)."""
-    unit = "%" if change.relative else " pp"
-
-    def f(x: float | None) -> str:
-        if x is None or math.isnan(x):
-            return "?"
-        if math.isinf(x):
-            return "+∞" if x > 0 else "−∞"
-        return f"{x * 100:+.1f}{unit}"
-
-    lo, hi = change.ci
-    if change.kind == CAPACITY:
-        return f(change.change)
-    return f"{f(change.change)} [{f(lo)}, {f(hi)}]"
-
-
-def describe_change(change: Change, confidence: float = CONFIDENCE) -> str:
-    """``p95 ITL at 4 users: 90.0 ms → 102.1 ms, +13.4% [+12.9%, +14.0%] (tolerance 5%)``."""
-    if change.kind == CAPACITY:
-        return change.message
-    tol = "" if change.tolerance is None else (
-        f"tolerance {change.tolerance * 100:g}{'%' if change.relative else ' pp'}"
-    )
-    return (
-        f"{change.check} at {change.level} users: {_fmt_value(change.kind, change.baseline)} → "
-        f"{_fmt_value(change.kind, change.candidate)}, {fmt_change(change)} at {confidence * 100:g}% ({tol})"
-    )
-
-
-_ORDER = {"regression": 0, "inconclusive": 1, "improvement": 2, "unchanged": 3}
-
-
-def _severity(change: Change) -> tuple:
-    held = 0 if change.holds_gate or change.fails_gate else 1
-    return (_ORDER.get(change.verdict, 9), held, change.level is not None, change.level or 0, change.check)
 

@@ -11,6 +11,7 @@ from loadtest.compare.engine import Comparison
 from loadtest.compare.noise import MIN_HISTORY_RUNS, UNKNOWN_NOISE_FACTOR
 from loadtest.compare.rules import parse_rules
 from loadtest.errors import InputError
+from loadtest.paths import output_file
 from loadtest.storage.remote import path_arg
 
 
@@ -44,8 +45,6 @@ def output_targets(args: argparse.Namespace, default_dir: Path | None = None) ->
     Checked before the comparison (and, for ``run --baseline``, before any load), so a
     mistyped path is one line at once, not a traceback after the work.
     """
-    from loadtest.paths import output_file
-
     targets = {"json": args.json, "junit": args.junit, "markdown": args.markdown, "html": args.html}
     for kind, path in targets.items():
         if path is not None:
@@ -60,6 +59,8 @@ def run_gate(args: argparse.Namespace, baseline: Path | Sequence[Path], candidat
              default_dir: Path | None = None) -> int:
     """Compare (each side one run or several), write the outputs asked for (or all of them into
     ``default_dir``), print, return the exit code."""
+    # Start-up time: `run --baseline` imports this module for output_targets' early path check before
+    # any load; the comparison and its pages (plotly) load only when the gate runs.
     from loadtest.compare import outputs
     from loadtest.compare.groups import compare_groups
     from loadtest.compare.page import write_compare_html

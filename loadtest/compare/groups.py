@@ -30,12 +30,11 @@ from typing import Any, Sequence
 from loadtest.analysis.bootstrap import rng_for
 from loadtest.compare import noise
 from loadtest.compare.capacity import CapacityBounds, capacity_change
-from loadtest.compare.engine import (
-    Change, Comparison, _severity, classify, compare_runs, describe_change, require_same_workload, side_fingerprint,
-    untrusted_note,
-)
-from loadtest.compare.fingerprint import fingerprint_of_run
-from loadtest.compare.inputs import RUN_JSON, SUMMARY_JSON, RunInput, load_run
+from loadtest.compare.change import Change, classify, describe_change, untrusted_note
+from loadtest.compare.change import severity as _severity
+from loadtest.compare.engine import Comparison, compare_runs, require_same_workload, side_fingerprint
+from loadtest.fingerprint import fingerprint_of_run
+from loadtest.compare.inputs import RUN_JSON, SUMMARY_JSON, RunInput, find_runs, load_run
 from loadtest.compare.rules import CAPACITY, ERROR_RATE, Rules
 from loadtest.compare.stationarity import hold_drifting
 from loadtest.errors import InputError
@@ -97,8 +96,6 @@ def _summary_side(path: Path | str, which: str) -> tuple[Path, RunInput]:
 
 def _reference(cmp: Comparison, base, cand, history: Sequence[Path | str]) -> list[tuple[str, dict[str, Any]]]:
     """(folder, summary) of every reference run: the baselines, then the history's runs of this fingerprint."""
-    from loadtest.compare.history import find_runs
-
     seen = {_key(p) for p, _ in base}
     exclude = {_key(p) for p, _ in cand}
     before = min((s.started_wall for _, s in cand if s.started_wall is not None), default=math.inf)

@@ -23,7 +23,7 @@ import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
@@ -31,12 +31,14 @@ from plotly.subplots import make_subplots
 
 from loadtest.compare.capacity import CapacityBounds
 from loadtest.compare.changepoints import ChangePoint, gate_failures, level_value, mark_newest, series_change_points
-from loadtest.compare.fingerprint import fingerprint_of_run
-from loadtest.compare.inputs import RUN_JSON, SUMMARY_JSON
+from loadtest.fingerprint import fingerprint_of_run
+from loadtest.compare.groups import compare_groups
+from loadtest.compare.inputs import RUN_JSON, SUMMARY_JSON, find_runs
 from loadtest.compare.rules import ERROR_RATE, THROUGHPUT, Rules
 from loadtest.errors import InputError, LoadtestError
-from loadtest.paths import PathError, input_folder, read_run_json
-from loadtest.report.html import figure_html, page_style
+from loadtest.paths import PathError, read_run_json
+from loadtest.report.page import PAGE_STYLE as page_style
+from loadtest.report.plotting import figure_html
 
 REGRESSED = "regression"
 
@@ -61,17 +63,6 @@ class HistoryRun:
     @property
     def when(self) -> str:
         return datetime.fromtimestamp(self.started_wall, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
-
-
-def find_runs(dirs: Iterable[Path]) -> list[Path]:
-    """Every run folder (one holding run.json) under ``dirs``, each once."""
-    found: set[Path] = set()
-    for root in dirs:
-        root = input_folder(root, "DIR")
-        if (root / RUN_JSON).is_file():
-            found.add(root.resolve())
-        found.update(p.parent.resolve() for p in root.rglob(RUN_JSON))
-    return sorted(found)
 
 
 def load_history(dirs: Sequence[Path], scenario: str | None = None) -> list[HistoryRun]:
@@ -139,8 +130,6 @@ def _summary(folder: Path, run: dict[str, Any]) -> dict[str, Any] | None:
 def _judge_in_order(runs: list[HistoryRun]) -> None:
     """Each run against the previous one of its fingerprint, with the runs before that as its
     history (their run-to-run noise, see :mod:`groups`), as a nightly ``compare --history`` would."""
-    from loadtest.compare.groups import compare_groups
-
     previous: dict[str, HistoryRun] = {}
     earlier: dict[str, list[Path]] = {}
     last_fp: str | None = None

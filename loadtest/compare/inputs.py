@@ -12,11 +12,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
+from loadtest import paths
 from loadtest.errors import InputError
+from loadtest.paths import input_folder, read_text
+from loadtest.records import read_requests
 
 SUMMARY_JSON = "summary.json"
 RUN_JSON = "run.json"
@@ -64,14 +67,23 @@ class RunInput:
         return self.run.get("tool_version") or (self.summary or {}).get("tool_version")
 
 
+def find_runs(dirs: Iterable[Path]) -> list[Path]:
+    """Every run folder (one holding run.json) under ``dirs``, each once."""
+    found: set[Path] = set()
+    for root in dirs:
+        root = input_folder(root, "DIR")
+        if (root / RUN_JSON).is_file():
+            found.add(root.resolve())
+        found.update(p.parent.resolve() for p in root.rglob(RUN_JSON))
+    return sorted(found)
+
+
 def load_run(path: Path | str, *, records: bool = True, arg: str = "") -> RunInput:
     """Read a run folder or a summary.json; :class:`InputError` (exit 2) when it is neither.
 
     ``arg`` names the argument in every message (``--baseline``, ``baseline``);
     the checks themselves are :mod:`loadtest.paths`' so each mistake is one line.
     """
-    from loadtest import paths
-
     path = Path(path)
     label = str(path)
     arg = arg or "run"
@@ -91,8 +103,6 @@ def load_run(path: Path | str, *, records: bool = True, arg: str = "") -> RunInp
     summary = _read_json(path / SUMMARY_JSON, arg) if (path / SUMMARY_JSON).is_file() else None
     frame = None
     if records and ((path / REQUESTS_PARQUET).is_file() or (path / PARTS_DIR).is_dir()):
-        from loadtest.records import read_requests
-
         try:
             frame = read_requests(path)
         except Exception as err:  # a damaged parquet file: say which, never a traceback
@@ -103,8 +113,6 @@ def load_run(path: Path | str, *, records: bool = True, arg: str = "") -> RunInp
 
 
 def _read_json(path: Path, arg: str) -> dict[str, Any]:
-    from loadtest.paths import read_text
-
     text = read_text(path, arg)
     try:
         data = json.loads(text)

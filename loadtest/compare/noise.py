@@ -45,7 +45,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from loadtest.compare.engine import _num, _pair  # one reading of a summary's numbers
+from loadtest.compare.summary_values import num as _num, pair as _pair  # one reading of a summary's numbers
 
 #: Fewer reference runs than this and the run-to-run noise is unknown.
 MIN_HISTORY_RUNS = 3

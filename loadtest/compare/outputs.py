@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from loadtest import __version__
-from loadtest.compare.engine import Change, Comparison, fmt_change
+from loadtest.compare.change import Change, fmt_change
+from loadtest.compare.engine import Comparison
 from loadtest.compare.noise import fmt_interval
 from loadtest.report.summary import clean
 

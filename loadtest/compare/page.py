@@ -9,7 +9,6 @@ an amber ◇, then the table of every check.
 
 from __future__ import annotations
 
-import html
 import math
 from typing import Any, Iterable, Mapping
 
@@ -17,18 +16,19 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
-from loadtest.compare.engine import Comparison, fmt_change
+from loadtest.compare.change import fmt_change
+from loadtest.compare.engine import Comparison
 from loadtest.compare.noise import fmt_interval
+from loadtest.compare.outputs import write_text
 from loadtest.compare.rules import ERROR_RATE, THROUGHPUT
-from loadtest.report.html import figure_html, page_style, rgba
+from loadtest.report.page import PAGE_STYLE as page_style
+from loadtest.report.page import esc as _e
+from loadtest.report.plotting import figure_html, rgba
+
 
 BASELINE_COLOUR = "#6e7781"
 CANDIDATE_COLOUR = "#2f81f7"
 OUTCOME_COLOURS = {"regression": "#cf222e", "inconclusive": "#9a6700", "pass": "#1a7f37"}
-
-
-def _e(value: Any) -> str:
-    return html.escape("" if value is None else str(value))
 
 
 def _finite(values: Iterable[Any]) -> list[float | None]:
@@ -155,6 +155,4 @@ def render_compare_html(cmp: Comparison) -> str:
 
 
 def write_compare_html(path, cmp: Comparison):
-    from loadtest.compare.outputs import write_text
-
     return write_text(path, render_compare_html(cmp))

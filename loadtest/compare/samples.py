@@ -22,9 +22,11 @@ import pandas as pd
 
 from loadtest.analysis.chunks import chunk_positions, flatten_chunks, itl_samples_with_rows
 from loadtest.analysis.windows import level_windows
+from loadtest.metric_registry import METRICS
 
 #: Frame column holding each latency metric's per-request sample.
-SAMPLE_COLUMNS = {"ttft_ms": "ttft_sample", "ttfb_ms": "ttfb_sample", "e2e_ms": "e2e_sample", "tpot_ms": "tpot_sample"}
+#: Per-request latency metrics and their requests.parquet sample column (the registry's).
+SAMPLE_COLUMNS = {m.name: m.sample_column for m in METRICS if m.sample_column}
 
 
 @dataclass

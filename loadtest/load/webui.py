@@ -34,6 +34,7 @@ import gevent.event
 import numpy as np
 
 from loadtest.analysis.slo import METRIC_LABELS, SloSpec
+from loadtest.metric_registry import PERCENTILES, shown
 from loadtest.report.terminal import describe_ending
 
 if TYPE_CHECKING:
@@ -44,9 +45,16 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: Percentiles shown per level, in the tab, the JSON and the charts.
-SHOWN_PERCENTILES = {"p50": 50.0, "p95": 95.0, "p99": 99.0}
-CHART_METRICS = ("ttft_ms", "itl_ms")
+#: The metrics (charted, in the JSON and the tab) and their percentiles: the registry's ``web_ui`` flags.
+_SHOWN = shown("web_ui")
+SHOWN_PERCENTILES = {pct: PERCENTILES[pct] * 100 for pct in PERCENTILES if any(pct in m.web_ui for m in _SHOWN)}
+CHART_METRICS = tuple(m.name for m in _SHOWN)
 LEVELS_TAB = "loadtest-levels"
+
+def _cell_key(metric: str, pct: str) -> str:
+    """The levels tab's column key of a metric's percentile, e.g. ``ttft_p95``."""
+    return f"{metric.removesuffix('_ms')}_{pct}"
+
 
 LEVEL_TABLE = [
     {"key": "level", "title": "Level"},
@@ -54,10 +62,7 @@ LEVEL_TABLE = [
     {"key": "status", "title": "Status"},
     {"key": "requests", "title": "Requests"},
     {"key": "errors", "title": "Errors"},
-    {"key": "ttft_p50", "title": "TTFT p50 ms"},
-    {"key": "ttft_p95", "title": "TTFT p95 ms"},
-    {"key": "itl_p50", "title": "ITL p50 ms"},
-    {"key": "itl_p95", "title": "ITL p95 ms"},
+    *({"key": _cell_key(m.name, pct), "title": f"{m.label} {pct} ms"} for m in _SHOWN for pct in m.web_ui_table),
     {"key": "ended", "title": "Ended"},
 ]
 
@@ -74,8 +79,8 @@ def _figures(p) -> dict[str, Any]:
     return {
         "requests": p.requests if p else 0,
         "errors": p.errors if p else 0,
-        "ttft_ms": _percentiles(p.ttft if p else ()),
-        "itl_ms": _percentiles(p.itl if p else ()),
+        # RunProgress keeps each shown metric's live samples under its short name (p.ttft, p.itl)
+        **{m: _percentiles(getattr(p, m.removesuffix("_ms")) if p else ()) for m in CHART_METRICS},
     }
 
 
@@ -284,10 +289,7 @@ class WebControl:
                 "status": level["status"] + (" (refine)" if level["refine"] else ""),
                 "requests": level["requests"],
                 "errors": level["errors"],
-                "ttft_p50": _cell(level["ttft_ms"]["p50"]),
-                "ttft_p95": _cell(level["ttft_ms"]["p95"]),
-                "itl_p50": _cell(level["itl_ms"]["p50"]),
-                "itl_p95": _cell(level["itl_ms"]["p95"]),
+                **{_cell_key(m.name, pct): _cell(level[m.name][pct]) for m in _SHOWN for pct in m.web_ui_table},
                 "ended": describe_ending(level["decision"]) if level["ended"] else f"{level['elapsed_s']:.0f} s so far",
             })
         if data["next"] is not None:
@@ -442,7 +444,7 @@ function draw(data) {
   const done = data.levels.filter(l => l.finished).sort((a, b) => a.concurrency - b.concurrency);
   for (const metric of Object.keys(data.metric_labels)) {
     const traces = [], shapes = [];
-    for (const pct of ["p50", "p95", "p99"]) {
+    for (const pct of done.length ? Object.keys(done[0][metric]) : []) {  // the percentiles the server sends
       traces.push({x: done.map(l => l.concurrency), y: done.map(l => l[metric][pct]), name: pct,
                    mode: "lines+markers", line: {color: COLORS[pct]}});
     }

@@ -14,6 +14,7 @@ import signal
 import sys
 
 from loadtest.mock.config import MockConfig
+from loadtest.mock.timing import run as run_precise
 
 _D = MockConfig()  # the defaults, in one place
 
@@ -164,8 +165,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Serve until SIGINT or SIGTERM; 0 on a clean stop. Bad options raise InputError."""
-    from loadtest.mock.timing import run as run_precise
-
     config = MockConfig.from_args(args)
     run_precise(_main(config))
     return 0

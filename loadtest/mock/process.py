@@ -34,6 +34,7 @@ from types import TracebackType
 from typing import Sequence
 
 from loadtest.mock.config import MockConfig
+from loadtest.mock.metrics import parse_prometheus_text
 
 _LISTENING_RE = re.compile(r"loadtest mock listening on (https?)://(\[[^\]]+\]|[^\s:/]+):(\d+)")
 
@@ -164,8 +165,6 @@ class MockServer:
         'loadtest_mock_steps_total': 48.0, ...}``. Series with no sample yet
         (a status never returned) are absent. See :mod:`loadtest.mock.metrics`.
         """
-        from loadtest.mock.metrics import parse_prometheus_text
-
         return parse_prometheus_text(self._get("/metrics", timeout).decode())
 
     def requests_by_status(self, timeout: float = 5.0) -> dict[int, int]:

@@ -238,7 +238,8 @@ def write_profile_html(folder: Path, profile: dict[str, Any]) -> Path:
     from plotly.offline import get_plotlyjs
 
     from loadtest.records import replace_text
-    from loadtest.report.html import figure_html, page_style
+    from loadtest.report.page import PAGE_STYLE as page_style
+    from loadtest.report.plotting import figure_html  # plotly: only when a profile page is written
 
     title = html.escape(f"{profile.get('name') or 'loadtest'}: profile")
     runs = "".join(f"<li><a href='{html.escape(r)}/report.html'>{html.escape(r)}</a></li>" for r in profile.get("runs") or [])

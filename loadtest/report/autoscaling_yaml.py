@@ -22,6 +22,7 @@ import textwrap
 from pathlib import Path
 
 from loadtest.analysis.results import Analysis
+from loadtest.records import replace_text
 
 AUTOSCALING_YAML = "autoscaling.yaml"
 #: Placeholder replica bounds: the user sizes them to the peak.
@@ -155,8 +156,6 @@ def render_autoscaling_yaml(analysis: Analysis) -> str:
 
 
 def write_autoscaling_yaml(run_dir: Path | str, analysis: Analysis) -> Path:
-    from loadtest.records import replace_text
-
     path = Path(run_dir) / AUTOSCALING_YAML
     replace_text(path, render_autoscaling_yaml(analysis))
     return path

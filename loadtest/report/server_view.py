@@ -9,9 +9,7 @@ load the client sends?); the signals per level with the capacity marks
 
 from __future__ import annotations
 
-import html
 import math
-from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
@@ -19,14 +17,14 @@ from plotly.subplots import make_subplots
 
 from loadtest.analysis.results import Analysis
 from loadtest.analysis.signals import ROLE_LABELS
+from loadtest.report.autoscaling_yaml import render_autoscaling_yaml
+from loadtest.report.page import esc as _e
+from loadtest.report.plotting import concurrency_axis, level_steps, mark_capacity
+
 
 #: Time bins for the client latency line (medians per bin).
 LATENCY_BINS = 300
 SIGNAL_COLOURS = ["#2f81f7", "#cf222e", "#8250df", "#bf8700", "#1a7f37", "#57606a", "#e16f24", "#0969da"]
-
-
-def _e(value: Any) -> str:
-    return html.escape("" if value is None else str(value))
 
 
 def _origin(analysis: Analysis) -> float:
@@ -54,8 +52,6 @@ def signals_time_figure(analysis: Analysis) -> go.Figure:
         rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06,
         subplot_titles=["client users and the server's requests", "server cache usage", "client latency (median per bin)"],
     )
-    from loadtest.report.html import level_steps
-
     levels = sorted(analysis.levels, key=lambda lv: lv.start_wall)
     xs, ys = level_steps(levels, origin)
     fig.add_trace(go.Scatter(x=xs, y=ys, name="client users", mode="lines", line_shape="hv",
@@ -103,8 +99,6 @@ def signals_time_figure(analysis: Analysis) -> go.Figure:
 
 def signals_per_level_figure(analysis: Analysis) -> go.Figure:
     """Each signal's p50 (marker) with p95 and max (bars) per level; request counts beside users."""
-    from loadtest.report.html import _concurrency_axis, _mark_capacity
-
     view = analysis.server
     levels = [lv for lv in analysis.levels if lv.status != "no_data"]
     fig = make_subplots(rows=1, cols=2, subplot_titles=["requests (server) against users (client)", "cache usage (%)"])
@@ -132,10 +126,10 @@ def signals_per_level_figure(analysis: Analysis) -> go.Figure:
         )
         fig.add_trace(go.Scatter(x=xs, y=mx, name=f"{signal.metric} max", mode="markers",
                                  marker=dict(color=colour, symbol="x")), row=1, col=col)
-    _mark_capacity(fig, analysis, row=1, col=1)
-    _mark_capacity(fig, analysis, legend=False, row=1, col=2)
+    mark_capacity(fig, analysis, row=1, col=1)
+    mark_capacity(fig, analysis, legend=False, row=1, col=2)
     for col in (1, 2):
-        fig.update_xaxes(**_concurrency_axis(levels), row=1, col=col)
+        fig.update_xaxes(**concurrency_axis(levels), row=1, col=col)
         fig.update_yaxes(rangemode="tozero", row=1, col=col)
     fig.update_layout(height=440, title="Server signals per level (over each level's measured window)")
     return fig
@@ -193,8 +187,6 @@ def recommendation_table(analysis: Analysis) -> str:
 
 def server_section(analysis: Analysis, figure_html) -> str:
     """The whole "Server view" section (``figure_html`` renders a figure like the rest of the report)."""
-    from loadtest.report.autoscaling_yaml import render_autoscaling_yaml
-
     view = analysis.server
     a = analysis.autoscaling
     paragraph = f"<p class='message'>{_e(a.paragraph)}</p>" if a is not None else ""

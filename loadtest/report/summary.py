@@ -47,28 +47,22 @@ import numpy as np
 
 from loadtest import __version__
 from loadtest.analysis.results import REPORTED, Analysis, Capacity, Check, LevelResult, Stats
+from loadtest.analysis.run_cost import run_cost
+from loadtest.fingerprint import fingerprint_of_run
+from loadtest.metric_registry import LATENCY_METRICS, METRICS, PERCENTILE_DEFINITION
+from loadtest.records import replace_text
 from loadtest.redact import scrub
+from loadtest.report.why import why
 
 SUMMARY_JSON = "summary.json"
 FORMAT = 1
 
-LATENCY_KEYS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "ttfb_ms")
+#: A stats block per level for each latency metric (the registry's ``kind == "latency"`` ones).
+LATENCY_KEYS = LATENCY_METRICS
 
+#: summary.json ``definitions``: every metric's from the registry, then the rest of the file's terms.
 DEFINITIONS = {
-    "ttft_ms": "time from send to the first chunk with generated content; per request that started in the "
-    "measured window; a failed request without a first token counts as +inf",
-    "itl_ms": "gap between consecutive content chunks, divided evenly over the later chunk's tokens (per "
-    "token); assigned to the window in which the chunk arrived; a stream that broke adds one +inf sample",
-    "tpot_ms": "(e2e - ttft) / (completion_tokens - 1) per request with >= 2 tokens that started in the "
-    "measured window; failed such requests count as +inf",
-    "e2e_ms": "send to last byte, for requests that started in the measured window (also those that ended after "
-    "it); failures count as +inf; a request the harness cut after waiting past the e2e limit counts as +inf",
-    "ttfb_ms": "send to the first response byte; same population as ttft_ms",
-    "requests_per_s": "successful requests that ended in the measured window, per second of window",
-    "output_tokens_per_s": "output tokens whose chunk arrived in the measured window, per second of window",
-    "goodput_rps": "successful requests that ended in the window and met every per-request limit "
-    "(ttft <= tightest TTFT limit, tpot <= tightest ITL/TPOT limit, e2e <= tightest e2e limit), per second",
-    "error_rate": "failed / all requests that started in the measured window (warmup excluded); Wilson 95% CI",
+    **{m.name: m.definition for m in METRICS},
     "cancelled": "requests the harness ended (users stopped at a level change or the end of the run): "
     "not errors; censored at their wait: +inf for a metric whose tightest limit the wait already exceeded, "
     "else left out; counted as spillover",
@@ -78,9 +72,7 @@ DEFINITIONS = {
     "classes": "each request class analyzed alone with its own SLO; a level passes only if every class "
     "passes and the overall error budget holds",
     "ttft_by_turn": "TTFT of the requests at each conversation turn (history grows with every turn)",
-    "percentiles": "linear interpolation (numpy default); CIs resample blocks of time (shared decode steps and "
-    "multi-token chunks stay together) at the run's `confidence` (1 - 0.05/K for K looks per level); "
-    "too few samples for a percentile give an unbounded upper limit (never a pass)",
+    "percentiles": PERCENTILE_DEFINITION,
     "server": "per level, each known server signal (server_metrics.parquet, one value per scrape, series of "
     "one metric summed, or for cache fractions the maximum) over the scrapes inside the measured window",
     "autoscaling": "threshold = a signal's p50 at the capacity level x (1 - headroom); waiting requests: 1 when "
@@ -330,9 +322,6 @@ def _iso(wall: Any) -> str | None:
 
 def summary_dict(analysis: Analysis) -> dict[str, Any]:
     """The summary as plain JSON-safe data."""
-    from loadtest.analysis.run_cost import run_cost
-    from loadtest.report.why import why
-
     run = analysis.run
     sources = analysis.token_source
     decode_fit, bounds = why(analysis)
@@ -383,8 +372,6 @@ def summary_dict(analysis: Analysis) -> dict[str, Any]:
 
 def _fingerprint(run: dict[str, Any]) -> dict[str, Any] | None:
     """The workload fingerprint (``loadtest compare``): stored in run.json, or recomputed for older runs."""
-    from loadtest.compare.fingerprint import fingerprint_of_run
-
     if not run.get("compare_fingerprint") and not run.get("workload_fingerprint") and not isinstance(run.get("scenario"), dict):
         return None
     return fingerprint_of_run(run)
@@ -396,8 +383,6 @@ def dumps(analysis: Analysis) -> str:
 
 def write_summary(run_dir: Path | str, analysis: Analysis) -> Path:
     """Write ``summary.json`` atomically into the run folder."""
-    from loadtest.records import replace_text
-
     path = Path(run_dir) / SUMMARY_JSON
     replace_text(path, scrub(dumps(analysis)) + "\n")  # error messages, URLs: no secret
     return path

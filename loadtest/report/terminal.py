@@ -17,6 +17,12 @@ from rich.text import Text
 from loadtest.analysis.capacity import fmt_ms
 from loadtest.analysis.results import Analysis, Check, LevelResult
 from loadtest.analysis.slo import METRIC_LABELS
+from loadtest.metric_registry import BY_NAME, names
+from loadtest.report.why import limits_line
+
+#: The latency columns of the per-level table and of the per-class table (the registry's flags).
+TERMINAL_METRICS = names(terminal=True)
+CLASS_METRICS = names(per_class=True)
 
 COLOURS = {"pass": "green", "uncertain": "yellow", "fail": "bold red", "no_data": "dim"}
 CAPACITY_COLOURS = {
@@ -101,7 +107,7 @@ def build_table(analysis: Analysis) -> Table:
     table.add_column("reqs", justify="right", no_wrap=True)
     table.add_column("errors", justify="right", no_wrap=True)
     percentiles = {}
-    for metric in ("ttft_ms", "itl_ms", "tpot_ms"):
+    for metric in TERMINAL_METRICS:
         percentiles[metric] = _column_percentile(analysis, metric)
         table.add_column(f"{METRIC_LABELS[metric]} {percentiles[metric]}", justify="right", no_wrap=True)
     table.add_column("tok/s", justify="right", no_wrap=True)
@@ -118,7 +124,7 @@ def build_table(analysis: Analysis) -> Table:
             *(_open_loop_cells(level) if open_loop else ()),
             str(level.requests),
             _errors_cell(level),
-            *(_latency_cell(level, m, percentiles[m]) for m in ("ttft_ms", "itl_ms", "tpot_ms")),
+            *(_latency_cell(level, m, percentiles[m]) for m in TERMINAL_METRICS),
             _rate(level.output_tokens_per_s, ".0f"),
             _rate(level.goodput_rps, ".2f"),
             ran_cell(level.decision),
@@ -146,9 +152,9 @@ def build_class_table(analysis: Analysis) -> Table:
     )
     for name, justify in (("users", "right"), ("class", "left"), ("reqs", "right"), ("errors", "right")):
         table.add_column(name, justify=justify, no_wrap=True)
-    metrics = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
+    metrics = CLASS_METRICS
     for metric in metrics:
-        table.add_column(METRIC_LABELS[metric].replace("end-to-end latency", "e2e"), justify="right", no_wrap=True)
+        table.add_column(BY_NAME[metric].short_label, justify="right", no_wrap=True)
     table.add_column("verdict", no_wrap=True)
     for level in analysis.levels:
         for name, class_level in level.classes.items():
@@ -240,7 +246,6 @@ def print_summary(analysis: Analysis, console: Console | None = None) -> None:
     scaling = analysis.autoscaling
     if scaling is not None and scaling.capacity is not None:
         console.print(Text(f"autoscaling: {scaling.paragraph}"))
-    from loadtest.report.why import limits_line
 
     line = limits_line(analysis)
     if line:

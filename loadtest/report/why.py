@@ -13,6 +13,7 @@ from typing import Any
 from loadtest.analysis.bounds import fit_run, level_bounds
 from loadtest.analysis.decode_fit import describe_decode
 from loadtest.analysis.roofline import bound_words
+from loadtest.analysis.run_cost import run_cost
 from loadtest.analysis.stack import resolve_run
 
 
@@ -47,8 +48,6 @@ def why(analysis: Any) -> tuple[dict[str, Any] | None, dict[int, dict[str, Any]]
 
 def limits_line(analysis: Any) -> str:
     """The terminal's line on what limits the capacity and what it costs ('' when nothing to say)."""
-    from loadtest.analysis.run_cost import run_cost
-
     fit, _ = why(analysis)
     parts = []
     if fit is not None:

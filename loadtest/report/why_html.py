@@ -11,6 +11,8 @@ import html
 from typing import Any
 
 from loadtest.analysis.roofline import bound_words
+from loadtest.analysis.run_cost import run_cost
+from loadtest.report.why import why
 
 
 def _money(value: Any) -> str:
@@ -52,9 +54,6 @@ def _cost_block(cost: dict[str, Any]) -> str:
 
 def why_section(analysis: Any) -> str:
     """The section's HTML ('' when there is neither a fit nor a price)."""
-    from loadtest.analysis.run_cost import run_cost
-    from loadtest.report.why import why
-
     fit, bounds = why(analysis)
     cost = run_cost(analysis)
     if fit is None and cost is None:

@@ -14,9 +14,11 @@ from plotly.subplots import make_subplots
 
 from loadtest.analysis.results import Analysis
 from loadtest.analysis.slo import METRIC_LABELS
+from loadtest.metric_registry import names
 
 CLASS_COLOURS = ("#2f81f7", "#cf222e", "#1a7f37", "#8250df", "#bf8700", "#0a7ea4", "#d6336c", "#6e7781")
-_METRICS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
+#: The metrics a per-class subplot may show (the registry's ``per_class`` ones).
+_METRICS = names(per_class=True)
 
 
 def _finite(values):

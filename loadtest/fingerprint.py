@@ -27,6 +27,9 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
+from loadtest.scenario import Load
+from loadtest.scenario import Workload
+
 #: Workload keys that change *which* prompts are drawn, not their distribution.
 IGNORED_WORKLOAD_KEYS = frozenset({"seed", "salt"})
 #: Keys whose string value names a dataset file; its content hash joins the fingerprint.
@@ -105,8 +108,6 @@ def unverified_datasets(baseline: Mapping[str, Any], candidate: Mapping[str, Any
 
 def concurrency_levels(load: Mapping[str, Any]) -> list[int]:
     """The configured sweep: ``levels``, or the levels that ``start/step/max`` generates."""
-    from loadtest.scenario import Load
-
     try:
         return Load.model_validate(dict(load)).concurrency_levels()
     except Exception:  # a run.json from another version: take what it says literally
@@ -144,8 +145,6 @@ def _with_defaults(workload: Mapping[str, Any]) -> dict[str, Any]:
     A run made before a workload field existed did not record it; it ran with
     the default, so it must not differ from a newer run that states it.
     """
-    from loadtest.scenario import Workload
-
     try:
         return Workload.model_validate(dict(workload)).model_dump(mode="json")
     except Exception:  # written by another version: compare what it says

@@ -1,0 +1,138 @@
+"""One check's change between two runs, its verdict, and its words.
+
+
+A :class:`Change` is what every comparison produces (per level and check, and
+the capacity); :func:`classify` turns the interval of its *badness* (worse is
+positive) into the verdict, and :func:`describe_change` into the line every
+output prints. Both the pair comparison (:mod:`engine`), the capacity check
+(:mod:`capacity`) and the group comparison (:mod:`groups`) build on it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from loadtest.analysis.bootstrap import CONFIDENCE
+from loadtest.compare.rules import CAPACITY, ERROR_RATE
+
+Verdict = str  # "regression" | "improvement" | "unchanged" | "inconclusive"
+
+
+@dataclass
+class Change:
+    """One check at one level (or the capacity): the candidate against the baseline."""
+
+    check: str  # "itl_ms.p95", "output_tokens_per_s", "error_rate" or "capacity"
+    kind: str  # "latency" | "throughput" | "error_rate" | "capacity"
+    level: int | None  # concurrency; None for capacity
+    baseline: float | None
+    candidate: float | None
+    change: float | None  # relative (latency, throughput, capacity) or absolute (error rate)
+    ci: tuple[float | None, float | None]
+    relative: bool
+    tolerance: float | None
+    verdict: Verdict
+    may_regress: bool
+    gating: bool  # selected by --fail-on
+    message: str = ""
+    #: With run-to-run noise (see :mod:`groups`): ``ci`` is then the change's interval with both kinds
+    #: of noise; ``within_ci`` the within-run one alone; ``noise_ci`` the prediction interval of the
+    #: change when nothing changed, from ``noise_runs`` reference runs; ``noise`` says which applied
+    #: ("history", "unknown" with too few runs, "" when not looked at).
+    within_ci: tuple[float | None, float | None] | None = None
+    noise_ci: tuple[float | None, float | None] | None = None
+    noise_runs: int = 0
+    noise: str = ""
+
+    @property
+    def name(self) -> str:
+        """The JUnit test name: ``itl_ms.p95 @ 4 users`` or ``capacity``."""
+        return self.check if self.level is None else f"{self.check} @ {self.level} users"
+
+    @property
+    def fails_gate(self) -> bool:
+        return self.gating and self.verdict == "regression"
+
+    @property
+    def holds_gate(self) -> bool:
+        """Inconclusive in a way that could hide a regression the gate watches."""
+        return self.gating and self.verdict == "inconclusive" and self.may_regress
+
+
+def untrusted_note(saturated: bool, contended: bool) -> str:
+    """What a check's message adds when a level's numbers include the client's or the host's delay."""
+    if saturated:
+        return "; the load generator was saturated at this level, so a slowdown here may be the client's"
+    if contended:
+        return "; the host running the load generator was busy at this level, so a slowdown here may be the host's"
+    return ""
+
+
+def classify(bad_lo: float, bad_hi: float, tolerance: float) -> tuple[Verdict, bool]:
+    """Verdict and ``may_regress`` from the interval of the *badness* (worse is positive)."""
+    if math.isnan(bad_lo) or math.isnan(bad_hi):
+        return "inconclusive", True
+    if bad_lo > tolerance:
+        return "regression", True
+    if bad_hi < -tolerance:
+        return "improvement", False
+    if bad_lo >= -tolerance and bad_hi <= tolerance:
+        return "unchanged", False
+    return "inconclusive", bad_hi > tolerance
+
+
+# -- words ----------------------------------------------------------------------------------
+
+
+def _fmt_value(kind: str, value: float | None) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    if isinstance(value, float) and math.isinf(value):
+        return "∞ (failures)"
+    if kind == "latency":
+        return f"{value:.1f} ms" if abs(value) < 1000 else f"{value:,.0f} ms"
+    if kind == "throughput":
+        return f"{value:,.1f} tok/s"
+    if kind == ERROR_RATE:
+        return f"{value * 100:.2f}%"
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def fmt_change(change: Change) -> str:
+    """``+13.2% [+11.0%, +15.1%]`` (percentage points for the error rate)."""
+    unit = "%" if change.relative else " pp"
+
+    def f(x: float | None) -> str:
+        if x is None or math.isnan(x):
+            return "?"
+        if math.isinf(x):
+            return "+∞" if x > 0 else "−∞"
+        return f"{x * 100:+.1f}{unit}"
+
+    lo, hi = change.ci
+    if change.kind == CAPACITY:
+        return f(change.change)
+    return f"{f(change.change)} [{f(lo)}, {f(hi)}]"
+
+
+def describe_change(change: Change, confidence: float = CONFIDENCE) -> str:
+    """``p95 ITL at 4 users: 90.0 ms → 102.1 ms, +13.4% [+12.9%, +14.0%] (tolerance 5%)``."""
+    if change.kind == CAPACITY:
+        return change.message
+    tol = "" if change.tolerance is None else (
+        f"tolerance {change.tolerance * 100:g}{'%' if change.relative else ' pp'}"
+    )
+    return (
+        f"{change.check} at {change.level} users: {_fmt_value(change.kind, change.baseline)} → "
+        f"{_fmt_value(change.kind, change.candidate)}, {fmt_change(change)} at {confidence * 100:g}% ({tol})"
+    )
+
+
+_ORDER = {"regression": 0, "inconclusive": 1, "improvement": 2, "unchanged": 3}
+
+
+def severity(change: Change) -> tuple:
+    held = 0 if change.holds_gate or change.fails_gate else 1
+    return (_ORDER.get(change.verdict, 9), held, change.level is not None, change.level or 0, change.check)
+

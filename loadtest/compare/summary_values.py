@@ -1,0 +1,34 @@
+"""Numbers read back from a ``summary.json`` level: what a comparison without records works from.
+
+A percentile that is ``null`` while failed samples reached it is +inf (the
+failures are slower than any served request), not missing.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+
+def num(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+
+
+def pair(value: Any) -> tuple[float, float]:
+    if isinstance(value, (list, tuple)) and len(value) == 2:
+        return (num(value[0]), num(value[1]))
+    return (math.nan, math.nan)
+
+
+def point(level: Mapping[str, Any], metric: str, pct: str) -> float:
+    """A percentile from a summary level; null with failed samples means +inf (failures reach it)."""
+    stats = level.get(metric) or {}
+    value = stats.get(pct)
+    if value is None:
+        return math.inf if (stats.get("n") or 0) > 0 and (stats.get("n_failed") or 0) > 0 else math.nan
+    return float(value)
+
+
+def ci(level: Mapping[str, Any], metric: str, pct: str) -> tuple[float, float]:
+    return pair(((level.get(metric) or {}).get("ci") or {}).get(pct))
+

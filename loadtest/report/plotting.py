@@ -1,0 +1,125 @@
+"""Shared plotting helpers: every page's figures look and read alike.
+
+``report.html``, its server view, ``compare.html``, the history page and the
+profile page draw levels against load with the same axis (log, labelled at the
+swept levels), the same capacity marks and the same colours. Those helpers
+live here, public, so that no page reaches into another page's privates.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Sequence
+
+import plotly.graph_objects as go
+import plotly.io as pio
+
+from loadtest.analysis.results import Analysis, LevelResult
+
+
+VERDICT_COLOURS = {
+    "found": "#1a7f37",
+    "at_least": "#1a7f37",
+    "below_minimum": "#cf222e",
+    "uncertain": "#9a6700",
+    "client_saturated": "#9a6700",
+    "host_contended": "#9a6700",
+    "no_data": "#6e7781",
+}
+STATUS_COLOURS = {"pass": "#1a7f37", "fail": "#cf222e", "uncertain": "#9a6700", "no_data": "#6e7781"}
+PCT_COLOURS = {"p50": "#2f81f7", "p90": "#8250df", "p95": "#bf8700", "p99": "#cf222e"}
+PLOT_CONFIG = {"displaylogo": False, "responsive": True}
+
+
+def finite(values: Iterable[float]) -> list[float | None]:
+    """Plotly-safe values: NaN/inf become gaps (None)."""
+    return [float(v) if v is not None and math.isfinite(v) else None for v in values]
+
+
+#: Labelled ticks closer than this share of the axis's log span would print on top of each other
+#: (a label is ~30 px on a subplot ~500 px wide).
+MIN_LABEL_GAP = 0.07
+
+
+def concurrency_axis(levels: Sequence[LevelResult]) -> dict[str, Any]:
+    """Log axis labelled at the swept levels when the sweep is geometric.
+
+    Refine probes (20, 22, 23, 24 between 16 and 32) would print their labels
+    on top of each other on a log axis: they get an unlabelled minor tick, and
+    their value is in each point's hover label. Swept labels too close to the
+    previous one are thinned the same way. The axis is concurrency, or the
+    offered rate in an open-loop run.
+    """
+    xs = sorted({lv.load for lv in levels if lv.load > 0})
+    open_loop = any(lv.rate_rps is not None for lv in levels)
+    axis: dict[str, Any] = {"title": "offered rate (requests/s)" if open_loop else "concurrent users"}
+    if len(xs) >= 3 and xs[-1] / xs[0] >= 8:
+        swept = sorted({lv.load for lv in levels if lv.load > 0 and not lv.refine}) or xs
+        labelled = thin_log_ticks(swept, math.log10(xs[-1] / xs[0]))
+        minor = [x for x in xs if x not in labelled]
+        axis.update(type="log", tickvals=labelled, ticktext=[f"{x:g}" for x in labelled])
+        if minor:
+            axis["minor"] = dict(tickvals=minor, ticks="outside", ticklen=4, showgrid=False)
+    return axis
+
+
+def thin_log_ticks(values: Sequence[int], span: float) -> list[int]:
+    """Keep tick values at least :data:`MIN_LABEL_GAP` of the log span apart (the last one always)."""
+    kept: list[int] = []
+    gap = MIN_LABEL_GAP * span
+    for x in sorted(values):
+        if kept and math.log10(x) - math.log10(kept[-1]) < gap:
+            continue
+        kept.append(x)
+    if values and kept[-1] != max(values):
+        last = max(values)
+        if len(kept) > 1 and math.log10(last) - math.log10(kept[-1]) < gap:
+            kept.pop()
+        kept.append(last)
+    return kept
+
+
+def figure_html(fig: go.Figure) -> str:
+    fig.update_layout(template="plotly_white", margin=dict(l=60, r=30, t=60, b=50))
+    return pio.to_html(fig, include_plotlyjs=False, full_html=False, config=PLOT_CONFIG)
+
+
+def mark_capacity(fig: go.Figure, analysis: Analysis, *, legend: bool = True, **where: Any) -> None:
+    """Vertical lines at the capacity and the first failing level, named in the legend.
+
+    Not labelled with ``annotation_text``: on a log x axis plotly places a
+    vline's annotation at 10^x while the line stays at x (plotly.py #2580).
+    """
+    cap = analysis.capacity
+    at, fail = (cap.rate_rps, cap.first_failing_rate_rps) if cap.rate_rps is not None or cap.max_tested_rate_rps else (
+        cap.concurrency, cap.first_failing)
+    marks = [
+        (at, "#1a7f37", "dash", f"capacity ({at:g})" if at is not None else ""),
+        (fail, "#cf222e", "dot", f"first failing level ({fail:g})" if fail is not None else ""),
+    ]
+    for x, colour, dash, label in marks:
+        if x is None:
+            continue
+        fig.add_vline(x=x, line=dict(color=colour, dash=dash), **where)
+        if legend:
+            fig.add_trace(
+                go.Scatter(x=[None], y=[None], mode="lines", line=dict(color=colour, dash=dash), name=label),
+                **where,
+            )
+
+
+def level_steps(levels: Sequence[LevelResult], origin: float) -> tuple[list[float], list[int]]:
+    """The users in force against time (seconds since ``origin``), as the corners of a step line."""
+    xs: list[float] = []
+    ys: list[int] = []
+    for lv in levels:
+        xs += [lv.start_wall - origin, lv.end_wall - origin]
+        ys += [lv.load, lv.load]
+    return xs, ys
+
+
+def rgba(hex_colour: str, alpha: float) -> str:
+    h = hex_colour.lstrip("#")
+    r, g, b = (int(h[i : i + 2], 16) for i in (0, 2, 4))
+    return f"rgba({r},{g},{b},{alpha})"
+

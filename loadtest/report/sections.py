@@ -1,0 +1,340 @@
+"""The HTML sections of ``report.html``: the verdict, the per-level tables, errors, warnings, scenario.
+
+Each function returns an HTML fragment; :mod:`loadtest.report.html` puts them
+in the reading order of the decision.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime, timezone
+from typing import Any
+import yaml
+
+from loadtest.analysis.capacity import ci_label, fmt_ms
+from loadtest.analysis.results import Analysis, LevelResult
+from loadtest.report.page import esc as _e
+from loadtest.report.plotting import STATUS_COLOURS, VERDICT_COLOURS
+from loadtest.metric_registry import METRICS
+from loadtest.report.terminal import describe_ending, describe_hold
+
+#: The latency cells of the per-level table: (metric, percentile), from the registry's ``report_table``.
+_TABLE_CELLS = [(m, pct) for m in METRICS for pct in m.report_table]
+
+
+def header(analysis: Analysis) -> str:
+    cap = analysis.capacity
+    colour = VERDICT_COLOURS.get(cap.verdict, "#000")
+    target = analysis.target
+    started = analysis.run.get("started_wall")
+    date = (
+        datetime.fromtimestamp(float(started), tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        if started is not None
+        else "unknown date"
+    )
+    if cap.rate_rps is not None:
+        big = f"{'≥ ' if cap.verdict == 'at_least' else ''}{cap.rate_rps:g} requests/s"
+        if cap.mean_in_flight is not None:
+            big += f" (mean {cap.mean_in_flight:.1f} in flight)"
+    elif cap.concurrency is None:
+        big = "below the lowest level" if cap.verdict in ("below_minimum", "client_saturated", "host_contended") else "unknown"
+    elif cap.verdict == "at_least":
+        big = f"≥ {cap.concurrency} concurrent users"
+    else:
+        big = f"{cap.concurrency} concurrent users"
+    sources = ", ".join(f"{k} ({v} requests)" for k, v in analysis.token_source.items()) or "unknown"
+    slo = ", ".join(
+        [f"{c.name} ≤ {c.limit:g} ms" for c in analysis.slo.checks]
+        + ([f"error rate ≤ {analysis.slo.max_error_rate:.2%}"] if analysis.slo.max_error_rate is not None else [])
+    ) or "none defined"
+    for name, spec in analysis.class_slos.items():
+        slo += f"; class {name}: " + (", ".join(
+            [f"{c.name} ≤ {c.limit:g} ms" for c in spec.checks]
+            + ([f"error rate ≤ {spec.max_error_rate:.2%}"] if spec.max_error_rate is not None else [])
+        ) or "none")
+    facts = [
+        ("Verdict", cap.verdict.replace("_", " ")),
+        ("Binding SLO", (f"{cap.binding_class}: " if cap.binding_class and cap.binding else "") + _binding_at(cap)),
+        ("At capacity", _at_capacity(cap)),
+        ("Target", f"{target.get('model', '?')} · {target.get('base_url', '?')} · {target.get('api', '?')}"),
+        ("SLOs", slo),
+        ("Date", date),
+        ("Token counts", sources),
+        ("ITL unit", "per token (a chunk's gap is spread over its tokens)"),
+    ]
+    rows = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in facts)
+    return f"""
+<section class="verdict" style="border-color:{colour}">
+  <p class="headline" id="headline">{_e(plain_verdict(analysis))}</p>
+  <div class="cap" style="color:{colour}">Capacity: {_e(big)}</div>
+  <p class="message">{_e(cap.message)}</p>
+  <table class="facts">{rows}</table>
+  {_calculator(analysis)}
+</section>"""
+
+
+def _binding_at(cap: Any) -> str:
+    if not cap.binding:
+        return "—"
+    if cap.first_failing_rate_rps is not None:
+        return f"{cap.binding} at {cap.first_failing_rate_rps:g} req/s"
+    return f"{cap.binding} at {cap.first_failing} users"
+
+
+def plain_verdict(analysis: Analysis) -> str:
+    """The verdict in plain words, no numbers: what a reader needs before any figure."""
+    cap = analysis.capacity
+    if cap.verdict == "found":
+        words = "The endpoint meets every SLO up to the capacity below"
+        words += f"; with more users, {_binding_words(analysis)} breaks its limit first." if cap.binding else "."
+    elif cap.verdict == "at_least":
+        words = "The endpoint met every SLO at every level tested: its real limit is higher than this run went."
+    elif cap.verdict == "below_minimum":
+        words = "The endpoint missed the SLOs even at the lowest level tested: under these SLOs it has no capacity."
+    elif cap.verdict == "uncertain":
+        words = ("Not decided: some levels were too close to their limits to call with confidence, "
+                 "so the capacity is a range (below).")
+    elif cap.verdict == "client_saturated":
+        words = "Not trustworthy: the load generator itself was too busy to time the requests accurately."
+    elif cap.verdict == "host_contended":
+        words = ("Not trustworthy: the machine running the load generator was busy with other work, "
+                 "so the requests could not be timed accurately. Re-run on a quieter machine.")
+    else:
+        words = "Nothing was measured: no level produced a usable request."
+    if analysis.run.get("complete") is False:
+        words += " The run was stopped before it finished, so this is a partial result."
+    return words
+
+
+def _binding_words(analysis: Analysis) -> str:
+    binding = analysis.capacity.binding
+    for check in analysis.slo.checks:
+        if check.name == binding:
+            return f"the {check.label}"
+    return "the error rate" if binding and "error" in str(binding) else f"{binding}"
+
+
+def _at_capacity(cap: Any) -> str:
+    if cap.requests_per_s is None:
+        return "—"
+    parts = [f"{cap.requests_per_s:.2f} req/s", f"{cap.output_tokens_per_s:.0f} output tok/s"]
+    if cap.goodput_rps is not None and math.isfinite(cap.goodput_rps):
+        parts.append(f"goodput {cap.goodput_rps:.2f} req/s")
+    return " · ".join(parts) + " per replica"
+
+
+def _calculator(analysis: Analysis) -> str:
+    """A two-field replica estimate: peak users / capacity, peak req/s / goodput at capacity."""
+    cap = analysis.capacity
+    if cap.concurrency is None or cap.verdict == "no_data":
+        return ""
+    goodput = cap.goodput_rps if cap.goodput_rps is not None and math.isfinite(cap.goodput_rps) else 0.0
+    return f"""
+<div class="calc">
+  <b>Replicas needed</b> (assumes identical replicas and an even load balancer):
+  peak concurrent users <input id="calc-users" type="number" min="0" value="{cap.concurrency * 4}">
+  → <span id="calc-users-out"></span>;
+  peak requests/s <input id="calc-rps" type="number" min="0" step="any" value="{max(1, round(goodput * 4, 1))}">
+  → <span id="calc-rps-out"></span>
+</div>
+<script>
+(function() {{
+  var cap = {cap.concurrency}, good = {goodput:.6f};
+  function upd() {{
+    var u = parseFloat(document.getElementById('calc-users').value) || 0;
+    var r = parseFloat(document.getElementById('calc-rps').value) || 0;
+    document.getElementById('calc-users-out').textContent = cap > 0 ? Math.ceil(u / cap) + ' replicas' : 'n/a';
+    document.getElementById('calc-rps-out').textContent = good > 0 ? Math.ceil(r / good) + ' replicas' : 'n/a';
+  }}
+  document.getElementById('calc-users').addEventListener('input', upd);
+  document.getElementById('calc-rps').addEventListener('input', upd);
+  upd();
+}})();
+</script>"""
+
+
+def _cell_ms(level: LevelResult, metric: str, pct: str) -> str:
+    value = level.metric(metric).percentile(pct)
+    if math.isnan(value):
+        return "<td class='num dim'>–</td>"
+    verdicts = [c.verdict for c in level.checks if c.metric == metric and c.percentile == pct and c.class_name is None]
+    style = f" style='color:{STATUS_COLOURS[verdicts[0]]}'" if verdicts else ""
+    text = "∞" if math.isinf(value) else fmt_ms(value)
+    return f"<td class='num'{style}>{_e(text)}</td>"
+
+
+def levels_table(analysis: Analysis) -> str:
+    unit = "offered req/s" if any(lv.rate_rps is not None for lv in analysis.levels) else "users"
+    head = (
+        f"<tr><th>{unit}</th><th>requests</th><th>errors</th>"
+        + "".join(f"<th>{_e(m.short_label)} {pct}</th>" for m, pct in _TABLE_CELLS)
+        + "<th>req/s</th><th>tok/s</th><th>goodput</th><th>spillover</th><th>ran</th><th>verdict</th></tr>"
+    )
+    rows = []
+    for lv in analysis.levels:
+        flags = []
+        if lv.refine:
+            flags.append("refine")
+        if lv.client_saturated:
+            flags.append("client saturated")
+        if lv.host_contended:
+            flags.append("host busy")
+        err = f"{lv.errors} ({lv.error_rate:.1%})" if lv.requests else "–"
+        rows.append(
+            "<tr>"
+            f"<td class='num'>{lv.load:g}</td><td class='num'>{lv.requests}</td><td class='num'>{_e(err)}</td>"
+            + "".join(_cell_ms(lv, m.name, pct) for m, pct in _TABLE_CELLS)
+            + f"<td class='num'>{_num(lv.requests_per_s, '.2f')}</td>"
+            f"<td class='num'>{_num(lv.output_tokens_per_s, '.0f')}</td>"
+            f"<td class='num'>{_num(lv.goodput_rps, '.2f')}</td><td class='num'>{lv.spillover}</td>"
+            + _ran_cell(lv.decision)
+            + f"<td style='color:{STATUS_COLOURS.get(lv.status, '#000')}'><b>{_e(lv.status)}</b>"
+            f"{' · ' + _e(', '.join(flags)) if flags else ''}</td></tr>"
+        )
+    checks = _checks_table(analysis)
+    return f"<table class='grid'>{head}{''.join(rows)}</table>{_open_loop_table(analysis)}{checks}"
+
+
+def _open_loop_table(analysis: Analysis) -> str:
+    """Open loop: was the schedule kept (send lag), and did the server keep up (completions)?"""
+    levels = [lv for lv in analysis.levels if lv.open_loop]
+    if not levels:
+        return ""
+    rows = []
+    for lv in levels:
+        o = lv.open_loop
+        lag = o["schedule_lag_ms"]
+        note = "" if o["server_kept_up"] else "the server could not keep up"
+        if o["client_late"]:
+            note = "; ".join(x for x in (note, "sends fell behind: client saturated") if x)
+        rows.append(
+            f"<tr><td class='num'>{lv.load:g}</td><td class='num'>{_num(o['offered_rps'], '.2f')}</td>"
+            f"<td class='num'>{_num(o['sent_rps'], '.2f')}</td><td class='num'>{_num(o['completed_rps'], '.2f')}</td>"
+            f"<td class='num'>{o['dropped']}</td><td class='num'>{_num(lag['p50'], '.2f')}</td>"
+            f"<td class='num'>{_num(lag['p99'], '.2f')}</td><td class='num'>{lag['late']}</td>"
+            f"<td class='num'>{_num(o['mean_in_flight'], '.1f')}</td><td>{_e(note)}</td></tr>"
+        )
+    head = (
+        "<tr><th>rate</th><th>offered req/s</th><th>sent req/s</th><th>completed req/s</th><th>dropped</th>"
+        "<th>send lag p50 ms</th><th>send lag p99 ms</th><th>sends &gt; 10 ms late</th><th>mean in flight</th><th></th></tr>"
+    )
+    return (
+        "<h3>Open loop: offered, sent and completed</h3><p class='dim'>Latencies above are measured from each "
+        "request's scheduled time, so they include the send lag and any wait the server's queue caused.</p>"
+        f"<table class='grid'>{head}{''.join(rows)}</table>"
+    )
+
+
+def _ran_cell(decision: dict) -> str:
+    """How long the level ran and why it ended; every look in the tooltip."""
+    if not decision or decision.get("ran_s") is None:
+        return "<td class='num dim'>–</td>"
+    looks = "; ".join(
+        f"at {look.get('at_s', 0):g} s: {look.get('verdict')} ({look.get('why', '')})"
+        for look in decision.get("looks_taken") or []
+    )
+    why = describe_ending(decision)
+    held = describe_hold(decision.get("hold"))  # how long its load stayed for its measured requests
+    why += f"; {held}" if held else ""
+    return f"<td class='num' title='{_e(looks)}'>{decision['ran_s']:.0f} s<br><span class='dim'>{_e(why)}</span></td>"
+
+
+def _checks_table(analysis: Analysis) -> str:
+    rows = []
+    for lv in analysis.levels:
+        for c in lv.checks:
+            if c.metric == "error_rate":
+                value = f"{c.value:.2%}" if math.isfinite(c.value) else "–"
+                ci = f"{c.ci[0]:.2%} – {c.ci[1]:.2%}" if math.isfinite(c.ci[0]) else "–"
+                limit = f"{c.limit:.2%}"
+            else:
+                value = fmt_ms(c.value) if not math.isnan(c.value) else "–"
+                ci = f"{fmt_ms(c.ci[0])} – {fmt_ms(c.ci[1])}" if not math.isnan(c.ci[0]) else "–"
+                limit = f"{c.limit:g}"
+            rows.append(
+                f"<tr><td class='num'>{lv.load:g}</td><td>{_e(f'{c.class_name}: {c.name}' if c.class_name else c.name)}</td><td class='num'>{_e(value)}</td>"
+                f"<td class='num'>{_e(ci)}</td><td class='num'>{_e(limit)}</td><td class='num'>{c.n}"
+                f"{' (low n)' if c.low_n else ''}</td>"
+                f"<td style='color:{STATUS_COLOURS.get(c.verdict, '#000')}'>{_e(c.verdict)}"
+                f"{': ' + _e(c.reason) if c.reason else ''}</td></tr>"
+            )
+    if not rows:
+        return ""
+    label = ci_label(analysis.confidence)
+    return (
+        f"<details><summary>Every SLO check with its {label}</summary><table class='grid'>"
+        f"<tr><th>users</th><th>check</th><th>value</th><th>{label}</th><th>limit</th><th>n</th><th>verdict</th></tr>"
+        + "".join(rows) + "</table></details>"
+    )
+
+
+def _num(value: float, fmt: str) -> str:
+    return "–" if value is None or not math.isfinite(value) else format(value, fmt)
+
+
+def errors_section(analysis: Analysis) -> str:
+    kinds = sorted({k for lv in analysis.levels for k in lv.errors_by_kind})
+    cancelled = sum(lv.cancelled for lv in analysis.levels)
+    note = (
+        f"<p class='dim'>{cancelled} requests were cancelled by the harness when users stopped at a level change "
+        "or at the end of the run; they are not errors and are not counted in any rate.</p>"
+        if cancelled
+        else ""
+    )
+    if not kinds:
+        return "<p>No failed request in any measured window.</p>" + note
+    head = "<tr><th>users</th><th>requests</th><th>errors</th>" + "".join(f"<th>{_e(k)}</th>" for k in kinds) + "</tr>"
+    rows = [
+        f"<tr><td class='num'>{lv.load:g}</td><td class='num'>{lv.requests}</td><td class='num'>{lv.errors}</td>"
+        + "".join(f"<td class='num'>{lv.errors_by_kind.get(k, 0)}</td>" for k in kinds)
+        + "</tr>"
+        for lv in analysis.levels
+    ]
+    messages = ""
+    frame = analysis.requests
+    if len(frame) and "error" in frame:
+        failed = frame[frame["failed"]]
+        if len(failed):
+            top = (
+                failed.assign(kind=failed["error_kind"].fillna("unknown"), msg=failed["error"].fillna(""))
+                .groupby(["kind", "msg"], sort=False)
+                .size()
+                .sort_values(ascending=False)
+                .head(15)
+            )
+            items = "".join(
+                f"<tr><td>{_e(kind)}</td><td class='num'>{count}</td><td><code>{_e(str(msg)[:300])}</code></td></tr>"
+                for (kind, msg), count in top.items()
+            )
+            messages = (
+                "<h3>Most frequent error messages (whole run)</h3><table class='grid'>"
+                "<tr><th>kind</th><th>count</th><th>message</th></tr>" + items + "</table>"
+            )
+    return f"<table class='grid'>{head}{''.join(rows)}</table>{note}{messages}"
+
+
+def warnings_section(analysis: Analysis) -> str:
+    if not analysis.warnings:
+        return "<p>None.</p>"
+    return "<ul class='warnings'>" + "".join(f"<li>{_e(w)}</li>" for w in analysis.warnings) + "</ul>"
+
+
+def scenario_section(analysis: Analysis) -> str:
+    scenario = analysis.run.get("scenario") or {}
+    try:
+        text = yaml.safe_dump(scenario, sort_keys=False, allow_unicode=True)
+    except Exception:  # unserializable values: fall back to JSON, which stringifies them
+        text = json.dumps(scenario, indent=2, default=str)
+    host = analysis.run.get("host") or {}
+    versions = (
+        f"loadtest {analysis.run.get('tool_version', '?')} · Python {analysis.run.get('python', '?')} · "
+        f"Locust {analysis.run.get('locust', '?')} · host {host.get('hostname', '?')} "
+        f"({host.get('cpus', '?')} CPUs, {host.get('platform', '?')})"
+    )
+    workers = analysis.run.get("workers") or []
+    if workers and workers != ["local"]:
+        # Locust names workers <hostname>_<id>: the hosts that generated the load.
+        hosts = sorted({str(w).rsplit("_", 1)[0] for w in workers})
+        versions += f" · {len(workers)} workers on {', '.join(hosts)} (mode {analysis.run.get('mode', '?')})"
+    return f"<p class='dim'>{_e(versions)}</p><pre>{_e(text)}</pre>"

@@ -1,0 +1,155 @@
+"""``load:``: the levels (closed loop) or rates (open loop), their durations and the stopping rules."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
+
+from loadtest.scenario._base import _Strict
+
+
+class ClientLimits(_Strict):
+    """When the load generator itself is too busy to be trusted.
+
+    A level is judged by whether the client's own measured timing error could
+    move a verdict (load/monitor.py, analysis/client_error.py); above ``cpu_pct``
+    of a core it is flagged whatever its verdicts. The two others are optional
+    hard limits (off by default): a level past one is flagged too.
+    """
+
+    loop_lag_p99_ms: PositiveFloat | None = None
+    reader_batch_p99_ms: PositiveFloat | None = None
+    cpu_pct: PositiveFloat = 80.0
+
+
+class Load(_Strict):
+    levels: list[PositiveInt] | None = None
+    start: PositiveInt | None = None
+    step: PositiveFloat | None = None
+    max: PositiveInt | None = None
+    step_mode: Literal["multiply", "add"] = "multiply"
+    #: Open loop (load/open_loop.py): requests per second per level, or rate_start/rate_step/rate_max.
+    rates: list[PositiveFloat] | None = None
+    rate_start: PositiveFloat | None = None
+    rate_step: PositiveFloat | None = None
+    rate_max: PositiveFloat | None = None
+    #: How the send times of an open-loop level are drawn (load/arrivals.py).
+    arrival: Literal["poisson", "constant", "gamma"] = "poisson"
+    #: Gamma arrivals' shape: 1 is Poisson, below 1 burstier, above 1 more regular.
+    burstiness: PositiveFloat | None = None
+    #: Open loop: at most this many requests in flight; arrivals beyond it fail as ``dropped``.
+    max_in_flight: PositiveInt = 512
+    #: Seeds the open-loop arrival streams (each level and worker draws its own).
+    arrival_seed: int = 0
+    level_duration_s: PositiveFloat = 30.0
+    warmup_s: NonNegativeFloat = 5.0
+    warmup_requests: NonNegativeInt = 5
+    #: A level whose verdict is decided this long after it started ends early
+    #: (default: half of its measured window, i.e. warmup + (duration − warmup) / 2).
+    min_level_duration_s: PositiveFloat | None = None
+    #: An undecided level runs on until it is decided or this long (default 4 × level_duration_s).
+    max_level_duration_s: PositiveFloat | None = None
+    client_limits: ClientLimits = ClientLimits()
+
+    @model_validator(mode="after")
+    def _one_way_to_give_levels(self) -> "Load":
+        ranged = [k for k in ("start", "step", "max") if getattr(self, k) is not None]
+        rate_ranged = [k for k in ("rate_start", "rate_step", "rate_max") if getattr(self, k) is not None]
+        closed = self.levels is not None or bool(ranged)
+        if self.levels is not None and ranged:
+            raise ValueError(f"give either 'levels' or 'start/step/max', not both (found levels and {', '.join(ranged)})")
+        if closed and (self.rates is not None or rate_ranged):
+            given = ", ".join((["levels"] if self.levels is not None else []) + ranged)
+            rates = ", ".join((["rates"] if self.rates is not None else []) + rate_ranged)
+            raise ValueError(
+                f"give either 'levels' (closed loop) or 'rates' (open loop), not both (found {given} and {rates})"
+            )
+        if self.burstiness is not None and self.arrival != "gamma":
+            raise ValueError(f"'burstiness' applies to 'arrival: gamma' only (arrival is {self.arrival})")
+        if not closed:
+            self._check_rates(rate_ranged)
+        elif self.levels is None and not ranged:
+            raise ValueError("give the concurrency levels: 'levels: [1, 2, 4]' or 'start', 'step' and 'max'")
+        if ranged and len(ranged) != 3:
+            missing = sorted({"start", "step", "max"} - set(ranged))
+            raise ValueError(f"'start/step/max' needs all three; missing {', '.join(missing)}")
+        if self.levels is not None and not self.levels:
+            raise ValueError("'levels' must not be empty")
+        if self.warmup_s >= self.level_duration_s:
+            raise ValueError(f"'warmup_s' ({self.warmup_s:g}) must be shorter than 'level_duration_s' ({self.level_duration_s:g})")
+        lo, hi = self.min_duration_s, self.max_duration_s
+        if lo <= self.warmup_s:
+            raise ValueError(f"'min_level_duration_s' ({lo:g}) must be longer than 'warmup_s' ({self.warmup_s:g})")
+        if lo > self.level_duration_s:
+            raise ValueError(f"'min_level_duration_s' ({lo:g}) must not exceed 'level_duration_s' ({self.level_duration_s:g})")
+        if hi < self.level_duration_s:
+            raise ValueError(f"'max_level_duration_s' ({hi:g}) must be at least 'level_duration_s' ({self.level_duration_s:g})")
+        if ranged and self.start > self.max:
+            raise ValueError(f"'start' ({self.start}) must not exceed 'max' ({self.max})")
+        if ranged and self.step_mode == "multiply" and self.step <= 1:
+            raise ValueError("'step' must be greater than 1 when step_mode is multiply")
+        return self
+
+    def _check_rates(self, rate_ranged: list[str]) -> None:
+        if self.rates is None and not rate_ranged:
+            raise ValueError(
+                "give the load: concurrency 'levels: [1, 2, 4]' (or start/step/max), "
+                "or open-loop 'rates: [1, 2, 4]' (or rate_start/rate_step/rate_max)"
+            )
+        if self.rates is not None and rate_ranged:
+            raise ValueError(f"give either 'rates' or 'rate_start/rate_step/rate_max', not both (found rates and {', '.join(rate_ranged)})")
+        if rate_ranged and len(rate_ranged) != 3:
+            missing = sorted({"rate_start", "rate_step", "rate_max"} - set(rate_ranged))
+            raise ValueError(f"'rate_start/rate_step/rate_max' needs all three; missing {', '.join(missing)}")
+        if self.rates is not None and not self.rates:
+            raise ValueError("'rates' must not be empty")
+        if rate_ranged and self.rate_start > self.rate_max:
+            raise ValueError(f"'rate_start' ({self.rate_start:g}) must not exceed 'rate_max' ({self.rate_max:g})")
+        if rate_ranged and self.step_mode == "multiply" and self.rate_step <= 1:
+            raise ValueError("'rate_step' must be greater than 1 when step_mode is multiply")
+
+    @property
+    def open_loop(self) -> bool:
+        """Rates (requests per second) rather than concurrency levels."""
+        return self.rates is not None or self.rate_start is not None
+
+    def rate_levels(self) -> list[float]:
+        """The open-loop rates in run order: as given, or generated from rate_start/rate_step/rate_max."""
+        if self.rates is not None:
+            return [float(r) for r in self.rates]
+        if self.rate_start is None:
+            return []
+        out: list[float] = []
+        value = float(self.rate_start)
+        while value <= self.rate_max * (1 + 1e-9):
+            out.append(round(value, 6))
+            value = value * self.rate_step if self.step_mode == "multiply" else value + self.rate_step
+        return out
+
+    @property
+    def min_duration_s(self) -> float:
+        """When a decided level may end (see ``min_level_duration_s``)."""
+        if self.min_level_duration_s is not None:
+            return self.min_level_duration_s
+        return self.warmup_s + (self.level_duration_s - self.warmup_s) / 2
+
+    @property
+    def max_duration_s(self) -> float:
+        """How long an undecided level may run (see ``max_level_duration_s``)."""
+        return self.max_level_duration_s if self.max_level_duration_s is not None else 4 * self.level_duration_s
+
+    def concurrency_levels(self) -> list[int]:
+        """The levels in run order: as given, or generated from start/step/max (empty in open loop)."""
+        if self.levels is not None:
+            return list(self.levels)
+        if self.start is None:
+            return []
+        out: list[int] = []
+        value = float(self.start)
+        while round(value) <= self.max:
+            level = int(round(value))
+            if not out or level > out[-1]:
+                out.append(level)
+            value = value * self.step if self.step_mode == "multiply" else value + self.step
+        return out

@@ -1,0 +1,135 @@
+"""``workload:``: what a request looks like (lengths, datasets, prefixes, conversations, classes)."""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Literal
+
+from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, field_validator
+
+from loadtest.paths import yaml_file_problem
+from loadtest.scenario._base import _Strict
+from loadtest.analysis.slo import SloSpec
+
+
+class TokenDistribution(_Strict):
+    """A normal distribution of token counts, clipped at 1."""
+
+    mean: PositiveInt
+    stddev: NonNegativeFloat = 0.0
+
+    def sample(self, rng: "random.Random") -> int:
+        return max(1, round(rng.gauss(self.mean, self.stddev))) if self.stddev else self.mean
+
+
+def typical_tokens(value: "int | TokenDistribution") -> int:
+    """A fixed count, or a distribution's mean."""
+    return value if isinstance(value, int) else value.mean
+
+
+class Dataset(_Strict):
+    """Prompts from a file instead of synthetic words (see :mod:`loadtest.workload.dataset`)."""
+
+    #: Relative paths are resolved against the scenario file's folder when it is loaded.
+    path: str
+    format: Literal["jsonl", "sharegpt"] = "jsonl"
+    order: Literal["shuffle", "sequential"] = "shuffle"
+    #: A ShareGPT answer's length (or a row's ``max_tokens``) becomes that request's max_tokens.
+    use_output_lengths: bool = False
+
+    @field_validator("path")
+    @classmethod
+    def _file_exists(cls, v: str) -> str:
+        problem = yaml_file_problem(v)
+        if problem:
+            raise ValueError(problem)
+        return v
+
+
+class SharedPrefix(_Strict):
+    """A system prompt shared by many requests, so a prefix cache can serve it (on purpose)."""
+
+    tokens: PositiveInt
+    #: Distinct prefixes; each request draws one.
+    groups: PositiveInt = 1
+
+
+class Conversation(_Strict):
+    """Multi-turn use: each request resends the history, including the answer actually streamed."""
+
+    turns: PositiveInt = 2
+    #: Pause between a conversation's turns (closed-loop users only).
+    think_time_s: NonNegativeFloat = 0.0
+
+
+class _WorkloadFields(_Strict):
+    """What shapes a request; a class may override any of it."""
+
+    prompt_tokens: TokenDistribution = TokenDistribution(mean=128, stddev=16)
+    #: A fixed output length, or a distribution: varied lengths keep closed-loop
+    #: users from finishing in lock-step, as real traffic does.
+    max_tokens: PositiveInt | TokenDistribution = 64
+    ignore_eos: bool = True
+    #: ``null`` leaves temperature out of the body (reasoning models reject it).
+    temperature: NonNegativeFloat | None = 0.0
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+    dataset: Dataset | None = None
+    shared_prefix: SharedPrefix | None = None
+    conversation: Conversation | None = None
+
+
+class RequestClass(_Strict):
+    """One kind of request in a mixed workload, with its own share and SLO.
+
+    Every workload field it leaves out is inherited from ``workload``; without
+    its own ``slo`` it is judged by the top-level one.
+    """
+
+    #: No dots: ``--slo summarize.e2e_ms.p95=15000`` splits on them.
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+    #: Share of requests (of conversations, in multi-turn use), relative to the other classes.
+    weight: PositiveFloat = 1.0
+    slo: SloSpec | None = None
+    prompt_tokens: TokenDistribution | None = None
+    max_tokens: PositiveInt | TokenDistribution | None = None
+    ignore_eos: bool | None = None
+    temperature: NonNegativeFloat | None = None
+    extra_body: dict[str, Any] | None = None
+    dataset: Dataset | None = None
+    shared_prefix: SharedPrefix | None = None
+    conversation: Conversation | None = None
+
+    def overrides(self) -> dict[str, Any]:
+        """The workload fields this class sets (the rest are inherited)."""
+        return {
+            name: getattr(self, name)
+            for name in _WorkloadFields.model_fields
+            if getattr(self, name) is not None
+        }
+
+
+class Workload(_WorkloadFields):
+    #: Fixes the prompt lengths and words, so runs stay comparable.
+    seed: int = 0
+    #: Each run draws a random salt that goes into every prompt's nonce (and every shared
+    #: prefix), so no two requests of any two runs share a prefix (a prefix cache cannot
+    #: flatter a second run). ``false`` keeps prompts identical across runs: for measuring
+    #: a warm prefix cache on purpose.
+    cache_bust: bool = True
+    classes: list[RequestClass] = Field(default_factory=list)
+
+    @field_validator("classes")
+    @classmethod
+    def _unique_names(cls, v: list[RequestClass]) -> list[RequestClass]:
+        seen: set[str] = set()
+        for c in v:
+            if c.name in seen:
+                raise ValueError(f"class name '{c.name}' is used twice")
+            seen.add(c.name)
+        return v
+
+    def for_class(self, request_class: RequestClass | None) -> "Workload":
+        """The workload one class draws from: this one with the class's overrides, no classes."""
+        if request_class is None:
+            return self.model_copy(update={"classes": []})
+        return self.model_copy(update={**request_class.overrides(), "classes": []})
