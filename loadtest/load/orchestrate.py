@@ -18,6 +18,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import gevent
 import pyarrow.compute as pc
@@ -39,10 +40,12 @@ from loadtest.load.session import LoadSession
 from loadtest.load.sink import RunSink
 from loadtest.load.workers import local_worker_count, start_master, stop_workers
 from loadtest.records import REQUESTS_PARQUET, RequestWriter
-from loadtest.run_state import RunOptions, RunState
 from loadtest.scenario import Scenario
 from loadtest.scrape.process import ScraperProcess
 from loadtest.scrape.store import read_samples
+
+if TYPE_CHECKING:  # the pipeline's types; the load stage does not import the pipeline
+    from loadtest.run_state import RunOptions, RunState
 
 #: ``--refine``'s probes at most (bisection over any sane range ends far sooner).
 MAX_REFINE_PROBES = 32
