@@ -25,9 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from loadtest.errors import InputError
+from loadtest.run_record import RUN_FORMAT as RUN_RECORD_FORMAT, normalized
 
 #: The run.json ``format`` this loadtest writes, and the oldest it still reads.
-RUN_FORMAT = 1
+RUN_FORMAT = RUN_RECORD_FORMAT  # (the run record's: loadtest/run_record.py)
 #: Keys without which no run.json can be analyzed (present in every format so far).
 _RUN_KEYS = ("scenario", "levels")
 
@@ -146,7 +147,7 @@ def read_run_json(folder: Path | str, arg: str) -> dict[str, Any]:
         made = f"run format {fmt}" if fmt is not None else "no run format"
         raise _fail(arg, folder, f"run.json lacks {', '.join(missing)} ({made}: written by an older or another tool); "
                                  "it cannot be analyzed")
-    return run
+    return normalized(run)
 
 
 def run_folder(path: Path | str, arg: str, *, writable: bool = False) -> Path:

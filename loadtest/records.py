@@ -21,6 +21,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from loadtest.run_record import normalized
+
 RUN_JSON = "run.json"
 REQUESTS_PARQUET = "requests.parquet"
 PARTS_DIR = "requests.parts"
@@ -206,4 +208,5 @@ def count_records(run_dir: Path) -> int:
 
 
 def read_run_json(run_dir: Path) -> dict[str, Any]:
-    return json.loads((Path(run_dir) / RUN_JSON).read_text())
+    """run.json read through its model (:mod:`loadtest.run_record`): every defined key present."""
+    return normalized(json.loads((Path(run_dir) / RUN_JSON).read_text()))

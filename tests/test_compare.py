@@ -363,14 +363,14 @@ def test_the_stored_fingerprint_with_its_hash_is_the_one_compare_uses(tmp_path):
     dataset hashes taken at run time) beside the workload's own record (``workload_fingerprint``);
     a dataset edited after the run must not change the run's fingerprint."""
     from loadtest.fingerprint import fingerprint_of_run
-    from loadtest.run import initial_meta
+    from loadtest.run_state import initial_record
     from loadtest.scenario import parse_scenario
 
     data = tmp_path / "prompts.jsonl"
     data.write_text('{"prompt": "a"}\n')
     sc = scenario_dict()
     sc["workload"]["dataset"] = {"path": str(data)}
-    meta = json.loads(json.dumps(initial_meta(parse_scenario(sc))))  # as written to run.json
+    meta = json.loads(json.dumps(initial_record(parse_scenario(sc)).to_json()))  # as written to run.json
     stored = meta["compare_fingerprint"]
     assert stored["hash"] and stored["datasets"][str(data)]
     assert "classes" in meta["workload_fingerprint"] and "hash" not in meta["workload_fingerprint"]

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from loadtest.client.preflight import preflight
+from loadtest.preflight import preflight
 from loadtest.client.stream import StreamingClient
 from loadtest.client.wire import build_body
 from loadtest.errors import InputError, TargetError

@@ -17,7 +17,7 @@ import os
 import numpy as np
 import pytest
 
-from loadtest.client.preflight import preflight
+from loadtest.preflight import preflight
 from loadtest.client.stream import StreamingClient
 from loadtest.client.wire import build_body
 from loadtest.records import read_requests

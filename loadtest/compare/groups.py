@@ -38,6 +38,7 @@ from loadtest.compare.inputs import RUN_JSON, SUMMARY_JSON, RunInput, find_runs,
 from loadtest.compare.rules import CAPACITY, ERROR_RATE, Rules
 from loadtest.compare.stationarity import hold_drifting
 from loadtest.errors import InputError
+from loadtest.run_record import normalized
 
 
 def compare_groups(
@@ -120,7 +121,7 @@ def _reference(cmp: Comparison, base, cand, history: Sequence[Path | str]) -> li
 def _history_run(folder: Path, fp_hash: str | None) -> tuple[str, dict[str, Any], float] | None:
     """A history run of the same fingerprint, complete and not a warm-up run; None otherwise."""
     try:
-        run = json.loads((folder / RUN_JSON).read_text(encoding="utf-8"))
+        run = normalized(json.loads((folder / RUN_JSON).read_text(encoding="utf-8")))  # through the run record
         summary = json.loads((folder / SUMMARY_JSON).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None  # a half-written or damaged folder is not part of the history

@@ -23,6 +23,7 @@ any host; wall-clock times only place requests on the timeline.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,15 +33,18 @@ from locust.env import Environment
 from locust.runners import STATE_MISSING, Runner, WorkerRunner
 
 from loadtest.errors import LoadtestError
+from loadtest.load.fdlimit import TooFewFileDescriptors, ensure_fds, users_per_process
 from loadtest.load.hold import measured_running
 from loadtest.load.levels import LevelClock, LevelSpan
+from loadtest.load.master_watch import DEFAULT_MASTER_TIMEOUT_S, stop_without_master
 from loadtest.load.monitor import SelfMonitor, merge_worker_health
 from loadtest.load.recorder import Recorder
-from loadtest.load.open_loop import ArrivalScheduler
-from loadtest.load.session import LoadSession, arrival_horizon_s, tune_interpreter, library_options
+from loadtest.load.modes import load_mode
+from loadtest.load.session import LoadSession, library_options, tune_interpreter
 from loadtest.load.stopping import stop_users_reliably
 from loadtest.load.user import UserSettings, make_user_class
 from loadtest.scenario import Scenario
+from loadtest.workload import prepare
 
 log = logging.getLogger(__name__)
 
@@ -147,8 +151,7 @@ class MasterSession(LoadSession):
             "streams": max(1, len(self.runner.clients.ready) + len(self.runner.clients.running)
                            + len(self.runner.clients.spawning)),
             # the most users (senders) at once over all workers: each checks its file-descriptor limit
-            "max_users": self.scenario.load.max_in_flight if self.scenario.load.open_loop
-            else max(self.scenario.load.concurrency_levels()),
+            "max_users": self.mode.max_users(),
             "workers": self.expected_workers,
         }
 
@@ -190,8 +193,6 @@ class MasterSession(LoadSession):
         the first level: never a level of EMFILE failures. A worker that does
         not answer (an older version) is not waited for beyond READY_TIMEOUT_S.
         """
-        from loadtest.load.fdlimit import TooFewFileDescriptors
-
         deadline = time.monotonic() + READY_TIMEOUT_S
         while len(self.ready) < expected and time.monotonic() < deadline:
             gevent.sleep(0.05)
@@ -243,8 +244,6 @@ def exit_with_master() -> gevent.Greenlet | None:
     Remote workers (``loadtest worker`` started by hand) cannot see the master's
     process; they stop after a few seconds without its heartbeat (load/master_watch.py).
     """
-    import os
-
     raw = os.environ.get(PARENT_ENV)
     if not raw or not raw.isdigit():
         return None
@@ -266,8 +265,6 @@ def check_worker_fds(max_users: int, workers: int) -> str | None:
     The soft limit is raised up to the hard one if needed. Returns None when it
     can, else the one line the master stops the run with (before any level).
     """
-    from loadtest.load.fdlimit import TooFewFileDescriptors, ensure_fds, users_per_process
-
     try:
         note = ensure_fds(users_per_process(max_users, workers), "this worker")
     except TooFewFileDescriptors as err:
@@ -280,10 +277,6 @@ def check_worker_fds(max_users: int, workers: int) -> str | None:
 
 def run_worker(scenario: Scenario, master_host: str, master_port: int, master_timeout_s: float | None = None) -> int:
     """Serve as a Locust worker until the master quits (or is silent ``master_timeout_s``). Returns the records sent."""
-    from loadtest.load.master_watch import DEFAULT_MASTER_TIMEOUT_S, stop_without_master
-
-    from loadtest.workload import prepare
-
     exit_with_master()
 
     prepare(scenario)  # read the datasets before connecting: users must not stall on the file
@@ -300,9 +293,7 @@ def run_worker(scenario: Scenario, master_host: str, master_port: int, master_ti
 
     recorder = Recorder("worker", send)
     monitor = SelfMonitor.for_scenario(scenario, clock)
-    scheduler = None
-    if scenario.load.open_loop:
-        scheduler = ArrivalScheduler(scenario.load, clock, recorder, duration_s=arrival_horizon_s(scenario))
+    scheduler = load_mode(scenario).scheduler(clock, recorder)
     user_class = make_user_class(scenario, clock, recorder, settings, scheduler)
     env = Environment(user_classes=[user_class], host=scenario.target.base_url, parsed_options=library_options())
     stop_users_reliably(env)

@@ -12,15 +12,21 @@ instead: slower to the interpreter, never a lost run.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import gevent
 from gevent import subprocess
 
-from loadtest.analysis.decide import Decision
+from loadtest.analysis.decide import Decision, decide_level
+from loadtest.analysis.slo import SloSpec
+from loadtest.records import read_requests
+
+_log = logging.getLogger(__name__)
 
 #: The longest one look may take before the judge is given up on.
 ANSWER_TIMEOUT_S = 60.0
@@ -79,3 +85,59 @@ def _json_default(value: Any) -> Any:
     if isinstance(value, float) and math.isnan(value):
         return value
     raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+class LevelJudge:
+    """What the shape calls at each look: the verdict of the running level so far.
+
+    The records are flushed first (``read_in_flight`` does that and returns the
+    requests in flight, the processes' latest snapshots, which are passed in as
+    censored requests). The analysis runs in a child process
+    (:class:`JudgeProcess`) so that it holds neither the event loop nor the
+    interpreter lock the chunk stamps need. Should the child fail (or not
+    start), a look is judged in a native thread instead; should judging itself
+    fail, the level is "uncertain" and runs its full course.
+    """
+
+    def __init__(self, run_dir: Path, slo: dict[str, Any], confidence: float, run_json, read_in_flight) -> None:
+        """``run_json()``: run.json as it stands; ``read_in_flight()``: the requests in flight now."""
+        self.run_dir = run_dir
+        self.slo = SloSpec.from_dict(slo)
+        self.confidence = confidence
+        self.run_json = run_json
+        self.read_in_flight = read_in_flight
+        self.child: JudgeProcess | None = None
+        try:
+            self.child = JudgeProcess(run_dir, slo, confidence)
+        except OSError as err:
+            _log.warning("could not start the judge process (%s); levels are judged in a thread", err)
+
+    def __call__(self, span) -> Decision:
+        in_flight = self.read_in_flight()
+        run = self.run_json()
+        try:
+            if self.child is not None:
+                try:
+                    columns = in_flight.to_dict(orient="list") if len(in_flight) else {}
+                    return self.child.decide(run, span.to_json(), span.looked_at or time.time(), columns)
+                except JudgeError as err:
+                    _log.warning("the judge process failed (%s); judging in a thread from now on", err)
+                    self.child.close()
+                    self.child = None
+            return self.in_thread(span, run, in_flight)
+        except Exception as err:  # a bug in judging must not stop the run: the level runs its full course
+            _log.exception("could not judge level %s", span.index)
+            return Decision("uncertain", f"could not judge the level ({type(err).__name__}: {err})")
+
+    def in_thread(self, span, run: dict[str, Any], in_flight) -> Decision:
+        """The look judged here, in gevent's native thread pool (the event loop keeps running)."""
+        def work() -> Decision:
+            frame = in_flight if len(in_flight) else None
+            now = span.looked_at or time.time()
+            return decide_level(read_requests(self.run_dir), run, self.slo, span.to_json(), now, self.confidence, frame)
+
+        return gevent.get_hub().threadpool.apply(work)
+
+    def close(self) -> None:
+        if self.child is not None:
+            self.child.close()

@@ -47,6 +47,8 @@ from array import array
 import gevent
 import numpy as np
 
+from loadtest.analysis.client_error import delay_for_percentile
+
 from loadtest.client.hub_clock import hub_clock, running_hub_clock
 from loadtest.client.reactor import ReaderHealth, running_reactor
 from loadtest.load.host import HostSampler
@@ -205,8 +207,6 @@ def quantile_table(values: np.ndarray) -> dict[str, float]:
 
 def error_bound(table: dict[str, float], q: float) -> float:
     """The delay a check at percentile ``q`` must allow for (see analysis/client_error.py)."""
-    from loadtest.analysis.client_error import delay_for_percentile
-
     return delay_for_percentile(table, q)
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Callable
 
 import gevent
 import gevent.event
+import pandas as pd
 from locust.env import Environment
 from locust.runners import STATE_STOPPED, Runner
 
@@ -26,9 +27,12 @@ from loadtest.load.hold import hold_cap_s, measured_running
 from loadtest.load.levels import LevelClock, LevelSpan
 from loadtest.load.monitor import SelfMonitor
 from loadtest.load.recorder import Recorder
-from loadtest.analysis.decide import LookSchedule
+from loadtest.analysis.classes import class_slos
+from loadtest.analysis.decide import LookSchedule, requests_for_a_look
+from loadtest.analysis.slo import SloSpec
 from loadtest.load.open_loop import ArrivalScheduler
-from loadtest.load.shape import Decide, RateShape, SteppedShape
+from loadtest.load.modes import LoadMode, load_mode
+from loadtest.load.shape import Decide, SteppedShape
 from loadtest.load.stopping import stop_users_reliably
 from loadtest.load.ticks import tick_often
 from loadtest.load.user import UserSettings, make_user_class
@@ -39,12 +43,6 @@ if TYPE_CHECKING:
 
 #: How long a background thread may hold the GIL before the event loop gets it.
 SWITCH_INTERVAL_S = 0.0005
-
-
-def arrival_horizon_s(scenario: Scenario) -> float:
-    """How far ahead an open-loop level's arrivals are drawn: its longest possible run (+ ticks and its hold)."""
-    load = scenario.load
-    return max(load.max_duration_s, load.level_duration_s) + 5.0 + hold_cap_s(scenario.target.timeout_s)
 
 
 def tune_interpreter() -> None:
@@ -96,9 +94,12 @@ class LoadSession:
     runner: Runner = field(init=False)
     #: Open loop: releases each level's arrivals to this process's users (None in closed loop).
     scheduler: ArrivalScheduler | None = field(init=False, default=None)
+    #: Closed or open loop (:mod:`loadtest.load.modes`): the levels' kind, the users' pacing, the shape.
+    mode: LoadMode = field(init=False)
     _look_requests: int | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
+        self.mode = load_mode(self.scenario)
         self.scheduler = self.make_scheduler()
         user_class = make_user_class(self.scenario, self.clock, self.recorder, self.settings, self.scheduler)
         self.env = Environment(user_classes=[user_class], host=self.scenario.target.base_url, parsed_options=library_options())
@@ -111,10 +112,8 @@ class LoadSession:
         return self.env.create_local_runner()
 
     def make_scheduler(self) -> ArrivalScheduler | None:
-        """Open loop: the scheduler of this process's users (a master has none: its workers do)."""
-        if not self.scenario.load.open_loop:
-            return None
-        return ArrivalScheduler(self.scenario.load, self.clock, self.recorder, duration_s=arrival_horizon_s(self.scenario))
+        """What tells this process's users when to send (the mode's; a master has none: its workers do)."""
+        return self.mode.scheduler(self.clock, self.recorder)
 
     def level_changed(self, previous: LevelSpan | None, current: LevelSpan | None) -> None:
         """Close the previous level's health record; tell whoever listens."""
@@ -134,7 +133,7 @@ class LoadSession:
     ) -> list[LevelSpan]:
         """Run ``levels`` in order, each until decided (see :mod:`shape`), and return their spans.
 
-        In open loop (``load.rates``) the levels are rates in requests per second.
+        The levels are the mode's (:mod:`loadtest.load.modes`): users, or rates in requests per second.
 
         ``stop_on_fail``: end the batch at the first level that fails with certainty.
         """
@@ -146,11 +145,7 @@ class LoadSession:
             on_level_change=self.level_changed, schedule=schedule, decide=self.decide, stop_on_fail=stop_on_fail,
             pending=self.pending, hold_cap_s=cap, enough=self.enough_for_a_look,
         )
-        shape: SteppedShape
-        if self.scenario.load.open_loop:  # levels are rates (requests/s)
-            shape = RateShape(levels, duration, self.clock, max_in_flight=self.scenario.load.max_in_flight, **common)
-        else:
-            shape = SteppedShape(levels, duration, self.clock, **common)
+        shape = self.mode.shape(levels, duration, self.clock, **common)
         self.env.shape_class = shape
         shape.runner = self.runner
         self.runner.start_shape()
@@ -180,10 +175,6 @@ class LoadSession:
     @property
     def look_requests(self) -> int:
         """Requests a look waits for: :func:`~loadtest.analysis.decide.requests_for_a_look` of the run's SLOs."""
-        from loadtest.analysis.classes import class_slos
-        from loadtest.analysis.decide import requests_for_a_look
-        from loadtest.analysis.slo import SloSpec
-
         if self._look_requests is None:
             run = {"scenario": self.scenario.public_dict()}
             top, per_class = class_slos(run, SloSpec.from_dict(run["scenario"].get("slo")))
@@ -192,8 +183,6 @@ class LoadSession:
 
     def running_now(self) -> "pd.DataFrame":
         """The requests in flight in this process now (see :data:`loadtest.analysis.decide.IN_FLIGHT_COLUMNS`)."""
-        import pandas as pd
-
         return pd.DataFrame(self.recorder.in_flight())
 
     def pending(self, span: LevelSpan) -> int:

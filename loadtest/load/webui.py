@@ -23,8 +23,11 @@ report are done, and the exit code is 130. After the run the UI stays up for
 
 from __future__ import annotations
 
+import functools
+import json
 import logging
 import signal
+import socket
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,8 +35,12 @@ from typing import TYPE_CHECKING, Any
 import gevent
 import gevent.event
 import numpy as np
+from flask import Response, jsonify, request, send_file
+from locust import argument_parser
 
 from loadtest.analysis.slo import METRIC_LABELS, SloSpec
+from loadtest.load.shape import SteppedShape
+from loadtest.load.webui_page import CHARTS_PAGE, plotly_js
 from loadtest.metric_registry import PERCENTILES, shown
 from loadtest.report.terminal import describe_ending
 
@@ -50,6 +57,7 @@ _SHOWN = shown("web_ui")
 SHOWN_PERCENTILES = {pct: PERCENTILES[pct] * 100 for pct in PERCENTILES if any(pct in m.web_ui for m in _SHOWN)}
 CHART_METRICS = tuple(m.name for m in _SHOWN)
 LEVELS_TAB = "loadtest-levels"
+
 
 def _cell_key(metric: str, pct: str) -> str:
     """The levels tab's column key of a metric's percentile, e.g. ``ttft_p95``."""
@@ -121,8 +129,6 @@ class WebControl:
     # -- life cycle ---------------------------------------------------------------
     def attach(self, session: "LoadSession") -> None:
         """Serve Locust's UI for the session's environment, with our tab and routes."""
-        from loadtest.load.shape import SteppedShape
-
         self.session = session
         env = session.env
         _ui_ignores_our_command_line()
@@ -302,8 +308,6 @@ class WebControl:
 
     # -- routes, through Locust's extension points -------------------------------------
     def _add_routes(self, web_ui) -> None:
-        from flask import Response, jsonify, request, send_file
-
         app = web_ui.app
 
         @app.before_request
@@ -337,7 +341,7 @@ class WebControl:
 
         @app.route("/loadtest/plotly.js")
         def loadtest_plotly():
-            return Response(_plotly_js(), mimetype="application/javascript")
+            return Response(plotly_js(), mimetype="application/javascript")
 
         @app.route("/loadtest/report")
         @web_ui.auth_required_if_enabled
@@ -365,8 +369,6 @@ class WebControl:
 
 def _check_port_free(host: str, port: int) -> None:
     """Bind the address the way gevent's server will (SO_REUSEADDR), then let it go; OSError if taken."""
-    import socket
-
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -381,10 +383,6 @@ def _ui_ignores_our_command_line() -> None:
     and exits on options Locust does not know. As a library we have no Locust
     command line, so it is given an empty one (no extra UI options).
     """
-    import functools
-
-    from locust import argument_parser
-
     original = argument_parser.ui_extra_args_dict
     if not isinstance(original, functools.partial):
         argument_parser.ui_extra_args_dict = functools.partial(original, args=[])
@@ -395,74 +393,4 @@ def _cell(value: float | None) -> str:
 
 
 def _dumps(body: dict) -> str:
-    import json
-
     return json.dumps(body, default=str)
-
-
-_PLOTLY_JS: str | None = None
-
-
-def _plotly_js() -> str:
-    global _PLOTLY_JS
-    if _PLOTLY_JS is None:
-        from plotly.offline import get_plotlyjs
-
-        _PLOTLY_JS = get_plotlyjs()
-    return _PLOTLY_JS
-
-
-CHARTS_PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>loadtest: levels against the SLOs</title><link rel="icon" href="data:,">
-<style>
-body{font-family:system-ui,sans-serif;margin:1.5rem;color:#222}
-#status{font-size:1.1rem;margin:.5rem 0 1rem}
-.plot{height:380px;max-width:1000px}
-.how{color:#555;margin:.2rem 0 0}
-a{color:#0b63c5}
-</style>
-<script src="./plotly.js"></script></head>
-<body>
-<h1>loadtest: <span id="name"></span></h1>
-<div id="status">waiting for the run…</div>
-<p class="how">Each point is a finished level: the percentile of its requests against concurrency. Dashed lines are the SLO limits; a point above its line fails it.</p>
-<div id="ttft_ms" class="plot"></div>
-<div id="itl_ms" class="plot"></div>
-<p><a href="../">Back to Locust's web UI</a></p>
-<script>
-const COLORS = {p50: "#1f77b4", p95: "#ff7f0e", p99: "#d62728"};
-function draw(data) {
-  document.getElementById("name").textContent = data.scenario;
-  const cur = data.current ? `level ${data.current.index + 1}: ${data.current.concurrency} users (${data.current.elapsed_s.toFixed(0)} s)` : "none";
-  let status = `phase: ${data.phase}; in force: ${cur}; next: ${data.next === null ? "none" : data.next}`;
-  const el = document.getElementById("status");
-  el.textContent = status;
-  if (data.report) {
-    el.textContent = `${data.verdict} `;
-    const a = document.createElement("a"); a.href = "./report"; a.textContent = "Open the report"; el.appendChild(a);
-  }
-  const done = data.levels.filter(l => l.finished).sort((a, b) => a.concurrency - b.concurrency);
-  for (const metric of Object.keys(data.metric_labels)) {
-    const traces = [], shapes = [];
-    for (const pct of done.length ? Object.keys(done[0][metric]) : []) {  // the percentiles the server sends
-      traces.push({x: done.map(l => l.concurrency), y: done.map(l => l[metric][pct]), name: pct,
-                   mode: "lines+markers", line: {color: COLORS[pct]}});
-    }
-    const limits = data.slo[metric] || {};
-    for (const [pct, limit] of Object.entries(limits)) {
-      traces.push({x: [Math.min(...data.planned, ...done.map(l => l.concurrency)), Math.max(...data.planned, ...done.map(l => l.concurrency))],
-                   y: [limit, limit], name: `SLO ${pct} ≤ ${limit} ms`, mode: "lines",
-                   line: {color: COLORS[pct] || "#000", dash: "dash"}});
-    }
-    Plotly.react(metric, traces, {title: {text: `${data.metric_labels[metric]} per finished level`},
-      xaxis: {title: {text: "concurrent users"}, type: "log", tickvals: done.map(l => l.concurrency)},
-      yaxis: {title: {text: "ms"}, rangemode: "tozero"}, margin: {t: 40}});
-  }
-}
-async function tick() {
-  try { const r = await fetch("./levels"); if (r.ok) draw(await r.json()); } catch (e) {}
-  setTimeout(tick, 2000);
-}
-tick();
-</script></body></html>
-"""

@@ -6,6 +6,9 @@ import argparse
 from pathlib import Path
 
 from loadtest.argtypes import positive
+from loadtest.errors import InputError
+from loadtest.profile.plan import ProfilePlan
+from loadtest.scenario import load_scenario
 
 
 _positive_int = positive(int)
@@ -13,8 +16,6 @@ _positive_float = positive(float)
 
 
 def add_profile_command(sub: argparse._SubParsersAction) -> None:
-    from loadtest.profile.plan import ProfilePlan
-
     d = ProfilePlan()
     p = sub.add_parser("profile", help="measure the prefill and decode curves: why it is slow, and what bounds it")
     p.add_argument("scenario", help="scenario YAML file (its target, auth, hardware: and model:; its load is not used)")
@@ -40,15 +41,14 @@ def add_profile_command(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
-    import locust  # noqa: F401  (gevent's patching before any socket opens)
+    # gevent's patching before any socket opens, and only in the process that sends load; the
+    # analysis and report stacks (scipy, plotly, rich) are not for `loadtest --help`.
+    import locust  # noqa: F401
     from rich.console import Console
 
     from loadtest.analysis.stack import resolve
-    from loadtest.errors import InputError
     from loadtest.profile.output import print_profile, profile_dict, write_profile_html, write_profile_json
-    from loadtest.profile.plan import ProfilePlan
     from loadtest.profile.runner import ProfileOptions, run_profile
-    from loadtest.scenario import load_scenario
 
     scenario = load_scenario(args.scenario).with_overrides(target=args.target, model=args.model)
     if args.warmup >= args.decode_level_s or args.warmup >= args.prefill_s:

@@ -17,13 +17,18 @@ from pathlib import Path
 from typing import Any
 
 import plotly.graph_objects as go
+from plotly.offline import get_plotlyjs
+from rich.table import Table
 
 from loadtest import __version__
 from loadtest.analysis.decode_fit import describe_decode
 from loadtest.analysis.prefill_fit import describe_prefill
 from loadtest.analysis.roofline import Ceilings, ModelSize, fit_bound, read_decode, read_prefill
 from loadtest.profile.runner import ProfileData
+from loadtest.records import replace_text
 from loadtest.redact import public_url, scrub
+from loadtest.report.page import PAGE_STYLE as page_style
+from loadtest.report.plotting import figure_html
 from loadtest.report.summary import clean
 
 PROFILE_JSON = "profile.json"
@@ -129,8 +134,6 @@ def _majority(rows: list[dict[str, Any]]) -> str | None:
 
 
 def write_profile_json(folder: Path, profile: dict[str, Any]) -> Path:
-    from loadtest.records import replace_text
-
     path = folder / PROFILE_JSON
     replace_text(path, scrub(json.dumps(profile, indent=2, allow_nan=False)) + "\n")
     return path
@@ -142,8 +145,6 @@ def _fmt(value: Any, spec: str = ".2f") -> str:
 
 def print_profile(profile: dict[str, Any], console: Any) -> None:
     """The terminal table: decode points with their bound, the fits, the sentences."""
-    from rich.table import Table
-
     d = profile.get("decode")
     if d:
         table = Table(title="decode: step time against batch size")
@@ -235,12 +236,6 @@ def profile_section(profile: dict[str, Any], figure_html: Any) -> str:
 
 
 def write_profile_html(folder: Path, profile: dict[str, Any]) -> Path:
-    from plotly.offline import get_plotlyjs
-
-    from loadtest.records import replace_text
-    from loadtest.report.page import PAGE_STYLE as page_style
-    from loadtest.report.plotting import figure_html  # plotly: only when a profile page is written
-
     title = html.escape(f"{profile.get('name') or 'loadtest'}: profile")
     runs = "".join(f"<li><a href='{html.escape(r)}/report.html'>{html.escape(r)}</a></li>" for r in profile.get("runs") or [])
     body = (

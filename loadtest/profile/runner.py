@@ -17,9 +17,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from loadtest.analysis import analyze_run
+from loadtest.analysis.bounds import decode_points, mean_context, running_sequences
+from loadtest.analysis.columns import boolean, numeric
 from loadtest.analysis.decode_fit import DecodeFit, DecodePoint, fit_decode, knee_bracket, probes_between
 from loadtest.analysis.prefill_fit import PrefillFit, fit_prefill
 from loadtest.profile.plan import ProfilePlan, decode_scenario, prefill_scenario
+from loadtest.profile.server_facts import read_server_facts
+from loadtest.records import read_requests
+from loadtest.run import RunOptions, make_run_dir, run_scenario
 from loadtest.scenario import Scenario
 
 
@@ -56,18 +62,12 @@ class ProfileData:
 
 def _run(scenario: Scenario, folder: Path):
     """One ordinary run in ``folder``; returns (analysis, interrupted)."""
-    from loadtest.analysis import analyze_run
-    from loadtest.run import RunOptions, run_scenario
-
     outcome = run_scenario(scenario, RunOptions(out=folder))
     return analyze_run(folder), outcome.interrupted
 
 
 def _server_column(folder: Path, column: str):
     """(prompt tokens, the column) of the measured successful requests of a run, where the server timed them."""
-    from loadtest.analysis.columns import boolean, numeric
-    from loadtest.records import read_requests
-
     frame = read_requests(folder)
     values = numeric(frame, column)
     ok = boolean(frame, "ok") & ~boolean(frame, "warmup") & np.isfinite(values)
@@ -75,8 +75,6 @@ def _server_column(folder: Path, column: str):
 
 
 def _decode_points(analysis, data: ProfileData) -> list[DecodePoint]:
-    from loadtest.analysis.bounds import decode_points, mean_context, running_sequences
-
     points = decode_points(analysis)
     for lv in analysis.levels:
         n = running_sequences(analysis, lv)
@@ -92,9 +90,6 @@ def _decode_points(analysis, data: ProfileData) -> list[DecodePoint]:
 
 def run_profile(scenario: Scenario, options: ProfileOptions) -> ProfileData:
     """Run the plan against the scenario's target; the fits and folder, whatever was measured."""
-    from loadtest.profile.server_facts import read_server_facts
-    from loadtest.run import make_run_dir
-
     started = time.monotonic()
     plan = options.plan
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")

@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 
 from loadtest.errors import InputError
+from loadtest.run_record import normalized
 from loadtest.storage import remote
 from loadtest.storage.remote import as_remote, path_arg
 
@@ -79,7 +80,7 @@ def _cmd_promote(args: argparse.Namespace) -> int:
     files = src.files()
     if RUN_JSON not in files:
         raise InputError(f"{src}: not a run folder (no {RUN_JSON})")
-    run = json.loads(src.read(RUN_JSON))
+    run = normalized(json.loads(src.read(RUN_JSON)))
     if not run.get("complete"):
         raise InputError(f"{src}: the run did not complete; an interrupted run is never a baseline")
     if "summary.json" not in files:

@@ -26,6 +26,7 @@ from loadtest.client.record import RequestRecord
 from loadtest.client.stream import StreamingClient, client_for
 from loadtest.client.wire import DROPPABLE, PATHS, Dialect, build_body
 from loadtest.errors import InputError, TargetError
+from loadtest.run_record import Preflight
 from loadtest.scenario import Scenario, typical_tokens
 from loadtest.workload import Workload
 
@@ -50,6 +51,14 @@ class PreflightResult:
     dialect: Dialect = field(default_factory=Dialect)
     #: Each change made to the body, in order: {"field", "action", "status", "reason"}.
     adaptations: list[dict] = field(default_factory=list)
+
+    def to_record(self) -> Preflight:
+        """run.json's ``preflight``."""
+        return Preflight(
+            ttft_ms=round(self.ttft_ms, 3), token_source=self.token_source, continuous_usage=self.continuous_usage,
+            attempts=self.attempts, dropped_fields=list(self.dialect.drop),
+            max_tokens_field=self.dialect.max_tokens_field, adaptations=self.adaptations,
+        )
 
 
 def _client(scenario: Scenario, api_key: str | None) -> StreamingClient:

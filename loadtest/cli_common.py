@@ -1,0 +1,76 @@
+"""Argument types and groups shared by the ``loadtest`` sub-commands (cli_run.py, cli_read.py).
+
+Each type raises :class:`argparse.ArgumentTypeError` with the text argparse
+prints after the flag's name, so a bad value is one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from loadtest.argtypes import positive
+
+
+def levels_arg(text: str) -> list[int]:
+    try:
+        levels = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers like 1,2,4; got {text!r}") from None
+    if not levels or any(level < 1 for level in levels):
+        raise argparse.ArgumentTypeError(f"levels must be positive integers; got {text!r}")
+    return levels
+
+
+def rates_arg(text: str) -> list[float]:
+    try:
+        rates = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated rates like 1,2,4 (requests/s); got {text!r}") from None
+    if not rates or any(not rate > 0 for rate in rates):
+        raise argparse.ArgumentTypeError(f"rates must be positive numbers (requests/s); got {text!r}")
+    return rates
+
+
+positive_int = positive(int)  # (loadtest/argtypes.py, shared with the other option modules)
+positive_float = positive(float)
+
+
+def non_negative_float(text: str) -> float:
+    """Seconds that may be zero (``--web-linger 0``: close the UI with the run)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number; got {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be zero or more; got {text!r}")
+    return value
+
+
+def fraction(text: str) -> float:
+    """A share as ``0.2`` or ``20%`` (the headroom, the traffic growth per minute)."""
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a fraction like 0.2 or a percentage like 20%; got {text!r}") from None
+    if not raw.endswith("%") and value > 1:
+        raise argparse.ArgumentTypeError(f"a fraction must be at most 1 (for a percentage write {text}%); got {text!r}")
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 0 and below 100%; got {text!r}")
+    return value
+
+
+fraction.__name__ = "fraction"
+
+
+def add_autoscaling_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("autoscaling thresholds (summary.json autoscaling, autoscaling.yaml)")
+    g.add_argument("--headroom", type=fraction, metavar="H", help="scale out this far below capacity (default 20%%)")
+    g.add_argument("--scale-up-s", type=positive_float, metavar="S",
+                   help="seconds from a threshold crossing to a new replica serving; derives the headroom from --traffic-growth")
+    g.add_argument("--traffic-growth", type=fraction, metavar="G",
+                   help="assumed traffic growth per minute for --scale-up-s (default 10%%)")
+
+
+def autoscaling_overrides(args: argparse.Namespace) -> dict[str, float | None]:
+    return {"headroom": args.headroom, "scale_up_s": args.scale_up_s, "traffic_growth_per_min": args.traffic_growth}

@@ -1,0 +1,108 @@
+"""``loadtest validate``, ``analyze``, ``compare`` and ``history``: the commands that read, their arguments and glue.
+
+None of them sends load. The analysis and report stacks (scipy, plotly, rich)
+are imported by the handlers that use them, so ``loadtest --help`` and
+``validate`` stay quick.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from loadtest.cli_common import add_autoscaling_args, autoscaling_overrides
+from loadtest.compare.gate import add_gate_arguments, run_gate
+from loadtest.compare.rules import parse_rules
+from loadtest.cost_cli import add_cost_args, cost_options, merge_cost_options
+from loadtest.load.modes import load_mode
+from loadtest.paths import run_folder
+from loadtest.scenario import load_scenario
+from loadtest.storage.glue import GATE_OUTPUTS, remote_io
+from loadtest.storage.remote import path_arg
+from loadtest.workload import prepare
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    scenario = load_scenario(args.scenario)
+    datasets = prepare(scenario)
+    mode = load_mode(scenario)
+    total = len(mode.levels()) * scenario.load.level_duration_s
+    what = mode.describe()
+    print(f"{args.scenario}: ok ({scenario.name}: {what}, about {total:g} s of load)")
+    for d in datasets:
+        skipped = f", {d['skipped']} skipped" if d["skipped"] else ""
+        print(f"  dataset {d['path']}: {d['rows']} {d['format']} prompts{skipped}")
+    return 0
+
+
+def _cmd_analyze(args: argparse.Namespace) -> int:
+    with remote_io(args, write_back=("run_dir",)):  # s3://: downloaded, and the reports uploaded back
+        return _analyze(args)
+
+
+def _analyze(args: argparse.Namespace) -> int:
+    # The analysis and report stacks (scipy, plotly, rich): only for the commands that draw them.
+    from rich.console import Console
+
+    from loadtest.analysis import analyze_run
+    from loadtest.report import write_reports
+    from loadtest.report.terminal import print_summary
+
+    run_folder(args.run_dir, "run_dir", writable=True)
+    analysis = analyze_run(args.run_dir, slo_overrides=args.slo or (), autoscaling_overrides=autoscaling_overrides(args))
+    analysis.run["cost_options"] = merge_cost_options(analysis.run.get("cost_options"), cost_options(args))
+    paths = write_reports(args.run_dir, analysis)
+    print_summary(analysis, console=Console(soft_wrap=True, width=None if sys.stdout.isatty() else 120))
+    for path in paths.values():
+        print(f"wrote {path}")
+    return 0
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    with remote_io(args, inputs=("baseline", "candidate", "also_baseline", "also_candidate", "history"), outputs=GATE_OUTPUTS):
+        return run_gate(args, [args.baseline, *args.also_baseline], [args.candidate, *args.also_candidate])
+
+
+def _cmd_history(args: argparse.Namespace) -> int:
+    from loadtest.compare.history import run_history  # plotly and rich: only for the page it draws
+
+    rules = parse_rules([t for group in (args.tolerance or []) for t in group])
+    with remote_io(args, inputs=("dirs",), outputs=("html", "json")):
+        return run_history(args.dirs, scenario=args.scenario, html=args.html, json_path=args.json,
+                           fail_on_change_point=args.fail_on_change_point, rules=rules)
+
+
+def add_read_commands(sub: argparse._SubParsersAction) -> None:
+    """``validate``, ``analyze``, ``compare`` and ``history``."""
+    p = sub.add_parser("validate", help="check a scenario file without running it")
+    p.add_argument("scenario", help="scenario YAML file")
+    p.set_defaults(func=_cmd_validate)
+
+    p = sub.add_parser("analyze", help="re-analyze a saved run (optionally with other SLOs)")
+    p.add_argument("run_dir", type=path_arg, help="a run folder written by 'loadtest run' (local or s3://)")
+    p.add_argument("--slo", action="append", metavar="METRIC.PCT=LIMIT", help="override an SLO, e.g. itl_ms.p95=40 or max_error_rate=0.05")
+    add_autoscaling_args(p)
+    add_cost_args(p)
+    p.set_defaults(func=_cmd_analyze)
+
+    p = sub.add_parser("compare", help="regression gate: compare a candidate run with a baseline run")
+    p.add_argument("baseline", type=path_arg, help="baseline run folder (or its summary.json), local or s3://")
+    p.add_argument("candidate", type=path_arg, help="candidate run folder (or its summary.json), local or s3://")
+    p.add_argument("--also-baseline", nargs="+", action="extend", type=path_arg, default=[], metavar="RUN_DIR",
+                   help="more baseline runs: the gate compares the groups' means")
+    p.add_argument("--also-candidate", nargs="+", action="extend", type=path_arg, default=[], metavar="RUN_DIR",
+                   help="more candidate runs (e.g. the folders of run --repeat)")
+    add_gate_arguments(p)
+    p.set_defaults(func=_cmd_compare)
+
+    p = sub.add_parser("history", help="every run of one scenario over time: a table and an HTML page")
+    p.add_argument("dirs", type=path_arg, nargs="+", metavar="DIR", help="folders to search for run folders (e.g. reports/, s3://bucket/prefix/)")
+    p.add_argument("--scenario", metavar="NAME", help="the scenario to show when the folders hold several")
+    p.add_argument("--html", type=Path, metavar="FILE", default=Path("history.html"), help="the page to write (default history.html)")
+    p.add_argument("--json", type=Path, metavar="FILE", help="also write the table and the change points as JSON")
+    p.add_argument("--fail-on-change-point", action="store_true",
+                   help="exit 1 when the newest run starts (or continues) a change point that is worse than the tolerance")
+    p.add_argument("--tolerance", action="append", nargs="+", metavar="TOL",
+                   help="how large a worsening change point must be to fail (default 5%%; per check as for compare)")
+    p.set_defaults(func=_cmd_history)

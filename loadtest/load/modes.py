@@ -1,0 +1,149 @@
+"""Load modes: how a scenario's load is offered, chosen once per run.
+
+A mode answers the questions the rest of the load stage would otherwise ask a
+boolean about:
+
+- the levels it produces (:meth:`LoadMode.levels`): concurrencies (users) or
+  rates (requests/s), and how they read in one line (:meth:`LoadMode.describe`);
+- how a user gets its next request (:meth:`LoadMode.scheduler`): a closed-loop
+  user sends its next request when its last one ends (no scheduler); an
+  open-loop user waits for the next arrival drawn in advance
+  (:class:`~loadtest.load.open_loop.ArrivalScheduler`), and its latency is
+  measured from that scheduled time;
+- the Locust shape that steps through the levels (:meth:`LoadMode.shape`);
+- the most users (connections) it holds at once (:meth:`LoadMode.max_users`:
+  file descriptors, each worker's share);
+- how ``--refine`` bisects (:meth:`LoadMode.next_refine`): users, or rate;
+- its :attr:`LoadMode.name`, written to run.json (``load_mode``) so that the
+  analysis, which is pure and knows nothing of Locust, reads the mode as data.
+  The analysis itself tells a rate level by its ``rate_rps``.
+
+:func:`load_mode` chooses the mode from the scenario, once; nothing else asks
+``scenario.load.open_loop``. A third mode (trace replay, issue #28: each level
+replays a trace window at a speedup, open loop at the trace's own arrival
+times) is one more class here: its ``levels`` are the speedups, its
+``scheduler`` releases the trace's arrivals divided by the speedup, its
+``shape`` is a rate shape whose level value is the speedup, and ``next_refine``
+bisects on the speedup. Nothing outside this module branches on the mode.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Sequence
+
+from loadtest.load.hold import hold_cap_s
+from loadtest.scenario import Load, Scenario
+
+if TYPE_CHECKING:  # annotations only: the shapes import Locust, which patches the process for gevent
+    from loadtest.load.levels import LevelClock
+    from loadtest.load.open_loop import ArrivalScheduler
+    from loadtest.load.recorder import Recorder
+    from loadtest.load.shape import SteppedShape
+
+
+class LoadMode:
+    """The interface every load mode implements (see the module docstring)."""
+
+    #: run.json's ``load_mode`` (:data:`loadtest.run_record.LoadModeName`).
+    name: ClassVar[str]
+
+    def __init__(self, scenario: Scenario) -> None:
+        self.scenario = scenario
+
+    @property
+    def load(self) -> Load:
+        return self.scenario.load
+
+    def levels(self) -> list[Any]:
+        """The planned levels, in run order."""
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """The planned levels in one phrase (``loadtest validate``)."""
+        raise NotImplementedError
+
+    def max_users(self) -> int:
+        """The most users (each a connection) this mode runs at once, over all processes."""
+        raise NotImplementedError
+
+    def scheduler(self, clock: LevelClock, recorder: Recorder) -> ArrivalScheduler | None:
+        """What tells this process's users when to send (None: each sends when its last request ends)."""
+        raise NotImplementedError
+
+    def shape(self, levels: Sequence[Any], duration_s: float, clock: LevelClock, **common: Any) -> SteppedShape:
+        """The Locust shape that runs ``levels`` (``common``: the keywords every shape takes)."""
+        raise NotImplementedError
+
+    def next_refine(self, results: Iterable[object], rate_resolution: float | None) -> Any | None:
+        """The next level ``--refine`` probes between the last passing and first failing level, or None."""
+        raise NotImplementedError
+
+
+class ClosedLoop(LoadMode):
+    """Concurrency levels: N users, each sending its next request when its last one ends."""
+
+    name = "closed_loop"
+
+    def levels(self) -> list[int]:
+        return self.load.concurrency_levels()
+
+    def describe(self) -> str:
+        return "levels " + ", ".join(f"{level:g}" for level in self.levels())
+
+    def max_users(self) -> int:
+        return max(self.levels())
+
+    def scheduler(self, clock: LevelClock, recorder: Recorder) -> None:
+        return None
+
+    def shape(self, levels: Sequence[Any], duration_s: float, clock: LevelClock, **common: Any) -> SteppedShape:
+        from loadtest.load.shape import SteppedShape  # Locust: imported by the load stage only
+
+        return SteppedShape(list(levels), duration_s, clock, **common)
+
+    def next_refine(self, results: Iterable[object], rate_resolution: float | None) -> int | None:
+        from loadtest.analysis.refine import next_refine_level  # numpy: only when a run refines
+
+        return next_refine_level(results)  # type: ignore[arg-type]
+
+
+class OpenLoop(LoadMode):
+    """Rate levels: arrivals drawn in advance at the level's rate, sent whatever the server does."""
+
+    name = "open_loop"
+
+    def levels(self) -> list[float]:
+        return self.load.rate_levels()
+
+    def describe(self) -> str:
+        rates = ", ".join(f"{level:g}" for level in self.levels())
+        return f"rates {rates} req/s ({self.load.arrival} arrivals)"
+
+    def max_users(self) -> int:
+        return self.load.max_in_flight  # users are only senders: at most this many requests at once
+
+    def scheduler(self, clock: LevelClock, recorder: Recorder) -> ArrivalScheduler:
+        from loadtest.load.open_loop import ArrivalScheduler  # gevent: imported by the load stage only
+
+        return ArrivalScheduler(self.load, clock, recorder, duration_s=arrival_horizon_s(self.scenario))
+
+    def shape(self, levels: Sequence[Any], duration_s: float, clock: LevelClock, **common: Any) -> SteppedShape:
+        from loadtest.load.shape import RateShape  # Locust: imported by the load stage only
+
+        return RateShape(list(levels), duration_s, clock, max_in_flight=self.load.max_in_flight, **common)
+
+    def next_refine(self, results: Iterable[object], rate_resolution: float | None) -> float | None:
+        from loadtest.analysis.refine import next_refine_rate  # numpy: only when a run refines
+
+        return next_refine_rate(results, rate_resolution)
+
+
+def arrival_horizon_s(scenario: Scenario) -> float:
+    """How far ahead an open-loop level's arrivals are drawn: its longest possible run (+ ticks and its hold)."""
+    load = scenario.load
+    return max(load.max_duration_s, load.level_duration_s) + 5.0 + hold_cap_s(scenario.target.timeout_s)
+
+
+def load_mode(scenario: Scenario) -> LoadMode:
+    """The scenario's load mode: open loop when it gives rates, closed loop otherwise."""
+    return OpenLoop(scenario) if scenario.load.open_loop else ClosedLoop(scenario)

@@ -1,0 +1,271 @@
+"""The load stage of ``loadtest run``, wired: levels, refine probes, and a clean close.
+
+:func:`run_load` builds the parts of :mod:`loadtest.load` (the record sink and
+recorder, the self-monitor, the session or the master with its workers, the
+level judge, the live view, the web UI and live export when asked), runs the
+mode's levels and the ``--refine`` probes, and closes everything in order so
+that every record reaches the run folder however the run ends (done, Ctrl-C,
+SIGTERM, a full disk). run.json is saved at every level change and once more
+at the end, with how the run ended.
+
+Import this module only after ``import locust``: Locust patches the standard
+library for gevent, and that must happen before anything opens a socket.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import gevent
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from loadtest.analysis import analyze_run
+from loadtest.analysis.server import scrape_health
+from loadtest.diskfull import FolderGuard, full_disk_message, is_disk_full
+from loadtest.errors import InputError
+from loadtest.load.fdlimit import ensure_fds, users_per_process
+from loadtest.load.judge import LevelJudge
+from loadtest.load.levels import LevelClock
+from loadtest.load.live import LiveView
+from loadtest.load.modes import LoadMode, load_mode
+from loadtest.load.monitor import SelfMonitor
+from loadtest.load.progress import RunProgress
+from loadtest.load.recorder import Recorder
+from loadtest.load.session import LoadSession
+from loadtest.load.sink import RunSink
+from loadtest.load.workers import local_worker_count, start_master, stop_workers
+from loadtest.records import REQUESTS_PARQUET, RequestWriter
+from loadtest.scenario import Scenario
+from loadtest.scrape.process import ScraperProcess
+from loadtest.scrape.store import read_samples
+
+if TYPE_CHECKING:  # the pipeline's types; the load stage does not import the pipeline
+    from loadtest.run_state import RunOptions, RunState
+
+#: ``--refine``'s probes at most (bisection over any sane range ends far sooner).
+MAX_REFINE_PROBES = 32
+
+
+def check_file_descriptors(scenario: Scenario, options: RunOptions) -> str | None:
+    """A connection per user must fit under the open-file limit of the process that holds it.
+
+    Local workers inherit this process's (possibly raised) limit, so it is checked
+    here for the busiest worker's share; remote workers check their own share when
+    the master tells them the number of workers.
+    """
+    users = load_mode(scenario).max_users()
+    if options.master:
+        return ensure_fds(0, "the master")
+    if options.workers:
+        n = local_worker_count(options.workers)
+        return ensure_fds(users_per_process(users, n), f"each of the {n} worker processes")
+    return ensure_fds(users)
+
+
+def web_control(scenario: Scenario, options: RunOptions, state: RunState):
+    """The ``--web`` controller (attached to the session once it exists), or None."""
+    if not options.web:
+        return None
+    from loadtest.load.webui import WebControl  # Locust's web UI (Flask): only with --web
+
+    return WebControl(scenario, state.spans, RunProgress(), host=options.web_host, port=options.web_port)
+
+
+def run_load(scenario: Scenario, options: RunOptions, state: RunState, settings, console, scraper=None, web=None) -> bool:
+    """Drive Locust through the levels (and the refine probes); return True if interrupted."""
+    run_dir = state.run_dir
+    guard = state.guard or FolderGuard(run_dir)
+    mode = load_mode(scenario)
+    writer = RequestWriter(run_dir)
+    sink = RunSink(writer, web.progress if web is not None else RunProgress(), guard)
+    live_export = _live_export(scenario, options, sink)
+    clock = LevelClock(scenario.load.warmup_s)
+    recorder = Recorder("local", sink)
+    monitor = SelfMonitor.for_scenario(scenario, clock)
+    live = LiveView(sink.progress, console, looks=state.record.looks_s)
+
+    def on_level_change(previous, current) -> None:
+        if live_export is not None:
+            live_export.metrics.level_changed(previous, current)
+        if previous is not None:
+            recorder.flush()
+            live.level_ended(previous.index, previous.decision)
+            if web is not None:
+                web.level_ended(previous.index)
+        if current is not None:
+            state.spans.append(current)
+            live.level_started(current.index, current.concurrency, current.refine)
+        state.save()
+
+    workers: list[subprocess.Popen] = []
+    distributed = options.workers != 0 or options.master
+    if distributed:
+        session, workers = start_master(scenario, options, state, clock, recorder, monitor, settings, sink, on_level_change, console)
+    else:
+        session = LoadSession(scenario, clock, recorder, monitor, settings, on_level_change)
+    in_flight = in_flight_reader(recorder, sink)
+    judge = LevelJudge(run_dir, scenario.public_dict()["slo"], float(state.record.verdict_confidence), state.to_json, in_flight)
+    session.decide = judge
+    if live_export is not None:
+        live_export.metrics.users = lambda: session.runner.user_count
+    session.in_flight = in_flight
+    _stop_on_signals(session)
+    _stop_when_full(session, guard)
+    recorder.start()
+    monitor.start()
+    interrupted = False
+    try:
+        if web is not None and not _wait_for_web_start(web, session, console):
+            return True  # stopped before it began: the finally block still closes the run folder
+        live.start()
+        session.run_levels(mode.levels(), first_index=0, stop_on_fail=True)
+        if options.refine and not session.stop_requested.is_set():
+            _refine(session, state, recorder, sink, mode, options.rate_resolution)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        interrupted = interrupted or session.stop_requested.is_set()
+        if web is not None:
+            web.analyzing()
+        session.close()
+        judge.close()
+        stop_scraper(scraper, state)
+        live.stop()
+        monitor.stop()
+        recorder.stop()
+        stop_workers(workers)
+        sink.drain()
+        _close_records(writer, guard)
+        if live_export is not None:
+            live_export.close()
+        record = state.record
+        record.keepalive_resends = _count_resends(run_dir)
+        if distributed:
+            record.workers = session.worker_ids
+            record.workers_lost = session.workers_lost
+        record.ended_wall = time.time()
+        record.complete = not interrupted and not guard.full
+        if guard.full:
+            record.stopped_by = "disk_full"
+            record.stop_error = full_disk_message(guard.error, run_dir)
+        guard.release_reserve()  # room for this last run.json on a full disk
+        state.save()
+    return interrupted
+
+
+def in_flight_reader(recorder, sink):
+    """The requests in flight now, from every process's latest snapshot (local: flushed first)."""
+
+    def read():
+        recorder.flush()
+        sink.drain()
+        return sink.in_flight_frame()
+
+    return read
+
+
+def start_scraper(scenario: Scenario, run_dir: Path):
+    """The server-metrics scraper (a child process), unless the scenario turned it off."""
+    if not scenario.target.metrics.enabled:
+        return None
+    return ScraperProcess(scenario.target, run_dir).start()
+
+
+def stop_scraper(scraper, state: RunState) -> None:
+    """Stop the scraper and record its health per level in run.json (never fails the run)."""
+    if scraper is None:
+        return
+    scraper.stop()
+    metrics = state.record.server_metrics
+    try:
+        samples = read_samples(state.run_dir)
+        if samples is None:
+            return
+        spans = [(s.index, s.start_wall, s.end_wall or time.time()) for s in state.spans]
+        per_level, total = scrape_health(samples, spans)
+        metrics.health = total.to_json()
+        metrics.levels = [
+            {"index": s.index, "concurrency": s.concurrency, **per_level[s.index].to_json()} for s in state.spans
+        ]
+    except Exception as err:  # a broken metrics file must not cost the run
+        metrics.health_error = str(err)
+
+
+def _live_export(scenario: Scenario, options: RunOptions, sink):
+    if options.metrics_port is None:
+        return None
+    from loadtest.export.serve import LiveExport  # prometheus_client: only with --metrics-port
+
+    export = LiveExport(scenario.name, options.metrics_host, options.metrics_port)
+    export.attach(sink)
+    return export
+
+
+def _close_records(writer, guard: FolderGuard) -> None:
+    """Merge the part files into requests.parquet, unless the disk is full.
+
+    The merge needs as much room again as the parts; on a full disk the parts
+    stay as they are (``read_requests`` and ``loadtest analyze`` read them).
+    """
+    if guard.full:
+        return
+    try:
+        writer.close()
+    except OSError as err:
+        if not is_disk_full(err):
+            raise
+        guard.failed(err)
+
+
+def _stop_when_full(session, guard: FolderGuard) -> None:
+    """A full run folder stops the load, like Ctrl-C (the writer runs in a thread: hand over safely)."""
+    loop = gevent.get_hub().loop
+    guard.on_full(lambda: loop.run_callback_threadsafe(session.stop_requested.set))
+
+
+def _wait_for_web_start(web, session, console) -> bool:
+    """Serve the web UI and wait for its Start button; False if stopped (UI, Ctrl-C) first."""
+    try:
+        web.attach(session)
+    except OSError as err:
+        raise InputError(f"--web-port {web.port}: cannot serve the web UI on {web.host}: {err.strerror or err}") from None
+    console.print(f"web UI: {web.url} (press Start to run the scenario's levels; Stop ends the run like Ctrl-C)")
+    return web.wait_for_start(session.stop_requested)
+
+
+def _count_resends(run_dir: Path) -> int:
+    """Requests resent on a fresh connection after a stale keep-alive one (not failures)."""
+    try:  # one column, not the whole (possibly large) file
+        column = pq.read_table(run_dir / REQUESTS_PARQUET, columns=["resends"]).column("resends")
+    except Exception:  # noqa: BLE001 - a count for run.json must never cost the run
+        return 0
+    return int(pc.sum(column).as_py() or 0)
+
+
+def _refine(session, state: RunState, recorder, sink, mode: LoadMode, rate_resolution: float | None = None) -> None:
+    """Bisect between the last passing and the first failing level (users or rate: the mode's), one level at a time."""
+    for _ in range(MAX_REFINE_PROBES):
+        recorder.flush()
+        sink.drain()
+        state.save()
+        level = mode.next_refine(analyze_run(state.run_dir).levels, rate_resolution)
+        if level is None or session.stop_requested.is_set():
+            return
+        index = max(s.index for s in state.spans) + 1
+        session.run_levels([level], first_index=index, refine=True)
+        state.save()
+
+
+def _stop_on_signals(session) -> None:
+    """Ctrl-C and SIGTERM end the load gracefully: every record is kept and analyzed.
+
+    The handler only sets an event that the session polls; raising from a signal
+    handler would land in gevent's hub, which prints a traceback.
+    """
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        gevent.signal_handler(signum, session.stop_requested.set)
