@@ -37,6 +37,12 @@ its limit. A level above the CPU limit is flagged here, whatever its verdicts:
 near 100% of a core, queueing makes every delay unbounded. The old fixed
 limits on loop lag and reader batch time remain available as optional hard
 limits (``load.client_limits``), off by default.
+
+However long a level runs, these figures take bounded memory: once a
+reader has gathered :data:`FOLD_AT` values in a level, they are folded into
+the level's :class:`LevelFigures` (exact values up to a cap, then a fine
+histogram: :mod:`loadtest.load.level_sample`). A level shorter than that
+(about four minutes at 100 streams) gives exactly the figures it always did.
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ from loadtest.analysis.client_error import delay_for_percentile
 from loadtest.client.hub_clock import hub_clock, running_hub_clock
 from loadtest.client.reactor import ReaderHealth, running_reactor
 from loadtest.load.host import HostSampler
+from loadtest.load.level_sample import EXACT_CAP, LevelSample
 from loadtest.load.levels import LevelClock
 from loadtest.scenario import Scenario
 
@@ -63,6 +70,35 @@ CPU_LIMIT_PCT = 80.0
 _INTERVAL_S = 0.01
 #: The run queue is read every this many loop-lag samples (twice a second).
 _HOST_EVERY = 50
+#: The readers' gathered values are counted every this many ticks (once a second) ...
+_FOLD_CHECK_EVERY = 100
+#: ... and folded into the level's figures once any one source holds this many.
+FOLD_AT = EXACT_CAP
+
+
+class LevelFigures:
+    """A level's self-check figures folded so far: bounded however long the level runs.
+
+    Each fold pairs the woken reads' tails with the wake-ups of the same
+    stretch of the level (see :func:`stamp_delays`), which is, if anything,
+    closer than pairing them with the whole level's.
+    """
+
+    def __init__(self) -> None:
+        self.lags = LevelSample()
+        self.batches = LevelSample()
+        self.delays = LevelSample()
+        self.reader_ticks = LevelSample()
+        self.hub_ticks = LevelSample()
+        self.busy_s = 0.0
+
+    def add(self, lags_ms: "array | np.ndarray", health: ReaderHealth, greenlets: ReaderHealth) -> None:
+        self.lags.add(np.frombuffer(lags_ms, dtype=np.float64) if isinstance(lags_ms, array) else lags_ms)
+        self.batches.add(np.frombuffer(health.batch_ms, dtype=np.float64))
+        self.delays.add(np.concatenate([stamp_delays(health), stamp_delays(greenlets)]))
+        self.reader_ticks.add(np.frombuffer(health.tick_lag_ms, dtype=np.float64))
+        self.hub_ticks.add(np.frombuffer(greenlets.tick_lag_ms, dtype=np.float64))
+        self.busy_s += health.busy_s
 
 
 class SelfMonitor:
@@ -97,6 +133,8 @@ class SelfMonitor:
         #: Streams are read by user greenlets (TLS), not the reader thread.
         self.greenlet_reads = greenlet_reads
         self._lags = array("d")
+        #: What was folded of this level so far (None: nothing yet, the usual case).
+        self._figures: LevelFigures | None = None
         self._greenlet: gevent.Greenlet | None = None
         self._mark_wall = time.perf_counter()
         self._mark_cpu = time.process_time()
@@ -119,6 +157,8 @@ class SelfMonitor:
             ticks += 1
             if ticks % _HOST_EVERY == 0:
                 self._host.sample()
+            if ticks % _FOLD_CHECK_EVERY == 0 and _gathered(self._lags) >= FOLD_AT:
+                self._fold()
             t = time.perf_counter()
             gevent.sleep(_INTERVAL_S)
             now = time.perf_counter()
@@ -140,9 +180,17 @@ class SelfMonitor:
     def _restart(self) -> None:
         """Drop what was gathered so far in this level (its warmup)."""
         self._lags = array("d")
+        self._figures = None
         _take_health()
         self._mark_wall, self._mark_cpu = time.perf_counter(), time.process_time()
         self._host.mark()
+
+    def _fold(self) -> None:
+        """Move what the readers gathered so far into the level's bounded figures."""
+        lags, self._lags = self._lags, array("d")
+        if self._figures is None:
+            self._figures = LevelFigures()
+        self._figures.add(lags, *_take_health())
 
     def cut(self) -> dict:
         """Summarize the period since the last cut (one level) and start a new one."""
@@ -150,27 +198,53 @@ class SelfMonitor:
         elapsed = max(now_wall - self._mark_wall, 1e-9)
         cpu_pct = 100.0 * (now_cpu - self._mark_cpu) / elapsed
         lags, self._lags = self._lags, array("d")
+        earlier, self._figures = self._figures, None
         health, greenlets = _take_health()
         self._mark_wall, self._mark_cpu = now_wall, now_cpu
-        lags_ms = _values(lags)
+        busy_s = health.busy_s + (earlier.busy_s if earlier is not None else 0.0)
         report = summarize(
-            lags_ms,
+            lags,
             health,
             cpu_pct,
-            100.0 * health.busy_s / elapsed,
+            100.0 * busy_s / elapsed,
             greenlets=greenlets,
             greenlet_reads=self.greenlet_reads,
             limits=(self.cpu_limit_pct, self.lag_limit_ms, self.batch_limit_ms),
+            earlier=earlier,
         )
         report.update(self._host.take())
         return report
 
 
 def _take_health() -> tuple[ReaderHealth, ReaderHealth]:
-    """The stream readers' figures since the last call: the reader thread's and the greenlets'."""
+    """The stream readers' figures since the last call: the reader thread's and the greenlets'.
+
+    The reader thread's arrays are copied: it may still append to the array it
+    held when they were swapped, and an array whose buffer numpy is viewing
+    cannot grow (the append would raise in the reader thread).
+    """
     reader, clock = running_reactor(), running_hub_clock()
-    return (reader.health() if reader is not None else ReaderHealth(),
+    return (_copied(reader.health()) if reader is not None else ReaderHealth(),
             clock.health() if clock is not None else ReaderHealth())
+
+
+def _copied(health: ReaderHealth) -> ReaderHealth:
+    """``health`` with each array copied whole (``tobytes`` runs under the GIL, in one piece)."""
+    return ReaderHealth(*(array("d", a.tobytes()) if isinstance(a, array) else a
+                          for a in (health.batch_ms, health.tick_lag_ms, health.waiting_bound_ms,
+                                    health.woken_tail_ms, health.busy_s, health.measured_ms)))
+
+
+def _gathered(lags: array) -> int:
+    """The most values any one source holds for this level, unfolded (a cheap count, no copy)."""
+    counts = [len(lags)]
+    reader, clock = running_reactor(), running_hub_clock()
+    if reader is not None:
+        counts += [len(reader.batch_ms), len(reader.tick_lag_ms), len(reader.waiting_bound_ms),
+                   len(reader.woken_tail_ms), len(reader.measured_ms)]
+    if clock is not None:
+        counts += [len(clock.waiting_bound_ms), len(clock.woken_tail_ms), len(clock.wake_ms)]
+    return max(counts)
 
 
 def _values(samples: array) -> np.ndarray:
@@ -198,9 +272,10 @@ def stamp_delays(health: ReaderHealth) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0)
 
 
-def quantile_table(values: np.ndarray) -> dict[str, float]:
+def quantile_table(values: "np.ndarray | LevelSample") -> dict[str, float]:
     """``{"0.5": …, …, "max": …}`` of a delay sample (ms), for run.json."""
-    table = {f"{q:g}": round(float(v), 3) for q, v in zip(DELAY_QUANTILES, np.quantile(values, DELAY_QUANTILES))}
+    quantiles = values.quantiles(DELAY_QUANTILES) if isinstance(values, LevelSample) else np.quantile(values, DELAY_QUANTILES)
+    table = {f"{q:g}": round(float(v), 3) for q, v in zip(DELAY_QUANTILES, quantiles)}
     table["max"] = round(float(values.max()), 3)
     return table
 
@@ -211,7 +286,7 @@ def error_bound(table: dict[str, float], q: float) -> float:
 
 
 def summarize(
-    lags_ms: np.ndarray,
+    lags_ms: "np.ndarray | array",
     health: ReaderHealth,
     cpu_pct: float,
     reader_busy_pct: float,
@@ -219,21 +294,23 @@ def summarize(
     greenlets: ReaderHealth | None = None,
     greenlet_reads: bool = False,
     limits: tuple[float, float | None, float | None] = (CPU_LIMIT_PCT, None, None),
+    earlier: LevelFigures | None = None,
 ) -> dict:
     """The per-level client health record written to run.json.
 
-    ``health`` is the reader thread's, ``greenlets`` the hub clock's (TLS reads).
+    ``health`` is the reader thread's, ``greenlets`` the hub clock's (TLS reads);
+    ``earlier``: what was folded of this level before (a long level), to which
+    these last figures are added. (An empty sample reads as 0: nothing read,
+    nothing late.)
     """
     cpu_limit, lag_limit, batch_limit = limits
-    greenlets = greenlets or ReaderHealth()
-    batches_ms = _values(health.batch_ms)
-    delays = np.concatenate([stamp_delays(health), stamp_delays(greenlets)])
-    if not len(delays):  # nothing was read in the window
-        delays = np.zeros(1)
-    lag_p99 = float(np.percentile(lags_ms, 99))
-    batch_p99 = float(np.percentile(batches_ms, 99))
-    stamp_p99 = float(np.percentile(delays, 99))
-    stamp_table, send_table = quantile_table(delays), quantile_table(lags_ms)
+    figures = earlier or LevelFigures()
+    figures.add(lags_ms, health, greenlets or ReaderHealth())
+    lags, batches, delays = figures.lags, figures.batches, figures.delays
+    lag_p99 = lags.percentile(99)
+    batch_p99 = batches.percentile(99)
+    stamp_p99 = delays.percentile(99)
+    stamp_table, send_table = quantile_table(delays), quantile_table(lags)
     reasons = []
     if cpu_pct > cpu_limit:
         reasons.append(f"CPU {cpu_pct:.0f}% > {cpu_limit:g}% of a core")
@@ -242,20 +319,20 @@ def summarize(
     if batch_limit is not None and batch_p99 > batch_limit:
         reasons.append(f"stream-reader batch p99 {batch_p99:.1f} ms > {batch_limit:g} ms")
     return {
-        "stamp_delay_p50_ms": round(float(np.percentile(delays, 50)), 3),
+        "stamp_delay_p50_ms": round(delays.percentile(50), 3),
         "stamp_delay_p99_ms": round(stamp_p99, 3),
-        "stamp_delay_max_ms": round(float(delays.max()), 3),
+        "stamp_delay_max_ms": round(delays.max(), 3),
         "stamp_delay_ms": stamp_table,
         "send_delay_ms": send_table,
         "itl_error_bound_ms": round(error_bound(stamp_table, 0.95), 3),
         "ttft_error_bound_ms": round(error_bound(stamp_table, 0.95) + error_bound(send_table, 0.95), 3),
-        "loop_lag_p50_ms": round(float(np.percentile(lags_ms, 50)), 3),
+        "loop_lag_p50_ms": round(lags.percentile(50), 3),
         "loop_lag_p99_ms": round(lag_p99, 3),
-        "loop_lag_max_ms": round(float(lags_ms.max()), 3),
-        "reader_lag_p99_ms": round(float(np.percentile(_values(health.tick_lag_ms), 99)), 3),
-        "hub_wake_p99_ms": round(float(np.percentile(_values(greenlets.tick_lag_ms), 99)), 3),
+        "loop_lag_max_ms": round(lags.max(), 3),
+        "reader_lag_p99_ms": round(figures.reader_ticks.percentile(99), 3),
+        "hub_wake_p99_ms": round(figures.hub_ticks.percentile(99), 3),
         "reader_batch_p99_ms": round(batch_p99, 3),
-        "reader_batch_max_ms": round(float(batches_ms.max()), 3),
+        "reader_batch_max_ms": round(batches.max(), 3),
         "reader_busy_pct": round(reader_busy_pct, 1),
         "reads": "greenlets" if greenlet_reads else "reactor",
         "cpu_pct": round(cpu_pct, 1),
