@@ -18,7 +18,8 @@
    for all checks through a composite and a max): a regression must be beyond
    that noise and worse than the reference mean by more than the tolerance.
    ``noise_ci`` shows, per check, the band of the change (against the baseline
-   group) in which a healthy candidate stays. With fewer, a regression whose change is less than
+   group) inside which the check is within that noise (:meth:`joint.JointNoise.band`:
+   where the verdict turns). With fewer, a regression whose change is less than
    :data:`noise.UNKNOWN_NOISE_FACTOR` tolerances is ``inconclusive: run-to-run
    noise unknown``, with how many more runs are needed.
 """
@@ -214,8 +215,9 @@ def _judge(c: _Check, cmp: Comparison, base: list[RunInput], cand: list[RunInput
         # the band a healthy candidate's change stays in: the reference mean (relative to the baseline
         # group) ± the max threshold; the verdict from the candidates' distance to the reference mean
         centre = c.d - c.noise.deviation
-        half = joint_noise.max_critical * c.noise.scale
-        change.noise_ci = (unscale(centre - half), unscale(centre + half))
+        lo, hi = joint_noise.band(c.slot, c.noise)  # in badness: worse positive
+        ends = sorted(c.noise.sign * x for x in (lo, hi))
+        change.noise_ci = (unscale(centre + ends[0]), unscale(centre + ends[1]))
         change.noise = "history"
         verdict, may_regress, extra = _beyond_noise(c, joint_noise, tol, relative)
     elif c.noise.n >= min_history:  # the reference runs never moved (no errors, ever): the tolerance decides

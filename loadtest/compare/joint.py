@@ -160,6 +160,20 @@ class JointNoise:
     #: Each input check's statistic alone (NaN: not in the family); factor-adjusted when ``factor``.
     alone: tuple[float, ...] = ()
     factor: bool = False
+    #: Per input check, (offset, scale) of its statistic alone in badness: alone = (badness − offset) / scale.
+    bands: tuple[tuple[float, float], ...] = ()
+
+    def band(self, i: int, check: CheckNoise) -> tuple[float, float]:
+        """The badness (candidates' mean − reference mean, worse positive) between which check ``i`` is
+        within the noise: exactly where :meth:`beyond` and :meth:`better` turn true."""
+        offset, scale = self.bands[i] if 0 <= i < len(self.bands) else (0.0, check.scale)
+        hi = offset + self.max_critical * scale if 0 <= i < len(self.alone) else math.inf
+        lo = offset - self.max_critical * scale if 0 <= i < len(self.alone) else -math.inf
+        if self.composite_fired:
+            hi = min(hi, self.marginal_critical * check.scale)
+        if self.composite_better:
+            lo = max(lo, -self.marginal_critical * check.scale)
+        return lo, hi
 
     @property
     def composite_fired(self) -> bool:
@@ -213,7 +227,7 @@ def calibrate(checks: Sequence[CheckNoise], rng: np.random.Generator, *, false_a
     sds = np.array([(c.sd if c.sd > 0 else c.spread) * math.sqrt(max(1, c.n - 1) / max(1, n - 1)) for c in family])
     u = resid / sds  # standardized: unit variance over the n rows
     factor = n >= MIN_FACTOR_RUNS
-    composite, alone = _observed(family, resid, factor)
+    composite, alone, offsets, scales = _observed(family, resid, factor)
     comp_null, max_null = _replicates(u, n, m, rng, resamples, shrinkage(u), factor)
     alpha_c = false_alarms * composite_share
     comp_crit = float(np.quantile(comp_null, 1.0 - alpha_c))
@@ -226,14 +240,19 @@ def calibrate(checks: Sequence[CheckNoise], rng: np.random.Generator, *, false_a
 
     marginal = float(student_t.ppf(1.0 - alpha_c, max(1, n - 1)))
     per_input = [math.nan] * len(checks)
-    for i, z in zip(index, alone):
-        per_input[i] = float(z)
-    return JointNoise(k, n, max_crit, marginal, comp_crit, composite, false_alarms, tuple(per_input), factor)
+    bands = [(0.0, c.scale) for c in checks]
+    for j, i in enumerate(index):
+        per_input[i] = float(alone[j])
+        bands[i] = (float(offsets[j]), float(scales[j]))
+    return JointNoise(k, n, max_crit, marginal, comp_crit, composite, false_alarms, tuple(per_input), factor,
+                      tuple(bands))
 
 
-def _observed(family: Sequence[CheckNoise], resid: np.ndarray, factor: bool) -> tuple[float, np.ndarray]:
-    """The candidates' composite (a t statistic) and each check's statistic alone (factor-adjusted when
-    ``factor``, else its plain standardized badness)."""
+def _observed(family: Sequence[CheckNoise], resid: np.ndarray,
+              factor: bool) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+    """The candidates' composite (a t statistic), each check's statistic alone (factor-adjusted when
+    ``factor``, else its plain standardized badness), and that statistic's offset and scale in
+    badness (``alone = (badness − offset) / scale``)."""
     n, m = resid.shape[0], max(c.m for c in family)
     weights = np.array([1.0 / c.candidate_spread for c in family])
     weights /= weights.sum()
@@ -243,7 +262,8 @@ def _observed(family: Sequence[CheckNoise], resid: np.ndarray, factor: bool) -> 
     sd = float(np.std(per_run, ddof=1)) if n > 1 else math.nan
     composite = f_c / (sd * math.sqrt(1.0 / m + 1.0 / n)) if sd > 0 else math.nan
     if not factor or not sd > 0:
-        return composite, np.array([c.z for c in family])
+        return (composite, np.array([c.z for c in family]), np.zeros(len(family)),
+                np.array([c.scale for c in family]))
     ss = float((per_run ** 2).sum())
     beta = resid.T @ per_run / ss  # each check's share of the run's common movement
     left = resid - np.outer(per_run, beta)
@@ -254,7 +274,7 @@ def _observed(family: Sequence[CheckNoise], resid: np.ndarray, factor: bool) -> 
     scale = np.sqrt(own ** 2 / m + sd_left ** 2 * (1.0 / n + f_c ** 2 / ss))
     with np.errstate(divide="ignore", invalid="ignore"):
         alone = np.where(scale > 0, (bad - beta * f_c) / scale, 0.0)
-    return composite, alone
+    return composite, alone, beta * f_c, scale
 
 
 def shrinkage(u: np.ndarray) -> float:
