@@ -58,3 +58,23 @@ def test_history_holds_back_a_drifting_server_and_still_catches_a_slow_one(tmp_p
     # a regression is outside the run-to-run noise, on the worse side
     assert all(c["change"] > c["noise_ci"][1] for c in failing if c["kind"] == "latency")
     assert any("judged together" in w for w in report["warnings"])
+
+
+def test_run_all_reads_the_drift_benchmark_rate_with_history(monkeypatch):
+    """benchmarks/run_all.py's figure: false alarms with history as a share (target ≤ 5%), judged
+    only over 20 pairs or more; detection shown without a target."""
+    import importlib
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    run_all = importlib.import_module("run_all")
+    rows = [{"case": "same server", "history": "no", "pairs": 24, "regression": 9, "inconclusive": 0},
+            {"case": "same server", "history": "yes", "pairs": 24, "regression": 2, "inconclusive": 1},
+            {"case": "20% slower", "history": "yes", "pairs": 12, "regression": 9, "inconclusive": 0}]
+    figures = run_all.gate_drift_headlines({"rows": rows})
+    alarms = next(h for h in figures if "false alarms" in h.name)
+    assert alarms.value == 100 * 2 / 24 and alarms.status == "NOT MET"
+    one_in_24 = run_all.gate_drift_headlines({"rows": [dict(rows[1], regression=1)]})
+    assert [h.status for h in one_in_24] == ["met"]
+    detect = next(h for h in figures if "20% slower" in h.name)
+    assert detect.value == 75.0 and detect.status.startswith("n/a")
