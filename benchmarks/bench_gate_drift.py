@@ -68,7 +68,9 @@ def mock_args(slowdown: float, drift: float, drift_seed: int) -> list[str]:
 
 
 def one_run(work: Path, out: Path, slowdown: float, drift: float, drift_seed: int, level_duration: float) -> Path:
-    """One run against its own start of the mock (its own drift draw)."""
+    """One run against its own start of the mock (its own drift draw); a kept run (``--keep``) is reused."""
+    if (out / "summary.json").exists():
+        return out
     with MockServer(mock_args(slowdown, drift, drift_seed)) as mock:
         path = work / "scenario.yaml"
         path.write_text(yaml.safe_dump(scenario(mock.base_url, level_duration)))
@@ -133,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--slowdowns", default="10,20", help="slowdowns in percent (default 10,20)")
     ap.add_argument("--level-duration", type=float, default=3.0, help="seconds per level (default 3)")
     ap.add_argument("--json", type=Path, metavar="PATH")
-    ap.add_argument("--keep", type=Path, metavar="DIR", help="keep the run folders here")
+    ap.add_argument("--keep", type=Path, metavar="DIR",
+                    help="keep the run folders here; runs already there are reused (re-judge without re-running)")
     args = ap.parse_args(argv)
     if args.history_runs < 4:
         ap.error("--history-runs: at least 4 (a baseline plus the 3 runs the noise needs)")

@@ -48,7 +48,9 @@ def scenario(base_url: str, levels: list[int], level_duration: float) -> dict[st
 
 
 def one_run(work: Path, out: Path, slots: int, levels: list[int], level_duration: float) -> Path:
-    """One run against a freshly started llama-server."""
+    """One run against a freshly started llama-server; a kept run (``--keep``) is reused."""
+    if (out / "summary.json").exists():
+        return out
     folder = work / f"server-{out.name}"
     folder.mkdir(parents=True, exist_ok=True)
     server = start_llama_server(folder, slots=slots)
@@ -77,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--levels", default="1,4,8")
     ap.add_argument("--level-duration", type=float, default=4.0)
     ap.add_argument("--json", type=Path, metavar="PATH")
-    ap.add_argument("--keep", type=Path, metavar="DIR")
+    ap.add_argument("--keep", type=Path, metavar="DIR",
+                    help="keep the run folders here; runs already there are reused (re-judge without re-running)")
     args = ap.parse_args(argv)
     if args.history_runs < 4:
         ap.error("--history-runs: at least 4")

@@ -40,6 +40,9 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "schedule_lag": ("bench_schedule_lag.py", [], ["--rates", "50,200", "--level-duration", "3"]),
     "gate": ("bench_gate.py", [], ["--pairs", "2", "--detect", "1", "--slowdowns", "20", "--tolerances", "5",
                                    "--level-duration", "3"]),
+    # about 12 minutes at full size (40 runs of ~15 s against the drifting mock); 6 runs with --quick
+    "gate_drift": ("bench_gate_drift.py", [], ["--history-runs", "4", "--pairs", "1", "--detect", "1",
+                                               "--slowdowns", "20"]),
     "faults": ("bench_faults.py", [], ["--streams", "20", "--level-duration", "5"]),
     "scale": ("bench_scale.py", [], ["--users", "200", "--seconds", "20", "--warmup", "8"]),
     # 30 minutes at full size: the longest benchmark by far.
@@ -196,6 +199,26 @@ def gate_headlines(result: dict[str, Any] | None) -> list[Headline]:
     return out
 
 
+def gate_drift_headlines(result: dict[str, Any] | None) -> list[Headline]:
+    """The gate on a drifting mock with ``--history``: false alarms (target ≤ 5% of same-server pairs)
+    and detection per slowdown; without history for contrast."""
+    rows = (result or {}).get("rows") or []
+    out = []
+    for row in rows:
+        pairs = row["pairs"] or 1
+        rate = 100.0 * row["regression"] / pairs
+        if row["case"] == "same server":
+            if row["history"] != "yes":
+                continue
+            few = f"{row['pairs']} < {GATE_PAIRS} pairs" if row["pairs"] < GATE_PAIRS else ""
+            out.append(Headline("gate with history, false alarms (drifting mock)", rate, "%", 5.0, few,
+                                detail=f"{row['regression']} of {row['pairs']}; {row['inconclusive']} inconclusive"))
+        else:
+            out.append(Headline(f"gate detection, {row['case']}, history {row['history']}", rate, "%", 100.0,
+                                NO_TARGET, detail=f"{row['regression']} of {row['pairs']}"))
+    return out
+
+
 def faults_headlines(result: dict[str, Any] | None) -> list[Headline]:
     """Fault runs in which a request went unaccounted (missing, invented, wrong kind, wrong verdict)."""
     rows = (result or {}).get("rows")
@@ -244,6 +267,7 @@ PICKERS: dict[str, Callable[[dict[str, Any] | None], list[Headline]]] = {
     "stability": stability_headlines,
     "schedule_lag": schedule_lag_headlines,
     "gate": gate_headlines,
+    "gate_drift": gate_drift_headlines,
     "faults": faults_headlines,
     "scale": scale_headlines,
     "soak": soak_headlines,

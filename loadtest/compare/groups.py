@@ -12,9 +12,14 @@
 3. The *reference runs* are the baselines plus every run of the same
    fingerprint found under ``--history`` (newest :data:`noise.MAX_REFERENCE_RUNS`,
    made before the candidates, warm-up runs and the candidates excluded). With
-   at least ``min_history`` of them, each check gets the run-to-run prediction
-   interval (:mod:`noise`, at :func:`noise.family_confidence` for the number of
-   gated checks) and a regression must be beyond the tolerance and outside it. With fewer, a regression whose change is less than
+   at least ``min_history`` of them, the gated level checks are judged together
+   against the reference runs (:mod:`joint`: the candidates' distance from the
+   reference mean, standardized by the run-to-run spread, one false-alarm budget
+   for all checks through a composite and a max): a regression must be beyond
+   that noise and worse than the reference mean by more than the tolerance.
+   ``noise_ci`` shows, per check, the band of the change (against the baseline
+   group) inside which the check is within that noise (:meth:`joint.JointNoise.band`:
+   where the verdict turns). With fewer, a regression whose change is less than
    :data:`noise.UNKNOWN_NOISE_FACTOR` tolerances is ``inconclusive: run-to-run
    noise unknown``, with how many more runs are needed.
 """
@@ -24,11 +29,12 @@ from __future__ import annotations
 import json
 import math
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 from loadtest.analysis.bootstrap import rng_for
-from loadtest.compare import noise
+from loadtest.compare import joint, noise
 from loadtest.compare.capacity import CapacityBounds, capacity_change
 from loadtest.compare.change import Change, classify, describe_change, untrusted_note
 from loadtest.compare.change import severity as _severity
@@ -70,12 +76,19 @@ def compare_groups(
     if len(base) > 1 or len(cand) > 1:
         cmp.warnings.append(f"{len(base)} baseline and {len(cand)} candidate runs: each check compares the groups' means")
         _group_capacity(cmp, [s for _, s in base], [s for _, s in cand], rules)
+    checks = [c for c in (_prepare(change, cmp, [s for _, s in base], [s for _, s in cand], ref)
+                          for change in cmp.changes if change.level is not None and change.baseline is not None)
+              if c is not None]
+    family = [c for c in checks if c.change.gating and len(c.noise.reference) >= min_history]
+    for i, c in enumerate(family):
+        c.slot = i
+    joint_noise = joint.calibrate([c.noise for c in family], rng_for(seed, "noise"))
+    if joint_noise is not None:
+        cmp.noise_confidence = joint_noise.confidence()
+        cmp.warnings.append(joint_noise.describe())
     unknown = 0
-    cmp.noise_confidence = noise.family_confidence(sum(1 for c in cmp.changes if c.level is not None and c.gating))
-    for change in cmp.changes:
-        if change.level is None or change.baseline is None:
-            continue
-        if _with_noise(change, cmp, [s for _, s in base], [s for _, s in cand], ref, rules, min_history, seed):
+    for c in checks:
+        if _judge(c, cmp, [s for _, s in base], [s for _, s in cand], joint_noise, min_history):
             unknown += 1
     if unknown:
         need = max(min_history - len(ref), 1)
@@ -142,18 +155,29 @@ def _key(path: Path | str) -> str:
 # -- one check ------------------------------------------------------------------------------
 
 
-def _with_noise(change: Change, cmp: Comparison, base: list[RunInput], cand: list[RunInput],
-                ref: list[tuple[str, dict[str, Any]]], rules: Rules, min_history: int, seed: int) -> bool:
-    """Re-judge one level check with the groups and the run-to-run noise; True when that noise was unknown."""
+@dataclass
+class _Check:
+    """One level check prepared for the noise: its change (re-valued for the groups) and its runs."""
+
+    change: Change
+    noise: joint.CheckNoise
+    d: float  # change of the group means, on the noise scale
+    within: tuple[float, float]
+    slot: int = -1  # its place among the checks judged together (-1: not one of them)
+
+
+def _prepare(change: Change, cmp: Comparison, base: list[RunInput], cand: list[RunInput],
+             ref: list[tuple[str, dict[str, Any]]]) -> _Check | None:
+    """The groups' change of one level check and its reference runs; None when some run lacks a value
+    (missing, or reached by failures: the pair's verdict stands)."""
     conf = cmp.confidence
     level = int(change.level)  # type: ignore[arg-type]
     relative = change.kind != ERROR_RATE
     pts_b = [_point(s.summary if i else cmp.baseline.summary, change, level, conf) for i, s in enumerate(base)]
     pts_c = [_point(s.summary if i else cmp.candidate.summary, change, level, conf) for i, s in enumerate(cand)]
     if any(p is None for p in pts_b + pts_c):
-        return False  # a value missing or reached by failures in some run: the pair's verdict stands
+        return None
     scale = noise.to_log if relative else (lambda x: x)
-    unscale = noise.to_relative if relative else (lambda x: x)
     if len(pts_b) > 1 or len(pts_c) > 1:
         d, within = noise.group_change(pts_b, pts_c, conf)  # type: ignore[arg-type]
         change.baseline = _group_value(pts_b, relative)  # type: ignore[arg-type]
@@ -162,22 +186,42 @@ def _with_noise(change: Change, cmp: Comparison, base: list[RunInput], cand: lis
         d = scale(float(change.change))
         within = (scale(_f(change.ci[0])), scale(_f(change.ci[1])))
     reference = [p for p in (_point(s, change, level, conf, f) for f, s in ref) if p is not None]
-    change.noise_runs = len(reference)
-    change.change = unscale(d)
-    change.ci = change.within_ci = (unscale(within[0]), unscale(within[1]))
     sign = -1.0 if change.kind == "throughput" else 1.0  # badness: worse is positive
+    noise_c = joint.CheckNoise(reference, [p.value for p in pts_c], sign, [p.se for p in pts_c])  # type: ignore[union-attr]
+    return _Check(change, noise_c, d, within)
+
+
+def _judge(c: _Check, cmp: Comparison, base: list[RunInput], cand: list[RunInput], joint_noise: joint.JointNoise | None,
+           min_history: int) -> bool:
+    """Re-judge one level check with the groups and the run-to-run noise; True when that noise was unknown."""
+    change, conf = c.change, cmp.confidence
+    level = int(change.level)  # type: ignore[arg-type]
+    relative = change.kind != ERROR_RATE
+    unscale = noise.to_relative if relative else (lambda x: x)
+    change.noise_runs = c.noise.n
+    change.change = unscale(c.d)
+    change.ci = change.within_ci = (unscale(c.within[0]), unscale(c.within[1]))
+    sign = c.noise.sign
     bad = sorted(sign * x for x in (_f(change.ci[0]), _f(change.ci[1])))
     bad_point = sign * _f(change.change)
     tol = change.tolerance or 0.0
     verdict, may_regress = classify(bad[0], bad[1], tol)
     if math.isnan(bad[0]) and abs(bad_point) <= tol:
         verdict, may_regress = "unchanged", False  # no within-run interval, but the change is within tolerance
-    if len(reference) >= min_history:
-        null = noise.null_interval(reference, len(pts_b), len(pts_c), cmp.noise_confidence,
-                                   rng_for(seed, "noise", level, change.check))
-        change.noise_ci = (unscale(null[0]), unscale(null[1]))
+    extra = ""
+    if joint_noise is not None and c.noise.n >= min_history and c.noise.spread > 0:
+        # the band a healthy candidate's change stays in: the reference mean (relative to the baseline
+        # group) ± the max threshold; the verdict from the candidates' distance to the reference mean
+        centre = c.d - c.noise.deviation
+        lo, hi = joint_noise.band(c.slot, c.noise)  # in badness: worse positive
+        ends = sorted(c.noise.sign * x for x in (lo, hi))
+        change.noise_ci = (unscale(centre + ends[0]), unscale(centre + ends[1]))
         change.noise = "history"
-        verdict, may_regress = _beyond_noise(verdict, may_regress, sign * d, sorted(sign * x for x in null))
+        verdict, may_regress, extra = _beyond_noise(c, joint_noise, tol, relative)
+    elif c.noise.n >= min_history:  # the reference runs never moved (no errors, ever): the tolerance decides
+        centre = unscale(c.d - c.noise.deviation)
+        change.noise_ci = (centre, centre)
+        change.noise = "history"
     else:
         change.noise = "unknown"
     summaries = [cmp.baseline.summary, cmp.candidate.summary] + [s.summary for s in base[1:] + cand[1:]]
@@ -190,26 +234,29 @@ def _with_noise(change: Change, cmp: Comparison, base: list[RunInput], cand: lis
         verdict, may_regress, was_unknown = "inconclusive", True, True
     change.verdict, change.may_regress = verdict, may_regress
     change.message = (describe_change(change, conf) + _noise_words(change, min_history, was_unknown, relative)
-                      + untrusted_note(saturated, contended))
+                      + extra + untrusted_note(saturated, contended))
     hold_drifting(change, {**cmp.baseline.drifting, **cmp.candidate.drifting})
     return was_unknown
 
 
-def _beyond_noise(verdict: str, may_regress: bool, bad_d: float, null: list[float]) -> tuple[str, bool]:
-    """The verdict once the run-to-run noise is known: a change must be beyond the tolerance *and*
-    outside the prediction interval of a healthy server (``null``, in badness), the within-run
-    interval still deciding whether it is beyond the tolerance at all."""
-    if math.isnan(null[0]):
-        return verdict, may_regress
-    if null[0] <= bad_d <= null[1]:
-        return "unchanged", False  # run-to-run noise explains the change
-    if bad_d > null[1]:  # worse than a healthy server moves
-        if verdict in ("regression", "inconclusive"):
-            return verdict, may_regress
-        return verdict, False
-    # better than the noise: an improvement if certain, otherwise it cannot be a regression
-    return ("improvement", False) if verdict == "improvement" else (
-        ("unchanged", False) if verdict != "regression" else ("inconclusive", False))
+def _beyond_noise(c: _Check, joint_noise: joint.JointNoise, tol: float, relative: bool) -> tuple[str, bool, str]:
+    """The verdict once the run-to-run noise is known (see :mod:`joint`): a regression is beyond the noise of
+    all checks judged together *and* worse than the reference mean by more than the tolerance (the
+    minimum effect worth failing for). The within-run interval is not asked again: every reference run's
+    value carries its own within-run noise, so the run-to-run spread already holds it (and is floored by it)."""
+    z = c.noise.z
+    alone = joint_noise.alone[c.slot] if 0 <= c.slot < len(joint_noise.alone) else z
+    # relative to the reference mean (a throughput drop of x% is a badness of x%), or in points
+    bad_vs_ref = c.noise.sign * (noise.to_relative(c.noise.deviation) if relative else c.noise.deviation)
+    unit = "%" if relative else " pp"
+    where = f"; {bad_vs_ref * 100:+.1f}{unit} worse than the mean of the {c.noise.n} reference runs (z {z:+.1f}, alone {alone:+.1f})"
+    if joint_noise.beyond(c.slot, z):
+        if bad_vs_ref > tol:
+            return "regression", True, where
+        return "unchanged", False, where + ", beyond the run-to-run noise but within the tolerance"
+    if joint_noise.better(c.slot, z) and bad_vs_ref < -tol:
+        return "improvement", False, where
+    return "unchanged", False, ""
 
 
 def _point(summary: dict[str, Any] | None, change: Change, level: int, conf: float, folder: str = "") -> noise.RunPoint | None:

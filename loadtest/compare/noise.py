@@ -8,32 +8,17 @@ run to run. Here the runs of the same workload fingerprint measured before
 
 Per check and level, each reference run contributes one value (its summary's
 point) and its own within-run spread (from its summary's interval, the time
-block bootstrap of the analyzer). The gate's question is: if nothing changed,
-how far could the mean of ``m_c`` candidate runs fall from the mean of ``m_b``
-baseline runs? A **hierarchical bootstrap** answers it:
-
-1. *runs*: draw ``n`` reference runs with replacement (their deviations from
-   the reference mean scaled by ``sqrt(n / (n - 1))``, the usual small-sample
-   correction, so three runs do not look steadier than they are);
-2. *time blocks within a run*: each drawn run's value is redrawn from its own
-   within-run interval (a normal draw with the interval's spread, since a
-   summary keeps the interval, not the blocks);
-3. the ``m_b`` "baseline" and ``m_c`` "candidate" values are drawn from that
-   resampled population, and their difference of means is one replicate.
-
-The central interval of the replicates is the **prediction interval** of the
-change under no change (``noise_ci``), widened where needed to the replicates'
-mean ± Student's t (n − 1 degrees of freedom) × their standard deviation: a
-percentile of resampled runs cannot reach past the runs seen, and the gate asks
-for ends (1 − 2 × 5% / checks, see :func:`family_confidence`) that a handful of
-runs only reaches with the t distribution's tail. Relative checks (latency percentiles,
+block bootstrap of the analyzer); :mod:`joint` turns them into the gate's
+thresholds for all checks at once. Relative checks (latency percentiles,
 throughput) work on the log of the value, so a 10% slowdown is the same size at
 every level; the error rate works in absolute points.
 
-With history, a change is a regression only when it is beyond the tolerance
-(its within-run interval says so, as without history) *and* outside that
-prediction interval: a change that a healthy server shows from run to run is
-``unchanged``, whatever one run's interval says (see :mod:`groups`).
+An earlier version judged each check alone: a hierarchical bootstrap (runs,
+then each run's within-run interval) of the difference of one baseline and one
+candidate, at a per-check level of 1 − 2 × 5% / checks with a Student-t tail.
+With a dozen checks and a handful of runs that interval was so wide that the
+gate caught nothing (0 of 6 mock regressions of 10% on a drifting server); see
+:mod:`joint` for what replaced it and why.
 """
 
 from __future__ import annotations
@@ -52,13 +37,6 @@ MIN_HISTORY_RUNS = 3
 #: Without known run-to-run noise, a regression needs a change beyond this many tolerances
 #: (a change the within-run interval calls certain but that barely passes the tolerance is inconclusive).
 UNKNOWN_NOISE_FACTOR = 2.0
-#: The gate's target rate of false alarms from run-to-run noise, over all its checks together: each
-#: check's prediction interval is drawn at 1 − 2 × this / (number of gated level checks), so that a
-#: healthy server crosses the worse end of some check in at most this share of comparisons
-#: (Bonferroni: a sweep has a dozen checks, and a 95% interval each would alarm on ~1 pair in 5).
-FAMILY_FALSE_ALARMS = 0.05
-#: Replicates of the hierarchical bootstrap.
-NOISE_RESAMPLES = 8000
 #: At most this many reference runs, the newest (an old series may describe an older server).
 MAX_REFERENCE_RUNS = 30
 
@@ -75,11 +53,6 @@ class RunPoint:
     value: float
     se: float
     folder: str = ""
-
-
-def family_confidence(checks: int, false_alarms: float = FAMILY_FALSE_ALARMS) -> float:
-    """The two-sided level of each check's prediction interval for ``checks`` gated checks."""
-    return 1.0 - 2.0 * false_alarms / max(1, checks)
 
 
 def z_of(confidence: float) -> float:
@@ -128,40 +101,6 @@ def group_change(base: Sequence[RunPoint], cand: Sequence[RunPoint], confidence:
     var = sum(p.se ** 2 for p in base) / len(base) ** 2 + sum(p.se ** 2 for p in cand) / len(cand) ** 2
     half = z * math.sqrt(var)
     return d, (d - half, d + half)
-
-
-def null_interval(reference: Sequence[RunPoint], m_base: int, m_cand: int, confidence: float,
-                  rng: np.random.Generator, resamples: int = NOISE_RESAMPLES) -> tuple[float, float]:
-    """The prediction interval of (mean of ``m_cand`` runs − mean of ``m_base`` runs) when nothing
-    changed, by the hierarchical bootstrap of the module doc. Needs at least 2 reference runs."""
-    values = np.array([p.value for p in reference], dtype=float)
-    ses = np.array([p.se for p in reference], dtype=float)
-    n = len(values)
-    if n < 2:
-        return (math.nan, math.nan)
-    centre = values.mean()
-    inflated = centre + (values - centre) * math.sqrt(n / (n - 1))
-    # stage 1: runs
-    pick = rng.integers(0, n, size=(resamples, n))
-    pop_values, pop_ses = inflated[pick], ses[pick]
-    # stage 3 draws from the resampled population, stage 2 redraws each drawn run within its interval
-    def draw(m: int) -> np.ndarray:
-        idx = rng.integers(0, n, size=(resamples, m))
-        rows = np.arange(resamples)[:, None]
-        chosen = pop_values[rows, idx] + pop_ses[rows, idx] * rng.standard_normal((resamples, m))
-        return chosen.mean(axis=1)
-
-    diff = draw(m_cand) - draw(m_base)
-    alpha = (1.0 - confidence) / 2.0
-    lo, hi = np.quantile(diff, [alpha, 1.0 - alpha])
-    # A percentile of resampled runs cannot reach past the runs seen: with n runs a 99% end is only
-    # the widest gap among them. The replicates' spread with Student's t on n − 1 degrees of freedom
-    # gives the tail that n runs can claim; the wider of the two is the interval.
-    from scipy.stats import t as student_t
-
-    half = float(student_t.ppf(1.0 - alpha, n - 1)) * float(np.std(diff, ddof=1))
-    centre_d = float(np.mean(diff))
-    return min(float(lo), centre_d - half), max(float(hi), centre_d + half)
 
 
 def run_to_run_sd(reference: Sequence[RunPoint]) -> float:

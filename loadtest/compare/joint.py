@@ -1,0 +1,335 @@
+"""The gate's noise threshold for all its checks at once: how far a healthy run can stray from its history.
+
+A sweep gates a dozen checks or more (each SLO percentile, throughput and the
+error rate at every level). Judging each against its own prediction interval
+at 95% would alarm on about one healthy run in two; widening every interval by
+Bonferroni (1 − 5%/checks) and Student's t over a handful of runs makes them
+so wide that nothing is ever caught (measured: 0 of 6 mock regressions of 10%
+on a drifting server, 0 of 4 real llama-server slowdowns). Both ignore what a
+drifting server does: **all checks of a slow run move together**. Here the
+checks are judged together, and their correlation is used, not punished.
+
+Per check ``k`` (on the log scale for relative checks, see :mod:`noise`), with
+``n`` reference runs (history plus baselines) and ``m`` candidate runs:
+
+* ``mean_k`` and ``sd_k`` of the reference runs' values; the spread used is
+  ``s_k = max(sd_k, floor_k)``, where ``floor_k`` is the runs' own within-run
+  standard error (a few runs can look steadier than one run's requests allow);
+* the candidate's standardized *badness* ``T_k = sign_k · (mean of the
+  candidates − mean_k) / (s_k · sqrt(1/m + 1/n))`` (``sign`` = −1 for
+  throughput, so worse is always positive). Its difference from the reference
+  mean, not from one baseline run, is what is judged: the mean of ``n`` runs is
+  a steadier yardstick than one run that drifted itself.
+
+Two statistics, one false-alarm budget :data:`FALSE_ALARMS` (5%) for the gate:
+
+1. **composite**: the mean of the standardized badness over the checks,
+   against the same mean for each reference run (its own spread, ``n − 1``
+   degrees of freedom). A real regression moves many checks the same way, and
+   the composite sees it even when each check alone is within its noise. Share
+   :data:`COMPOSITE_SHARE` of the budget.
+2. **one check alone**: the largest single-check statistic, for a regression of
+   one check only (the TTFT at the top level; fewer slots make TTFT worse and
+   ITL better, and the two cancel in the composite). With at least
+   :data:`MIN_FACTOR_RUNS` reference runs each check is taken *net of the
+   runs' common movement*: its share ``beta_k`` of each reference run's
+   composite is regressed out, and the candidate's deviation minus
+   ``beta_k`` × its composite is judged against the spread that is left (a
+   regression's prediction interval, ``n − 2`` degrees of freedom). On a
+   drifting or shared machine most of a check's spread is the whole run moving;
+   a check that moves against the others is what stands out. With fewer runs,
+   its plain ``T_k``. Its threshold comes from the *joint* null of both
+   statistics, so the rest of the budget is what it adds beyond the composite.
+
+The null distribution is a **parametric bootstrap over the runs' correlation**:
+each replicate draws ``n`` reference runs and ``m`` candidates from a normal
+with the reference runs' sample correlation (``z = g·U/√(n−1)``, ``U`` the
+runs' standardized residuals, ``g`` standard normal: a multiplier bootstrap,
+which keeps the correlation without estimating a ``k × k`` matrix from a few
+runs), and recomputes every mean, spread and both statistics as the gate does.
+So each check's spread being estimated from few runs (the check whose ``sd``
+came out small is the one the max picks) is part of the threshold, and with
+one check the threshold is Student's t, with perfectly correlated checks it
+is too, and with independent ones it approaches the max of independent t's.
+The sample correlation of a few runs is not shrunk: in simulation (12 to 18
+checks, 4 to 12 runs, correlation 0 to 0.9) the unshrunk bootstrap held the
+gate at 4–7% false alarms, a shrunk one (Schäfer–Strimmer) at 2–6% but with
+thresholds up to 20% wider on correlated checks, which cost detection.
+
+A check fails the gate only when it is beyond this noise *and* worse than the
+reference mean by more than its tolerance (the minimum effect a user cares
+about, ``--tolerance``): its statistic alone beyond its threshold, or its plain
+``T_k`` beyond the one-sided single-check t at the composite's level when the
+composite says the run as a whole is worse. The gate's false alarms (some
+check failing when nothing changed) stay within the budget; which checks are
+named once the composite fired is the usual closed-testing trade.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from loadtest.compare.noise import RunPoint
+
+#: The gate's target rate of false alarms from run-to-run noise, over all checks together.
+FALSE_ALARMS = 0.05
+#: The share of that budget spent on the composite (the rest goes to the max of single checks).
+COMPOSITE_SHARE = 0.6
+#: From this many reference runs on, a check alone is judged net of the runs' common movement (below).
+MIN_FACTOR_RUNS = 5
+#: Replicates of the parametric bootstrap.
+RESAMPLES = 4000
+
+
+@dataclass(frozen=True)
+class CheckNoise:
+    """One check's reference runs and candidates on the noise scale, with the side that is worse."""
+
+    reference: Sequence[RunPoint]
+    candidates: Sequence[float]
+    sign: float = 1.0  # +1: higher is worse (latency, error rate); −1: lower is worse (throughput)
+    candidate_ses: Sequence[float] = ()  # the candidates' own within-run standard errors
+
+    @property
+    def n(self) -> int:
+        return len(self.reference)
+
+    @property
+    def m(self) -> int:
+        return len(self.candidates)
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean([p.value for p in self.reference]))
+
+    @property
+    def sd(self) -> float:
+        return float(np.std([p.value for p in self.reference], ddof=1)) if self.n > 1 else math.nan
+
+    @property
+    def floor(self) -> float:
+        """The reference runs' own within-run standard error (root mean square)."""
+        return math.sqrt(float(np.mean([p.se ** 2 for p in self.reference]))) if self.n else 0.0
+
+    @property
+    def spread(self) -> float:
+        """Run-to-run standard deviation, floored by the within-run one."""
+        return max(self.sd, self.floor)
+
+    @property
+    def candidate_spread(self) -> float:
+        """A candidate's spread: the run-to-run one, or its own within-run one where that is wider (a
+        percentile of a few requests that one stall moved is no more certain than its interval says)."""
+        own = math.sqrt(float(np.mean([se ** 2 for se in self.candidate_ses]))) if self.candidate_ses else 0.0
+        return max(self.spread, own)
+
+    @property
+    def scale(self) -> float:
+        """Standard deviation of (mean of the candidates − reference mean) when nothing changed."""
+        return math.sqrt(self.candidate_spread ** 2 / self.m + self.spread ** 2 / self.n)
+
+    @property
+    def deviation(self) -> float:
+        """Mean of the candidates − reference mean (on the noise scale; positive is higher, not worse)."""
+        return float(np.mean(self.candidates)) - self.mean
+
+    @property
+    def z(self) -> float:
+        """Standardized badness of the candidates (inf when the reference runs never moved at all)."""
+        bad = self.sign * self.deviation
+        if self.scale > 0:
+            return bad / self.scale
+        return 0.0 if bad == 0 else math.copysign(math.inf, bad)
+
+
+@dataclass(frozen=True)
+class JointNoise:
+    """The thresholds for one comparison's checks, and where the candidates stand."""
+
+    checks: int  # checks in the family (those with a spread)
+    runs: int  # reference runs
+    max_critical: float  # a check alone is beyond the noise past this
+    marginal_critical: float  # a check is beyond the noise past this when the composite is
+    composite_critical: float
+    composite: float  # the candidates' composite (standardized, like the critical)
+    false_alarms: float
+    #: Each input check's statistic alone (NaN: not in the family); factor-adjusted when ``factor``.
+    alone: tuple[float, ...] = ()
+    factor: bool = False
+    #: Per input check, (offset, scale) of its statistic alone in badness: alone = (badness − offset) / scale.
+    bands: tuple[tuple[float, float], ...] = ()
+
+    def band(self, i: int, check: CheckNoise) -> tuple[float, float]:
+        """The badness (candidates' mean − reference mean, worse positive) between which check ``i`` is
+        within the noise: exactly where :meth:`beyond` and :meth:`better` turn true."""
+        offset, scale = self.bands[i] if 0 <= i < len(self.bands) else (0.0, check.scale)
+        hi = offset + self.max_critical * scale if 0 <= i < len(self.alone) else math.inf
+        lo = offset - self.max_critical * scale if 0 <= i < len(self.alone) else -math.inf
+        if self.composite_fired:
+            hi = min(hi, self.marginal_critical * check.scale)
+        if self.composite_better:
+            lo = max(lo, -self.marginal_critical * check.scale)
+        return lo, hi
+
+    @property
+    def composite_fired(self) -> bool:
+        return self.composite > self.composite_critical
+
+    @property
+    def composite_better(self) -> bool:
+        """The run as a whole is better than the noise (the same threshold on the other side)."""
+        return self.composite < -self.composite_critical
+
+    def beyond(self, i: int, z: float) -> bool:
+        """Is input check ``i``, of standardized badness ``z``, beyond the noise on the worse side?"""
+        alone = self.alone[i] if 0 <= i < len(self.alone) else math.nan
+        return bool(alone > self.max_critical) or (self.composite_fired and z > self.marginal_critical)
+
+    def better(self, i: int, z: float) -> bool:
+        """… or on the better side (the bootstrap is symmetric: the same thresholds)."""
+        alone = self.alone[i] if 0 <= i < len(self.alone) else math.nan
+        return bool(alone < -self.max_critical) or (self.composite_better and z < -self.marginal_critical)
+
+    def confidence(self) -> float:
+        """The two-sided level of one check's Student-t interval as wide as the max threshold."""
+        from scipy.stats import t as student_t
+
+        return float(1.0 - 2.0 * student_t.sf(self.max_critical, max(1, self.runs - 1)))
+
+    def describe(self) -> str:
+        return (f"run-to-run noise from {self.runs} reference runs, {self.checks} checks judged together: "
+                f"composite {self.composite:+.1f} (beyond ±{self.composite_critical:.1f} means the run as a whole "
+                f"moved), one check beyond ±{self.max_critical:.1f} alone; {self.false_alarms:.0%} false alarms")
+
+
+def calibrate(checks: Sequence[CheckNoise], rng: np.random.Generator, *, false_alarms: float = FALSE_ALARMS,
+              composite_share: float = COMPOSITE_SHARE, resamples: int = RESAMPLES) -> JointNoise | None:
+    """The joint thresholds for ``checks`` (each with at least 2 reference runs and a spread), or None.
+
+    ``JointNoise.alone[i]`` is the single-check statistic of ``checks[i]`` (NaN when not in the family).
+    """
+    index = [i for i, c in enumerate(checks) if c.n >= 2 and c.m >= 1 and c.spread > 0 and math.isfinite(c.spread)]
+    family = [checks[i] for i in index]
+    if not family:
+        return None
+    folders = sorted({p.folder for c in family for p in c.reference})
+    row = {f: i for i, f in enumerate(folders)}
+    n, m, k = len(folders), max(c.m for c in family), len(family)
+    # residuals of the reference runs, badness-signed; a run missing a check adds nothing to it
+    resid = np.zeros((n, k))
+    for j, c in enumerate(family):
+        for p in c.reference:
+            resid[row[p.folder], j] = c.sign * (p.value - c.mean)
+    sds = np.array([(c.sd if c.sd > 0 else c.spread) * math.sqrt(max(1, c.n - 1) / max(1, n - 1)) for c in family])
+    u = resid / sds  # standardized: unit variance over the n rows
+    factor = n >= MIN_FACTOR_RUNS
+    composite, alone, offsets, scales = _observed(family, resid, factor)
+    comp_null, max_null = _replicates(u, n, m, rng, resamples, shrinkage(u), factor)
+    alpha_c = false_alarms * composite_share
+    comp_crit = float(np.quantile(comp_null, 1.0 - alpha_c))
+    # the max's threshold: what it may add to the composite's false alarms, from the same replicates
+    rest = max_null[comp_null <= comp_crit]
+    allowed = int(math.floor((false_alarms - alpha_c) * resamples))
+    ordered = np.sort(rest)[::-1]
+    max_crit = float(ordered[allowed]) if allowed < len(ordered) else float(ordered[-1])
+    from scipy.stats import t as student_t
+
+    marginal = float(student_t.ppf(1.0 - alpha_c, max(1, n - 1)))
+    per_input = [math.nan] * len(checks)
+    bands = [(0.0, c.scale) for c in checks]
+    for j, i in enumerate(index):
+        per_input[i] = float(alone[j])
+        bands[i] = (float(offsets[j]), float(scales[j]))
+    return JointNoise(k, n, max_crit, marginal, comp_crit, composite, false_alarms, tuple(per_input), factor,
+                      tuple(bands))
+
+
+def _observed(family: Sequence[CheckNoise], resid: np.ndarray,
+              factor: bool) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+    """The candidates' composite (a t statistic), each check's statistic alone (factor-adjusted when
+    ``factor``, else its plain standardized badness), and that statistic's offset and scale in
+    badness (``alone = (badness − offset) / scale``)."""
+    n, m = resid.shape[0], max(c.m for c in family)
+    weights = np.array([1.0 / c.candidate_spread for c in family])
+    weights /= weights.sum()
+    bad = np.array([c.sign * c.deviation for c in family])
+    per_run = resid @ weights  # each reference run's composite, with the same weights
+    f_c = float(bad @ weights)
+    sd = float(np.std(per_run, ddof=1)) if n > 1 else math.nan
+    composite = f_c / (sd * math.sqrt(1.0 / m + 1.0 / n)) if sd > 0 else math.nan
+    if not factor or not sd > 0:
+        return (composite, np.array([c.z for c in family]), np.zeros(len(family)),
+                np.array([c.scale for c in family]))
+    ss = float((per_run ** 2).sum())
+    beta = resid.T @ per_run / ss  # each check's share of the run's common movement
+    left = resid - np.outer(per_run, beta)
+    sd_left = np.sqrt((left ** 2).sum(axis=0) / (n - 2))
+    sd_left = np.maximum(sd_left, [c.floor for c in family])
+    own = np.array([max(s, c.candidate_spread if c.candidate_ses else 0.0) for s, c in zip(sd_left, family)])
+    own = np.maximum(own, sd_left)
+    scale = np.sqrt(own ** 2 / m + sd_left ** 2 * (1.0 / n + f_c ** 2 / ss))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        alone = np.where(scale > 0, (bad - beta * f_c) / scale, 0.0)
+    return composite, alone, beta * f_c, scale
+
+
+def shrinkage(u: np.ndarray) -> float:
+    """Schäfer and Strimmer's (2005) weight of the identity in the shrunk correlation of ``u``'s columns.
+
+    The estimated variance of the off-diagonal sample correlations over their squared sum: near 0 when
+    the runs show a clear common movement, near 1 when the correlations are what a few runs show by chance.
+    """
+    n, k = u.shape
+    if k < 2 or n < 3:
+        return 0.0
+    w = np.einsum("ik,il->ikl", u, u)
+    w_mean = w.mean(axis=0)
+    var = n / (n - 1) ** 3 * ((w - w_mean) ** 2).sum(axis=0)
+    r = w_mean * n / (n - 1)
+    off = ~np.eye(k, dtype=bool)
+    denom = float((r[off] ** 2).sum())
+    return float(np.clip(var[off].sum() / denom, 0.0, 1.0)) if denom > 0 else 1.0
+
+
+def _replicates(u: np.ndarray, n: int, m: int, rng: np.random.Generator, resamples: int,
+                lam: float = 0.0, factor: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Null replicates of (composite, max of the single-check statistics): reference and candidate runs
+    drawn with the runs' correlation, every mean, spread, weight and factor recomputed as the gate does."""
+    comps, maxes = [], []
+    chunk = max(1, 2_000_000 // max(1, (n + m) * max(n, u.shape[1])))
+    done = 0
+    scale = math.sqrt(1.0 / m + 1.0 / n)
+    while done < resamples:
+        r = min(chunk, resamples - done)
+        z = rng.standard_normal((r, n + m, n)) @ u / math.sqrt(n - 1)  # r × (n + m) × checks
+        if lam > 0:  # the shrunk correlation: (1 − λ) R̂ + λ I
+            z = math.sqrt(1.0 - lam) * z + math.sqrt(lam) * rng.standard_normal(z.shape)
+        ref, cand = z[:, :n], z[:, n:].mean(axis=1)
+        mean, sd = ref.mean(axis=1), ref.std(axis=1, ddof=1)
+        sd = np.where(sd > 0, sd, np.inf)
+        resid, bad = ref - mean[:, None, :], cand - mean
+        # each check weighs 1/spread: the mean of the standardized badness. (Precision weights, 1/spread²,
+        # would be optimal if the spreads were known; estimated from a few runs they let one check whose
+        # spread came out small carry the composite, and the threshold grows more than the signal.)
+        weights = 1.0 / sd
+        weights /= weights.sum(axis=1, keepdims=True)  # r × checks
+        per_run = np.einsum("rik,rk->ri", resid, weights)  # r × n
+        f_c = np.einsum("rk,rk->r", bad, weights)
+        comp_sd = per_run.std(axis=1, ddof=1)
+        comps.append(f_c / (np.where(comp_sd > 0, comp_sd, np.inf) * scale))
+        if factor:
+            ss = (per_run ** 2).sum(axis=1)
+            beta = np.einsum("rik,ri->rk", resid, per_run) / ss[:, None]
+            left = resid - per_run[:, :, None] * beta[:, None, :]
+            sd_left = np.sqrt((left ** 2).sum(axis=1) / (n - 2))
+            var = sd_left ** 2 * (1.0 / m + 1.0 / n + (f_c ** 2 / ss)[:, None])
+            alone = (bad - beta * f_c[:, None]) / np.sqrt(np.where(var > 0, var, np.inf))
+        else:
+            alone = bad / (sd * scale)
+        maxes.append(alone.max(axis=1))
+        done += r
+    return np.concatenate(comps), np.concatenate(maxes)
