@@ -93,7 +93,7 @@ class Comparison:
     candidates: list[str] = field(default_factory=list)
     #: Reference runs (history plus baselines) that gave the run-to-run noise; what decides a held check.
     history_runs: int = 0
-    #: The level of each check's run-to-run prediction interval (see noise.family_confidence).
+    #: The level of each check's run-to-run prediction interval (see compare/joint.py: the single-check threshold as a t level).
     noise_confidence: float | None = None
     hint: str = "longer levels would decide"
 
