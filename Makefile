@@ -18,7 +18,7 @@ demo: $(STAMP)
 # llama.cpp's llama-server, built once per machine from the llama-cpp-python sdist and cached
 # in ~/.cache/loadtest/llama-server/<version>/ (LOADTEST_CACHE moves it); the real-server tests use it.
 real-server: $(STAMP)
-	nice -n 10 $(BIN)/python tests/realserver/build_llama_server.py
+	nice -n 10 $(BIN)/python tests/support/realserver/build_llama_server.py
 
 test: $(STAMP) real-server
 	$(BIN)/python -m pytest -q
