@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench clean real-server k8s-base
+.PHONY: demo test test-fast bench clean real-server k8s-base
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,8 +20,13 @@ demo: $(STAMP)
 real-server: $(STAMP)
 	nice -n 10 $(BIN)/python tests/support/realserver/build_llama_server.py
 
+# The whole suite (tests/unit, tests/e2e, tests/real): the CI command (.ci/run).
 test: $(STAMP) real-server
 	$(BIN)/python -m pytest -q
+
+# tests/unit only: pure functions over data, no sockets, no subprocesses (about a minute).
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q tests/unit
 
 # deploy/kubernetes/base from the renderer (`loadtest k8s render`); a test checks they agree.
 k8s-base: $(STAMP)

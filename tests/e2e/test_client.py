@@ -15,10 +15,8 @@ from loadtest.client.wire import build_body
 from loadtest.mock.process import MockServer
 
 
-@pytest.fixture(scope="module")
-def mock():
-    with MockServer(["--decode-base-ms", "10", "--decode-per-seq-ms", "0", "--prefill-per-token-ms", "0"]) as server:
-        yield server
+#: the ``mock`` fixture's server (tests/conftest.py): 10 ms steps, whatever the concurrency
+MOCK_ARGS = ["--decode-base-ms", "10", "--decode-per-seq-ms", "0", "--prefill-per-token-ms", "0"]
 
 
 @pytest.fixture(scope="module")

@@ -43,10 +43,8 @@ def run_streams(mock: MockServer, bodies: list[dict], stagger_s: float = 0.0) ->
     return results
 
 
-@pytest.fixture(scope="module")
-def mock() -> MockServer:
-    with MockServer(["--decode-base-ms", "10", "--decode-per-seq-ms", "20"]) as server:
-        yield server  # type: ignore[misc]
+#: the ``mock`` fixture's server (tests/conftest.py): the ITL-bound model, step = 10 + 20 x running ms
+MOCK_ARGS = ["--decode-base-ms", "10", "--decode-per-seq-ms", "20"]
 
 
 @pytest.mark.parametrize(("streams", "expected_ms"), [(1, 30.0), (4, 90.0)])

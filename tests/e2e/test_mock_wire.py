@@ -26,11 +26,8 @@ MESSAGES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def mock() -> Iterator[MockServer]:
-    # Fast steps: these tests are about bytes, not timing.
-    with MockServer(["--decode-base-ms", "1", "--decode-per-seq-ms", "0"]) as server:
-        yield server
+#: the ``mock`` fixture's server (tests/conftest.py). Fast steps: these tests are about bytes, not timing.
+MOCK_ARGS = ["--decode-base-ms", "1", "--decode-per-seq-ms", "0"]
 
 
 @pytest.fixture

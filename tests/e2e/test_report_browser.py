@@ -21,7 +21,7 @@ from loadtest.report.html import plain_verdict
 from support.runkit import loadtest, write_scenario
 
 CHROMIUM = find_chromium()
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason=f"Chromium not found; {INSTALL_HINT}")
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(CHROMIUM is None, reason=f"Chromium not found; {INSTALL_HINT}")]
 
 
 @pytest.fixture(scope="module")

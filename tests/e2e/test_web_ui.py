@@ -89,6 +89,7 @@ def _levels(base: str) -> dict:
     return json.loads(_get(f"{base}/loadtest/levels")[1])
 
 
+@pytest.mark.browser  # the page is also drawn in Chromium (skipped without it; the HTTP checks still run)
 @pytest.mark.parametrize("workers", [0, 1], ids=["local", "workers"])
 def test_web_ui_starts_shows_levels_and_stops_like_ctrl_c(tmp_path: Path, workers: int):
     port = _free_port()
