@@ -20,13 +20,18 @@ demo: $(STAMP)
 real-server: $(STAMP)
 	nice -n 10 $(BIN)/python tests/support/realserver/build_llama_server.py
 
-# The whole suite (tests/unit, tests/e2e, tests/real): the CI command (.ci/run).
+# The whole suite (tests/unit, tests/e2e, tests/real): the CI command (.ci/run). Two passes:
+# the tests that time nothing (tests/unit and the e2e files marked untimed) two at a time
+# under pytest-xdist (a file stays on one worker, so a module fixture runs once), then every test that measures time one at a time, so that a timing
+# test never shares the 2 cores with another test. Both passes run; either failing fails it.
 test: $(STAMP) real-server
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "unit or untimed"; parallel=$$?; \
+	$(BIN)/python -m pytest -q -m "not (unit or untimed)"; serial=$$?; \
+	test $$parallel -eq 0 -a $$serial -eq 0
 
-# tests/unit only: pure functions over data, no sockets, no subprocesses (about a minute).
+# tests/unit only: pure functions over data, no sockets, no subprocesses, two at a time.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q tests/unit
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests/unit
 
 # deploy/kubernetes/base from the renderer (`loadtest k8s render`); a test checks they agree.
 k8s-base: $(STAMP)

@@ -10,6 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+#: asserts nothing about time (exit codes and messages, no clock): runs in make test's parallel pass
+pytestmark = pytest.mark.untimed
+
 SCENARIOS = sorted((Path(__file__).parents[2] / "scenarios").glob("*.yaml"))
 
 

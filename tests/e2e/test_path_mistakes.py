@@ -34,6 +34,9 @@ import yaml
 from loadtest.mock.process import MockServer
 from support.runkit import loadtest, write_scenario
 
+#: asserts nothing about time (bad paths and their one-line errors, no clock): runs in make test's parallel pass
+pytestmark = pytest.mark.untimed
+
 HERE = Path(__file__).resolve().parent
 FAST_MOCK = ["--decode-base-ms", "2", "--decode-per-seq-ms", "0", "--prefill-per-token-ms", "0"]
 TINY_LOAD = {"levels": [1], "level_duration_s": 1.5, "warmup_s": 0.2, "warmup_requests": 0}

@@ -19,6 +19,9 @@ from support.runkit import loadtest, write_scenario
 from support.wirezoo.fixtures import OPENAI_CHAT, Fixture
 from support.wirezoo.server import ReplayServer
 
+#: asserts nothing about time (what the preflight says of each wire dialect, no latency bound): runs in make test's parallel pass
+pytestmark = pytest.mark.untimed
+
 
 def _openai_400(name: str, message: str) -> Fixture:
     body = json.dumps({"error": {"message": message, "type": "invalid_request_error", "param": None, "code": None}})

@@ -14,7 +14,8 @@ from loadtest.mock.process import MockServer
 from support.runkit import loadtest, write_scenario
 
 CHROMIUM = find_chromium()
-pytestmark = [pytest.mark.browser, pytest.mark.skipif(CHROMIUM is None, reason=f"Chromium not found; {INSTALL_HINT}")]
+#: asserts nothing about time (how the pages render, not the figures in them): runs in make test's parallel pass
+pytestmark = [pytest.mark.untimed, pytest.mark.browser, pytest.mark.skipif(CHROMIUM is None, reason=f"Chromium not found; {INSTALL_HINT}")]
 
 ROOFLINE = ["--roofline-hbm-gbps", "1000", "--roofline-tflops", "16", "--roofline-params-b", "8",
             "--roofline-kv-bytes-per-token", "4e6", "--roofline-overhead-ms", "0.5"]
