@@ -39,6 +39,7 @@ def test_two_workers_match_one_process(tmp_path):
         scenario = write_scenario(tmp_path, mock.base_url, **sections)
         result = loadtest("run", str(scenario), "--out", str(tmp_path / "dist"), "--workers", "2", "--refine", timeout=300)
         seen_dist = sum(mock.requests_by_status().values())
+        served = mock.metrics()  # how far the mock's own steps fell behind its model during the run
         single = loadtest("run", str(scenario), "--out", str(tmp_path / "single"), "--levels", "1,2,4,8", timeout=300)
     assert result.returncode == 0, result.stderr
     assert single.returncode == 0, single.stderr
@@ -53,8 +54,17 @@ def test_two_workers_match_one_process(tmp_path):
     assert len(dist) == seen_dist - 1
     assert dist.request_id.is_unique
 
-    # Same capacity as one process would find (ITL-bound truth: 5).
-    assert summary(tmp_path / "dist")["capacity"]["concurrency"] == 5
+    # Same capacity as one process would find (ITL-bound truth: 5). The truth is the model's:
+    # d(c) = 10 + 20 c ms against the 120 ms limit, so 5 (110 ms) passes and 6 (130 ms) fails,
+    # 10 ms either side. Master, two workers and the mock share 2 cores here; when the mock
+    # itself was starved, a step's tokens left up to `late` ms past their deadline, and the
+    # server really was slower than its model: a gap is at most d(c) + late, so the capacity
+    # is still never above 5 (lateness only adds) and at least the highest c with
+    # 10 + 20 c + late <= 120. A mock that kept its time (late < 10 ms) leaves only 5.
+    late_ms = 1000.0 * (served["loadtest_mock_step_late_seconds_max"] + served["loadtest_mock_step_emit_seconds_max"])
+    floor = max(1, min(5, int((120 - 10 - late_ms) // 20)))
+    capacity = summary(tmp_path / "dist")["capacity"]["concurrency"]
+    assert floor <= capacity <= 5, (capacity, late_ms)
     # Per-level TTFT and ITL agree with a single-process run.
     one = read_requests(tmp_path / "single")
     for users in (1, 2, 4, 8):
