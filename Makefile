@@ -22,8 +22,9 @@ real-server: $(STAMP)
 
 # The whole suite (tests/unit, tests/e2e, tests/real): the CI command (.ci/run). Two passes:
 # the tests that time nothing (tests/unit and the e2e files marked untimed) two at a time
-# under pytest-xdist (a file stays on one worker, so a module fixture runs once), then every test that measures time one at a time, so that a timing
-# test never shares the 2 cores with another test. Both passes run; either failing fails it.
+# under pytest-xdist (a file stays on one worker, so a module fixture runs once), then
+# every test that measures time, one at a time, so that a timing test never shares the
+# 2 cores with another test. Both passes run; either failing fails the target.
 test: $(STAMP) real-server
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "unit or untimed"; parallel=$$?; \
 	$(BIN)/python -m pytest -q -m "not (unit or untimed)"; serial=$$?; \
