@@ -18,9 +18,9 @@ def test_engine_schedule_fifo_and_batch_limit() -> None:
     """In-process, on the precise loop: admission order, batch limit and step lengths.
 
     Each token leaves at its step's deadline plus however late the engine was for that
-    step, which the engine measures itself (``late_s_max``, on the same loop clock). The
-    bound is that lateness, not a nominal +-5 ms (a loaded machine made the last step
-    7.7 ms late once). It still tells the schedules apart: c in the batch (20 ms steps)
+    step, and however long handing out that step's tokens took, both measured by the engine
+    itself on the same loop clock (``late_s_max``, ``emit_s_max``). The bound is that
+    lateness, not a nominal +-5 ms (a loaded machine made the last step 7.7 ms late once). It still tells the schedules apart: c in the batch (20 ms steps)
     would put a's tokens 5, 10, 15, 20 ms off and c's 10 to 40 ms off, so only a
     lateness above 20 ms could hide it, and that is asserted not to have happened.
     """
@@ -50,12 +50,13 @@ def test_engine_schedule_fifo_and_batch_limit() -> None:
             engine.submit(s)
         outcomes = [await s.done for s in seqs]
         await engine.stop()
-        return {n: [(t - t0) * 1000 for t in ts] for n, ts in times.items()}, outcomes, engine.late_s_max * 1000
+        late_ms = (engine.late_s_max + engine.emit_s_max) * 1000
+        return {n: [(t - t0) * 1000 for t in ts] for n, ts in times.items()}, outcomes, late_ms
 
     times, outcomes, late_ms = run_precise(go())
     assert outcomes == [Outcome.FINISHED] * 3
     assert late_ms < 20, (late_ms, times)  # beyond this the two schedules below could not be told apart
-    # The engine's own lateness plus the sink's call after the wake-up. Deadlines are absolute
+    # The engine's own lateness and emit time, plus a millisecond for the sink. Deadlines are absolute
     # (lateness does not add up) unless a step is more than a whole step late (>= 10 ms here),
     # when the engine restarts its clock from now: then two latenesses can add.
     slack = (late_ms if late_ms < 10 else 2 * late_ms) + 1.0
