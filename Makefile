@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench docs docs-serve clean real-server k8s-base
+.PHONY: demo test test-fast bench docs docs-serve clean real-server k8s-base
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,10 +18,21 @@ demo: $(STAMP)
 # llama.cpp's llama-server, built once per machine from the llama-cpp-python sdist and cached
 # in ~/.cache/loadtest/llama-server/<version>/ (LOADTEST_CACHE moves it); the real-server tests use it.
 real-server: $(STAMP)
-	nice -n 10 $(BIN)/python tests/realserver/build_llama_server.py
+	nice -n 10 $(BIN)/python tests/support/realserver/build_llama_server.py
 
+# The whole suite (tests/unit, tests/e2e, tests/real): the CI command (.ci/run). Two passes:
+# the tests that time nothing (tests/unit and the e2e files marked untimed) two at a time
+# under pytest-xdist (a file stays on one worker, so a module fixture runs once), then
+# every test that measures time, one at a time, so that a timing test never shares the
+# 2 cores with another test. Both passes run; either failing fails the target.
 test: $(STAMP) real-server
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "unit or untimed"; parallel=$$?; \
+	$(BIN)/python -m pytest -q -m "not (unit or untimed)"; serial=$$?; \
+	test $$parallel -eq 0 -a $$serial -eq 0
+
+# tests/unit only: pure functions over data, no sockets, no subprocesses, two at a time.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests/unit
 
 # deploy/kubernetes/base from the renderer (`loadtest k8s render`); a test checks they agree.
 k8s-base: $(STAMP)

@@ -33,7 +33,7 @@ from _table import Column, format_table, write_json
 
 TARGET_S = 10.0
 TARGET_GB = 4.0
-#: Concurrency levels of the synthetic run, 60 s each (as tests/test_analysis_scale.py).
+#: Concurrency levels of the synthetic run, 60 s each (as tests/unit/test_analysis_scale.py).
 LEVELS = [1, 2, 4, 8, 16, 32, 64, 128]
 LEVEL_S = 60.0
 SLO = {"ttft_ms": {"p95": 500}, "itl_ms": {"p95": 80}, "max_error_rate": 0.01}
@@ -48,8 +48,11 @@ def build_run(run_dir: Path, n_requests: int, n_chunks: int, seed: int = 0) -> d
     ``chunk_sent_ms`` is made an empty list per row, as a run against a server
     that does not stamp chunks records it.
     """
-    from loadtest.analysis.synthetic import bulk_requests, level_plan, run_dict
     from loadtest.records import REQUESTS_PARQUET, SCHEMA, write_run_json
+
+    # the synthetic-run builder is test code (tests/support/synthetic.py), not part of the package
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from support.synthetic import bulk_requests, level_plan, run_dict
 
     run_dir.mkdir(parents=True, exist_ok=True)
     levels = level_plan(LEVELS, LEVEL_S)

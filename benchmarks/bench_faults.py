@@ -4,13 +4,13 @@ For each fault, one ``loadtest run`` holds N concurrent streams for a fixed
 level against a ``loadtest mock`` that injects it, and every request is then
 matched against the mock's own count of how it ended
 (``loadtest_mock_outcomes_total``) and of what reached it (``--arrival-log``,
-which survives a kill -9); see ``loadtest/mock/reconcile.py`` for the rules.
+which survives a kill -9); see ``tests/support/reconcile.py`` for the rules.
 The run's analysis is checked too: the error budget fails where the failures
 exceed it, and failed requests reach the latency percentiles as +inf.
 
 Faults (rates are per request, drawn from a seed whose first draw is clean so
 that the preflight request itself is never hit; its own fault handling is
-tested in tests/test_preflight_dialects.py):
+tested in tests/e2e/test_preflight_dialects.py):
 
 * ``http_500``: HTTP 500 at 10%;
 * ``rate_limit``: 429 + Retry-After when more than a few requests would queue
@@ -51,8 +51,11 @@ from loadtest.mock.arrival_log import count_arrivals
 from loadtest.mock.config import MockConfig
 from loadtest.mock.faults import NO_FAULTS, FaultInjector
 from loadtest.mock.process import MockServer
-from loadtest.mock.reconcile import reconcile
 from loadtest.records import read_requests, read_run_json
+
+# the reconciliation rules are test code (tests/support/reconcile.py), not part of the package
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from support.reconcile import reconcile  # noqa: E402
 
 #: The engine: 20 ms steps, 2 tokens per chunk, 32 tokens per request: 100 streams
 #: make ~2,500 chunks/s, a quarter of one client process's documented capacity, so

@@ -3,7 +3,7 @@
 The same experiment as ``bench_gate_drift.py``, with the drift a real server
 has: every run starts its own llama.cpp ``llama-server`` (the test suite's
 tiny random-weight model, 1 thread, built by ``make real-server``; see
-tests/realserver/), as a nightly job meets a freshly deployed server.
+tests/support/realserver/), as a nightly job meets a freshly deployed server.
 
 * **history**: ``--history-runs`` runs of the healthy server (``--slots`` slots);
 * **same server**: ``--pairs`` more healthy runs, each compared with one history run;
@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from _table import format_table, write_json  # noqa: E402
 from bench_gate_drift import COLUMNS, run_case  # noqa: E402
-from realserver.server import start_llama_server  # noqa: E402
+from support.realserver.server import start_llama_server  # noqa: E402
 
 
 def scenario(base_url: str, levels: list[int], level_duration: float) -> dict[str, Any]:

@@ -31,11 +31,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
 from _table import Column, format_table, write_json  # noqa: E402
-from realserver.server import start_llama_server  # noqa: E402
+from support.realserver.server import start_llama_server  # noqa: E402
 
 from loadtest.client.stream import StreamingClient  # noqa: E402
 from loadtest.client.wire import build_body  # noqa: E402
-from loadtest.workload import _WORDS  # noqa: E402
+from loadtest.workload.words import WORDS  # noqa: E402
 
 COLUMNS = [
     Column("users", "users"),
@@ -60,7 +60,7 @@ def run_level(base_url: str, model: str, users: int, seconds: float, tokens: int
         rng = np.random.default_rng(index)
         try:
             while time.monotonic() < stop_at:
-                prompt = f"{rng.integers(1 << 30):x} " + " ".join(rng.choice(_WORDS, 48))
+                prompt = f"{rng.integers(1 << 30):x} " + " ".join(rng.choice(WORDS, 48))
                 recs.append(client.send(build_body("completions", model, prompt, tokens)))
         finally:
             client.close()

@@ -18,7 +18,6 @@ The pipeline inside, one module per idea:
 ``signals`` / ``server``   the server's scraped metrics joined to the levels on wall time
 ``autoscaling``   scale-out thresholds from the capacity and the server's signals
 ``results``   the output dataclasses (``Analysis``, ``LevelResult``, ``Stats``, ``Check``, ``Capacity``)
-``synthetic`` runs with known answers, for tests and benchmarks
 
 Public entry points: :func:`analyze` (data already in memory, e.g. for tests
 and the live runner) and :func:`analyze_run` (a run folder on disk).

@@ -4,7 +4,7 @@ We use its connection pool and its C HTTP parser, but read the socket
 ourselves (see :mod:`loadtest.client.reactor`), so we need the response's
 socket and pool, and to hand the socket back when the stream is over. These
 touch private attributes; they are kept here, in one small module, so an
-upgrade that changes them breaks in one place (and ``tests/test_client.py``).
+upgrade that changes them breaks in one place (and ``tests/e2e/test_client.py``).
 """
 
 from __future__ import annotations

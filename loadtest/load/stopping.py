@@ -6,7 +6,7 @@ what this greenlet is executing … the exception may or may not be raised …
 it may not be raised at all" (``Greenlet.kill``). In practice an open-loop
 user idle in the arrival queue outlived its single kill at about one batch end
 in four to eight, and the run then hung for ever after its last level (seen on 2 cores,
-``tests/test_open_loop.py``). So before Locust's own stop (its ``test_stopping``
+``tests/e2e/test_open_loop.py``). So before Locust's own stop (its ``test_stopping``
 event, which fires just before it stops the users), every user still alive is
 killed directly, not through its group (a ``Group`` never kills a greenlet
 twice), and waited for a bounded time, up to :data:`STOP_TRIES` times. Locust

@@ -20,7 +20,6 @@ from loadtest.errors import InputError
 from loadtest.scenario import Scenario
 from loadtest.workload.dataset import load_dataset
 from loadtest.workload.generator import PlannedRequest, Workload
-from loadtest.workload.words import WORDS as _WORDS  # noqa: F401  (the name tests/realserver imports)
 
 __all__ = ["PlannedRequest", "Workload", "prepare", "workload_fingerprint"]
 

@@ -1,0 +1,103 @@
+"""The analyzer finds capacities that the mock's formulas predict (MODEL.md).
+
+Each test runs the real pipeline (``loadtest run`` against ``loadtest mock``)
+and checks summary.json against a truth computed by hand.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from loadtest.mock.process import MockServer
+from support.runkit import loadtest, summary, write_scenario
+
+
+def run_against_mock(tmp_path, mock_flags, *cli, **sections):
+    with MockServer(mock_flags) as mock:
+        scenario = write_scenario(tmp_path, mock.base_url, **sections)
+        result = loadtest("run", str(scenario), "--out", str(tmp_path / "run"), *cli, timeout=300)
+    assert result.returncode == 0, result.stderr
+    return summary(tmp_path / "run"), result
+
+
+def test_itl_bound_capacity_is_found_exactly_by_refine(tmp_path):
+    """ITL = 10 + 20 x users: 5 users give 110 ms, 6 give 130 ms, so p95 <= 120 holds up to 5."""
+    s, result = run_against_mock(
+        tmp_path,
+        ["--decode-base-ms", "10", "--decode-per-seq-ms", "20", "--prefill-per-token-ms", "0"],
+        "--refine",
+        workload={"max_tokens": 12},
+        load={"levels": [1, 2, 4, 8], "level_duration_s": 4, "warmup_s": 1},
+        slo={"ttft_ms": {}, "itl_ms": {"p95": 120}, "max_error_rate": 0.01},
+    )
+    cap = s["capacity"]
+    assert cap["concurrency"] == 5, cap
+    assert cap["first_failing"] == 6
+    assert cap["binding"] == "itl_ms.p95"
+    assert cap["verdict"] == "found"
+    levels = {lv["concurrency"]: lv for lv in s["levels"]}
+    # Bisection probed 6 then 5, and nothing else.
+    assert sorted(levels) == [1, 2, 4, 5, 6, 8]
+    assert {c for c, lv in levels.items() if lv["refine"]} == {5, 6}
+    assert abs(levels[5]["itl_ms"]["p95"] - 110) < 5
+    assert abs(levels[6]["itl_ms"]["p95"] - 130) < 5
+    assert "holds 5 concurrent users" in result.stdout
+
+
+def test_ttft_bound_capacity_is_the_batch_size(tmp_path):
+    """With 8 slots, a 9th user queues for a slot: its wait is a large part of a request (~1.7 s)."""
+    s, _ = run_against_mock(
+        tmp_path,
+        ["--max-batch", "8", "--decode-base-ms", "10", "--decode-per-seq-ms", "2"],
+        workload={"max_tokens": 64},
+        load={"levels": [4, 8, 9, 12], "level_duration_s": 5, "warmup_s": 1},
+        slo={"ttft_ms": {"p95": 150}, "itl_ms": {}, "max_error_rate": 0.01},
+    )
+    cap = s["capacity"]
+    assert cap["concurrency"] == 8, cap
+    assert cap["first_failing"] == 9
+    assert cap["binding"] == "ttft_ms.p95"
+    levels = {lv["concurrency"]: lv for lv in s["levels"]}
+    assert levels[8]["ttft_ms"]["p95"] < 100
+    assert levels[9]["ttft_ms"]["p95"] > 150
+
+
+def test_error_budget_fails_every_level_and_says_why(tmp_path):
+    s, result = run_against_mock(
+        tmp_path,
+        ["--fail-rate", "0.05", "--decode-base-ms", "2", "--decode-per-seq-ms", "0", "--seed", "3"],
+        # Short requests, so that even one user sends several hundred per level:
+        # enough for the error rate's confidence interval to clear the 1% budget.
+        workload={"max_tokens": 2},
+        load={"levels": [1, 2, 4], "level_duration_s": 4, "warmup_s": 0.5},
+        slo={"ttft_ms": {"p95": 1000}, "itl_ms": {"p95": 1000}, "max_error_rate": 0.01},
+    )
+    cap = s["capacity"]
+    assert cap["concurrency"] is None
+    assert cap["verdict"] == "below_minimum"
+    assert cap["binding"] == "error_rate"
+    assert all(not lv["passed"] for lv in s["levels"])
+    for lv in s["levels"]:
+        assert 0.02 < lv["error_rate"] < 0.10
+        assert lv["errors_by_kind"].get("http_5xx", 0) == lv["errors"]
+    assert "error" in cap["message"].lower()
+
+
+@pytest.mark.parametrize("slo, expected", [("itl_ms.p95=75", 3), ("itl_ms.p95=55", 2)])
+def test_reanalysis_with_other_slos_moves_capacity(tmp_path, slo, expected):
+    """A saved run answers new questions: 'analyze --slo' re-judges it without new load."""
+    run_against_mock(
+        tmp_path,
+        ["--decode-base-ms", "10", "--decode-per-seq-ms", "20", "--prefill-per-token-ms", "0"],
+        workload={"max_tokens": 10},
+        load={"levels": [1, 2, 3, 4], "level_duration_s": 3, "warmup_s": 1},
+        slo={"ttft_ms": {}, "itl_ms": {"p95": 1000}, "max_error_rate": 0.01},
+    )
+    out = tmp_path / "run"
+    assert summary(out)["capacity"]["verdict"] == "at_least"
+    result = loadtest("analyze", str(out), "--slo", slo)
+    assert result.returncode == 0, result.stderr
+    assert summary(out)["capacity"]["concurrency"] == expected
+    bad = loadtest("analyze", str(out), "--slo", "itl_ms.p97=5")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1

@@ -1,0 +1,53 @@
+"""``loadtest validate`` as a user runs it: a child process, its exit code and its one stderr line.
+
+Moved from tests/unit/test_scenario.py and test_workload.py (they start a subprocess,
+so they are not unit tests); what the messages say is checked in-process there.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+#: asserts nothing about time (exit codes and messages, no clock): runs in make test's parallel pass
+pytestmark = pytest.mark.untimed
+
+SCENARIOS = sorted((Path(__file__).parents[2] / "scenarios").glob("*.yaml"))
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "loadtest", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_validate_command_exit_codes(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nload:\n  levels: [1, 2, -4]\n")
+    out = _cli("validate", str(bad))
+    assert out.returncode == 2
+    assert out.stderr.strip().endswith("load.levels[2]: must be a positive integer")
+    assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("name: [x\n")
+    out = _cli("validate", str(broken))
+    assert out.returncode == 2 and "line" in out.stderr and "Traceback" not in out.stderr
+
+    out = _cli("validate", str(tmp_path / "missing.yaml"))
+    assert out.returncode == 2 and "no such scenario file" in out.stderr
+
+    out = _cli("validate", str(SCENARIOS[0]))
+    assert out.returncode == 0, out.stderr
+
+
+def test_a_missing_dataset_is_named_by_its_yaml_path_and_fails_validate(tmp_path):
+    (tmp_path / "s.yaml").write_text(
+        "name: s\nload: {levels: [1]}\nworkload: {dataset: {path: data/missing.jsonl}}\n"
+    )
+    result = subprocess.run([sys.executable, "-m", "loadtest", "validate", str(tmp_path / "s.yaml")],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "workload.dataset.path: no such file" in result.stderr and "data/missing.jsonl" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr

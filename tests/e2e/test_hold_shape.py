@@ -1,0 +1,94 @@
+"""The stepped shape holds a level's users and takes its looks: in a child interpreter.
+
+Moved out of tests/unit/test_hold.py: the shape imports Locust, which patches the
+process with gevent, so each test runs its body in a fresh interpreter (a subprocess,
+hence not a unit test).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from loadtest.analysis import SloSpec
+
+
+def _shape_holds_a_levels_users_until_its_measured_requests_finish() -> None:
+    from loadtest.load.levels import LevelClock
+    from loadtest.load.shape import SteppedShape
+
+    running = [0]
+    shape = SteppedShape([1, 2], 0.05, LevelClock(0.0), pending=lambda span: running[0], hold_cap_s=30.0)
+    assert shape.tick()[0] == 1
+    time.sleep(0.06)
+    running[0] = 2  # two of level 1's measured requests still run when its window ends
+    assert shape.tick()[0] == 1 and len(shape.spans) == 1  # held: still one user, no new level
+    first = shape.spans[0]
+    assert first.end_wall is not None and first.hold == {}
+    assert shape.tick()[0] == 1
+    running[0] = 0
+    assert shape.tick()[0] == 2 and len(shape.spans) == 2
+    assert first.hold["ended"] == "drained" and first.hold["waited_for"] == 2
+    assert shape.spans[1].start_wall >= first.hold["end_wall"]
+    time.sleep(0.06)
+    shape.tick()  # level 2 ends; nothing of it runs: its hold ends at once and the batch is done
+    assert shape.done and shape.spans[1].hold["held_s"] < 0.05
+
+
+def _look_waits_for_enough_requests_and_never_exceeds_the_schedule() -> None:
+    from loadtest.analysis.decide import Decision, LookSchedule, requests_for_a_look
+    from loadtest.load.levels import LevelClock
+    from loadtest.load.shape import SteppedShape
+
+    assert requests_for_a_look([SloSpec.from_dict({"ttft_ms": {"p95": 150}})]) == 20
+    assert requests_for_a_look([SloSpec.from_dict({"itl_ms": {"p99": 150}})]) == 1  # gaps, not requests
+    assert requests_for_a_look([SloSpec.from_dict({"e2e_ms": {"p99": 9000}})]) == 100
+
+    calls = []
+    done = [0]
+
+    def decide(span):
+        calls.append(span.looks)
+        return Decision("uncertain", "interval straddles the limit")
+
+    schedule = LookSchedule(5.0, 10.0, 40.0)
+    assert schedule.looks == [5.0, 10.0, 20.0, 40.0]
+    shape = SteppedShape([1], 10.0, LevelClock(0.0), schedule=schedule, decide=decide,
+                         enough=lambda span: done[0] >= 20)
+    shape.tick()  # enters the level
+    done[0] = 5
+    assert not shape._level_over(5.5) and not calls  # due, but 5 requests can only say "too few"
+    assert not shape._level_over(10.5) and not calls  # the 10 s look is due first: the 5 s one is dropped
+    done[0] = 25
+    assert not shape._level_over(10.9) and not calls  # enough now, but the 10.5 s check said no: next at 11
+    assert not shape._level_over(11.05) and len(calls) == 1
+    assert shape.spans[0].looks[0]["at_s"] == 10.0 and shape.spans[0].looks[0]["taken_s"] == 11.05
+    done[0] = 0  # whatever the count, the last look is taken when due
+    assert not shape._level_over(25.0) and len(calls) == 1  # the 20 s look waits …
+    assert shape._level_over(40.0)  # … and is dropped for the last one, which ends the level
+    assert len(calls) == 2 <= len(schedule.looks)
+    assert shape.spans[0].decision["ended"] == "undecided_at_max"
+
+
+def _in_a_child(body: str) -> None:
+    """Run one of this file's test bodies in a fresh interpreter.
+
+    Why: the shape imports Locust, which monkey-patches the process with gevent; in
+    pytest's own process that would turn every later test's ``time.sleep`` cooperative
+    and ``ssl`` half-patched (test_monitor's loop stall, the TLS fixtures).
+    """
+    here = Path(__file__).parent  # this file
+    code = f"import sys; sys.path.insert(0, {str(here)!r}); import test_hold_shape; test_hold_shape.{body}()"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+
+def test_the_shape_holds_a_levels_users_until_its_measured_requests_finish():
+    _in_a_child("_shape_holds_a_levels_users_until_its_measured_requests_finish")
+
+
+def test_a_look_waits_for_enough_requests_and_never_exceeds_the_schedule():
+    _in_a_child("_look_waits_for_enough_requests_and_never_exceeds_the_schedule")

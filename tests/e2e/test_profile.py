@@ -1,0 +1,114 @@
+"""``loadtest profile`` against the mock in roofline mode: it recovers the mock's declared truth.
+
+The mock (loadtest/mock/roofline.py, MODEL.md "Roofline mode") declares
+1000 GB/s, 16 TFLOPS, 8 B parameters at 2 bytes, 4 MB of KV per context token
+and 0.5 ms overhead per step. By its formulas, with the profile's decode
+requests (8-word prompts, 96 output tokens: a mean context of 8 + 48 = 56
+tokens, as the test reads it back from the records):
+
+- decode step, memory side: 0.5 + 16 + n × 4e6 × 56 / 1e12 s = 16.5 + 0.224 n ms;
+- compute side: 0.5 + n × 2 × 8e9 / 16e12 s = 0.5 + 1.0 n ms;
+- knee: 16 / (1 − 0.224) = 20.6 sequences;
+
+Short prompts matter here: admitting a request computes its whole prompt in
+that step, and at 1 ms per token a 32-word prompt costs as much as 32 decode
+sequences (a real GPU's knee is in the hundreds, so a short prompt costs it
+less than a step).
+- prefill: 1.0 ms per prompt token (the compute floor), fixed about the overhead.
+
+A second mock has a 25 ms overhead on a model whose floors are ~1 ms: that is
+``overhead``-bound, not memory.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from loadtest.mock.process import MockServer
+from support.runkit import loadtest, write_scenario
+
+ROOFLINE = ["--roofline-hbm-gbps", "1000", "--roofline-tflops", "16", "--roofline-params-b", "8",
+            "--roofline-bytes-per-weight", "2", "--roofline-kv-bytes-per-token", "4e6", "--roofline-overhead-ms", "0.5"]
+# 6 s decode levels: with 4 s, after the hold landed (#23: only requests started in the window are
+# measured, so fewer gaps per level), per_seq_ms came out +10.2% (3 of 3 in one suite run), just past
+# the 10% the issue asks for; 6 s gives each level enough gaps for the slope.
+FAST = ["--prefill-s", "8", "--max-prompt-tokens", "512", "--decode-level-s", "6", "--warmup", "1",
+        "--decode-prompt-tokens", "8", "--decode-max-tokens", "96"]
+
+
+def _profile(folder: Path, mock_args: list[str], *extra: str, **sections) -> tuple[dict, str]:
+    with MockServer(mock_args) as mock:
+        scenario = write_scenario(folder, mock.base_url, target={"api": "completions", "timeout_s": 30}, **sections)
+        result = loadtest("profile", str(scenario), "--out", str(folder / "profile"), *FAST, *extra, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads((folder / "profile" / "profile.json").read_text()), result.stdout
+
+
+@pytest.fixture(scope="module")
+def roofline(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("profile-roofline")
+    # hardware and model declared as the mock's; the parameter count comes from its /v1/models meta
+    return _profile(
+        folder, ROOFLINE, "--max-batch", "32",
+        hardware={"hbm_gbps": 1000, "tflops": 16}, model={"kv_bytes_per_token": 4e6},
+    ) + (folder,)
+
+
+def test_prefill_per_token_cost_is_recovered(roofline):
+    profile, _, _ = roofline
+    p = profile["prefill"]
+    assert p["ms_per_token"] == pytest.approx(1.0, rel=0.10)
+    assert p["tokens_per_s"] == pytest.approx(1000, rel=0.10)
+    lo, hi = p["ms_per_token_ci"]
+    assert lo <= p["ms_per_token"] <= hi
+    assert 0 <= p["fixed_ms"] < 10  # the 0.5 ms overhead plus the client's and server's own costs
+    assert [pt["prompt_tokens"] for pt in p["points"]][:3] == [128, 256, 512] or p["points"][0]["prompt_tokens"] >= 128
+    assert p["bound"] == "compute"
+
+
+def test_decode_costs_and_knee_are_recovered(roofline):
+    profile, _, _ = roofline
+    d = profile["decode"]
+    context = d["context_tokens"]
+    assert 52 <= context <= 60  # 8-word prompts and 96 tokens out: 8 + 48
+    per_seq = 4e6 * context / 1e12 * 1000  # ms
+    knee = 16 / (1.0 - per_seq)
+    assert d["fixed_ms"] == pytest.approx(16.5, rel=0.10)
+    assert d["per_seq_ms"] == pytest.approx(per_seq, rel=0.10)
+    assert d["compute_ms_per_seq"] == pytest.approx(1.0, rel=0.10)
+    assert abs(d["knee_sequences"] - knee) <= 1.0, (d["knee_sequences"], knee)
+    # the right bound each side of the knee, point by point (one sequence either side may sit on the line)
+    for point in d["points"]:
+        if point["sequences"] < knee - 1:
+            assert point["bound"] == "memory", point
+        elif point["sequences"] > knee + 1:
+            assert point["bound"] == "compute", point
+    assert d["bound_below_knee"] == "memory" and d["bound_above_knee"] == "compute"
+    assert profile["summary"][0].startswith("decode is memory-bound up to about")
+
+
+def test_profile_folder_holds_the_runs_the_report_and_the_table(roofline):
+    profile, stdout, folder = roofline
+    out = folder / "profile"
+    assert profile["runs"][:3] == ["prefill", "decode-1", "decode-ladder"]
+    for run in profile["runs"]:
+        assert (out / run / "summary.json").is_file() and (out / run / "report.html").is_file()
+    page = (out / "report.html").read_text()
+    assert "id='profile'" in page and "memory-bound up to about" in page
+    assert "decode: step time against batch size" in stdout
+    assert profile["model"]["params"] == 8e9 and profile["model"]["bytes_per_weight"] == 2.0
+    assert profile["complete"] is True and profile["wall_s"] > 0
+
+
+def test_a_large_fixed_overhead_is_called_overhead(tmp_path):
+    args = ["--roofline-hbm-gbps", "1000", "--roofline-tflops", "16", "--roofline-params-b", "0.5",
+            "--roofline-overhead-ms", "25"]
+    profile, _ = _profile(tmp_path, args, "--max-batch", "8", hardware={"hbm_gbps": 1000, "tflops": 16})
+    d = profile["decode"]
+    assert d["fixed_ms"] == pytest.approx(26, rel=0.10)  # 25 + the 1 ms weight read
+    assert all(p["bound"] == "overhead" for p in d["points"]), d["points"]
+    assert d["bound_below_knee"] == "overhead"
+    assert "overhead-bound" in profile["summary"][0]

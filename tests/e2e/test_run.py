@@ -1,0 +1,214 @@
+"""``loadtest run`` end to end: real Locust, real mock server, real files."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+
+import numpy as np
+import pytest
+
+from loadtest.mock.process import MockServer
+from loadtest.records import read_requests, read_run_json
+from support.runkit import level_rows, loadtest, start_run, summary, wait_for_flushes, write_scenario
+
+
+@pytest.fixture(scope="module")
+def formula_run(tmp_path_factory):
+    """One short run (3 levels x 4 s) against a mock whose timings are known."""
+    folder = tmp_path_factory.mktemp("formula")
+    with MockServer(["--decode-base-ms", "10", "--decode-per-seq-ms", "20", "--prefill-per-token-ms", "0"]) as mock:
+        scenario = write_scenario(folder, mock.base_url)
+        out = folder / "run"
+        result = loadtest("run", str(scenario), "--out", str(out))
+        seen = mock.requests_by_status()
+        # How late the mock's own steps ran (CPU contention on a shared machine): the formula
+        # holds for an on-time engine, so the TTFT bounds below allow for what it reports.
+        late_ms = 1000.0 * mock.metrics()["loadtest_mock_step_late_seconds_max"]
+    return result, out, seen, late_ms
+
+
+def test_short_run_writes_a_complete_folder(formula_run):
+    result, out, _, _ = formula_run
+    assert result.returncode == 0, result.stderr
+    for name in ("run.json", "requests.parquet", "locust.log", "summary.json", "report.html"):
+        assert (out / name).is_file(), name
+    assert not (out / "requests.parts").exists()
+    run = read_run_json(out)
+    assert run["complete"] is True
+    assert [lv["concurrency"] for lv in run["levels"]] == [1, 2, 4]
+    for lv in run["levels"]:
+        assert lv["end_wall"] > lv["start_wall"]
+        assert {"loop_lag_p99_ms", "cpu_pct", "saturated"} <= set(lv["client"])
+    assert run["preflight"]["token_source"] == "continuous_usage"
+    # Locust's own log goes to the file, not the screen.
+    assert "Shape" in (out / "locust.log").read_text()
+    assert "Shape test" not in result.stderr
+
+
+def test_every_request_the_mock_saw_is_a_record(formula_run):
+    _, out, seen, _ = formula_run
+    frame = read_requests(out)
+    # The mock also saw the one preflight request (warmup_requests is 0 here).
+    assert len(frame) == sum(seen.values()) - 1
+    assert set(frame.level) == {1, 2, 4}
+    assert frame.request_id.is_unique
+
+
+def test_per_level_itl_and_ttft_match_the_mock_formula(formula_run):
+    _, out, _, late_ms = formula_run
+    frame = read_requests(out)
+    levels = read_run_json(out)["levels"]
+    ends = {lv["concurrency"]: lv["end_wall"] for lv in levels}
+    following = {lv["concurrency"]: nxt["concurrency"] for lv, nxt in zip(levels, levels[1:])}
+    for users in (1, 2, 4):
+        rows = level_rows(frame, users)
+        assert len(rows) >= 3, users
+        step = 10 + 20 * users  # decode_base_ms + decode_per_seq_ms x running
+        gaps = np.concatenate([np.diff(np.asarray(c)) for c in rows.chunk_ms])
+        assert abs(np.median(gaps) - step) <= 3, (users, np.median(gaps))
+        # The first token comes at the end of the step that admits the request:
+        # one step, plus the wait for the step in progress to end (at most one more).
+        # A request still waiting for it when its level ended may share those steps
+        # with the next level's users, whose batch is larger and whose steps are longer.
+        ttft = rows.ttft_ms.to_numpy()
+        first_token_wall = rows.start_wall.to_numpy() + ttft / 1000.0
+        batch = np.where(first_token_wall > ends[users], following.get(users, users), users)
+        longest_step = 10 + 20 * batch
+        # Two steps may each run late by up to the mock's worst lateness.
+        assert np.all(ttft >= step - 3) and np.all(ttft <= 2 * longest_step + 10 + 2 * late_ms), (users, ttft, late_ms)
+        assert (rows.token_source == "continuous_usage").all()
+        assert (rows.completion_tokens == 16).all()
+        assert all(len(c) == 16 for c in rows.chunk_ms)
+
+
+def test_summary_reports_the_levels(formula_run):
+    _, out, _, _ = formula_run
+    s = summary(out)
+    assert [lv["concurrency"] for lv in s["levels"]] == [1, 2, 4]
+    itl = {lv["concurrency"]: lv["itl_ms"]["p50"] for lv in s["levels"]}
+    assert abs(itl[4] - 90) <= 3 and abs(itl[1] - 30) <= 3
+
+
+def test_gaps_at_20_streams_match_the_server_within_2ms(tmp_path):
+    """At 20 concurrent streams and a 20 ms step, the client must not bunch chunks."""
+    with MockServer(["--decode-base-ms", "20", "--decode-per-seq-ms", "0", "--prefill-per-token-ms", "0"]) as mock:
+        scenario = write_scenario(
+            tmp_path, mock.base_url,
+            workload={"max_tokens": 40},
+            load={"levels": [20], "level_duration_s": 5, "warmup_s": 1},
+        )
+        result = loadtest("run", str(scenario), "--out", str(tmp_path / "run"))
+    assert result.returncode == 0, result.stderr
+    rows = level_rows(read_requests(tmp_path / "run"), 20)
+    gaps = np.concatenate([np.diff(np.asarray(c)) for c in rows.chunk_ms])
+    assert len(gaps) > 1000
+    assert abs(np.median(gaps) - 20) <= 2, np.median(gaps)
+    # Bunched chunks would show up as near-zero gaps.
+    assert np.percentile(gaps, 5) > 10, np.percentile(gaps, 5)
+
+
+@contextlib.contextmanager
+def run_in_background(tmp_path):
+    """A 40 s run against the mock, once it has flushed a few batches; killed if still alive at the end."""
+    with MockServer(["--decode-base-ms", "10", "--decode-per-seq-ms", "0"]) as mock:
+        scenario = write_scenario(tmp_path, mock.base_url, load={"levels": [2, 4], "level_duration_s": 20})
+        out = tmp_path / "run"
+        proc = start_run(scenario, out)
+        try:
+            wait_for_flushes(out, 3)
+            yield proc, out
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate(timeout=10)
+
+
+def test_killed_run_keeps_what_it_measured(tmp_path):
+    with run_in_background(tmp_path) as (proc, out):
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=10)
+    frame = read_requests(out)
+    assert len(frame) > 10
+    assert read_run_json(out)["levels"][0]["concurrency"] == 2
+    # And the saved run can still be analyzed.
+    result = loadtest("analyze", str(out))
+    assert result.returncode == 0, result.stderr
+    assert (out / "summary.json").is_file()
+
+
+def test_api_key_never_reaches_the_run_folder(tmp_path):
+    secret = "sk-test-SECRET-4242"
+    env = {**os.environ, "MY_TEST_KEY": secret}
+    with MockServer(["--api-key", secret, "--decode-base-ms", "5", "--decode-per-seq-ms", "0"]) as mock:
+        scenario = write_scenario(
+            tmp_path, mock.base_url,
+            target={"api_key_env": "MY_TEST_KEY", "headers": {"X-Api-Key": secret}},
+            load={"levels": [1, 2], "level_duration_s": 2, "warmup_s": 0.5},
+        )
+        result = loadtest("run", str(scenario), "--out", str(tmp_path / "run"), env=env)
+        assert result.returncode == 0, result.stderr
+        # Without the key the mock says 401, and the run stops before any level (exit 3).
+        env.pop("MY_TEST_KEY")
+        refused = loadtest("run", str(scenario), "--out", str(tmp_path / "refused"), env=env)
+    assert refused.returncode == 3
+    assert "401" in refused.stderr and "MY_TEST_KEY" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    files = [p for p in (tmp_path / "run").rglob("*") if p.is_file()]
+    assert len(files) >= 5
+    for path in files:
+        assert secret.encode() not in path.read_bytes(), path
+
+
+def test_unreachable_target_exits_3_before_any_level(tmp_path):
+    scenario = write_scenario(tmp_path, "http://127.0.0.1:9/v1")
+    result = loadtest("run", str(scenario), "--out", str(tmp_path / "run"))
+    assert result.returncode == 3
+    lines = result.stderr.strip().splitlines()
+    assert "cannot reach http://127.0.0.1:9/v1/chat/completions" in lines[-1]
+    assert "Traceback" not in result.stderr
+    assert read_run_json(tmp_path / "run")["levels"] == []
+
+
+def test_wrong_path_gives_404_hint(tmp_path):
+    with MockServer([]) as mock:
+        scenario = write_scenario(tmp_path, mock.base_url.removesuffix("/v1") + "/nope")
+        result = loadtest("run", str(scenario), "--out", str(tmp_path / "run"))
+    assert result.returncode == 3
+    assert "404" in result.stderr and "base_url" in result.stderr
+
+
+def test_a_saturated_client_is_flagged_and_the_verdict_says_so(tmp_path):
+    """Limits no process can meet (CPU <= 0.001%) mark every level: the mechanism, end to end."""
+    with MockServer(["--decode-base-ms", "5", "--decode-per-seq-ms", "0"]) as mock:
+        scenario = write_scenario(
+            tmp_path, mock.base_url,
+            load={"levels": [1, 2], "level_duration_s": 2, "warmup_s": 0.5,
+                  "client_limits": {"loop_lag_p99_ms": 50, "reader_batch_p99_ms": 50, "cpu_pct": 0.001}},
+        )
+        result = loadtest("run", str(scenario), "--out", str(tmp_path / "run"))
+    assert result.returncode == 0, result.stderr
+    run = read_run_json(tmp_path / "run")
+    for level in run["levels"]:
+        assert level["client"]["saturated"] is True
+        assert "CPU" in level["client"]["reason"]
+        assert level["client"]["reader_batch_p99_ms"] >= 0 and level["client"]["loop_lag_p99_ms"] >= 0
+    s = summary(tmp_path / "run")
+    assert all(lv["client_saturated"] for lv in s["levels"])
+    assert s["capacity"]["verdict"] == "client_saturated"
+    advice = [w for w in s["warnings"] if "saturated" in w]
+    assert advice and "--workers 2" in advice[0]
+
+
+def test_sigterm_stops_the_load_and_still_reports(tmp_path):
+    with run_in_background(tmp_path) as (proc, out):
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "run interrupted" in stderr and "Traceback" not in stderr
+    run = read_run_json(out)
+    assert run["complete"] is False and run["ended_wall"] is not None
+    assert len(read_requests(out)) > 10
+    assert (out / "summary.json").is_file() and (out / "report.html").is_file()
+    assert any("did not complete" in w for w in summary(out)["warnings"])

@@ -1,0 +1,271 @@
+"""Server metrics: the scraper against a real mock, the joins and the recommendation as pure functions,
+and autoscaling.yaml against the published Kubernetes and KEDA schemas."""
+
+from __future__ import annotations
+
+import socket
+
+import httpx
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from loadtest.analysis import analyze
+from loadtest.analysis.autoscaling import AutoscalingOptions, derived_headroom, resolve_headroom
+from loadtest.analysis.slo import SloSpec
+from support.synthetic import closed_loop_rows, level_plan, run_dict, to_frame
+from loadtest.mock.process import MockServer
+from loadtest.report.autoscaling_yaml import k8s_quantity, render_autoscaling_yaml
+from loadtest.scrape.scraper import parse_exposition, result_columns, scrape_once
+from loadtest.scrape.store import UP, SampleWriter, read_samples
+
+
+# -- the scraper against a real server ----------------------------------------------------
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_scrape_once_reads_the_mock_and_describes_every_failure():
+    with MockServer([]) as mock, httpx.Client(timeout=2, trust_env=False) as client:
+        origin = mock.base_url.rsplit("/v1", 1)[0]
+        ok = scrape_once(client, origin + "/metrics")
+        assert ok.failure is None
+        names = {row[0] for row in ok.rows}
+        assert {"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"} <= names
+        kinds = {row[0]: row[3] for row in ok.rows}
+        assert kinds["vllm:num_requests_running"] == "gauge"
+
+        missing = scrape_once(client, origin + "/no-metrics-here")
+        assert missing.failure == "http_404" and missing.rows == []
+        garbage = scrape_once(client, origin + "/v1/models")  # JSON, not Prometheus text
+        assert garbage.failure == "not_prometheus", garbage
+    refused = scrape_once(httpx.Client(timeout=1, trust_env=False), f"http://127.0.0.1:{_closed_port()}/metrics")
+    assert refused.failure == "connect"
+
+
+def test_a_failed_scrape_is_an_up_zero_row_with_its_reason():
+    with MockServer([]) as mock, httpx.Client(timeout=2, trust_env=False) as client:
+        result = scrape_once(client, mock.base_url.rsplit("/v1", 1)[0] + "/nope")
+    cols = result_columns(result)
+    up = [(lab, v) for m, lab, v in zip(cols["metric"], cols["labels"], cols["value"]) if m == UP]
+    assert up == [('{"error":"HTTP 404"}', 0.0)]
+
+
+@pytest.mark.parametrize("body", ["<html><body>Login</body></html>", '{"object": "list"}', "hello world"])
+def test_parser_rejects_what_is_not_prometheus_text(body):
+    with pytest.raises(ValueError):
+        parse_exposition(body)
+
+
+def test_samples_survive_without_the_merge(tmp_path):
+    """A killed run never merges the part files; the reader falls back to them."""
+    writer = SampleWriter(tmp_path)
+    writer.write_columns({"wall": [1.0], "metric": ["m"], "labels": ["{}"], "value": [2.0], "type": ["gauge"]})
+    assert read_samples(tmp_path)["value"].tolist() == [2.0]
+    writer.close()
+    assert read_samples(tmp_path)["value"].tolist() == [2.0]
+    assert read_samples(tmp_path / "elsewhere") is None
+
+
+# -- joins and recommendation on a synthetic run with a known answer ------------------------
+
+LEVELS = [2, 4, 6, 8]
+LEVEL_S = 10.0
+
+
+def _run(in_flight_share: float = 1.0, waiting_past: int | None = None, max_batch: int | None = None):
+    """Closed loop where ITL = 10·c ms; the server reports c × share running (at most max_batch)."""
+    plan = level_plan(LEVELS, LEVEL_S)
+    rows = []
+    for lv in plan:
+        rows += closed_loop_rows(lv["index"], lv["concurrency"], lv["start_wall"], LEVEL_S, itl_ms=10.0 * lv["concurrency"], warmup_s=1.0)
+    run = run_dict(plan, warmup_s=1.0, slo={"itl_ms": {"p95": 65}})
+    run["server_metrics"] = {"enabled": True, "url": "http://127.0.0.1:1/metrics", "interval_s": 0.5, "signals": []}
+    samples = []
+    for lv in plan:
+        c = lv["concurrency"]
+        for t in np.arange(lv["start_wall"] + 0.25, lv["end_wall"], 0.5):
+            running = c * in_flight_share if max_batch is None else min(c, max_batch)
+            waiting = 0 if max_batch is None else max(0, c - max_batch)
+            for metric, value, kind in (
+                ("vllm:num_requests_running", running, "gauge"),
+                ("vllm:num_requests_waiting", waiting, "gauge"),
+                ("vllm:kv_cache_usage_perc", running / 16, "gauge"),
+                (UP, 1.0, "gauge"),
+            ):
+                samples.append({"wall": t, "metric": metric, "labels": '{"model_name":"m"}', "value": value, "type": kind})
+    return to_frame(rows), run, pd.DataFrame(samples)
+
+
+def _analyze(**kw):
+    requests, run, samples = _run(**kw)
+    return analyze(requests, run, SloSpec.from_dict(run["scenario"]["slo"]), server_samples=samples, resamples=200)
+
+
+def test_levels_get_the_server_signals_and_running_requests_drive_the_recommendation():
+    a = _analyze()
+    assert a.capacity.concurrency == 6 and a.capacity.first_failing == 8
+    by_c = {lv.concurrency: lv for lv in a.levels}
+    for c in LEVELS:
+        stats = a.server.stats(by_c[c].index, "vllm:num_requests_running")
+        assert stats.p50 == stats.p95 == stats.max == c
+    rec = a.autoscaling
+    assert rec.best == "vllm:num_requests_running"
+    best = rec.best_signal()
+    assert best.threshold == pytest.approx(6 * 0.8)
+    assert best.at_capacity.p50 == 6 and best.at_first_failing.p50 == 8
+    assert rec.target_concurrency_per_replica == 4  # floor(6 × 0.8)
+    waiting = next(s for s in rec.signals if s.role == "waiting")
+    assert not waiting.separates
+    assert not [w for w in a.warnings if "in flight" in w]
+
+
+def test_waiting_requests_become_the_signal_when_running_is_pinned_at_the_batch_limit():
+    a = _analyze(max_batch=6)
+    rec = a.autoscaling
+    assert rec.best == "vllm:num_requests_waiting"
+    waiting = rec.best_signal()
+    assert waiting.threshold == 1.0 and waiting.at_first_failing.p50 == 2
+    running = next(s for s in rec.signals if s.role == "running")
+    assert not running.separates  # 6 at capacity, 6 when failing
+    assert "when any request waits" in rec.paragraph
+
+
+def test_a_server_that_sees_half_the_users_is_flagged():
+    a = _analyze(in_flight_share=0.5)
+    flagged = [w for w in a.warnings if "queues in between" in w]
+    assert len(flagged) == 1 and "8 users → 4" in flagged[0]
+
+
+def test_headroom_from_scale_up_time_and_growth():
+    assert derived_headroom(180, 0.10) == pytest.approx(1 - 1.1 ** -3)
+    h, how = resolve_headroom(AutoscalingOptions(scale_up_s=180))
+    assert h == pytest.approx(0.2487, abs=1e-3) and "180 s" in how
+    assert resolve_headroom(AutoscalingOptions(headroom=0.3, scale_up_s=180))[0] == 0.3  # the larger wins
+    assert resolve_headroom(AutoscalingOptions(headroom=0.1, scale_up_s=180))[0] == pytest.approx(0.2487, abs=1e-3)
+    assert resolve_headroom(AutoscalingOptions())[0] == 0.2
+
+
+def test_a_run_without_scrapes_still_gets_a_target_concurrency():
+    requests, run, _ = _run()
+    run["server_metrics"]["enabled"] = False
+    a = analyze(requests, run, SloSpec.from_dict(run["scenario"]["slo"]), resamples=200)
+    assert a.server is None
+    assert a.autoscaling.target_concurrency_per_replica == 4 and a.autoscaling.best is None
+    text = render_autoscaling_yaml(a)
+    assert list(yaml.safe_load_all(text)) in ([], [None])  # comments only: nothing to apply
+
+
+def test_scraping_that_left_nothing_on_disk_is_a_warning():
+    requests, run, _ = _run()
+    a = analyze(requests, run, SloSpec.from_dict(run["scenario"]["slo"]), resamples=200)
+    assert [w for w in a.warnings if w.startswith("server metrics: no scrape")]
+    assert a.autoscaling.best is None and a.autoscaling.target_concurrency_per_replica == 4
+
+
+# -- the manifests -------------------------------------------------------------------------
+
+
+def _manifests(a):
+    docs = [d for d in yaml.safe_load_all(render_autoscaling_yaml(a)) if d]
+    return {d["kind"]: d for d in docs}
+
+
+@pytest.mark.parametrize("kw", [{}, {"max_batch": 6}])
+def test_autoscaling_yaml_is_valid_against_the_published_schemas(kw):
+    import kubernetes_validate
+    from cloudcoil.models.keda.v1alpha1 import ScaledObject
+
+    a = _analyze(**kw)
+    docs = _manifests(a)
+    assert set(docs) == {"ScaledObject", "HorizontalPodAutoscaler"}
+    hpa, so = docs["HorizontalPodAutoscaler"], docs["ScaledObject"]
+    kubernetes_validate.validate(hpa, "1.30.0", strict=True)
+    # The KEDA models accept unknown keys silently, so a round trip must give back exactly the input.
+    model = ScaledObject.model_validate(so)
+    assert model.model_dump(by_alias=True, exclude_none=True, mode="json") == so
+    best = a.autoscaling.best_signal()
+    trigger = so["spec"]["triggers"][0]
+    assert trigger["type"] == "prometheus" and best.metric in trigger["metadata"]["query"]
+    assert float(trigger["metadata"]["threshold"]) == best.threshold
+    assert hpa["spec"]["metrics"][0]["pods"]["target"]["averageValue"] == k8s_quantity(best.threshold)
+
+
+def test_quantities():
+    assert k8s_quantity(4.0) == "4" and k8s_quantity(4.8) == "4800m" and k8s_quantity(0.066) == "66m"
+
+
+# -- the scenario and the command line -----------------------------------------------------
+
+
+def test_target_metrics_in_the_scenario():
+    from loadtest.errors import InputError
+    from loadtest.scenario import parse_scenario
+
+    base = {"name": "x", "load": {"levels": [1]}}
+    on = parse_scenario({**base, "target": {"base_url": "https://h.example:8443/v1"}})
+    assert on.target.metrics.enabled and on.target.metrics_url == "https://h.example:8443/metrics"
+    off = parse_scenario({**base, "target": {"metrics": False}})
+    assert not off.target.metrics.enabled
+    custom = parse_scenario({**base, "target": {"metrics": {"url": "http://127.0.0.1:9/m", "interval_s": 0.5, "signals": ["q"]}}})
+    assert custom.target.metrics_url == "http://127.0.0.1:9/m" and custom.target.metrics.signals == ["q"]
+    assert not custom.with_overrides(server_metrics=False).target.metrics.enabled
+    for bad, message in [
+        ({"interval_s": 0}, "target.metrics.interval_s: must be a positive number"),
+        ({"url": "ftp://x"}, "target.metrics.url: must start with http:// or https://"),
+        ({"intervall_s": 1}, "target.metrics.intervall_s: unknown key"),
+    ]:
+        with pytest.raises(InputError, match=message.replace(".", r"\.")):
+            parse_scenario({**base, "target": {"metrics": bad}})
+
+
+@pytest.mark.parametrize("text, value", [("20%", 0.2), ("0.25", 0.25), ("0", 0.0)])
+def test_headroom_argument(text, value):
+    from loadtest.cli import build_parser
+
+    args = build_parser().parse_args(["analyze", "somewhere", "--headroom", text])
+    assert args.headroom == pytest.approx(value)
+
+
+@pytest.mark.parametrize("text", ["20", "-5%", "100%", "lots"])
+def test_bad_headroom_is_one_line_and_exit_2(text, capsys):
+    from loadtest.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["analyze", "somewhere", "--headroom", text])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "--headroom" in err[-1] and "Traceback" not in "".join(err)
+
+
+# -- the scraper talks to the server as the load does: TLS settings, headers, key ----------
+
+
+def test_scraper_uses_the_targets_tls_settings_headers_and_key(tmp_path, monkeypatch):
+    import subprocess
+
+    from loadtest.scrape.process import _client
+
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+         "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True, timeout=60,
+    )
+    monkeypatch.setenv("SCRAPE_TEST_KEY", "sk-scrape")
+    base = {"interval_s": 1.0, "headers": {"X-Tenant": "t1"}, "api_key_env": "SCRAPE_TEST_KEY"}
+    with MockServer(["--tls-cert", str(cert), "--tls-key", str(key)]) as mock:
+        url = mock.base_url.rsplit("/v1", 1)[0] + "/metrics"
+        with _client({**base, "verify_tls": True, "ca_bundle": str(cert)}) as client:
+            assert client.headers["Authorization"] == "Bearer sk-scrape" and client.headers["X-Tenant"] == "t1"
+            assert scrape_once(client, url).failure is None
+        with _client({**base, "verify_tls": False, "ca_bundle": None}) as client:
+            assert scrape_once(client, url).failure is None
+        with _client({**base, "verify_tls": True, "ca_bundle": None}) as client:
+            refused = scrape_once(client, url)
+    assert refused.failure == "connect" and "CERTIFICATE_VERIFY_FAILED" in refused.message

@@ -1,0 +1,208 @@
+"""Run folders in object storage, against a real S3-compatible server (moto's, started here).
+
+loadtest reaches it only through the standard AWS variables. What is checked is read
+back with boto3, not with loadtest's own storage layer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from loadtest.mock.process import MockServer
+from support.procs import reap
+from support.runkit import write_scenario
+from support.s3server import get_bytes, keys, s3_server, with_env
+
+#: asserts nothing about time (what reaches the bucket; its SLO limits are 1 s at p50 against 10 ms steps): runs in make test's parallel pass
+pytestmark = pytest.mark.untimed
+
+MOCK = ["--decode-base-ms", "10", "--prefill-per-token-ms", "0", "--decode-per-seq-ms", "10"]
+GATE = {
+    "workload": {"prompt_tokens": {"mean": 16, "stddev": 0}, "max_tokens": {"mean": 8, "stddev": 3}},
+    "load": {"levels": [2, 4], "level_duration_s": 4, "warmup_s": 0.5, "min_level_duration_s": 4},
+}
+
+
+def _scenario(folder: Path, base_url: str, name: str = "s3", **sections) -> Path:
+    path = write_scenario(folder, base_url, name=name, **{**GATE, **sections})
+    data = yaml.safe_load(path.read_text())
+    data["slo"] = {"tpot_ms": {"p50": 1000}, "itl_ms": {"p50": 1000}, "max_error_rate": 0.5}
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _lt(env: dict, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "loadtest", *args], env=env, capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    with s3_server("results") as env:
+        folder = tmp_path_factory.mktemp("s3")
+        yield {**with_env(env), "LOADTEST_STAGING_DIR": str(folder / "staging")}, env, folder
+
+
+def _start_long_run(lt_env: dict, folder: Path, base_url: str, name: str, **popen) -> subprocess.Popen:
+    """A one-level run that goes on for a minute, into ``s3://results/<name>``: to be stopped."""
+    scenario = _scenario(folder, base_url, name=name, load={"levels": [2], "level_duration_s": 60, "warmup_s": 0.5})
+    return subprocess.Popen([sys.executable, "-m", "loadtest", "run", str(scenario), "--out", f"s3://results/{name}"],
+                            env=lt_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            text=True, **popen)
+
+
+def _wait_for_parts(aws: dict, name: str, n: int, timeout: float = 60) -> list[str]:
+    """The part files in the bucket, once there are ``n`` (bounded)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        parts = [k for k in keys(aws, "results", f"{name}/requests.parts/") if k.endswith(".parquet")]
+        if len(parts) >= n or time.monotonic() > deadline:
+            return parts
+        time.sleep(0.3)
+
+
+def _run_folders(env: dict, prefix: str) -> list[str]:
+    return sorted({k.split("/")[1] for k in keys(env, "results", prefix) if k.endswith("/run.json")})
+
+
+def test_runs_compare_history_and_analyze_on_s3_paths(s3):
+    lt_env, aws, folder = s3
+    with MockServer(MOCK) as mock:
+        scenario = _scenario(folder, mock.base_url)
+        for _ in range(2):
+            done = _lt(lt_env, "run", str(scenario), "--out", "s3://results/runs/")
+            assert done.returncode == 0, done.stderr
+            assert "uploaded" in done.stderr
+            time.sleep(1.1)  # the folder names carry the second
+    runs = _run_folders(aws, "runs/")
+    assert len(runs) == 2 and all(r.startswith("s3-") for r in runs)
+    objects = keys(aws, "results", f"runs/{runs[0]}/")
+    for name in ("run.json", "summary.json", "requests.parquet", "report.html"):
+        assert objects.get(f"runs/{runs[0]}/{name}", 0) > 0, sorted(objects)
+    assert not [k for k in objects if "/requests.parts/" in k and k.endswith(".parquet")]  # merged, then removed
+    a, b = (f"s3://results/runs/{r}" for r in runs)
+
+    cmp = _lt(lt_env, "compare", a, b, "--json", "s3://results/gate/compare.json", "--junit", str(folder / "gate.xml"))
+    assert cmp.returncode in (0, 6), cmp.stdout + cmp.stderr  # same server: no regression (or undecided)
+    print(cmp.stdout)
+    report = json.loads(get_bytes(aws, "results", "gate/compare.json"))
+    assert report["exit_code"] == cmp.returncode and report["outcome"] in ("pass", "inconclusive")
+    assert report["baseline"]["records"] > 0 and report["candidate"]["records"] > 0
+    assert (folder / "gate.xml").is_file()
+
+    hist = _lt(lt_env, "history", "s3://results/runs/", "--html", str(folder / "history.html"),
+               "--json", "s3://results/gate/history.json")
+    assert hist.returncode == 0, hist.stderr
+    print(hist.stdout)
+    table = json.loads(get_bytes(aws, "results", "gate/history.json"))
+    assert len(table["runs"]) == 2 and table["scenario"] == "s3"
+    assert (folder / "history.html").stat().st_size > 0
+
+    # analyze: downloaded, re-judged under another SLO, and the new summary uploaded back.
+    before = get_bytes(aws, "results", f"runs/{runs[0]}/summary.json")
+    re_run = _lt(lt_env, "analyze", a, "--slo", "itl_ms.p50=0.001")
+    assert re_run.returncode == 0, re_run.stderr
+    after = json.loads(get_bytes(aws, "results", f"runs/{runs[0]}/summary.json"))
+    assert after != json.loads(before) and after["slo"]["itl_ms"]["p50"] == 0.001
+
+
+def test_a_bad_bucket_is_one_line_before_any_load(s3):
+    lt_env, _, folder = s3
+    scenario = _scenario(folder, "http://127.0.0.1:9/v1", name="nobucket")
+    done = _lt(lt_env, "run", str(scenario), "--out", "s3://no-such-bucket/runs/", timeout=60)
+    assert done.returncode == 2 and "s3://no-such-bucket/runs/" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    missing = _lt(lt_env, "compare", "s3://results/nothing-here", "s3://results/nor-here", timeout=60)
+    assert missing.returncode == 2 and "s3://results/nothing-here" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_a_killed_runs_parts_are_readable_from_the_bucket(s3):
+    lt_env, aws, folder = s3
+    with MockServer(MOCK) as mock:
+        run = _start_long_run(lt_env, folder, mock.base_url, "killed")
+        try:
+            parts = _wait_for_parts(aws, "killed", 3)
+            assert len(parts) >= 3, "no parts were uploaded while the run went"
+            run.send_signal(signal.SIGKILL)  # as a pod's OOM kill or node loss: no handler runs
+            run.wait(timeout=10)
+        finally:
+            reap(run)
+    # The uploader's pipe closed with the run: its last pass sends what had been flushed to disk.
+    local = Path(lt_env["LOADTEST_STAGING_DIR"]) / "killed"
+    local_parts = sorted(p.name for p in (local / "requests.parts").glob("*.parquet"))
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        remote_parts = sorted(k.rsplit("/", 1)[1] for k in keys(aws, "results", "killed/requests.parts/") if k.endswith(".parquet"))
+        if remote_parts == local_parts:
+            break
+        time.sleep(0.3)
+    assert remote_parts == local_parts and len(local_parts) >= 3
+    assert "killed/run.json" in keys(aws, "results", "killed/")
+    # ... and loadtest reads the killed run's records from the bucket.
+    analyzed = _lt(lt_env, "analyze", "s3://results/killed")
+    assert analyzed.returncode == 0, analyzed.stderr
+    local_records = sum(pq.ParquetFile(local / "requests.parts" / p).metadata.num_rows for p in local_parts)
+    import io
+
+    remote_records = sum(
+        pq.ParquetFile(io.BytesIO(get_bytes(aws, "results", f"killed/requests.parts/{p}"))).metadata.num_rows
+        for p in remote_parts
+    )
+    assert remote_records == local_records > 0  # the bucket lost nothing the disk had
+    summary = json.loads(get_bytes(aws, "results", "killed/summary.json"))
+    (level,) = summary["levels"]
+    assert 0 < level["requests"] <= local_records
+
+
+def test_the_nightly_gate_keeps_its_runs_and_baseline_in_the_bucket(s3):
+    from test_deploy_k8s import nightly
+
+    lt_env, aws, folder = s3
+    with MockServer(MOCK) as mock:
+        scenario = _scenario(folder, mock.base_url, name="nightly")
+        env = {k: v for k, v in lt_env.items() if k.startswith(("AWS_", "LOADTEST_"))}
+        first = nightly("s3://results/nightly/", scenario, mock.base_url, env)
+        assert first.returncode == 0, first.stdout + first.stderr
+        second = nightly("s3://results/nightly/", scenario, mock.base_url, env)
+        code = int(re.search(r"nightly gate: exit (\d+)", second.stdout).group(1))
+        assert code in (0, 6), second.stdout + second.stderr
+    objects = keys(aws, "results", "nightly/")
+    nights = sorted({k.split("/")[1] for k in objects if k.split("/")[1].startswith("nightly-")})
+    assert len(nights) == 2
+    assert f"nightly/{nights[1]}/compare.junit.xml" in objects  # --junit "$RUN_DIR/…" with RUN_DIR in the bucket
+    assert f"nightly/{nights[1]}/compare.json" in objects and f"nightly/{nights[1]}/compare.html" in objects
+    assert "nightly/baseline/run.json" in objects and "nightly/baseline/requests.parquet" in objects
+    base = json.loads(get_bytes(aws, "results", "nightly/baseline/run.json"))
+    promoted = nights[1] if code == 0 else nights[0]
+    night = json.loads(get_bytes(aws, "results", f"nightly/{promoted}/run.json"))
+    assert base["started_wall"] == night["started_wall"]  # the baseline moved forward only on a pass
+
+
+def test_ctrl_c_to_the_whole_process_group_still_uploads_the_analyzed_run(s3):
+    """Ctrl-C reaches every process of the group: the run stops gracefully, and the uploader lives on."""
+    lt_env, aws, folder = s3
+    with MockServer(MOCK) as mock:
+        run = _start_long_run(lt_env, folder, mock.base_url, "ctrlc", start_new_session=True)
+        try:
+            _wait_for_parts(aws, "ctrlc", 2)
+            os.killpg(run.pid, signal.SIGINT)
+            _, stderr = run.communicate(timeout=120)
+        finally:
+            reap(run)
+    assert run.returncode == 130, stderr  # interrupted: not a result, but every record is kept
+    objects = keys(aws, "results", "ctrlc/")
+    assert "ctrlc/summary.json" in objects and "ctrlc/requests.parquet" in objects, sorted(objects)
+    assert not [k for k in objects if "/requests.parts/" in k and k.endswith(".parquet")]
+    assert "ctrlc/.reserve" not in objects  # the disk-full reserve is no result
+    assert "uploaded" in stderr

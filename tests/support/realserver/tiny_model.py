@@ -1,0 +1,125 @@
+"""Write a tiny random-weight llama GGUF that ``llama-server`` loads: no download.
+
+The real-server tests need a model, but what they test is the wire (streaming,
+usage, timings), not the text, so random weights do. The model is a 4-layer
+llama with a SentencePiece-style vocabulary of common English words (and their
+prefixes, so the SPM merge search reaches whole words), the 128 ASCII byte
+tokens (byte fallback for anything else in a prompt) and the three specials.
+
+Only whole-word tokens have non-zero output rows, so with greedy sampling the
+model always emits a word: every generated token is printable text and becomes
+exactly one SSE chunk (a special, an empty piece or a partial UTF-8 byte would
+be held back or sent empty by the server, which would blur the per-chunk checks).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from loadtest.workload.words import WORDS as PROMPT_WORDS
+
+#: The prompts' own words (one token each, as in real BPE vocabularies) and the chat roles.
+WORDS = [*PROMPT_WORDS, "user", "assistant", "system", "hello"]
+
+CHATML = (
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' }}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+N_EMBD, N_HEAD, N_HEAD_KV, N_LAYER, N_FF, N_CTX = 384, 6, 2, 6, 1152, 4096
+
+
+def vocabulary() -> tuple[list[str], list[float], list[int], set[int]]:
+    """Tokens, scores, types and the ids of whole words (the only ones the model emits)."""
+    import gguf
+
+    tokens = ["<unk>", "<s>", "</s>"]
+    types = [gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL]
+    tokens += [f"<0x{b:02X}>" for b in range(128)]
+    types += [gguf.TokenType.BYTE] * 128
+    pieces: dict[str, None] = {"\u2581": None}
+    for ch in "abcdefghijklmnopqrstuvwxyz":
+        pieces[ch] = None
+    for word in dict.fromkeys(WORDS):
+        spm = "\u2581" + word
+        for end in range(2, len(spm) + 1):
+            pieces[spm[:end]] = None
+    words = {"\u2581" + w for w in WORDS}
+    word_ids: set[int] = set()
+    for piece in pieces:
+        if piece in words:
+            word_ids.add(len(tokens))
+        tokens.append(piece)
+        types.append(gguf.TokenType.NORMAL)
+    # SPM merges the pair whose result scores highest: longer pieces first.
+    scores = [0.0] * 131 + [float(len(t)) for t in tokens[131:]]
+    return tokens, scores, [int(t) for t in types], word_ids
+
+
+def write_tiny_llama(path: Path, seed: int = 0) -> Path:
+    """Write the model to ``path`` (about 8 MB of f16 weights) and return it."""
+    import gguf
+
+    rng = np.random.default_rng(seed)
+    tokens, scores, types, word_ids = vocabulary()
+    n_vocab = len(tokens)
+    head_dim = N_EMBD // N_HEAD
+
+    def w(*shape: int, scale: float = 0.06) -> np.ndarray:
+        """A random f16 matrix (f16 halves the file; llama.cpp computes with it on CPU)."""
+        return (rng.standard_normal(shape) * scale).astype(np.float16)
+
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_name("loadtest-tiny-random")
+    writer.add_context_length(N_CTX)
+    writer.add_embedding_length(N_EMBD)
+    writer.add_block_count(N_LAYER)
+    writer.add_feed_forward_length(N_FF)
+    writer.add_head_count(N_HEAD)
+    writer.add_head_count_kv(N_HEAD_KV)
+    writer.add_rope_dimension_count(head_dim)
+    writer.add_rope_freq_base(10000.0)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+    writer.add_tokenizer_model("llama")
+    writer.add_token_list(tokens)
+    writer.add_token_scores(scores)
+    writer.add_token_types(types)
+    writer.add_unk_token_id(0)
+    writer.add_bos_token_id(1)
+    writer.add_eos_token_id(2)
+    writer.add_add_bos_token(True)
+    writer.add_add_eos_token(False)
+    writer.add_chat_template(CHATML)
+
+    writer.add_tensor("token_embd.weight", w(n_vocab, N_EMBD, scale=1.0).astype(np.float32))
+    writer.add_tensor("output_norm.weight", np.ones(N_EMBD, dtype=np.float32))
+    output = w(n_vocab, N_EMBD, scale=1.0).astype(np.float32)
+    mask = np.zeros(n_vocab, dtype=bool)
+    mask[sorted(word_ids)] = True
+    output[~mask] = 0.0  # logit exactly 0: never the argmax against ~250 random logits
+    writer.add_tensor("output.weight", output)
+    for i in range(N_LAYER):
+        p = f"blk.{i}."
+        writer.add_tensor(p + "attn_norm.weight", np.ones(N_EMBD, dtype=np.float32))
+        writer.add_tensor(p + "attn_q.weight", w(N_HEAD * head_dim, N_EMBD))
+        writer.add_tensor(p + "attn_k.weight", w(N_HEAD_KV * head_dim, N_EMBD))
+        writer.add_tensor(p + "attn_v.weight", w(N_HEAD_KV * head_dim, N_EMBD))
+        writer.add_tensor(p + "attn_output.weight", w(N_EMBD, N_HEAD * head_dim))
+        writer.add_tensor(p + "ffn_norm.weight", np.ones(N_EMBD, dtype=np.float32))
+        writer.add_tensor(p + "ffn_gate.weight", w(N_FF, N_EMBD))
+        writer.add_tensor(p + "ffn_up.weight", w(N_FF, N_EMBD))
+        writer.add_tensor(p + "ffn_down.weight", w(N_EMBD, N_FF))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+if __name__ == "__main__":
+    import sys
+
+    print(write_tiny_llama(Path(sys.argv[1] if len(sys.argv) > 1 else "tiny-llama.gguf")))

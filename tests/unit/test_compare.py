@@ -1,0 +1,382 @@
+"""The regression gate on synthetic run folders (known answers, no load): verdicts, flags, outputs, history."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import re
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from support.synthetic import closed_loop_rows, level_plan, run_dict
+from loadtest.cli import main
+from loadtest.compare.capacity import CapacityBounds, capacity_change
+from loadtest.compare.delta import percentile_replicates, relative_change
+from loadtest.compare.change import classify
+from loadtest.fingerprint import differences, fingerprint
+from loadtest.compare.rules import parse_rules
+from loadtest.compare.samples import Clustered
+from loadtest.errors import InputError
+from loadtest.records import RequestWriter, records_to_table, write_run_json
+
+SLO = {"ttft_ms": {"p95": 10_000}, "itl_ms": {"p95": 10_000}, "max_error_rate": 0.5}
+T0 = 1_764_000_000.0
+
+
+def scenario_dict(name="nightly", levels=(1, 2, 4), slo=None, max_tokens=16):
+    return {
+        "name": name,
+        "target": {"base_url": "http://127.0.0.1:8000/v1", "model": "mock-model", "api": "chat"},
+        "workload": {"prompt_tokens": {"mean": 64, "stddev": 0}, "max_tokens": max_tokens, "seed": 0},
+        "load": {"levels": list(levels), "level_duration_s": 10, "warmup_s": 1, "warmup_requests": 0},
+        "slo": slo or SLO,
+    }
+
+
+def write_run(folder: Path, *, scale=1.0, seed=0, t0=T0, jitter=0.03, duration=10.0, itl_per_user=10.0, **scenario):
+    """A run folder whose latencies grow with concurrency, times ``scale`` (1.2 = 20% slower)."""
+    sc = scenario_dict(**scenario)
+    plan = level_plan(sc["load"]["levels"], duration, t0=t0)
+    rows = []
+    for lv in plan:
+        c = lv["concurrency"]
+        rows += closed_loop_rows(lv["index"], c, lv["start_wall"], duration, ttft_ms=40.0 * c * scale,
+                                 itl_ms=itl_per_user * c * scale, chunks=16, warmup_s=1.0, seed=seed + 7 * lv["index"],
+                                 jitter=jitter)
+    return write_folder(folder, rows, plan, sc)
+
+
+def write_folder(folder: Path, rows: list, plan: list, sc: dict) -> Path:
+    """Records, run.json (with its scenario) and an analysis: a run folder as ``loadtest run`` leaves it."""
+    writer = RequestWriter(folder)
+    writer.write(records_to_table(rows))
+    writer.close()
+    run = run_dict(plan, warmup_s=1.0, slo=sc["slo"], name=sc["name"])
+    run["scenario"] = sc
+    write_run_json(folder, run)
+    assert main(["analyze", str(folder)]) == 0
+    return folder
+
+
+def cli(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pair")
+    with contextlib.redirect_stdout(io.StringIO()):
+        base = write_run(root / "base", seed=1)
+        same = write_run(root / "same", seed=2, t0=T0 + 86_400)
+        slow = write_run(root / "slow", seed=3, t0=T0 + 2 * 86_400, scale=1.2)
+    return root, base, same, slow
+
+
+# -- the verdict rules --------------------------------------------------------------------------
+
+
+def test_classify_by_interval_and_tolerance():
+    assert classify(0.06, 0.20, 0.05) == ("regression", True)
+    assert classify(-0.20, -0.06, 0.05) == ("improvement", False)
+    assert classify(-0.04, 0.04, 0.05) == ("unchanged", False)
+    assert classify(0.01, 0.09, 0.05) == ("inconclusive", True)  # may be worse than tolerated
+    assert classify(-0.09, 0.01, 0.05) == ("inconclusive", False)  # can only be better
+    assert classify(math.nan, math.nan, 0.05) == ("inconclusive", True)
+
+
+def test_relative_change_edge_cases():
+    got = relative_change(np.array([110.0, np.inf, 50.0, np.inf, 0.0]), np.array([100.0, 100.0, np.inf, np.inf, 0.0]))
+    assert got[0] == pytest.approx(0.10)
+    assert got[1] == np.inf and got[2] == -1.0 and got[3] == 0.0 and got[4] == 0.0
+
+
+def test_request_resampling_is_wider_than_sample_resampling_when_a_request_is_slow_throughout():
+    """40 requests × 50 tokens, 4 requests entirely slow: the tail belongs to whole requests."""
+    values = np.concatenate([np.full(50, 10.0 + (30.0 if r < 4 else 0.0)) + np.arange(50) * 1e-3 for r in range(40)])
+    owner = np.repeat(np.arange(40), 50)
+    clustered = percentile_replicates(Clustered(values, owner, 40), 0.95, np.random.default_rng(0), 2000)
+    independent = percentile_replicates(Clustered(values, np.arange(len(values)), len(values)), 0.95,
+                                        np.random.default_rng(0), 2000)
+    spread = lambda reps: np.subtract(*np.percentile(reps, [97.5, 2.5]))  # noqa: E731
+    assert spread(clustered) > 5 * max(spread(independent), 1e-3)
+
+
+def test_capacity_certain_drop_is_a_regression_and_an_uncertain_one_is_inconclusive():
+    def levels(*statuses):
+        return [{"concurrency": c, "status": s} for c, s in zip((1, 2, 4, 8), statuses)]
+
+    base = CapacityBounds.from_levels(levels("pass", "pass", "pass", "fail"))
+    assert (base.lower, base.upper) == (4, 4)
+    certain = CapacityBounds.from_levels(levels("pass", "fail", "fail", "fail"))
+    shaky = CapacityBounds.from_levels(levels("pass", "uncertain", "fail", "fail"))
+    assert (shaky.lower, shaky.upper) == (1, 2)
+    drop = capacity_change({"concurrency": 4}, base, {"concurrency": 1}, certain, True)
+    assert drop.verdict == "regression" and drop.fails_gate
+    maybe = capacity_change({"concurrency": 4}, base, {"concurrency": 2}, CapacityBounds.from_levels(
+        levels("pass", "pass", "uncertain", "fail")), True)
+    assert maybe.verdict == "inconclusive" and maybe.holds_gate
+    same = capacity_change({"concurrency": 4}, base, {"concurrency": 4}, base, True)
+    assert same.verdict == "unchanged"
+    more = capacity_change({"concurrency": 4}, base, {"concurrency": 8},
+                           CapacityBounds.from_levels(levels("pass", "pass", "pass", "pass")), True)
+    assert more.verdict == "improvement"
+
+
+def test_fingerprint_ignores_seed_and_spelling_but_not_the_workload():
+    a = scenario_dict()
+    b = scenario_dict()
+    b["workload"]["seed"] = 42
+    b["workload"]["prompt_tokens"] = {"mean": 64, "stddev": 0.0}
+    assert fingerprint(a)["hash"] == fingerprint(b)["hash"]
+    ranged = scenario_dict()
+    ranged["load"] = {"start": 1, "step": 2, "max": 4, "level_duration_s": 10.0, "warmup_s": 1, "warmup_requests": 0}
+    assert fingerprint(ranged)["levels"] == [1, 2, 4] and fingerprint(ranged)["hash"] == fingerprint(a)["hash"]
+    c = scenario_dict(max_tokens=32, levels=(1, 2, 8))
+    assert differences(fingerprint(a), fingerprint(c)) == ["levels: [1,2,4] → [1,2,8]", "workload.max_tokens: 16 → 32"]
+
+
+def test_fingerprint_hashes_a_named_dataset(tmp_path):
+    data = tmp_path / "prompts.jsonl"
+    data.write_text('{"prompt": "a"}\n')
+    sc = scenario_dict()
+    sc["workload"]["dataset"] = {"path": str(data)}
+    before = fingerprint(sc)
+    data.write_text('{"prompt": "b"}\n')
+    after = fingerprint(sc)
+    assert before["datasets"][str(data)] != after["datasets"][str(data)]
+    assert differences(before, after) == [f"datasets.{data}: {before['datasets'][str(data)]} → {after['datasets'][str(data)]}"]
+
+
+def test_rules_parse_tolerances_and_reject_nonsense():
+    rules = parse_rules(["5%", "itl_ms.p95=3% ttft_ms=10%", "throughput=0.02", "error_rate=0.5%"], ["latency,capacity"])
+    assert rules.tolerance_for("itl_ms.p95") == pytest.approx(0.03)
+    assert rules.tolerance_for("ttft_ms.p99") == pytest.approx(0.10)
+    assert rules.tolerance_for("output_tokens_per_s") == pytest.approx(0.02)
+    assert rules.tolerance_for("error_rate") == pytest.approx(0.005)
+    assert rules.gates("itl_ms.p95", "latency") and not rules.gates("error_rate", "error_rate")
+    for bad in (["itl.p95=3%"], ["itl_ms.p97=3%"], ["five"], ["-1%"]):
+        with pytest.raises(InputError):
+            parse_rules(bad)
+    with pytest.raises(InputError):
+        parse_rules([], ["latencies"])
+
+
+# -- compare on run folders ---------------------------------------------------------------------
+
+
+def test_same_server_passes_and_a_slower_one_fails_with_its_numbers(pair, tmp_path):
+    _, base, same, slow = pair
+    code, out, _ = cli("compare", str(base), str(same))
+    assert code == 0, out
+    junit = tmp_path / "gate.xml"
+    code, out, _ = cli("compare", str(base), str(slow), "--junit", str(junit), "--json", str(tmp_path / "c.json"),
+                       "--markdown", str(tmp_path / "c.md"), "--html", str(tmp_path / "c.html"))
+    assert code == 1, out
+    root = ET.parse(junit).getroot()
+    failing = {c.get("name"): c.find("failure").get("message") for c in root.iter("testcase") if c.find("failure") is not None}
+    assert "itl_ms.p95 @ 4 users" in failing and "ttft_ms.p95 @ 4 users" in failing
+    # The message carries the numbers: both values, the change and its interval, which holds the truth (+20%).
+    found = re.search(r"([\d.]+) ms → ([\d.]+) ms, \+([\d.]+)% \[\+([\d.]+)%, \+([\d.]+)%\]", failing["itl_ms.p95 @ 4 users"])
+    assert found, failing["itl_ms.p95 @ 4 users"]
+    before, after, change, lo, hi = map(float, found.groups())
+    assert after / before - 1 == pytest.approx(change / 100, abs=0.001) and lo <= 20.0 <= hi
+    assert int(root.get("failures")) == len(failing) and int(root.get("tests")) == 1 + 3 * 4
+    report = json.loads((tmp_path / "c.json").read_text())
+    assert report["outcome"] == "regression" and report["counts"]["regression"] >= 6
+    regressed = {c["name"] for c in report["checks"] if c["verdict"] == "regression"}
+    assert "output_tokens_per_s @ 2 users" in regressed  # throughput down is worse
+    md = (tmp_path / "c.md").read_text()
+    assert md.count("\n") < 40 and "🔴" in md
+    page = (tmp_path / "c.html").read_text()
+    assert "Plotly" in page and "regression" in page and "<script src=" not in page
+
+
+def test_fail_on_and_per_metric_tolerance_choose_what_fails(pair):
+    _, base, _, slow = pair
+    assert cli("compare", str(base), str(slow), "--fail-on", "error_rate")[0] == 0
+    assert cli("compare", str(base), str(slow), "--fail-on", "none")[0] == 0
+    assert cli("compare", str(base), str(slow), "--fail-on", "itl_ms.p95")[0] == 1
+    # A 40% tolerance on every metric absorbs a 20% slowdown.
+    assert cli("compare", str(base), str(slow), "--tolerance", "40%")[0] == 0
+    # ... unless one metric is held tighter.
+    assert cli("compare", str(base), str(slow), "--tolerance", "40%", "itl_ms.p95=5%")[0] == 1
+
+
+def test_noisy_short_runs_are_inconclusive_and_the_flag_maps_it(tmp_path):
+    with contextlib.redirect_stdout(io.StringIO()):
+        base = write_run(tmp_path / "a", seed=1, jitter=0.3, duration=2.5, levels=(1,))
+        cand = write_run(tmp_path / "b", seed=2, jitter=0.3, duration=2.5, levels=(1,), t0=T0 + 100)
+    code, out, _ = cli("compare", str(base), str(cand))
+    assert code == 6, out
+    assert "INCONCLUSIVE" in out
+    assert cli("compare", str(base), str(cand), "--inconclusive", "pass")[0] == 0
+    junit = tmp_path / "j.xml"
+    assert cli("compare", str(base), str(cand), "--inconclusive", "fail", "--junit", str(junit))[0] == 1
+    assert ET.parse(junit).getroot().get("failures") != "0"
+
+
+def test_a_certain_capacity_drop_fails_whatever_the_tolerance(tmp_path):
+    slo = {"itl_ms": {"p95": 25}, "max_error_rate": 0.5}  # 10 ms per user: 2 users hold, 4 do not
+    with contextlib.redirect_stdout(io.StringIO()):
+        base = write_run(tmp_path / "a", seed=1, slo=slo)
+        cand = write_run(tmp_path / "b", seed=2, slo=slo, itl_per_user=13.0, t0=T0 + 100)  # 2 users: 26 ms
+    code, out, _ = cli("compare", str(base), str(cand), "--tolerance", "500%", "--json", str(tmp_path / "c.json"))
+    assert code == 1, out
+    cap = next(c for c in json.loads((tmp_path / "c.json").read_text())["checks"] if c["check"] == "capacity")
+    assert cap["verdict"] == "regression" and cap["baseline"] == 2 and cap["candidate"] == 1
+
+
+def test_incomparable_runs_and_bad_input_exit_2_with_one_line(pair, tmp_path):
+    _, base, _, _ = pair
+    with contextlib.redirect_stdout(io.StringIO()):
+        other = write_run(tmp_path / "other", levels=(1, 2, 8))
+    code, out, err = cli("compare", str(base), str(other))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "levels: [1,2,4] → [1,2,8]" in err
+    code, _, err = cli("compare", str(base), str(tmp_path / "missing"))
+    assert code == 2 and "no such run folder" in err
+    code, _, err = cli("compare", str(base), str(base), "--tolerance", "itl_ms.p97=3%")
+    assert code == 2 and "p97" in err
+
+
+def test_warnings_for_a_different_slo_model_or_version_reach_every_output(pair, tmp_path):
+    _, base, same, _ = pair
+    cand = tmp_path / "cand"
+    shutil.copytree(same, cand)
+    run = json.loads((cand / "run.json").read_text())
+    run["scenario"]["slo"] = {"ttft_ms": {"p95": 9_000}, "itl_ms": {"p95": 10_000}, "max_error_rate": 0.5}
+    run["target"]["model"] = "other-model"
+    run["tool_version"] = "9.9.9"
+    (cand / "run.json").write_text(json.dumps(run))
+    summary = json.loads((cand / "summary.json").read_text())
+    summary["slo"] = run["scenario"]["slo"]
+    (cand / "summary.json").write_text(json.dumps(summary))
+    code, out, _ = cli("compare", str(base), str(cand), "--junit", str(tmp_path / "j.xml"),
+                       "--markdown", str(tmp_path / "m.md"), "--json", str(tmp_path / "c.json"))
+    assert code == 0, out
+    for text in (out, (tmp_path / "j.xml").read_text(), (tmp_path / "m.md").read_text(),
+                 (tmp_path / "c.json").read_text()):
+        assert "SLO differs" in text and "model name differs" in text and "version differs" in text
+
+
+def test_a_bare_summary_json_is_compared_from_its_intervals(pair, tmp_path):
+    _, base, same, slow = pair
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    shutil.copy(base / "summary.json", alone / "summary.json")
+    code, out, _ = cli("compare", str(alone / "summary.json"), str(slow / "summary.json"))
+    assert code == 1 and "no records" in out
+    code, out, _ = cli("compare", str(alone / "summary.json"), str(same / "summary.json"))
+    assert code in (0, 6) and "REGRESSION" not in out
+
+
+def test_new_summaries_carry_the_fingerprint(pair):
+    _, base, _, _ = pair
+    summary = json.loads((base / "summary.json").read_text())
+    assert summary["fingerprint"]["levels"] == [1, 2, 4] and summary["fingerprint"]["hash"]
+
+
+# -- history --------------------------------------------------------------------------------------
+
+
+def test_history_marks_the_run_that_regressed(pair, tmp_path):
+    root, _, _, _ = pair
+    page = tmp_path / "h.html"
+    code, out, _ = cli("history", str(root), "--html", str(page), "--json", str(tmp_path / "h.json"))
+    assert code == 0, out
+    rows = json.loads((tmp_path / "h.json").read_text())["runs"]
+    assert [Path(r["run"]).name for r in rows] == ["base", "same", "slow"]
+    assert [r["vs_previous"] for r in rows] == ["first", "pass", "regression"]
+    assert "regressed" in page.read_text()
+    with contextlib.redirect_stdout(io.StringIO()):
+        write_run(tmp_path / "runs" / "x", name="other")
+    code, _, err = cli("history", str(root), str(tmp_path / "runs"), "--html", str(page))
+    assert code == 2 and "--scenario" in err
+    assert cli("history", str(root), str(tmp_path / "runs"), "--scenario", "other", "--html", str(page))[0] == 0
+
+
+def test_run_refuses_gate_flags_without_a_baseline_and_a_missing_baseline(tmp_path):
+    scenario = str(Path(__file__).resolve().parents[2] / "scenarios" / "quickstart.yaml")
+    code, _, err = cli("run", scenario, "--junit", str(tmp_path / "j.xml"), "--out", str(tmp_path / "run"))
+    assert code == 2 and "--junit" in err and "--baseline" in err
+    code, _, err = cli("run", scenario, "--baseline", str(tmp_path / "nowhere"), "--out", str(tmp_path / "run"))
+    assert code == 2 and "no such run folder" in err
+    assert not (tmp_path / "run").exists()  # refused before anything was started
+
+
+def test_a_slowdown_where_the_load_generator_was_saturated_is_only_inconclusive(pair, tmp_path):
+    _, base, _, slow = pair
+    cand = tmp_path / "cand"
+    shutil.copytree(slow, cand)
+    run = json.loads((cand / "run.json").read_text())
+    for level in run["levels"]:
+        level["client"]["saturated"] = True  # the self-check flagged every level of this run
+    (cand / "run.json").write_text(json.dumps(run))
+    code, out, _ = cli("compare", str(base), str(cand), "--json", str(tmp_path / "c.json"))
+    assert code == 6, out
+    checks = json.loads((tmp_path / "c.json").read_text())["checks"]
+    itl4 = next(c for c in checks if c["name"] == "itl_ms.p95 @ 4 users")
+    assert itl4["verdict"] == "inconclusive" and "saturated" in itl4["message"]
+
+
+@pytest.mark.parametrize("q", [0.5, 0.95, 0.99])
+def test_percentile_replicates_equal_the_quantile_of_the_expanded_resample(q):
+    """Each replicate is numpy's quantile of the drawn requests' pooled samples, exactly."""
+    rng = np.random.default_rng(3)
+    per = rng.integers(1, 40, size=60)
+    owner = np.repeat(np.arange(60), per)
+    values = rng.gamma(2.0, 10.0, size=len(owner)) + owner * 0.5  # requests differ, as real ones do
+    got = percentile_replicates(Clustered(values, owner, 60), q, np.random.default_rng(9), 300)
+    counts = np.random.default_rng(9).multinomial(60, np.full(60, 1 / 60), size=300)
+    want = [np.quantile(np.repeat(values, c[owner]), q) for c in counts]
+    assert np.allclose(got, want)
+
+
+def test_a_slowdown_on_a_busy_host_is_only_inconclusive(pair, tmp_path):
+    """host_contended (the host's other work, not the client, made a level untrustworthy) gates like saturation."""
+    _, base, _, slow = pair
+    cand = tmp_path / "cand"
+    shutil.copytree(slow, cand)
+    run = json.loads((cand / "run.json").read_text())
+    for level in run["levels"]:  # untrustworthy, and the host was busy while the client idled
+        level["client"].update(saturated=True, cpu_pct=3.0, host_cores=2, host_others_pct=95.0,
+                               host_cpu_pressure_pct=40.0, client_run_delay_pct=30.0)
+    (cand / "run.json").write_text(json.dumps(run))
+    code, out, _ = cli("compare", str(base), str(cand), "--json", str(tmp_path / "c.json"))
+    assert code == 6, out
+    result = json.loads((tmp_path / "c.json").read_text())
+    itl4 = next(c for c in result["checks"] if c["name"] == "itl_ms.p95 @ 4 users")
+    assert itl4["verdict"] == "inconclusive" and "host" in itl4["message"] and "saturated" not in itl4["message"]
+    assert any("busy with other work" in w for w in result["warnings"])
+
+
+def test_the_stored_fingerprint_with_its_hash_is_the_one_compare_uses(tmp_path):
+    """run.json keeps the compare fingerprint (``compare_fingerprint``, with its ``hash`` and the
+    dataset hashes taken at run time) beside the workload's own record (``workload_fingerprint``);
+    a dataset edited after the run must not change the run's fingerprint."""
+    from loadtest.fingerprint import fingerprint_of_run
+    from loadtest.run_state import initial_record
+    from loadtest.scenario import parse_scenario
+
+    data = tmp_path / "prompts.jsonl"
+    data.write_text('{"prompt": "a"}\n')
+    sc = scenario_dict()
+    sc["workload"]["dataset"] = {"path": str(data)}
+    meta = json.loads(json.dumps(initial_record(parse_scenario(sc)).to_json()))  # as written to run.json
+    stored = meta["compare_fingerprint"]
+    assert stored["hash"] and stored["datasets"][str(data)]
+    assert "classes" in meta["workload_fingerprint"] and "hash" not in meta["workload_fingerprint"]
+    data.write_text('{"prompt": "b"}\n')  # the file changes after the run
+    assert fingerprint(meta["scenario"])["hash"] != stored["hash"]
+    assert fingerprint_of_run(meta) == stored
+    # An old run folder (no compare_fingerprint) still loads: recomputed from its scenario.
+    old = {k: v for k, v in meta.items() if k != "compare_fingerprint"}
+    assert fingerprint_of_run(old)["hash"] == fingerprint(meta["scenario"])["hash"]

@@ -1,0 +1,171 @@
+"""Run-to-run noise in the gate: the hierarchical bootstrap's coverage, and the gate with a history of runs.
+
+The synthetic runs (tests/unit/test_compare.py's ``write_run``) have latencies that
+grow with concurrency times ``scale``; a drifting server is a history whose
+runs' scales are drawn from a spread, as a real staging server moves from run
+to run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+
+import numpy as np
+import pytest
+
+from loadtest.compare import joint, noise
+from test_compare import T0, cli, write_run
+
+DRIFT = [1.0, 1.07, 0.95, 1.04, 0.97, 1.09, 1.02]  # a server that moves by about ±5% from run to run
+
+
+def _gate_alarms(rng, n, checks, rho, shift, trials=200):
+    """Share of trials in which some check of a candidate is beyond the joint noise thresholds:
+    reference runs and the candidate from one population whose checks share a run effect (correlation
+    ``rho``), the candidate ``shift`` (in run-to-run SDs) worse on every check."""
+    alarms = 0
+    for t in range(trials):
+        common = rng.standard_normal((n + 1, 1))
+        x = math.sqrt(rho) * common + math.sqrt(1 - rho) * rng.standard_normal((n + 1, checks))
+        x[n] += shift
+        family = [joint.CheckNoise([noise.RunPoint(float(x[i, k]), 0.0, f"r{i}") for i in range(n)], [float(x[n, k])])
+                  for k in range(checks)]
+        thresholds = joint.calibrate(family, np.random.default_rng(t), resamples=1000)
+        alarms += any(thresholds.beyond(i, c.z) for i, c in enumerate(family))
+    return alarms / trials
+
+
+@pytest.mark.parametrize("rho", [0.0, 0.9])
+def test_the_joint_thresholds_hold_the_false_alarms_over_all_checks(rho):
+    """12 checks, 8 reference runs, nothing changed: some check beyond the noise in about 5% of the
+    trials, whether the checks move together (a drifting server) or not at all. 200 trials: the
+    binomial SD is 1.5 points, the bound 3 SDs above the target."""
+    rate = _gate_alarms(np.random.default_rng(7), 8, 12, rho, 0.0)
+    assert rate <= 0.095, rate
+
+
+def test_a_shift_of_every_check_is_seen_together_though_each_alone_is_within_its_noise():
+    """Every check 3 run-to-run SDs worse (a 15% slowdown on a server drifting 5%): Bonferroni over the
+    12 checks would need each beyond about 3.6; judged together they are caught most of the time
+    (measured 81 of 100 trials; the bound is 4 binomial SDs below)."""
+    from scipy.stats import t as student_t
+
+    shift = 3.0
+    assert shift < student_t.ppf(1 - 0.05 / 12, 7)
+    assert _gate_alarms(np.random.default_rng(8), 8, 12, 0.8, shift * math.sqrt(1 + 1 / 8), trials=100) >= 0.65
+
+
+def test_run_points_read_a_summary_level():
+    summary = {"confidence": 0.95, "levels": [{"concurrency": 2, "status": "pass", "itl_ms": {"p95": 20.0, "ci": {"p95": [18.0, 22.0]}},
+                                               "output_tokens_per_s": 50.0, "error_rate": 0.01, "error_rate_ci": [0.0, 0.03]}]}
+    p = noise.run_point(summary, "itl_ms.p95", "latency", 2, 0.95)
+    assert p.value == pytest.approx(math.log(20.0)) and p.se == pytest.approx((math.log(22) - math.log(18)) / (2 * 1.959964), rel=1e-4)
+    assert noise.run_point(summary, "output_tokens_per_s", "throughput", 2, 0.95).se == 0.0
+    assert noise.run_point(summary, "error_rate", "error_rate", 2, 0.95).value == 0.01
+    assert noise.run_point(summary, "itl_ms.p95", "latency", 4, 0.95) is None
+
+
+@pytest.fixture(scope="module")
+def drifting(tmp_path_factory):
+    """A history of runs of one server that drifts by a few percent per run, a baseline, and candidates."""
+    root = tmp_path_factory.mktemp("drift")
+    with contextlib.redirect_stdout(io.StringIO()):
+        for i, scale in enumerate(DRIFT):
+            write_run(root / "history" / f"run-{i}", seed=100 + i, t0=T0 + i * 86_400, scale=scale)
+        base = write_run(root / "base", seed=1, t0=T0 + 10 * 86_400, scale=1.0)
+        same = write_run(root / "same", seed=2, t0=T0 + 11 * 86_400, scale=1.08)  # drift, not a regression
+        slow = write_run(root / "slow", seed=3, t0=T0 + 12 * 86_400, scale=1.35)
+    return root, base, same, slow
+
+
+def test_without_history_a_change_barely_past_the_tolerance_is_inconclusive_and_says_what_is_needed(drifting, tmp_path):
+    root, base, same, slow = drifting
+    code, out, _ = cli("compare", str(base), str(same), "--json", str(tmp_path / "c.json"))
+    assert code == 6, out
+    report = json.loads((tmp_path / "c.json").read_text())
+    held = [c for c in report["checks"] if c["holds_gate"]]
+    unknown = [c for c in held if "run-to-run noise unknown" in c["message"]]
+    assert unknown and all("3 needed" in c["message"] and c["noise"] == "unknown" for c in unknown)
+    # each of them was within-run certain: only the unknown run-to-run noise holds it
+    assert all(c["within_ci"][0] > c["tolerance"] for c in unknown if c["kind"] == "latency")
+    assert "--history" in report["headline"] and report["history_runs"] == 1
+    # A slowdown far past the tolerance still fails without history.
+    assert cli("compare", str(base), str(slow))[0] == 1
+
+
+def test_with_history_drift_passes_and_a_real_slowdown_fails(drifting, tmp_path):
+    root, base, same, slow = drifting
+    code, out, _ = cli("compare", str(base), str(same), "--history", str(root / "history"), "--json", str(tmp_path / "c.json"))
+    assert code == 0, out
+    report = json.loads((tmp_path / "c.json").read_text())
+    assert report["history_runs"] == 1 + len(DRIFT)
+    itl = next(c for c in report["checks"] if c["name"] == "itl_ms.p95 @ 4 users")
+    assert itl["noise"] == "history" and itl["noise_runs"] == 1 + len(DRIFT)
+    # side by side: the within-run interval is narrower than the run-to-run noise on this server
+    w, n = itl["within_ci"], itl["noise_ci"]
+    assert (n[1] - n[0]) > (w[1] - w[0]) and "run-to-run noise" in itl["message"]
+    md = tmp_path / "c.md"
+    code, out, _ = cli("compare", str(base), str(slow), "--history", str(root / "history"), "--json", str(tmp_path / "s.json"),
+                       "--markdown", str(md), "--html", str(tmp_path / "c.html"))
+    # the report shows both kinds of noise side by side
+    assert "| within-run | run-to-run noise |" in md.read_text() and "8 reference run(s)" in md.read_text()
+    assert "<th>within-run interval</th><th>run-to-run noise</th>" in (tmp_path / "c.html").read_text()
+    assert code == 1, out
+    slow_itl = next(c for c in json.loads((tmp_path / "s.json").read_text())["checks"] if c["name"] == "itl_ms.p95 @ 4 users")
+    assert slow_itl["verdict"] == "regression" and slow_itl["ci"][0] > 0.05
+
+
+def test_several_candidates_are_gated_as_a_group_and_a_foreign_one_is_refused(drifting, tmp_path):
+    root, base, same, slow = drifting
+    code, out, _ = cli("compare", str(base), str(same), "--also-candidate", str(root / "history" / "run-6"),
+                       "--also-baseline", str(root / "history" / "run-5"), "--history", str(root / "history"),
+                       "--json", str(tmp_path / "g.json"))
+    report = json.loads((tmp_path / "g.json").read_text())
+    assert code == 0, out
+    assert len(report["candidates"]) == 2 and len(report["baselines"]) == 2
+    other = write_run(tmp_path / "other", seed=9, max_tokens=32)
+    code, _, err = cli("compare", str(base), str(same), "--also-candidate", str(other))
+    assert code == 2 and "max_tokens" in err and len(err.strip().splitlines()) == 1
+
+
+# -- stationarity inside a level ------------------------------------------------------------------
+
+
+def write_drifting_run(folder, *, second_half=1.0, seed=0, t0=T0):
+    """Like write_run (levels 1, 2, 4; 10 s each), but at 4 users the second half of the level is
+    ``second_half`` times slower (a server still warming up, a neighbour arriving)."""
+    from support.synthetic import closed_loop_rows, level_plan
+    from test_compare import scenario_dict, write_folder
+
+    sc = scenario_dict()
+    plan = level_plan(sc["load"]["levels"], 10.0, t0=t0)
+    rows = []
+    for lv in plan:
+        c, start = lv["concurrency"], lv["start_wall"]
+        halves = [(start, 5.0, 1.0), (start + 5.0, 5.0, second_half)] if c == 4 else [(start, 10.0, 1.0)]
+        for h, (s0, dur, k) in enumerate(halves):
+            part = closed_loop_rows(lv["index"], c, s0, dur, ttft_ms=40.0 * c * k, itl_ms=10.0 * c * k, chunks=16,
+                                    warmup_s=1.0 if h == 0 else 0.0, seed=seed + 7 * lv["index"] + h, jitter=0.03)
+            for r in part:
+                r["request_id"] += f"-h{h}"
+            rows += part
+    with contextlib.redirect_stdout(io.StringIO()):
+        return write_folder(folder, rows, plan, sc)
+
+
+def test_a_level_that_drifts_inside_the_run_is_inconclusive_not_compared(tmp_path):
+    base = write_drifting_run(tmp_path / "base", seed=1)
+    steady = write_drifting_run(tmp_path / "steady", seed=2, t0=T0 + 86_400)
+    drifting = write_drifting_run(tmp_path / "drift", seed=3, t0=T0 + 2 * 86_400, second_half=1.4)
+    code, out, _ = cli("compare", str(base), str(steady), "--json", str(tmp_path / "s.json"))
+    assert "drifted" not in out
+    code, out, _ = cli("compare", str(base), str(drifting), "--json", str(tmp_path / "d.json"))
+    report = json.loads((tmp_path / "d.json").read_text())
+    at4 = [c for c in report["checks"] if c["level"] == 4]
+    assert at4 and all(c["verdict"] == "inconclusive" and "drifted within the run" in c["message"] for c in at4)
+    assert any("first half" in w and "4 users" in w for w in report["warnings"])
+    assert all("drifted" not in c["message"] for c in report["checks"] if c["level"] in (1, 2))
+    assert code == 6, out  # held, not failed: the level measured two servers

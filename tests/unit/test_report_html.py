@@ -1,0 +1,60 @@
+"""report.html is one offline file that names the capacity; the terminal table prints."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from loadtest.analysis import SloSpec, analyze, analyze_run
+from support.synthetic import level_plan, run_dict, to_frame, write_sample_run
+from loadtest.report import print_summary, write_reports
+
+
+def test_report_html_is_self_contained_and_names_the_capacity(tmp_path):
+    run_dir = write_sample_run(tmp_path)
+    analysis = analyze_run(run_dir)
+    path = write_reports(run_dir, analysis)["html"]
+    html = path.read_text(encoding="utf-8")
+    assert html.startswith("<!DOCTYPE html>")
+    assert "<script src=\"http" not in html and "<script src='http" not in html
+    assert "cdn.plot.ly" not in html.split("</head>")[1]
+    assert "Plotly.newPlot" in html and "plotly.js" in html  # library inlined, figures drawn with it
+    assert "Capacity: 4 concurrent users" in html
+    assert analysis.capacity.message.split(";")[0] in html
+    assert "ttft_ms.p95" in html and "mock-model" in html
+    assert path.stat().st_size < 8_000_000
+
+
+def test_report_html_without_data_does_not_crash(tmp_path):
+    analysis = analyze(to_frame([]), run_dict(level_plan([1, 2], 10.0)), SloSpec.from_dict({"itl_ms": {"p95": 5}}))
+    html = write_reports(tmp_path, analysis)["html"].read_text()
+    assert "Capacity: unknown" in html
+
+
+def test_terminal_summary_states_the_capacity(tmp_path):
+    analysis = analyze_run(write_sample_run(tmp_path))
+    console = Console(file=io.StringIO(), width=140, record=True, color_system=None)
+    print_summary(analysis, console)
+    text = console.export_text()
+    assert "This endpoint holds 4 concurrent users" in text
+    for header in ("users", "TTFT p95", "ITL p95", "TPOT p95", "tok/s", "good/s", "verdict"):
+        assert header in text
+    assert "fail" in text and "pass" in text
+
+
+def test_refine_probes_get_unlabelled_ticks_and_crowded_labels_are_thinned():
+    from types import SimpleNamespace
+
+    from loadtest.report.plotting import concurrency_axis as _concurrency_axis, thin_log_ticks
+
+    levels = [SimpleNamespace(concurrency=c, load=c, rate_rps=None, refine=False) for c in (1, 2, 4, 8, 16, 32, 64)]
+    levels += [SimpleNamespace(concurrency=c, load=c, rate_rps=None, refine=True) for c in (20, 22, 23, 24)]
+    axis = _concurrency_axis(levels)
+    assert axis["type"] == "log"
+    assert axis["tickvals"] == [1, 2, 4, 8, 16, 32, 64]  # only the swept levels carry a label
+    assert axis["minor"]["tickvals"] == [20, 22, 23, 24]  # the probes: a tick, their value in the hover
+    # a linear sweep on a log axis: labels too close at the top are dropped, the last one kept
+    kept = thin_log_ticks(list(range(10, 201, 10)), 1.3)
+    assert kept[0] == 10 and kept[-1] == 200 and len(kept) < 20
+    assert all(b / a >= 10 ** (0.07 * 1.3) - 1e-9 for a, b in zip(kept, kept[1:]))

@@ -1,0 +1,110 @@
+"""Scenario validation: good files load, every mistake is one line naming the YAML path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from loadtest.errors import InputError
+from loadtest.scenario import load_scenario, parse_scenario
+
+SCENARIOS = sorted((Path(__file__).parents[2] / "scenarios").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.name)
+def test_shipped_scenarios_are_valid(path):
+    scenario = load_scenario(path)
+    assert scenario.load.rate_levels() if scenario.load.open_loop else scenario.load.concurrency_levels()
+
+
+def test_shipped_scenarios_include_the_documented_ones():
+    assert {p.name for p in SCENARIOS} >= {"quickstart.yaml", "chat-capacity.yaml", "completions.yaml", "long-prompts.yaml"}
+
+
+def test_start_step_max_generates_doubling_levels():
+    s = parse_scenario({"name": "x", "load": {"start": 1, "step": 2, "max": 32}})
+    assert s.load.concurrency_levels() == [1, 2, 4, 8, 16, 32]
+    s = parse_scenario({"name": "x", "load": {"start": 4, "step": 4, "max": 16, "step_mode": "add"}})
+    assert s.load.concurrency_levels() == [4, 8, 12, 16]
+
+
+BAD = [
+    ({"name": "x", "load": {"levels": [1, 2, -4]}}, "load.levels[2]: must be a positive integer"),
+    ({"name": "x", "load": {"levels": [1, "a"]}}, "load.levels[1]: must be an integer"),
+    ({"name": "x", "load": {"levels": [1], "start": 1}}, "load: give either 'levels' or 'start/step/max', not both"),
+    ({"name": "x", "load": {"levels": [1], "level_duration_s": -3}}, "load.level_duration_s: must be a positive number"),
+    ({"name": "x", "load": {"levels": [1]}, "slo": {"itl_ms": {"p97": 3}}}, "slo.itl_ms.p97: unknown percentile 'p97'"),
+    ({"name": "x", "load": {"levels": [1]}, "slo": {"itl": {"p95": 3}}}, "slo.itl: unknown SLO metric"),
+    ({"name": "x", "load": {"levels": [1]}, "targt": {}}, "targt: unknown key"),
+    ({"name": "x", "load": {"levels": [1]}, "target": {"timeout": 3}}, "target.timeout: unknown key"),
+    ({"name": "x", "load": {"levels": [1]}, "target": {"api": "embeddings"}}, "target.api: must be one of"),
+    ({"name": "x", "load": {"levels": [1]}, "target": {"base_url": "localhost:8000"}}, "target.base_url: must start with http"),
+    ({"name": "x", "load": {"start": 1, "step": 2}}, "load: 'start/step/max' needs all three; missing max"),
+    ({"name": "x", "load": {"levels": [1], "warmup_s": 40, "level_duration_s": 30}}, "load: 'warmup_s' (40) must be shorter"),
+    ({"name": "x", "load": {"levels": [1]}, "slo": {"max_error_rate": 2}}, "slo.max_error_rate: an error rate is a fraction between 0 and 1"),
+    ({"load": {"levels": [1]}}, "name: is required"),
+    ({"name": "x"}, "load: is required"),
+]
+
+
+@pytest.mark.parametrize("data,message", BAD, ids=[m for _, m in BAD])
+def test_mistakes_name_the_yaml_path(data, message):
+    with pytest.raises(InputError) as err:
+        parse_scenario(data)
+    text = str(err.value)
+    assert message in text
+    assert "\n" not in text
+
+
+def test_overrides_are_validated():
+    s = parse_scenario({"name": "x", "load": {"start": 1, "step": 2, "max": 8}})
+    s2 = s.with_overrides(target="http://127.0.0.1:9/v1", levels=[3, 5], level_duration_s=10)
+    assert s2.load.concurrency_levels() == [3, 5]
+    assert s2.target.base_url == "http://127.0.0.1:9/v1"
+    with pytest.raises(InputError, match="target.base_url"):
+        s.with_overrides(target="ftp://x")
+
+
+def test_secret_headers_are_redacted():
+    s = parse_scenario({"name": "x", "load": {"levels": [1]}, "target": {"headers": {"X-Api-Key": "sekrit", "X-Team": "a"}}})
+    assert s.public_dict()["target"]["headers"] == {"X-Api-Key": "<redacted>", "X-Team": "a"}
+
+
+# -- open loop (issue 15) -----------------------------------------------------------------
+
+def _load(**load):
+    return {"name": "x", "load": {"level_duration_s": 10, "warmup_s": 1, **load}}
+
+
+@pytest.mark.parametrize(
+    "load,message",
+    [
+        ({"levels": [1, 2], "rates": [1, 2]}, "load: give either 'levels' (closed loop) or 'rates' (open loop), not both"),
+        ({"start": 1, "step": 2, "max": 8, "rate_max": 4}, "load: give either 'levels' (closed loop) or 'rates' (open loop)"),
+        ({"rates": [1, 2], "rate_start": 1}, "load: give either 'rates' or 'rate_start/rate_step/rate_max'"),
+        ({"rate_start": 1, "rate_max": 8}, "load: 'rate_start/rate_step/rate_max' needs all three; missing rate_step"),
+        ({"rates": [1, 0]}, "load.rates[1]: must be a positive number"),
+        ({"rates": [1], "arrival": "bursty"}, "load.arrival: must be one of"),
+        ({"rates": [1], "burstiness": 0.5}, "load: 'burstiness' applies to 'arrival: gamma' only"),
+        ({"rates": [1], "max_in_flight": 0}, "load.max_in_flight: must be a positive integer"),
+        ({}, "load: give the load:"),
+    ],
+)
+def test_open_loop_mistakes_are_one_line(load, message):
+    with pytest.raises(InputError) as err:
+        parse_scenario(_load(**load))
+    text = str(err.value)
+    assert message in text and "\n" not in text
+
+
+def test_rate_levels_from_a_range_and_the_command_line_override():
+    scenario = parse_scenario(_load(rate_start=1, rate_step=2, rate_max=8, arrival="gamma", burstiness=0.5))
+    assert scenario.load.open_loop and scenario.load.rate_levels() == [1, 2, 4, 8]
+    assert scenario.load.concurrency_levels() == []
+    added = parse_scenario(_load(rate_start=0.5, rate_step=1.5, rate_max=5, step_mode="add")).load.rate_levels()
+    assert added == [0.5, 2.0, 3.5, 5.0]
+    closed = parse_scenario(_load(levels=[1, 2]))
+    opened = closed.with_overrides(rates=[3, 6.5])
+    assert opened.load.open_loop and opened.load.rate_levels() == [3, 6.5] and opened.load.levels is None
+    assert not opened.with_overrides(levels=[4]).load.open_loop
