@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import time
 from array import array
+from dataclasses import fields
 
 import gevent
 import numpy as np
@@ -230,9 +231,8 @@ def _take_health() -> tuple[ReaderHealth, ReaderHealth]:
 
 def _copied(health: ReaderHealth) -> ReaderHealth:
     """``health`` with each array copied whole (``tobytes`` runs under the GIL, in one piece)."""
-    return ReaderHealth(*(array("d", a.tobytes()) if isinstance(a, array) else a
-                          for a in (health.batch_ms, health.tick_lag_ms, health.waiting_bound_ms,
-                                    health.woken_tail_ms, health.busy_s, health.measured_ms)))
+    return ReaderHealth(**{f.name: array("d", value.tobytes()) if isinstance(value := getattr(health, f.name), array)
+                           else value for f in fields(health)})
 
 
 def _gathered(lags: array) -> int:
