@@ -31,7 +31,7 @@ limit is a certain miss.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 import numpy as np
@@ -112,6 +112,10 @@ class Decision:
     why: str  # one line for the live view and run.json
     #: The check that decided a ``fail`` (e.g. ``"ttft_ms.p95"``), None otherwise (run.json ``check``).
     check: str | None = None
+    #: Each percentile check's measured value and its limit at this look, by check key
+    #: (``"itl_ms.p95"``, ``"long.tpot_ms.p95"``): what ``--refine`` extrapolates to place a probe
+    #: (:func:`loadtest.analysis.refine.probe_before`). Only finite values.
+    observed: Mapping[str, tuple[float, float]] = field(default_factory=dict)
 
     @property
     def decided(self) -> bool:
@@ -182,7 +186,12 @@ def decide_level(
         return Decision("no_data", "no request measured yet")
     result = analysis.levels[0]
     failing = next((check_key(c) for c in result.checks if c.verdict == "fail"), None)
-    return Decision(result.status, _why(result), failing if result.status == "fail" else None)
+    observed = {
+        check_key(c): (float(c.value), float(c.limit))
+        for c in result.checks
+        if c.percentile is not None and math.isfinite(c.value) and math.isfinite(c.limit)
+    }
+    return Decision(result.status, _why(result), failing if result.status == "fail" else None, observed)
 
 
 def _why(level) -> str:

@@ -11,7 +11,7 @@ level is being measured. Here it holds only this process's lock.
 The protocol is one JSON line each way: first a configuration line (``run_dir``,
 ``slo``, ``confidence``), then per look a request (``run``: run.json so far,
 ``level``: the running level, ``now``: wall time, ``in_flight``: columns of the
-requests still running) answered by ``{"verdict", "why"}`` or ``{"error"}``.
+requests still running) answered by ``{"verdict", "why", "check", "observed"}`` or ``{"error"}``.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ def answer(request: dict[str, Any], run_dir: str, slo: SloSpec, confidence: floa
     decision = decide_level(
         read_requests(run_dir), request["run"], slo, request["level"], float(request["now"]), confidence, in_flight
     )
-    return {"verdict": decision.verdict, "why": decision.why, "check": decision.check}
+    return {"verdict": decision.verdict, "why": decision.why, "check": decision.check,
+            "observed": {key: list(pair) for key, pair in decision.observed.items()}}
 
 
 def serve(stdin: IO[str], stdout: IO[str]) -> None:

@@ -6,11 +6,32 @@ passing level below the first failure and that failure halves the bracket with
 each extra level (8|16 → 12 → 10 or 14 → …) until the two are adjacent
 integers. The load stage calls this after each level; it is a pure function of
 the verdicts so far, so it is trivially testable and restartable.
+
+**Probes placed by the measured slope.** Latency percentiles usually rise
+smoothly with load between two levels (ITL grows by a decode step's per-sequence
+cost for each user), so the line through the two nearest measured points says
+roughly where a check reaches its limit. Two places use it:
+
+* in the sweep (:func:`probe_before`): after a pass, when the line through the
+  two highest passing levels reaches a limit before the sweep's next level, the
+  first level predicted to fail is probed first. If it fails, the higher sweep
+  level is never run (at 16 users a 16-token answer holds the load for 5 s more);
+  if it passes, the sweep goes on as declared;
+* in refinement (:func:`next_refine_level`): the probe between the bracket's
+  ends is the interpolated crossing rather than the midpoint, kept at least a
+  quarter of the bracket from either end, so a wrong slope still shrinks the
+  bracket by a quarter a probe.
+
+The answer is never taken from the line: every level is measured and judged as
+any other, and capacity is still the highest pass below the first failure with
+the bracket closed to adjacent integers. A line that is wrong (a step in TTFT
+when the slots fill, noise in a p95) costs at most a level, never the answer.
 """
 
 from __future__ import annotations
 
-from typing import Iterable, Protocol, Union
+import math
+from typing import Iterable, Mapping, Protocol, Sequence, Union
 
 
 class _HasVerdict(Protocol):
@@ -51,7 +72,10 @@ def bracket(results: Iterable[Result]) -> tuple[int, int] | None:
 
 
 def next_refine_level(results: Iterable[Result]) -> int | None:
-    """The next concurrency to probe by bisection, or None when the bracket is closed.
+    """The next concurrency to probe, or None when the bracket is closed.
+
+    Bisection on ``(concurrency, passed)`` pairs; on LevelResults, the
+    interpolated crossing of their checks (see the module doc).
 
     >>> next_refine_level([(8, True), (16, False)])
     12
@@ -60,13 +84,86 @@ def next_refine_level(results: Iterable[Result]) -> int | None:
     >>> next_refine_level([(4, True), (5, False)]) is None
     True
     """
+    results = list(results)
     pair = bracket(results)
     if pair is None:
         return None
     low, high = pair
     if high - low <= 1:
         return None
-    return (low + high) // 2
+    middle = (low + high) // 2
+    values = {int(item.concurrency): check_values(item) for item in results if not isinstance(item, tuple)}
+    if not values.get(low) or not values.get(high):
+        return middle
+    at = crossing([(low, values[low]), (high, values[high])], extrapolate=False)
+    if at is None:
+        return middle
+    margin = max(1, math.ceil((high - low) / 4))
+    return min(max(math.floor(at) + 1, low + margin), high - margin)
+
+
+#: One level's percentile checks: check key -> (measured value, limit).
+Values = Mapping[str, tuple[float, float]]
+
+
+def check_values(result: object) -> dict[str, tuple[float, float]]:
+    """A LevelResult's finite percentile checks as ``{key: (value, limit)}`` (the error budget left out)."""
+    out: dict[str, tuple[float, float]] = {}
+    for check in getattr(result, "checks", None) or ():
+        if check.percentile is None or not (math.isfinite(check.value) and math.isfinite(check.limit)):
+            continue
+        key = f"{check.class_name}.{check.name}" if check.class_name else check.name
+        out[key] = (float(check.value), float(check.limit))
+    return out
+
+
+def crossing(points: Sequence[tuple[int, Values]], *, extrapolate: bool = True) -> float | None:
+    """The lowest concurrency at which the line through the two highest ``points`` reaches a limit.
+
+    Per check present at both points and rising between them. ``extrapolate``:
+    beyond the higher point (the sweep); otherwise only between the two (refine).
+    None when no check rises towards its limit.
+    """
+    if len(points) < 2:
+        return None
+    (c1, v1), (c2, v2) = sorted(points, key=lambda p: p[0])[-2:]
+    if c2 <= c1:
+        return None
+    best: float | None = None
+    for key, (y2, limit) in v2.items():
+        if key not in v1:
+            continue
+        y1 = v1[key][0]
+        slope = (y2 - y1) / (c2 - c1)
+        if slope <= 0 or not math.isfinite(slope):
+            continue
+        at = c1 + (limit - y1) / slope
+        if at <= c1 or (not extrapolate and at >= c2) or (extrapolate and at <= c2):
+            continue
+        best = at if best is None else min(best, at)
+    return best
+
+
+def probe_before(passes: Sequence[tuple[int, Values]], following: int) -> int | None:
+    """In the sweep, after a pass: a level to probe before ``following``, or None.
+
+    ``passes``: the passing levels so far with their values. The probe is the
+    first integer beyond where the line through the two highest passes reaches
+    a limit, when that lies strictly between the highest pass and ``following``.
+
+    >>> probe_before([(4, {"itl_ms.p95": (92.0, 191.0)}), (8, {"itl_ms.p95": (164.0, 191.0)})], 16)
+    10
+    >>> probe_before([(4, {"ttft_ms.p95": (40.0, 150.0)}), (8, {"ttft_ms.p95": (39.0, 150.0)})], 16) is None
+    True
+    """
+    if len(passes) < 2:
+        return None
+    top = max(c for c, _ in passes)
+    at = crossing(passes)
+    if at is None:
+        return None
+    probe = math.floor(at) + 1
+    return probe if top < probe < following else None
 
 
 #: Default refine resolution on a rate: this share of the first failing rate.

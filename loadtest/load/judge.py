@@ -66,7 +66,8 @@ class JudgeProcess:
         reply = json.loads(line)
         if "error" in reply:
             raise JudgeError(reply["error"])
-        return Decision(reply["verdict"], reply["why"], reply.get("check"))
+        observed = {key: (float(v), float(limit)) for key, (v, limit) in (reply.get("observed") or {}).items()}
+        return Decision(reply["verdict"], reply["why"], reply.get("check"), observed)
 
     def close(self) -> None:
         if self._proc.poll() is None:

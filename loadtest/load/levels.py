@@ -32,6 +32,10 @@ class LevelSpan:
     rate_rps: float | None = None
     #: How the level's load was held after its window for the requests it measured (:mod:`hold`).
     hold: dict = field(default_factory=dict)
+    #: The deciding look's percentile values and limits (:attr:`Decision.observed`): what
+    #: ``--refine`` extrapolates from during the sweep. Not written to run.json, whose
+    #: analysis recomputes every value from the records.
+    observed: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {

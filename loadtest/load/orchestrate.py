@@ -123,7 +123,7 @@ def run_load(scenario: Scenario, options: RunOptions, state: RunState, settings,
         if web is not None and not _wait_for_web_start(web, session, console):
             return True  # stopped before it began: the finally block still closes the run folder
         live.start()
-        session.run_levels(mode.levels(), first_index=0, stop_on_fail=True)
+        session.run_levels(mode.levels(), first_index=0, stop_on_fail=True, probes=options.refine)
         if options.refine and not session.stop_requested.is_set():
             _refine(session, state, recorder, sink, mode, options.rate_resolution)
     except KeyboardInterrupt:

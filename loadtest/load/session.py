@@ -29,9 +29,10 @@ from loadtest.load.monitor import SelfMonitor
 from loadtest.load.recorder import Recorder
 from loadtest.analysis.classes import class_slos
 from loadtest.analysis.decide import LookSchedule, requests_for_a_look
+from loadtest.analysis.refine import probe_before
 from loadtest.analysis.slo import SloSpec
 from loadtest.load.open_loop import ArrivalScheduler
-from loadtest.load.modes import LoadMode, load_mode
+from loadtest.load.modes import ClosedLoop, LoadMode, load_mode
 from loadtest.load.shape import Decide, SteppedShape
 from loadtest.load.stopping import stop_users_reliably
 from loadtest.load.ticks import tick_often
@@ -129,13 +130,16 @@ class LoadSession:
         return LookSchedule(load.min_duration_s, load.level_duration_s, load.max_duration_s)
 
     def run_levels(
-        self, levels: list[int] | list[float], *, first_index: int, refine: bool = False, stop_on_fail: bool = False
+        self, levels: list[int] | list[float], *, first_index: int, refine: bool = False, stop_on_fail: bool = False,
+        probes: bool = False,
     ) -> list[LevelSpan]:
         """Run ``levels`` in order, each until decided (see :mod:`shape`), and return their spans.
 
         The levels are the mode's (:mod:`loadtest.load.modes`): users, or rates in requests per second.
 
         ``stop_on_fail``: end the batch at the first level that fails with certainty.
+        ``probes``: (``--refine``, closed loop) after a pass, probe first where the measured
+        slope crosses a limit before the next level (:func:`loadtest.analysis.refine.probe_before`).
         """
         duration = self.scenario.load.level_duration_s
         schedule = self.schedule if self.decide is not None else None
@@ -145,6 +149,8 @@ class LoadSession:
             on_level_change=self.level_changed, schedule=schedule, decide=self.decide, stop_on_fail=stop_on_fail,
             pending=self.pending, hold_cap_s=cap, enough=self.enough_for_a_look,
         )
+        if probes and isinstance(self.mode, ClosedLoop) and schedule is not None:
+            common["probe_before"] = sweep_probe
         shape = self.mode.shape(levels, duration, self.clock, **common)
         self.env.shape_class = shape
         shape.runner = self.runner
@@ -152,7 +158,8 @@ class LoadSession:
         # Bounded: each level ends by its longest duration (+1 s per tick, and the time to judge it),
         # and its hold by the hold's cap.
         longest = schedule.max_s + 2 * len(schedule.looks) if schedule is not None else duration
-        deadline = time.monotonic() + len(levels) * (longest + cap + 2) + 30
+        runs = 2 * len(levels) - 1 if probes else len(levels)  # at most one probe before each next level
+        deadline = time.monotonic() + runs * (longest + cap + 2) + 30
         try:
             gevent.sleep(0.1)
             while (
@@ -194,3 +201,9 @@ class LoadSession:
 
     def close(self) -> None:
         self.runner.quit()
+
+
+def sweep_probe(spans: list[LevelSpan], following: int) -> int | None:
+    """The shape's ``probe_before`` for ``--refine``: from the passing levels' deciding looks."""
+    passes = [(s.concurrency, s.observed) for s in spans if s.decision.get("verdict") == "pass" and s.observed]
+    return probe_before(passes, following)

@@ -16,6 +16,9 @@ enough requests for its percentiles (``enough``; ``requests_for_a_look``):
 at low load, 20 requests for a p95 take longer than the first look's time.
 With ``stop_on_fail`` a certain failure also ends
 the batch: the levels above it would fail too, and refinement starts from it.
+With ``probe_before`` (``--refine``), a pass may put a probe in front of the
+next level, where the measured slope says a limit is crossed
+(:func:`loadtest.analysis.refine.probe_before`).
 Each span records how long it ran, every look and why it ended.
 
 Between a level's end and the next level (or the end of the batch) comes its
@@ -37,6 +40,8 @@ from loadtest.load.hold import HOLD_CAP_S, Hold, Pending
 from loadtest.load.levels import LevelClock, LevelSpan
 
 Decide = Callable[[LevelSpan], Decision]
+#: ``probe_before(spans so far, the next level)``: a level to run first, or None (see :mod:`loadtest.analysis.refine`).
+ProbeBefore = Callable[[list[LevelSpan], int], "int | None"]
 
 #: A look that waits for enough requests is tried again this often (seconds) after it was due.
 DEFER_STEP_S = 1.0
@@ -65,6 +70,7 @@ class SteppedShape(LoadTestShape):
         pending: Pending | None = None,
         hold_cap_s: float = HOLD_CAP_S,
         enough: Callable[[LevelSpan], bool] | None = None,
+        probe_before: ProbeBefore | None = None,
     ) -> None:
         super().__init__()
         self.levels = list(levels)
@@ -81,6 +87,10 @@ class SteppedShape(LoadTestShape):
         self.hold_cap_s = hold_cap_s
         #: Has a level measured enough requests for a look to decide? None: every look is taken when due.
         self.enough = enough
+        #: After a pass: a level to run before the next one (``--refine``'s probes in the sweep), or None.
+        self.probe_before = probe_before
+        #: The steps that ``probe_before`` put into ``levels``: their spans are refine probes.
+        self._probe_steps: set[int] = set()
         self._hold: Hold | None = None
         #: The last grid point (seconds into the level) at which a waiting look checked its count.
         self._checked = -1.0
@@ -111,6 +121,8 @@ class SteppedShape(LoadTestShape):
             step = self._current.index - self.first_index + 1
             if self.stop_on_fail and self._current.decision.get("verdict") == "fail":
                 step = len(self.levels)  # a certain failure: the levels above it are not needed
+            elif self._current.decision.get("verdict") == "pass":
+                self._insert_probe(step)
             if self._start_hold(step):
                 return self._last_users, SPAWN_RATE
         else:
@@ -141,13 +153,26 @@ class SteppedShape(LoadTestShape):
         self._hold, self._after_hold = hold, step
         return True
 
+    def _insert_probe(self, step: int) -> None:
+        """Before ``step`` (after a pass), run the level ``probe_before`` names, if any."""
+        if self.probe_before is None or step >= len(self.levels):
+            return
+        probe = self.probe_before(self.spans, self.levels[step])
+        if probe is not None:
+            self.levels.insert(step, probe)
+            self._probe_steps.add(step)
+
+    def is_probe(self, step: int) -> bool:
+        """Is ``step`` a refine probe (the whole batch is one, or ``probe_before`` put it in)?"""
+        return self.refine or step in self._probe_steps
+
     def users(self, step: int) -> int:
         """How many users run at ``step`` (closed loop: the level itself)."""
         return self.levels[step]
 
     def new_span(self, step: int, now: float) -> LevelSpan:
         """The span of ``step`` and put it in force on the clock users read."""
-        span = LevelSpan(index=self.first_index + step, concurrency=self.levels[step], start_wall=now, refine=self.refine)
+        span = LevelSpan(index=self.first_index + step, concurrency=self.levels[step], start_wall=now, refine=self.is_probe(step))
         self.clock.set(span.index, span.concurrency, now)
         return span
 
@@ -191,6 +216,7 @@ class SteppedShape(LoadTestShape):
                     "extended": at > self.duration_s,
                 }
                 span.end_wall = span.looked_at
+                span.observed = dict(decision.observed)
                 return True
             elapsed = time.perf_counter() - self._entered
         return False
@@ -265,7 +291,7 @@ class RateShape(SteppedShape):
 
     def new_span(self, step: int, now: float) -> LevelSpan:
         rate = float(self.levels[step])
-        span = LevelSpan(index=self.first_index + step, concurrency=0, start_wall=now, refine=self.refine, rate_rps=rate)
+        span = LevelSpan(index=self.first_index + step, concurrency=0, start_wall=now, refine=self.is_probe(step), rate_rps=rate)
         self.clock.set(span.index, 0, now, rate_rps=rate)
         return span
 

@@ -38,8 +38,10 @@ def test_itl_bound_capacity_is_found_exactly_by_refine(tmp_path):
     assert cap["binding"] == "itl_ms.p95"
     assert cap["verdict"] == "found"
     levels = {lv["concurrency"]: lv for lv in s["levels"]}
-    # Bisection probed 6 then 5, and nothing else.
-    assert sorted(levels) == [1, 2, 4, 5, 6, 8]
+    # The line through 2 (50 ms) and 4 (90 ms) reaches 120 ms at 5.5: 6 is probed before 8, fails,
+    # and 8 never runs; refinement then probes 5. (A p95 at 4 read a little high puts 5 first,
+    # then 6 from the line through 4 and 5: the same five levels.)
+    assert sorted(levels) == [1, 2, 4, 5, 6]
     assert {c for c, lv in levels.items() if lv["refine"]} == {5, 6}
     assert abs(levels[5]["itl_ms"]["p95"] - 110) < 5
     assert abs(levels[6]["itl_ms"]["p95"] - 130) < 5

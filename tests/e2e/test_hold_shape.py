@@ -72,6 +72,32 @@ def _look_waits_for_enough_requests_and_never_exceeds_the_schedule() -> None:
     assert shape.spans[0].decision["ended"] == "undecided_at_max"
 
 
+def _a_pass_puts_the_slopes_probe_before_the_next_level() -> None:
+    from loadtest.analysis.decide import Decision, LookSchedule
+    from loadtest.load.levels import LevelClock
+    from loadtest.load.session import sweep_probe
+    from loadtest.load.shape import SteppedShape
+
+    def decide(span):  # issue 23's server: ITL = 20 + 18 x users, SLO 191 ms: 9 holds, 10 does not
+        value = 20.0 + 18.0 * span.concurrency
+        return Decision("pass" if value <= 191 else "fail", "", observed={"itl_ms.p95": (value, 191.0)})
+
+    def sweep(levels, **options):
+        shape = SteppedShape(levels, 0.01, LevelClock(0.0), schedule=LookSchedule(0.01, 0.01, 0.01), decide=decide,
+                             stop_on_fail=True, **options)
+        for _ in range(200):  # bounded: each level ends at its one look
+            shape.tick()
+            if shape.done:
+                return [(span.concurrency, span.refine) for span in shape.spans]
+            time.sleep(0.012)
+        raise AssertionError("the sweep did not end")
+
+    # after 8 (164 ms), the line through 4 and 8 reaches 191 ms at 9.5: 10 is probed, fails, and 16 never runs
+    assert sweep([1, 2, 4, 8, 16], probe_before=sweep_probe) == [
+        (1, False), (2, False), (4, False), (8, False), (10, True)]
+    assert sweep([1, 2, 4, 8, 16]) == [(1, False), (2, False), (4, False), (8, False), (16, False)]  # without --refine
+
+
 def _in_a_child(body: str) -> None:
     """Run one of this file's test bodies in a fresh interpreter.
 
@@ -92,3 +118,7 @@ def test_the_shape_holds_a_levels_users_until_its_measured_requests_finish():
 
 def test_a_look_waits_for_enough_requests_and_never_exceeds_the_schedule():
     _in_a_child("_look_waits_for_enough_requests_and_never_exceeds_the_schedule")
+
+
+def test_a_pass_puts_the_slopes_probe_before_the_next_level():
+    _in_a_child("_a_pass_puts_the_slopes_probe_before_the_next_level")

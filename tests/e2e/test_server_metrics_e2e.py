@@ -69,7 +69,9 @@ def test_running_requests_at_capacity_equal_the_capacity_and_set_the_threshold(t
 
     run_dir = tmp_path / "run"
     run_json = json.loads((run_dir / "run.json").read_text())
-    assert [lv["concurrency"] for lv in run_json["server_metrics"]["levels"]] == [1, 2, 4, 8, 6, 5]
+    # one server-metrics entry per level, in the order run (the slope's probe 6 may come before 8, or stand in for it)
+    assert [lv["concurrency"] for lv in run_json["server_metrics"]["levels"]] == [lv["concurrency"] for lv in run_json["levels"]]
+    assert {5, 6} <= {lv["concurrency"] for lv in run_json["levels"]}
     assert all(lv["scrapes"] >= 12 and lv["failed"] == 0 for lv in run_json["server_metrics"]["levels"])
     docs = [d for d in yaml.safe_load_all((run_dir / "autoscaling.yaml").read_text()) if d]
     assert {d["kind"] for d in docs} == {"ScaledObject", "HorizontalPodAutoscaler"}

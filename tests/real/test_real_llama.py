@@ -152,7 +152,9 @@ def test_capacity_run_with_refine_finds_the_slot_count(two_slots, tmp_path):
     s = summary(out)
     run = json.loads((out / "run.json").read_text())
     levels = [lv["concurrency"] for lv in run["levels"]]
-    assert levels[:3] == [1, 2, 4] and 3 in levels[3:], levels  # the refine probe between 2 and 4
+    # the refine probe between 2 and 4: after the sweep, or put before 4 when the slope from 1 to 2 says so
+    assert levels[:2] == [1, 2] and 3 in levels[2:], levels
+    assert all(lv["refine"] for lv in run["levels"] if lv["concurrency"] == 3), run["levels"]
     assert s["capacity"]["concurrency"] == 2, s["capacity"]
     assert s["capacity"]["first_failing"] == 3, s["capacity"]
     assert "ttft" in json.dumps(s["capacity"].get("binding")), s["capacity"]

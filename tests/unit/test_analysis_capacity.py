@@ -200,7 +200,8 @@ def test_refine_converges_on_the_true_capacity(true_capacity):
 
 def test_refine_accepts_level_results():
     analysis = sweep([1, 2, 4, 8], {"itl_ms": {"p95": 45}})
-    assert next_refine_level(analysis.levels) == 6
+    # ITL = 10 x users crosses 45 ms at 4.5: the probe is the first integer past it, not the midpoint 6
+    assert next_refine_level(analysis.levels) == 5
 
 
 def _straddling_run(decision: dict | None):
