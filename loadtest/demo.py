@@ -28,6 +28,7 @@ MOCK_FLAGS = ["--decode-base-ms", "10", "--decode-per-seq-ms", "5", "--prefill-p
 
 def stream_one(base_url: str) -> None:
     """One streamed request, timed by our own client, printed plainly."""
+    # numpy and the client: only for the demo's single streamed request, after the mock is up
     import numpy as np
 
     from loadtest.client.stream import StreamingClient

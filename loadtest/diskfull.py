@@ -18,6 +18,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import sys
 from pathlib import Path
 from typing import Callable
 
@@ -120,8 +121,6 @@ class QuietFileHandler(logging.FileHandler):
             super().emit(record)
 
     def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
-        import sys
-
         err = sys.exc_info()[1]
         if isinstance(err, OSError):
             self.broken = True

@@ -227,6 +227,7 @@ def output_file(path: Path | str, arg: str) -> Path:
 
 def pem_bundle_problem(path: str) -> str | None:
     """For ``target.ca_bundle``: the file's problem, or that it holds no PEM CA certificate; None if usable."""
+    # ssl: only for a ca_bundle; imported before gevent patches the process it draws gevent's warning that ssl was patched late
     import ssl
 
     problem = yaml_file_problem(path)

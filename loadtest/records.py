@@ -21,6 +21,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from loadtest.redact import scrub_any
 from loadtest.run_record import normalized
 
 RUN_JSON = "run.json"
@@ -170,8 +171,6 @@ def read_requests(run_dir: Path) -> pd.DataFrame:
 
 def write_run_json(run_dir: Path, run: Mapping[str, Any]) -> None:
     """Write ``run.json`` atomically (it is rewritten as levels start and end)."""
-    from loadtest.redact import scrub_any
-
     path = Path(run_dir) / RUN_JSON
     tmp = path.with_suffix(".tmp")
     try:

@@ -74,6 +74,7 @@ def find_shifts(values: Sequence[float | None], max_pvalue: float = MAX_PVALUE) 
 
     ``index`` is in ``values``' own positions: the first point after the shift.
     """
+    # Otava (and its numpy/scipy stack): only when a history has enough runs to look for shifts
     from otava.analysis import compute_change_points
 
     kept = [i for i, v in enumerate(values) if v is not None and math.isfinite(v)]

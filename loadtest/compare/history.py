@@ -119,6 +119,7 @@ def _summary(folder: Path, run: dict[str, Any]) -> dict[str, Any] | None:
         except ValueError:
             pass
     try:  # no summary yet (an interrupted run): analyze its records
+        # the analysis stack: only for a run folder without a summary.json
         from loadtest.analysis import analyze_run
         from loadtest.report.summary import summary_dict
 
@@ -315,6 +316,7 @@ def _cell(value: Any, key: str) -> str:
 
 
 def render_history_html(runs: Sequence[HistoryRun], shifts: Sequence[ChangePoint] = ()) -> str:
+    # stdlib html, imported here: `html` is also run_history's parameter (the page's path)
     import html
 
     rows = table_rows(runs)
@@ -340,6 +342,7 @@ def render_history_html(runs: Sequence[HistoryRun], shifts: Sequence[ChangePoint
 
 
 def _shifts_html(shifts: Sequence[ChangePoint]) -> str:
+    # stdlib html, imported here: `html` is also run_history's parameter (the page's path)
     import html
 
     if not shifts:
@@ -358,6 +361,7 @@ def run_history(dirs: Sequence[Path], *, scenario: str | None, html: Path, json_
 
     Exit 1 with ``fail_on_change_point`` when the newest run starts or continues a worsening shift
     beyond the tolerance (:func:`changepoints.gate_failures`)."""
+    # the writers: only for the `history` command, not for the page's renderers that compare uses
     from loadtest.compare.outputs import write_text
 
     from loadtest.paths import output_file

@@ -196,6 +196,7 @@ class JointNoise:
 
     def confidence(self) -> float:
         """The two-sided level of one check's Student-t interval as wide as the max threshold."""
+        # scipy: start-up time, only when a gate judges against a history
         from scipy.stats import t as student_t
 
         return float(1.0 - 2.0 * student_t.sf(self.max_critical, max(1, self.runs - 1)))
@@ -236,6 +237,7 @@ def calibrate(checks: Sequence[CheckNoise], rng: np.random.Generator, *, false_a
     allowed = int(math.floor((false_alarms - alpha_c) * resamples))
     ordered = np.sort(rest)[::-1]
     max_crit = float(ordered[allowed]) if allowed < len(ordered) else float(ordered[-1])
+    # scipy: start-up time, only when a gate judges against a history
     from scipy.stats import t as student_t
 
     marginal = float(student_t.ppf(1.0 - alpha_c, max(1, n - 1)))

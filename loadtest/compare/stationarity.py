@@ -46,6 +46,7 @@ class Drift:
 
 def drifting_levels(requests: pd.DataFrame, run: dict, frame: pd.DataFrame, tolerance: float) -> dict[int, Drift]:
     """The levels (by concurrency) whose two halves differ beyond ``tolerance`` and beyond chance."""
+    # scipy: start-up time, only when a gate checks its levels for drift
     from scipy.stats import mannwhitneyu
 
     windows, _ = level_windows(run, requests)

@@ -15,6 +15,7 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 def add_arguments(sub: argparse._SubParsersAction, positive_int) -> None:
+    # the renderer: only for `loadtest k8s` (the CLI's other commands never load it)
     from loadtest.deploy.k8s import DEFAULT_IMAGE, DEFAULT_SCHEDULE, RenderOptions
 
     defaults = RenderOptions()
@@ -35,6 +36,7 @@ def add_arguments(sub: argparse._SubParsersAction, positive_int) -> None:
 
 
 def _cmd_render(args: argparse.Namespace) -> int:
+    # the renderer and the scenario schema: only for `loadtest k8s render`
     from loadtest.deploy.k8s import RenderOptions, render
     from loadtest.scenario import load_scenario
 

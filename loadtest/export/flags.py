@@ -28,6 +28,7 @@ def add_export_arguments(p: argparse.ArgumentParser, positive_int) -> None:
 
 def check_metrics_port(host: str, port: int) -> None:
     """Refuse a port that is taken before any load is sent (one line, exit 2)."""
+    # socket: only to probe the --metrics-port before any load is sent
     import socket
 
     from loadtest.errors import InputError
@@ -41,6 +42,7 @@ def check_metrics_port(host: str, port: int) -> None:
 
 def push_after_run(gateway: str, run_dir: Path) -> None:
     """Push the summary; a gateway that is down costs a warning, never the measured run."""
+    # prometheus_client: only when --push-gateway is given
     from loadtest.export.push import push_summary
 
     summary = Path(run_dir) / "summary.json"

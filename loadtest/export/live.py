@@ -149,6 +149,7 @@ class LiveMetrics:
                 entry[1] += total
 
     def collect(self) -> Iterator[Any]:
+        # prometheus_client: only when a live /metrics endpoint is served
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
         self._fold()

@@ -36,6 +36,7 @@ def _level(level: dict[str, Any]) -> str:
 
 def summary_registry(summary: dict[str, Any]):
     """A registry holding the summary's gauges (pure: nothing is sent)."""
+    # prometheus_client: only when --push-gateway is given
     from prometheus_client import CollectorRegistry, Gauge
 
     reg = CollectorRegistry()
@@ -80,6 +81,7 @@ def summary_registry(summary: dict[str, Any]):
 
 def push_summary(gateway: str, summary_path: Path) -> None:
     """Replace the group ``job=loadtest, scenario=<name>`` on the Pushgateway with this run's summary."""
+    # prometheus_client: only when --push-gateway is given
     from prometheus_client import push_to_gateway
 
     summary = json.loads(Path(summary_path).read_text())

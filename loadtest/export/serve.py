@@ -25,6 +25,7 @@ MAX_AGE_S = 2.0
 
 def _native_lock():
     try:
+        # gevent: only present in the load process, which Locust has patched
         from gevent.monkey import get_original
 
         return get_original("threading", "Lock")()
@@ -36,6 +37,7 @@ class ScrapeText:
     """The latest exposition text of one :class:`LiveMetrics`."""
 
     def __init__(self, metrics: LiveMetrics) -> None:
+        # prometheus_client: only when a live /metrics endpoint is served
         from prometheus_client import CollectorRegistry
 
         self.registry = CollectorRegistry(auto_describe=False)
@@ -45,6 +47,7 @@ class ScrapeText:
         self._at = float("-inf")
 
     def refresh(self) -> None:
+        # prometheus_client: only when a live /metrics endpoint is served
         from prometheus_client import generate_latest
 
         with self._lock:
@@ -66,6 +69,7 @@ class MetricsServer:
     """``GET /metrics`` (any path) → the cached text, in Prometheus' text format."""
 
     def __init__(self, text: ScrapeText, host: str, port: int) -> None:
+        # prometheus_client: only when a live /metrics endpoint is served
         from prometheus_client import CONTENT_TYPE_LATEST
 
         def app(environ, start_response):

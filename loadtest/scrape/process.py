@@ -89,6 +89,7 @@ class ScraperProcess:
 
 
 def _client(settings: dict[str, Any]):
+    # httpx: only in the scraper's child process, never in the load process
     import httpx
 
     from loadtest.scrape.scraper import scrape_timeout
@@ -100,6 +101,7 @@ def _client(settings: dict[str, Any]):
         headers["Authorization"] = f"Bearer {key}"
     verify: Any = bool(settings.get("verify_tls", True))
     if verify and settings.get("ca_bundle"):
+        # ssl: only in the scraper's child process, and only for a ca_bundle
         import ssl
 
         verify = ssl.create_default_context(cafile=settings["ca_bundle"])
@@ -118,6 +120,7 @@ def main() -> int:
         os.nice(19)
     except OSError:
         pass
+    # after os.nice: the child's imports are its own, none of them loaded in the load process
     from loadtest.diskfull import full_disk_message, is_disk_full
     from loadtest.redact import public_url
     from loadtest.scrape.scraper import ScrapeResult, scrape_loop

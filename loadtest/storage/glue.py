@@ -102,6 +102,7 @@ def staged_run(args: argparse.Namespace, scenario, reports_dir: Path = Path("rep
     if url is None:
         yield None
         return
+    # the pipeline module and the uploader: only when --out is a bucket URL (the CLI imports this module at start-up)
     from loadtest.run import default_run_dir
     from loadtest.storage.sync import Uploader
 

@@ -59,6 +59,7 @@ def path_arg(text: str) -> Path | RemotePath:
 
 def _fs(url: str):
     """The filesystem and the bucket/key path of ``url``."""
+    # pyarrow.fs: only when a run folder is a bucket URL
     import pyarrow.fs as pafs
 
     try:
@@ -82,6 +83,7 @@ def _guard(url: str) -> Iterator[None]:
 
 def check_bucket(url: str) -> None:
     """The bucket exists and the credentials may see it (before a run sends any load)."""
+    # pyarrow.fs: only when a run folder is a bucket URL
     import pyarrow.fs as pafs
 
     fs, path = _fs(url)
@@ -94,6 +96,7 @@ def check_bucket(url: str) -> None:
 
 def list_files(url: str) -> dict[str, int]:
     """Every file under ``url`` (relative path → size); empty when there is none."""
+    # pyarrow.fs: only when a run folder is a bucket URL
     import pyarrow.fs as pafs
 
     fs, root = _fs(url)
