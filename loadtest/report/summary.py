@@ -52,6 +52,7 @@ from loadtest.fingerprint import fingerprint_of_run
 from loadtest.metric_registry import LATENCY_METRICS, METRICS, PERCENTILE_DEFINITION
 from loadtest.records import replace_text
 from loadtest.redact import scrub
+from loadtest.report.summary_record import check_summary
 from loadtest.report.why import why
 
 SUMMARY_JSON = "summary.json"
@@ -367,7 +368,7 @@ def summary_dict(analysis: Analysis) -> dict[str, Any]:
         "definitions": DEFINITIONS,
         "fingerprint": _fingerprint(run),
     }
-    return clean(out)
+    return check_summary(clean(out))  # type: ignore[return-value]
 
 
 def _fingerprint(run: dict[str, Any]) -> dict[str, Any] | None:
