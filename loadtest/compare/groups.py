@@ -63,7 +63,9 @@ def compare_groups(
     """
     if not baselines or not candidates:
         raise InputError("compare: at least one baseline and one candidate run are needed")
-    cmp = compare_runs(baselines[0], candidates[0], rules, seed=seed, args=args)
+    # the SLO metrics' medians join the checks when there is run-to-run noise to judge them by
+    cmp = compare_runs(baselines[0], candidates[0], rules, seed=seed, args=args,
+                       medians=bool(history) or len(baselines) > 1)
     base = [_summary_side(p, "baseline") for p in baselines]
     cand = [_summary_side(p, "candidate") for p in candidates]
     # the first of each group is used as the engine judged it (cmp.baseline / cmp.candidate)

@@ -92,6 +92,8 @@ def test_without_history_a_change_barely_past_the_tolerance_is_inconclusive_and_
     # each of them was within-run certain: only the unknown run-to-run noise holds it
     assert all(c["within_ci"][0] > c["tolerance"] for c in unknown if c["kind"] == "latency")
     assert "--history" in report["headline"] and report["history_runs"] == 1
+    # without run-to-run noise, only the SLO's own percentiles are judged (no medians)
+    assert not [c for c in report["checks"] if c["name"].startswith(("itl_ms.p50", "ttft_ms.p50"))]
     # A slowdown far past the tolerance still fails without history.
     assert cli("compare", str(base), str(slow))[0] == 1
 
@@ -104,6 +106,9 @@ def test_with_history_drift_passes_and_a_real_slowdown_fails(drifting, tmp_path)
     assert report["history_runs"] == 1 + len(DRIFT)
     itl = next(c for c in report["checks"] if c["name"] == "itl_ms.p95 @ 4 users")
     assert itl["noise"] == "history" and itl["noise_runs"] == 1 + len(DRIFT)
+    # with a history, each SLO metric's median is judged too, against the same run-to-run noise
+    median = next(c for c in report["checks"] if c["name"] == "itl_ms.p50 @ 4 users")
+    assert median["noise"] == "history" and median["verdict"] != "regression"
     # side by side: the within-run interval is narrower than the run-to-run noise on this server
     w, n = itl["within_ci"], itl["noise_ci"]
     assert (n[1] - n[0]) > (w[1] - w[0]) and "run-to-run noise" in itl["message"]
@@ -114,8 +119,10 @@ def test_with_history_drift_passes_and_a_real_slowdown_fails(drifting, tmp_path)
     assert "| within-run | run-to-run noise |" in md.read_text() and "8 reference run(s)" in md.read_text()
     assert "<th>within-run interval</th><th>run-to-run noise</th>" in (tmp_path / "c.html").read_text()
     assert code == 1, out
-    slow_itl = next(c for c in json.loads((tmp_path / "s.json").read_text())["checks"] if c["name"] == "itl_ms.p95 @ 4 users")
+    slow_checks = {c["name"]: c for c in json.loads((tmp_path / "s.json").read_text())["checks"]}
+    slow_itl = slow_checks["itl_ms.p95 @ 4 users"]
     assert slow_itl["verdict"] == "regression" and slow_itl["ci"][0] > 0.05
+    assert slow_checks["itl_ms.p50 @ 4 users"]["verdict"] == "regression"  # the median saw it too
 
 
 def test_several_candidates_are_gated_as_a_group_and_a_foreign_one_is_refused(drifting, tmp_path):
