@@ -66,7 +66,7 @@ def test_run_all_reads_the_drift_benchmark_rate_with_history(monkeypatch):
     import importlib
     from pathlib import Path
 
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "benchmarks"))
     run_all = importlib.import_module("run_all")
     rows = [{"case": "same server", "history": "no", "pairs": 24, "regression": 9, "inconclusive": 0},
             {"case": "same server", "history": "yes", "pairs": 24, "regression": 2, "inconclusive": 1},
