@@ -35,7 +35,7 @@ from loadtest.analysis.autoscaling import AutoscalingOptions, recommend
 from loadtest.analysis.bootstrap import DEFAULT_RESAMPLES, rng_for
 from loadtest.analysis.capacity import find_capacity
 from loadtest.analysis.classes import class_slos as class_slos_for
-from loadtest.analysis.classes import judge_classes, scenario_classes
+from loadtest.analysis.classes import class_model, judge_classes, scenario_classes
 from loadtest.analysis.caveats import MIN_COMPLETE, level_caveats, run_caveats
 from loadtest.analysis.client_error import judge_client
 from loadtest.analysis.host_contention import judge_host
@@ -139,6 +139,9 @@ def analyze(
         }
 
     declared = scenario_classes(run)
+    capacity.binding_model = class_model(run, declared, capacity.binding_class)
+    for name, class_cap in capacity.classes.items():
+        class_cap.binding_model = class_model(run, declared, class_cap.binding_class)
     if declared and slo.checks and all(isinstance(c.get("slo"), Mapping) for c in declared):
         unused = ", ".join(c.name for c in slo.checks)
         warnings.append(

@@ -54,6 +54,7 @@ import pandas as pd
 
 from loadtest.analysis.chunks import Chunks
 from loadtest.analysis.columns import boolean, numeric, text
+from loadtest.analysis.output_validity import validity_column
 from loadtest.analysis.slo import SloSpec
 from loadtest.analysis.windows import LevelWindow, locate, position_by_index
 
@@ -145,7 +146,9 @@ def request_frame(
             "tpot_sample": np.where(measured, np.where(failed, np.inf, tpot), np.nan),
         }
     )
-    frame["good"] = ok & _meets_limits(frame, slo)
+    frame["output_valid"] = validity_column(requests)
+    # a broken tool call or schema answer served nobody: never goodput (see output_validity)
+    frame["good"] = ok & _meets_limits(frame, slo) & ~(frame["output_valid"].to_numpy() == 0.0)
     return frame
 
 

@@ -27,7 +27,7 @@ import orjson
 
 from loadtest.client.record import RequestRecord
 from loadtest.client.sse import SSEEvent, SSEParser
-from loadtest.client.wire import Api, chunk_text, error_message, read_chunk
+from loadtest.client.wire import Api, add_tool_calls, chunk_text, error_message, read_chunk
 
 _NO_USAGE = -1
 
@@ -46,6 +46,7 @@ class StreamDecoder:
         self.capture = capture_text
         if capture_text:
             rec.text = []
+            rec.tool_calls = {}
         self.api = api
         self.parser = SSEParser()
         #: usage.completion_tokens carried by each content chunk (-1: none).
@@ -110,6 +111,8 @@ class StreamDecoder:
             rec.chunk_tokens.append(1)
             if self.capture:
                 rec.text.append(chunk_text(obj, self.api))
+                if self.api == "chat":
+                    add_tool_calls(obj, rec.tool_calls)
             self.chunk_usage.append(_NO_USAGE if usage is None else usage)
             if facts.reasoning:
                 self.reasoning_streamed = True

@@ -21,6 +21,7 @@ import gevent
 from gevent import GreenletExit
 from locust import User, constant, task
 
+from loadtest.client.output_check import judge
 from loadtest.client.stream import client_for
 from loadtest.load.backoff import backoff_s
 from loadtest.load.levels import LevelClock
@@ -130,6 +131,7 @@ def make_user_class(
                 raise
             finally:
                 recorder.end(self.index)
+            judge(planned.output_check, rec)
             recorder.add(rec, self.index, level_index, level, warmup, **tags)
             self.workload.answered(rec.ok, rec.answer)
             if slot is None:  # open loop: the schedule, not a retry loop, decides when the next request goes

@@ -144,7 +144,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="never answer (no status, no byte) until the client gives up (default: %(default)s)",
     )
     flt.add_argument(
+        "--broken-json-rate", type=float, default=_D.broken_json_rate, metavar="P",
+        help="cut the closing character of a tool call's or JSON-schema answer's JSON (default: %(default)s)",
+    )
+    flt.add_argument(
         "--seed", type=int, default=_D.seed, help="seed of the fault draws (default: random)"
+    )
+
+    eng.add_argument(
+        "--tool-call-style", choices=("openai", "vllm"), default=_D.tool_call_style,
+        help="how streamed tool calls are chunked: OpenAI's (role + header in one chunk) or vLLM's "
+        "(role chunk, then the name, then the arguments) (default: %(default)s)",
     )
 
     ins = parser.add_argument_group("instrumentation")

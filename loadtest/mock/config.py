@@ -70,7 +70,11 @@ class MockConfig:
     stall_rate: float = 0.0
     stall_s: float = 1.0
     hang_rate: float = 0.0
+    #: Share of structured answers (tool calls, JSON schema) whose JSON is cut short (structured.py).
+    broken_json_rate: float = 0.0
     seed: int | None = None
+    #: How tool calls are chunked: "openai" or "vllm" (see structured.py).
+    tool_call_style: str = "openai"
     # Instrumentation.
     stamp_chunks: bool = False
     #: Append one JSON line per streamed request to this file (see request_log.py).
@@ -98,7 +102,8 @@ class MockConfig:
             _check(math.isfinite(value) and value >= 0, _flag(name), "must be a number >= 0")
         _check(math.isfinite(self.drift) and 0 <= self.drift <= 1, "--drift", "must be between 0 and 1")
         _check(self.tokens_per_chunk >= 1, "--tokens-per-chunk", "must be at least 1")
-        for name in ("fail_rate", "drop_rate", "malformed_rate", "stall_rate", "hang_rate"):
+        _check(self.tool_call_style in ("openai", "vllm"), "--tool-call-style", "must be openai or vllm")
+        for name in ("fail_rate", "drop_rate", "malformed_rate", "stall_rate", "hang_rate", "broken_json_rate"):
             value = getattr(self, name)
             _check(0.0 <= value <= 1.0, _flag(name), "must be between 0 and 1")
         _check(

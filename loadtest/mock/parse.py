@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from loadtest.mock.config import DEFAULT_MAX_TOKENS, MAX_MAX_TOKENS
+from loadtest.mock.structured import StructuredPlan, plan_for
 
 
 class BadRequest(Exception):
@@ -38,6 +39,8 @@ class CompletionRequest:
     stream: bool
     include_usage: bool
     continuous_usage: bool
+    #: A tool call or JSON document the answer must be (chat only; None: plain text).
+    structured: StructuredPlan | None = None
 
 
 def parse_request(body: bytes, *, chat: bool) -> CompletionRequest:
@@ -88,6 +91,7 @@ def parse_request(body: bytes, *, chat: bool) -> CompletionRequest:
         stream=stream,
         include_usage=include_usage,
         continuous_usage=continuous_usage,
+        structured=plan_for(data) if chat else None,
     )
 
 

@@ -17,6 +17,7 @@ before the client can have seen the status.
 from __future__ import annotations
 
 import asyncio
+import random
 import ssl
 import time
 from typing import Awaitable, Callable
@@ -33,6 +34,7 @@ from loadtest.mock.metrics import CLIENT_CLOSED, MockMetrics, render
 from loadtest.mock.parse import BadRequest, CompletionRequest, parse_request
 from loadtest.mock.request_log import RequestLog, TimedSink, prompt_text
 from loadtest.mock.stream import AliveSink, StreamSink
+from loadtest.mock.structured import StructuredEncoder
 
 CHAT_PATH = "/v1/chat/completions"
 COMPLETIONS_PATH = "/v1/completions"
@@ -85,6 +87,8 @@ class MockService:
         self._auth = f"Bearer {config.api_key}" if config.api_key is not None else None
         self.request_log = RequestLog(config.request_log) if config.request_log else None
         self.arrival_log = ArrivalLog(config.arrival_log) if config.arrival_log else None
+        #: Its own stream, so the other faults' draws stay as they were for a --seed.
+        self._broken_rng = random.Random(f"broken-json-{config.seed}")
 
     # -- the application ----------------------------------------------------
 
@@ -242,7 +246,13 @@ class MockService:
         except ConnectionError:
             return resp  # the client left while we were deciding
         chunked = bool(getattr(writer, "chunked", request.version >= (1, 1)))
-        encoder = wire.StreamEncoder(
+        structured = req.structured
+        broken = structured is not None and self._broken_rng.random() < cfg.broken_json_rate
+        if broken:
+            self.metrics.faults["broken_json"] += 1
+        kinds = {"plan": structured, "style": cfg.tool_call_style, "broken": broken} if structured else {}
+        encoder = (StructuredEncoder if structured else wire.StreamEncoder)(
+            **kinds,
             chat=req.chat,
             request_id=wire.new_request_id(req.chat),
             created=int(time.time()),
@@ -273,7 +283,7 @@ class MockService:
             outcome, dropped=sink.dropped, malformed=sink.malformed_sent
         )
         if logged is not None and self.request_log is not None:
-            self.request_log.write(logged[0], sink, outcome.value, logged[1])
+            self.request_log.write(logged[0], sink, outcome.value, logged[1], req.model)
         # FINISHED: the engine wrote everything up to [DONE]; aiohttp writes the
         # last (empty) HTTP chunk when we return. ABORTED: the connection is
         # gone or was cut on purpose, and aiohttp's final write fails quietly.

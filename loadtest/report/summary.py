@@ -179,6 +179,9 @@ def level_dict(level: LevelResult) -> dict[str, Any]:
         requests_per_s=_round(level.requests_per_s, 4),
         output_tokens_per_s=_round(level.output_tokens_per_s, 2),
         goodput_rps=_round(level.goodput_rps, 4),
+        # share of valid tool-call / structured outputs among checked successes (null: nothing checked)
+        valid_output_rate=_round(level.valid_output_rate, 6) if level.valid_output_rate is not None else None,
+        valid_output_checked=level.valid_output_checked,
         checks=[check_dict(c) for c in level.checks],
         rate_rps=level.rate_rps,
         open_loop=open_loop_dict(level.open_loop),
@@ -239,6 +242,8 @@ def capacity_dict(cap: Capacity) -> dict[str, Any]:
         "max_tested_rate_rps": cap.max_tested_rate_rps,
         "mean_in_flight": _round(cap.mean_in_flight, 3),
         "binding_class": cap.binding_class,
+        # the model (or LoRA adapter) that binding class sent to: its model override, else target.model
+        "binding_model": cap.binding_model,
         **({"classes": {name: capacity_dict(c) for name, c in cap.classes.items()}} if cap.classes else {}),
     }
 

@@ -9,6 +9,7 @@ from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, field_
 
 from loadtest.paths import yaml_file_problem
 from loadtest.scenario._base import _Strict
+from loadtest.scenario._structured import ResponseFormat, Tool, ToolChoice
 from loadtest.analysis.slo import SloSpec
 
 
@@ -76,6 +77,12 @@ class _WorkloadFields(_Strict):
     dataset: Dataset | None = None
     shared_prefix: SharedPrefix | None = None
     conversation: Conversation | None = None
+    #: OpenAI tool definitions sent with every request (the answer's calls are validated against them).
+    tools: list[Tool] | None = None
+    #: none | auto | required | {type: function, function: {name}} (sent only with ``tools``).
+    tool_choice: ToolChoice | None = None
+    #: {type: json_schema, json_schema: {name, schema}} | {type: json_object}: structured output, validated.
+    response_format: ResponseFormat | None = None
 
 
 class RequestClass(_Strict):
@@ -98,6 +105,12 @@ class RequestClass(_Strict):
     dataset: Dataset | None = None
     shared_prefix: SharedPrefix | None = None
     conversation: Conversation | None = None
+    tools: list[Tool] | None = None
+    tool_choice: ToolChoice | None = None
+    response_format: ResponseFormat | None = None
+    #: The model this class's requests name instead of ``target.model`` (a LoRA adapter's name,
+    #: as vLLM's ``--lora-modules`` gives it, or another model the endpoint serves).
+    model: str | None = Field(default=None, min_length=1)
 
     def overrides(self) -> dict[str, Any]:
         """The workload fields this class sets (the rest are inherited)."""

@@ -23,9 +23,11 @@ import random
 from dataclasses import dataclass, field
 from typing import Collection, Iterator
 
+from loadtest.client.output_check import OutputCheck, output_check
 from loadtest.client.wire import build_body
 from loadtest.scenario import Scenario
 from loadtest.scenario import Workload as WorkloadSpec
+from loadtest.scenario._structured import body_fields
 from loadtest.workload.dataset import Cursor, Entry, cursor_for
 from loadtest.workload.prefix import shared_prefixes
 from loadtest.workload.words import count_words, synthetic_text
@@ -41,8 +43,10 @@ class PlannedRequest:
     conversation_id: str | None = None
     #: Words sent (prefix, history and message): the prompt-token estimate without usage.
     prompt_words: int = 0
-    #: Keep the streamed text: the next turn resends it.
+    #: Keep the streamed text: the next turn resends it, or ``output_check`` judges it.
     capture_text: bool = False
+    #: What the answer must be (tool calls, a JSON schema); None: free text, not checked.
+    output_check: OutputCheck | None = None
 
 
 @dataclass
@@ -54,6 +58,11 @@ class _ClassPlan:
     spec: WorkloadSpec
     prefixes: list[str]
     cursor: Cursor | None
+    #: The model its requests name (the class's override, else target.model).
+    model: str | None = None
+    #: Body fields for tools / response_format, and the check of the answer they ask for.
+    fields: dict | None = None
+    check: OutputCheck | None = None
 
 
 @dataclass
@@ -139,12 +148,13 @@ class Workload:
         if conv.prefix is not None:
             messages = [("system", conv.prefix)] + messages
         return PlannedRequest(
-            body=self._body(plan.spec, messages, max_tokens),
+            body=self._body(plan, messages, max_tokens),
             class_name=plan.name,
             turn=conv.turn if multi_turn else None,
             conversation_id=conv.ident if multi_turn else None,
             prompt_words=sum(count_words(content) for _, content in messages),
-            capture_text=multi_turn,
+            capture_text=multi_turn or plan.check is not None,
+            output_check=plan.check,
         )
 
     def answered(self, ok: bool, text: str | None) -> None:
@@ -186,15 +196,16 @@ class Workload:
             return synthetic_text(self._rng, plan.spec.prompt_tokens.sample(self._rng), salt=self._salt)
         return f"{self._salt} {entry.prompt}" if self._salt else entry.prompt
 
-    def _body(self, spec: WorkloadSpec, messages: list[tuple[str, str]], max_tokens: int) -> bytes:
+    def _body(self, plan: _ClassPlan, messages: list[tuple[str, str]], max_tokens: int) -> bytes:
         t = self._scenario.target
+        spec = plan.spec
         if t.api == "chat":
             prompt: str | list[dict[str, str]] = [{"role": role, "content": content} for role, content in messages]
         else:
             prompt = "\n\n".join(content for _, content in messages)
         return build_body(
             t.api,
-            t.model,
+            plan.model or t.model,
             prompt,
             max_tokens,
             temperature=spec.temperature,
@@ -203,6 +214,7 @@ class Workload:
             extra_body=spec.extra_body,
             max_tokens_field=self._max_tokens_field,
             drop=self._drop,
+            fields=plan.fields,
         )
 
 
@@ -220,6 +232,15 @@ def _salted(messages: list[tuple[str, str]], salt: str) -> list[tuple[str, str]]
     return out
 
 
+def _check_for(spec: WorkloadSpec) -> OutputCheck | None:
+    """The structured-output check of a class's requests (None: free text)."""
+    fields = body_fields(spec.tools, spec.tool_choice, spec.response_format)
+    fmt = fields.get("response_format")
+    if fmt is not None and fmt.get("type") == "text":
+        fmt = None
+    return output_check(fields.get("tools"), fields.get("tool_choice"), fmt)
+
+
 def _class_plans(workload: WorkloadSpec, salt: str, stream_seed: str) -> list[_ClassPlan]:
     classes = workload.classes or [None]
     plans = []
@@ -232,6 +253,9 @@ def _class_plans(workload: WorkloadSpec, salt: str, stream_seed: str) -> list[_C
                 spec=spec,
                 prefixes=shared_prefixes(spec.shared_prefix, workload.seed, salt) if spec.shared_prefix else [],
                 cursor=cursor_for(spec.dataset, stream_seed) if spec.dataset is not None else None,
+                model=request_class.model if request_class is not None else None,
+                fields=body_fields(spec.tools, spec.tool_choice, spec.response_format) or None,
+                check=_check_for(spec),
             )
         )
     return plans

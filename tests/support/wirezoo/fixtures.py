@@ -373,10 +373,47 @@ RATE_LIMITED_NOW = Fixture(
     headers={"Content-Type": "application/json", "Retry-After": "0"}, framing="length",
 )
 
+# -- tool calls: a streamed call is generated content (TTFT, ITL); a call-only answer is not empty --
+OPENAI_TOOL_CALL = Fixture(
+    "openai-tool-call", "OpenAI chat completions: a streamed tool call (role and call header in one chunk)",
+    "platform.openai.com/docs/guides/function-calling (Streaming: delta.tool_calls, finish_reason tool_calls)",
+    _ev(
+        b'data: {' + _OA + b',"choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_DdmO9pD3xa9XTPNJ32zg2hcA","type":"function","function":{"name":"get_weather","arguments":""}}],"refusal":null},"logprobs":null,"finish_reason":null}],"usage":null}',
+        b'data: {' + _OA + b',"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\\""}}]},"logprobs":null,"finish_reason":null}],"usage":null}',
+        b'data: {' + _OA + b',"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"location"}}]},"logprobs":null,"finish_reason":null}],"usage":null}',
+        b'data: {' + _OA + b',"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\\":\\""}}]},"logprobs":null,"finish_reason":null}],"usage":null}',
+        b'data: {' + _OA + b',"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"Paris"}}]},"logprobs":null,"finish_reason":null}],"usage":null}',
+        b'data: {' + _OA + b',"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\\"}"}}]},"logprobs":null,"finish_reason":null}],"usage":null}',
+        b'data: {' + _OA + b',"choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"tool_calls"}],"usage":null}',
+        b'data: {' + _OA + b',"choices":[],"usage":{"prompt_tokens":60,"completion_tokens":15,"total_tokens":75}}',
+        b"data: [DONE]",
+    ),
+    {"ok": True, "token_source": "usage", "chunk_tokens": [3, 3, 3, 2, 2, 2], "completion_tokens": 15, "prompt_tokens": 60,
+     "tool_calls": {0: ["get_weather", "", '{"', "location", '":"', "Paris", '"}']}},
+    chunk_writes=[0, 1, 2, 3, 4, 5],
+)
+
+VLLM_TOOL_CALL = Fixture(
+    "vllm-tool-call", "vLLM --enable-auto-tool-choice: role chunk, then the call's name, then its arguments",
+    "vllm/entrypoints/openai/serving_chat.py (DeltaToolCall(id, type, index, function=DeltaFunctionCall(name)), "
+    "arguments in later deltas, exclude_unset)",
+    _ev(
+        b'data: {' + _V + b',"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}',
+        b'data: {' + _V + b',"choices":[{"index":0,"delta":{"tool_calls":[{"id":"chatcmpl-tool-4f1c","type":"function","index":0,"function":{"name":"get_weather"}}]},"logprobs":null,"finish_reason":null}]}',
+        b'data: {' + _V + b',"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\\"city\\": \\"Dallas\\""}}]},"logprobs":null,"finish_reason":null}]}',
+        b'data: {' + _V + b',"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":", \\"unit\\": \\"fahrenheit\\"}"}}]},"logprobs":null,"finish_reason":"tool_calls","stop_reason":128008}]}',
+        b'data: {' + _V + b',"choices":[],"usage":{"prompt_tokens":310,"total_tokens":330,"completion_tokens":20}}',
+        b"data: [DONE]",
+    ),
+    {"ok": True, "token_source": "usage", "chunk_tokens": [7, 7, 6], "completion_tokens": 20, "prompt_tokens": 310,
+     "tool_calls": {0: ["get_weather", '{"city": "Dallas"', ', "unit": "fahrenheit"}']}},
+    chunk_writes=[1, 2, 3],
+)
+
 ZOO = [
     OPENAI_CHAT, OPENAI_REASONING_HIDDEN, AZURE_CHAT, VLLM_CONTINUOUS, VLLM_ABORT, VLLM_OLD_ERROR,
     VLLM_REASONING, SGLANG_ABORT, TGI_USAGE_ON_LAST_CONTENT, TGI_ERROR_EVENT, LLAMACPP_CHAT,
     LLAMACPP_OLD_USAGE_ON_FINISH, LLAMACPP_COMPLETIONS, USAGE_ON_EVERY_CHUNK, DONE_WITHOUT_BLANK_LINE,
     DONE_WITH_TRAILING_SPACE, LONG_EVENT, EMPTY_STREAM, CUT_STREAM, USAGE_WRONG_TYPE, REDIRECT, NO_CONTENT, FASTAPI_422,
-    RATE_LIMITED_NOW,
+    RATE_LIMITED_NOW, OPENAI_TOOL_CALL, VLLM_TOOL_CALL,
 ]

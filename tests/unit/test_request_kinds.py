@@ -1,0 +1,156 @@
+"""Request kinds without a server: structured-output checks, the mock's tool-call and schema
+streams read back by the client's decoder, and the scenario's one-line errors for the new fields."""
+
+from __future__ import annotations
+
+import time
+
+import orjson
+import pytest
+from jsonschema import Draft202012Validator
+
+from loadtest.client.decode import StreamDecoder
+from loadtest.client.output_check import ToolCall, judge, output_check
+from loadtest.client.record import RequestRecord
+from loadtest.errors import InputError
+from loadtest.mock.structured import StructuredEncoder, instance, pieces, plan_for
+from loadtest.scenario import parse_scenario
+from loadtest.workload import Workload
+
+WEATHER = {
+    "type": "object",
+    "properties": {"city": {"type": "string", "minLength": 2}, "unit": {"enum": ["c", "f"]},
+                   "days": {"type": "integer", "minimum": 1}, "tags": {"type": "array", "items": {"type": "string"}}},
+    "required": ["city", "unit"],
+    "additionalProperties": False,
+}
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": WEATHER}}]
+SCHEMA_FORMAT = {"type": "json_schema", "json_schema": {"name": "out", "schema": WEATHER}}
+
+
+def test_tool_call_checks():
+    check = output_check(TOOLS, "auto", None)
+    assert check.valid("", [ToolCall("get_weather", '{"city": "Paris", "unit": "c"}')])
+    assert not check.valid("", [ToolCall("get_weather", '{"city": "Paris", "unit": "c"')])  # cut JSON
+    assert not check.valid("", [ToolCall("get_weather", '{"city": "Paris", "unit": "k"}')])  # not in the enum
+    assert not check.valid("", [ToolCall("get_time", '{}')])  # a tool nobody offered
+    assert check.valid("It is sunny.", [])  # auto: the model may answer in words
+    assert not output_check(TOOLS, "required", None).valid("It is sunny.", [])
+    named = output_check(TOOLS, {"type": "function", "function": {"name": "get_weather"}}, None)
+    assert named.valid("", [ToolCall("get_weather", '{"city": "Rome", "unit": "f"}')])
+    assert not output_check(TOOLS, "none", None).valid("", [ToolCall("get_weather", '{"city": "Rome", "unit": "f"}')])
+
+
+def test_schema_and_json_object_checks():
+    check = output_check(None, None, SCHEMA_FORMAT)
+    assert check.valid('{"city": "Oslo", "unit": "c"}', [])
+    assert not check.valid('{"city": "Oslo"}', [])  # unit is required
+    assert not check.valid('{"city": "Oslo", "unit": "c"', [])
+    loose = output_check(None, None, {"type": "json_object"})
+    assert loose.valid('{"anything": 1}', []) and not loose.valid("[1, 2]", []) and not loose.valid("nope", [])
+    assert output_check(None, None, None) is None
+
+
+def test_a_failed_request_is_not_judged():
+    rec = RequestRecord(start_wall=0.0, start_perf=0.0)
+    rec.fail("timeout", "slow")
+    judge(output_check(TOOLS, "required", None), rec)
+    assert rec.output_valid is None
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 40])
+def test_the_mock_document_validates_and_fills_exactly_n_pieces(n):
+    doc = instance(WEATHER)
+    assert Draft202012Validator(WEATHER).is_valid(doc)
+    whole = pieces(WEATHER, n, broken=False)
+    assert len(whole) == n and all(whole) and orjson.loads("".join(whole)) == doc
+    cut = pieces(WEATHER, n, broken=True)
+    assert len(cut) == n and all(cut)
+    with pytest.raises(orjson.JSONDecodeError):
+        orjson.loads("".join(cut))
+
+
+def _stream(body: dict, style: str, broken: bool, max_tokens: int) -> bytes:
+    """Every event of one mock answer, as StreamSink would write it (one token per chunk)."""
+    enc = StructuredEncoder(
+        plan_for(body), style=style, broken=broken, chat=True, request_id="chatcmpl-1", created=1, model="m",
+        prompt_tokens=5, max_tokens=max_tokens, tokens_per_chunk=1, include_usage=True, continuous_usage=False,
+        stamp=False, chunked=False,
+    )
+    out = enc.role(0.0)
+    for generated in range(1, max_tokens + 1):
+        out += enc.content(1, generated, 0.0)
+    return out + enc.end(0.0)
+
+
+@pytest.mark.parametrize("style", ["openai", "vllm"])
+@pytest.mark.parametrize("broken", [False, True], ids=["whole", "broken"])
+def test_mock_tool_call_streams_read_back_as_content_and_judged(style, broken):
+    """A tool-call-only answer is max_tokens content chunks (TTFT at the first), ok, not empty."""
+    raw = _stream({"tools": TOOLS, "tool_choice": "required"}, style, broken, 12)
+    rec = RequestRecord(start_wall=time.time(), start_perf=0.0)
+    decoder = StreamDecoder(rec, "chat", capture_text=True)
+    assert decoder.feed(raw, 0.010)
+    decoder.close(0.011)
+    assert rec.ok, rec.error
+    assert len(rec.chunk_ms) == 12 and rec.completion_tokens == 12 and rec.ttft_ms == pytest.approx(10.0)
+    assert rec.tool_calls[0][0] == "get_weather"
+    judge(output_check(TOOLS, "required", None), rec)
+    assert rec.output_valid is (not broken)
+    first = [orjson.loads(e[6:]) for e in raw.split(b"\n\n") if e.startswith(b"data: {")][0]
+    if style == "openai":  # the role arrives with the call's header
+        assert first["choices"][0]["delta"]["tool_calls"][0]["function"] == {"name": "get_weather", "arguments": ""}
+    else:  # vLLM: a role chunk of its own
+        assert first["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+
+
+def test_mock_schema_output_reads_back_and_validates():
+    raw = _stream({"response_format": SCHEMA_FORMAT}, "openai", False, 9)
+    rec = RequestRecord(start_wall=time.time(), start_perf=0.0)
+    decoder = StreamDecoder(rec, "chat", capture_text=True)
+    decoder.feed(raw, 0.002)
+    decoder.close(0.003)
+    assert rec.ok and len(rec.chunk_ms) == 9
+    judge(output_check(None, None, SCHEMA_FORMAT), rec)
+    assert rec.output_valid is True
+
+
+def _scenario(**workload) -> dict:
+    return {"name": "k", "workload": workload, "load": {"levels": [1]}}
+
+
+@pytest.mark.parametrize("workload, line", [
+    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "objekt"}}}]},
+     "workload.tools[0].function.parameters: is not a valid JSON Schema"),
+    ({"tools": [{"type": "function", "function": {"name": "bad name"}}]}, "workload.tools[0].function.name: must be"),
+    ({"tools": [{"function": {"name": "f"}, "extra": 1}]}, "workload.tools[0].extra: unknown key"),
+    ({"tool_choice": "sometimes"}, "workload.tool_choice"),
+    ({"response_format": {"type": "json_schema"}}, "workload.response_format: type json_schema needs a json_schema"),
+    ({"response_format": {"type": "yaml"}}, "workload.response_format.type: must be one of"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "o", "schema": {"type": 3}}}},
+     "workload.response_format.json_schema.schema: is not a valid JSON Schema"),
+    ({"classes": [{"name": "a", "model": ""}]}, "workload.classes[0].model:"),
+])
+def test_new_fields_fail_in_one_line_naming_their_path(workload, line):
+    with pytest.raises(InputError) as err:
+        parse_scenario(_scenario(**workload), "s.yaml")
+    message = str(err.value)
+    assert line in message and "\n" not in message, message
+
+
+def test_class_model_and_tools_reach_the_body():
+    scenario = parse_scenario(_scenario(
+        tools=TOOLS, tool_choice="required",
+        classes=[{"name": "base", "weight": 1}, {"name": "lora", "weight": 1, "model": "adapter-1",
+                                                   "response_format": {"type": "json_object"}}],
+    ), "s.yaml")
+    seen = {}
+    workload = Workload(scenario, seed=3)
+    for _ in range(40):
+        planned = workload.next_request()
+        body = orjson.loads(planned.body)
+        seen[planned.class_name] = body
+        assert planned.capture_text and planned.output_check is not None
+    assert seen["base"]["model"] == scenario.target.model and seen["lora"]["model"] == "adapter-1"
+    assert seen["base"]["tools"][0]["function"]["name"] == "get_weather" and seen["base"]["tool_choice"] == "required"
+    assert seen["lora"]["response_format"] == {"type": "json_object"} and "response_format" not in seen["base"]
