@@ -70,6 +70,7 @@ SCHEMA = pa.schema(
         # the answer passed its structured-output check (tool-call JSON valid against the tool's
         # parameters, or output valid against response_format); null when nothing was checked
         pa.field("output_valid", pa.bool_()),
+        pa.field("items", pa.int32()),            # inputs in the request (embeddings: its batch); null for chat/completions
     ]
 )
 

@@ -137,6 +137,7 @@ def request_frame(
             "tpot_ms": tpot,
             "completion_tokens": tokens,
             "prompt_tokens": numeric(requests, "prompt_tokens"),  # for cost per token (analysis/cost.py)
+            "items": numeric(requests, "items"),  # inputs per request (embeddings), NaN for chat/completions
             "chunks": chunks.counts,
             "ttft_sample": np.where(measured, censored(failure_is_inf(ttft), "ttft_ms"), np.nan),
             "ttfb_sample": np.where(measured, censored(failure_is_inf(ttfb), "ttfb_ms"), np.nan),

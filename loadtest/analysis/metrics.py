@@ -33,7 +33,7 @@ from loadtest.analysis.bootstrap import (
     rng_for,
     wilson_interval,
 )
-from loadtest.analysis.output_validity import valid_output_rate
+from loadtest.analysis.output_validity import input_rates, valid_output_rate
 from loadtest.analysis.open_loop import open_loop_stats
 from loadtest.analysis.intervals import block_bootstrap_intervals, block_ids, block_length_s
 from loadtest.analysis.quantiles import lerp, low_n, order_statistics, position
@@ -211,4 +211,5 @@ def level_results(
             )
         )
         results[-1].valid_output_rate, results[-1].valid_output_checked = valid_output_rate(valid, mine & ok)
+        results[-1].input_tokens_per_s, results[-1].items_per_s = input_rates(frame, ended_ok, duration)
     return results

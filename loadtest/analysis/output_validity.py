@@ -1,4 +1,6 @@
-"""The share of valid structured outputs per level: ``levels[].valid_output_rate``.
+"""Per-level figures of the request kinds: the share of valid structured outputs
+(``levels[].valid_output_rate``) and the input-side throughput (``input_tokens_per_s``,
+``items_per_s``: what an embeddings endpoint serves).
 
 A request that asked for tool calls or a JSON schema carries ``output_valid``
 (see :mod:`loadtest.client.output_check`): did its answer parse and validate.
@@ -36,3 +38,19 @@ def valid_output_rate(valid: np.ndarray, here: np.ndarray) -> tuple[float | None
         return None, 0
     rate = float(valid[checked].mean())
     return (rate if math.isfinite(rate) else None), n
+
+
+def input_rates(frame: pd.DataFrame, ended_ok: np.ndarray, duration_s: float) -> tuple[float | None, float | None]:
+    """(prompt tokens/s, inputs/s) of the successful requests that ended in the window.
+
+    Counted like ``requests_per_s`` (where a request ended), so for embeddings, whose
+    output is no tokens, these are the throughput. Items are None without an ``items``
+    column (chat, completions); tokens None when no request had a count.
+    """
+    if duration_s <= 0:
+        return None, None
+    tokens = frame["prompt_tokens"].to_numpy(dtype=float)[ended_ok] if "prompt_tokens" in frame else np.empty(0)
+    items = frame["items"].to_numpy(dtype=float)[ended_ok] if "items" in frame else np.empty(0)
+    token_rate = float(np.nansum(tokens)) / duration_s if np.isfinite(tokens).any() else None
+    item_rate = float(np.nansum(items)) / duration_s if np.isfinite(items).any() else None
+    return token_rate, item_rate

@@ -126,6 +126,10 @@ class LevelResult:
     #: requests that succeeded; None when the workload asked for no structure (:mod:`output_validity`).
     valid_output_rate: float | None = None
     valid_output_checked: int = 0
+    #: Prompt tokens and inputs of the successful requests that ended in the window, per second
+    #: (the throughput of embeddings; items None for chat/completions).
+    input_tokens_per_s: float | None = None
+    items_per_s: float | None = None
 
     @property
     def load(self) -> float:
@@ -172,6 +176,9 @@ class Capacity:
     requests_per_s: float | None = None  # at capacity
     output_tokens_per_s: float | None = None
     goodput_rps: float | None = None
+    #: At capacity: prompt tokens/s and inputs/s (embeddings' throughput; items None for chat).
+    input_tokens_per_s: float | None = None
+    items_per_s: float | None = None
     certain_concurrency: int | None = None  # same as ``concurrency`` (kept for readers of older summaries)
     #: The optimistic reading: the highest level below the first *failing* one, counting
     #: undecided levels as holding. Equals ``concurrency`` when every level was decided.

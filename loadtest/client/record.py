@@ -81,6 +81,8 @@ class RequestRecord:
     #: output that validates against the schema)? None: nothing was checked (no check asked,
     #: or the request failed).
     output_valid: bool | None = None
+    #: Inputs in the request (embeddings: the batch size); None for chat and completions.
+    items: int | None = None
 
     @property
     def answer(self) -> str:

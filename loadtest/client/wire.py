@@ -14,9 +14,9 @@ from typing import Any, Collection, Literal
 
 import orjson
 
-Api = Literal["chat", "completions"]
+Api = Literal["chat", "completions", "embeddings"]
 
-PATHS: dict[str, str] = {"chat": "/chat/completions", "completions": "/completions"}
+PATHS: dict[str, str] = {"chat": "/chat/completions", "completions": "/completions", "embeddings": "/embeddings"}
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,11 @@ def build_body(
     ``fields`` are further body fields the workload asks for (``tools``, ``response_format``),
     which ``extra_body`` may still override.
     """
+    if api == "embeddings":  # not streamed, no output length: the inputs, a batch of texts
+        body = {"model": model, "input": prompt if isinstance(prompt, list) else [prompt], "encoding_format": "float"}
+        body.update(fields or {})
+        body.update(extra_body or {})
+        return orjson.dumps(body)
     body: dict[str, Any] = {"model": model, max_tokens_field: max_tokens}
     if temperature is not None and "temperature" not in drop:
         body["temperature"] = temperature

@@ -25,7 +25,7 @@ _SCALARS = (
     "status", "ok", "error_kind", "error", "reasoning_tokens", "resends",
     "class", "turn", "conversation_id", "prompt_token_source",
     "rate_rps", "scheduled_wall", "schedule_lag_ms", "server_prompt_ms", "server_predicted_per_token_ms",
-    "output_valid",
+    "output_valid", "items",
 )
 
 
@@ -112,6 +112,7 @@ class RecordBuffer:
         cols["server_prompt_ms"].append(_number(timings.get("prompt_ms")))
         cols["server_predicted_per_token_ms"].append(_number(timings.get("predicted_per_token_ms")))
         cols["output_valid"].append(rec.output_valid)
+        cols["items"].append(rec.items)
         self._chunk_ms.extend(rec.chunk_ms)
         self._chunk_tokens.extend(rec.chunk_tokens)
         self._offsets.append(len(self._chunk_ms))

@@ -152,6 +152,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
     eng.add_argument(
+        "--embedding-dim", type=int, default=_D.embedding_dim, metavar="N",
+        help="floats per vector in a /v1/embeddings answer, whose cost is the prefill of its inputs' tokens "
+        "(default: %(default)s)",
+    )
+    eng.add_argument(
         "--tool-call-style", choices=("openai", "vllm"), default=_D.tool_call_style,
         help="how streamed tool calls are chunked: OpenAI's (role + header in one chunk) or vLLM's "
         "(role chunk, then the name, then the arguments) (default: %(default)s)",

@@ -43,6 +43,8 @@ class MockConfig:
     decode_per_seq_ms: float = 0.5
     prefill_per_token_ms: float = 0.02
     tokens_per_chunk: int = 1
+    #: Floats per vector in an /v1/embeddings answer (embeddings.py).
+    embedding_dim: int = 16
     # Roofline mode (roofline.py, MODEL.md): off while roofline_hbm_gbps is None; when on,
     # step times follow these instead of decode_base_ms/decode_per_seq_ms/prefill_per_token_ms.
     roofline_hbm_gbps: float | None = None
@@ -102,6 +104,7 @@ class MockConfig:
             _check(math.isfinite(value) and value >= 0, _flag(name), "must be a number >= 0")
         _check(math.isfinite(self.drift) and 0 <= self.drift <= 1, "--drift", "must be between 0 and 1")
         _check(self.tokens_per_chunk >= 1, "--tokens-per-chunk", "must be at least 1")
+        _check(1 <= self.embedding_dim <= 65536, "--embedding-dim", "must be between 1 and 65536")
         _check(self.tool_call_style in ("openai", "vllm"), "--tool-call-style", "must be openai or vllm")
         for name in ("fail_rate", "drop_rate", "malformed_rate", "stall_rate", "hang_rate", "broken_json_rate"):
             value = getattr(self, name)

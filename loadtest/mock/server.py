@@ -28,6 +28,7 @@ from loadtest.errors import LoadtestError
 from loadtest.mock import wire
 from loadtest.mock.arrival_log import ArrivalLog
 from loadtest.mock.config import MockConfig
+from loadtest.mock.embeddings import embeddings_body, parse_embeddings
 from loadtest.mock.engine import Engine, Outcome, Sequence
 from loadtest.mock.faults import FaultInjector, FaultPlan, middle_chunk
 from loadtest.mock.metrics import CLIENT_CLOSED, MockMetrics, render
@@ -38,7 +39,8 @@ from loadtest.mock.structured import StructuredEncoder
 
 CHAT_PATH = "/v1/chat/completions"
 COMPLETIONS_PATH = "/v1/completions"
-_COUNTED_PATHS = frozenset({CHAT_PATH, COMPLETIONS_PATH})
+EMBEDDINGS_PATH = "/v1/embeddings"
+_COUNTED_PATHS = frozenset({CHAT_PATH, COMPLETIONS_PATH, EMBEDDINGS_PATH})
 
 _JSON = "application/json"
 _SSE_HEADERS = {
@@ -96,6 +98,7 @@ class MockService:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post(CHAT_PATH, self._chat)
         app.router.add_post(COMPLETIONS_PATH, self._completions)
+        app.router.add_post(EMBEDDINGS_PATH, self._embeddings)
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/health", self._health)
         app.router.add_get("/metrics", self._metrics)
@@ -152,6 +155,38 @@ class MockService:
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         return await self._complete(request, chat=False)
+
+    async def _embeddings(self, request: web.Request) -> web.StreamResponse:
+        """One step of the engine with the batch's prompt tokens as its prefill (see embeddings.py)."""
+        request[_OUTCOME] = "client_left"
+        try:
+            if (denied := self._check_auth(request)) is not None:
+                request[_OUTCOME] = "http_4xx"
+                return denied
+            try:
+                req = parse_embeddings(await request.read())
+            except BadRequest as err:
+                request[_OUTCOME] = "http_4xx"
+                return error_response(400, err.message, param=err.param)
+            if self.faults.draw().fail:
+                self.metrics.faults["fail"] += 1
+                request[_OUTCOME] = "http_500"
+                return error_response(500, "Injected failure (--fail-rate).", type="server_error", code="mock_failure")
+            transport = request.transport
+            if transport is None or transport.is_closing():
+                return web.Response(status=CLIENT_CLOSED)
+            seq = Sequence(req.prompt_tokens, 1, AliveSink(transport))
+            self.engine.submit(seq)
+            outcome = await seq.done
+            if outcome is Outcome.SHUTDOWN:
+                request[_OUTCOME] = "shutdown"
+                return error_response(503, "The mock is shutting down.", type="server_error")
+            if outcome is Outcome.ABORTED:
+                return web.Response(status=CLIENT_CLOSED)
+            request[_OUTCOME] = "ok"
+            return web.Response(body=embeddings_body(req, self.config.embedding_dim), content_type=_JSON)
+        finally:
+            self.metrics.outcomes[request[_OUTCOME]] += 1
 
     async def _complete(self, request: web.Request, *, chat: bool) -> web.StreamResponse:
         """Handle one request and count how it ended (exactly one outcome per request)."""

@@ -83,6 +83,8 @@ class _WorkloadFields(_Strict):
     tool_choice: ToolChoice | None = None
     #: {type: json_schema, json_schema: {name, schema}} | {type: json_object}: structured output, validated.
     response_format: ResponseFormat | None = None
+    #: Inputs per request with ``target.api: embeddings`` (each of ``prompt_tokens``).
+    batch_size: PositiveInt = 1
 
 
 class RequestClass(_Strict):
@@ -108,6 +110,7 @@ class RequestClass(_Strict):
     tools: list[Tool] | None = None
     tool_choice: ToolChoice | None = None
     response_format: ResponseFormat | None = None
+    batch_size: PositiveInt | None = None
     #: The model this class's requests name instead of ``target.model`` (a LoRA adapter's name,
     #: as vLLM's ``--lora-modules`` gives it, or another model the endpoint serves).
     model: str | None = Field(default=None, min_length=1)

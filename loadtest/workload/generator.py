@@ -147,6 +147,9 @@ class Workload:
             messages = [("user", message)]
         if conv.prefix is not None:
             messages = [("system", conv.prefix)] + messages
+        if self._scenario.target.api == "embeddings":  # a batch: each input from the class's source
+            messages += [("user", self._message(plan, plan.cursor.next() if plan.cursor is not None else None))
+                         for _ in range(plan.spec.batch_size - 1)]
         return PlannedRequest(
             body=self._body(plan, messages, max_tokens),
             class_name=plan.name,
@@ -200,7 +203,9 @@ class Workload:
         t = self._scenario.target
         spec = plan.spec
         if t.api == "chat":
-            prompt: str | list[dict[str, str]] = [{"role": role, "content": content} for role, content in messages]
+            prompt: str | list = [{"role": role, "content": content} for role, content in messages]
+        elif t.api == "embeddings":
+            prompt = [content for _, content in messages]
         else:
             prompt = "\n\n".join(content for _, content in messages)
         return build_body(

@@ -12,6 +12,7 @@ from jsonschema import Draft202012Validator
 from loadtest.client.decode import StreamDecoder
 from loadtest.client.output_check import ToolCall, judge, output_check
 from loadtest.client.record import RequestRecord
+from loadtest.client.unary import inputs_sent, read_embeddings
 from loadtest.errors import InputError
 from loadtest.mock.structured import StructuredEncoder, instance, pieces, plan_for
 from loadtest.scenario import parse_scenario
@@ -115,6 +116,39 @@ def test_mock_schema_output_reads_back_and_validates():
     assert rec.output_valid is True
 
 
+@pytest.mark.parametrize("data, line", [
+    ({"slo": {"ttft_ms": {"p95": 100}}}, "s.yaml: slo.ttft_ms: embeddings are not streamed"),
+    ({"workload": {"classes": [{"name": "a", "slo": {"itl_ms": {"p95": 9}}}]}},
+     "s.yaml: workload.classes[0].slo.itl_ms: embeddings are not streamed"),
+    ({"workload": {"conversation": {"turns": 2}}}, "s.yaml: workload.conversation: not with target.api embeddings"),
+    ({"workload": {"tools": TOOLS}}, "s.yaml: workload.tools: not with target.api embeddings"),
+])
+def test_embeddings_refuse_streaming_fields_in_one_line(data, line):
+    with pytest.raises(InputError) as err:
+        parse_scenario({"name": "e", "target": {"api": "embeddings"}, "load": {"levels": [1]}, **data}, "s.yaml")
+    assert str(err.value).startswith(line), str(err.value)
+
+
+def test_embeddings_bodies_carry_a_batch_and_the_answer_is_checked():
+    scenario = parse_scenario({"name": "e", "target": {"api": "embeddings", "model": "bge"}, "load": {"levels": [1]},
+                               "workload": {"batch_size": 3, "prompt_tokens": {"mean": 5}}}, "s.yaml")
+    planned = Workload(scenario, seed=1).next_request()
+    body = orjson.loads(planned.body)
+    assert body["model"] == "bge" and len(body["input"]) == 3 and "stream" not in body and "max_tokens" not in body
+    assert len(set(body["input"])) == 3 and planned.prompt_words == 15  # three distinct inputs of 5 words
+    assert inputs_sent(planned.body) == 3 and inputs_sent(b'{"input": [1, 2, 3]}') == 1
+    rec = RequestRecord(start_wall=0.0, start_perf=0.0)
+    answer = {"data": [{"embedding": [0.1], "index": i} for i in range(3)], "usage": {"prompt_tokens": 17}}
+    read_embeddings(rec, orjson.dumps(answer), 3)
+    assert rec.ok and rec.items == 3 and rec.prompt_tokens == 17 and rec.token_source == "usage"
+    short = RequestRecord(start_wall=0.0, start_perf=0.0)
+    read_embeddings(short, orjson.dumps({"data": answer["data"][:2]}), 3)
+    assert short.error_kind == "malformed" and short.items == 3
+    broken = RequestRecord(start_wall=0.0, start_perf=0.0)
+    read_embeddings(broken, b'{"data": [', 1)
+    assert broken.error_kind == "malformed"
+
+
 def _scenario(**workload) -> dict:
     return {"name": "k", "workload": workload, "load": {"levels": [1]}}
 
@@ -130,6 +164,8 @@ def _scenario(**workload) -> dict:
     ({"response_format": {"type": "json_schema", "json_schema": {"name": "o", "schema": {"type": 3}}}},
      "workload.response_format.json_schema.schema: is not a valid JSON Schema"),
     ({"classes": [{"name": "a", "model": ""}]}, "workload.classes[0].model:"),
+    ({"batch_size": 4}, "workload.batch_size: only with target.api embeddings"),
+    ({"batch_size": 0}, "workload.batch_size: must be a positive integer"),
 ])
 def test_new_fields_fail_in_one_line_naming_their_path(workload, line):
     with pytest.raises(InputError) as err:

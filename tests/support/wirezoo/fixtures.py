@@ -410,10 +410,28 @@ VLLM_TOOL_CALL = Fixture(
     chunk_writes=[1, 2, 3],
 )
 
+# -- embeddings: one JSON body, no stream (latency is e2e; no TTFT) --------------------------------
+OPENAI_EMBEDDINGS = Fixture(
+    "openai-embeddings", "OpenAI /v1/embeddings: one vector per input, usage.prompt_tokens",
+    "platform.openai.com/docs/api-reference/embeddings/create (the embedding object)",
+    [b'{"object":"list","data":[{"object":"embedding","embedding":[0.0023064255,-0.009327292,-0.0028842222],"index":0}],'
+     b'"model":"text-embedding-3-small","usage":{"prompt_tokens":8,"total_tokens":8}}'],
+    {"ok": True, "token_source": "usage", "chunk_tokens": [], "completion_tokens": 0, "prompt_tokens": 8, "items": 1},
+    api="embeddings", headers={"Content-Type": "application/json"}, framing="length",
+)
+
+EMBEDDINGS_MISSING_VECTOR = Fixture(
+    "embeddings-missing-vector", "an embeddings 200 with fewer vectors than inputs: not a success",
+    "the OpenAI embeddings contract (one embedding object per input, by index)",
+    [b'{"object":"list","data":[],"model":"e","usage":{"prompt_tokens":8,"total_tokens":8}}'],
+    {"ok": False, "error_kind": "malformed", "chunk_tokens": [], "completion_tokens": 0, "error_contains": "0 embeddings for 1 inputs"},
+    api="embeddings", headers={"Content-Type": "application/json"}, framing="length",
+)
+
 ZOO = [
     OPENAI_CHAT, OPENAI_REASONING_HIDDEN, AZURE_CHAT, VLLM_CONTINUOUS, VLLM_ABORT, VLLM_OLD_ERROR,
     VLLM_REASONING, SGLANG_ABORT, TGI_USAGE_ON_LAST_CONTENT, TGI_ERROR_EVENT, LLAMACPP_CHAT,
     LLAMACPP_OLD_USAGE_ON_FINISH, LLAMACPP_COMPLETIONS, USAGE_ON_EVERY_CHUNK, DONE_WITHOUT_BLANK_LINE,
     DONE_WITH_TRAILING_SPACE, LONG_EVENT, EMPTY_STREAM, CUT_STREAM, USAGE_WRONG_TYPE, REDIRECT, NO_CONTENT, FASTAPI_422,
-    RATE_LIMITED_NOW, OPENAI_TOOL_CALL, VLLM_TOOL_CALL,
+    RATE_LIMITED_NOW, OPENAI_TOOL_CALL, VLLM_TOOL_CALL, OPENAI_EMBEDDINGS, EMBEDDINGS_MISSING_VECTOR,
 ]
