@@ -14,9 +14,11 @@ from typing import Any, Collection, Literal
 
 import orjson
 
-Api = Literal["chat", "completions", "embeddings"]
+Api = Literal["chat", "completions", "embeddings", "responses"]
 
-PATHS: dict[str, str] = {"chat": "/chat/completions", "completions": "/completions", "embeddings": "/embeddings"}
+PATHS: dict[str, str] = {
+    "chat": "/chat/completions", "completions": "/completions", "embeddings": "/embeddings", "responses": "/responses",
+}
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,15 @@ def build_body(
     """
     if api == "embeddings":  # not streamed, no output length: the inputs, a batch of texts
         body = {"model": model, "input": prompt if isinstance(prompt, list) else [prompt], "encoding_format": "float"}
+        body.update(fields or {})
+        body.update(extra_body or {})
+        return orjson.dumps(body)
+    if api == "responses":  # OpenAI's Responses API: input (text or messages), max_output_tokens, no stream_options
+        body = {"model": model, "input": prompt, "max_output_tokens": max_tokens, "stream": True}
+        if temperature is not None and "temperature" not in drop:
+            body["temperature"] = temperature
+        if ignore_eos and "ignore_eos" not in drop:
+            body["ignore_eos"] = True  # vLLM takes it; a server that refuses it has it dropped by the preflight
         body.update(fields or {})
         body.update(extra_body or {})
         return orjson.dumps(body)

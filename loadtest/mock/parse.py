@@ -41,6 +41,8 @@ class CompletionRequest:
     continuous_usage: bool
     #: A tool call or JSON document the answer must be (chat only; None: plain text).
     structured: StructuredPlan | None = None
+    #: A /v1/responses request: encoded as the Responses API's events (responses.py).
+    responses: bool = False
 
 
 def parse_request(body: bytes, *, chat: bool) -> CompletionRequest:

@@ -35,12 +35,14 @@ from loadtest.mock.metrics import CLIENT_CLOSED, MockMetrics, render
 from loadtest.mock.parse import BadRequest, CompletionRequest, parse_request
 from loadtest.mock.request_log import RequestLog, TimedSink, prompt_text
 from loadtest.mock.stream import AliveSink, StreamSink
+from loadtest.mock.responses import ResponsesEncoder, parse_responses
 from loadtest.mock.structured import StructuredEncoder
 
 CHAT_PATH = "/v1/chat/completions"
 COMPLETIONS_PATH = "/v1/completions"
 EMBEDDINGS_PATH = "/v1/embeddings"
-_COUNTED_PATHS = frozenset({CHAT_PATH, COMPLETIONS_PATH, EMBEDDINGS_PATH})
+RESPONSES_PATH = "/v1/responses"
+_COUNTED_PATHS = frozenset({CHAT_PATH, COMPLETIONS_PATH, EMBEDDINGS_PATH, RESPONSES_PATH})
 
 _JSON = "application/json"
 _SSE_HEADERS = {
@@ -99,6 +101,7 @@ class MockService:
         app.router.add_post(CHAT_PATH, self._chat)
         app.router.add_post(COMPLETIONS_PATH, self._completions)
         app.router.add_post(EMBEDDINGS_PATH, self._embeddings)
+        app.router.add_post(RESPONSES_PATH, self._responses)
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/health", self._health)
         app.router.add_get("/metrics", self._metrics)
@@ -156,6 +159,9 @@ class MockService:
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         return await self._complete(request, chat=False)
 
+    async def _responses(self, request: web.Request) -> web.StreamResponse:
+        return await self._complete(request, chat=True, responses=True)
+
     async def _embeddings(self, request: web.Request) -> web.StreamResponse:
         """One step of the engine with the batch's prompt tokens as its prefill (see embeddings.py)."""
         request[_OUTCOME] = "client_left"
@@ -188,24 +194,24 @@ class MockService:
         finally:
             self.metrics.outcomes[request[_OUTCOME]] += 1
 
-    async def _complete(self, request: web.Request, *, chat: bool) -> web.StreamResponse:
+    async def _complete(self, request: web.Request, *, chat: bool, responses: bool = False) -> web.StreamResponse:
         """Handle one request and count how it ended (exactly one outcome per request)."""
         if self.arrival_log is not None:
             self.arrival_log.write(request.path)
         request[_OUTCOME] = "client_left"  # unless a path below says otherwise
         try:
-            return await self._handle(request, chat=chat)
+            return await self._handle(request, chat=chat, responses=responses)
         finally:
             self.metrics.outcomes[request[_OUTCOME]] += 1
 
-    async def _handle(self, request: web.Request, *, chat: bool) -> web.StreamResponse:
+    async def _handle(self, request: web.Request, *, chat: bool, responses: bool = False) -> web.StreamResponse:
         if (denied := self._check_auth(request)) is not None:
             request[_OUTCOME] = "http_4xx"
             return denied
         arrival = time.perf_counter()
         body = await request.read()
         try:
-            req = parse_request(body, chat=chat)
+            req = parse_responses(body) if responses else parse_request(body, chat=chat)
         except BadRequest as err:
             request[_OUTCOME] = "http_4xx"
             return error_response(400, err.message, param=err.param)
@@ -286,7 +292,8 @@ class MockService:
         if broken:
             self.metrics.faults["broken_json"] += 1
         kinds = {"plan": structured, "style": cfg.tool_call_style, "broken": broken} if structured else {}
-        encoder = (StructuredEncoder if structured else wire.StreamEncoder)(
+        kind = ResponsesEncoder if req.responses else StructuredEncoder if structured else wire.StreamEncoder
+        encoder = kind(
             **kinds,
             chat=req.chat,
             request_id=wire.new_request_id(req.chat),

@@ -14,6 +14,9 @@ from typing import Any
 #: Metrics that only a stream has.
 STREAM_METRICS = ("ttft_ms", "itl_ms", "tpot_ms")
 _CHAT_ONLY = ("conversation", "tools", "tool_choice", "response_format", "shared_prefix")
+#: The Responses API spells tools and structured output differently (flat tools, text.format):
+#: not built yet, so refused rather than sent in the chat shape a server would reject.
+_NOT_FOR_RESPONSES = ("tools", "tool_choice", "response_format")
 
 
 def kind_problem(scenario: Any) -> str | None:
@@ -32,6 +35,11 @@ def kind_problem(scenario: Any) -> str | None:
                     return (f"{where}.{check.metric}: embeddings are not streamed (no first token, no token gaps); "
                             f"judge e2e_ms (or ttfb_ms)")
         else:
+            if api == "responses":
+                for name in _NOT_FOR_RESPONSES:
+                    if getattr(holder, name, None) is not None:
+                        return (f"{path}.{name}: not with target.api responses yet (its tools and text.format "
+                                f"differ from chat's; use extra_body to send them as is)")
             size = getattr(holder, "batch_size", None)
             if size not in (None, 1):
                 return f"{path}.batch_size: only with target.api embeddings (a chat request has one prompt)"

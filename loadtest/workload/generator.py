@@ -202,7 +202,7 @@ class Workload:
     def _body(self, plan: _ClassPlan, messages: list[tuple[str, str]], max_tokens: int) -> bytes:
         t = self._scenario.target
         spec = plan.spec
-        if t.api == "chat":
+        if t.api in ("chat", "responses"):  # Responses takes the same role/content messages as input
             prompt: str | list = [{"role": role, "content": content} for role, content in messages]
         elif t.api == "embeddings":
             prompt = [content for _, content in messages]

@@ -12,7 +12,9 @@ from jsonschema import Draft202012Validator
 from loadtest.client.decode import StreamDecoder
 from loadtest.client.output_check import ToolCall, judge, output_check
 from loadtest.client.record import RequestRecord
+from loadtest.client.responses import read_event
 from loadtest.client.unary import inputs_sent, read_embeddings
+from loadtest.client.wire import build_body
 from loadtest.errors import InputError
 from loadtest.mock.structured import StructuredEncoder, instance, pieces, plan_for
 from loadtest.scenario import parse_scenario
@@ -190,3 +192,21 @@ def test_class_model_and_tools_reach_the_body():
     assert seen["base"]["model"] == scenario.target.model and seen["lora"]["model"] == "adapter-1"
     assert seen["base"]["tools"][0]["function"]["name"] == "get_weather" and seen["base"]["tool_choice"] == "required"
     assert seen["lora"]["response_format"] == {"type": "json_object"} and "response_format" not in seen["base"]
+
+
+def test_responses_bodies_and_events():
+    body = orjson.loads(build_body("responses", "m", [{"role": "user", "content": "hi"}], 9))
+    assert body["input"] == [{"role": "user", "content": "hi"}] and body["max_output_tokens"] == 9
+    assert body["stream"] is True and "stream_options" not in body and "max_tokens" not in body
+    assert read_event({"type": "response.output_text.delta", "delta": "x"}).content
+    assert not read_event({"type": "response.output_text.delta", "delta": ""}).content
+    assert not read_event({"type": "response.content_part.added", "part": {"text": ""}}).content
+    assert not read_event({"type": "response.output_text.done", "text": "whole"}).content
+    assert read_event({"type": "response.function_call_arguments.delta", "delta": "{"}).content
+    facts = read_event({"type": "response.incomplete", "response": {"usage": {"output_tokens": 4, "input_tokens": 2}}})
+    assert facts.finished and facts.usage_completion == 4 and facts.usage_prompt == 2
+    assert "boom" in read_event({"type": "error", "message": "boom"}).error
+    with pytest.raises(InputError) as err:
+        parse_scenario({"name": "r", "target": {"api": "responses"}, "load": {"levels": [1]},
+                        "workload": {"tools": TOOLS}}, "s.yaml")
+    assert str(err.value).startswith("s.yaml: workload.tools: not with target.api responses")
