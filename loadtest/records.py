@@ -71,6 +71,8 @@ SCHEMA = pa.schema(
         # parameters, or output valid against response_format); null when nothing was checked
         pa.field("output_valid", pa.bool_()),
         pa.field("items", pa.int32()),            # inputs in the request (embeddings: its batch); null for chat/completions
+        pa.field("images", pa.int32()),           # images sent (workload.images), null without
+        pa.field("image_bytes", pa.int64()),      # their encoded bytes (before base64), null without
     ]
 )
 

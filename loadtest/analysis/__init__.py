@@ -48,6 +48,7 @@ from loadtest.analysis.chunks import (
 )
 from loadtest.analysis.columns import numeric, text
 from loadtest.analysis.frame import request_frame
+from loadtest.analysis.images import level_images
 from loadtest.analysis.hold_cut import cut_at_hold_end
 from loadtest.analysis.metrics import describe, level_results
 from loadtest.analysis.refine import next_refine_level, next_refine_rate
@@ -130,6 +131,7 @@ def analyze(
                 honour_decision(level)
             judge_host(judge_client(level))
     _attach_ttft_by_turn(levels, frame, turns, seed, resamples, confidence)
+    level_images(requests, frame, levels)
     levels.sort(key=lambda lv: (lv.load, lv.index))
     capacity = find_capacity(levels, slo, confidence)
     if slos:

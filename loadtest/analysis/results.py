@@ -130,6 +130,8 @@ class LevelResult:
     #: (the throughput of embeddings; items None for chat/completions).
     input_tokens_per_s: float | None = None
     items_per_s: float | None = None
+    #: With workload.images: images and bytes per request, and TTFT by image count (:mod:`images`).
+    images: dict[str, Any] | None = None
 
     @property
     def load(self) -> float:

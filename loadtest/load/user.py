@@ -115,6 +115,8 @@ def make_user_class(
                 "turn": planned.turn,
                 "conversation_id": planned.conversation_id,
                 "prompt_words": planned.prompt_words,
+                "images": planned.images,
+                "image_bytes": planned.image_bytes,
                 "slot": slot,
             }
             if slot is None:

@@ -157,6 +157,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: %(default)s)",
     )
     eng.add_argument(
+        "--image-tokens", type=int, default=_D.image_tokens, metavar="N",
+        help="prompt tokens each image_url part costs, before its pixels (default: %(default)s)",
+    )
+    eng.add_argument(
+        "--pixels-per-token", type=int, default=_D.pixels_per_token, metavar="N",
+        help="an image costs one more prompt token per N pixels (28 x 28 = 784, Qwen2-VL's; default: %(default)s)",
+    )
+    eng.add_argument(
         "--tool-call-style", choices=("openai", "vllm"), default=_D.tool_call_style,
         help="how streamed tool calls are chunked: OpenAI's (role + header in one chunk) or vLLM's "
         "(role chunk, then the name, then the arguments) (default: %(default)s)",

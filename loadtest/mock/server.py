@@ -211,7 +211,8 @@ class MockService:
         arrival = time.perf_counter()
         body = await request.read()
         try:
-            req = parse_responses(body) if responses else parse_request(body, chat=chat)
+            req = parse_responses(body) if responses else parse_request(
+                body, chat=chat, vision=(self.config.image_tokens, self.config.pixels_per_token))
         except BadRequest as err:
             request[_OUTCOME] = "http_4xx"
             return error_response(400, err.message, param=err.param)

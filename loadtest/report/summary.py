@@ -189,6 +189,8 @@ def level_dict(level: LevelResult) -> dict[str, Any]:
         rate_rps=level.rate_rps,
         open_loop=open_loop_dict(level.open_loop),
     )
+    if level.images is not None:  # workload.images: count, bytes, and TTFT by image count
+        out["images"] = level.images
     if level.ttft_by_turn:
         out["ttft_by_turn"] = {str(turn): stats_dict(stats) for turn, stats in sorted(level.ttft_by_turn.items())}
     if level.classes:

@@ -42,11 +42,12 @@ def _yaml_path(loc: tuple[Any, ...]) -> str:
     return out or "(top level)"
 
 
-_INT_FIELDS = {"levels", "start", "max", "mean", "max_tokens", "warmup_requests", "tokens", "groups", "turns", "max_in_flight", "batch_size"}
+_INT_FIELDS = {"levels", "start", "max", "mean", "max_tokens", "warmup_requests", "tokens", "groups", "turns", "max_in_flight", "batch_size", "count", "width", "height"}
 
 
 def _is_int_field(loc: tuple[Any, ...]) -> bool:
-    names = [part for part in loc if isinstance(part, str)]
+    # a union's branch names (constrained-int, function-...) are not YAML keys
+    names = [part for part in loc if isinstance(part, str) and not part.startswith(("function-", "constrained-"))]
     return bool(names) and names[-1] in _INT_FIELDS
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 #: Metrics that only a stream has.
 STREAM_METRICS = ("ttft_ms", "itl_ms", "tpot_ms")
-_CHAT_ONLY = ("conversation", "tools", "tool_choice", "response_format", "shared_prefix")
+_CHAT_ONLY = ("conversation", "tools", "tool_choice", "response_format", "shared_prefix", "images")
 #: The Responses API spells tools and structured output differently (flat tools, text.format):
 #: not built yet, so refused rather than sent in the chat shape a server would reject.
 _NOT_FOR_RESPONSES = ("tools", "tool_choice", "response_format")
@@ -40,6 +40,8 @@ def kind_problem(scenario: Any) -> str | None:
                     if getattr(holder, name, None) is not None:
                         return (f"{path}.{name}: not with target.api responses yet (its tools and text.format "
                                 f"differ from chat's; use extra_body to send them as is)")
+            if api != "chat" and getattr(holder, "images", None) is not None:
+                return f"{path}.images: only with target.api chat (images are image_url parts of a chat message)"
             size = getattr(holder, "batch_size", None)
             if size not in (None, 1):
                 return f"{path}.batch_size: only with target.api embeddings (a chat request has one prompt)"

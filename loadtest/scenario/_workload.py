@@ -28,6 +28,19 @@ def typical_tokens(value: "int | TokenDistribution") -> int:
     return value if isinstance(value, int) else value.mean
 
 
+class Images(_Strict):
+    """``workload.images``: generated images sent with each chat request (as data URIs)."""
+
+    #: Images per request, and each one's size in pixels: a number or {mean, stddev}.
+    count: PositiveInt | TokenDistribution = 1
+    width: PositiveInt | TokenDistribution = 512
+    height: PositiveInt | TokenDistribution = 512
+    format: Literal["png", "jpeg", "webp"] = "png"
+    #: Seeded content unique to every request (false: one image per size, shared by all:
+    #: a server's image cache may then serve it, on purpose).
+    unique: bool = True
+
+
 class Dataset(_Strict):
     """Prompts from a file instead of synthetic words (see :mod:`loadtest.workload.dataset`)."""
 
@@ -85,6 +98,8 @@ class _WorkloadFields(_Strict):
     response_format: ResponseFormat | None = None
     #: Inputs per request with ``target.api: embeddings`` (each of ``prompt_tokens``).
     batch_size: PositiveInt = 1
+    #: Generated images in each chat request (image_url content parts with data URIs).
+    images: Images | None = None
 
 
 class RequestClass(_Strict):
@@ -111,6 +126,7 @@ class RequestClass(_Strict):
     tool_choice: ToolChoice | None = None
     response_format: ResponseFormat | None = None
     batch_size: PositiveInt | None = None
+    images: Images | None = None
     #: The model this class's requests name instead of ``target.model`` (a LoRA adapter's name,
     #: as vLLM's ``--lora-modules`` gives it, or another model the endpoint serves).
     model: str | None = Field(default=None, min_length=1)

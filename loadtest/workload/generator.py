@@ -29,6 +29,7 @@ from loadtest.scenario import Scenario
 from loadtest.scenario import Workload as WorkloadSpec
 from loadtest.scenario._structured import body_fields
 from loadtest.workload.dataset import Cursor, Entry, cursor_for
+from loadtest.workload.images import ImageMaker, ImageSet
 from loadtest.workload.prefix import shared_prefixes
 from loadtest.workload.words import count_words, synthetic_text
 
@@ -47,6 +48,9 @@ class PlannedRequest:
     capture_text: bool = False
     #: What the answer must be (tool calls, a JSON schema); None: free text, not checked.
     output_check: OutputCheck | None = None
+    #: Images sent with the request, and their encoded bytes (``workload.images``; None without).
+    images: int | None = None
+    image_bytes: int | None = None
 
 
 @dataclass
@@ -63,6 +67,7 @@ class _ClassPlan:
     #: Body fields for tools / response_format, and the check of the answer they ask for.
     fields: dict | None = None
     check: OutputCheck | None = None
+    images: ImageMaker | None = None
 
 
 @dataclass
@@ -106,7 +111,9 @@ class Workload:
         self._continuous_usage = continuous_usage
         self._salt = salt
         self._user_tag = user_tag or str(seed)
-        self._plans = _class_plans(scenario.workload, salt, f"{scenario.workload.seed}-{stream_seed}")
+        # images are per user (its own seed): a worker's users share a dataset cursor, never an image
+        self._plans = _class_plans(scenario.workload, salt, f"{scenario.workload.seed}-{stream_seed}",
+                                   f"{scenario.workload.seed}-{seed}-{user_tag}")
         self._weights = [p.weight for p in self._plans]
         self._conversation: _Conversation | None = None
         self._conversations = 0
@@ -150,8 +157,11 @@ class Workload:
         if self._scenario.target.api == "embeddings":  # a batch: each input from the class's source
             messages += [("user", self._message(plan, plan.cursor.next() if plan.cursor is not None else None))
                          for _ in range(plan.spec.batch_size - 1)]
+        pictures = plan.images.next() if plan.images is not None else None
         return PlannedRequest(
-            body=self._body(plan, messages, max_tokens),
+            body=self._body(plan, messages, max_tokens, pictures),
+            images=pictures.count if pictures is not None else None,
+            image_bytes=pictures.bytes if pictures is not None else None,
             class_name=plan.name,
             turn=conv.turn if multi_turn else None,
             conversation_id=conv.ident if multi_turn else None,
@@ -199,11 +209,15 @@ class Workload:
             return synthetic_text(self._rng, plan.spec.prompt_tokens.sample(self._rng), salt=self._salt)
         return f"{self._salt} {entry.prompt}" if self._salt else entry.prompt
 
-    def _body(self, plan: _ClassPlan, messages: list[tuple[str, str]], max_tokens: int) -> bytes:
+    def _body(
+        self, plan: _ClassPlan, messages: list[tuple[str, str]], max_tokens: int, pictures: ImageSet | None = None
+    ) -> bytes:
         t = self._scenario.target
         spec = plan.spec
         if t.api in ("chat", "responses"):  # Responses takes the same role/content messages as input
             prompt: str | list = [{"role": role, "content": content} for role, content in messages]
+            if pictures is not None:  # the new message's text, then its images
+                prompt[-1] = {"role": "user", "content": [{"type": "text", "text": messages[-1][1]}, *pictures.parts]}
         elif t.api == "embeddings":
             prompt = [content for _, content in messages]
         else:
@@ -246,7 +260,7 @@ def _check_for(spec: WorkloadSpec) -> OutputCheck | None:
     return output_check(fields.get("tools"), fields.get("tool_choice"), fmt)
 
 
-def _class_plans(workload: WorkloadSpec, salt: str, stream_seed: str) -> list[_ClassPlan]:
+def _class_plans(workload: WorkloadSpec, salt: str, stream_seed: str, user_seed: str = "") -> list[_ClassPlan]:
     classes = workload.classes or [None]
     plans = []
     for request_class in classes:
@@ -261,6 +275,8 @@ def _class_plans(workload: WorkloadSpec, salt: str, stream_seed: str) -> list[_C
                 model=request_class.model if request_class is not None else None,
                 fields=body_fields(spec.tools, spec.tool_choice, spec.response_format) or None,
                 check=_check_for(spec),
+                images=ImageMaker(spec.images, f"{user_seed}-{salt}-{request_class.name if request_class else ''}")
+                if spec.images is not None else None,
             )
         )
     return plans

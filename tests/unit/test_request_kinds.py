@@ -210,3 +210,39 @@ def test_responses_bodies_and_events():
         parse_scenario({"name": "r", "target": {"api": "responses"}, "load": {"levels": [1]},
                         "workload": {"tools": TOOLS}}, "s.yaml")
     assert str(err.value).startswith("s.yaml: workload.tools: not with target.api responses")
+
+
+def test_images_reach_the_body_unique_and_the_mock_counts_their_tokens():
+    from loadtest.mock.parse import BadRequest, parse_request
+
+    scenario = parse_scenario({"name": "i", "load": {"levels": [1]}, "workload": {
+        "prompt_tokens": {"mean": 4}, "images": {"count": 2, "width": 56, "height": 28, "format": "jpeg"}}}, "s.yaml")
+    first, second = Workload(scenario, seed=1), Workload(scenario, seed=2)
+    planned = [first.next_request() for _ in range(3)] + [second.next_request()]
+    urls = [p["image_url"]["url"] for q in planned for p in orjson.loads(q.body)["messages"][-1]["content"]
+            if p["type"] == "image_url"]
+    assert len(urls) == 8 == len(set(urls)) and all(u.startswith("data:image/jpeg;base64,") for u in urls)
+    assert planned[0].images == 2 and planned[0].image_bytes > 0
+    # the mock: 4 words + 2 × (64 per image + 56 × 28 / 784 = 2 per pixel) tokens
+    assert parse_request(planned[0].body, chat=True).prompt_tokens == 4 + 2 * (64 + 2)
+    bad = {"model": "m", "messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}]}
+    with pytest.raises(BadRequest) as err:
+        parse_request(orjson.dumps(bad), chat=True)
+    assert err.value.param == "messages[0].content[0]"
+    shared = parse_scenario({"name": "i", "load": {"levels": [1]}, "workload": {
+        "images": {"width": 32, "height": 32, "unique": False}}}, "s.yaml")
+    same = {orjson.loads(Workload(shared, seed=s).next_request().body)["messages"][-1]["content"][1]["image_url"]["url"]
+            for s in range(3)}
+    assert len(same) == 1  # unique: false shares one image per size
+
+
+@pytest.mark.parametrize("data, line", [
+    ({"workload": {"images": {"count": 0}}}, "s.yaml: workload.images.count: must be a positive integer"),
+    ({"workload": {"images": {"format": "gif"}}}, "s.yaml: workload.images.format: must be one of"),
+    ({"target": {"api": "completions"}, "workload": {"images": {}}}, "s.yaml: workload.images: only with target.api chat"),
+])
+def test_image_fields_fail_in_one_line(data, line):
+    with pytest.raises(InputError) as err:
+        parse_scenario({"name": "i", "load": {"levels": [1]}, **data}, "s.yaml")
+    assert str(err.value).startswith(line), str(err.value)
