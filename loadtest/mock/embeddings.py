@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from loadtest.mock.parse import BadRequest, count_words
+from loadtest.mock.parse import BadRequest, json_body, count_words
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,15 +32,8 @@ class EmbeddingsRequest:
 
 def parse_embeddings(body: bytes) -> EmbeddingsRequest:
     """Validate an embeddings body (OpenAI's shapes: a string, strings, token ids, lists of them)."""
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        raise BadRequest("We could not parse the JSON body of your request.") from None
-    if not isinstance(data, dict):
-        raise BadRequest("The request body must be a JSON object.")
-    model = data.get("model")
-    if not isinstance(model, str) or not model:
-        raise BadRequest("you must provide a model parameter", "model")
+    data = json_body(body)
+    model = data["model"]
     value = data.get("input")
     if isinstance(value, str) or (isinstance(value, list) and value and all(type(t) is int for t in value)):
         value = [value]
@@ -70,3 +63,43 @@ def embeddings_body(req: EmbeddingsRequest, dim: int) -> bytes:
         "usage": {"prompt_tokens": req.prompt_tokens, "total_tokens": req.prompt_tokens},
         "created": int(time.time()),
     })
+
+
+async def serve_embeddings(service: Any, request: Any, error_response: Any, outcome_key: str) -> Any:
+    """The route's work for :class:`~loadtest.mock.server.MockService`: auth, body, the fail fault, one step.
+
+    Sets ``request[outcome_key]`` as the chat routes do (the service counts it once);
+    ``error_response`` is the server's OpenAI-style error builder (passed in: no import circle).
+    """
+    from aiohttp import web
+
+    from loadtest.mock.engine import Outcome, Sequence
+    from loadtest.mock.metrics import CLIENT_CLOSED
+    from loadtest.mock.stream import AliveSink
+
+
+    if (denied := service._check_auth(request)) is not None:
+        request[outcome_key] = "http_4xx"
+        return denied
+    try:
+        req = parse_embeddings(await request.read())
+    except BadRequest as err:
+        request[outcome_key] = "http_4xx"
+        return error_response(400, err.message, param=err.param)
+    if service.faults.draw().fail:
+        service.metrics.faults["fail"] += 1
+        request[outcome_key] = "http_500"
+        return error_response(500, "Injected failure (--fail-rate).", type="server_error", code="mock_failure")
+    transport = request.transport
+    if transport is None or transport.is_closing():
+        return web.Response(status=CLIENT_CLOSED)
+    seq = Sequence(req.prompt_tokens, 1, AliveSink(transport))
+    service.engine.submit(seq)
+    outcome = await seq.done
+    if outcome is Outcome.SHUTDOWN:
+        request[outcome_key] = "shutdown"
+        return error_response(503, "The mock is shutting down.", type="server_error")
+    if outcome is Outcome.ABORTED:
+        return web.Response(status=CLIENT_CLOSED)
+    request[outcome_key] = "ok"
+    return web.Response(body=embeddings_body(req, service.config.embedding_dim), content_type="application/json")

@@ -98,6 +98,20 @@ def parse_request(body: bytes, *, chat: bool, vision: tuple[int, int] = (64, 784
     )
 
 
+def json_body(body: bytes) -> dict[str, Any]:
+    """A request body as a JSON object with a ``model``, or the 400 OpenAI answers (every route's first check)."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise BadRequest("We could not parse the JSON body of your request.") from None
+    if not isinstance(data, dict):
+        raise BadRequest("The request body must be a JSON object.")
+    model = data.get("model")
+    if not isinstance(model, str) or not model:
+        raise BadRequest("you must provide a model parameter", "model")
+    return data
+
+
 def count_words(text: str) -> int:
     """Prompt tokens, as the mock counts them: whitespace-separated words."""
     return len(text.split())

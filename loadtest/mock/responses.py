@@ -27,21 +27,14 @@ from typing import Any
 import orjson
 
 from loadtest.mock.config import DEFAULT_MAX_TOKENS, MAX_MAX_TOKENS
-from loadtest.mock.parse import BadRequest, CompletionRequest, count_words
+from loadtest.mock.parse import BadRequest, json_body, CompletionRequest, count_words
 from loadtest.mock.wire import TOKEN, http_chunk
 
 
 def parse_responses(body: bytes) -> CompletionRequest:
     """Validate a Responses body into the engine's request (only what the mock needs)."""
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        raise BadRequest("We could not parse the JSON body of your request.") from None
-    if not isinstance(data, dict):
-        raise BadRequest("The request body must be a JSON object.")
-    model = data.get("model")
-    if not isinstance(model, str) or not model:
-        raise BadRequest("you must provide a model parameter", "model")
+    data = json_body(body)
+    model = data["model"]
     value = data.get("input")
     if isinstance(value, str):
         words = count_words(value)

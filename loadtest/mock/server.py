@@ -28,7 +28,7 @@ from loadtest.errors import LoadtestError
 from loadtest.mock import wire
 from loadtest.mock.arrival_log import ArrivalLog
 from loadtest.mock.config import MockConfig
-from loadtest.mock.embeddings import embeddings_body, parse_embeddings
+from loadtest.mock.embeddings import serve_embeddings
 from loadtest.mock.engine import Engine, Outcome, Sequence
 from loadtest.mock.faults import FaultInjector, FaultPlan, middle_chunk
 from loadtest.mock.metrics import CLIENT_CLOSED, MockMetrics, render
@@ -166,31 +166,7 @@ class MockService:
         """One step of the engine with the batch's prompt tokens as its prefill (see embeddings.py)."""
         request[_OUTCOME] = "client_left"
         try:
-            if (denied := self._check_auth(request)) is not None:
-                request[_OUTCOME] = "http_4xx"
-                return denied
-            try:
-                req = parse_embeddings(await request.read())
-            except BadRequest as err:
-                request[_OUTCOME] = "http_4xx"
-                return error_response(400, err.message, param=err.param)
-            if self.faults.draw().fail:
-                self.metrics.faults["fail"] += 1
-                request[_OUTCOME] = "http_500"
-                return error_response(500, "Injected failure (--fail-rate).", type="server_error", code="mock_failure")
-            transport = request.transport
-            if transport is None or transport.is_closing():
-                return web.Response(status=CLIENT_CLOSED)
-            seq = Sequence(req.prompt_tokens, 1, AliveSink(transport))
-            self.engine.submit(seq)
-            outcome = await seq.done
-            if outcome is Outcome.SHUTDOWN:
-                request[_OUTCOME] = "shutdown"
-                return error_response(503, "The mock is shutting down.", type="server_error")
-            if outcome is Outcome.ABORTED:
-                return web.Response(status=CLIENT_CLOSED)
-            request[_OUTCOME] = "ok"
-            return web.Response(body=embeddings_body(req, self.config.embedding_dim), content_type=_JSON)
+            return await serve_embeddings(self, request, error_response, _OUTCOME)
         finally:
             self.metrics.outcomes[request[_OUTCOME]] += 1
 
