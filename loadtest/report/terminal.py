@@ -25,7 +25,7 @@ from loadtest.report.why import limits_line
 TERMINAL_METRICS = names(terminal=True)
 CLASS_METRICS = names(per_class=True)
 #: The columns of a request kind that is not streamed: no first token, no token gaps.
-UNARY_METRICS = ("ttfb_ms", "e2e_ms")
+UNARY_METRICS = names(kind="latency", unary=True)
 
 COLOURS = {"pass": "green", "uncertain": "yellow", "fail": "bold red", "no_data": "dim"}
 CAPACITY_COLOURS = {

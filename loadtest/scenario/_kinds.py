@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-#: Metrics that only a stream has.
-STREAM_METRICS = ("ttft_ms", "itl_ms", "tpot_ms")
+from loadtest.metric_registry import names
+
+#: Metrics that only a stream has (the registry's SLO metrics not measured for a unary answer).
+STREAM_METRICS = names(slo=True, unary=False)
 _CHAT_ONLY = ("conversation", "tools", "tool_choice", "response_format", "shared_prefix", "images")
 #: The Responses API spells tools and structured output differently (flat tools, text.format):
 #: not built yet, so refused rather than sent in the chat shape a server would reject.
