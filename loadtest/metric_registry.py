@@ -77,6 +77,9 @@ class Metric:
     web_ui: tuple[str, ...] = ()
     #: Of those, the percentiles in the web UI's levels tab (a narrower table).
     web_ui_table: tuple[str, ...] = ()
+    #: Measured for an answer that is not streamed (embeddings): a column of its terminal table, an
+    #: SLO it may have; False for the metrics that need a stream (first token, gaps between tokens).
+    unary: bool = False
 
     @property
     def short_label(self) -> str:
@@ -113,12 +116,12 @@ METRICS: tuple[Metric, ...] = (
         "send to last byte, for requests that started in the measured window (also those that ended after "
         "it); failures count as +inf; a request the harness cut after waiting past the e2e limit counts as +inf",
         kind="latency", per="request", slo=True, sample_column="e2e_sample",
-        per_class=True, report_figure=True, report_table=("p95",),
+        per_class=True, report_figure=True, report_table=("p95",), unary=True,
     ),
     Metric(
         "ttfb_ms", "TTFB", "ms",
         "send to the first response byte; same population as ttft_ms",
-        kind="latency", per="request", slo=True, sample_column="ttfb_sample",
+        kind="latency", per="request", slo=True, sample_column="ttfb_sample", unary=True,
     ),
     Metric(
         "requests_per_s", "requests/s", "requests/s",

@@ -24,6 +24,7 @@ import gevent.pool
 from loadtest.client.proxy import ProxyError
 from loadtest.client.record import RequestRecord
 from loadtest.client.stream import StreamingClient, client_for
+from loadtest.client.unary import UNARY_APIS
 from loadtest.client.wire import DROPPABLE, PATHS, Dialect, build_body
 from loadtest.errors import InputError, TargetError
 from loadtest.run_record import Preflight
@@ -195,7 +196,7 @@ def _raise_if_unusable(scenario: Scenario, rec: RequestRecord, tries: int) -> No
         raise TargetError(f"{url} streamed no content chunks; is it an OpenAI-compatible streaming endpoint?")
     if not rec.ok:
         raise TargetError(f"the preflight request to {url} failed {tries} times; last ({rec.error_kind}): {rec.error}")
-    if not len(rec.chunk_ms):
+    if not len(rec.chunk_ms) and t.api not in UNARY_APIS:  # embeddings answer in one body, without chunks
         raise TargetError(f"{url} streamed no content chunks; is it an OpenAI-compatible streaming endpoint?")
 
 

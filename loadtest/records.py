@@ -68,6 +68,12 @@ SCHEMA = pa.schema(
         # prompt processing in ms, and ms per generated token (loadtest profile cross-checks with them)
         pa.field("server_prompt_ms", pa.float64()),
         pa.field("server_predicted_per_token_ms", pa.float64()),
+        # the answer passed its structured-output check (tool-call JSON valid against the tool's
+        # parameters, or output valid against response_format); null when nothing was checked
+        pa.field("output_valid", pa.bool_()),
+        pa.field("items", pa.int32()),            # inputs in the request (embeddings: its batch); null for chat/completions
+        pa.field("images", pa.int32()),           # images sent (workload.images), null without
+        pa.field("image_bytes", pa.int64()),      # their encoded bytes (before base64), null without
     ]
 )
 

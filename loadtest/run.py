@@ -16,6 +16,7 @@ import logging
 import os
 import sys
 from dataclasses import dataclass
+from typing import Any
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -148,7 +149,7 @@ def _run_in_folder(scenario: Scenario, options: RunOptions, run_dir: Path, guard
     state.record.preflight = pre.to_record()
     state.record.warmup_requests = WarmupRequests(sent=len(warm), failed=sum(1 for r in warm if not r.ok))
     console.print(
-        f"preflight ok: TTFT {pre.ttft_ms:.1f} ms, tokens from {pre.token_source}; {len(warm)} warm-up requests sent"
+        f"preflight ok: {_first_answer(pre)}, tokens from {pre.token_source}; {len(warm)} warm-up requests sent"
     )
 
     # 2. load
@@ -196,3 +197,10 @@ def _folder_full(guard: FolderGuard, run_dir: Path) -> RunFolderFull:
         f"{run_dir}: {full_disk_message(guard.error, run_dir)}; the load was stopped and {kept} "
         f"(free some space, then run: loadtest analyze {run_dir})"
     )
+
+
+def _first_answer(pre: Any) -> str:
+    """TTFT of the preflight's stream; for an answer that is not streamed (embeddings), its e2e."""
+    if pre.ttft_ms == pre.ttft_ms:
+        return f"TTFT {pre.ttft_ms:.1f} ms"
+    return f"e2e {pre.record.e2e_ms:.1f} ms (not streamed)"

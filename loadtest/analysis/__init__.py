@@ -35,7 +35,7 @@ from loadtest.analysis.autoscaling import AutoscalingOptions, recommend
 from loadtest.analysis.bootstrap import DEFAULT_RESAMPLES, rng_for
 from loadtest.analysis.capacity import find_capacity
 from loadtest.analysis.classes import class_slos as class_slos_for
-from loadtest.analysis.classes import judge_classes, scenario_classes
+from loadtest.analysis.classes import class_model, judge_classes, scenario_classes
 from loadtest.analysis.caveats import MIN_COMPLETE, level_caveats, run_caveats
 from loadtest.analysis.client_error import judge_client
 from loadtest.analysis.host_contention import judge_host
@@ -48,6 +48,7 @@ from loadtest.analysis.chunks import (
 )
 from loadtest.analysis.columns import numeric, text
 from loadtest.analysis.frame import request_frame
+from loadtest.analysis.images import level_images
 from loadtest.analysis.hold_cut import cut_at_hold_end
 from loadtest.analysis.metrics import describe, level_results
 from loadtest.analysis.refine import next_refine_level, next_refine_rate
@@ -130,6 +131,7 @@ def analyze(
                 honour_decision(level)
             judge_host(judge_client(level))
     _attach_ttft_by_turn(levels, frame, turns, seed, resamples, confidence)
+    level_images(requests, frame, levels)
     levels.sort(key=lambda lv: (lv.load, lv.index))
     capacity = find_capacity(levels, slo, confidence)
     if slos:
@@ -139,6 +141,9 @@ def analyze(
         }
 
     declared = scenario_classes(run)
+    capacity.binding_model = class_model(run, declared, capacity.binding_class)
+    for name, class_cap in capacity.classes.items():
+        class_cap.binding_model = class_model(run, declared, class_cap.binding_class)
     if declared and slo.checks and all(isinstance(c.get("slo"), Mapping) for c in declared):
         unused = ", ".join(c.name for c in slo.checks)
         warnings.append(

@@ -94,6 +94,8 @@ def find_capacity(levels: Sequence[LevelResult], slo: SloSpec, confidence: float
         requests_per_s=cap.requests_per_s if cap else None,
         output_tokens_per_s=cap.output_tokens_per_s if cap else None,
         goodput_rps=cap.goodput_rps if cap else None,
+        input_tokens_per_s=cap.input_tokens_per_s if cap else None,
+        items_per_s=cap.items_per_s if cap else None,
         certain_concurrency=cap.concurrency if cap else None,
         upper_bound=optimistic.concurrency if optimistic else None,
         max_tested=usable[-1].concurrency,

@@ -34,6 +34,22 @@ def scenario_classes(run: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [c for c in classes or [] if isinstance(c, Mapping) and c.get("name")]
 
 
+def class_model(run: Mapping[str, Any], classes: Sequence[Mapping[str, Any]], name: str | None) -> str | None:
+    """The model a class's requests named: its ``model`` override (a LoRA adapter), else target.model.
+
+    None when ``name`` is None (no class binds). Traffic split across adapters is judged per
+    class, so the class that binds the capacity is also the model (or adapter) that does.
+    """
+    if name is None:
+        return None
+    own = next((c.get("model") for c in classes if c.get("name") == name), None)
+    if own:
+        return str(own)
+    target = (run.get("scenario") or {}).get("target") or {}
+    model = target.get("model") if isinstance(target, Mapping) else None
+    return str(model) if model else None
+
+
 def class_slos(run: Mapping[str, Any], top: SloSpec, overrides: Iterable[str] = ()) -> tuple[SloSpec, dict[str, SloSpec]]:
     """The top-level SLO and each class's, after ``--slo`` overrides (class-prefixed or not)."""
     classes = scenario_classes(run)

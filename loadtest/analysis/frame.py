@@ -54,6 +54,7 @@ import pandas as pd
 
 from loadtest.analysis.chunks import Chunks
 from loadtest.analysis.columns import boolean, numeric, text
+from loadtest.analysis.output_validity import validity_column
 from loadtest.analysis.slo import SloSpec
 from loadtest.analysis.windows import LevelWindow, locate, position_by_index
 
@@ -136,6 +137,7 @@ def request_frame(
             "tpot_ms": tpot,
             "completion_tokens": tokens,
             "prompt_tokens": numeric(requests, "prompt_tokens"),  # for cost per token (analysis/cost.py)
+            "items": numeric(requests, "items"),  # inputs per request (embeddings), NaN for chat/completions
             "chunks": chunks.counts,
             "ttft_sample": np.where(measured, censored(failure_is_inf(ttft), "ttft_ms"), np.nan),
             "ttfb_sample": np.where(measured, censored(failure_is_inf(ttfb), "ttfb_ms"), np.nan),
@@ -145,7 +147,9 @@ def request_frame(
             "tpot_sample": np.where(measured, np.where(failed, np.inf, tpot), np.nan),
         }
     )
-    frame["good"] = ok & _meets_limits(frame, slo)
+    frame["output_valid"] = validity_column(requests)
+    # a broken tool call or schema answer served nobody: never goodput (see output_validity)
+    frame["good"] = ok & _meets_limits(frame, slo) & ~(frame["output_valid"].to_numpy() == 0.0)
     return frame
 
 

@@ -33,6 +33,7 @@ from loadtest.analysis.bootstrap import (
     rng_for,
     wilson_interval,
 )
+from loadtest.analysis.output_validity import input_rates, valid_output_rate
 from loadtest.analysis.open_loop import open_loop_stats
 from loadtest.analysis.intervals import block_bootstrap_intervals, block_ids, block_length_s
 from loadtest.analysis.quantiles import lerp, low_n, order_statistics, position
@@ -137,6 +138,7 @@ def level_results(
     kinds = frame["error_kind"].to_numpy(dtype=object)
     samples = {m: frame[BY_NAME[m].sample_column].to_numpy(dtype=float) for m in LATENCY_METRICS if BY_NAME[m].per == "request"}
     start = frame["start_wall"].to_numpy(dtype=float)
+    valid = frame["output_valid"].to_numpy(dtype=float) if "output_valid" in frame else np.full(len(frame), np.nan)
 
     results: list[LevelResult] = []
     for p, window in enumerate(windows):
@@ -208,4 +210,6 @@ def level_results(
                 open_loop=loop,
             )
         )
+        results[-1].valid_output_rate, results[-1].valid_output_checked = valid_output_rate(valid, mine & ok)
+        results[-1].input_tokens_per_s, results[-1].items_per_s = input_rates(frame, ended_ok, duration)
     return results

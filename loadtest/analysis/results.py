@@ -122,6 +122,16 @@ class LevelResult:
     open_loop: dict[str, Any] | None = None
     #: The client's timing could not be trusted because the host was busy, not the client (:mod:`host_contention`).
     host_contended: bool = False
+    #: Share of valid structured outputs (tool-call JSON, schema output) among the checked
+    #: requests that succeeded; None when the workload asked for no structure (:mod:`output_validity`).
+    valid_output_rate: float | None = None
+    valid_output_checked: int = 0
+    #: Prompt tokens and inputs of the successful requests that ended in the window, per second
+    #: (the throughput of embeddings; items None for chat/completions).
+    input_tokens_per_s: float | None = None
+    items_per_s: float | None = None
+    #: With workload.images: images and bytes per request, and TTFT by image count (:mod:`images`).
+    images: dict[str, Any] | None = None
 
     @property
     def load(self) -> float:
@@ -168,6 +178,9 @@ class Capacity:
     requests_per_s: float | None = None  # at capacity
     output_tokens_per_s: float | None = None
     goodput_rps: float | None = None
+    #: At capacity: prompt tokens/s and inputs/s (embeddings' throughput; items None for chat).
+    input_tokens_per_s: float | None = None
+    items_per_s: float | None = None
     certain_concurrency: int | None = None  # same as ``concurrency`` (kept for readers of older summaries)
     #: The optimistic reading: the highest level below the first *failing* one, counting
     #: undecided levels as holding. Equals ``concurrency`` when every level was decided.
@@ -179,6 +192,8 @@ class Capacity:
     contended_levels: list[int] = field(default_factory=list)
     #: The class whose SLO check bound the capacity (None without classes, or for the overall error budget).
     binding_class: str | None = None
+    #: The model the binding class's requests named (its ``model`` override, else target.model).
+    binding_model: str | None = None
     #: Each class's own capacity under its own SLO (what it would hold if it were alone in failing).
     classes: dict[str, "Capacity"] = field(default_factory=dict)
     #: Open loop: the capacity as a rate (requests/s), and the same readings as rates

@@ -26,8 +26,9 @@ from array import array
 import orjson
 
 from loadtest.client.record import RequestRecord
+from loadtest.client.responses import event_text, read_event
 from loadtest.client.sse import SSEEvent, SSEParser
-from loadtest.client.wire import Api, chunk_text, error_message, read_chunk
+from loadtest.client.wire import Api, add_tool_calls, chunk_text, error_message, read_chunk
 
 _NO_USAGE = -1
 
@@ -46,6 +47,7 @@ class StreamDecoder:
         self.capture = capture_text
         if capture_text:
             rec.text = []
+            rec.tool_calls = {}
         self.api = api
         self.parser = SSEParser()
         #: usage.completion_tokens carried by each content chunk (-1: none).
@@ -73,7 +75,9 @@ class StreamDecoder:
         if type(payload) is not bytes:  # a named event (SSEEvent)
             if payload.name == "error":  # TGI: "event: error" with the message as data
                 return self._fail("stream_error", f"error event in stream: {error_message(payload.data)}")
-            return True
+            if self.api != "responses":
+                return True
+            payload = payload.data  # the Responses API names every event; its data says the same type
         if payload == b"[DONE]":
             self.done = True
             return True
@@ -85,7 +89,7 @@ class StreamDecoder:
                 return True
             return self._fail("malformed", f"chunk is not JSON: {payload[:120]!r}")
         try:
-            facts = read_chunk(obj, self.api)
+            facts = read_event(obj) if self.api == "responses" else read_chunk(obj, self.api)
         except (AttributeError, TypeError, IndexError, KeyError) as err:  # JSON, but not a chunk's shape
             return self._fail("malformed", f"unexpected chunk ({type(err).__name__}: {err}): {payload[:120]!r}")
         if facts.error is not None:
@@ -109,7 +113,9 @@ class StreamDecoder:
             rec.chunk_ms.append(t)
             rec.chunk_tokens.append(1)
             if self.capture:
-                rec.text.append(chunk_text(obj, self.api))
+                rec.text.append(event_text(obj) if self.api == "responses" else chunk_text(obj, self.api))
+                if self.api == "chat":
+                    add_tool_calls(obj, rec.tool_calls)
             self.chunk_usage.append(_NO_USAGE if usage is None else usage)
             if facts.reasoning:
                 self.reasoning_streamed = True

@@ -74,6 +74,15 @@ class RequestRecord:
     #: The generated text, piece by piece, when the caller asked for it (a
     #: conversation resends it next turn). Not persisted; None when not asked.
     text: list[str] | None = None
+    #: The streamed tool calls by their index, ``[name, arguments pieces...]``, when the text
+    #: was captured (a structured-output check reads them). Not persisted.
+    tool_calls: dict[int, list[str]] | None = None
+    #: Did the answer pass the request's structured-output check (valid tool-call JSON, or
+    #: output that validates against the schema)? None: nothing was checked (no check asked,
+    #: or the request failed).
+    output_valid: bool | None = None
+    #: Inputs in the request (embeddings: the batch size); None for chat and completions.
+    items: int | None = None
 
     @property
     def answer(self) -> str:

@@ -41,10 +41,13 @@ from loadtest.client.hub_clock import ReadTimer, hub_clock, sweep_now
 from loadtest.client.proxy import proxy_for
 from loadtest.client.reactor import reactor
 from loadtest.client.record import RequestRecord
+from loadtest.client.unary import UNARY_APIS, send_unary
 from loadtest.client.wire import PATHS, Api, error_message
 
 _READ_SIZE = 65536
 _MAX_ERROR_BODY = 64 * 1024
+#: An embeddings answer: a batch of float vectors (256 × 4096 floats as JSON is about 20 MB).
+_MAX_UNARY_BODY = 256 * 1024 * 1024
 
 
 class _RequestTimeout(Exception):
@@ -82,7 +85,7 @@ class StreamingClient:
         self.timeout_s = timeout_s
         self.headers = {
             "Content-Type": "application/json",
-            "Accept": "text/event-stream",
+            "Accept": "application/json" if api in UNARY_APIS else "text/event-stream",
             "Accept-Encoding": "identity",
             **(headers or {}),
         }
@@ -132,6 +135,8 @@ class StreamingClient:
                 rec.status = response.status_code
                 if rec.status != 200:
                     _record_http_error(rec, response)
+                elif self.api in UNARY_APIS:
+                    send_unary(rec, response, body, _MAX_UNARY_BODY)
                 elif "text/event-stream" not in (response.get("content-type") or ""):
                     rec.fail("malformed", f"server did not stream: Content-Type is {response.get('content-type')!r}")
                 else:

@@ -14,9 +14,11 @@ from typing import Any, Collection, Literal
 
 import orjson
 
-Api = Literal["chat", "completions"]
+Api = Literal["chat", "completions", "embeddings", "responses"]
 
-PATHS: dict[str, str] = {"chat": "/chat/completions", "completions": "/completions"}
+PATHS: dict[str, str] = {
+    "chat": "/chat/completions", "completions": "/completions", "embeddings": "/embeddings", "responses": "/responses",
+}
 
 
 @dataclass(frozen=True)
@@ -47,13 +49,30 @@ def build_body(
     extra_body: dict[str, Any] | None = None,
     max_tokens_field: str = "max_tokens",
     drop: Collection[str] = (),
+    fields: dict[str, Any] | None = None,
 ) -> bytes:
     """A streaming request body that asks for the usage chunk (unless the server refused it).
 
     ``temperature=None`` leaves the field out (reasoning models reject it);
     ``max_tokens_field`` is ``max_completion_tokens`` for OpenAI's reasoning models;
-    ``drop`` names optional fields (:data:`DROPPABLE`) the target is known to reject.
+    ``drop`` names optional fields (:data:`DROPPABLE`) the target is known to reject;
+    ``fields`` are further body fields the workload asks for (``tools``, ``response_format``),
+    which ``extra_body`` may still override.
     """
+    if api == "embeddings":  # not streamed, no output length: the inputs, a batch of texts
+        body = {"model": model, "input": prompt if isinstance(prompt, list) else [prompt], "encoding_format": "float"}
+        body.update(fields or {})
+        body.update(extra_body or {})
+        return orjson.dumps(body)
+    if api == "responses":  # OpenAI's Responses API: input (text or messages), max_output_tokens, no stream_options
+        body = {"model": model, "input": prompt, "max_output_tokens": max_tokens, "stream": True}
+        if temperature is not None and "temperature" not in drop:
+            body["temperature"] = temperature
+        if ignore_eos and "ignore_eos" not in drop:
+            body["ignore_eos"] = True  # vLLM takes it; a server that refuses it has it dropped by the preflight
+        body.update(fields or {})
+        body.update(extra_body or {})
+        return orjson.dumps(body)
     body: dict[str, Any] = {"model": model, max_tokens_field: max_tokens}
     if temperature is not None and "temperature" not in drop:
         body["temperature"] = temperature
@@ -70,6 +89,8 @@ def build_body(
         body["stream_options"] = stream_options
     if ignore_eos and "ignore_eos" not in drop:
         body["ignore_eos"] = True
+    if fields:
+        body.update(fields)
     if extra_body:
         body.update(extra_body)
     return orjson.dumps(body)
@@ -145,6 +166,26 @@ def chunk_text(obj: Any, api: Api) -> str:
     if api == "chat":
         return (choice.get("delta") or {}).get("content") or ""
     return choice.get("text") or ""
+
+
+def add_tool_calls(obj: Any, calls: dict[int, list[str]]) -> None:
+    """Join a chat chunk's streamed ``tool_calls`` pieces into ``calls`` (index -> [name, args...]).
+
+    OpenAI sends the id and name in a call's first delta and the arguments in
+    pieces after it; vLLM the same with the name in a delta of its own; some
+    servers send a whole call in one delta. Joining by ``index`` covers all three.
+    """
+    delta = (obj["choices"][0].get("delta") or {}) if obj.get("choices") else {}
+    for i, call in enumerate(delta.get("tool_calls") or ()):
+        if not isinstance(call, dict):
+            continue
+        index = call.get("index", i)
+        entry = calls.setdefault(index if isinstance(index, int) else i, [""])
+        fn = call.get("function") or {}
+        if isinstance(fn.get("name"), str):
+            entry[0] += fn["name"]
+        if isinstance(fn.get("arguments"), str):
+            entry.append(fn["arguments"])
 
 
 def _count(value: Any) -> int | None:

@@ -25,6 +25,7 @@ _SCALARS = (
     "status", "ok", "error_kind", "error", "reasoning_tokens", "resends",
     "class", "turn", "conversation_id", "prompt_token_source",
     "rate_rps", "scheduled_wall", "schedule_lag_ms", "server_prompt_ms", "server_predicted_per_token_ms",
+    "output_valid", "items", "images", "image_bytes",
 )
 
 
@@ -65,6 +66,8 @@ class RecordBuffer:
         conversation_id: str | None = None,
         prompt_words: int | None = None,
         slot: "Slot | None" = None,
+        images: int | None = None,
+        image_bytes: int | None = None,
     ) -> None:
         """Append one record with its tags; without ``usage`` the prompt's word count stands in.
 
@@ -110,6 +113,10 @@ class RecordBuffer:
         timings = rec.server_timings or {}
         cols["server_prompt_ms"].append(_number(timings.get("prompt_ms")))
         cols["server_predicted_per_token_ms"].append(_number(timings.get("predicted_per_token_ms")))
+        cols["output_valid"].append(rec.output_valid)
+        cols["items"].append(rec.items)
+        cols["images"].append(images)
+        cols["image_bytes"].append(image_bytes)
         self._chunk_ms.extend(rec.chunk_ms)
         self._chunk_tokens.extend(rec.chunk_tokens)
         self._offsets.append(len(self._chunk_ms))

@@ -21,6 +21,7 @@ import gevent
 from gevent import GreenletExit
 from locust import User, constant, task
 
+from loadtest.client.output_check import judge
 from loadtest.client.stream import client_for
 from loadtest.load.backoff import backoff_s
 from loadtest.load.levels import LevelClock
@@ -114,6 +115,8 @@ def make_user_class(
                 "turn": planned.turn,
                 "conversation_id": planned.conversation_id,
                 "prompt_words": planned.prompt_words,
+                "images": planned.images,
+                "image_bytes": planned.image_bytes,
                 "slot": slot,
             }
             if slot is None:
@@ -130,6 +133,7 @@ def make_user_class(
                 raise
             finally:
                 recorder.end(self.index)
+            judge(planned.output_check, rec)
             recorder.add(rec, self.index, level_index, level, warmup, **tags)
             self.workload.answered(rec.ok, rec.answer)
             if slot is None:  # open loop: the schedule, not a retry loop, decides when the next request goes

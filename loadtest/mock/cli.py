@@ -144,7 +144,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="never answer (no status, no byte) until the client gives up (default: %(default)s)",
     )
     flt.add_argument(
+        "--broken-json-rate", type=float, default=_D.broken_json_rate, metavar="P",
+        help="cut the closing character of a tool call's or JSON-schema answer's JSON (default: %(default)s)",
+    )
+    flt.add_argument(
         "--seed", type=int, default=_D.seed, help="seed of the fault draws (default: random)"
+    )
+
+    eng.add_argument(
+        "--embedding-dim", type=int, default=_D.embedding_dim, metavar="N",
+        help="floats per vector in a /v1/embeddings answer, whose cost is the prefill of its inputs' tokens "
+        "(default: %(default)s)",
+    )
+    eng.add_argument(
+        "--image-tokens", type=int, default=_D.image_tokens, metavar="N",
+        help="prompt tokens each image_url part costs, before its pixels (default: %(default)s)",
+    )
+    eng.add_argument(
+        "--pixels-per-token", type=int, default=_D.pixels_per_token, metavar="N",
+        help="an image costs one more prompt token per N pixels (28 x 28 = 784, Qwen2-VL's; default: %(default)s)",
+    )
+    eng.add_argument(
+        "--tool-call-style", choices=("openai", "vllm"), default=_D.tool_call_style,
+        help="how streamed tool calls are chunked: OpenAI's (role + header in one chunk) or vLLM's "
+        "(role chunk, then the name, then the arguments) (default: %(default)s)",
     )
 
     ins = parser.add_argument_group("instrumentation")

@@ -43,6 +43,11 @@ class MockConfig:
     decode_per_seq_ms: float = 0.5
     prefill_per_token_ms: float = 0.02
     tokens_per_chunk: int = 1
+    #: Floats per vector in an /v1/embeddings answer (embeddings.py).
+    embedding_dim: int = 16
+    #: Prompt tokens per image_url part, plus one per ``pixels_per_token`` pixels (vision.py).
+    image_tokens: int = 64
+    pixels_per_token: int = 784
     # Roofline mode (roofline.py, MODEL.md): off while roofline_hbm_gbps is None; when on,
     # step times follow these instead of decode_base_ms/decode_per_seq_ms/prefill_per_token_ms.
     roofline_hbm_gbps: float | None = None
@@ -70,7 +75,11 @@ class MockConfig:
     stall_rate: float = 0.0
     stall_s: float = 1.0
     hang_rate: float = 0.0
+    #: Share of structured answers (tool calls, JSON schema) whose JSON is cut short (structured.py).
+    broken_json_rate: float = 0.0
     seed: int | None = None
+    #: How tool calls are chunked: "openai" or "vllm" (see structured.py).
+    tool_call_style: str = "openai"
     # Instrumentation.
     stamp_chunks: bool = False
     #: Append one JSON line per streamed request to this file (see request_log.py).
@@ -98,7 +107,11 @@ class MockConfig:
             _check(math.isfinite(value) and value >= 0, _flag(name), "must be a number >= 0")
         _check(math.isfinite(self.drift) and 0 <= self.drift <= 1, "--drift", "must be between 0 and 1")
         _check(self.tokens_per_chunk >= 1, "--tokens-per-chunk", "must be at least 1")
-        for name in ("fail_rate", "drop_rate", "malformed_rate", "stall_rate", "hang_rate"):
+        _check(1 <= self.embedding_dim <= 65536, "--embedding-dim", "must be between 1 and 65536")
+        _check(self.image_tokens >= 0, "--image-tokens", "must be >= 0")
+        _check(self.pixels_per_token >= 1, "--pixels-per-token", "must be at least 1")
+        _check(self.tool_call_style in ("openai", "vllm"), "--tool-call-style", "must be openai or vllm")
+        for name in ("fail_rate", "drop_rate", "malformed_rate", "stall_rate", "hang_rate", "broken_json_rate"):
             value = getattr(self, name)
             _check(0.0 <= value <= 1.0, _flag(name), "must be between 0 and 1")
         _check(

@@ -99,7 +99,7 @@ def render(config: MockConfig, engine: Engine, metrics: MockMetrics) -> bytes:
         _family(
             "loadtest_mock_faults_total",
             "counter",
-            "Injected faults, by kind (fail, rate_limit, drop, malformed, stall, hang).",
+            "Injected faults, by kind (fail, rate_limit, drop, malformed, stall, hang, broken_json).",
             [(f'{{kind="{k}"}}', n) for k, n in sorted(metrics.faults.items())],
         ),
         _family(

@@ -16,6 +16,8 @@ from typing import Any
 import orjson
 
 from loadtest.mock.config import DEFAULT_MAX_TOKENS, MAX_MAX_TOKENS
+from loadtest.mock.structured import StructuredPlan, plan_for
+from loadtest.mock.vision import BadImage, image_tokens
 
 
 class BadRequest(Exception):
@@ -38,9 +40,13 @@ class CompletionRequest:
     stream: bool
     include_usage: bool
     continuous_usage: bool
+    #: A tool call or JSON document the answer must be (chat only; None: plain text).
+    structured: StructuredPlan | None = None
+    #: A /v1/responses request: encoded as the Responses API's events (responses.py).
+    responses: bool = False
 
 
-def parse_request(body: bytes, *, chat: bool) -> CompletionRequest:
+def parse_request(body: bytes, *, chat: bool, vision: tuple[int, int] = (64, 784)) -> CompletionRequest:
     """Validate a ``/v1/chat/completions`` (``chat``) or ``/v1/completions`` body."""
     try:
         data = orjson.loads(body)
@@ -59,7 +65,7 @@ def parse_request(body: bytes, *, chat: bool) -> CompletionRequest:
     if not isinstance(model, str) or not model:
         raise BadRequest("Invalid 'model': expected a non-empty string.", "model")
 
-    prompt_tokens = _chat_prompt_tokens(data) if chat else _completion_prompt_tokens(data)
+    prompt_tokens = _chat_prompt_tokens(data, vision) if chat else _completion_prompt_tokens(data)
     max_tokens = _max_tokens(data, chat)
 
     n = data.get("n")
@@ -88,7 +94,22 @@ def parse_request(body: bytes, *, chat: bool) -> CompletionRequest:
         stream=stream,
         include_usage=include_usage,
         continuous_usage=continuous_usage,
+        structured=plan_for(data) if chat else None,
     )
+
+
+def json_body(body: bytes) -> dict[str, Any]:
+    """A request body as a JSON object with a ``model``, or the 400 OpenAI answers (every route's first check)."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise BadRequest("We could not parse the JSON body of your request.") from None
+    if not isinstance(data, dict):
+        raise BadRequest("The request body must be a JSON object.")
+    model = data.get("model")
+    if not isinstance(model, str) or not model:
+        raise BadRequest("you must provide a model parameter", "model")
+    return data
 
 
 def count_words(text: str) -> int:
@@ -96,13 +117,14 @@ def count_words(text: str) -> int:
     return len(text.split())
 
 
-def _chat_prompt_tokens(data: dict[str, Any]) -> int:
+def _chat_prompt_tokens(data: dict[str, Any], vision: tuple[int, int] = (64, 784)) -> int:
     messages = data.get("messages")
     if messages is None:
         raise BadRequest("Missing required parameter: 'messages'.", "messages")
     if not isinstance(messages, list) or not messages:
         raise BadRequest("Invalid 'messages': expected a non-empty array.", "messages")
     texts: list[str] = []
+    image = 0
     for i, message in enumerate(messages):
         if not isinstance(message, dict):
             raise BadRequest(f"Invalid 'messages[{i}]': expected an object.", f"messages[{i}]")
@@ -112,16 +134,20 @@ def _chat_prompt_tokens(data: dict[str, Any]) -> int:
         if isinstance(content, str):
             texts.append(content)
         elif isinstance(content, list):
-            # Content parts: count the text parts, ignore images and the like.
-            for part in content:
+            # Content parts: the text parts' words, and each image's tokens (vision.py).
+            for j, part in enumerate(content):
                 if isinstance(part, dict) and isinstance(part.get("text"), str):
                     texts.append(part["text"])
+                try:
+                    image += image_tokens(part, *vision)
+                except BadImage as err:
+                    raise BadRequest(f"Invalid 'messages[{i}].content[{j}]': {err}", f"messages[{i}].content[{j}]") from None
         else:
             raise BadRequest(
                 f"Invalid 'messages[{i}].content': expected a string or an array of parts.",
                 f"messages[{i}].content",
             )
-    return count_words(" ".join(texts))
+    return count_words(" ".join(texts)) + image
 
 
 def _completion_prompt_tokens(data: dict[str, Any]) -> int:

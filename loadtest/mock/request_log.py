@@ -59,7 +59,7 @@ class RequestLog:
     def __init__(self, path: str) -> None:
         self._file: IO[bytes] = open(path, "ab", buffering=0)
 
-    def write(self, arrival: float, sink: TimedSink, outcome: str, prompt: str) -> None:
+    def write(self, arrival: float, sink: TimedSink, outcome: str, prompt: str, model: str | None = None) -> None:
         end = time.perf_counter()
         first = sink.first_token
         line = {
@@ -69,6 +69,7 @@ class RequestLog:
             "ttft_ms": (first - arrival) * 1000.0 if first is not None else None,
             "outcome": outcome,
             "prompt": prompt,
+            "model": model,  # the body's model: a class's override (a LoRA adapter) reaches the server
         }
         self._file.write(orjson.dumps(line) + b"\n")
 

@@ -17,6 +17,7 @@ before the client can have seen the status.
 from __future__ import annotations
 
 import asyncio
+import random
 import ssl
 import time
 from typing import Awaitable, Callable
@@ -27,16 +28,21 @@ from loadtest.errors import LoadtestError
 from loadtest.mock import wire
 from loadtest.mock.arrival_log import ArrivalLog
 from loadtest.mock.config import MockConfig
+from loadtest.mock.embeddings import serve_embeddings
 from loadtest.mock.engine import Engine, Outcome, Sequence
 from loadtest.mock.faults import FaultInjector, FaultPlan, middle_chunk
 from loadtest.mock.metrics import CLIENT_CLOSED, MockMetrics, render
 from loadtest.mock.parse import BadRequest, CompletionRequest, parse_request
 from loadtest.mock.request_log import RequestLog, TimedSink, prompt_text
 from loadtest.mock.stream import AliveSink, StreamSink
+from loadtest.mock.responses import ResponsesEncoder, parse_responses
+from loadtest.mock.structured import StructuredEncoder
 
 CHAT_PATH = "/v1/chat/completions"
 COMPLETIONS_PATH = "/v1/completions"
-_COUNTED_PATHS = frozenset({CHAT_PATH, COMPLETIONS_PATH})
+EMBEDDINGS_PATH = "/v1/embeddings"
+RESPONSES_PATH = "/v1/responses"
+_COUNTED_PATHS = frozenset({CHAT_PATH, COMPLETIONS_PATH, EMBEDDINGS_PATH, RESPONSES_PATH})
 
 _JSON = "application/json"
 _SSE_HEADERS = {
@@ -85,6 +91,8 @@ class MockService:
         self._auth = f"Bearer {config.api_key}" if config.api_key is not None else None
         self.request_log = RequestLog(config.request_log) if config.request_log else None
         self.arrival_log = ArrivalLog(config.arrival_log) if config.arrival_log else None
+        #: Its own stream, so the other faults' draws stay as they were for a --seed.
+        self._broken_rng = random.Random(f"broken-json-{config.seed}")
 
     # -- the application ----------------------------------------------------
 
@@ -92,6 +100,8 @@ class MockService:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post(CHAT_PATH, self._chat)
         app.router.add_post(COMPLETIONS_PATH, self._completions)
+        app.router.add_post(EMBEDDINGS_PATH, self._embeddings)
+        app.router.add_post(RESPONSES_PATH, self._responses)
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/health", self._health)
         app.router.add_get("/metrics", self._metrics)
@@ -149,24 +159,36 @@ class MockService:
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         return await self._complete(request, chat=False)
 
-    async def _complete(self, request: web.Request, *, chat: bool) -> web.StreamResponse:
+    async def _responses(self, request: web.Request) -> web.StreamResponse:
+        return await self._complete(request, chat=True, responses=True)
+
+    async def _embeddings(self, request: web.Request) -> web.StreamResponse:
+        """One step of the engine with the batch's prompt tokens as its prefill (see embeddings.py)."""
+        request[_OUTCOME] = "client_left"
+        try:
+            return await serve_embeddings(self, request, error_response, _OUTCOME)
+        finally:
+            self.metrics.outcomes[request[_OUTCOME]] += 1
+
+    async def _complete(self, request: web.Request, *, chat: bool, responses: bool = False) -> web.StreamResponse:
         """Handle one request and count how it ended (exactly one outcome per request)."""
         if self.arrival_log is not None:
             self.arrival_log.write(request.path)
         request[_OUTCOME] = "client_left"  # unless a path below says otherwise
         try:
-            return await self._handle(request, chat=chat)
+            return await self._handle(request, chat=chat, responses=responses)
         finally:
             self.metrics.outcomes[request[_OUTCOME]] += 1
 
-    async def _handle(self, request: web.Request, *, chat: bool) -> web.StreamResponse:
+    async def _handle(self, request: web.Request, *, chat: bool, responses: bool = False) -> web.StreamResponse:
         if (denied := self._check_auth(request)) is not None:
             request[_OUTCOME] = "http_4xx"
             return denied
         arrival = time.perf_counter()
         body = await request.read()
         try:
-            req = parse_request(body, chat=chat)
+            req = parse_responses(body) if responses else parse_request(
+                body, chat=chat, vision=(self.config.image_tokens, self.config.pixels_per_token))
         except BadRequest as err:
             request[_OUTCOME] = "http_4xx"
             return error_response(400, err.message, param=err.param)
@@ -242,7 +264,14 @@ class MockService:
         except ConnectionError:
             return resp  # the client left while we were deciding
         chunked = bool(getattr(writer, "chunked", request.version >= (1, 1)))
-        encoder = wire.StreamEncoder(
+        structured = req.structured
+        broken = structured is not None and self._broken_rng.random() < cfg.broken_json_rate
+        if broken:
+            self.metrics.faults["broken_json"] += 1
+        kinds = {"plan": structured, "style": cfg.tool_call_style, "broken": broken} if structured else {}
+        kind = ResponsesEncoder if req.responses else StructuredEncoder if structured else wire.StreamEncoder
+        encoder = kind(
+            **kinds,
             chat=req.chat,
             request_id=wire.new_request_id(req.chat),
             created=int(time.time()),
@@ -273,7 +302,7 @@ class MockService:
             outcome, dropped=sink.dropped, malformed=sink.malformed_sent
         )
         if logged is not None and self.request_log is not None:
-            self.request_log.write(logged[0], sink, outcome.value, logged[1])
+            self.request_log.write(logged[0], sink, outcome.value, logged[1], req.model)
         # FINISHED: the engine wrote everything up to [DONE]; aiohttp writes the
         # last (empty) HTTP chunk when we return. ABORTED: the connection is
         # gone or was cut on purpose, and aiohttp's final write fails quietly.

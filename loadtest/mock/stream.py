@@ -76,7 +76,7 @@ class StreamSink:
             if generated == 1 and self._enc.chat:
                 # The role chunk goes out with the first token, as vLLM does,
                 # even when that token waits for the rest of its chunk.
-                transport.write(self._enc.frame(self._enc.role(_perf())))
+                self._write_role()
             return True
         chunk = self._chunk
         if chunk == self._drop_chunk:
@@ -108,9 +108,14 @@ class StreamSink:
         self._transport.write(enc.frame(payload))
         return True
 
+    def _write_role(self) -> None:
+        role = self._enc.role(_perf())
+        if role:  # an OpenAI-style tool call has none of its own (an empty HTTP chunk would end the body)
+            self._transport.write(self._enc.frame(role))
+
     def _drop(self, generated: int) -> bool:
         if generated == 1 and self._enc.chat:  # the role chunk was not sent yet
-            self._transport.write(self._enc.frame(self._enc.role(_perf())))
+            self._write_role()
         self.dropped = True
         self._transport.close()  # flushes what was sent, then FIN: no [DONE]
         return False

@@ -19,6 +19,7 @@ from pathlib import Path
 from plotly.offline import get_plotlyjs
 
 from loadtest.analysis.results import Analysis
+from loadtest.client.unary import UNARY_APIS
 from loadtest.records import replace_text
 from loadtest.redact import scrub
 from loadtest.report.figures import (
@@ -52,6 +53,7 @@ REPORT_HTML = "report.html"
 def render_html(analysis: Analysis) -> str:
     """The whole report as one HTML string (plotly.js inlined once)."""
     has_data = any(lv.status != "no_data" for lv in analysis.levels)
+    unary = (analysis.target or {}).get("api") in UNARY_APIS  # embeddings: no stream to plot
     figures = []
     if has_data:
         figures = [
@@ -64,27 +66,49 @@ def render_html(analysis: Analysis) -> str:
             figures.append(("Per request class", class_figure(analysis),
                             "Each class is judged by its own SLO; a level holds only if every class does. "
                             "The class whose curve crosses its own dashed limit first binds the capacity."))
-        if has_turns(analysis):
+        if has_turns(analysis) and not unary:
             figures.append(("TTFT by conversation turn", turn_figure(analysis),
                             "Later turns resend the history (earlier prompts and the answers streamed), "
                             "so their prefill is longer."))
-        figures += [
+        figures.append(
             ("Throughput and goodput", throughput_figure(analysis),
              "Goodput counts only requests that met every per-request limit; the gap to requests/s is "
-             "traffic that was served too slowly to count."),
-            ("Latency against throughput", knee_figure(analysis),
-             "Each point is a level, placed by the tokens/s it delivered and its latency. The knee: beyond it, "
-             "more users add latency but few tokens/s."),
-            ("Distributions", distribution_figure(analysis),
-             "One box per level: the line is the median, the box the middle half of the samples, the whiskers "
-             "the spread; a box that climbs and widens from level to level is a queue forming."),
-        ]
+             "traffic that was served too slowly to count."))
+        if not unary:
+            figures += _streaming_figures(analysis)
     figures.append(("Timeline", timeline_figure(analysis),
                     "Grey steps: the users in force (right axis); blue: requests started per second; red bars: "
                     "failed requests. Shaded spans are warmups, not measured."))
     body = [f"<h1>{_e(analysis.name or 'Load test')}: capacity report</h1>", header(analysis)]
     body.append("<h2>Per level</h2>" + levels_table(analysis))
+    if unary:
+        body.append(f"<p class='how'><b>Not streamed:</b> {_e(NOT_STREAMED)}</p>")
+    return _page(analysis, body, figures, has_data)
 
+
+#: Why an embeddings report has fewer plots (and empty TTFT/ITL/TPOT panels).
+NOT_STREAMED = (
+    "target.api is embeddings: each answer is one JSON body, with no first token and no gaps between tokens. "
+    "Latency is end to end (and TTFB); throughput is input tokens/s and items/s (the per-level table and "
+    "summary.json: levels[].input_tokens_per_s, levels[].items_per_s). The streaming-only plots (latency "
+    "against output tokens/s, TTFT/ITL distributions, TTFT by turn) are left out, and the TTFT, ITL and "
+    "TPOT panels of the latency figure stay empty."
+)
+
+
+def _streaming_figures(analysis: Analysis) -> list:
+    """The figures that need a stream: TTFT/ITL against tokens/s and their distributions."""
+    return [
+        ("Latency against throughput", knee_figure(analysis),
+         "Each point is a level, placed by the tokens/s it delivered and its latency. The knee: beyond it, "
+         "more users add latency but few tokens/s."),
+        ("Distributions", distribution_figure(analysis),
+         "One box per level: the line is the median, the box the middle half of the samples, the whiskers "
+         "the spread; a box that climbs and widens from level to level is a queue forming."),
+    ]
+
+
+def _page(analysis: Analysis, body: list[str], figures: list, has_data: bool) -> str:
     body.append(why_section(analysis))
     for title, fig, note in figures:
         how = f"<p class='how'><b>How to read this:</b> {_e(note)}</p>" if note else ""

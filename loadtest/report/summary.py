@@ -180,10 +180,18 @@ def level_dict(level: LevelResult) -> dict[str, Any]:
         requests_per_s=_round(level.requests_per_s, 4),
         output_tokens_per_s=_round(level.output_tokens_per_s, 2),
         goodput_rps=_round(level.goodput_rps, 4),
+        # share of valid tool-call / structured outputs among checked successes (null: nothing checked)
+        valid_output_rate=_round(level.valid_output_rate, 6) if level.valid_output_rate is not None else None,
+        valid_output_checked=level.valid_output_checked,
+        # input side (embeddings' throughput): prompt tokens and inputs of requests that ended ok, per second
+        input_tokens_per_s=_round(level.input_tokens_per_s, 2) if level.input_tokens_per_s is not None else None,
+        items_per_s=_round(level.items_per_s, 4) if level.items_per_s is not None else None,
         checks=[check_dict(c) for c in level.checks],
         rate_rps=level.rate_rps,
         open_loop=open_loop_dict(level.open_loop),
     )
+    if level.images is not None:  # workload.images: count, bytes, and TTFT by image count
+        out["images"] = level.images
     if level.ttft_by_turn:
         out["ttft_by_turn"] = {str(turn): stats_dict(stats) for turn, stats in sorted(level.ttft_by_turn.items())}
     if level.classes:
@@ -227,6 +235,8 @@ def capacity_dict(cap: Capacity) -> dict[str, Any]:
         "requests_per_s": _round(cap.requests_per_s, 4),
         "output_tokens_per_s": _round(cap.output_tokens_per_s, 2),
         "goodput_rps": _round(cap.goodput_rps, 4),
+        "input_tokens_per_s": _round(cap.input_tokens_per_s, 2),
+        "items_per_s": _round(cap.items_per_s, 4),
         "certain_concurrency": cap.certain_concurrency,
         "upper_bound": cap.upper_bound,
         "max_tested": cap.max_tested,
@@ -240,6 +250,8 @@ def capacity_dict(cap: Capacity) -> dict[str, Any]:
         "max_tested_rate_rps": cap.max_tested_rate_rps,
         "mean_in_flight": _round(cap.mean_in_flight, 3),
         "binding_class": cap.binding_class,
+        # the model (or LoRA adapter) that binding class sent to: its model override, else target.model
+        "binding_model": cap.binding_model,
         **({"classes": {name: capacity_dict(c) for name, c in cap.classes.items()}} if cap.classes else {}),
     }
 

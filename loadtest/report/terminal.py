@@ -17,12 +17,15 @@ from rich.text import Text
 from loadtest.analysis.capacity import fmt_ms
 from loadtest.analysis.results import Analysis, Check, LevelResult
 from loadtest.analysis.slo import METRIC_LABELS
+from loadtest.client.unary import UNARY_APIS
 from loadtest.metric_registry import BY_NAME, names
 from loadtest.report.why import limits_line
 
 #: The latency columns of the per-level table and of the per-class table (the registry's flags).
 TERMINAL_METRICS = names(terminal=True)
 CLASS_METRICS = names(per_class=True)
+#: The columns of a request kind that is not streamed: no first token, no token gaps.
+UNARY_METRICS = names(kind="latency", unary=True)
 
 COLOURS = {"pass": "green", "uncertain": "yellow", "fail": "bold red", "no_data": "dim"}
 CAPACITY_COLOURS = {
@@ -107,10 +110,14 @@ def build_table(analysis: Analysis) -> Table:
     table.add_column("reqs", justify="right", no_wrap=True)
     table.add_column("errors", justify="right", no_wrap=True)
     percentiles = {}
-    for metric in TERMINAL_METRICS:
+    unary = (analysis.target or {}).get("api") in UNARY_APIS  # embeddings: no stream, e2e and input rates
+    metrics = UNARY_METRICS if unary else TERMINAL_METRICS
+    for metric in metrics:
         percentiles[metric] = _column_percentile(analysis, metric)
         table.add_column(f"{METRIC_LABELS[metric]} {percentiles[metric]}", justify="right", no_wrap=True)
-    table.add_column("tok/s", justify="right", no_wrap=True)
+    table.add_column("in tok/s" if unary else "tok/s", justify="right", no_wrap=True)
+    if unary:
+        table.add_column("items/s", justify="right", no_wrap=True)
     table.add_column("good/s", justify="right", no_wrap=True)
     table.add_column("ran", justify="right", no_wrap=True)
     table.add_column("verdict", min_width=4, no_wrap=True)
@@ -124,8 +131,9 @@ def build_table(analysis: Analysis) -> Table:
             *(_open_loop_cells(level) if open_loop else ()),
             str(level.requests),
             _errors_cell(level),
-            *(_latency_cell(level, m, percentiles[m]) for m in TERMINAL_METRICS),
-            _rate(level.output_tokens_per_s, ".0f"),
+            *(_latency_cell(level, m, percentiles[m]) for m in metrics),
+            *((_rate(level.input_tokens_per_s, ".0f"), _rate(level.items_per_s, ".1f")) if unary
+              else (_rate(level.output_tokens_per_s, ".0f"),)),
             _rate(level.goodput_rps, ".2f"),
             ran_cell(level.decision),
             _verdict_cell(level),

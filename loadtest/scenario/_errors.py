@@ -6,6 +6,7 @@ editing a YAML file, not a Python model.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import ValidationError
@@ -25,6 +26,10 @@ _MESSAGES = {
 }
 
 
+#: A message that starts with the YAML path it is about (``slo.ttft_ms: ...``).
+_NAMES_ITS_PATH = re.compile(r"^[A-Za-z_][\w.\[\]]*: ")
+
+
 def _yaml_path(loc: tuple[Any, ...]) -> str:
     out = ""
     for part in loc:
@@ -37,11 +42,12 @@ def _yaml_path(loc: tuple[Any, ...]) -> str:
     return out or "(top level)"
 
 
-_INT_FIELDS = {"levels", "start", "max", "mean", "max_tokens", "warmup_requests", "tokens", "groups", "turns", "max_in_flight"}
+_INT_FIELDS = {"levels", "start", "max", "mean", "max_tokens", "warmup_requests", "tokens", "groups", "turns", "max_in_flight", "batch_size", "count", "width", "height"}
 
 
 def _is_int_field(loc: tuple[Any, ...]) -> bool:
-    names = [part for part in loc if isinstance(part, str)]
+    # a union's branch names (constrained-int, function-...) are not YAML keys
+    names = [part for part in loc if isinstance(part, str) and not part.startswith(("function-", "constrained-"))]
     return bool(names) and names[-1] in _INT_FIELDS
 
 
@@ -82,4 +88,7 @@ def format_validation_error(err: ValidationError) -> str:
     if isinstance(slo, SloError):  # the SLO names the path below its block (slo.itl_ms.p97)
         below = f".{slo.path}" if slo.path else ""
         return f"{path}{below}: {slo.message}{suffix}"
-    return f"{path}: {_describe(first)}{suffix}"
+    described = _describe(first)
+    if path == "(top level)" and _NAMES_ITS_PATH.match(described):
+        return f"{described}{suffix}"  # a whole-scenario check that names the field itself
+    return f"{path}: {described}{suffix}"

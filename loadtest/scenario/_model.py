@@ -18,6 +18,7 @@ from loadtest.scenario._errors import format_validation_error
 from loadtest.scenario._load import Load
 from loadtest.analysis.slo import SloSpec
 from loadtest.scenario._target import Target
+from loadtest.scenario._kinds import kind_problem
 from loadtest.scenario._workload import RequestClass, Workload
 
 
@@ -42,6 +43,14 @@ class Scenario(_Strict):
                 c = c.model_copy(update={"slo": slo})
             classes.append(c)
         object.__setattr__(self, "workload", self.workload.model_copy(update={"classes": classes}))
+        return self
+
+    @model_validator(mode="after")
+    def _fields_fit_the_api(self) -> "Scenario":
+        """Streaming-only fields and SLOs on a request kind that does not stream (see _kinds.py)."""
+        problem = kind_problem(self)
+        if problem:
+            raise ValueError(problem)
         return self
 
     def with_overrides(

@@ -36,7 +36,9 @@ class ServerMetrics(_Strict):
 class Target(_Strict):
     base_url: str = "http://127.0.0.1:8000/v1"
     model: str = "mock-model"
-    api: Literal["chat", "completions"] = "chat"
+    #: embeddings: not streamed; latency is e2e, throughput input tokens and items per second.
+    #: responses: OpenAI's Responses API (/v1/responses), streamed as named events.
+    api: Literal["chat", "completions", "embeddings", "responses"] = "chat"
     api_key_env: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
     #: Header values read from environment variables at run time: {header: ENV_VAR}

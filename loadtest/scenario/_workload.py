@@ -9,6 +9,7 @@ from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, field_
 
 from loadtest.paths import yaml_file_problem
 from loadtest.scenario._base import _Strict
+from loadtest.scenario._structured import ResponseFormat, Tool, ToolChoice
 from loadtest.analysis.slo import SloSpec
 
 
@@ -25,6 +26,19 @@ class TokenDistribution(_Strict):
 def typical_tokens(value: "int | TokenDistribution") -> int:
     """A fixed count, or a distribution's mean."""
     return value if isinstance(value, int) else value.mean
+
+
+class Images(_Strict):
+    """``workload.images``: generated images sent with each chat request (as data URIs)."""
+
+    #: Images per request, and each one's size in pixels: a number or {mean, stddev}.
+    count: PositiveInt | TokenDistribution = 1
+    width: PositiveInt | TokenDistribution = 512
+    height: PositiveInt | TokenDistribution = 512
+    format: Literal["png", "jpeg", "webp"] = "png"
+    #: Seeded content unique to every request (false: one image per size, shared by all:
+    #: a server's image cache may then serve it, on purpose).
+    unique: bool = True
 
 
 class Dataset(_Strict):
@@ -76,6 +90,16 @@ class _WorkloadFields(_Strict):
     dataset: Dataset | None = None
     shared_prefix: SharedPrefix | None = None
     conversation: Conversation | None = None
+    #: OpenAI tool definitions sent with every request (the answer's calls are validated against them).
+    tools: list[Tool] | None = None
+    #: none | auto | required | {type: function, function: {name}} (sent only with ``tools``).
+    tool_choice: ToolChoice | None = None
+    #: {type: json_schema, json_schema: {name, schema}} | {type: json_object}: structured output, validated.
+    response_format: ResponseFormat | None = None
+    #: Inputs per request with ``target.api: embeddings`` (each of ``prompt_tokens``).
+    batch_size: PositiveInt = 1
+    #: Generated images in each chat request (image_url content parts with data URIs).
+    images: Images | None = None
 
 
 class RequestClass(_Strict):
@@ -98,6 +122,14 @@ class RequestClass(_Strict):
     dataset: Dataset | None = None
     shared_prefix: SharedPrefix | None = None
     conversation: Conversation | None = None
+    tools: list[Tool] | None = None
+    tool_choice: ToolChoice | None = None
+    response_format: ResponseFormat | None = None
+    batch_size: PositiveInt | None = None
+    images: Images | None = None
+    #: The model this class's requests name instead of ``target.model`` (a LoRA adapter's name,
+    #: as vLLM's ``--lora-modules`` gives it, or another model the endpoint serves).
+    model: str | None = Field(default=None, min_length=1)
 
     def overrides(self) -> dict[str, Any]:
         """The workload fields this class sets (the rest are inherited)."""

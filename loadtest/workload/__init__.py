@@ -61,7 +61,9 @@ def workload_fingerprint(scenario: Scenario) -> dict[str, Any]:
             {"sha256": fp["sha256"], "format": fp["format"], "rows": fp["rows"]} for fp in prepare(scenario)
         ],
         "classes": [
-            {"name": c.name, "weight": c.weight, "overrides": sorted(c.overrides())} for c in w.classes
+            # the model key only where a class names one, so older scenarios keep their fingerprint
+            {"name": c.name, "weight": c.weight, "overrides": sorted(c.overrides()), **({"model": c.model} if c.model else {})}
+            for c in w.classes
         ],
         "shared_prefix": w.shared_prefix.model_dump() if w.shared_prefix else None,
         "conversation": w.conversation.model_dump() if w.conversation else None,

@@ -23,10 +23,13 @@ import random
 from dataclasses import dataclass, field
 from typing import Collection, Iterator
 
+from loadtest.client.output_check import OutputCheck, output_check
 from loadtest.client.wire import build_body
 from loadtest.scenario import Scenario
 from loadtest.scenario import Workload as WorkloadSpec
+from loadtest.scenario._structured import body_fields
 from loadtest.workload.dataset import Cursor, Entry, cursor_for
+from loadtest.workload.images import ImageMaker, ImageSet
 from loadtest.workload.prefix import shared_prefixes
 from loadtest.workload.words import count_words, synthetic_text
 
@@ -41,8 +44,13 @@ class PlannedRequest:
     conversation_id: str | None = None
     #: Words sent (prefix, history and message): the prompt-token estimate without usage.
     prompt_words: int = 0
-    #: Keep the streamed text: the next turn resends it.
+    #: Keep the streamed text: the next turn resends it, or ``output_check`` judges it.
     capture_text: bool = False
+    #: What the answer must be (tool calls, a JSON schema); None: free text, not checked.
+    output_check: OutputCheck | None = None
+    #: Images sent with the request, and their encoded bytes (``workload.images``; None without).
+    images: int | None = None
+    image_bytes: int | None = None
 
 
 @dataclass
@@ -54,6 +62,12 @@ class _ClassPlan:
     spec: WorkloadSpec
     prefixes: list[str]
     cursor: Cursor | None
+    #: The model its requests name (the class's override, else target.model).
+    model: str | None = None
+    #: Body fields for tools / response_format, and the check of the answer they ask for.
+    fields: dict | None = None
+    check: OutputCheck | None = None
+    images: ImageMaker | None = None
 
 
 @dataclass
@@ -97,7 +111,9 @@ class Workload:
         self._continuous_usage = continuous_usage
         self._salt = salt
         self._user_tag = user_tag or str(seed)
-        self._plans = _class_plans(scenario.workload, salt, f"{scenario.workload.seed}-{stream_seed}")
+        # images are per user (its own seed): a worker's users share a dataset cursor, never an image
+        self._plans = _class_plans(scenario.workload, salt, f"{scenario.workload.seed}-{stream_seed}",
+                                   f"{scenario.workload.seed}-{seed}-{user_tag}")
         self._weights = [p.weight for p in self._plans]
         self._conversation: _Conversation | None = None
         self._conversations = 0
@@ -138,13 +154,20 @@ class Workload:
             messages = [("user", message)]
         if conv.prefix is not None:
             messages = [("system", conv.prefix)] + messages
+        if self._scenario.target.api == "embeddings":  # a batch: each input from the class's source
+            messages += [("user", self._message(plan, plan.cursor.next() if plan.cursor is not None else None))
+                         for _ in range(plan.spec.batch_size - 1)]
+        pictures = plan.images.next() if plan.images is not None else None
         return PlannedRequest(
-            body=self._body(plan.spec, messages, max_tokens),
+            body=self._body(plan, messages, max_tokens, pictures),
+            images=pictures.count if pictures is not None else None,
+            image_bytes=pictures.bytes if pictures is not None else None,
             class_name=plan.name,
             turn=conv.turn if multi_turn else None,
             conversation_id=conv.ident if multi_turn else None,
             prompt_words=sum(count_words(content) for _, content in messages),
-            capture_text=multi_turn,
+            capture_text=multi_turn or plan.check is not None,
+            output_check=plan.check,
         )
 
     def answered(self, ok: bool, text: str | None) -> None:
@@ -186,15 +209,22 @@ class Workload:
             return synthetic_text(self._rng, plan.spec.prompt_tokens.sample(self._rng), salt=self._salt)
         return f"{self._salt} {entry.prompt}" if self._salt else entry.prompt
 
-    def _body(self, spec: WorkloadSpec, messages: list[tuple[str, str]], max_tokens: int) -> bytes:
+    def _body(
+        self, plan: _ClassPlan, messages: list[tuple[str, str]], max_tokens: int, pictures: ImageSet | None = None
+    ) -> bytes:
         t = self._scenario.target
-        if t.api == "chat":
-            prompt: str | list[dict[str, str]] = [{"role": role, "content": content} for role, content in messages]
+        spec = plan.spec
+        if t.api in ("chat", "responses"):  # Responses takes the same role/content messages as input
+            prompt: str | list = [{"role": role, "content": content} for role, content in messages]
+            if pictures is not None:  # the new message's text, then its images
+                prompt[-1] = {"role": "user", "content": [{"type": "text", "text": messages[-1][1]}, *pictures.parts]}
+        elif t.api == "embeddings":
+            prompt = [content for _, content in messages]
         else:
             prompt = "\n\n".join(content for _, content in messages)
         return build_body(
             t.api,
-            t.model,
+            plan.model or t.model,
             prompt,
             max_tokens,
             temperature=spec.temperature,
@@ -203,6 +233,7 @@ class Workload:
             extra_body=spec.extra_body,
             max_tokens_field=self._max_tokens_field,
             drop=self._drop,
+            fields=plan.fields,
         )
 
 
@@ -220,7 +251,16 @@ def _salted(messages: list[tuple[str, str]], salt: str) -> list[tuple[str, str]]
     return out
 
 
-def _class_plans(workload: WorkloadSpec, salt: str, stream_seed: str) -> list[_ClassPlan]:
+def _check_for(spec: WorkloadSpec) -> OutputCheck | None:
+    """The structured-output check of a class's requests (None: free text)."""
+    fields = body_fields(spec.tools, spec.tool_choice, spec.response_format)
+    fmt = fields.get("response_format")
+    if fmt is not None and fmt.get("type") == "text":
+        fmt = None
+    return output_check(fields.get("tools"), fields.get("tool_choice"), fmt)
+
+
+def _class_plans(workload: WorkloadSpec, salt: str, stream_seed: str, user_seed: str = "") -> list[_ClassPlan]:
     classes = workload.classes or [None]
     plans = []
     for request_class in classes:
@@ -232,6 +272,11 @@ def _class_plans(workload: WorkloadSpec, salt: str, stream_seed: str) -> list[_C
                 spec=spec,
                 prefixes=shared_prefixes(spec.shared_prefix, workload.seed, salt) if spec.shared_prefix else [],
                 cursor=cursor_for(spec.dataset, stream_seed) if spec.dataset is not None else None,
+                model=request_class.model if request_class is not None else None,
+                fields=body_fields(spec.tools, spec.tool_choice, spec.response_format) or None,
+                check=_check_for(spec),
+                images=ImageMaker(spec.images, f"{user_seed}-{salt}-{request_class.name if request_class else ''}")
+                if spec.images is not None else None,
             )
         )
     return plans

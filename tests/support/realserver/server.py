@@ -85,7 +85,9 @@ def from_environment() -> RealServer | None:
     return RealServer(url, model, api_key_env=os.environ.get("LOADTEST_REAL_API_KEY_ENV"), is_llama=False)
 
 
-def start_llama_server(folder: Path, *, slots: int = 8, ctx_per_slot: int = 1024, threads: int = 1) -> RealServer:
+def start_llama_server(
+    folder: Path, *, slots: int = 8, ctx_per_slot: int = 1024, threads: int = 1, extra_args: tuple[str, ...] = ()
+) -> RealServer:
     """Write the tiny model and start llama-server on a free port; wait until it is healthy."""
     binary = binary_path()
     if not binary.exists():
@@ -96,7 +98,7 @@ def start_llama_server(folder: Path, *, slots: int = 8, ctx_per_slot: int = 1024
     log = folder / f"llama-server-{port}.log"
     cmd = [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "--metrics",
            "-np", str(slots), "-c", str(slots * ctx_per_slot), "-t", str(threads), "-tb", str(threads),
-           "--alias", "tiny-llama", "--no-warmup"]
+           "--alias", "tiny-llama", "--no-warmup", *extra_args]
     process = subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     server = RealServer(f"http://127.0.0.1:{port}/v1", "tiny-llama", slots=slots, process=process, log=log)
     deadline = time.monotonic() + 120

@@ -373,10 +373,148 @@ RATE_LIMITED_NOW = Fixture(
     headers={"Content-Type": "application/json", "Retry-After": "0"}, framing="length",
 )
 
+# -- tool calls: a streamed call is generated content (TTFT, ITL); a call-only answer is not empty --
+OPENAI_TOOL_CALL = Fixture(
+    "openai-tool-call", "OpenAI chat completions: a streamed tool call (role and call header in one chunk)",
+    "platform.openai.com/docs/guides/function-calling (Streaming: delta.tool_calls, finish_reason tool_calls)",
+    _ev(
+        b'data: {' + _OA + b',"choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_DdmO9pD3xa9XTPNJ32zg2hcA","type":"function","function":{"name":"get_weather","arguments":""}}],"refusal":null},"logprobs":null,"finish_reason":null}],"usage":null}',
+        b'data: {' + _OA + b',"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\\""}}]},"logprobs":null,"finish_reason":null}],"usage":null}',
+        b'data: {' + _OA + b',"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"location"}}]},"logprobs":null,"finish_reason":null}],"usage":null}',
+        b'data: {' + _OA + b',"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\\":\\""}}]},"logprobs":null,"finish_reason":null}],"usage":null}',
+        b'data: {' + _OA + b',"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"Paris"}}]},"logprobs":null,"finish_reason":null}],"usage":null}',
+        b'data: {' + _OA + b',"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\\"}"}}]},"logprobs":null,"finish_reason":null}],"usage":null}',
+        b'data: {' + _OA + b',"choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"tool_calls"}],"usage":null}',
+        b'data: {' + _OA + b',"choices":[],"usage":{"prompt_tokens":60,"completion_tokens":15,"total_tokens":75}}',
+        b"data: [DONE]",
+    ),
+    {"ok": True, "token_source": "usage", "chunk_tokens": [3, 3, 3, 2, 2, 2], "completion_tokens": 15, "prompt_tokens": 60,
+     "tool_calls": {0: ["get_weather", "", '{"', "location", '":"', "Paris", '"}']}},
+    chunk_writes=[0, 1, 2, 3, 4, 5],
+)
+
+VLLM_TOOL_CALL = Fixture(
+    "vllm-tool-call", "vLLM --enable-auto-tool-choice: role chunk, then the call's name, then its arguments",
+    "vllm/entrypoints/openai/serving_chat.py (DeltaToolCall(id, type, index, function=DeltaFunctionCall(name)), "
+    "arguments in later deltas, exclude_unset)",
+    _ev(
+        b'data: {' + _V + b',"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}',
+        b'data: {' + _V + b',"choices":[{"index":0,"delta":{"tool_calls":[{"id":"chatcmpl-tool-4f1c","type":"function","index":0,"function":{"name":"get_weather"}}]},"logprobs":null,"finish_reason":null}]}',
+        b'data: {' + _V + b',"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\\"city\\": \\"Dallas\\""}}]},"logprobs":null,"finish_reason":null}]}',
+        b'data: {' + _V + b',"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":", \\"unit\\": \\"fahrenheit\\"}"}}]},"logprobs":null,"finish_reason":"tool_calls","stop_reason":128008}]}',
+        b'data: {' + _V + b',"choices":[],"usage":{"prompt_tokens":310,"total_tokens":330,"completion_tokens":20}}',
+        b"data: [DONE]",
+    ),
+    {"ok": True, "token_source": "usage", "chunk_tokens": [7, 7, 6], "completion_tokens": 20, "prompt_tokens": 310,
+     "tool_calls": {0: ["get_weather", '{"city": "Dallas"', ', "unit": "fahrenheit"}']}},
+    chunk_writes=[1, 2, 3],
+)
+
+# -- embeddings: one JSON body, no stream (latency is e2e; no TTFT) --------------------------------
+OPENAI_EMBEDDINGS = Fixture(
+    "openai-embeddings", "OpenAI /v1/embeddings: one vector per input, usage.prompt_tokens",
+    "platform.openai.com/docs/api-reference/embeddings/create (the embedding object)",
+    [b'{"object":"list","data":[{"object":"embedding","embedding":[0.0023064255,-0.009327292,-0.0028842222],"index":0}],'
+     b'"model":"text-embedding-3-small","usage":{"prompt_tokens":8,"total_tokens":8}}'],
+    {"ok": True, "token_source": "usage", "chunk_tokens": [], "completion_tokens": 0, "prompt_tokens": 8, "items": 1},
+    api="embeddings", headers={"Content-Type": "application/json"}, framing="length",
+)
+
+EMBEDDINGS_MISSING_VECTOR = Fixture(
+    "embeddings-missing-vector", "an embeddings 200 with fewer vectors than inputs: not a success",
+    "the OpenAI embeddings contract (one embedding object per input, by index)",
+    [b'{"object":"list","data":[],"model":"e","usage":{"prompt_tokens":8,"total_tokens":8}}'],
+    {"ok": False, "error_kind": "malformed", "chunk_tokens": [], "completion_tokens": 0, "error_contains": "0 embeddings for 1 inputs"},
+    api="embeddings", headers={"Content-Type": "application/json"}, framing="length",
+)
+
+# -- the Responses API: named events, no [DONE], usage on response.completed ------------------------
+_R = b'"id":"resp_67c9fdcecf488190bdd9a0409de3a1ec07b8b0ad4e5eb654","object":"response","created_at":1741290958,"model":"gpt-4.1-2025-04-14"'
+
+
+def _rev(kind: str, body: bytes) -> bytes:
+    """One named Responses event: ``event: <type>`` and its data."""
+    return b"event: " + kind.encode() + b"\ndata: {\"type\":\"" + kind.encode() + b"\"," + body + b"}"
+
+
+OPENAI_RESPONSES = Fixture(
+    "openai-responses", "OpenAI Responses API, streamed text (response.output_text.delta, usage on response.completed)",
+    "platform.openai.com/docs/api-reference/responses-streaming",
+    _ev(
+        _rev("response.created", b'"sequence_number":0,"response":{' + _R + b',"status":"in_progress","output":[],"usage":null}'),
+        _rev("response.in_progress", b'"sequence_number":1,"response":{' + _R + b',"status":"in_progress","output":[],"usage":null}'),
+        _rev("response.output_item.added", b'"sequence_number":2,"output_index":0,"item":{"id":"msg_67c9fdcf37fc8190ba82116e33fb28c507b8b0ad4e5eb654","type":"message","status":"in_progress","role":"assistant","content":[]}'),
+        _rev("response.content_part.added", b'"sequence_number":3,"item_id":"msg_67c9fdcf37fc8190ba82116e33fb28c507b8b0ad4e5eb654","output_index":0,"content_index":0,"part":{"type":"output_text","text":"","annotations":[]}'),
+        _rev("response.output_text.delta", b'"sequence_number":4,"item_id":"msg_67c9fdcf37fc8190ba82116e33fb28c507b8b0ad4e5eb654","output_index":0,"content_index":0,"delta":"Hi"'),
+        _rev("response.output_text.delta", b'"sequence_number":5,"item_id":"msg_67c9fdcf37fc8190ba82116e33fb28c507b8b0ad4e5eb654","output_index":0,"content_index":0,"delta":" there"'),
+        _rev("response.output_text.delta", b'"sequence_number":6,"item_id":"msg_67c9fdcf37fc8190ba82116e33fb28c507b8b0ad4e5eb654","output_index":0,"content_index":0,"delta":"!"'),
+        _rev("response.output_text.done", b'"sequence_number":7,"item_id":"msg_67c9fdcf37fc8190ba82116e33fb28c507b8b0ad4e5eb654","output_index":0,"content_index":0,"text":"Hi there!"'),
+        _rev("response.content_part.done", b'"sequence_number":8,"item_id":"msg_67c9fdcf37fc8190ba82116e33fb28c507b8b0ad4e5eb654","output_index":0,"content_index":0,"part":{"type":"output_text","text":"Hi there!","annotations":[]}'),
+        _rev("response.output_item.done", b'"sequence_number":9,"output_index":0,"item":{"id":"msg_67c9fdcf37fc8190ba82116e33fb28c507b8b0ad4e5eb654","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","text":"Hi there!","annotations":[]}]}'),
+        _rev("response.completed", b'"sequence_number":10,"response":{' + _R + b',"status":"completed","output":[],"usage":{"input_tokens":37,"input_tokens_details":{"cached_tokens":0},"output_tokens":11,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":48}}'),
+    ),
+    {"ok": True, "token_source": "usage", "chunk_tokens": [4, 4, 3], "completion_tokens": 11, "prompt_tokens": 37,
+     "reasoning_tokens": 0},
+    chunk_writes=[4, 5, 6], api="responses",
+)
+
+_VR = b'"response":{"id":"resp_9a1","object":"response","created_at":1741290958,"model":"Qwen/Qwen3-0.6B"'
+VLLM_RESPONSES_REASONING = Fixture(
+    "vllm-responses-reasoning", "vLLM /v1/responses with a reasoning parser: reasoning deltas, then text (data lines only)",
+    "vllm/entrypoints/openai/serving_responses.py (ResponseReasoningTextDeltaEvent, ResponseTextDeltaEvent)",
+    _ev(
+        b'data: {"type":"response.created","sequence_number":0,' + _VR + b',"status":"in_progress","usage":null}}',
+        b'data: {"type":"response.reasoning_text.delta","sequence_number":1,"item_id":"rs_1","output_index":0,"content_index":0,"delta":"Think"}',
+        b'data: {"type":"response.reasoning_text.delta","sequence_number":2,"item_id":"rs_1","output_index":0,"content_index":0,"delta":"ing"}',
+        b'data: {"type":"response.output_text.delta","sequence_number":3,"item_id":"msg_1","output_index":1,"content_index":0,"delta":"Yes","logprobs":[]}',
+        b'data: {"type":"response.completed","sequence_number":4,' + _VR + b',"status":"completed","usage":{"input_tokens":12,"output_tokens":3,"output_tokens_details":{"reasoning_tokens":2},"total_tokens":15}}}',
+    ),
+    {"ok": True, "token_source": "usage", "chunk_tokens": [1, 1, 1], "completion_tokens": 3, "prompt_tokens": 12,
+     "reasoning_tokens": 2},
+    chunk_writes=[1, 2, 3], api="responses",
+)
+
+RESPONSES_ERROR_EVENT = Fixture(
+    "responses-error-event", "Responses API: an error event mid-stream",
+    "platform.openai.com/docs/api-reference/responses-streaming/error",
+    _ev(
+        _rev("response.created", b'"sequence_number":0,"response":{' + _R + b',"status":"in_progress","usage":null}'),
+        _rev("response.output_text.delta", b'"sequence_number":1,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"Hi"'),
+        _rev("error", b'"code":"server_error","message":"The server had an error while processing your request.","param":null,"sequence_number":2'),
+    ),
+    {"ok": False, "error_kind": "stream_error", "chunk_tokens": [1], "completion_tokens": 1,
+     "error_contains": "The server had an error"},
+    chunk_writes=[1], api="responses",
+)
+
+RESPONSES_FAILED = Fixture(
+    "responses-failed", "Responses API: response.failed with its error",
+    "platform.openai.com/docs/api-reference/responses-streaming/response/failed",
+    _ev(
+        _rev("response.created", b'"sequence_number":0,"response":{' + _R + b',"status":"in_progress","usage":null}'),
+        _rev("response.failed", b'"sequence_number":1,"response":{' + _R + b',"status":"failed","error":{"code":"server_error","message":"The model failed to generate a response."},"usage":null}'),
+    ),
+    {"ok": False, "error_kind": "stream_error", "chunk_tokens": [], "completion_tokens": 0,
+     "error_contains": "failed to generate"},
+    api="responses",
+)
+
+RESPONSES_CUT = Fixture(
+    "responses-cut", "Responses API: the stream ends without response.completed",
+    "a stream without its terminal event is not a whole answer",
+    _ev(
+        _rev("response.created", b'"sequence_number":0,"response":{' + _R + b',"status":"in_progress","usage":null}'),
+        _rev("response.output_text.delta", b'"sequence_number":1,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"Hi"'),
+    ),
+    {"ok": False, "error_kind": "disconnect", "chunk_tokens": [1], "completion_tokens": 1},
+    chunk_writes=[1], api="responses",
+)
+
 ZOO = [
     OPENAI_CHAT, OPENAI_REASONING_HIDDEN, AZURE_CHAT, VLLM_CONTINUOUS, VLLM_ABORT, VLLM_OLD_ERROR,
     VLLM_REASONING, SGLANG_ABORT, TGI_USAGE_ON_LAST_CONTENT, TGI_ERROR_EVENT, LLAMACPP_CHAT,
     LLAMACPP_OLD_USAGE_ON_FINISH, LLAMACPP_COMPLETIONS, USAGE_ON_EVERY_CHUNK, DONE_WITHOUT_BLANK_LINE,
     DONE_WITH_TRAILING_SPACE, LONG_EVENT, EMPTY_STREAM, CUT_STREAM, USAGE_WRONG_TYPE, REDIRECT, NO_CONTENT, FASTAPI_422,
-    RATE_LIMITED_NOW,
+    RATE_LIMITED_NOW, OPENAI_TOOL_CALL, VLLM_TOOL_CALL, OPENAI_EMBEDDINGS, EMBEDDINGS_MISSING_VECTOR,
+    OPENAI_RESPONSES, VLLM_RESPONSES_REASONING, RESPONSES_ERROR_EVENT, RESPONSES_FAILED, RESPONSES_CUT,
 ]

@@ -1,0 +1,77 @@
+"""Images in chat end to end: generated images reach the mock, which charges them as prefill.
+
+Each request asks for one token, so it is one engine step whose prefill is ``P × L`` (MODEL.md),
+``L`` being the prompt's words plus each image's tokens: ``--image-tokens`` + width × height /
+``--pixels-per-token``. Here B = 5, S = 0, P = 0.1 ms, 12 words (13 with the run's salt) and
+448 × 448 images (64 + 256 = 320 tokens each): 1 image → 333 tokens, 3 images → 973.
+
+- At 1 user every request finds the engine idle: TTFT = B + P × L, 38.3 ms with one image and
+  102.3 ms with three (summary.json's TTFT by image count).
+- With c users the engine alternates batches and each request waits for the others' and then
+  its own (as for embeddings): TTFT ≈ c × P × mean(L) + 2B = 65.3c + 10 ms for the half-and-half
+  mix: about 140 ms at 2 users and 270 ms at 4. A 200 ms TTFT p50 lies more than 20% from both:
+  the capacity is 2.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from loadtest.mock.process import MockServer
+from support.runkit import loadtest, summary, write_scenario
+
+MOCK = ["--decode-base-ms", "5", "--decode-per-seq-ms", "0", "--prefill-per-token-ms", "0.1",
+        "--image-tokens", "64", "--pixels-per-token", "784"]
+WORDS, SIDE = 12, 448
+PER_IMAGE = 64 + SIDE * SIDE // 784
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("images")
+    image = {"width": SIDE, "height": SIDE, "format": "png"}
+    with MockServer(MOCK) as mock:
+        scenario = write_scenario(
+            tmp, mock.base_url,
+            workload={"prompt_tokens": {"mean": WORDS, "stddev": 0}, "max_tokens": 1,
+                      "classes": [{"name": "one", "images": {"count": 1, **image}},
+                                  {"name": "three", "images": {"count": 3, **image}}]},
+            load={"levels": [1, 2, 4], "level_duration_s": 3, "max_level_duration_s": 4, "warmup_s": 0.5},
+            slo={"ttft_ms": {"p50": 200}, "itl_ms": None, "max_error_rate": 0.05},
+        )
+        result = loadtest("run", str(scenario), "--out", str(tmp / "run"), timeout=120)
+    assert result.returncode in (0, 1), result.stderr
+    return summary(tmp / "run"), pd.read_parquet(tmp / "run" / "requests.parquet")
+
+
+def test_images_are_recorded_and_counted_as_prompt_tokens(sweep):
+    _, frame = sweep
+    done = frame[~frame.warmup & frame.ok]
+    assert set(done["class"]) == {"one", "three"}
+    for name, count in (("one", 1), ("three", 3)):
+        mine = done[done["class"] == name]
+        assert (mine.images == count).all() and (mine.image_bytes > 500 * count).all()
+        # usage.prompt_tokens: the words (the run's salt is one more) plus each image's tokens
+        assert mine.prompt_tokens.between(WORDS + count * PER_IMAGE, WORDS + 1 + count * PER_IMAGE).all()
+
+
+def test_ttft_grows_with_the_images_as_the_mock_charges_them(sweep):
+    s, _ = sweep
+    by_count = s["levels"][0]["images"]["ttft_ms_by_count"]
+    for count in (1, 3):
+        model = 5 + 0.1 * (WORDS + 1 + count * PER_IMAGE)
+        p50 = by_count[str(count)]["p50"]
+        assert model <= p50 < model * 1.15 + 5, (count, p50, model)  # the client's few ms on top
+    assert s["levels"][0]["images"]["per_request"] == pytest.approx(2, abs=0.6)
+
+
+def test_capacity_with_images_matches_the_mock(sweep):
+    s, _ = sweep
+    for level in s["levels"][1:]:  # c × P × mean(L) + 2B, with the mix actually sent at that level
+        mean_tokens = level["images"]["prompt_tokens_per_request"]
+        model = level["concurrency"] * 0.1 * mean_tokens + 10
+        assert level["ttft_ms"]["p50"] == pytest.approx(model, rel=0.2), (level["concurrency"], level["ttft_ms"])
+    cap = s["capacity"]
+    if cap["verdict"] != "host_contended":  # a busy shared host withholds the verdict (and says so)
+        assert cap["concurrency"] == 2 and cap["first_failing"] == 4, cap["message"]

@@ -1,0 +1,46 @@
+"""Tool calling against a real ``llama-server --jinja`` (the tiny random model).
+
+The tiny model has no tool-calling chat template and words for a vocabulary, so it answers a
+``tool_choice: required`` request in plain words. That is exactly what the structured-output
+check exists for: the stream is a success by every timing rule (content chunks, usage), and
+its ``output_valid`` is False, so such a server's speed never counts as valid output.
+A real streamed tool call's wire is proven by the wire zoo (OpenAI's and vLLM's formats).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from loadtest.client.output_check import judge, output_check
+from loadtest.client.stream import StreamingClient
+from loadtest.client.wire import build_body
+from support.realserver.server import start_llama_server
+
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    real = start_llama_server(tmp_path_factory.mktemp("llama-jinja"), slots=1, extra_args=("--jinja",))
+    try:
+        yield real
+    finally:
+        real.stop()
+
+
+def test_a_text_answer_to_a_required_tool_call_is_timed_and_marked_invalid(server):
+    client = StreamingClient(server.base_url, "chat", timeout_s=60)
+    body = build_body("chat", server.model, "What is the weather in Paris?", 24,
+                      fields={"tools": TOOLS, "tool_choice": "required"})
+    try:
+        rec = client.send(body, capture_text=True)
+    finally:
+        client.close()
+    assert rec.ok, rec.error
+    assert len(rec.chunk_ms) > 0 and rec.ttft_ms == rec.chunk_ms[0] and rec.completion_tokens > 0
+    judge(output_check(TOOLS, "required", None), rec)
+    if rec.tool_calls:  # a build whose generic template forced a call: it must then be judged on its JSON
+        assert rec.output_valid is not None
+    else:
+        assert rec.answer and rec.output_valid is False
