@@ -19,7 +19,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+from aiohttp import web
 
+from loadtest.mock.engine import Outcome, Sequence
+from loadtest.mock.metrics import CLIENT_CLOSED
+from loadtest.mock.stream import AliveSink
 from loadtest.mock.parse import BadRequest, json_body, count_words
 
 
@@ -71,12 +75,6 @@ async def serve_embeddings(service: Any, request: Any, error_response: Any, outc
     Sets ``request[outcome_key]`` as the chat routes do (the service counts it once);
     ``error_response`` is the server's OpenAI-style error builder (passed in: no import circle).
     """
-    from aiohttp import web
-
-    from loadtest.mock.engine import Outcome, Sequence
-    from loadtest.mock.metrics import CLIENT_CLOSED
-    from loadtest.mock.stream import AliveSink
-
 
     if (denied := service._check_auth(request)) is not None:
         request[outcome_key] = "http_4xx"

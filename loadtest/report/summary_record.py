@@ -69,6 +69,11 @@ class CapacityRecord(_Strict):
     max_tested_rate_rps: Optional[Number]
     mean_in_flight: Optional[Number]
     binding_class: Optional[str]
+    #: embeddings' throughput at the capacity: prompt tokens and inputs per second
+    input_tokens_per_s: Optional[Number]
+    items_per_s: Optional[Number]
+    #: the model (or LoRA adapter) the binding class sent to
+    binding_model: Optional[str]
     #: each request class's own capacity (only with ``workload.classes``)
     classes: Optional[dict[str, "CapacityRecord"]] = None
 
@@ -108,6 +113,14 @@ class LevelRecord(_LevelBase):  # type: ignore[misc,valid-type]
     checks: list[dict[str, Any]]
     rate_rps: Optional[Number]
     open_loop: Optional[dict[str, Any]]
+    #: tools / response_format: the share of valid outputs among the checked successes, and how many
+    valid_output_rate: Optional[Number]
+    valid_output_checked: int
+    #: the input side (embeddings): prompt tokens and inputs of the requests that ended ok, per second
+    input_tokens_per_s: Optional[Number]
+    items_per_s: Optional[Number]
+    #: workload.images: images, bytes and prompt tokens per request, TTFT by image count
+    images: Optional[dict[str, Any]] = None
     ttft_by_turn: Optional[dict[str, Any]] = None
     classes: Optional[dict[str, "LevelRecord"]] = None
     #: the server's signals over the level (empty when not scraped); not in a class's block
