@@ -64,6 +64,7 @@ class RecordBuffer:
         turn: int | None = None,
         conversation_id: str | None = None,
         prompt_words: int | None = None,
+        prompt_source: str = "estimate",
         slot: "Slot | None" = None,
     ) -> None:
         """Append one record with its tags; without ``usage`` the prompt's word count stands in.
@@ -87,7 +88,7 @@ class RecordBuffer:
             cols["prompt_token_source"].append("usage")
         else:
             cols["prompt_tokens"].append(prompt_words)
-            cols["prompt_token_source"].append("estimate" if prompt_words is not None else None)
+            cols["prompt_token_source"].append(prompt_source if prompt_words is not None else None)
         cols["completion_tokens"].append(rec.completion_tokens)
         cols["token_source"].append(rec.token_source)
         cols["status"].append(rec.status)

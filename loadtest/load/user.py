@@ -108,12 +108,14 @@ def make_user_class(
                     scheduler.done()
 
         def _send(self, slot: "Slot | None") -> None:
-            planned = self.workload.next_request()
+            trace = slot.trace if slot is not None else None
+            planned = self.workload.next_request() if trace is None else self.workload.trace_request(trace)
             tags = {
                 "request_class": planned.class_name,
                 "turn": planned.turn,
                 "conversation_id": planned.conversation_id,
                 "prompt_words": planned.prompt_words,
+                "prompt_source": planned.prompt_source,
                 "slot": slot,
             }
             if slot is None:

@@ -54,6 +54,35 @@ class SharedPrefix(_Strict):
     groups: PositiveInt = 1
 
 
+class TraceWindow(_Strict):
+    """The span of a trace that is replayed: seconds from the file's first row."""
+
+    start_s: NonNegativeFloat = 0.0
+    #: None: to the end of the file (or to ``max_requests``).
+    duration_s: PositiveFloat | None = None
+
+
+class Trace(_Strict):
+    """Requests from a production trace (see :mod:`loadtest.workload.trace`), replayed at ``load.speedups``."""
+
+    path: str
+    format: Literal["mooncake", "azure", "burstgpt"]
+    window: TraceWindow = TraceWindow()
+    max_requests: PositiveInt | None = None
+    #: Tokens per Mooncake ``hash_ids`` block (Mooncake's own traces use 512).
+    block_tokens: PositiveInt = 512
+    #: Timestamps that go backwards are an error; ``true`` sorts the window instead.
+    sort: bool = False
+
+    @field_validator("path")
+    @classmethod
+    def _file_exists(cls, v: str) -> str:
+        problem = yaml_file_problem(v)
+        if problem:
+            raise ValueError(problem)
+        return v
+
+
 class Conversation(_Strict):
     """Multi-turn use: each request resends the history, including the answer actually streamed."""
 
@@ -116,6 +145,8 @@ class Workload(_WorkloadFields):
     #: flatter a second run). ``false`` keeps prompts identical across runs: for measuring
     #: a warm prefix cache on purpose.
     cache_bust: bool = True
+    #: Replay a trace's arrivals and lengths (needs ``load.speedups``; no classes or datasets then).
+    trace: Trace | None = None
     classes: list[RequestClass] = Field(default_factory=list)
 
     @field_validator("classes")
