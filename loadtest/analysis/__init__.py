@@ -31,6 +31,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from loadtest.analysis.trace_levels import mark_speedups
 from loadtest.analysis.autoscaling import AutoscalingOptions, recommend
 from loadtest.analysis.bootstrap import DEFAULT_RESAMPLES, rng_for
 from loadtest.analysis.capacity import find_capacity
@@ -107,6 +108,7 @@ def analyze(
         confidence = verdict_confidence(run)
     windows, warnings = level_windows(run, requests)
     frame, levels = _measure(requests, windows, slo, seed=seed, resamples=resamples, confidence=confidence)
+    mark_speedups(levels, run.get("trace"))
     turns = numeric(requests, "turn")
     frame["class"] = text(requests, "class")
     frame["turn"] = turns

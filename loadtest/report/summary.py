@@ -181,6 +181,7 @@ def level_dict(level: LevelResult) -> dict[str, Any]:
         goodput_rps=_round(level.goodput_rps, 4),
         checks=[check_dict(c) for c in level.checks],
         rate_rps=level.rate_rps,
+        speedup=level.speedup,
         open_loop=open_loop_dict(level.open_loop),
     )
     if level.ttft_by_turn:
@@ -238,6 +239,11 @@ def capacity_dict(cap: Capacity) -> dict[str, Any]:
         "upper_bound_rate_rps": cap.upper_bound_rate_rps,
         "max_tested_rate_rps": cap.max_tested_rate_rps,
         "mean_in_flight": _round(cap.mean_in_flight, 3),
+        # trace replay (null otherwise): the capacity as a speedup of the trace window
+        "speedup": cap.speedup,
+        "first_failing_speedup": cap.first_failing_speedup,
+        "upper_bound_speedup": cap.upper_bound_speedup,
+        "max_tested_speedup": cap.max_tested_speedup,
         "binding_class": cap.binding_class,
         **({"classes": {name: capacity_dict(c) for name, c in cap.classes.items()}} if cap.classes else {}),
     }
