@@ -214,7 +214,8 @@ def _csv_rows(fh: io.BufferedReader, path: str, fmt: str, digest: Any) -> Iterat
     except csv.Error as err:
         raise InputError(f"{_where(path, reader.line_num)}: not valid CSV ({err})") from None
     finally:
-        text.detach()
+        if not fh.closed:
+            text.detach()  # the caller closes its own file
 
 
 # -- the window --------------------------------------------------------------------------------
@@ -272,6 +273,7 @@ def read_trace(
                 rows.append(TraceRow(t, n_in, n_out, hashes, line))
                 if max_requests is not None and len(rows) >= max_requests and not sort:
                     break
+            source.close()
     except OSError as err:
         raise InputError(f"{path}: cannot read: {err.strerror or err}") from None
     if seen == 0:
