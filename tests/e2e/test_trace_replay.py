@@ -1,0 +1,181 @@
+"""Trace replay (issue 28) end to end: ``loadtest trace synth``, then ``loadtest run`` with speedups against ``loadtest mock``.
+
+The mock's request log is the ground truth: when each request arrived at the
+server (``perf_counter`` on this host, the client's clock) and the prompt it
+carried. Held against the trace file:
+
+* arrival times: the k-th arrival of a level at (trace offset_k / speedup)
+  after the level's start, its lag from that schedule small (p99 within a few
+  ms; the bound follows from the mock being idle enough to answer at once);
+* lengths: each request's prompt tokens (the mock's usage: words) and its
+  completion tokens (``ignore_eos``) are its row's;
+* prefixes: two requests whose rows share their first ``k`` hash blocks share
+  exactly ``k × block_tokens`` prompt words, and nothing more.
+
+The capacity test: a mock that completes at most λ* = slots / (tokens × step)
+requests per second (test_open_loop.py derives it) and a trace whose mean rate
+is known; the speedup found is λ* / mean rate, within --refine's resolution.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from loadtest.load.trace_replay import replay_offsets
+from loadtest.mock.process import MockServer
+from loadtest.records import read_requests
+from loadtest.workload.trace import read_trace
+from support.runkit import loadtest, summary, write_scenario
+
+BLOCK = 16
+
+
+def synth(path: Path, *args: str) -> Path:
+    result = loadtest("trace", "synth", str(path), *args, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return path
+
+
+def run(tmp_path: Path, flags: list[str], *cli: str, **sections) -> tuple[dict, Path]:
+    out = tmp_path / "run"
+    with MockServer(flags) as mock:
+        sections["load"] = {"levels": None, **sections["load"]}
+        scenario = write_scenario(tmp_path, mock.base_url, **sections)
+        result = loadtest("run", str(scenario), "--out", str(out), *cli, timeout=300)
+    assert result.returncode == 0, result.stderr
+    return summary(out), out
+
+
+@pytest.fixture(scope="module")
+def replay(tmp_path_factory):
+    """One run: a 40 req/s mooncake trace with shared prefixes, at 1× and 2×, against a roomy mock."""
+    tmp = tmp_path_factory.mktemp("replay")
+    trace = synth(tmp / "t.jsonl", "--rate", "40", "--duration-s", "6", "--input-mean", "56", "--input-stddev", "12",
+                  "--output-mean", "6", "--output-stddev", "2", "--prefix-groups", "3", "--prefix-blocks", "2",
+                  "--prefix-share", "0.7", "--block-tokens", str(BLOCK), "--seed", "3")
+    log = tmp / "requests.jsonl"
+    s, out = run(
+        tmp, ["--max-batch", "256", "--decode-base-ms", "4", "--decode-per-seq-ms", "0", "--prefill-per-token-ms", "0",
+              "--request-log", str(log)],
+        workload={"trace": {"path": str(trace), "format": "mooncake", "block_tokens": BLOCK}},
+        load={"speedups": [1, 2], "max_in_flight": 64, "level_duration_s": 4, "warmup_s": 1,
+              "min_level_duration_s": 4, "max_level_duration_s": 4},
+        slo={"ttft_ms": {"p95": 2000}, "itl_ms": {}, "max_error_rate": 0.01},
+    )
+    lines = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    return {"summary": s, "out": out, "trace": read_trace(str(trace), "mooncake", block_tokens=BLOCK), "log": lines}
+
+
+def test_arrivals_follow_the_trace_over_the_speedup(replay):
+    s, trace = replay["summary"], replay["trace"]
+    frame = read_requests(replay["out"])
+    offset = time.time() - time.perf_counter()
+    arrivals = np.array([line["arrival"] for line in replay["log"]]) + offset
+    assert [lv["speedup"] for lv in s["levels"]] == [1.0, 2.0]
+    for lv in s["levels"]:
+        mine = frame[frame.level_index == lv["index"]].sort_values("scheduled_wall")
+        start = lv["window"]["start_wall"]
+        scheduled = mine.scheduled_wall.to_numpy() - start
+        n = len(scheduled)
+        expected = np.array(replay_offsets(trace, lv["speedup"], 3600.0, 0)[0][:n])
+        # the schedule the client kept is the trace's, to float precision
+        assert np.allclose(scheduled, expected, atol=1e-6), (scheduled[:5], expected[:5])
+        # and the server received each request at its scheduled time: a few ms of lag at most
+        seen = np.sort(arrivals[(arrivals >= start) & (arrivals < lv["window"]["end_wall"] + 1)])[:n]
+        lag_ms = (seen - (start + expected)) * 1000.0
+        # the server's lag is the client's own send lag (measured, and flagged when late) plus the
+        # transport to the mock's parser: that part must be small whatever the host's load
+        # measured over the level's window (after warmup_s: users open their connections in the first second)
+        measured = expected >= 1.0
+        transport_ms = (lag_ms - mine.schedule_lag_ms.to_numpy())[measured]
+        lag_ms = lag_ms[measured]
+        p99 = float(np.percentile(lag_ms, 99))
+        print(f"\n{lv['speedup']:g}x: {n} arrivals, server-side lag from the trace time p50 {np.median(lag_ms):.2f} ms, "
+              f"p99 {p99:.2f} ms; client send lag p99 {lv['open_loop']['schedule_lag_ms']['p99']} ms; "
+              f"transport p99 {np.percentile(transport_ms, 99):.2f} ms")
+        assert lv["open_loop"]["dropped"] == 0
+        assert np.median(lag_ms) < 5.0
+        # loopback plus the mock's parse is well under a millisecond idle; a loaded 2-core host adds 5+ ms
+        assert float(np.percentile(transport_ms, 99)) < 15.0
+
+
+def test_each_request_has_its_rows_lengths(replay):
+    trace = replay["trace"]
+    frame = read_requests(replay["out"])
+    frame = frame[frame.level_index >= 0].sort_values("scheduled_wall")
+    by_level = frame.groupby("level_index")
+    for _, mine in by_level:
+        # rows due in the same millisecond may go out in either order: compare (due, lengths) as sets
+        speedup = float(mine.rate_rps.iloc[0]) / trace.mean_rate_rps
+        due = np.rint((mine.scheduled_wall.to_numpy() - mine.scheduled_wall.min()) * speedup * 1000)
+        got = sorted(zip(due.astype(int), mine.prompt_tokens.astype(int), mine.completion_tokens.astype(int)))
+        offsets, arrivals = replay_offsets(trace, 1.0, 3600.0, 0)  # the merged schedule at 1×, repetitions included
+        want = sorted((int(round(t * 1000)), trace.rows[a.row].input_tokens, trace.rows[a.row].output_tokens)
+                      for t, a in list(zip(offsets, arrivals))[: len(mine)])
+        assert mine.ok.all()
+        assert got == want
+
+
+def test_shared_blocks_share_exactly_their_tokens(replay):
+    """Within a level's replay, common prompt prefix = shared leading blocks × BLOCK words; across levels, nothing."""
+    trace = replay["trace"]
+    known = {r.hash_ids[: -(-r.input_tokens // BLOCK)] for r in trace.rows}
+    by_level: dict[str, list[tuple[list[str], tuple[int, ...]]]] = {}
+    for line in replay["log"]:
+        words = line["prompt"].split()
+        if not words or "-b" not in words[0]:
+            continue  # the preflight's and warm-up requests
+        scope = words[0].rsplit("-b", 1)[0]
+        heads = words[::BLOCK]
+        ids = tuple(int(w.rsplit("-b", 1)[1]) for w in heads if w.startswith(scope + "-b"))
+        assert ids in known  # the blocks named in the prompt are a row's hash_ids
+        by_level.setdefault(scope, []).append((words, ids))
+    # one salt scope per level and repetition of the window: 1× runs 4 s of the 6 s window, 2× 8 s (two)
+    assert sorted(scope.split(".", 1)[1] for scope in by_level) == ["L0.R0", "L1.R0", "L1.R1"]
+    checked = shared = 0
+    for prompts in by_level.values():
+        for (a, ia), (b, ib) in zip(prompts[:-1][:80], prompts[1:][:80]):
+            blocks = 0
+            while blocks < min(len(ia), len(ib)) and ia[blocks] == ib[blocks]:
+                blocks += 1
+            want = min(blocks * BLOCK, len(a), len(b))
+            common = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+            assert common == want, (blocks, common)
+            checked += 1
+            shared += want > 0
+    assert checked >= 100 and shared >= 20
+    # one level shares no first word with the other: its cache starts cold
+    first = [{p[0] for p, _ in prompts} for prompts in by_level.values()]
+    assert not first[0] & first[1] and not first[1] & first[2] and not first[0] & first[2]
+
+
+def test_capacity_speedup_matches_the_mocks_throughput(tmp_path):
+    """λ* = 4 / (16 × 25 ms) = 10 req/s; the trace's mean rate is ~4 req/s: capacity ≈ λ* / mean ≈ 2.5×.
+
+    Below λ* arrivals find a slot (TTFT a step or two); above it the backlog grows by (λ − λ*)
+    per second and TTFT passes the 250 ms limit within a 5 s level (test_open_loop.py's
+    derivation). --refine bisects the speedup to within 5% of the failing one.
+    """
+    trace = synth(tmp_path / "t.csv", "--format", "burstgpt", "--rate", "4", "--duration-s", "60",
+                  "--burstiness", "50", "--input-mean", "32", "--output-mean", "16", "--seed", "1")
+    mean = read_trace(str(trace), "burstgpt").mean_rate_rps
+    truth = 10.0 / mean
+    s, _ = run(
+        tmp_path, ["--max-batch", "4", "--decode-base-ms", "25", "--decode-per-seq-ms", "0", "--prefill-per-token-ms", "0"],
+        "--refine",
+        workload={"trace": {"path": str(trace), "format": "burstgpt"}},
+        load={"speedups": [1, 2, 4], "max_in_flight": 200, "level_duration_s": 5, "warmup_s": 1, "max_level_duration_s": 10},
+        slo={"ttft_ms": {"p95": 250}, "itl_ms": {}, "max_error_rate": 0.01},
+    )
+    cap = s["capacity"]
+    print(f"\ncapacity found {cap['speedup']}x (first failing {cap['first_failing_speedup']}x) of a {mean:.3f} req/s window; "
+          f"truth λ*/mean = {truth:.3f}x; {cap['message']}")
+    assert cap["binding"] == "ttft_ms.p95" and cap["verdict"] == "found"
+    assert truth * 0.85 <= cap["speedup"] <= truth * 1.08, cap
+    assert cap["first_failing_speedup"] - cap["speedup"] <= 0.05 * cap["first_failing_speedup"] + 1e-3
+    assert cap["message"].startswith(f"This endpoint holds {cap['speedup']:g}× the traffic of the trace window within the SLOs; at ")
