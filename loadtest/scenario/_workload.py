@@ -12,6 +12,14 @@ from loadtest.scenario._base import _Strict
 from loadtest.analysis.slo import SloSpec
 
 
+def _existing_file(path: str) -> str:
+    """A ``path`` field's check: the file is there (the error names it; pydantic prefixes the YAML path)."""
+    problem = yaml_file_problem(path)
+    if problem:
+        raise ValueError(problem)
+    return path
+
+
 class TokenDistribution(_Strict):
     """A normal distribution of token counts, clipped at 1."""
 
@@ -37,13 +45,7 @@ class Dataset(_Strict):
     #: A ShareGPT answer's length (or a row's ``max_tokens``) becomes that request's max_tokens.
     use_output_lengths: bool = False
 
-    @field_validator("path")
-    @classmethod
-    def _file_exists(cls, v: str) -> str:
-        problem = yaml_file_problem(v)
-        if problem:
-            raise ValueError(problem)
-        return v
+    _file_exists = field_validator("path")(classmethod(lambda cls, v: _existing_file(v)))
 
 
 class SharedPrefix(_Strict):
@@ -74,13 +76,7 @@ class Trace(_Strict):
     #: Timestamps that go backwards are an error; ``true`` sorts the window instead.
     sort: bool = False
 
-    @field_validator("path")
-    @classmethod
-    def _file_exists(cls, v: str) -> str:
-        problem = yaml_file_problem(v)
-        if problem:
-            raise ValueError(problem)
-        return v
+    _file_exists = field_validator("path")(classmethod(lambda cls, v: _existing_file(v)))
 
 
 class Conversation(_Strict):
