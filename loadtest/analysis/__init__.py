@@ -31,6 +31,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from loadtest.analysis.prefix_cache import level_prefix_cache
 from loadtest.analysis.trace_levels import mark_speedups
 from loadtest.analysis.autoscaling import AutoscalingOptions, recommend
 from loadtest.analysis.bootstrap import DEFAULT_RESAMPLES, rng_for
@@ -149,6 +150,10 @@ def analyze(
     warnings += run_caveats(run, frame)
     warnings += level_caveats(levels, slo, min_complete)
     server = server_view(server_samples, levels, run.get("server_metrics"))
+    caches = level_prefix_cache(frame, numeric(requests, "cached_tokens"), server_samples,
+                                [(lv.index, lv.window_start, lv.end_wall) for lv in levels])
+    for level in levels:
+        level.prefix_cache = caches.get(level.index)
     if server is not None:
         warnings += server.warnings
     options = autoscaling or AutoscalingOptions.from_dict(run.get("autoscaling"))

@@ -120,6 +120,8 @@ class LevelResult:
     rate_rps: float | None = None
     #: Trace replay: the level's speedup of the trace window (rate_rps / the window's mean rate).
     speedup: float | None = None
+    #: The server's prefix-cache hit rate here, and its source (analysis/prefix_cache.py); None when unknown.
+    prefix_cache: dict | None = None
     #: Open loop: offered/sent/completed rates, send lag, mean in flight (:mod:`open_loop`).
     open_loop: dict[str, Any] | None = None
     #: The client's timing could not be trusted because the host was busy, not the client (:mod:`host_contention`).

@@ -25,6 +25,7 @@ _SCALARS = (
     "status", "ok", "error_kind", "error", "reasoning_tokens", "resends",
     "class", "turn", "conversation_id", "prompt_token_source",
     "rate_rps", "scheduled_wall", "schedule_lag_ms", "server_prompt_ms", "server_predicted_per_token_ms",
+    "cached_tokens",
 )
 
 
@@ -96,6 +97,7 @@ class RecordBuffer:
         cols["error_kind"].append(rec.error_kind)
         cols["error"].append(rec.error)
         cols["reasoning_tokens"].append(rec.reasoning_tokens)
+        cols["cached_tokens"].append(rec.cached_tokens)
         cols["resends"].append(rec.resends)
         cols["class"].append(request_class)
         cols["turn"].append(turn)

@@ -38,6 +38,8 @@ class CompletionRequest:
     stream: bool
     include_usage: bool
     continuous_usage: bool
+    #: The prompt's text (what the prefix cache keys on).
+    prompt: str = ""
 
 
 def parse_request(body: bytes, *, chat: bool) -> CompletionRequest:
@@ -59,7 +61,8 @@ def parse_request(body: bytes, *, chat: bool) -> CompletionRequest:
     if not isinstance(model, str) or not model:
         raise BadRequest("Invalid 'model': expected a non-empty string.", "model")
 
-    prompt_tokens = _chat_prompt_tokens(data) if chat else _completion_prompt_tokens(data)
+    prompt = _chat_prompt_text(data) if chat else _completion_prompt_text(data)
+    prompt_tokens = count_words(prompt) if isinstance(prompt, str) else len(prompt)
     max_tokens = _max_tokens(data, chat)
 
     n = data.get("n")
@@ -88,6 +91,7 @@ def parse_request(body: bytes, *, chat: bool) -> CompletionRequest:
         stream=stream,
         include_usage=include_usage,
         continuous_usage=continuous_usage,
+        prompt=prompt if isinstance(prompt, str) else "",
     )
 
 
@@ -96,7 +100,7 @@ def count_words(text: str) -> int:
     return len(text.split())
 
 
-def _chat_prompt_tokens(data: dict[str, Any]) -> int:
+def _chat_prompt_text(data: dict[str, Any]) -> str:
     messages = data.get("messages")
     if messages is None:
         raise BadRequest("Missing required parameter: 'messages'.", "messages")
@@ -121,10 +125,10 @@ def _chat_prompt_tokens(data: dict[str, Any]) -> int:
                 f"Invalid 'messages[{i}].content': expected a string or an array of parts.",
                 f"messages[{i}].content",
             )
-    return count_words(" ".join(texts))
+    return " ".join(texts)
 
 
-def _completion_prompt_tokens(data: dict[str, Any]) -> int:
+def _completion_prompt_text(data: dict[str, Any]) -> str | list[int]:
     prompt = data.get("prompt")
     if prompt is None:
         raise BadRequest("Missing required parameter: 'prompt'.", "prompt")
@@ -133,9 +137,9 @@ def _completion_prompt_tokens(data: dict[str, Any]) -> int:
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
         prompt = prompt[0]
     if isinstance(prompt, str):
-        return count_words(prompt)
+        return prompt
     if isinstance(prompt, list) and all(type(t) is int for t in prompt):
-        return len(prompt)
+        return prompt  # token ids: counted, not cached
     raise BadRequest(
         "Invalid 'prompt': expected a string or an array of token ids (one prompt per request).",
         "prompt",

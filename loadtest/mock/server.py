@@ -27,6 +27,7 @@ from loadtest.errors import LoadtestError
 from loadtest.mock import wire
 from loadtest.mock.arrival_log import ArrivalLog
 from loadtest.mock.config import MockConfig
+from loadtest.mock.prefix_cache import PrefixCache
 from loadtest.mock.engine import Engine, Outcome, Sequence
 from loadtest.mock.faults import FaultInjector, FaultPlan, middle_chunk
 from loadtest.mock.metrics import CLIENT_CLOSED, MockMetrics, render
@@ -85,6 +86,10 @@ class MockService:
         self._auth = f"Bearer {config.api_key}" if config.api_key is not None else None
         self.request_log = RequestLog(config.request_log) if config.request_log else None
         self.arrival_log = ArrivalLog(config.arrival_log) if config.arrival_log else None
+        self.prefix_cache = (
+            PrefixCache(config.prefix_cache_blocks, config.prefix_cache_block_tokens)
+            if config.prefix_cache_blocks > 0 else None
+        )
 
     # -- the application ----------------------------------------------------
 
@@ -118,7 +123,7 @@ class MockService:
 
     async def _metrics(self, request: web.Request) -> web.Response:
         return web.Response(
-            body=render(self.config, self.engine, self.metrics),
+            body=render(self.config, self.engine, self.metrics, self.prefix_cache),
             content_type="text/plain",
             charset="utf-8",
             headers={"Cache-Control": "no-cache"},
@@ -210,6 +215,10 @@ class MockService:
         while not transport.is_closing() and not self.engine.stopped:
             await asyncio.sleep(_HANG_POLL_S)
 
+    def _cached(self, req: CompletionRequest) -> int | None:
+        """The request's prompt tokens the prefix cache holds (None: no cache, and usage says nothing)."""
+        return self.prefix_cache.lookup(req.prompt) if self.prefix_cache is not None else None
+
     def _stall(self, req: CompletionRequest, plan: FaultPlan) -> tuple[int, float]:
         """(stall_at, stall_s) for the engine: pause after the middle chunk's tokens."""
         if not plan.stall:
@@ -236,6 +245,7 @@ class MockService:
             self.metrics.faults["drop"] += 1
         if plan.malformed:
             self.metrics.faults["malformed"] += 1
+        cached = self._cached(req)
         resp = web.StreamResponse(status=200, headers=_SSE_HEADERS)
         try:
             writer = await resp.prepare(request)
@@ -254,6 +264,7 @@ class MockService:
             continuous_usage=req.continuous_usage,
             stamp=cfg.stamp_chunks,
             chunked=chunked,
+            cached_tokens=cached,
         )
         sink = StreamSink(
             transport,
@@ -266,7 +277,8 @@ class MockService:
         logged = request.get("loadtest.log")
         if logged is not None:
             sink = TimedSink(sink)
-        seq = Sequence(req.prompt_tokens, req.max_tokens, sink, stall_at=stall_at, stall_s=stall_s)
+        seq = Sequence(req.prompt_tokens, req.max_tokens, sink, stall_at=stall_at, stall_s=stall_s,
+                       cached_tokens=cached or 0)
         self.engine.submit(seq)
         outcome = await seq.done
         request[_OUTCOME] = _stream_outcome(
@@ -293,7 +305,9 @@ class MockService:
             self.metrics.faults["drop"] += 1
         sink = AliveSink(transport, drop_at=max(1, req.max_tokens // 2) if plan.drop else -1)
         stall_at, stall_s = self._stall(req, plan)
-        seq = Sequence(req.prompt_tokens, req.max_tokens, sink, stall_at=stall_at, stall_s=stall_s)
+        cached = self._cached(req)
+        seq = Sequence(req.prompt_tokens, req.max_tokens, sink, stall_at=stall_at, stall_s=stall_s,
+                       cached_tokens=cached or 0)
         self.engine.submit(seq)
         outcome = await seq.done
         request[_OUTCOME] = _stream_outcome(
@@ -309,6 +323,7 @@ class MockService:
             model=req.model,
             prompt_tokens=req.prompt_tokens,
             completion_tokens=req.max_tokens,
+            cached_tokens=cached,
         )
         if plan.malformed:
             self.metrics.faults["malformed"] += 1

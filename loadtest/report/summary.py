@@ -182,6 +182,7 @@ def level_dict(level: LevelResult) -> dict[str, Any]:
         checks=[check_dict(c) for c in level.checks],
         rate_rps=level.rate_rps,
         speedup=level.speedup,
+        prefix_cache=level.prefix_cache,
         open_loop=open_loop_dict(level.open_loop),
     )
     if level.ttft_by_turn:
