@@ -209,3 +209,48 @@ def test_capacity_is_a_speedup_and_the_sentence_says_so():
     assert (cap.speedup, cap.first_failing_speedup, cap.max_tested_speedup) == (1.8, 2.0, 2.0)
     assert cap.rate_rps == pytest.approx(7.2)
     assert cap.message.startswith("This endpoint holds 1.8× the traffic of the trace window within the SLOs; at 2× the p95 TTFT"), cap.message
+
+
+# -- the prefix cache: the mock's model and the per-level hit rate ---------------------------------
+
+from loadtest.analysis.prefix_cache import responses_hit_rate, server_hit_rate  # noqa: E402
+from loadtest.mock.prefix_cache import PrefixCache  # noqa: E402
+
+
+def test_mock_prefix_cache_serves_leading_full_blocks_only_and_evicts_the_oldest():
+    cache = PrefixCache(capacity_blocks=3, block_tokens=2)
+    assert cache.lookup("a b c d e") == 0  # blocks (a b), (c d) cached; "e" is no full block
+    assert cache.lookup("a b c d x y") == 4  # both leading blocks hit; (x y) is new
+    assert cache.lookup("a b z z c d") == 2  # a block is keyed by its whole prefix: (c d) after (z z) is another
+    assert (cache.queries, cache.hits) == (5 + 6 + 6, 6)
+    # held now, oldest first: (a b), (a b|z z), (a b|z z|c d); one more block evicts (a b)
+    assert cache.lookup("q q") == 0
+    assert cache.lookup("a b c d") == 0
+
+
+def samples(rows):
+    import pandas as pd
+
+    return pd.DataFrame(rows, columns=["wall", "metric", "value"])
+
+
+def test_server_hit_rate_is_the_counters_increase_over_the_window():
+    s = samples([
+        (9.0, "vllm:prefix_cache_hits_total", 100.0), (9.0, "vllm:prefix_cache_queries_total", 1000.0),
+        (12.0, "vllm:prefix_cache_hits_total", 400.0), (12.0, "vllm:prefix_cache_queries_total", 2000.0),
+        (15.0, "vllm:prefix_cache_hits_total", 700.0), (15.0, "vllm:prefix_cache_queries_total", 2500.0),
+    ])
+    got = server_hit_rate(s, 10.0, 16.0)
+    assert got["hit_rate"] == pytest.approx(600 / 1500) and got["metric"] == "vllm:prefix_cache_hits_total"
+    assert server_hit_rate(s, 8.0, 16.0) is None  # no scrape before the window: its start is unknown
+    gauge = samples([(11.0, "sglang:cache_hit_rate", 0.5), (13.0, "sglang:cache_hit_rate", 0.7)])
+    assert server_hit_rate(gauge, 10.0, 16.0)["hit_rate"] == pytest.approx(0.6)
+    assert server_hit_rate(samples([(11.0, "vllm:num_requests_running", 3.0)]), 10.0, 16.0) is None
+
+
+def test_responses_hit_rate_counts_only_requests_that_report_it():
+    import numpy as np
+
+    got = responses_hit_rate(np.array([32.0, np.nan, 0.0]), np.array([64.0, 100.0, 64.0]))
+    assert got == {"hit_rate": 0.25, "cached_tokens": 32, "prompt_tokens": 128, "requests": 2}
+    assert responses_hit_rate(np.array([np.nan]), np.array([10.0])) is None
