@@ -3,8 +3,8 @@
 A synthetic trace has what a replay needs and what a real one shows:
 
 * arrivals at a mean ``rate`` per second, gamma gaps of shape ``burstiness``
-  (1 is Poisson, below 1 burstier: the convention of ``load.burstiness``, drawn by
-  :func:`loadtest.load.arrivals.arrival_offsets`);
+  (1 is Poisson, below 1 burstier: the convention of ``load.burstiness`` and vLLM's
+  ``--burstiness``; drawn here, not by the load stage, which this package does not import);
 * input and output lengths from a normal distribution each (clipped at 1);
 * a prefix-sharing structure (Mooncake's ``hash_ids``): ``prefix_groups``
   shared prefixes of ``prefix_blocks`` blocks each; a request draws a group
@@ -28,7 +28,6 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from loadtest.load.arrivals import arrival_offsets, stream_rng
 from loadtest.workload.trace import FORMATS
 
 #: Azure's traces start on a real date; the synthetic ones start here.
@@ -63,8 +62,8 @@ class SynthRow:
 
 def synth_rows(spec: SynthSpec) -> list[SynthRow]:
     """The trace's rows, in time order."""
-    rng = stream_rng(spec.seed, 0, 0)
-    times = arrival_offsets(spec.rate_rps, spec.duration_s, "gamma", rng, burstiness=spec.burstiness)
+    rng = np.random.default_rng(np.random.SeedSequence([abs(int(spec.seed)), 28]))
+    times = _gamma_arrivals(rng, spec.rate_rps, spec.duration_s, spec.burstiness)
     n = len(times)
     lengths_in = _lengths(rng, spec.input_mean, spec.input_stddev, n)
     lengths_out = _lengths(rng, spec.output_mean, spec.output_stddev, n)
@@ -83,6 +82,19 @@ def synth_rows(spec: SynthSpec) -> list[SynthRow]:
         next_id += own
         rows.append(SynthRow(round(float(times[i]), 6), int(lengths_in[i]), int(lengths_out[i]), tuple(ids)))
     return rows
+
+
+def _gamma_arrivals(rng: np.random.Generator, rate: float, duration_s: float, shape: float) -> np.ndarray:
+    """Arrival times in [0, duration_s): cumulative gamma gaps of mean 1/rate and shape ``shape``."""
+    mean_gap = 1.0 / rate
+    times = np.empty(0)
+    last = 0.0
+    while last < duration_s:
+        n = int(rate * duration_s + 6 * math.sqrt(rate * duration_s) + 16)
+        more = last + np.cumsum(rng.gamma(shape, mean_gap / shape, n))
+        times = np.concatenate([times, more])
+        last = float(more[-1])
+    return times[times < duration_s]
 
 
 def _lengths(rng: np.random.Generator, mean: int, stddev: float, n: int) -> np.ndarray:
