@@ -60,7 +60,7 @@ def fidelity(work: Path, rate: float, speedups: list[float], level_s: float) -> 
     trace = read_trace(str(trace_path), "mooncake", block_tokens=BLOCK)
     log = work / "requests.jsonl"
     flags = ["--max-batch", "4096", "--decode-base-ms", "5", "--decode-per-seq-ms", "0", "--prefill-per-token-ms", "0",
-             "--request-log", str(log)]
+             "--request-log", str(log), "--prefix-cache-blocks", "1000000", "--prefix-cache-block-tokens", str(BLOCK)]
     out = work / "fidelity"
     with MockServer(flags) as mock:
         path = scenario(work / "fidelity.yaml", mock.base_url, trace_path, "mooncake",
@@ -91,6 +91,9 @@ def fidelity(work: Path, rate: float, speedups: list[float], level_s: float) -> 
             "schedule_exact": exact,
             "server_lag_p50_ms": float(np.median(lag[measured])), "server_lag_p99_ms": float(np.percentile(lag[measured], 99)),
             "client_lag_p99_ms": client["p99"], "client_saturated": lv["client_saturated"],
+            "host_contended": lv["host_contended"],
+            "prefix_hit_rate": (lv.get("prefix_cache") or {}).get("hit_rate"),
+            "prefix_source": (lv.get("prefix_cache") or {}).get("source"),
         })
     return rows
 
@@ -133,6 +136,8 @@ def main() -> int:
         Column("sent_rps", "sent req/s", ".1f"), Column("dropped", "dropped"), Column("schedule_exact", "schedule = trace/s"),
         Column("server_lag_p50_ms", "server lag p50 ms", ".2f"), Column("server_lag_p99_ms", "server lag p99 ms", ".2f"),
         Column("client_lag_p99_ms", "client lag p99 ms", ".2f"), Column("client_saturated", "saturated"),
+        Column("host_contended", "host busy"), Column("prefix_hit_rate", "prefix hit", ".3f"),
+        Column("prefix_source", "hit source", left=True),
     ]))
     if cap:
         print(f"capacity: found {cap['found_speedup']}x (first failing {cap['first_failing_speedup']}x); truth "

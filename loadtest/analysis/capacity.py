@@ -244,6 +244,8 @@ def _message(
         else:
             face = f"the endpoint holds {cap_level.label}"
         unit = 'rate' if cap.rate_rps is not None or cap.max_tested is None else 'concurrency'
+        if cap.max_tested_speedup is not None:
+            unit = 'speedup'
         if cap.verdict == "host_contended":
             return (f"At {unit} {at} {'; '.join(reasons) or 'the host was busy'}, so results there are not "
                     f"trustworthy; taken at face value, {face}.")
