@@ -41,10 +41,11 @@ def loadtest(*args: str, timeout: float = 600) -> None:
     subprocess.run([sys.executable, "-m", "loadtest", *args], check=True, capture_output=True, timeout=timeout)
 
 
-def scenario(path: Path, base_url: str, trace: Path, fmt: str, load: dict, slo: dict, block: int = BLOCK) -> Path:
+def scenario(path: Path, base_url: str, trace: Path, fmt: str, load: dict, slo: dict, block: int = BLOCK,
+             metrics: bool | dict = False) -> Path:
     path.write_text(yaml.safe_dump({
         "name": path.stem,
-        "target": {"base_url": base_url, "model": "mock-model", "timeout_s": 30, "metrics": False},
+        "target": {"base_url": base_url, "model": "mock-model", "timeout_s": 30, "metrics": metrics},
         "workload": {"trace": {"path": str(trace), "format": fmt, "block_tokens": block}},
         "load": {"warmup_s": 1, "warmup_requests": 0, **load},
         "slo": slo,
@@ -66,7 +67,7 @@ def fidelity(work: Path, rate: float, speedups: list[float], level_s: float) -> 
         path = scenario(work / "fidelity.yaml", mock.base_url, trace_path, "mooncake",
                         {"speedups": speedups, "max_in_flight": 512, "level_duration_s": level_s,
                          "min_level_duration_s": level_s, "max_level_duration_s": level_s},
-                        {"max_error_rate": 1.0})
+                        {"max_error_rate": 1.0}, metrics={"interval_s": 0.5})
         loadtest("run", str(path), "--out", str(out))
     summary = json.loads((out / "summary.json").read_text())
     frame = read_requests(out)
