@@ -58,7 +58,7 @@ def run(tmp_path: Path, flags: list[str], *cli: str, **sections) -> tuple[dict, 
 
 @pytest.fixture(scope="module")
 def replay(tmp_path_factory):
-    """One run: a 40 req/s mooncake trace with shared prefixes, at 1× and 2×, against a roomy mock."""
+    """One run with two workers: a 40 req/s mooncake trace with shared prefixes, at 1× and 2×, against a roomy mock."""
     tmp = tmp_path_factory.mktemp("replay")
     trace = synth(tmp / "t.jsonl", "--rate", "40", "--duration-s", "6", "--input-mean", "56", "--input-stddev", "12",
                   "--output-mean", "6", "--output-stddev", "2", "--prefix-groups", "3", "--prefix-blocks", "2",
@@ -67,6 +67,7 @@ def replay(tmp_path_factory):
     s, out = run(
         tmp, ["--max-batch", "256", "--decode-base-ms", "4", "--decode-per-seq-ms", "0", "--prefill-per-token-ms", "0",
               "--request-log", str(log), "--prefix-cache-blocks", "100000", "--prefix-cache-block-tokens", str(BLOCK)],
+        "--workers", "2",  # each worker sends every other arrival: the merged schedule must still be the trace's
         workload={"trace": {"path": str(trace), "format": "mooncake", "block_tokens": BLOCK}},
         target={"metrics": {"interval_s": 0.5}},
         load={"speedups": [1, 2], "max_in_flight": 64, "level_duration_s": 4, "warmup_s": 1,
@@ -89,8 +90,10 @@ def test_arrivals_follow_the_trace_over_the_speedup(replay):
         scheduled = mine.scheduled_wall.to_numpy() - start
         n = len(scheduled)
         expected = np.array(replay_offsets(trace, lv["speedup"], 3600.0, 0)[0][:n])
-        # the schedule the client kept is the trace's, to float precision
+        # the schedule the two workers kept, merged, is the trace's, to float precision; they split it evenly
         assert np.allclose(scheduled, expected, atol=1e-6), (scheduled[:5], expected[:5])
+        shares = mine.worker.value_counts().to_numpy()
+        assert len(shares) == 2 and abs(int(shares[0]) - int(shares[1])) <= 1
         # and the server received each request at its scheduled time: a few ms of lag at most
         seen = np.sort(arrivals[(arrivals >= start) & (arrivals < lv["window"]["end_wall"] + 1)])[:n]
         lag_ms = (seen - (start + expected)) * 1000.0
