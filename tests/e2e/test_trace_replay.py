@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -78,6 +79,12 @@ def replay(tmp_path_factory):
     return {"summary": s, "out": out, "trace": read_trace(str(trace), "mooncake", block_tokens=BLOCK), "log": lines}
 
 
+def matched(schedule: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """For each of ``times``, the index of the nearest entry of the sorted ``schedule``."""
+    right = np.clip(np.searchsorted(schedule, times), 1, len(schedule) - 1)
+    return np.where(np.abs(schedule[right - 1] - times) < np.abs(schedule[right] - times), right - 1, right)
+
+
 def test_arrivals_follow_the_trace_over_the_speedup(replay):
     s, trace = replay["summary"], replay["trace"]
     frame = read_requests(replay["out"])
@@ -89,19 +96,33 @@ def test_arrivals_follow_the_trace_over_the_speedup(replay):
         start = lv["window"]["start_wall"]
         scheduled = mine.scheduled_wall.to_numpy() - start
         n = len(scheduled)
-        expected = np.array(replay_offsets(trace, lv["speedup"], 3600.0, 0)[0][:n])
-        # the schedule the two workers kept, merged, is the trace's, to float precision; they split it evenly
-        assert np.allclose(scheduled, expected, atol=1e-6), (scheduled[:5], expected[:5])
+        schedule = np.array(replay_offsets(trace, lv["speedup"], 3600.0, 0)[0])
+        # the schedule the two workers kept, merged, is the trace's, to float precision: every due time is
+        # one of the trace's over the speedup, none twice, and none skipped before the last (a worker may
+        # stop a few ms before the other at the level's end)
+        nearest = matched(schedule, scheduled)
+        assert np.all(np.abs(schedule[nearest] - scheduled) < 1e-6)
+        sent = Counter(np.rint(scheduled * 1e6).astype(int))  # rows due at the same time: a multiset
+        due = Counter(np.rint(schedule[: int(nearest.max()) + 1] * 1e6).astype(int))
+        assert not sent - due and sum((due - sent).values()) <= 2
+        expected = schedule[nearest]
         shares = mine.worker.value_counts().to_numpy()
-        assert len(shares) == 2 and abs(int(shares[0]) - int(shares[1])) <= 1
+        assert len(shares) == 2 and abs(int(shares[0]) - int(shares[1])) <= 3
         # and the server received each request at its scheduled time: a few ms of lag at most
-        seen = np.sort(arrivals[(arrivals >= start) & (arrivals < lv["window"]["end_wall"] + 1)])[:n]
+        # (paired in time order; the level's last requests may still be in flight when the run stops)
+        # the level's own requests: each prompt's first word names its salt scope, level and repetition
+        tag = f".L{lv['index']}.R"
+        level_arrivals = np.array([t for t, line in zip(arrivals, replay["log"]) if tag in line["prompt"].split(" ", 1)[0]])
+        seen = np.sort(level_arrivals)[:n]
+        m = len(seen)
+        assert m >= n - 10
+        expected, client_lag = expected[:m], mine.schedule_lag_ms.to_numpy()[:m]
         lag_ms = (seen - (start + expected)) * 1000.0
         # the server's lag is the client's own send lag (measured, and flagged when late) plus the
         # transport to the mock's parser: that part must be small whatever the host's load
         # measured over the level's window (after warmup_s: users open their connections in the first second)
         measured = expected >= 1.0
-        transport_ms = (lag_ms - mine.schedule_lag_ms.to_numpy())[measured]
+        transport_ms = (lag_ms - client_lag)[measured]
         lag_ms = lag_ms[measured]
         p99 = float(np.percentile(lag_ms, 99))
         print(f"\n{lv['speedup']:g}x: {n} arrivals, server-side lag from the trace time p50 {np.median(lag_ms):.2f} ms, "
@@ -123,18 +144,20 @@ def test_each_request_has_its_rows_lengths(replay):
     frame = frame[frame.level_index >= 0].sort_values("scheduled_wall")
     by_level = frame.groupby("level_index")
     for _, mine in by_level:
-        # rows due in the same millisecond may go out in either order: compare (due, lengths) as sets
+        # rows due in the same millisecond may go out in either order: compare (due, lengths) as multisets
         speedup = float(mine.rate_rps.iloc[0]) / trace.mean_rate_rps
-        due = np.rint((mine.scheduled_wall.to_numpy() - mine.scheduled_wall.min()) * speedup * 1000)
+        due = np.rint((mine.scheduled_wall.to_numpy() - mine.scheduled_wall.min()) * speedup * 1000).astype(int)
         ok = mine.ok.to_numpy()
-        got = sorted(zip(due.astype(int), mine.prompt_tokens.astype(int)))  # a failure's prompt: the row's length
         offsets, arrivals = replay_offsets(trace, 1.0, 3600.0, 0)  # the merged schedule at 1×, repetitions included
-        schedule = list(zip(offsets, arrivals))[: len(mine)]
-        assert got == sorted((int(round(t * 1000)), trace.rows[a.row].input_tokens) for t, a in schedule)
+        last = int(matched(np.array(offsets), due / 1000.0).max())
+        schedule = list(zip(offsets, arrivals))[: last + 1]
+        got = Counter(zip(due, mine.prompt_tokens.astype(int)))  # a failure's prompt: the row's length
+        want = Counter((int(round(t * 1000)), trace.rows[a.row].input_tokens) for t, a in schedule)
+        assert not got - want and sum((want - got).values()) <= 2  # a worker may stop a few ms early
         # the output lengths of the successes (a request cut at the run's end has none) are their rows'
-        done = sorted(zip(due[ok].astype(int), mine.completion_tokens.to_numpy()[ok].astype(int)))
-        want = {(int(round(t * 1000)), trace.rows[a.row].output_tokens) for t, a in schedule}
-        assert ok.mean() > 0.97 and set(done) <= want
+        done = Counter(zip(due[ok], mine.completion_tokens.to_numpy()[ok].astype(int)))
+        outputs = Counter((int(round(t * 1000)), trace.rows[a.row].output_tokens) for t, a in schedule)
+        assert ok.mean() > 0.97 and not done - outputs
 
 
 def test_shared_blocks_share_exactly_their_tokens(replay):
@@ -223,11 +246,12 @@ def test_prefix_cache_hits_per_level_match_the_trace(replay):
     for lv in s["levels"]:
         mine = frame[frame.level_index == lv["index"]]
         offsets, arrivals = replay_offsets(trace, lv["speedup"], 3600.0, lv["index"])
-        per_arrival = expected_cached(trace, arrivals[: len(mine)])
+        last = int(matched(np.array(offsets), mine.scheduled_wall.to_numpy() - lv["window"]["start_wall"]).max())
+        per_arrival = expected_cached(trace, arrivals[: last + 1])
         got_cached, want_cached = int(mine.cached_tokens.sum()), sum(c for c, _ in per_arrival)
-        assert int(mine.prompt_tokens.sum()) == sum(p for _, p in per_arrival)
-        # rows due in the same millisecond may swap which of two hits: a block or two either way
-        assert abs(got_cached - want_cached) <= 4 * BLOCK, (got_cached, want_cached)
+        # rows due in the same millisecond may swap which of two hits, and a worker may stop a few ms
+        # before the other (an arrival or two unsent): a few blocks either way
+        assert abs(got_cached - want_cached) <= 6 * BLOCK, (got_cached, want_cached)
         cache = lv["prefix_cache"]
         # the level's figure covers its measured window: arrivals from warmup_s (1 s) to the window's end
         end = lv["window"]["end_wall"] - lv["window"]["start_wall"]
