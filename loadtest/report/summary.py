@@ -68,7 +68,8 @@ DEFINITIONS = {
     "else left out; counted as spillover",
     "token_source": "token-count source per successful request (usage, continuous_usage, or one per chunk)",
     "prompt_token_source": "prompt-token source per successful request: usage (the server's usage.prompt_tokens) or "
-    "estimate (whitespace-separated words sent, when the server reported no usage)",
+    "estimate (whitespace-separated words sent, when the server reported no usage) or trace (the trace row's "
+    "input length, in trace replay without usage)",
     "classes": "each request class analyzed alone with its own SLO; a level passes only if every class "
     "passes and the overall error budget holds",
     "ttft_by_turn": "TTFT of the requests at each conversation turn (history grows with every turn)",
