@@ -16,7 +16,10 @@ Mooncake's, the block hashes that say which requests share a prefix). Formats
 
 Times are taken relative to the file's first row; ``window: {start_s,
 duration_s}`` keeps the rows with ``start_s <= t < start_s + duration_s``, and
-``max_requests`` the first that many of them. A row with a zero input or output
+``max_requests`` the first that many of them. The window's length (its
+``period_s``) is ``duration_s``; when there is none, when ``max_requests`` cut
+it, or when the file ends inside it, it is the span of its rows plus one mean
+gap, so that a repeat keeps the mean rate. A row with a zero input or output
 length (BurstGPT's failed requests have ``Response tokens`` 0) cannot be sent
 as it was and is skipped, and counted (``skipped``).
 
@@ -243,6 +246,7 @@ def read_trace(
     skipped = 0
     seen = 0
     unsorted = False
+    past_end = False  # a row at or after the window's end was seen: the window is whole
     t0: float | None = None
     previous: tuple[float, int] | None = None
     try:
@@ -264,6 +268,7 @@ def read_trace(
                 if t < start_s:
                     continue
                 if end_s is not None and t >= end_s:
+                    past_end = True
                     if sort:
                         continue  # a later row may still fall inside: read on
                     break
@@ -285,10 +290,12 @@ def read_trace(
     if len(rows) < 2:
         span = f"window start_s {start_s:g}" + (f", duration_s {duration_s:g}" if duration_s is not None else "")
         raise InputError(f"{path}: {len(rows)} usable request(s) in the {span} ({skipped} skipped for a zero length); a replay needs at least 2")
-    return _window(path, fmt, rows, start_s, duration_s, max_requests, digest.hexdigest(), skipped, unsorted, block_tokens)
+    whole = duration_s if past_end else None  # a window running past the file's end is as long as its rows
+    return _window(path, fmt, rows, start_s, whole, max_requests, digest.hexdigest(), skipped, unsorted, block_tokens,
+                   asked=duration_s)
 
 
-def _window(path, fmt, rows, start_s, duration_s, max_requests, sha, skipped, unsorted, block_tokens) -> Trace:
+def _window(path, fmt, rows, start_s, duration_s, max_requests, sha, skipped, unsorted, block_tokens, asked=None) -> Trace:
     """Offsets from the window's start and its length (the span of the rows when it was cut short)."""
     offsets = [r.t_s - start_s for r in rows]
     cut = max_requests is not None and len(rows) >= max_requests
@@ -310,7 +317,7 @@ def _window(path, fmt, rows, start_s, duration_s, max_requests, sha, skipped, un
         skipped=skipped,
         sorted_rows=unsorted,
         block_tokens=block_tokens,
-        meta={"window": {"start_s": start_s, "duration_s": duration_s}, "max_requests": max_requests},
+        meta={"window": {"start_s": start_s, "duration_s": asked}, "max_requests": max_requests},
     )
 
 

@@ -92,6 +92,9 @@ def test_window_max_requests_and_zero_lengths(tmp_path):
     assert trace.offsets_s == [0.0, 1.0, 1.5] and trace.period_s == 2.0
     capped = read_trace(path, "burstgpt", start_s=1.0, duration_s=5.0, max_requests=2)
     assert len(capped.rows) == 2 and capped.period_s == pytest.approx(1.0 * 2)  # span 1 s, 2 gaps
+    # the file ends inside the window (rows at 8 … 9.5 s): the window is as long as its rows, plus one mean gap
+    tail = read_trace(path, "burstgpt", start_s=8.0, duration_s=10.0)
+    assert len(tail.rows) == 4 and tail.period_s == pytest.approx(2.0)
     with pytest.raises(InputError, match="1 usable request"):
         read_trace(path, "burstgpt", start_s=9.5)
 
