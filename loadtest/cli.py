@@ -23,6 +23,7 @@ from loadtest.mock.cli import run as run_mock
 from loadtest.profile.cli import add_profile_command
 from loadtest.redact import scrubbed_std_streams
 from loadtest.storage.baseline import add_arguments as add_baseline
+from loadtest.workload.trace_cli import add_trace_command
 
 
 def _cmd_mock(args: argparse.Namespace) -> int:
@@ -48,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_mock(sub)
     add_k8s(sub, positive_int)
     add_baseline(sub)
+    add_trace_command(sub)
     return parser
 
 

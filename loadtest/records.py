@@ -57,7 +57,7 @@ SCHEMA = pa.schema(
         pa.field("class", pa.string()),           # request class (workload.classes[].name), null without classes
         pa.field("turn", pa.int32()),             # turn within its conversation (1-based), null outside conversations
         pa.field("conversation_id", pa.string()), # "<worker>-<user>-<n>", null outside conversations
-        pa.field("prompt_token_source", pa.string()),  # "usage" (server's count) | "estimate" (word count sent)
+        pa.field("prompt_token_source", pa.string()),  # "usage" (server's count) | "estimate" (word count sent) | "trace" (the trace row's length)
         # open loop only (null in closed loop): the level's offered rate, when the request was due
         # (time.time(), seconds) and how late it went out (send perf_counter − scheduled, ms;
         # null for an arrival ``dropped`` at max_in_flight, which was never sent)
@@ -74,6 +74,9 @@ SCHEMA = pa.schema(
         pa.field("items", pa.int32()),            # inputs in the request (embeddings: its batch); null for chat/completions
         pa.field("images", pa.int32()),           # images sent (workload.images), null without
         pa.field("image_bytes", pa.int64()),      # their encoded bytes (before base64), null without
+        # prompt tokens the server served from its prefix cache, when it says (usage.prompt_tokens_details
+        # .cached_tokens, or llama.cpp timings.cache_n); else null
+        pa.field("cached_tokens", pa.int32()),
     ]
 )
 

@@ -37,7 +37,7 @@ RUN_FORMAT = 1
 
 #: ``load_mode``: which load mode produced the levels (see :mod:`loadtest.load.modes`).
 #: A level's x axis follows from it: concurrency (users) or offered rate (requests/s).
-LoadModeName = Literal["closed_loop", "open_loop"]
+LoadModeName = Literal["closed_loop", "open_loop", "trace_replay"]
 
 _log = logging.getLogger(__name__)
 
@@ -125,6 +125,9 @@ class RunRecord(_Strict):
     workers_lost: list[dict[str, Any]] = Field(default_factory=list)
     #: Datasets read (path, format, sha256, rows).
     datasets: list[dict[str, Any]] = Field(default_factory=list)
+    #: Trace replay: the window replayed (workload/trace.py Trace.fingerprint: path, format, sha256,
+    #: rows, period_s, mean_rate_rps: the rate at speedup 1). None otherwise.
+    trace: dict[str, Any] | None = None
     #: The workload's own record of datasets and classes (workload.workload_fingerprint; no hash).
     workload_fingerprint: dict[str, Any] | None = None
     preflight: Preflight | None = None

@@ -89,6 +89,15 @@ def new_salt() -> str:
     return secrets.token_hex(4)
 
 
+def _trace_fingerprint(scenario: Scenario) -> dict | None:
+    """run.json's ``trace``: the replayed window (read now: a bad file is one line before any load)."""
+    if scenario.workload.trace is None:
+        return None
+    from loadtest.workload.trace import load_trace
+
+    return load_trace(scenario.workload.trace).fingerprint()
+
+
 def initial_record(scenario: Scenario, options: RunOptions | None = None) -> RunRecord:
     """run.json as the run starts (datasets read and hashed now, while the files are here)."""
     from loadtest.analysis.decide import LookSchedule  # numpy/scipy: not for `loadtest --help`
@@ -132,5 +141,6 @@ def initial_record(scenario: Scenario, options: RunOptions | None = None) -> Run
         workers=["local"],
         workers_lost=[],
         datasets=prepare(scenario),
+        trace=_trace_fingerprint(scenario),
         workload_fingerprint=workload_fingerprint(scenario),
     )

@@ -31,6 +31,8 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from loadtest.analysis.prefix_cache import level_prefix_cache
+from loadtest.analysis.trace_levels import mark_speedups
 from loadtest.analysis.autoscaling import AutoscalingOptions, recommend
 from loadtest.analysis.bootstrap import DEFAULT_RESAMPLES, rng_for
 from loadtest.analysis.capacity import find_capacity
@@ -108,6 +110,7 @@ def analyze(
         confidence = verdict_confidence(run)
     windows, warnings = level_windows(run, requests)
     frame, levels = _measure(requests, windows, slo, seed=seed, resamples=resamples, confidence=confidence)
+    mark_speedups(levels, run.get("trace"))
     turns = numeric(requests, "turn")
     frame["class"] = text(requests, "class")
     frame["turn"] = turns
@@ -152,6 +155,10 @@ def analyze(
     warnings += run_caveats(run, frame)
     warnings += level_caveats(levels, slo, min_complete)
     server = server_view(server_samples, levels, run.get("server_metrics"))
+    caches = level_prefix_cache(frame, numeric(requests, "cached_tokens"), server_samples,
+                                [(lv.index, lv.window_start, lv.end_wall) for lv in levels])
+    for level in levels:
+        level.prefix_cache = caches.get(level.index)
     if server is not None:
         warnings += server.warnings
     options = autoscaling or AutoscalingOptions.from_dict(run.get("autoscaling"))

@@ -105,6 +105,11 @@ def find_capacity(levels: Sequence[LevelResult], slo: SloSpec, confidence: float
     )
     if any(lv.rate_rps is not None for lv in usable):
         _as_rates(result, cap, first_failing, optimistic, usable, undecided, levels)
+    if any(lv.speedup is not None for lv in usable):
+        result.speedup = cap.speedup if cap else None
+        result.first_failing_speedup = first_failing.speedup if first_failing else None
+        result.upper_bound_speedup = optimistic.speedup if optimistic else None
+        result.max_tested_speedup = usable[-1].speedup
     result.message = _message(result, cap, first_failing, binding, undecided, saturated or contended, slo, confidence)
     return result
 
@@ -140,15 +145,21 @@ def _users(n: int) -> str:
 
 def _amount(value: float, like: LevelResult) -> str:
     """``value`` in the unit of ``like``'s mode: "12.5 req/s" or "8 concurrent users"."""
+    if like.speedup is not None and like.rate_rps:
+        return f"{value / like.rate_rps * like.speedup:g}× the traffic of the trace window"
     return f"{value:g} req/s" if like.rate_rps is not None else _users(int(value))
 
 
 def _at(level: LevelResult) -> str:
-    """How a sentence names a level after "at": "16" or "12.5 req/s"."""
+    """How a sentence names a level after "at": "16", "12.5 req/s" or "2×" (trace replay)."""
+    if level.speedup is not None:
+        return f"{level.speedup:g}×"
     return f"{level.rate_rps:g} req/s" if level.rate_rps is not None else str(level.concurrency)
 
 
 def _max_tested(cap: Capacity) -> str:
+    if cap.max_tested_speedup is not None:
+        return f"{cap.max_tested_speedup:g}× the trace window"
     return f"{cap.max_tested_rate_rps:g} req/s" if cap.max_tested_rate_rps is not None else str(cap.max_tested)
 
 
@@ -235,6 +246,8 @@ def _message(
         else:
             face = f"the endpoint holds {cap_level.label}"
         unit = 'rate' if cap.rate_rps is not None or cap.max_tested is None else 'concurrency'
+        if cap.max_tested_speedup is not None:
+            unit = 'speedup'
         if cap.verdict == "host_contended":
             return (f"At {unit} {at} {'; '.join(reasons) or 'the host was busy'}, so results there are not "
                     f"trustworthy; taken at face value, {face}.")

@@ -118,6 +118,10 @@ class LevelResult:
     ttft_by_turn: dict[int, Stats] = field(default_factory=dict)
     #: Open loop: the offered rate (requests/s); None for a concurrency level.
     rate_rps: float | None = None
+    #: Trace replay: the level's speedup of the trace window (rate_rps / the window's mean rate).
+    speedup: float | None = None
+    #: The server's prefix-cache hit rate here, and its source (analysis/prefix_cache.py); None when unknown.
+    prefix_cache: dict | None = None
     #: Open loop: offered/sent/completed rates, send lag, mean in flight (:mod:`open_loop`).
     open_loop: dict[str, Any] | None = None
     #: The client's timing could not be trusted because the host was busy, not the client (:mod:`host_contention`).
@@ -141,6 +145,8 @@ class LevelResult:
     @property
     def label(self) -> str:
         """``"8 concurrent users"`` or ``"12.5 req/s"``: how to name the level to a reader."""
+        if self.speedup is not None:
+            return f"{self.speedup:g}× the traffic of the trace window"
         if self.rate_rps is not None:
             return f"{self.rate_rps:g} req/s"
         return f"{self.concurrency} concurrent user" + ("" if self.concurrency == 1 else "s")
@@ -202,6 +208,11 @@ class Capacity:
     first_failing_rate_rps: float | None = None
     upper_bound_rate_rps: float | None = None
     max_tested_rate_rps: float | None = None
+    #: Trace replay: the capacity as a speedup of the trace window (and its readings as speedups).
+    speedup: float | None = None
+    first_failing_speedup: float | None = None
+    upper_bound_speedup: float | None = None
+    max_tested_speedup: float | None = None
     #: Open loop: mean requests in flight at the capacity rate (Little's law: rate × time in system).
     mean_in_flight: float | None = None
 

@@ -103,9 +103,13 @@ class StreamDecoder:
                 rec.prompt_tokens = facts.usage_prompt
             if facts.reasoning_tokens is not None:
                 self.reasoning_tokens = facts.reasoning_tokens
+            if facts.cached_tokens is not None:
+                rec.cached_tokens = facts.cached_tokens
             timings = obj.get("timings")  # llama.cpp's own measurement, beside its usage
             if isinstance(timings, dict):
                 rec.server_timings = timings
+                if rec.cached_tokens is None and isinstance(timings.get("cache_n"), int):
+                    rec.cached_tokens = timings["cache_n"]  # llama.cpp: prompt tokens reused from its cache
         if facts.content:
             t = (now - rec.start_perf) * 1000.0
             if not rec.chunk_ms:

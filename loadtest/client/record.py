@@ -55,6 +55,9 @@ class RequestRecord:
     #: ground truth for each chunk's lag. Empty for real servers.
     chunk_sent_ms: array = field(default_factory=lambda: array("d"))
     prompt_tokens: int | None = None
+    #: Prompt tokens the server served from its prefix cache (usage.prompt_tokens_details.cached_tokens,
+    #: or llama.cpp's timings.cache_n); None when it does not say.
+    cached_tokens: int | None = None
     completion_tokens: int = 0
     token_source: str = "chunks"
     #: usage.completion_tokens_details.reasoning_tokens, when the server sent it.

@@ -111,6 +111,7 @@ class ChunkFacts:
     usage_completion: int | None = None  # usage.completion_tokens, when present
     usage_prompt: int | None = None
     reasoning_tokens: int | None = None  # usage.completion_tokens_details.reasoning_tokens
+    cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens (prefix-cache hits)
     error: str | None = None         # an error object sent inside the stream
 
 
@@ -157,6 +158,9 @@ def read_chunk(obj: Any, api: Api) -> ChunkFacts:
         details = usage.get("completion_tokens_details")
         if details:
             facts.reasoning_tokens = _count(details.get("reasoning_tokens"))
+        cached = usage.get("prompt_tokens_details")
+        if isinstance(cached, dict):
+            facts.cached_tokens = _count(cached.get("cached_tokens"))
     return facts
 
 

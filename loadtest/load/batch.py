@@ -26,6 +26,7 @@ _SCALARS = (
     "class", "turn", "conversation_id", "prompt_token_source",
     "rate_rps", "scheduled_wall", "schedule_lag_ms", "server_prompt_ms", "server_predicted_per_token_ms",
     "output_valid", "items", "images", "image_bytes",
+    "cached_tokens",
 )
 
 
@@ -65,6 +66,7 @@ class RecordBuffer:
         turn: int | None = None,
         conversation_id: str | None = None,
         prompt_words: int | None = None,
+        prompt_source: str = "estimate",
         slot: "Slot | None" = None,
         images: int | None = None,
         image_bytes: int | None = None,
@@ -90,7 +92,7 @@ class RecordBuffer:
             cols["prompt_token_source"].append("usage")
         else:
             cols["prompt_tokens"].append(prompt_words)
-            cols["prompt_token_source"].append("estimate" if prompt_words is not None else None)
+            cols["prompt_token_source"].append(prompt_source if prompt_words is not None else None)
         cols["completion_tokens"].append(rec.completion_tokens)
         cols["token_source"].append(rec.token_source)
         cols["status"].append(rec.status)
@@ -98,6 +100,7 @@ class RecordBuffer:
         cols["error_kind"].append(rec.error_kind)
         cols["error"].append(rec.error)
         cols["reasoning_tokens"].append(rec.reasoning_tokens)
+        cols["cached_tokens"].append(rec.cached_tokens)
         cols["resends"].append(rec.resends)
         cols["class"].append(request_class)
         cols["turn"].append(turn)

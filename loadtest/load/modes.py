@@ -19,12 +19,14 @@ boolean about:
   The analysis itself tells a rate level by its ``rate_rps``.
 
 :func:`load_mode` chooses the mode from the scenario, once; nothing else asks
-``scenario.load.open_loop``. A third mode (trace replay, issue #28: each level
+``scenario.load.open_loop``. The third mode, :class:`TraceReplay` (each level
 replays a trace window at a speedup, open loop at the trace's own arrival
-times) is one more class here: its ``levels`` are the speedups, its
-``scheduler`` releases the trace's arrivals divided by the speedup, its
-``shape`` is a rate shape whose level value is the speedup, and ``next_refine``
-bisects on the speedup. Nothing outside this module branches on the mode.
+times, :mod:`loadtest.load.trace_replay`), is an open loop whose levels are
+the speedups, each run as the rate it offers (the window's mean rate × the
+speedup), so the shape, the judge and the analysis see a rate level; its
+``scheduler`` releases the trace's arrivals divided by the speedup and
+``next_refine`` bisects on the speedup. Nothing outside this module branches
+on the mode.
 """
 
 from __future__ import annotations
@@ -138,6 +140,45 @@ class OpenLoop(LoadMode):
         return next_refine_rate(results, rate_resolution)
 
 
+class TraceReplay(OpenLoop):
+    """Speedup levels: a trace window's own arrivals (workload.trace), at its times divided by the speedup."""
+
+    name = "trace_replay"
+
+    @property
+    def trace(self):
+        from loadtest.workload.trace import load_trace  # read once per process, on first use
+
+        return load_trace(self.scenario.workload.trace)
+
+    def speedups(self) -> list[float]:
+        return [float(s) for s in self.load.speedups or []]
+
+    def levels(self) -> list[float]:
+        """Each speedup as the rate it offers: the window's mean rate × the speedup."""
+        mean = self.trace.mean_rate_rps
+        return [round(s * mean, 6) for s in self.speedups()]
+
+    def describe(self) -> str:
+        t = self.trace
+        speedups = ", ".join(f"{s:g}×" for s in self.speedups())
+        return (f"speedups {speedups} of a {t.format} trace window ({len(t.rows)} requests over {t.period_s:.4g} s, "
+                f"{t.mean_rate_rps:.4g} req/s at 1×)")
+
+    def scheduler(self, clock: LevelClock, recorder: Recorder) -> ArrivalScheduler:
+        from loadtest.load.trace_replay import TraceScheduler  # gevent: imported by the load stage only
+
+        return TraceScheduler(self.load, clock, recorder, duration_s=arrival_horizon_s(self.scenario), trace=self.trace)
+
+    def next_refine(self, results: Iterable[object], rate_resolution: float | None) -> float | None:
+        """Bisect on the speedup (to 3 decimals); the probe runs as its rate."""
+        rate = super().next_refine(results, rate_resolution)
+        if rate is None:
+            return None
+        mean = self.trace.mean_rate_rps
+        return round(round(rate / mean, 3) * mean, 6)
+
+
 def arrival_horizon_s(scenario: Scenario) -> float:
     """How far ahead an open-loop level's arrivals are drawn: its longest possible run (+ ticks and its hold)."""
     load = scenario.load
@@ -145,5 +186,7 @@ def arrival_horizon_s(scenario: Scenario) -> float:
 
 
 def load_mode(scenario: Scenario) -> LoadMode:
-    """The scenario's load mode: open loop when it gives rates, closed loop otherwise."""
+    """The scenario's load mode: trace replay with speedups, open loop with rates, closed loop otherwise."""
+    if scenario.load.trace_replay:
+        return TraceReplay(scenario)
     return OpenLoop(scenario) if scenario.load.open_loop else ClosedLoop(scenario)

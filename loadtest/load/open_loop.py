@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import gevent
 import gevent.queue
@@ -53,6 +53,8 @@ class Slot:
     perf: float  # perf_counter() when due
     wall: float  # time.time() when due
     warmup: bool
+    #: Trace replay: which trace row this arrival sends (:class:`~loadtest.load.trace_replay.TraceArrival`).
+    trace: Any = None
 
     def lag_ms(self, rec: RequestRecord) -> float | None:
         """How late the request went out (its perf start − the scheduled time), ms; None if never sent."""
@@ -90,22 +92,28 @@ class ArrivalScheduler:
             self._greenlet = None
         if clock.index < 0 or not clock.rate_rps:
             return
+        offsets, payloads = self.arrivals(clock)
+        self._greenlet = gevent.spawn(
+            self._release, offsets, payloads, clock.index, float(clock.rate_rps), clock.start_perf, clock.start_wall
+        )
+
+    def arrivals(self, clock: "LevelClock") -> tuple[list[float], list | None]:
+        """This process's send times for the level in force (s from its start), and what each sends (None: the workload's next)."""
         share = clock.rate_rps / max(1, self.streams)
         rng = stream_rng(self.load.arrival_seed, clock.index, self.stream)
         offsets = arrival_offsets(share, self.duration_s, self.load.arrival, rng, burstiness=self.load.burstiness)
-        self._greenlet = gevent.spawn(
-            self._release, offsets, clock.index, float(clock.rate_rps), clock.start_perf, clock.start_wall
-        )
+        return offsets.tolist(), None
 
-    def _release(self, offsets, level_index: int, rate: float, start_perf: float, start_wall: float) -> None:
+    def _release(self, offsets, payloads, level_index: int, rate: float, start_perf: float, start_wall: float) -> None:
         """Release each arrival at its time; arrivals already due go at once, in order."""
         warmup_end = self.clock.warmup_s
-        for offset in offsets.tolist():
+        for k, offset in enumerate(offsets):
             due = start_perf + offset
             wait = due - time.perf_counter()
             if wait > 0:
                 gevent.sleep(wait)
-            slot = Slot(level_index, rate, due, start_wall + offset, offset < warmup_end)
+            payload = payloads[k] if payloads is not None else None
+            slot = Slot(level_index, rate, due, start_wall + offset, offset < warmup_end, payload)
             if self.busy >= self.cap:
                 self._drop(slot)
                 continue

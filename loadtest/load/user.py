@@ -109,7 +109,8 @@ def make_user_class(
                     scheduler.done()
 
         def _send(self, slot: "Slot | None") -> None:
-            planned = self.workload.next_request()
+            trace = slot.trace if slot is not None else None
+            planned = self.workload.next_request() if trace is None else self.workload.trace_request(trace)
             tags = {
                 "request_class": planned.class_name,
                 "turn": planned.turn,
@@ -117,6 +118,7 @@ def make_user_class(
                 "prompt_words": planned.prompt_words,
                 "images": planned.images,
                 "image_bytes": planned.image_bytes,
+                "prompt_source": planned.prompt_source,
                 "slot": slot,
             }
             if slot is None:

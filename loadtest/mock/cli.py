@@ -104,6 +104,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seed of the drift draw (default: random each start)",
     )
 
+    eng.add_argument(
+        "--prefix-cache-blocks", type=int, default=_D.prefix_cache_blocks, metavar="N",
+        help="model a prefix cache of N blocks (LRU): cached prompt tokens skip prefill and are reported "
+        "in usage.prompt_tokens_details.cached_tokens and vllm:prefix_cache_* (default: %(default)s, none)",
+    )
+    eng.add_argument(
+        "--prefix-cache-block-tokens", type=int, default=_D.prefix_cache_block_tokens, metavar="N",
+        help="tokens per prefix-cache block (default: %(default)s)",
+    )
+
     flt = parser.add_argument_group("fault injection (rates are per-request probabilities)")
     flt.add_argument(
         "--fail-rate",

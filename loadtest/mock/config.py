@@ -61,6 +61,9 @@ class MockConfig:
     #: it is started (warm-up, caches, CPU frequency, neighbours). 0: no drift.
     drift: float = 0.0
     drift_seed: int | None = None
+    #: A prefix cache of this many blocks (mock/prefix_cache.py; 0: none), of this many tokens each.
+    prefix_cache_blocks: int = 0
+    prefix_cache_block_tokens: int = 16
     # Access.
     api_key: str | None = None
     #: Serve HTTPS with this certificate and key (PEM files), to test TLS clients.

@@ -70,6 +70,7 @@ class Sequence:
         "generated",
         "stall_until",
         "done",
+        "cached_tokens",
     )
 
     def __init__(
@@ -80,8 +81,11 @@ class Sequence:
         *,
         stall_at: int = 0,
         stall_s: float = 0.0,
+        cached_tokens: int = 0,
     ) -> None:
         self.prompt_tokens = prompt_tokens
+        #: Prompt tokens the prefix cache served (mock/prefix_cache.py): not prefilled.
+        self.cached_tokens = min(cached_tokens, prompt_tokens)
         self.max_tokens = max_tokens
         self.sink = sink
         #: After this many tokens, pause ``stall_s`` seconds holding the slot (0 = never).
@@ -195,6 +199,7 @@ class Engine:
 
             # Admission, FIFO, into free slots.
             prefill_tokens = 0
+            prompt_tokens = 0
             admitted = 0
             while waiting and len(running) < max_batch:
                 seq = waiting.popleft()
@@ -202,12 +207,13 @@ class Engine:
                     _finish(seq, Outcome.ABORTED)
                     continue
                 running.append(seq)
-                prefill_tokens += seq.prompt_tokens
+                prefill_tokens += seq.prompt_tokens - seq.cached_tokens
+                prompt_tokens += seq.prompt_tokens
                 admitted += 1
             if not running:
                 idle = True
                 continue
-            self.prompt_tokens_total += prefill_tokens
+            self.prompt_tokens_total += prompt_tokens
 
             if roofline is None:
                 duration = base_s + per_seq_s * len(running) + prefill_s * prefill_tokens

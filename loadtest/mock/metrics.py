@@ -13,7 +13,7 @@ overloaded (its steps ran late), in which case its timings are not the model's.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Iterable
+from typing import Any, Iterable
 
 from loadtest.mock.config import MockConfig
 from loadtest.mock.engine import Engine
@@ -34,6 +34,18 @@ class MockMetrics:
         self.outcomes: Counter[str] = Counter()
 
 
+def _cache_families(labels: str, cache: Any) -> list[str]:
+    """vLLM's (v1) prefix-cache counters, in tokens: looked up, and of them found cached."""
+    if cache is None:
+        return []
+    return [
+        _family("vllm:prefix_cache_queries_total", "counter", "Prefix cache queries, in terms of number of queried tokens.",
+                [(labels, cache.queries)]),
+        _family("vllm:prefix_cache_hits_total", "counter", "Prefix cache hits, in terms of number of cached tokens.",
+                [(labels, cache.hits)]),
+    ]
+
+
 def _esc(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
@@ -44,10 +56,10 @@ def _family(name: str, kind: str, help_text: str, samples: Iterable[tuple[str, f
     return "\n".join(lines)
 
 
-def render(config: MockConfig, engine: Engine, metrics: MockMetrics) -> bytes:
-    """The exposition text (format 0.0.4)."""
+def render(config: MockConfig, engine: Engine, metrics: MockMetrics, cache: Any = None) -> bytes:
+    """The exposition text (format 0.0.4); with a prefix cache (mock/prefix_cache.py) vLLM's counters of it."""
     m = f'{{model_name="{_esc(config.model_name)}"}}'
-    families = [
+    families = _cache_families(m, cache) + [
         _family(
             "vllm:num_requests_running",
             "gauge",

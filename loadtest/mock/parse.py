@@ -44,6 +44,8 @@ class CompletionRequest:
     structured: StructuredPlan | None = None
     #: A /v1/responses request: encoded as the Responses API's events (responses.py).
     responses: bool = False
+    #: The prompt's text (what the prefix cache keys on).
+    prompt: str = ""
 
 
 def parse_request(body: bytes, *, chat: bool, vision: tuple[int, int] = (64, 784)) -> CompletionRequest:
@@ -65,7 +67,8 @@ def parse_request(body: bytes, *, chat: bool, vision: tuple[int, int] = (64, 784
     if not isinstance(model, str) or not model:
         raise BadRequest("Invalid 'model': expected a non-empty string.", "model")
 
-    prompt_tokens = _chat_prompt_tokens(data, vision) if chat else _completion_prompt_tokens(data)
+    prompt, image_tokens_ = _chat_prompt(data, vision) if chat else (_completion_prompt_text(data), 0)
+    prompt_tokens = (count_words(prompt) if isinstance(prompt, str) else len(prompt)) + image_tokens_
     max_tokens = _max_tokens(data, chat)
 
     n = data.get("n")
@@ -95,6 +98,7 @@ def parse_request(body: bytes, *, chat: bool, vision: tuple[int, int] = (64, 784
         include_usage=include_usage,
         continuous_usage=continuous_usage,
         structured=plan_for(data) if chat else None,
+        prompt=prompt if isinstance(prompt, str) else "",
     )
 
 
@@ -117,7 +121,8 @@ def count_words(text: str) -> int:
     return len(text.split())
 
 
-def _chat_prompt_tokens(data: dict[str, Any], vision: tuple[int, int] = (64, 784)) -> int:
+def _chat_prompt(data: dict[str, Any], vision: tuple[int, int] = (64, 784)) -> tuple[str, int]:
+    """The messages' text (what the prefix cache keys on) and their images' prompt tokens (vision.py)."""
     messages = data.get("messages")
     if messages is None:
         raise BadRequest("Missing required parameter: 'messages'.", "messages")
@@ -147,10 +152,10 @@ def _chat_prompt_tokens(data: dict[str, Any], vision: tuple[int, int] = (64, 784
                 f"Invalid 'messages[{i}].content': expected a string or an array of parts.",
                 f"messages[{i}].content",
             )
-    return count_words(" ".join(texts)) + image
+    return " ".join(texts), image
 
 
-def _completion_prompt_tokens(data: dict[str, Any]) -> int:
+def _completion_prompt_text(data: dict[str, Any]) -> str | list[int]:
     prompt = data.get("prompt")
     if prompt is None:
         raise BadRequest("Missing required parameter: 'prompt'.", "prompt")
@@ -159,9 +164,9 @@ def _completion_prompt_tokens(data: dict[str, Any]) -> int:
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
         prompt = prompt[0]
     if isinstance(prompt, str):
-        return count_words(prompt)
+        return prompt
     if isinstance(prompt, list) and all(type(t) is int for t in prompt):
-        return len(prompt)
+        return prompt  # token ids: counted, not cached
     raise BadRequest(
         "Invalid 'prompt': expected a string or an array of token ids (one prompt per request).",
         "prompt",

@@ -29,6 +29,7 @@ from loadtest.mock import wire
 from loadtest.mock.arrival_log import ArrivalLog
 from loadtest.mock.config import MockConfig
 from loadtest.mock.embeddings import serve_embeddings
+from loadtest.mock.prefix_cache import PrefixCache
 from loadtest.mock.engine import Engine, Outcome, Sequence
 from loadtest.mock.faults import FaultInjector, FaultPlan, middle_chunk
 from loadtest.mock.metrics import CLIENT_CLOSED, MockMetrics, render
@@ -93,6 +94,10 @@ class MockService:
         self.arrival_log = ArrivalLog(config.arrival_log) if config.arrival_log else None
         #: Its own stream, so the other faults' draws stay as they were for a --seed.
         self._broken_rng = random.Random(f"broken-json-{config.seed}")
+        self.prefix_cache = (
+            PrefixCache(config.prefix_cache_blocks, config.prefix_cache_block_tokens)
+            if config.prefix_cache_blocks > 0 else None
+        )
 
     # -- the application ----------------------------------------------------
 
@@ -128,7 +133,7 @@ class MockService:
 
     async def _metrics(self, request: web.Request) -> web.Response:
         return web.Response(
-            body=render(self.config, self.engine, self.metrics),
+            body=render(self.config, self.engine, self.metrics, self.prefix_cache),
             content_type="text/plain",
             charset="utf-8",
             headers={"Cache-Control": "no-cache"},
@@ -232,6 +237,10 @@ class MockService:
         while not transport.is_closing() and not self.engine.stopped:
             await asyncio.sleep(_HANG_POLL_S)
 
+    def _cached(self, req: CompletionRequest) -> int | None:
+        """The request's prompt tokens the prefix cache holds (None: no cache, and usage says nothing)."""
+        return self.prefix_cache.lookup(req.prompt) if self.prefix_cache is not None else None
+
     def _stall(self, req: CompletionRequest, plan: FaultPlan) -> tuple[int, float]:
         """(stall_at, stall_s) for the engine: pause after the middle chunk's tokens."""
         if not plan.stall:
@@ -258,6 +267,7 @@ class MockService:
             self.metrics.faults["drop"] += 1
         if plan.malformed:
             self.metrics.faults["malformed"] += 1
+        cached = self._cached(req)
         resp = web.StreamResponse(status=200, headers=_SSE_HEADERS)
         try:
             writer = await resp.prepare(request)
@@ -283,6 +293,7 @@ class MockService:
             continuous_usage=req.continuous_usage,
             stamp=cfg.stamp_chunks,
             chunked=chunked,
+            cached_tokens=cached,
         )
         sink = StreamSink(
             transport,
@@ -295,7 +306,8 @@ class MockService:
         logged = request.get("loadtest.log")
         if logged is not None:
             sink = TimedSink(sink)
-        seq = Sequence(req.prompt_tokens, req.max_tokens, sink, stall_at=stall_at, stall_s=stall_s)
+        seq = Sequence(req.prompt_tokens, req.max_tokens, sink, stall_at=stall_at, stall_s=stall_s,
+                       cached_tokens=cached or 0)
         self.engine.submit(seq)
         outcome = await seq.done
         request[_OUTCOME] = _stream_outcome(
@@ -322,7 +334,9 @@ class MockService:
             self.metrics.faults["drop"] += 1
         sink = AliveSink(transport, drop_at=max(1, req.max_tokens // 2) if plan.drop else -1)
         stall_at, stall_s = self._stall(req, plan)
-        seq = Sequence(req.prompt_tokens, req.max_tokens, sink, stall_at=stall_at, stall_s=stall_s)
+        cached = self._cached(req)
+        seq = Sequence(req.prompt_tokens, req.max_tokens, sink, stall_at=stall_at, stall_s=stall_s,
+                       cached_tokens=cached or 0)
         self.engine.submit(seq)
         outcome = await seq.done
         request[_OUTCOME] = _stream_outcome(
@@ -338,6 +352,7 @@ class MockService:
             model=req.model,
             prompt_tokens=req.prompt_tokens,
             completion_tokens=req.max_tokens,
+            cached_tokens=cached,
         )
         if plan.malformed:
             self.metrics.faults["malformed"] += 1

@@ -52,20 +52,26 @@ def http_chunk(payload: bytes) -> bytes:
     return b"%x\r\n%b\r\n" % (len(payload), payload)
 
 
-def _usage_json(prompt: int, completion: int) -> bytes:
-    return b'{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}' % (
+def _usage_json(prompt: int, completion: int, cached: int | None = None) -> bytes:
+    """``usage``; with a prefix cache (``cached`` not None) its ``prompt_tokens_details.cached_tokens`` too."""
+    details = b'' if cached is None else b',"prompt_tokens_details":{"cached_tokens":%d}' % cached
+    return b'{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d%b}' % (
         prompt,
         completion,
         prompt + completion,
+        details,
     )
 
 
-def usage_dict(prompt: int, completion: int) -> dict[str, int]:
-    return {
+def usage_dict(prompt: int, completion: int, cached: int | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
     }
+    if cached is not None:
+        out["prompt_tokens_details"] = {"cached_tokens": cached}
+    return out
 
 
 class StreamEncoder:
@@ -81,6 +87,7 @@ class StreamEncoder:
     __slots__ = (
         "chat",
         "prompt_tokens",
+        "cached_tokens",
         "max_tokens",
         "stamp",
         "include_usage",
@@ -109,9 +116,12 @@ class StreamEncoder:
         continuous_usage: bool,
         stamp: bool,
         chunked: bool,
+        cached_tokens: int | None = None,
     ) -> None:
         self.chat = chat
         self.prompt_tokens = prompt_tokens
+        #: Prompt tokens from the prefix cache (None: the mock has none, and usage says nothing).
+        self.cached_tokens = cached_tokens
         self.max_tokens = max_tokens
         self.stamp = stamp
         self.include_usage = include_usage
@@ -146,7 +156,7 @@ class StreamEncoder:
     def _tail(self, completion_tokens: int, now: float) -> bytes:
         """What closes every chunk object: optional usage, optional stamp, ``}``."""
         if self.continuous_usage:
-            tail = b',"usage":' + _usage_json(self.prompt_tokens, completion_tokens)
+            tail = b',"usage":' + _usage_json(self.prompt_tokens, completion_tokens, self.cached_tokens)
         elif self.include_usage:
             tail = b',"usage":null'
         else:
@@ -178,7 +188,7 @@ class StreamEncoder:
         """The finish chunk, the usage chunk when asked for, and ``[DONE]``."""
         out = self._head + self._finish_body + self._tail(self.max_tokens, now)
         if self.include_usage:
-            usage = _usage_json(self.prompt_tokens, self.max_tokens)
+            usage = _usage_json(self.prompt_tokens, self.max_tokens, self.cached_tokens)
             stamp = b',"mock_sent":%r' % now if self.stamp else b""
             out += self._usage_head + b',"usage":' + usage + stamp + b"}\n\n"
         return out + DONE_EVENT
@@ -189,7 +199,8 @@ class StreamEncoder:
 
 
 def unary_body(
-    *, chat: bool, request_id: str, model: str, prompt_tokens: int, completion_tokens: int
+    *, chat: bool, request_id: str, model: str, prompt_tokens: int, completion_tokens: int,
+    cached_tokens: int | None = None,
 ) -> bytes:
     """A whole non-streaming ``chat.completion`` / ``text_completion`` response."""
     text = TOKEN * completion_tokens
@@ -210,7 +221,7 @@ def unary_body(
             "created": int(time.time()),
             "model": model,
             "choices": [choice],
-            "usage": usage_dict(prompt_tokens, completion_tokens),
+            "usage": usage_dict(prompt_tokens, completion_tokens, cached_tokens),
         }
     )
 

@@ -40,6 +40,7 @@ from loadtest.report.sections import (
     scenario_section,
     warnings_section,
 )
+from loadtest.report.cache_figure import has_prefix_cache, prefix_cache_figure
 from loadtest.report.server_view import server_section
 from loadtest.report.why_html import why_section
 from loadtest.report.workload_figures import class_figure, has_classes, has_turns, turn_figure
@@ -62,6 +63,11 @@ def render_html(analysis: Analysis) -> str:
              "(blocks of time resampled; its level is in the checks table). "
              "Dashed horizontal: SLO limits. Green dashed: capacity; red dotted: first failing level."),
         ]
+        if has_prefix_cache(analysis):
+            figures.append(("Prefix cache and TTFT", prefix_cache_figure(analysis),
+                            "Green dotted (right axis): the share of prompt tokens the server served from its prefix "
+                            "cache at each level (from its counters, else from the responses' cached_tokens). A hit "
+                            "rate that falls as TTFT climbs is a cache evicted by the load: every miss is a prefill."))
         if has_classes(analysis):
             figures.append(("Per request class", class_figure(analysis),
                             "Each class is judged by its own SLO; a level holds only if every class does. "

@@ -69,7 +69,8 @@ DEFINITIONS = {
     "else left out; counted as spillover",
     "token_source": "token-count source per successful request (usage, continuous_usage, or one per chunk)",
     "prompt_token_source": "prompt-token source per successful request: usage (the server's usage.prompt_tokens) or "
-    "estimate (whitespace-separated words sent, when the server reported no usage)",
+    "estimate (whitespace-separated words sent, when the server reported no usage) or trace (the trace row's "
+    "input length, in trace replay without usage)",
     "classes": "each request class analyzed alone with its own SLO; a level passes only if every class "
     "passes and the overall error budget holds",
     "ttft_by_turn": "TTFT of the requests at each conversation turn (history grows with every turn)",
@@ -188,6 +189,8 @@ def level_dict(level: LevelResult) -> dict[str, Any]:
         items_per_s=_round(level.items_per_s, 4) if level.items_per_s is not None else None,
         checks=[check_dict(c) for c in level.checks],
         rate_rps=level.rate_rps,
+        speedup=level.speedup,
+        prefix_cache=level.prefix_cache,
         open_loop=open_loop_dict(level.open_loop),
     )
     if level.images is not None:  # workload.images: count, bytes, and TTFT by image count
@@ -249,6 +252,11 @@ def capacity_dict(cap: Capacity) -> dict[str, Any]:
         "upper_bound_rate_rps": cap.upper_bound_rate_rps,
         "max_tested_rate_rps": cap.max_tested_rate_rps,
         "mean_in_flight": _round(cap.mean_in_flight, 3),
+        # trace replay (null otherwise): the capacity as a speedup of the trace window
+        "speedup": cap.speedup,
+        "first_failing_speedup": cap.first_failing_speedup,
+        "upper_bound_speedup": cap.upper_bound_speedup,
+        "max_tested_speedup": cap.max_tested_speedup,
         "binding_class": cap.binding_class,
         # the model (or LoRA adapter) that binding class sent to: its model override, else target.model
         "binding_model": cap.binding_model,

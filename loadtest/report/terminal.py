@@ -103,6 +103,9 @@ def build_table(analysis: Analysis) -> Table:
         collapse_padding=True,
     )
     open_loop = any(lv.rate_rps is not None for lv in analysis.levels)
+    replay = any(lv.speedup is not None for lv in analysis.levels)  # trace replay: the speedup names the level
+    if replay:
+        table.add_column("speedup", justify="right", no_wrap=True)
     table.add_column("req/s" if open_loop else "users", justify="right", no_wrap=True)
     if open_loop:
         table.add_column("sent/done", justify="right", no_wrap=True)
@@ -127,6 +130,7 @@ def build_table(analysis: Analysis) -> Table:
         if capacity is not None and level.load == capacity:
             users.stylize("bold")
         table.add_row(
+            *((f"{level.speedup:g}×",) if replay else ()),
             users,
             *(_open_loop_cells(level) if open_loop else ()),
             str(level.requests),

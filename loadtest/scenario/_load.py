@@ -34,6 +34,9 @@ class Load(_Strict):
     rate_start: PositiveFloat | None = None
     rate_step: PositiveFloat | None = None
     rate_max: PositiveFloat | None = None
+    #: Trace replay (load/trace_replay.py): each level replays workload.trace's window at this many
+    #: times its own speed (arrival times / speedup), open loop.
+    speedups: list[PositiveFloat] | None = None
     #: How the send times of an open-loop level are drawn (load/arrivals.py).
     arrival: Literal["poisson", "constant", "gamma"] = "poisson"
     #: Gamma arrivals' shape: 1 is Poisson, below 1 burstier, above 1 more regular.
@@ -65,10 +68,17 @@ class Load(_Strict):
             raise ValueError(
                 f"give either 'levels' (closed loop) or 'rates' (open loop), not both (found {given} and {rates})"
             )
+        if self.speedups is not None:
+            if closed or self.rates is not None or rate_ranged:
+                given = ", ".join((["levels"] if self.levels is not None else []) + ranged + (["rates"] if self.rates is not None else []) + rate_ranged)
+                raise ValueError(f"'speedups' (trace replay) replaces levels and rates: give one of them (found speedups and {given})")
+            if not self.speedups:
+                raise ValueError("'speedups' must not be empty")
         if self.burstiness is not None and self.arrival != "gamma":
             raise ValueError(f"'burstiness' applies to 'arrival: gamma' only (arrival is {self.arrival})")
         if not closed:
-            self._check_rates(rate_ranged)
+            if self.speedups is None:
+                self._check_rates(rate_ranged)
         elif self.levels is None and not ranged:
             raise ValueError("give the concurrency levels: 'levels: [1, 2, 4]' or 'start', 'step' and 'max'")
         if ranged and len(ranged) != 3:
@@ -113,6 +123,11 @@ class Load(_Strict):
     def open_loop(self) -> bool:
         """Rates (requests per second) rather than concurrency levels."""
         return self.rates is not None or self.rate_start is not None
+
+    @property
+    def trace_replay(self) -> bool:
+        """Speedups of a trace (workload.trace) rather than concurrency levels or rates."""
+        return self.speedups is not None
 
     def rate_levels(self) -> list[float]:
         """The open-loop rates in run order: as given, or generated from rate_start/rate_step/rate_max."""

@@ -46,11 +46,28 @@ class Scenario(_Strict):
         return self
 
     @model_validator(mode="after")
+<<<<<<< HEAD
     def _fields_fit_the_api(self) -> "Scenario":
         """Streaming-only fields and SLOs on a request kind that does not stream (see _kinds.py)."""
         problem = kind_problem(self)
         if problem:
             raise ValueError(problem)
+        return self
+
+    @model_validator(mode="after")
+    def _trace_needs_speedups(self) -> "Scenario":
+        """A trace sets the arrivals and the lengths: it goes with ``load.speedups`` and nothing that competes."""
+        trace, speedups = self.workload.trace, self.load.speedups
+        if trace is not None and speedups is None:
+            raise ValueError("workload.trace is replayed at load.speedups (for example speedups: [0.5, 1, 2]); give them instead of levels or rates")
+        if speedups is not None and trace is None:
+            raise ValueError("load.speedups replays workload.trace: give workload.trace {path, format}")
+        if trace is not None:
+            w = self.workload
+            clash = [k for k, v in (("classes", w.classes), ("dataset", w.dataset), ("conversation", w.conversation), ("shared_prefix", w.shared_prefix)) if v]
+            if clash:
+                raise ValueError(f"workload.trace gives every request's lengths and prefixes; drop workload.{', workload.'.join(clash)}")
+>>>>>>> s4-traces
         return self
 
     def with_overrides(
@@ -147,8 +164,8 @@ def _resolve_dataset_paths(data: Any, folder: Path) -> None:
     if not isinstance(workload, dict):
         return
     holders = [workload] + [c for c in workload.get("classes") or [] if isinstance(c, dict)]
-    for holder in holders:
-        dataset = holder.get("dataset")
+    for holder, key in [(h, "dataset") for h in holders] + [(workload, "trace")]:
+        dataset = holder.get(key)
         if isinstance(dataset, dict) and isinstance(dataset.get("path"), str):
             p = Path(dataset["path"]).expanduser()
             # abspath, not resolve(): a symlink is named as written, so its mistakes are too

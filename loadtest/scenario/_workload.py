@@ -13,6 +13,14 @@ from loadtest.scenario._structured import ResponseFormat, Tool, ToolChoice
 from loadtest.analysis.slo import SloSpec
 
 
+def _existing_file(path: str) -> str:
+    """A ``path`` field's check: the file is there (the error names it; pydantic prefixes the YAML path)."""
+    problem = yaml_file_problem(path)
+    if problem:
+        raise ValueError(problem)
+    return path
+
+
 class TokenDistribution(_Strict):
     """A normal distribution of token counts, clipped at 1."""
 
@@ -51,13 +59,7 @@ class Dataset(_Strict):
     #: A ShareGPT answer's length (or a row's ``max_tokens``) becomes that request's max_tokens.
     use_output_lengths: bool = False
 
-    @field_validator("path")
-    @classmethod
-    def _file_exists(cls, v: str) -> str:
-        problem = yaml_file_problem(v)
-        if problem:
-            raise ValueError(problem)
-        return v
+    _file_exists = field_validator("path")(classmethod(lambda cls, v: _existing_file(v)))
 
 
 class SharedPrefix(_Strict):
@@ -66,6 +68,29 @@ class SharedPrefix(_Strict):
     tokens: PositiveInt
     #: Distinct prefixes; each request draws one.
     groups: PositiveInt = 1
+
+
+class TraceWindow(_Strict):
+    """The span of a trace that is replayed: seconds from the file's first row."""
+
+    start_s: NonNegativeFloat = 0.0
+    #: None: to the end of the file (or to ``max_requests``).
+    duration_s: PositiveFloat | None = None
+
+
+class Trace(_Strict):
+    """Requests from a production trace (see :mod:`loadtest.workload.trace`), replayed at ``load.speedups``."""
+
+    path: str
+    format: Literal["mooncake", "azure", "burstgpt"]
+    window: TraceWindow = TraceWindow()
+    max_requests: PositiveInt | None = None
+    #: Tokens per Mooncake ``hash_ids`` block (Mooncake's own traces use 512).
+    block_tokens: PositiveInt = 512
+    #: Timestamps that go backwards are an error; ``true`` sorts the window instead.
+    sort: bool = False
+
+    _file_exists = field_validator("path")(classmethod(lambda cls, v: _existing_file(v)))
 
 
 class Conversation(_Strict):
@@ -148,6 +173,8 @@ class Workload(_WorkloadFields):
     #: flatter a second run). ``false`` keeps prompts identical across runs: for measuring
     #: a warm prefix cache on purpose.
     cache_bust: bool = True
+    #: Replay a trace's arrivals and lengths (needs ``load.speedups``; no classes or datasets then).
+    trace: Trace | None = None
     classes: list[RequestClass] = Field(default_factory=list)
 
     @field_validator("classes")

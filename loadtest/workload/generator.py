@@ -31,6 +31,8 @@ from loadtest.scenario._structured import body_fields
 from loadtest.workload.dataset import Cursor, Entry, cursor_for
 from loadtest.workload.images import ImageMaker, ImageSet
 from loadtest.workload.prefix import shared_prefixes
+from loadtest.workload.trace import TraceArrival, load_trace
+from loadtest.workload.trace_prompt import trace_prompt
 from loadtest.workload.words import count_words, synthetic_text
 
 
@@ -51,6 +53,8 @@ class PlannedRequest:
     #: Images sent with the request, and their encoded bytes (``workload.images``; None without).
     images: int | None = None
     image_bytes: int | None = None
+    #: Where ``prompt_words`` came from when the server gives no usage: "estimate" (words sent) or "trace" (the row's length).
+    prompt_source: str = "estimate"
 
 
 @dataclass
@@ -168,6 +172,19 @@ class Workload:
             prompt_words=sum(count_words(content) for _, content in messages),
             capture_text=multi_turn or plan.check is not None,
             output_check=plan.check,
+        )
+
+    def trace_request(self, arrival: TraceArrival) -> PlannedRequest:
+        """The request for one trace arrival: the row's lengths, its shared blocks (see :mod:`trace_prompt`)."""
+        spec = self._scenario.workload
+        trace = load_trace(spec.trace)
+        row = trace.rows[arrival.row]
+        scope = f"{self._salt}.L{arrival.level}.R{arrival.rep}" if self._salt else ""
+        prompt = trace_prompt(row, str(arrival.row), trace.block_tokens, scope)
+        return PlannedRequest(
+            body=self._body(spec, [("user", prompt)], row.output_tokens),
+            prompt_words=row.input_tokens,
+            prompt_source="trace",
         )
 
     def answered(self, ok: bool, text: str | None) -> None:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from loadtest.load.modes import load_mode
 from loadtest.errors import InputError
 from loadtest.scenario import load_scenario, parse_scenario
 
@@ -15,7 +16,7 @@ SCENARIOS = sorted((Path(__file__).parents[2] / "scenarios").glob("*.yaml"))
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.name)
 def test_shipped_scenarios_are_valid(path):
     scenario = load_scenario(path)
-    assert scenario.load.rate_levels() if scenario.load.open_loop else scenario.load.concurrency_levels()
+    assert load_mode(scenario).levels()  # users, rates or speedups: the mode says which
 
 
 def test_shipped_scenarios_include_the_documented_ones():

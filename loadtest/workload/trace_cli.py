@@ -1,0 +1,52 @@
+"""``loadtest trace synth``: write a synthetic trace (see :mod:`loadtest.workload.trace_synth`)."""
+
+from __future__ import annotations
+
+import argparse
+
+from loadtest.cli_common import fraction, positive_float, positive_int
+from loadtest.errors import InputError
+from loadtest.workload.trace import FORMATS, read_trace
+from loadtest.workload.trace_synth import SynthSpec, synth_rows, write_trace
+
+
+def add_trace_command(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("trace", help="production traces: write a synthetic one (synth)")
+    tsub = p.add_subparsers(dest="trace_command", required=True, metavar="SUBCOMMAND")
+    s = tsub.add_parser("synth", help="write a trace (mooncake, azure, burstgpt) from a rate, burstiness, lengths and prefix sharing")
+    s.add_argument("output", help="the file to write")
+    s.add_argument("--format", choices=FORMATS, default="mooncake", help="the trace format (default mooncake)")
+    s.add_argument("--rate", type=positive_float, required=True, help="mean arrivals per second")
+    s.add_argument("--duration-s", type=positive_float, required=True, help="the trace's length in seconds")
+    s.add_argument("--burstiness", type=positive_float, default=1.0, help="gamma shape of the gaps: 1 Poisson, <1 burstier (default 1)")
+    s.add_argument("--input-mean", type=positive_int, default=512, help="mean input length, tokens (default 512)")
+    s.add_argument("--input-stddev", type=float, default=0.0, help="its standard deviation (default 0)")
+    s.add_argument("--output-mean", type=positive_int, default=64, help="mean output length, tokens (default 64)")
+    s.add_argument("--output-stddev", type=float, default=0.0, help="its standard deviation (default 0)")
+    s.add_argument("--prefix-groups", type=int, default=0, help="shared prefixes (mooncake hash_ids; default 0: none)")
+    s.add_argument("--prefix-blocks", type=positive_int, default=1, help="blocks in each shared prefix (default 1)")
+    s.add_argument("--prefix-share", type=fraction, default=1.0, help="share of requests that draw a shared prefix (default 1)")
+    s.add_argument("--block-tokens", type=positive_int, default=512, help="tokens per hash block (default 512)")
+    s.add_argument("--seed", type=int, default=0, help="the same seed writes the same file (default 0)")
+    s.set_defaults(func=_cmd_synth)
+
+
+def _cmd_synth(args: argparse.Namespace) -> int:
+    if args.prefix_groups < 0 or args.input_stddev < 0 or args.output_stddev < 0:
+        raise InputError("--prefix-groups, --input-stddev and --output-stddev must not be negative")
+    spec = SynthSpec(
+        rate_rps=args.rate, duration_s=args.duration_s, burstiness=args.burstiness,
+        input_mean=args.input_mean, input_stddev=args.input_stddev,
+        output_mean=args.output_mean, output_stddev=args.output_stddev,
+        prefix_groups=args.prefix_groups, prefix_blocks=args.prefix_blocks, prefix_share=args.prefix_share,
+        block_tokens=args.block_tokens, seed=args.seed,
+    )
+    rows = synth_rows(spec)
+    try:
+        write_trace(args.output, args.format, rows)
+    except OSError as err:
+        raise InputError(f"{args.output}: cannot write: {err.strerror or err}") from None
+    trace = read_trace(args.output, args.format, block_tokens=args.block_tokens)  # what a replay will read
+    print(f"{args.output}: {len(rows)} {args.format} requests over {trace.period_s:.1f} s "
+          f"(mean {trace.mean_rate_rps:.2f} req/s at speedup 1)")
+    return 0
