@@ -46,7 +46,6 @@ class Scenario(_Strict):
         return self
 
     @model_validator(mode="after")
-<<<<<<< HEAD
     def _fields_fit_the_api(self) -> "Scenario":
         """Streaming-only fields and SLOs on a request kind that does not stream (see _kinds.py)."""
         problem = kind_problem(self)
@@ -67,7 +66,6 @@ class Scenario(_Strict):
             clash = [k for k, v in (("classes", w.classes), ("dataset", w.dataset), ("conversation", w.conversation), ("shared_prefix", w.shared_prefix)) if v]
             if clash:
                 raise ValueError(f"workload.trace gives every request's lengths and prefixes; drop workload.{', workload.'.join(clash)}")
->>>>>>> s4-traces
         return self
 
     def with_overrides(
