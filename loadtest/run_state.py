@@ -93,6 +93,7 @@ def _trace_fingerprint(scenario: Scenario) -> dict | None:
     """run.json's ``trace``: the replayed window (read now: a bad file is one line before any load)."""
     if scenario.workload.trace is None:
         return None
+    # the trace reader: only for a trace-replay scenario
     from loadtest.workload.trace import load_trace
 
     return load_trace(scenario.workload.trace).fingerprint()

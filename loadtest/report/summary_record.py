@@ -74,6 +74,11 @@ class CapacityRecord(_Strict):
     items_per_s: Optional[Number]
     #: the model (or LoRA adapter) the binding class sent to
     binding_model: Optional[str]
+    #: trace replay (null otherwise): the capacity as a speedup of the trace window
+    speedup: Optional[Number]
+    first_failing_speedup: Optional[Number]
+    upper_bound_speedup: Optional[Number]
+    max_tested_speedup: Optional[Number]
     #: each request class's own capacity (only with ``workload.classes``)
     classes: Optional[dict[str, "CapacityRecord"]] = None
 
@@ -119,6 +124,10 @@ class LevelRecord(_LevelBase):  # type: ignore[misc,valid-type]
     #: the input side (embeddings): prompt tokens and inputs of the requests that ended ok, per second
     input_tokens_per_s: Optional[Number]
     items_per_s: Optional[Number]
+    #: trace replay: the level's speedup of the trace window (null otherwise)
+    speedup: Optional[Number]
+    #: the level's prefix-cache hit rate and where it came from (server counters or the responses)
+    prefix_cache: Optional[dict[str, Any]]
     #: workload.images: images, bytes and prompt tokens per request, TTFT by image count
     images: Optional[dict[str, Any]] = None
     ttft_by_turn: Optional[dict[str, Any]] = None

@@ -182,7 +182,7 @@ class Workload:
         scope = f"{self._salt}.L{arrival.level}.R{arrival.rep}" if self._salt else ""
         prompt = trace_prompt(row, str(arrival.row), trace.block_tokens, scope)
         return PlannedRequest(
-            body=self._body(spec, [("user", prompt)], row.output_tokens),
+            body=self._body(self._plans[0], [("user", prompt)], row.output_tokens),  # a trace has no classes: the one plan
             prompt_words=row.input_tokens,
             prompt_source="trace",
         )
