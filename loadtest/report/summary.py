@@ -11,7 +11,9 @@ Stable keys (others may be added, never renamed):
   ``checks`` (``name, value, ci, limit, verdict, n, low_n``);
 * ``slo``, ``target``, ``name``, ``token_source``, ``itl_unit``, ``warnings``,
   ``definitions``;
-* ``levels[].server`` (per known signal ``{p50, p95, max, n, role, server}``),
+* ``levels[].server`` (per known signal ``{p50, p95, max, n, role, server}``; for a fleet
+  the fleet figure, and ``replicas[]`` with each replica's), ``levels[].imbalance``,
+  ``target.replicas``, ``capacity.per_replica`` (see report/fleet_summary.py),
   ``server_metrics`` (url, signals, scrape health overall and per level) and
   ``autoscaling`` (``signals[]`` with ``metric, at_capacity, at_first_failing,
   threshold, why``; ``target_concurrency_per_replica``; ``best``; ``headroom``);
@@ -52,6 +54,9 @@ from loadtest.fingerprint import fingerprint_of_run
 from loadtest.metric_registry import LATENCY_METRICS, METRICS, PERCENTILE_DEFINITION
 from loadtest.records import replace_text
 from loadtest.redact import scrub
+from loadtest.report.fleet_summary import (
+    autoscaling_fleet, level_imbalance, level_replicas, per_replica, target_replicas,
+)
 from loadtest.report.why import why
 
 SUMMARY_JSON = "summary.json"
@@ -259,6 +264,9 @@ def level_server_dict(analysis: Analysis, level: LevelResult) -> dict[str, Any]:
         stats = _signal_stats(view.stats(level.index, signal.metric))
         out[signal.metric] = {**(stats or {"p50": None, "p95": None, "max": None, "n": 0}),
                               "role": signal.role, "server": signal.server}
+    replicas = level_replicas(analysis, level)
+    if replicas is not None:
+        out["replicas"] = replicas
     return out
 
 
@@ -310,6 +318,7 @@ def autoscaling_dict(analysis: Analysis) -> dict[str, Any] | None:
             for s in a.signals
         ],
         "message": a.paragraph,
+        **autoscaling_fleet(analysis),
     }
 
 
@@ -330,11 +339,12 @@ def summary_dict(analysis: Analysis) -> dict[str, Any]:
         "name": analysis.name,
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "tool_version": __version__,
-        "target": analysis.target,
+        "target": {**analysis.target, **target_replicas(analysis)},
         "slo": analysis.slo.to_dict(),
-        "capacity": capacity_dict(analysis.capacity),
+        "capacity": {**capacity_dict(analysis.capacity), "per_replica": per_replica(analysis)},
         "levels": [
-            {**level_dict(lv), "server": level_server_dict(analysis, lv), "bound": bounds.get(lv.index)}
+            {**level_dict(lv), "server": level_server_dict(analysis, lv), "bound": bounds.get(lv.index),
+             "imbalance": level_imbalance(analysis, lv)}
             for lv in sorted(analysis.levels, key=lambda lv: lv.concurrency)
         ],
         "decode_fit": decode_fit,

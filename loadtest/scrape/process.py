@@ -36,8 +36,14 @@ STOP_TIMEOUT_S = 15.0
 
 def settings_for(target: Target, run_dir: Path) -> dict[str, Any]:
     """What the child needs: where to scrape, how often, and how to talk to the server."""
+    from loadtest.scrape.sources import scrape_targets
+
+    prometheus = target.metrics.prometheus
     return {
         "url": target.metrics_url,
+        "targets": scrape_targets(target.metrics_url, list(target.metrics.urls)),
+        "prometheus": prometheus.model_dump() if prometheus else None,
+        "signals": list(target.metrics.signals),
         "interval_s": target.metrics.interval_s,
         "headers": target.resolved_headers(),  # headers_env values included (sent on stdin, never argv)
         "api_key_env": target.api_key_env,
@@ -57,7 +63,8 @@ class ScraperProcess:
 
     @property
     def url(self) -> str:
-        return self.settings["url"]
+        prometheus = self.settings.get("prometheus")
+        return prometheus["url"] if prometheus else self.settings["url"]
 
     def start(self) -> "ScraperProcess":
         # stderr is the caller's (its warnings reach the terminal); stdout goes to a log.
@@ -120,6 +127,7 @@ def main() -> int:
         pass
     from loadtest.diskfull import full_disk_message, is_disk_full
     from loadtest.redact import public_url
+    from loadtest.scrape.prometheus import read_prometheus
     from loadtest.scrape.scraper import ScrapeResult, scrape_loop
     from loadtest.scrape.store import SampleWriter
 
@@ -131,12 +139,12 @@ def main() -> int:
         stop.set()
 
     threading.Thread(target=wait_for_eof, daemon=True).start()
-    url = settings["url"]
-    shown = public_url(url)  # userinfo and token-like query values never reach the terminal
+    targets = [tuple(t) for t in settings.get("targets") or [("", settings["url"])]]
 
-    def warn(result: ScrapeResult) -> None:
+    def warn(result: ScrapeResult, url: str) -> None:
+        # userinfo and token-like query values never reach the terminal
         print(
-            f"warning: server metrics: {shown}: {result.message}; the run goes on "
+            f"warning: server metrics: {public_url(url)}: {result.message}; the run goes on "
             "(turn scraping off with --no-server-metrics or target.metrics: false)",
             file=sys.stderr, flush=True,
         )
@@ -145,7 +153,10 @@ def main() -> int:
         writer = SampleWriter(Path(settings["run_dir"]))
         with _client(settings) as client:
             try:
-                scrape_loop(client, url, float(settings["interval_s"]), writer, stop, warn)
+                if settings.get("prometheus"):
+                    read_prometheus(client, settings, stop, writer)
+                else:
+                    scrape_loop(client, targets, float(settings["interval_s"]), writer, stop, warn)
             finally:
                 writer.close()
     except OSError as err:
