@@ -328,9 +328,8 @@ def _signal_sentences(result: Autoscaling, fail: float | None) -> list[str]:
         seen = f"{who} {running.at_capacity.p50:g} requests"
         if waiting is not None and waiting.at_capacity.n:
             seen += f" with {waiting.at_capacity.p50:g} waiting"
-        if who.startswith("each"):
-            seen += ", the mean over replicas,"
-        parts.append(f"At capacity {seen} ({running.metric}).")
+        where = f"the mean over replicas; {running.metric}" if who.startswith("each") else running.metric
+        parts.append(f"At capacity {seen} ({where}).")
     best = result.best_signal()
     if best is None:
         parts.append("No known signal was measured at the capacity level, so no server-side trigger is recommended.")

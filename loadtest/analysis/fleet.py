@@ -14,9 +14,11 @@ Per round and signal:
   ``levels[].server`` keeps this figure, as it did for one server;
 * **per pod** -- the mean over replicas: what an HPA or KEDA averages, so thresholds are
   set on it;
-* **imbalance** -- for running requests, the busiest replica over the mean. Its median over
-  a level's rounds is ``levels[].imbalance``: 1.0 when the balancer spreads the requests
-  evenly, 1.5 when at a typical moment the busiest replica carries half again its share.
+* **imbalance** -- for running requests, the busiest replica over the mean. Its mean over
+  a level's rounds (those with a request running) is ``levels[].imbalance``: 1.0 when the
+  balancer spreads the requests evenly at every moment, 1.5 when on average the busiest
+  replica carries half again its share. The mean, not the median: a round robin that puts
+  two requests on one replica a fifth of the time is uneven, and a median would hide it.
   The busiest replica is the one whose latency breaks first, so the fleet's capacity is
   ``replicas x one replica's`` divided by about this factor.
 """
@@ -38,9 +40,9 @@ UNEVEN = 1.15
 
 @dataclass
 class Imbalance:
-    ratio: float  # median over the level's rounds of busiest / mean running requests
-    busiest: float  # median of the busiest replica's running requests
-    mean: float  # median of the mean over replicas
+    ratio: float  # mean over the level's rounds of busiest / mean running requests
+    busiest: float  # the busiest replica's running requests, averaged over the rounds
+    mean: float  # the mean over replicas, averaged over the rounds
     n: int  # rounds with requests running
 
 
@@ -103,9 +105,9 @@ def imbalance_in(frame: pd.DataFrame, start: float, end: float) -> Imbalance | N
         return None
     busiest = values.max(axis=1)
     return Imbalance(
-        ratio=float(np.median(busiest[busy] / mean[busy])),
-        busiest=float(np.median(busiest[busy])),
-        mean=float(np.median(mean[busy])),
+        ratio=float(np.mean(busiest[busy] / mean[busy])),
+        busiest=float(np.mean(busiest[busy])),
+        mean=float(np.mean(mean[busy])),
         n=int(busy.sum()),
     )
 
@@ -160,7 +162,7 @@ def imbalance_sentence(replicas: int, users: float | None, imb: Imbalance | None
     if imb is None:
         return f"{replicas} replicas; at {users:g} {unit} no replica reported running requests, so the balance is unknown."
     head = (
-        f"{replicas} replicas; at {users:g} {unit} the busiest ran {imb.busiest:g} requests while the mean was "
+        f"{replicas} replicas; at {users:g} {unit} the busiest ran {imb.busiest:.3g} requests while the mean was "
         f"{imb.mean:.3g} (imbalance {imb.ratio:.2f})"
     )
     if imb.ratio >= UNEVEN:

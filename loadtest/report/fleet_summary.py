@@ -33,11 +33,11 @@ def level_replicas(analysis: Analysis, level: LevelResult) -> list[dict[str, Any
 def imbalance_dict(imb: Imbalance | None) -> dict[str, Any] | None:
     if imb is None:
         return None
-    return {"ratio": round(imb.ratio, 3), "busiest_p50": imb.busiest, "mean_p50": round(imb.mean, 3), "n": imb.n}
+    return {"ratio": round(imb.ratio, 3), "busiest_mean": round(imb.busiest, 3), "mean": round(imb.mean, 3), "n": imb.n}
 
 
 def level_imbalance(analysis: Analysis, level: LevelResult) -> float | None:
-    """``levels[].imbalance``: median busiest/mean running requests over the level's rounds (None: one server)."""
+    """``levels[].imbalance``: busiest/mean running requests, averaged over the level's rounds (None: one server)."""
     view = analysis.server
     if view is None or view.fleet is None:
         return None

@@ -5,9 +5,11 @@ process is started here and stopped here (bounded waits)."""
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 import subprocess
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -99,6 +101,18 @@ def fleet(folder: Path, n: int, flags: Sequence[str], method: str) -> Iterator[t
         yield origin, mocks
 
 
+def _wait_targets_up(url: str, n: int, timeout: float = 30.0) -> None:
+    """Until Prometheus has scraped every target once (in a cluster it has long been scraping)."""
+    query = urllib.parse.urlencode({"query": 'up{job="fleet"} == 1'})
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with _NO_PROXY.open(f"{url}/api/v1/query?{query}", timeout=5) as response:
+            if len(json.loads(response.read())["data"]["result"]) >= n:
+                return
+        time.sleep(0.2)
+    raise RuntimeError(f"Prometheus did not scrape all {n} targets within {timeout:g} s")
+
+
 @contextlib.contextmanager
 def prometheus(folder: Path, targets: Sequence[str], interval_s: float = 0.5) -> Iterator[str]:
     """Prometheus scraping the targets (host:port) every ``interval_s`` as job 'fleet'; yields its URL."""
@@ -118,6 +132,7 @@ def prometheus(folder: Path, targets: Sequence[str], interval_s: float = 0.5) ->
     try:
         url = f"http://127.0.0.1:{port}"
         _wait_http(url + "/-/ready", timeout=30)
+        _wait_targets_up(url, len(targets))
         yield url
     finally:
         stop(proc)
