@@ -72,3 +72,14 @@ def autoscaling_fleet(analysis: Analysis) -> dict[str, Any]:
         "imbalance_at_capacity": imbalance_dict(a.imbalance_at_capacity),
         "fleet_message": a.fleet_sentence or None,
     }
+
+
+def server_metrics_fleet(analysis: Analysis) -> dict[str, Any]:
+    """``server_metrics`` keys: the sources (``urls``, ``prometheus``) and the replica ids seen."""
+    settings = analysis.run.get("server_metrics") or {}
+    view = analysis.server
+    return {
+        "urls": list(settings.get("urls") or []),
+        "prometheus": settings.get("prometheus"),
+        "replicas": list(view.fleet.replicas) if view is not None and view.fleet is not None else [],
+    }

@@ -55,7 +55,7 @@ from loadtest.metric_registry import LATENCY_METRICS, METRICS, PERCENTILE_DEFINI
 from loadtest.records import replace_text
 from loadtest.redact import scrub
 from loadtest.report.fleet_summary import (
-    autoscaling_fleet, level_imbalance, level_replicas, per_replica, target_replicas,
+    autoscaling_fleet, level_imbalance, level_replicas, per_replica, server_metrics_fleet, target_replicas,
 )
 from loadtest.report.why import why
 
@@ -283,6 +283,7 @@ def server_metrics_dict(analysis: Analysis) -> dict[str, Any]:
         "interval_s": settings.get("interval_s"),
         "signals": [{"metric": s.metric, "role": s.role, "server": s.server} for s in view.signals],
         "scrapes": view.total.to_json(),
+        **server_metrics_fleet(analysis),
         "levels": [
             {"concurrency": by_index[i].concurrency, "index": i, **h.to_json()}
             for i, h in sorted(view.health.items()) if i in by_index

@@ -22,8 +22,9 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from typing import TYPE_CHECKING
 
@@ -34,8 +35,12 @@ if TYPE_CHECKING:
 STOP_TIMEOUT_S = 15.0
 
 
-def settings_for(target: Target, run_dir: Path) -> dict[str, Any]:
-    """What the child needs: where to scrape, how often, and how to talk to the server."""
+def settings_for(target: Target, run_dir: Path, known_signals: Sequence[str] = ()) -> dict[str, Any]:
+    """What the child needs: where to scrape, how often, and how to talk to the server.
+
+    ``known_signals`` are the metric names a Prometheus query asks for (the analysis's list;
+    passed in, because the scraper does not import the analysis).
+    """
     from loadtest.scrape.sources import scrape_targets
 
     prometheus = target.metrics.prometheus
@@ -44,6 +49,7 @@ def settings_for(target: Target, run_dir: Path) -> dict[str, Any]:
         "targets": scrape_targets(target.metrics_url, list(target.metrics.urls)),
         "prometheus": prometheus.model_dump() if prometheus else None,
         "signals": list(target.metrics.signals),
+        "known_signals": list(known_signals),
         "interval_s": target.metrics.interval_s,
         "headers": target.resolved_headers(),  # headers_env values included (sent on stdin, never argv)
         "api_key_env": target.api_key_env,
@@ -56,8 +62,8 @@ def settings_for(target: Target, run_dir: Path) -> dict[str, Any]:
 class ScraperProcess:
     """Start with :meth:`start`, end with :meth:`stop` (idempotent; bounded waits)."""
 
-    def __init__(self, target: Target, run_dir: Path) -> None:
-        self.settings = settings_for(target, run_dir)
+    def __init__(self, target: Target, run_dir: Path, known_signals: Sequence[str] = ()) -> None:
+        self.settings = settings_for(target, run_dir, known_signals)
         self.log_path = Path(run_dir) / "scraper.log"
         self._proc: subprocess.Popen | None = None
 
@@ -75,7 +81,8 @@ class ScraperProcess:
         )
         log.close()
         assert self._proc.stdin is not None
-        self._proc.stdin.write(json.dumps(self.settings) + "\n")
+        # The span a Prometheus query covers starts now, not when the niced child gets going.
+        self._proc.stdin.write(json.dumps({**self.settings, "started_wall": time.time()}) + "\n")
         self._proc.stdin.flush()
         return self
 

@@ -24,7 +24,6 @@ from typing import Any, Iterable, Mapping
 
 import httpx
 
-from loadtest.analysis.signals import KNOWN_SIGNALS
 from loadtest.scrape.scraper import labels_json
 from loadtest.scrape.store import UP, SampleWriter
 
@@ -35,9 +34,9 @@ PROCESS_START = "process_start_time_seconds"
 QUERY_TIMEOUT_S = 30.0
 
 
-def metric_names(extra: Iterable[str] = ()) -> list[str]:
-    """Every signal this tool knows, the scenario's extra ones, and ``up``."""
-    names = [s.metric for s in KNOWN_SIGNALS] + list(extra) + [PROCESS_START, UP]
+def metric_names(known: Iterable[str], extra: Iterable[str] = ()) -> list[str]:
+    """The signals to read: the known ones (the parent passes analysis.signals'), the scenario's, and ``up``."""
+    names = list(known) + list(extra) + [PROCESS_START, UP]
     return list(dict.fromkeys(names))
 
 
@@ -99,11 +98,12 @@ def read_prometheus(_target_client: httpx.Client, settings: Mapping[str, Any], s
 
     source = settings["prometheus"]
     interval_s = float(settings["interval_s"])
-    start = time.time()
+    start = float(settings.get("started_wall") or time.time())
     stop.wait()
     time.sleep(min(interval_s, 5.0))  # the run's last moments reach Prometheus's next scrape
     end = time.time()
-    query = series_query(metric_names(settings.get("signals") or ()), source.get("selector") or "")
+    names = metric_names(settings.get("known_signals") or (), settings.get("signals") or ())
+    query = series_query(names, source.get("selector") or "")
     try:
         with httpx.Client(timeout=QUERY_TIMEOUT_S, trust_env=False, follow_redirects=True) as client:
             result = query_range(client, source["url"], query, start, end, step_for(start, end, interval_s))

@@ -8,8 +8,9 @@ would have to wait (``--rate-limit-queue 0``); the SLO is the error budget (5%),
 limits are far above the mock's ~10 ms steps. So one replica holds 2 users with no error and
 fails at 3 (a third of its requests refused), whatever the CPU does: no timing margin is
 involved. Behind least_conn, N replicas hold 2N users and fail at 2N + 1. Under round robin
-with mixed output lengths, a request now and then lands on a full replica while another has
-a free slot: refused requests there, and the imbalance (busiest over mean running) shows it.
+with mixed output lengths (3 slots per replica there), a request now and then lands on a busy
+replica while another has a free slot: the imbalance (busiest over mean running) shows it at 6
+users, and at 9 (3 x 3) such requests are refused.
 
 One run per fleet, shared by the assertions (module fixtures); levels of 3 s.
 """
@@ -17,7 +18,6 @@ One run per fleet, shared by the assertions (module fixtures); levels of 3 s.
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 import threading
 from pathlib import Path
@@ -30,12 +30,8 @@ from loadtest.analysis.server import server_view
 from loadtest.scrape.scraper import scrape_loop
 from loadtest.scrape.sources import scrape_targets
 from loadtest.scrape.store import SampleWriter, read_samples
-from support.fleet import NGINX, PROMETHEUS, fleet, prometheus
+from support.fleet import fleet, prometheus
 from support.runkit import loadtest, summary, write_scenario
-
-pytestmark = pytest.mark.skipif(
-    not (shutil.which(NGINX) or Path(NGINX).exists()), reason="Debian's nginx is not installed"
-)
 
 FLAGS = ["--max-batch", "2", "--rate-limit-queue", "0", "--retry-after-s", "0"]
 SLO = {"ttft_ms": None, "itl_ms": {"p95": 1000}, "max_error_rate": 0.05}
@@ -45,6 +41,12 @@ INTERVAL_S = 0.25
 # a scrape sees a busy replica's 2 slots full, and the p50 of running is exactly 2.
 FIXED = {"prompt_tokens": {"mean": 16, "stddev": 0}, "max_tokens": 64}
 MIXED = {"prompt_tokens": {"mean": 16, "stddev": 0}, "max_tokens": {"mean": 48, "stddev": 40}}
+
+
+# Round robin: 3 slots per replica, so that below the limit (6 users on 3 replicas, 2 each when
+# even) the running counts show how unevenly requests land, and at 9 any unevenness is refused.
+RR_FLAGS = ["--max-batch", "3", "--rate-limit-queue", "0", "--retry-after-s", "0"]
+RR_ONE_REPLICA_CAPACITY = 3
 
 
 def _run(folder: Path, origin: str, metrics: dict, levels: list[int], workload: dict = FIXED):
@@ -84,8 +86,6 @@ def two(tmp_path_factory):
 @pytest.fixture(scope="module")
 def three_via_prometheus(tmp_path_factory):
     """3 replicas behind least_conn, read through Prometheus; the test scrapes them directly meanwhile."""
-    if not (shutil.which(PROMETHEUS) or Path(PROMETHEUS).exists()):
-        pytest.skip("Debian's prometheus is not installed")
     folder = tmp_path_factory.mktemp("prom3")
     with fleet(folder, 3, FLAGS, "least_conn") as (origin, mocks), \
             prometheus(folder / "prom", [f"127.0.0.1:{m.port}" for m in mocks], INTERVAL_S) as prom:
@@ -110,8 +110,8 @@ def three_via_prometheus(tmp_path_factory):
 @pytest.fixture(scope="module")
 def round_robin(tmp_path_factory):
     folder = tmp_path_factory.mktemp("rr3")
-    with fleet(folder, 3, FLAGS, "round_robin") as (origin, mocks):
-        return _run(folder, origin, {"urls": _urls(mocks), "interval_s": INTERVAL_S}, [3, 6], MIXED)[0]
+    with fleet(folder, 3, RR_FLAGS, "round_robin") as (origin, mocks):
+        return _run(folder, origin, {"urls": _urls(mocks), "interval_s": INTERVAL_S}, [6, 9], MIXED)[0]
 
 
 def _by_c(s):
@@ -141,7 +141,7 @@ def test_least_conn_fleets_hold_n_times_one_replica_with_the_same_thresholds_per
         assert at_cap["server"]["vllm:num_requests_running"]["p50"] == n * ONE_REPLICA_CAPACITY  # the fleet's sum
         assert len(at_cap["server"]["replicas"]) == n
         assert all(r["signals"]["vllm:num_requests_running"]["p50"] == ONE_REPLICA_CAPACITY for r in at_cap["server"]["replicas"])
-        assert at_cap["imbalance"] == 1.0
+        assert at_cap["imbalance"] < 1.15  # 1 but for the moments a request ends and its user's next one starts
         assert "spread the load evenly" in s["autoscaling"]["fleet_message"]
         assert not [w for w in s["warnings"] if "several processes" in w]
 
@@ -149,11 +149,11 @@ def test_least_conn_fleets_hold_n_times_one_replica_with_the_same_thresholds_per
 def test_round_robin_with_mixed_lengths_is_uneven_and_holds_less_than_n_times_one(round_robin):
     s = round_robin
     levels = _by_c(s)
-    assert levels[3 * ONE_REPLICA_CAPACITY]["passed"] is False  # refused on a full replica
-    assert (s["capacity"]["concurrency"] or 0) < 3 * ONE_REPLICA_CAPACITY
-    # with 3 users on 3 replicas, round robin puts two on one replica (and none on another) at times
-    assert levels[3]["imbalance"] > 1.15, levels[3]["imbalance"]
-    if s["capacity"]["concurrency"] == 3:
+    assert levels[3 * RR_ONE_REPLICA_CAPACITY]["passed"] is False  # refused on a full replica
+    assert (s["capacity"]["concurrency"] or 0) < 3 * RR_ONE_REPLICA_CAPACITY
+    # 6 users on 3 replicas: least_conn keeps 2 on each; round robin lands 3 on one now and then
+    assert levels[6]["imbalance"] > 1.15, levels[6]["imbalance"]
+    if s["capacity"]["concurrency"] == 6:
         assert "the balancer, not the servers, set the capacity" in s["autoscaling"]["fleet_message"]
         assert s["autoscaling"]["fleet_message"] in s["autoscaling"]["message"]
 

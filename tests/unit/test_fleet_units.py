@@ -193,3 +193,13 @@ def test_the_scenario_takes_one_source_of_metrics():
                 {"urls": ["http://a/m", "http://a/m"]}, {"prometheus": {"url": "http://p", "selector": "{job=\"x\""}}):
         with pytest.raises(Exception):
             _scenario(bad)
+
+
+def test_the_report_shows_each_replica_and_the_imbalance_per_level():
+    from loadtest.report.html import render_html
+
+    page = render_html(_analyze([0.75, 0.25]))
+    assert "<h3>Replicas</h3>" in page and "Imbalance per level" in page
+    assert "2 replicas against time" in page and "127.0.0.1:9000 running" in page
+    assert "the balancer, not the servers, set the capacity" in page
+    assert "Scraped 2 replicas (127.0.0.1:9000, 127.0.0.1:9001)" in page
