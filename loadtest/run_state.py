@@ -103,7 +103,8 @@ def initial_record(scenario: Scenario, options: RunOptions | None = None) -> Run
     return RunRecord(
         server_metrics=ServerMetrics(
             enabled=t.metrics.enabled,
-            url=public_url(t.metrics_url) if t.metrics.enabled else None,
+            # the single URL's; with urls or prometheus they are listed below instead
+            url=public_url(t.metrics_url) if t.metrics.enabled and not (t.metrics.urls or t.metrics.prometheus) else None,
             urls=[public_url(u) for u in t.metrics.urls] if t.metrics.enabled else [],
             prometheus=(
                 {**t.metrics.prometheus.model_dump(), "url": public_url(t.metrics.prometheus.url)}

@@ -157,7 +157,8 @@ def server_section(analysis: Analysis, figure_html) -> str:
     if view is None:
         return paragraph + "<p>The server's metrics were not scraped in this run (--no-server-metrics or target.metrics: false).</p>"
     total = view.total
-    source = _e(view.url) if view.fleet is None else f"{len(view.fleet.replicas)} replicas ({_e(', '.join(view.fleet.replicas))})"
+    n = len(view.fleet.replicas) if view.fleet is not None else 0
+    source = _e(view.url) if view.fleet is None else f"{n} replica{'s' if n != 1 else ''} ({_e(', '.join(view.fleet.replicas))})"
     health = (
         f"<p class='dim'>Scraped {source}: {total.scrapes} scrapes, {total.failed} failed"
         + (f" ({_e('; '.join(f'{k}: {v}' for k, v in total.errors.items()))})" if total.errors else "")

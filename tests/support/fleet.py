@@ -91,7 +91,7 @@ def nginx(folder: Path, upstreams: Sequence[str], method: str) -> Iterator[str]:
 def replicas(n: int, flags: Sequence[str]) -> Iterator[list[MockServer]]:
     """``n`` identical mocks on free ports, started together and stopped together."""
     with contextlib.ExitStack() as stack:
-        yield [stack.enter_context(MockServer(list(flags))) for _ in range(n)]
+        yield [stack.enter_context(MockServer(list(flags), startup_timeout=60)) for _ in range(n)]
 
 
 @contextlib.contextmanager
