@@ -54,6 +54,10 @@ class ServerMetrics(_Strict):
     enabled: bool = False
     #: The metrics URL with any credentials removed (redact.public_url).
     url: str | None = None
+    #: target.metrics.urls (one per replica), credentials removed; empty for a single URL.
+    urls: list[str] = Field(default_factory=list)
+    #: target.metrics.prometheus ({url, selector, replica_label}), the URL's credentials removed.
+    prometheus: dict[str, Any] | None = None
     interval_s: float | None = None
     signals: list[str] = Field(default_factory=list)
     #: Samples per level and overall (analysis/server.py scrape_health), written at the end.

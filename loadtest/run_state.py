@@ -113,7 +113,13 @@ def initial_record(scenario: Scenario, options: RunOptions | None = None) -> Run
     return RunRecord(
         server_metrics=ServerMetrics(
             enabled=t.metrics.enabled,
-            url=public_url(t.metrics_url) if t.metrics.enabled else None,
+            # the single URL's; with urls or prometheus they are listed below instead
+            url=public_url(t.metrics_url) if t.metrics.enabled and not (t.metrics.urls or t.metrics.prometheus) else None,
+            urls=[public_url(u) for u in t.metrics.urls] if t.metrics.enabled else [],
+            prometheus=(
+                {**t.metrics.prometheus.model_dump(), "url": public_url(t.metrics.prometheus.url)}
+                if t.metrics.enabled and t.metrics.prometheus else None
+            ),
             interval_s=t.metrics.interval_s,
             signals=list(t.metrics.signals),
         ),
@@ -125,7 +131,8 @@ def initial_record(scenario: Scenario, options: RunOptions | None = None) -> Run
         python=platform.python_version(),
         locust=version("locust"),  # package metadata, not 'import locust': that monkey-patches the process
         host=host_facts(),
-        target={"base_url": public_url(t.base_url), "model": t.model, "api": t.api},
+        target={"base_url": public_url(t.base_url), "model": t.model, "api": t.api,
+                **({"replicas": t.replicas} if t.replicas else {})},
         scenario=scenario.public_dict(),
         # What `loadtest compare` requires to be equal (dataset hashes taken now). Its own key:
         # workload_fingerprint is the workload's datasets-and-classes record.

@@ -55,6 +55,7 @@ from loadtest.analysis.hold_cut import cut_at_hold_end
 from loadtest.analysis.metrics import describe, level_results
 from loadtest.analysis.refine import next_refine_level, next_refine_rate
 from loadtest.analysis.results import Analysis, Capacity, Check, LevelResult, Stats
+from loadtest.analysis.fleet import resolve_replicas
 from loadtest.analysis.server import server_view
 from loadtest.analysis.slo import SloCheck, SloSpec
 from loadtest.analysis.verdict import evaluate_level, honour_decision, verdict_confidence
@@ -162,6 +163,11 @@ def analyze(
     if server is not None:
         warnings += server.warnings
     options = autoscaling or AutoscalingOptions.from_dict(run.get("autoscaling"))
+    replicas, replicas_source, replicas_warning = resolve_replicas(
+        (run.get("target") or {}).get("replicas"), server.replica_count if server is not None else None
+    )
+    if replicas_warning:
+        warnings.append(replicas_warning)
     # only successful requests carry final token counts
     sources = frame.loc[frame["ok"], "token_source"].value_counts(dropna=True) if len(frame) else {}
     # as for completion tokens: failures never got a usage chunk, so count successes
@@ -185,7 +191,7 @@ def analyze(
         requests=frame,
         confidence=confidence,
         server=server,
-        autoscaling=recommend(levels, capacity, server, options),
+        autoscaling=recommend(levels, capacity, server, options, replicas, replicas_source),
         class_slos=slos,
         prompt_token_source={str(k): int(v) for k, v in prompt_sources.items()},
     )

@@ -51,6 +51,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from loadtest.analysis.fleet import Imbalance, imbalance_sentence
 from loadtest.analysis.results import Capacity, LevelResult
 from loadtest.analysis.server import ServerView, SignalStats
 from loadtest.analysis.signals import ROLE_LABELS, Signal, role_rank
@@ -136,6 +137,13 @@ class Autoscaling:
     paragraph: str = ""
     #: Open loop: the rate to aim for per replica (capacity.rate_rps × (1 − headroom)); None in closed loop.
     target_rate_rps_per_replica: float | None = None
+    #: Replicas the capacity was measured on (declared or counted); thresholds are per pod.
+    replicas: int | None = None
+    replicas_source: str | None = None  # "declared" (target.replicas) or "metrics" (counted)
+    #: How unevenly the balancer spread running requests at the capacity level (several replicas).
+    imbalance_at_capacity: Imbalance | None = None
+    #: The plain sentence on the balancer at capacity ("" for one replica).
+    fleet_sentence: str = ""
 
     def best_signal(self) -> SignalRecommendation | None:
         return next((s for s in self.signals if s.metric == self.best), None)
@@ -162,7 +170,7 @@ def _typical_below(server: ServerView, levels: Sequence[LevelResult], capacity: 
     """The largest median of ``metric`` over the levels up to the capacity (what is normal while the SLO holds)."""
     medians = [
         st.p50 for lv in levels
-        if lv.load <= capacity and (st := server.stats(lv.index, metric)) is not None and st.n
+        if lv.load <= capacity and (st := server.pod_stats(lv.index, metric)) is not None and st.n
     ]
     return max(medians, default=math.nan)
 
@@ -215,24 +223,41 @@ def recommend(
     capacity: Capacity,
     server: ServerView | None,
     options: AutoscalingOptions = AutoscalingOptions(),
+    replicas: int | None = None,
+    replicas_source: str | None = None,
 ) -> Autoscaling:
-    """Thresholds per known signal and a target concurrency per replica, from the capacity result."""
+    """Thresholds per known signal and a target concurrency per replica, from the capacity result.
+
+    With several ``replicas`` the capacity is the fleet's: the targets are its share per
+    replica, and each signal's threshold is set on the per-pod mean (what an HPA or KEDA
+    averages). An uneven balancer makes the fleet fail when its busiest replica is full,
+    while the mean is still below its share; the per-pod value measured at the fleet's
+    capacity is that lower mean, so the thresholds come out lower by the same factor.
+    """
     headroom, source = resolve_headroom(options)
+    share = max(1, replicas or 1)
     result = Autoscaling(
         headroom=headroom, headroom_source=source, options=options,
         capacity=capacity.concurrency, first_failing=capacity.first_failing,
         target_concurrency_per_replica=(
-            max(1, math.floor(capacity.concurrency * (1 - headroom))) if capacity.concurrency else None
+            max(1, math.floor(capacity.concurrency / share * (1 - headroom))) if capacity.concurrency else None
         ),
+        replicas=replicas, replicas_source=replicas_source,
     )
     if capacity.rate_rps is not None:
-        result.target_rate_rps_per_replica = round(capacity.rate_rps * (1 - headroom), 3)
+        result.target_rate_rps_per_replica = round(capacity.rate_rps / share * (1 - headroom), 3)
     cap_level = _level_at(levels, capacity.concurrency, capacity.rate_rps)
     fail_level = _level_at(levels, capacity.first_failing, capacity.first_failing_rate_rps)
+    if server is not None and server.fleet is not None and cap_level is not None:
+        result.imbalance_at_capacity = server.fleet.imbalance.get(cap_level.index)
+        result.fleet_sentence = imbalance_sentence(
+            len(server.fleet.replicas), cap_level.load, result.imbalance_at_capacity,
+            "req/s" if capacity.rate_rps is not None else "users",
+        )
     if server is not None and cap_level is not None:
         for signal in server.signals:
-            cap = server.stats(cap_level.index, signal.metric) or SignalStats()
-            fail = server.stats(fail_level.index, signal.metric) if fail_level is not None else None
+            cap = server.pod_stats(cap_level.index, signal.metric) or SignalStats()
+            fail = server.pod_stats(fail_level.index, signal.metric) if fail_level is not None else None
             typical = _typical_below(server, levels, cap_level.load, signal.metric)
             threshold, why = _threshold(signal, cap, fail, headroom, typical)
             sep = _separation(signal, cap, fail, typical)
@@ -259,6 +284,8 @@ def _paragraph(result: Autoscaling, capacity: Capacity, server: ServerView | Non
     if server is None:
         parts.append("The server's metrics were not scraped, so only the client-side target is given.")
         return " ".join(parts)
+    if result.fleet_sentence:
+        parts.append(result.fleet_sentence)
     return " ".join(parts + _signal_sentences(result, fail if capacity.rate_rps is None else capacity.first_failing_rate_rps))
 
 
@@ -297,10 +324,12 @@ def _signal_sentences(result: Autoscaling, fail: float | None) -> list[str]:
     running = next((s for s in result.signals if s.role == "running"), None)
     waiting = next((s for s in result.signals if s.role == "waiting"), None)
     if running is not None and running.at_capacity.n:
-        seen = f"the server runs {running.at_capacity.p50:g} requests"
+        who = "each replica runs" if (result.replicas or 1) > 1 else "the server runs"
+        seen = f"{who} {running.at_capacity.p50:g} requests"
         if waiting is not None and waiting.at_capacity.n:
             seen += f" with {waiting.at_capacity.p50:g} waiting"
-        parts.append(f"At capacity {seen} ({running.metric}).")
+        where = f"the mean over replicas; {running.metric}" if who.startswith("each") else running.metric
+        parts.append(f"At capacity {seen} ({where}).")
     best = result.best_signal()
     if best is None:
         parts.append("No known signal was measured at the capacity level, so no server-side trigger is recommended.")

@@ -43,12 +43,15 @@ class LevelBound:
 
 
 def running_sequences(analysis: Any, level: Any) -> float:
-    """The level's batch: the server's running count (p50) where scraped, else its users."""
+    """The level's batch: the server's running count (p50) where scraped, else its users.
+
+    For a fleet, one replica's batch: the per-pod mean (a decode step runs on one replica).
+    """
     server = getattr(analysis, "server", None)
     if server is not None:
         signal = server.first_of_role("running")
         if signal is not None:
-            stats = server.stats(level.index, signal.metric)
+            stats = server.pod_stats(level.index, signal.metric)
             if stats is not None and stats.n and math.isfinite(stats.p50) and stats.p50 > 0:
                 return float(stats.p50)
     return float(level.concurrency)

@@ -24,8 +24,10 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from loadtest.analysis.fleet import FleetView, fleet_view, replicas_in
 from loadtest.analysis.results import LevelResult
 from loadtest.analysis.signals import KNOWN_SIGNALS, Signal, role_rank, signal_for
+from loadtest.scrape.mixed import mixed_sources, mixed_warning
 from loadtest.scrape.store import UP
 
 #: Below this share of the client's users in flight on the server, something queues in between.
@@ -65,9 +67,28 @@ class ServerView:
     total: ScrapeHealth
     series: dict[str, tuple[np.ndarray, np.ndarray]] = field(repr=False, default_factory=dict)  # metric -> (wall, value)
     warnings: list[str] = field(default_factory=list)
+    #: Several named replicas (target.metrics.urls or prometheus): per replica, per pod, imbalance.
+    fleet: FleetView | None = None
+    #: Sources whose scrapes came from several processes: replica id ('' = the single URL) -> evidence.
+    mixed: dict[str, str] = field(default_factory=dict)
 
     def stats(self, level_index: int, metric: str) -> SignalStats | None:
         return self.levels.get(level_index, {}).get(metric)
+
+    def pod_stats(self, level_index: int, metric: str) -> SignalStats | None:
+        """What one pod reports, as an autoscaler averages it: the mean over replicas (one server: its own)."""
+        if self.fleet is None:
+            return self.stats(level_index, metric)
+        return self.fleet.pod_levels.get(level_index, {}).get(metric)
+
+    @property
+    def replica_count(self) -> int | None:
+        """Replicas counted from the metrics: the named ones, 1 for one URL answered by one process, else None."""
+        if self.fleet is not None:
+            return len(self.fleet.replicas)
+        if self.mixed or self.total.scrapes == self.total.failed:
+            return None
+        return 1
 
     def first_of_role(self, role: str) -> Signal | None:
         return next((s for s in self.signals if s.role == role), None)
@@ -148,9 +169,17 @@ def server_view(
             return None
         # Scraping was on but nothing reached the disk (the scraper could not start): say so.
         samples = pd.DataFrame({"wall": [], "metric": [], "labels": [], "value": [], "type": []})
+    if "replica" not in samples:
+        samples = samples.assign(replica="")
     url = settings.get("url")
     signals = signals_present(samples, settings.get("signals") or ())
-    series = {s.metric: signal_series(samples, s) for s in signals}
+    replicas = replicas_in(samples)
+    fleet = None
+    if replicas:
+        running = next((s for s in signals if s.role == "running"), None)
+        fleet, series = fleet_view(samples, signals, replicas, levels, window_stats, running)
+    else:
+        series = {s.metric: signal_series(samples, s) for s in signals}
     per_level = {
         lv.index: {s.metric: window_stats(*series[s.metric], lv.window_start, lv.end_wall) for s in signals}
         for lv in levels
@@ -158,9 +187,14 @@ def server_view(
     health, total = scrape_health(samples, [(lv.index, lv.start_wall, lv.end_wall) for lv in levels])
     view = ServerView(
         url=url, signals=signals, levels=per_level, health=health, total=total,
-        series={m: _downsample(*xy) for m, xy in series.items()},
+        series={m: _downsample(*xy) for m, xy in series.items()}, fleet=fleet, mixed=mixed_sources(samples),
     )
-    view.warnings = health_warnings(view, settings) + crosscheck_warnings(view, levels)
+    where = {"": url or "the metrics endpoint"}
+    view.warnings = (
+        health_warnings(view, settings)
+        + [mixed_warning(where.get(rid, rid), evidence) for rid, evidence in view.mixed.items()]
+        + crosscheck_warnings(view, levels)
+    )
     return view
 
 

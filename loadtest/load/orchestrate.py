@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 
 from loadtest.analysis import analyze_run
 from loadtest.analysis.server import scrape_health
+from loadtest.analysis.signals import KNOWN_SIGNALS
 from loadtest.diskfull import FolderGuard, full_disk_message, is_disk_full
 from loadtest.errors import InputError
 from loadtest.load.fdlimit import ensure_fds, users_per_process
@@ -173,7 +174,7 @@ def start_scraper(scenario: Scenario, run_dir: Path):
     """The server-metrics scraper (a child process), unless the scenario turned it off."""
     if not scenario.target.metrics.enabled:
         return None
-    return ScraperProcess(scenario.target, run_dir).start()
+    return ScraperProcess(scenario.target, run_dir, [s.metric for s in KNOWN_SIGNALS]).start()
 
 
 def stop_scraper(scraper, state: RunState) -> None:

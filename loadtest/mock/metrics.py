@@ -12,6 +12,7 @@ overloaded (its steps ran late), in which case its timings are not the model's.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from typing import Any, Iterable
 
@@ -32,6 +33,9 @@ class MockMetrics:
         #: How each completions request ended, exactly one per request: ok,
         #: malformed, dropped, client_left, shutdown, http_500, http_429, http_4xx.
         self.outcomes: Counter[str] = Counter()
+        #: ``process_start_time_seconds``, as prometheus_client exports it in vLLM, SGLang and TGI:
+        #: what tells two replicas behind one URL apart.
+        self.started_wall = time.time()
 
 
 def _cache_families(labels: str, cache: Any) -> list[str]:
@@ -60,6 +64,12 @@ def render(config: MockConfig, engine: Engine, metrics: MockMetrics, cache: Any 
     """The exposition text (format 0.0.4); with a prefix cache (mock/prefix_cache.py) vLLM's counters of it."""
     m = f'{{model_name="{_esc(config.model_name)}"}}'
     families = _cache_families(m, cache) + [
+        _family(
+            "process_start_time_seconds",
+            "gauge",
+            "Start time of the process since unix epoch in seconds.",
+            [("", metrics.started_wall)],
+        ),
         _family(
             "vllm:num_requests_running",
             "gauge",

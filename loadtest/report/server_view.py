@@ -18,30 +18,10 @@ from plotly.subplots import make_subplots
 from loadtest.analysis.results import Analysis
 from loadtest.analysis.signals import ROLE_LABELS
 from loadtest.report.autoscaling_yaml import render_autoscaling_yaml
+from loadtest.report.fleet_view import fleet_section
+from loadtest.report.latency_lines import SIGNAL_COLOURS, add_client_latency, origin_of as _origin
 from loadtest.report.page import esc as _e
 from loadtest.report.plotting import concurrency_axis, level_steps, mark_capacity
-
-
-#: Time bins for the client latency line (medians per bin).
-LATENCY_BINS = 300
-SIGNAL_COLOURS = ["#2f81f7", "#cf222e", "#8250df", "#bf8700", "#1a7f37", "#57606a", "#e16f24", "#0969da"]
-
-
-def _origin(analysis: Analysis) -> float:
-    started = analysis.run.get("started_wall")
-    if started is not None:
-        return float(started)
-    return min((lv.start_wall for lv in analysis.levels), default=0.0)
-
-
-def _binned_median(t: np.ndarray, v: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    ok = np.isfinite(t) & np.isfinite(v)
-    t, v = t[ok], v[ok]
-    idx = np.searchsorted(edges, t, side="right") - 1
-    out = np.full(len(edges) - 1, np.nan)
-    for i in np.unique(idx[(idx >= 0) & (idx < len(out))]):
-        out[i] = float(np.median(v[idx == i]))
-    return out
 
 
 def signals_time_figure(analysis: Analysis) -> go.Figure:
@@ -67,23 +47,7 @@ def signals_time_figure(analysis: Analysis) -> go.Figure:
                        line=dict(color=SIGNAL_COLOURS[i % len(SIGNAL_COLOURS)], width=1.5)),
             row=row, col=1,
         )
-    frame = analysis.requests
-    if len(frame):
-        start = frame["start_wall"].to_numpy(dtype=float) - origin
-        end = frame["end_wall"].to_numpy(dtype=float) - origin
-        finite = start[np.isfinite(start)]
-        if len(finite):
-            lo, hi = float(finite.min()), float(np.nanmax(end)) if np.isfinite(end).any() else float(finite.max())
-            width = max(1.0, (hi - lo) / LATENCY_BINS)
-            edges = np.arange(lo, hi + width, width)
-            if len(edges) >= 2:
-                centres = np.round((edges[:-1] + edges[1:]) / 2, 2)
-                ttft = _binned_median(start, frame["ttft_ms"].to_numpy(dtype=float), edges)
-                tpot = _binned_median(end, frame["tpot_ms"].to_numpy(dtype=float), edges)
-                fig.add_trace(go.Scatter(x=centres, y=ttft, name="TTFT (by send time)", mode="lines",
-                                         line=dict(color="#bf8700"), connectgaps=False), row=3, col=1)
-                fig.add_trace(go.Scatter(x=centres, y=tpot, name="TPOT ≈ ITL (by end time)", mode="lines",
-                                         line=dict(color="#8250df"), connectgaps=False), row=3, col=1)
+    add_client_latency(fig, analysis, origin, row=3)
     for lv in levels:
         for row in (1, 2, 3):
             if lv.window_start > lv.start_wall:
@@ -193,8 +157,10 @@ def server_section(analysis: Analysis, figure_html) -> str:
     if view is None:
         return paragraph + "<p>The server's metrics were not scraped in this run (--no-server-metrics or target.metrics: false).</p>"
     total = view.total
+    n = len(view.fleet.replicas) if view.fleet is not None else 0
+    source = _e(view.url) if view.fleet is None else f"{n} replica{'s' if n != 1 else ''} ({_e(', '.join(view.fleet.replicas))})"
     health = (
-        f"<p class='dim'>Scraped {_e(view.url)}: {total.scrapes} scrapes, {total.failed} failed"
+        f"<p class='dim'>Scraped {source}: {total.scrapes} scrapes, {total.failed} failed"
         + (f" ({_e('; '.join(f'{k}: {v}' for k, v in total.errors.items()))})" if total.errors else "")
         + ". Samples: server_metrics.parquet.</p>"
     )
@@ -204,6 +170,7 @@ def server_section(analysis: Analysis, figure_html) -> str:
     return (
         paragraph + health
         + figure_html(signals_time_figure(analysis))
+        + (fleet_section(analysis, figure_html) if view.fleet is not None else "")
         + "<h3>Signals per level</h3>" + levels_table(analysis)
         + figure_html(signals_per_level_figure(analysis))
         + "<h3>Scale-out thresholds</h3>" + recommendation_table(analysis)

@@ -11,7 +11,9 @@ Stable keys (others may be added, never renamed):
   ``checks`` (``name, value, ci, limit, verdict, n, low_n``);
 * ``slo``, ``target``, ``name``, ``token_source``, ``itl_unit``, ``warnings``,
   ``definitions``;
-* ``levels[].server`` (per known signal ``{p50, p95, max, n, role, server}``),
+* ``levels[].server`` (per known signal ``{p50, p95, max, n, role, server}``; for a fleet
+  the fleet figure, and ``replicas[]`` with each replica's), ``levels[].imbalance``,
+  ``target.replicas``, ``capacity.per_replica`` (see report/fleet_summary.py),
   ``server_metrics`` (url, signals, scrape health overall and per level) and
   ``autoscaling`` (``signals[]`` with ``metric, at_capacity, at_first_failing,
   threshold, why``; ``target_concurrency_per_replica``; ``best``; ``headroom``);
@@ -49,10 +51,14 @@ from loadtest import __version__
 from loadtest.analysis.results import REPORTED, Analysis, Capacity, Check, LevelResult, Stats
 from loadtest.analysis.run_cost import run_cost
 from loadtest.fingerprint import fingerprint_of_run
-from loadtest.metric_registry import LATENCY_METRICS, METRICS, PERCENTILE_DEFINITION
+from loadtest.metric_registry import LATENCY_METRICS
 from loadtest.records import replace_text
 from loadtest.redact import scrub
 from loadtest.report.summary_record import check_summary
+from loadtest.report.fleet_summary import (
+    autoscaling_fleet, level_imbalance, level_replicas, per_replica, server_metrics_fleet, target_replicas,
+)
+from loadtest.report.summary_definitions import DEFINITIONS
 from loadtest.report.why import why
 
 SUMMARY_JSON = "summary.json"
@@ -60,38 +66,6 @@ FORMAT = 1
 
 #: A stats block per level for each latency metric (the registry's ``kind == "latency"`` ones).
 LATENCY_KEYS = LATENCY_METRICS
-
-#: summary.json ``definitions``: every metric's from the registry, then the rest of the file's terms.
-DEFINITIONS = {
-    **{m.name: m.definition for m in METRICS},
-    "cancelled": "requests the harness ended (users stopped at a level change or the end of the run): "
-    "not errors; censored at their wait: +inf for a metric whose tightest limit the wait already exceeded, "
-    "else left out; counted as spillover",
-    "token_source": "token-count source per successful request (usage, continuous_usage, or one per chunk)",
-    "prompt_token_source": "prompt-token source per successful request: usage (the server's usage.prompt_tokens) or "
-    "estimate (whitespace-separated words sent, when the server reported no usage) or trace (the trace row's "
-    "input length, in trace replay without usage)",
-    "classes": "each request class analyzed alone with its own SLO; a level passes only if every class "
-    "passes and the overall error budget holds",
-    "ttft_by_turn": "TTFT of the requests at each conversation turn (history grows with every turn)",
-    "percentiles": PERCENTILE_DEFINITION,
-    "server": "per level, each known server signal (server_metrics.parquet, one value per scrape, series of "
-    "one metric summed, or for cache fractions the maximum) over the scrapes inside the measured window",
-    "autoscaling": "threshold = a signal's p50 at the capacity level x (1 - headroom); waiting requests: 1 when "
-    "none typically waits up to capacity; headroom from --headroom, or 1 - (1 + growth/min)^(-scale_up_s/60)",
-    "open_loop": "rate levels (load.rates): arrivals drawn in advance (poisson/constant/gamma); TTFT, TTFB and e2e "
-    "measured from each request's scheduled time; offered/sent/completed per second of measured window; an arrival "
-    "finding max_in_flight requests in flight fails as 'dropped'; more than 1% (and at least 3) of sends over 10 ms late marks the level "
-    "client_saturated; capacity.rate_rps is the highest rate such that every rate up to it passes",
-    "decode_fit": "step(n) = max(fixed + per_seq x n, compute_per_seq x n) fitted to each closed-loop level's median ITL "
-    "(n: the server's running count where scraped, else the users); knee where the lines cross (analysis/decode_fit.py)",
-    "bound": "per level: memory | compute | overhead from the roofline floors when hardware: and model: are known "
-    "(overhead: measured above 3 x the higher floor), else memory below the fit's knee and compute past it (basis: fit)",
-    "cost": "usd_per_hour divided by what the capacity level served within the SLO per hour (goodput: requests that met "
-    "every per-request limit, and their tokens); forecast: replicas = ceil(load / (capacity x (1 - headroom))) per hour",
-    "null": "null means no data, or, for a percentile, that failures (+inf) reach it (see n_failed)",
-}
-
 
 def clean(value: Any) -> Any:
     """Recursively convert to JSON-safe Python values (NaN/inf → None, numpy → builtins)."""
@@ -280,6 +254,9 @@ def level_server_dict(analysis: Analysis, level: LevelResult) -> dict[str, Any]:
         stats = _signal_stats(view.stats(level.index, signal.metric))
         out[signal.metric] = {**(stats or {"p50": None, "p95": None, "max": None, "n": 0}),
                               "role": signal.role, "server": signal.server}
+    replicas = level_replicas(analysis, level)
+    if replicas is not None:
+        out["replicas"] = replicas
     return out
 
 
@@ -296,6 +273,7 @@ def server_metrics_dict(analysis: Analysis) -> dict[str, Any]:
         "interval_s": settings.get("interval_s"),
         "signals": [{"metric": s.metric, "role": s.role, "server": s.server} for s in view.signals],
         "scrapes": view.total.to_json(),
+        **server_metrics_fleet(analysis),
         "levels": [
             {"concurrency": by_index[i].concurrency, "index": i, **h.to_json()}
             for i, h in sorted(view.health.items()) if i in by_index
@@ -331,6 +309,7 @@ def autoscaling_dict(analysis: Analysis) -> dict[str, Any] | None:
             for s in a.signals
         ],
         "message": a.paragraph,
+        **autoscaling_fleet(analysis),
     }
 
 
@@ -351,11 +330,12 @@ def summary_dict(analysis: Analysis) -> dict[str, Any]:
         "name": analysis.name,
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "tool_version": __version__,
-        "target": analysis.target,
+        "target": {**analysis.target, **target_replicas(analysis)},
         "slo": analysis.slo.to_dict(),
-        "capacity": capacity_dict(analysis.capacity),
+        "capacity": {**capacity_dict(analysis.capacity), "per_replica": per_replica(analysis)},
         "levels": [
-            {**level_dict(lv), "server": level_server_dict(analysis, lv), "bound": bounds.get(lv.index)}
+            {**level_dict(lv), "server": level_server_dict(analysis, lv), "bound": bounds.get(lv.index),
+             "imbalance": level_imbalance(analysis, lv)}
             for lv in sorted(analysis.levels, key=lambda lv: lv.concurrency)
         ],
         "decode_fit": decode_fit,

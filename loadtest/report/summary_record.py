@@ -79,6 +79,8 @@ class CapacityRecord(_Strict):
     first_failing_speedup: Optional[Number]
     upper_bound_speedup: Optional[Number]
     max_tested_speedup: Optional[Number]
+    #: a fleet: the capacity divided by target.replicas (users, or requests/s, per replica); top level only
+    per_replica: Optional[Number] = None
     #: each request class's own capacity (only with ``workload.classes``)
     classes: Optional[dict[str, "CapacityRecord"]] = None
 
@@ -136,6 +138,8 @@ class LevelRecord(_LevelBase):  # type: ignore[misc,valid-type]
     server: Optional[dict[str, Any]] = None
     #: memory | compute | overhead from the roofline (with hardware: and model:); not in a class's block
     bound: Optional[Any] = None
+    #: a fleet: the busiest replica's running requests over the mean (null with one); not in a class's block
+    imbalance: Optional[Number] = None
 
 
 class SummaryRecord(_Strict):

@@ -6,21 +6,56 @@ import os
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, PositiveFloat, field_validator
+from pydantic import Field, PositiveFloat, PositiveInt, field_validator, model_validator
 
 from loadtest.paths import pem_bundle_problem
 from loadtest.scenario._base import _Strict
 
 
+def _http(v: str) -> str:
+    if not v.startswith(("http://", "https://")):
+        raise ValueError("must start with http:// or https://")
+    return v
+
+
+class PrometheusSource(_Strict):
+    """``target.metrics.prometheus``: read the replicas' signals from a Prometheus server (query_range)."""
+
+    #: The Prometheus server's base URL (its HTTP API is under ``/api/v1``).
+    url: str
+    #: Label matchers that pick the replicas' series, e.g. ``job="vllm"`` or ``{namespace="llm",pod=~"vllm-.*"}``.
+    selector: str = ""
+    #: The label naming a replica; default: ``pod`` where the series have it, else ``instance``.
+    replica_label: str | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, v: str) -> str:
+        return _http(v).rstrip("/")
+
+    @field_validator("selector")
+    @classmethod
+    def _matchers(cls, v: str) -> str:
+        v = v.strip()
+        if v.startswith("{") != v.endswith("}"):
+            raise ValueError("must be label matchers, with or without the braces: job=\"vllm\" or {job=\"vllm\"}")
+        return v
+
+
 class ServerMetrics(_Strict):
     """Scraping the target's Prometheus endpoint during the run (``target.metrics``).
 
-    ``target.metrics: false`` turns it off; ``true`` or a mapping turns it on.
+    ``target.metrics: false`` turns it off; ``true`` or a mapping turns it on. One source:
+    ``url`` (default: the base URL's origin), ``urls`` (one per replica) or ``prometheus``.
     """
 
     enabled: bool = True
     #: Default: the base URL's origin + ``/metrics`` (where vLLM, SGLang, TGI and llama-server serve it).
     url: str | None = None
+    #: Each replica's own metrics endpoint (a fleet behind a load balancer), scraped side by side.
+    urls: list[str] = Field(default_factory=list)
+    #: Or read every replica's signals from Prometheus after the run (in a cluster, where pods are not reachable).
+    prometheus: PrometheusSource | None = None
     interval_s: PositiveFloat = 1.0
     #: Extra metric names to summarize per level and consider for autoscaling (beyond the known ones).
     signals: list[str] = Field(default_factory=list)
@@ -28,9 +63,23 @@ class ServerMetrics(_Strict):
     @field_validator("url")
     @classmethod
     def _http_url(cls, v: str | None) -> str | None:
-        if v is not None and not v.startswith(("http://", "https://")):
-            raise ValueError("must start with http:// or https://")
+        return v if v is None else _http(v)
+
+    @field_validator("urls")
+    @classmethod
+    def _http_urls(cls, v: list[str]) -> list[str]:
+        for url in v:
+            _http(url)
+        if len(set(v)) != len(v):
+            raise ValueError("names one URL twice")
         return v
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "ServerMetrics":
+        given = [name for name, on in (("url", self.url), ("urls", self.urls), ("prometheus", self.prometheus)) if on]
+        if len(given) > 1:
+            raise ValueError(f"give one source of server metrics, not {' and '.join(given)}")
+        return self
 
 
 class Target(_Strict):
@@ -53,8 +102,10 @@ class Target(_Strict):
     verify_tls: bool = True
     #: HTTPS only: a PEM file of CA certificates to trust (a private CA), instead of the system's.
     ca_bundle: str | None = None
-    #: The server's own view during the run: false, true, or {url, interval_s, signals}.
+    #: The server's own view during the run: false, true, or {url | urls | prometheus, interval_s, signals}.
     metrics: ServerMetrics = ServerMetrics()
+    #: How many replicas serve the base URL (declared); else counted from the metrics' sources.
+    replicas: PositiveInt | None = None
     #: Further body, query or header names whose values are secret (beyond key/token/secret/password/…).
     secret_fields: list[str] = Field(default_factory=list)
 

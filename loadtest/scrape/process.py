@@ -22,8 +22,9 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from typing import TYPE_CHECKING
 
@@ -34,10 +35,21 @@ if TYPE_CHECKING:
 STOP_TIMEOUT_S = 15.0
 
 
-def settings_for(target: Target, run_dir: Path) -> dict[str, Any]:
-    """What the child needs: where to scrape, how often, and how to talk to the server."""
+def settings_for(target: Target, run_dir: Path, known_signals: Sequence[str] = ()) -> dict[str, Any]:
+    """What the child needs: where to scrape, how often, and how to talk to the server.
+
+    ``known_signals`` are the metric names a Prometheus query asks for (the analysis's list;
+    passed in, because the scraper does not import the analysis).
+    """
+    from loadtest.scrape.sources import scrape_targets
+
+    prometheus = target.metrics.prometheus
     return {
         "url": target.metrics_url,
+        "targets": scrape_targets(target.metrics_url, list(target.metrics.urls)),
+        "prometheus": prometheus.model_dump() if prometheus else None,
+        "signals": list(target.metrics.signals),
+        "known_signals": list(known_signals),
         "interval_s": target.metrics.interval_s,
         "headers": target.resolved_headers(),  # headers_env values included (sent on stdin, never argv)
         "api_key_env": target.api_key_env,
@@ -50,14 +62,15 @@ def settings_for(target: Target, run_dir: Path) -> dict[str, Any]:
 class ScraperProcess:
     """Start with :meth:`start`, end with :meth:`stop` (idempotent; bounded waits)."""
 
-    def __init__(self, target: Target, run_dir: Path) -> None:
-        self.settings = settings_for(target, run_dir)
+    def __init__(self, target: Target, run_dir: Path, known_signals: Sequence[str] = ()) -> None:
+        self.settings = settings_for(target, run_dir, known_signals)
         self.log_path = Path(run_dir) / "scraper.log"
         self._proc: subprocess.Popen | None = None
 
     @property
     def url(self) -> str:
-        return self.settings["url"]
+        prometheus = self.settings.get("prometheus")
+        return prometheus["url"] if prometheus else self.settings["url"]
 
     def start(self) -> "ScraperProcess":
         # stderr is the caller's (its warnings reach the terminal); stdout goes to a log.
@@ -68,7 +81,8 @@ class ScraperProcess:
         )
         log.close()
         assert self._proc.stdin is not None
-        self._proc.stdin.write(json.dumps(self.settings) + "\n")
+        # The span a Prometheus query covers starts now, not when the niced child gets going.
+        self._proc.stdin.write(json.dumps({**self.settings, "started_wall": time.time()}) + "\n")
         self._proc.stdin.flush()
         return self
 
@@ -123,6 +137,7 @@ def main() -> int:
     # after os.nice: the child's imports are its own, none of them loaded in the load process
     from loadtest.diskfull import full_disk_message, is_disk_full
     from loadtest.redact import public_url
+    from loadtest.scrape.prometheus import read_prometheus
     from loadtest.scrape.scraper import ScrapeResult, scrape_loop
     from loadtest.scrape.store import SampleWriter
 
@@ -134,12 +149,12 @@ def main() -> int:
         stop.set()
 
     threading.Thread(target=wait_for_eof, daemon=True).start()
-    url = settings["url"]
-    shown = public_url(url)  # userinfo and token-like query values never reach the terminal
+    targets = [tuple(t) for t in settings.get("targets") or [("", settings["url"])]]
 
-    def warn(result: ScrapeResult) -> None:
+    def warn(result: ScrapeResult, url: str) -> None:
+        # userinfo and token-like query values never reach the terminal
         print(
-            f"warning: server metrics: {shown}: {result.message}; the run goes on "
+            f"warning: server metrics: {public_url(url)}: {result.message}; the run goes on "
             "(turn scraping off with --no-server-metrics or target.metrics: false)",
             file=sys.stderr, flush=True,
         )
@@ -148,7 +163,10 @@ def main() -> int:
         writer = SampleWriter(Path(settings["run_dir"]))
         with _client(settings) as client:
             try:
-                scrape_loop(client, url, float(settings["interval_s"]), writer, stop, warn)
+                if settings.get("prometheus"):
+                    read_prometheus(client, settings, stop, writer)
+                else:
+                    scrape_loop(client, targets, float(settings["interval_s"]), writer, stop, warn)
             finally:
                 writer.close()
     except OSError as err:

@@ -16,8 +16,9 @@ import json
 import math
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Sequence
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
@@ -81,7 +82,7 @@ def scrape_once(client: httpx.Client, url: str) -> ScrapeResult:
     return done(rows=rows)
 
 
-def result_columns(result: ScrapeResult) -> dict[str, list]:
+def result_columns(result: ScrapeResult, replica: str = "") -> dict[str, list]:
     """A scrape as store columns, with ``up``, ``scrape_duration_seconds`` and ``scrape_samples_scraped`` added."""
     up_labels = labels_json({"error": result.message or result.failure}) if result.failure else "{}"
     rows = result.rows + [
@@ -95,6 +96,7 @@ def result_columns(result: ScrapeResult) -> dict[str, list]:
         "labels": [r[1] for r in rows],
         "value": [r[2] for r in rows],
         "type": [r[3] for r in rows],
+        "replica": [replica] * len(rows),
     }
 
 
@@ -103,32 +105,55 @@ def merge_columns(into: dict[str, list], more: dict[str, list]) -> None:
         into.setdefault(key, []).extend(values)
 
 
+def scrape_round(client: httpx.Client, targets: Sequence[tuple[str, str]], pool: ThreadPoolExecutor | None) -> list[ScrapeResult]:
+    """Scrape every (replica, URL) once, side by side; with several, all results carry the round's mean wall.
+
+    One wall per round is what lets a fleet figure add replicas seen at the same moment.
+    """
+    if pool is None or len(targets) == 1:
+        return [scrape_once(client, url) for _, url in targets]
+    results = list(pool.map(lambda t: scrape_once(client, t[1]), targets))
+    wall = sum(r.wall for r in results) / len(results)
+    for r in results:
+        r.wall = wall
+    return results
+
+
 def scrape_loop(
     client: httpx.Client,
-    url: str,
+    targets: Sequence[tuple[str, str]],
     interval_s: float,
     writer: SampleWriter,
     stop: threading.Event,
-    on_new_failure: Callable[[ScrapeResult], None],
+    on_new_failure: Callable[[ScrapeResult, str], None],
 ) -> None:
-    """Scrape every ``interval_s`` (on a fixed grid; a slow scrape skips, never bunches) until ``stop``."""
-    seen: set[str] = set()
+    """Scrape every ``interval_s`` (on a fixed grid; a slow round skips, never bunches) until ``stop``.
+
+    ``targets`` are (replica id, URL) pairs, scraped together each round; ``on_new_failure``
+    hears each kind of failure once per URL.
+    """
+    seen: set[tuple[str, str]] = set()
     pending: dict[str, list] = {"wall": []}
     last_flush = time.monotonic()
     next_at = time.monotonic()
-    while not stop.is_set():
-        result = scrape_once(client, url)
-        if result.failure and result.failure not in seen:
-            seen.add(result.failure)
-            on_new_failure(result)
-        merge_columns(pending, result_columns(result))
-        if interval_s >= FLUSH_EVERY_S or time.monotonic() - last_flush >= FLUSH_EVERY_S:
-            writer.write_columns(pending)
-            pending, last_flush = {"wall": []}, time.monotonic()
-        now = time.monotonic()
-        next_at += interval_s * max(1, math.ceil((now - next_at) / interval_s))
-        stop.wait(max(0.0, next_at - now))
-    writer.write_columns(pending)
+    pool = ThreadPoolExecutor(max_workers=min(16, len(targets))) if len(targets) > 1 else None
+    try:
+        while not stop.is_set():
+            for (replica, url), result in zip(targets, scrape_round(client, targets, pool)):
+                if result.failure and (url, result.failure) not in seen:
+                    seen.add((url, result.failure))
+                    on_new_failure(result, url)
+                merge_columns(pending, result_columns(result, replica))
+            if interval_s >= FLUSH_EVERY_S or time.monotonic() - last_flush >= FLUSH_EVERY_S:
+                writer.write_columns(pending)
+                pending, last_flush = {"wall": []}, time.monotonic()
+            now = time.monotonic()
+            next_at += interval_s * max(1, math.ceil((now - next_at) / interval_s))
+            stop.wait(max(0.0, next_at - now))
+        writer.write_columns(pending)
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=False)
 
 
 def scrape_timeout(interval_s: float) -> float:

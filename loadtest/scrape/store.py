@@ -4,7 +4,11 @@ Columns: ``wall`` (time.time() seconds, the midpoint of the scrape), ``metric``
 (the sample's name as exposed, e.g. ``vllm:num_requests_running`` or
 ``..._bucket``), ``labels`` (the sample's labels as canonical JSON, sorted keys),
 ``value`` and ``type`` (the family's declared type: gauge, counter, histogram,
-unknown ...). Each scrape also adds Prometheus's own per-scrape series: ``up``
+unknown ...) and ``replica`` (which replica the sample is from: the id of its URL in
+``target.metrics.urls``, or its pod/instance in Prometheus; empty for the single default URL,
+and null in files from before fleets). With several URLs, every URL is scraped in one round
+and the round's samples share one ``wall`` (the round's midpoint), so a fleet figure sums
+replicas seen at the same moment. Each scrape also adds Prometheus's own per-scrape series: ``up``
 (1 ok, 0 failed; a failure carries its reason in the ``error`` label),
 ``scrape_duration_seconds`` and ``scrape_samples_scraped``.
 
@@ -33,6 +37,7 @@ SCHEMA = pa.schema(
         pa.field("labels", pa.string()),
         pa.field("value", pa.float64()),
         pa.field("type", pa.string()),
+        pa.field("replica", pa.string()),
     ]
 )
 
@@ -50,6 +55,8 @@ class SampleWriter(PartFiles):
 
     def write_columns(self, columns: dict[str, list]) -> None:
         if columns.get("wall"):
+            if "replica" not in columns:
+                columns = {**columns, "replica": [""] * len(columns["wall"])}
             self.write(pa.Table.from_pydict(columns, schema=SCHEMA))
 
 
@@ -58,7 +65,12 @@ def read_samples(run_dir: Path) -> pd.DataFrame | None:
     run_dir = Path(run_dir)
     merged = run_dir / SERVER_METRICS_PARQUET
     if merged.exists():
-        return pq.ParquetFile(merged).read().to_pandas()
-    if (run_dir / PARTS_DIR).is_dir():
-        return read_parts(run_dir / PARTS_DIR, SCHEMA).to_pandas()
-    return None
+        frame = pq.ParquetFile(merged).read().to_pandas()
+    elif (run_dir / PARTS_DIR).is_dir():
+        frame = read_parts(run_dir / PARTS_DIR, SCHEMA).to_pandas()
+    else:
+        return None
+    if "replica" not in frame:
+        frame["replica"] = None  # written before fleets: one URL
+    frame["replica"] = frame["replica"].fillna("").astype(str)
+    return frame

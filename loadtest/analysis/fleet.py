@@ -1,0 +1,189 @@
+"""A fleet's server view: each replica's signals, the fleet's sum, the per-pod mean, the imbalance. Pure.
+
+Samples carry their replica (``server_metrics.parquet``'s ``replica`` column). With
+several metric URLs, all replicas of one scrape round share one wall time; Prometheus's
+query_range gives all series the same step times. So a *round* is one wall time, and a
+fleet figure is only computed over rounds where every replica answered (a fleet sum
+missing a replica would understate the load; those rounds are left out, and the scrape
+health says why).
+
+Per round and signal:
+
+* **fleet** -- the signal's aggregate over replicas: the sum for counts (running, waiting
+  requests, tokens), the maximum for fractions (KV cache usage: the fullest replica);
+  ``levels[].server`` keeps this figure, as it did for one server;
+* **per pod** -- the mean over replicas: what an HPA or KEDA averages, so thresholds are
+  set on it;
+* **imbalance** -- for running requests, the busiest replica over the mean. Its mean over
+  a level's rounds (those with a request running) is ``levels[].imbalance``: 1.0 when the
+  balancer spreads the requests evenly at every moment, 1.5 when on average the busiest
+  replica carries half again its share. The mean, not the median: a round robin that puts
+  two requests on one replica a fifth of the time is uneven, and a median would hide it.
+  The busiest replica is the one whose latency breaks first, so the fleet's capacity is
+  ``replicas x one replica's`` divided by about this factor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from loadtest.analysis.results import LevelResult
+from loadtest.analysis.signals import Signal
+
+#: Above this imbalance at capacity, the report says the balancer, not the servers, set the capacity.
+UNEVEN = 1.15
+
+
+@dataclass
+class Imbalance:
+    ratio: float  # mean over the level's rounds of busiest / mean running requests
+    busiest: float  # the busiest replica's running requests, averaged over the rounds
+    mean: float  # the mean over replicas, averaged over the rounds
+    n: int  # rounds with requests running
+
+
+@dataclass
+class FleetView:
+    replicas: list[str]
+    #: level index -> replica -> metric -> (p50, p95, max, n) as SignalStats
+    replica_levels: dict[int, dict[str, dict]] = field(default_factory=dict)
+    #: level index -> metric -> SignalStats of the per-pod mean
+    pod_levels: dict[int, dict] = field(default_factory=dict)
+    #: level index -> imbalance of running requests (None: no round ran a request)
+    imbalance: dict[int, Imbalance | None] = field(default_factory=dict)
+    #: metric -> replica -> (wall, value), for the report's time plot
+    replica_series: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]] = field(default_factory=dict, repr=False)
+
+
+def replicas_in(samples: pd.DataFrame) -> list[str]:
+    """The named replicas in the samples (the single default URL's samples have none)."""
+    if not len(samples) or "replica" not in samples:
+        return []
+    return sorted({str(r) for r in samples["replica"].unique() if r})
+
+
+def replica_frame(samples: pd.DataFrame, signal: Signal, replicas: Sequence[str]) -> pd.DataFrame:
+    """One row per round, one column per replica: the replica's value (its series combined by the aggregate)."""
+    rows = samples[(samples["metric"] == signal.metric) & samples["replica"].isin(list(replicas))]
+    if not len(rows):
+        return pd.DataFrame(columns=list(replicas), dtype=float)
+    grouped = rows.groupby(["wall", "replica"], sort=True)["value"]
+    combined = grouped.sum() if signal.aggregate == "sum" else grouped.max()
+    return combined.unstack("replica").reindex(columns=list(replicas)).sort_index()
+
+
+def complete_rounds(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rounds in which every replica reported."""
+    return frame.dropna(how="any")
+
+
+def fleet_series(frame: pd.DataFrame, signal: Signal) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(wall, fleet figure, per-pod mean) over the complete rounds."""
+    full = complete_rounds(frame)
+    wall = full.index.to_numpy(dtype=float)
+    if not len(full):
+        return wall, np.array([]), np.array([])
+    values = full.to_numpy(dtype=float)
+    fleet = values.sum(axis=1) if signal.aggregate == "sum" else values.max(axis=1)
+    return wall, fleet, values.mean(axis=1)
+
+
+def imbalance_in(frame: pd.DataFrame, start: float, end: float) -> Imbalance | None:
+    """Busiest over mean running requests across the complete rounds in ``[start, end)``."""
+    full = complete_rounds(frame)
+    wall = full.index.to_numpy(dtype=float)
+    values = full.to_numpy(dtype=float)[(wall >= start) & (wall < end)]
+    if values.shape[1] < 2 or not len(values):
+        return None
+    mean = values.mean(axis=1)
+    busy = mean > 0
+    if not busy.any():
+        return None
+    busiest = values.max(axis=1)
+    return Imbalance(
+        ratio=float(np.mean(busiest[busy] / mean[busy])),
+        busiest=float(np.mean(busiest[busy])),
+        mean=float(np.mean(mean[busy])),
+        n=int(busy.sum()),
+    )
+
+
+def fleet_view(
+    samples: pd.DataFrame,
+    signals: Sequence[Signal],
+    replicas: Sequence[str],
+    levels: Sequence[LevelResult],
+    window_stats,
+    running: Signal | None,
+) -> tuple[FleetView, dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """Per replica, per pod and imbalance per level; also the fleet series (metric -> (wall, value)).
+
+    ``window_stats(wall, value, start, end)`` is the one-server summary (analysis.server).
+    """
+    view = FleetView(replicas=list(replicas))
+    fleet: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    frames = {s.metric: replica_frame(samples, s, replicas) for s in signals}
+    pods = {}
+    for signal in signals:
+        wall, total, mean = fleet_series(frames[signal.metric], signal)
+        fleet[signal.metric] = (wall, total)
+        pods[signal.metric] = (wall, mean)
+        if signal.role in ("running", "waiting"):
+            frame = frames[signal.metric]
+            view.replica_series[signal.metric] = {
+                r: (frame.index.to_numpy(dtype=float)[ok], frame[r].to_numpy(dtype=float)[ok])
+                for r in replicas
+                for ok in [np.isfinite(frame[r].to_numpy(dtype=float))]
+            }
+    for lv in levels:
+        start, end = lv.window_start, lv.end_wall
+        view.pod_levels[lv.index] = {m: window_stats(*xy, start, end) for m, xy in pods.items()}
+        view.replica_levels[lv.index] = {
+            r: {
+                s.metric: window_stats(
+                    frames[s.metric].index.to_numpy(dtype=float), frames[s.metric][r].to_numpy(dtype=float), start, end
+                )
+                for s in signals
+            }
+            for r in replicas
+        }
+        view.imbalance[lv.index] = imbalance_in(frames[running.metric], start, end) if running is not None else None
+    return view, fleet
+
+
+def imbalance_sentence(replicas: int, users: float | None, imb: Imbalance | None, unit: str = "users") -> str:
+    """One plain sentence on how the balancer spread the load at the fleet's capacity."""
+    if replicas < 2 or users is None:
+        return ""
+    if imb is None:
+        return f"{replicas} replicas; at {users:g} {unit} no replica reported running requests, so the balance is unknown."
+    head = (
+        f"{replicas} replicas; at {users:g} {unit} the busiest ran {imb.busiest:.3g} requests while the mean was "
+        f"{imb.mean:.3g} (imbalance {imb.ratio:.2f})"
+    )
+    if imb.ratio >= UNEVEN:
+        return head + ": the balancer, not the servers, set the capacity (it is below replicas x one replica's)."
+    return head + ": the balancer spread the load evenly, so each replica carried its share."
+
+
+def resolve_replicas(declared: int | None, counted: int | None) -> tuple[int | None, str | None, str | None]:
+    """(replicas, where the number came from, a warning when the two disagree).
+
+    ``declared`` is ``target.replicas``; ``counted`` the replicas seen in the metrics (1 for a
+    single URL answered by one process; None when it is unknown, e.g. a balancer's URL).
+    """
+    if declared:
+        warning = None
+        if counted is not None and counted != declared:
+            warning = (
+                f"target.replicas declares {declared} replicas, but the server metrics come from {counted}: "
+                f"the per-replica figures use the declared {declared}."
+            )
+        return declared, "declared", warning
+    if counted is not None:
+        return counted, "metrics", None
+    return None, None, None

@@ -1,0 +1,189 @@
+"""Fleets end to end: ``loadtest mock`` replicas behind Debian's nginx (least_conn and round robin),
+their metrics read per replica (target.metrics.urls), through Debian's Prometheus
+(target.metrics.prometheus), and through nginx's own URL (which must be called a balancer).
+
+Truths from the mock's model (loadtest/mock/MODEL.md), chosen to hold on a loaded host: each
+replica decodes at most 2 sequences (``--max-batch 2``) and answers 429 to a request that
+would have to wait (``--rate-limit-queue 0``); the SLO is the error budget (5%), the latency
+limits are far above the mock's ~10 ms steps. So one replica holds 2 users with no error and
+fails at 3 (a third of its requests refused), whatever the CPU does: no timing margin is
+involved. Behind least_conn, N replicas hold 2N users and fail at 2N + 1. Under round robin
+with mixed output lengths (3 slots per replica there), a request now and then lands on a busy
+replica while another has a free slot: the imbalance (busiest over mean running) shows it at 6
+users, and at 9 (3 x 3) such requests are refused.
+
+One run per fleet, shared by the assertions (module fixtures); levels of 3 s.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+
+from loadtest.analysis import analyze_run
+from loadtest.analysis.server import server_view
+from loadtest.scrape.scraper import scrape_loop
+from loadtest.scrape.sources import scrape_targets
+from loadtest.scrape.store import SampleWriter, read_samples
+from support.fleet import fleet, prometheus
+from support.runkit import loadtest, summary, write_scenario
+
+FLAGS = ["--max-batch", "2", "--rate-limit-queue", "0", "--retry-after-s", "0"]
+SLO = {"ttft_ms": None, "itl_ms": {"p95": 1000}, "max_error_rate": 0.05}
+ONE_REPLICA_CAPACITY = 2  # --max-batch 2: a third request is refused
+INTERVAL_S = 0.25
+# Requests of ~0.7 s (64 steps of ~10 ms): the gap between a user's two requests is a few ms, so
+# a scrape sees a busy replica's 2 slots full, and the p50 of running is exactly 2.
+FIXED = {"prompt_tokens": {"mean": 16, "stddev": 0}, "max_tokens": 64}
+MIXED = {"prompt_tokens": {"mean": 16, "stddev": 0}, "max_tokens": {"mean": 48, "stddev": 40}}
+
+
+# Round robin: 3 slots per replica, so that below the limit (6 users on 3 replicas, 2 each when
+# even) the running counts show how unevenly requests land, and at 9 any unevenness is refused.
+RR_FLAGS = ["--max-batch", "3", "--rate-limit-queue", "0", "--retry-after-s", "0"]
+RR_ONE_REPLICA_CAPACITY = 3
+
+
+def _run(folder: Path, origin: str, metrics: dict, levels: list[int], workload: dict = FIXED):
+    folder.mkdir(parents=True, exist_ok=True)
+    scenario = write_scenario(
+        folder, origin + "/v1", target={"base_url": origin + "/v1", "metrics": metrics},
+        workload=workload, slo=SLO, load={"levels": levels, "level_duration_s": 3, "min_level_duration_s": 3,
+                                                "max_level_duration_s": 6, "warmup_s": 1},
+    )
+    result = loadtest("run", str(scenario), "--out", str(folder / "run"), timeout=240)
+    assert result.returncode in (0, 1), result.stderr[-3000:]
+    return summary(folder / "run"), result
+
+
+def _urls(mocks) -> list[str]:
+    return [f"{m.url}/metrics" for m in mocks]
+
+
+def _least_conn(tmp_path_factory, n: int):
+    folder = tmp_path_factory.mktemp(f"lc{n}")
+    with fleet(folder, n, FLAGS, "least_conn") as (origin, mocks):
+        return _run(folder, origin, {"urls": _urls(mocks), "interval_s": INTERVAL_S}, [n, 2 * n, 2 * n + 1])[0]
+
+
+@pytest.fixture(scope="module")
+def one(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("one")
+    with fleet(folder, 1, FLAGS, "least_conn") as (origin, mocks):
+        return _run(folder, origin, {"urls": _urls(mocks), "interval_s": INTERVAL_S}, [1, 2, 3])[0]
+
+
+@pytest.fixture(scope="module")
+def two(tmp_path_factory):
+    return _least_conn(tmp_path_factory, 2)
+
+
+@pytest.fixture(scope="module")
+def three_via_prometheus(tmp_path_factory):
+    """3 replicas behind least_conn, read through Prometheus; the test scrapes them directly meanwhile."""
+    folder = tmp_path_factory.mktemp("prom3")
+    with fleet(folder, 3, FLAGS, "least_conn") as (origin, mocks), \
+            prometheus(folder / "prom", [f"127.0.0.1:{m.port}" for m in mocks], INTERVAL_S) as prom:
+        direct = folder / "direct"
+        direct.mkdir()
+        writer, stop = SampleWriter(direct), threading.Event()
+        client = httpx.Client(timeout=2, trust_env=False)
+        thread = threading.Thread(target=scrape_loop, daemon=True, args=(
+            client, scrape_targets("", _urls(mocks)), INTERVAL_S, writer, stop, lambda r, u: print(u, r.message, file=sys.stderr)))
+        thread.start()
+        try:
+            metrics = {"prometheus": {"url": prom, "selector": 'job="fleet"'}, "interval_s": INTERVAL_S}
+            s, _ = _run(folder, origin, metrics, [3, 6, 7])
+        finally:
+            stop.set()
+            thread.join(10)
+            writer.close()
+            client.close()
+    return s, folder
+
+
+@pytest.fixture(scope="module")
+def round_robin(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("rr3")
+    with fleet(folder, 3, RR_FLAGS, "round_robin") as (origin, mocks):
+        return _run(folder, origin, {"urls": _urls(mocks), "interval_s": INTERVAL_S}, [6, 9], MIXED)[0]
+
+
+def _by_c(s):
+    return {lv["concurrency"]: lv for lv in s["levels"]}
+
+
+def _running(s):
+    return next(x for x in s["autoscaling"]["signals"] if x["role"] == "running")
+
+
+def test_one_replica_behind_nginx_holds_its_modelled_capacity(one):
+    assert (one["capacity"]["concurrency"], one["capacity"]["first_failing"]) == (ONE_REPLICA_CAPACITY, 3)
+    assert one["target"]["replicas"] == 1 and one["capacity"]["per_replica"] == ONE_REPLICA_CAPACITY
+    assert _by_c(one)[2]["imbalance"] is None  # one replica: nothing to balance
+
+
+def test_least_conn_fleets_hold_n_times_one_replica_with_the_same_thresholds_per_pod(one, two, three_via_prometheus):
+    three, _ = three_via_prometheus
+    for n, s in ((2, two), (3, three)):
+        cap = s["capacity"]
+        assert (cap["concurrency"], cap["first_failing"]) == (n * ONE_REPLICA_CAPACITY, n * ONE_REPLICA_CAPACITY + 1), (n, cap)
+        assert s["target"] == {**s["target"], "replicas": n, "replicas_source": "metrics"}
+        assert cap["per_replica"] == ONE_REPLICA_CAPACITY
+        assert _running(s)["threshold"] == _running(one)["threshold"] == pytest.approx(ONE_REPLICA_CAPACITY * 0.8)
+        assert s["autoscaling"]["target_concurrency_per_replica"] == one["autoscaling"]["target_concurrency_per_replica"]
+        at_cap = _by_c(s)[n * ONE_REPLICA_CAPACITY]
+        assert at_cap["server"]["vllm:num_requests_running"]["p50"] == n * ONE_REPLICA_CAPACITY  # the fleet's sum
+        assert len(at_cap["server"]["replicas"]) == n
+        assert all(r["signals"]["vllm:num_requests_running"]["p50"] == ONE_REPLICA_CAPACITY for r in at_cap["server"]["replicas"])
+        assert at_cap["imbalance"] < 1.15  # 1 but for the moments a request ends and its user's next one starts
+        assert "spread the load evenly" in s["autoscaling"]["fleet_message"]
+        assert not [w for w in s["warnings"] if "several processes" in w]
+
+
+def test_round_robin_with_mixed_lengths_is_uneven_and_holds_less_than_n_times_one(round_robin):
+    s = round_robin
+    levels = _by_c(s)
+    assert levels[3 * RR_ONE_REPLICA_CAPACITY]["passed"] is False  # refused on a full replica
+    assert (s["capacity"]["concurrency"] or 0) < 3 * RR_ONE_REPLICA_CAPACITY
+    # 6 users on 3 replicas: least_conn keeps 2 on each; round robin lands 3 on one now and then
+    assert levels[6]["imbalance"] > 1.15, levels[6]["imbalance"]
+    if s["capacity"]["concurrency"] == 6:
+        assert "the balancer, not the servers, set the capacity" in s["autoscaling"]["fleet_message"]
+        assert s["autoscaling"]["fleet_message"] in s["autoscaling"]["message"]
+
+
+def test_prometheus_gives_the_direct_scrapes_figures_per_replica_and_level(three_via_prometheus):
+    s, folder = three_via_prometheus
+    scrapes = s["server_metrics"]["scrapes"]  # Prometheus's own `up` per target and step
+    # A loaded 2-core host makes one of Prometheus's 0.25 s scrapes time out now and then; it is counted.
+    assert scrapes["scrapes"] >= 3 * 20 and scrapes["failed"] <= 0.1 * scrapes["scrapes"], scrapes
+    analysis = analyze_run(folder / "run")
+    direct = server_view(read_samples(folder / "direct"), analysis.levels, {"enabled": True, "signals": []})
+    via = analysis.server
+    assert via.fleet.replicas == direct.fleet.replicas  # Prometheus's instance is the URL's host:port
+    metric = "vllm:num_requests_running"
+    for lv in analysis.levels:
+        for rid in via.fleet.replicas:
+            a, b = via.fleet.replica_levels[lv.index][rid][metric], direct.fleet.replica_levels[lv.index][rid][metric]
+            assert a.n >= 4 and b.n >= 4
+            # a query_range point is the last sample Prometheus took, at most one interval earlier
+            assert a.p50 == b.p50 and abs(a.max - b.max) <= 1, (lv.concurrency, rid, a, b)
+        assert via.stats(lv.index, metric).p50 == direct.stats(lv.index, metric).p50
+
+
+def test_scraping_the_balancers_own_url_warns_that_replicas_are_mixed(tmp_path):
+    with fleet(tmp_path, 2, FLAGS, "round_robin") as (origin, _):
+        s, result = _run(tmp_path, origin, {"url": origin + "/metrics", "interval_s": INTERVAL_S}, [4])
+    warning = next(w for w in s["warnings"] if "several processes" in w)
+    assert f"{origin}/metrics" in warning and "process_start_time_seconds" in warning
+    assert "target.metrics.urls" in warning and "target.metrics.prometheus" in warning
+    assert "several processes" in result.stdout + result.stderr
+    assert s["target"]["replicas"] is None and s["capacity"]["per_replica"] is None
+    run_json = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run_json["server_metrics"]["url"] == f"{origin}/metrics"
