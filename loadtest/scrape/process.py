@@ -24,9 +24,9 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-from typing import TYPE_CHECKING
+from loadtest.scrape.sources import scrape_targets
 
 if TYPE_CHECKING:
     from loadtest.scenario import Target
@@ -41,8 +41,6 @@ def settings_for(target: Target, run_dir: Path, known_signals: Sequence[str] = (
     ``known_signals`` are the metric names a Prometheus query asks for (the analysis's list;
     passed in, because the scraper does not import the analysis).
     """
-    from loadtest.scrape.sources import scrape_targets
-
     prometheus = target.metrics.prometheus
     return {
         "url": target.metrics_url,

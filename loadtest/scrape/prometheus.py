@@ -24,6 +24,7 @@ from typing import Any, Iterable, Mapping
 
 import httpx
 
+from loadtest.redact import public_url
 from loadtest.scrape.scraper import labels_json
 from loadtest.scrape.store import UP, SampleWriter
 
@@ -94,8 +95,6 @@ def read_prometheus(_target_client: httpx.Client, settings: Mapping[str, Any], s
 
     The target's client is not used: its headers and API key are the target's, never Prometheus's.
     """
-    from loadtest.redact import public_url
-
     source = settings["prometheus"]
     interval_s = float(settings["interval_s"])
     start = float(settings.get("started_wall") or time.time())
