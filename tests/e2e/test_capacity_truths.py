@@ -66,6 +66,7 @@ def test_ttft_bound_capacity_is_the_batch_size(tmp_path):
     assert levels[9]["ttft_ms"]["p95"] > 150
 
 
+@pytest.mark.untimed
 def test_error_budget_fails_every_level_and_says_why(tmp_path):
     s, result = run_against_mock(
         tmp_path,

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 import yaml
 
 from loadtest.mock.process import MockServer
@@ -90,6 +91,7 @@ def _records_sent(log_text: str) -> int:
     return counts[-1] if counts else 0
 
 
+@pytest.mark.untimed
 def test_worker_killed_mid_run(tmp_path):
     port = _free_port()
     with MockServer(["--decode-base-ms", "10", "--decode-per-seq-ms", "0"]) as mock:
@@ -143,6 +145,7 @@ def test_worker_killed_mid_run(tmp_path):
     assert lost["worker"] in (out / "report.html").read_text()
 
 
+@pytest.mark.untimed
 def test_master_without_workers_fails_clearly(tmp_path):
     with MockServer([]) as mock:
         scenario = write_scenario(tmp_path, mock.base_url)
@@ -155,6 +158,7 @@ def test_master_without_workers_fails_clearly(tmp_path):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.untimed
 def test_compose_file_runs_the_tested_commands():
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     services = compose["services"]

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from loadtest.mock.process import MockServer
 from support.runkit import loadtest, write_scenario
 
@@ -60,13 +62,14 @@ def test_history_holds_back_a_drifting_server_and_still_catches_a_slow_one(tmp_p
     assert any("judged together" in w for w in report["warnings"])
 
 
+@pytest.mark.untimed
 def test_run_all_reads_the_drift_benchmark_rate_with_history(monkeypatch):
     """benchmarks/run_all.py's figure: false alarms with history as a share (target ≤ 5%), judged
     only over 20 pairs or more; detection shown without a target."""
     import importlib
     from pathlib import Path
 
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "benchmarks"))
     run_all = importlib.import_module("run_all")
     rows = [{"case": "same server", "history": "no", "pairs": 24, "regression": 9, "inconclusive": 0},
             {"case": "same server", "history": "yes", "pairs": 24, "regression": 2, "inconclusive": 1},

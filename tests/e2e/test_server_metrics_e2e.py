@@ -150,6 +150,7 @@ def test_a_broken_metrics_endpoint_is_one_warning_never_a_failed_run(tmp_path, m
     assert all(lv["server"] == {} for lv in s["levels"])
 
 
+@pytest.mark.untimed
 def test_no_server_metrics_turns_scraping_off(tmp_path):
     s, result = run_against_mock(
         tmp_path, ["--decode-base-ms", "5"], "--no-server-metrics",

@@ -14,6 +14,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from loadtest.mock.process import MockServer
 from loadtest.mock.wire import TOKEN
@@ -37,6 +38,7 @@ def run(tmp_path: Path, mock_flags: list[str], *cli: str, **sections) -> tuple[d
     return summary(tmp_path / "run"), received(log), pd.read_parquet(tmp_path / "run" / "requests.parquet")
 
 
+@pytest.mark.untimed
 def test_sequential_dataset_reaches_the_server_exactly_in_order(tmp_path):
     rows = []
     for i in range(40):
@@ -70,6 +72,7 @@ def test_sequential_dataset_reaches_the_server_exactly_in_order(tmp_path):
     assert s["datasets"][0]["rows"] == 40 and len(s["datasets"][0]["sha256"]) == 64
 
 
+@pytest.mark.untimed
 def test_conversations_and_shared_prefixes_across_two_workers(tmp_path):
     """3-turn conversations behind 3 shared prefixes, from 2 worker processes.
 
