@@ -44,7 +44,9 @@ def test_two_workers_match_one_process(tmp_path):
         result = loadtest("run", str(scenario), "--out", str(tmp_path / "dist"), "--workers", "2", "--refine", timeout=300)
         seen_dist = sum(mock.requests_by_status().values())
         served = mock.metrics()  # how far the mock's own steps fell behind its model during the run
-        single = loadtest("run", str(scenario), "--out", str(tmp_path / "single"), "--levels", "1,2,4,8", timeout=300)
+        # The reference: the levels every sweep runs before --refine's probes (1, 2, 4). The slope's
+        # probe (6 users) usually stands in for 8, so 8 is often not in the distributed run at all.
+        single = loadtest("run", str(scenario), "--out", str(tmp_path / "single"), "--levels", "1,2,4", timeout=300)
     assert result.returncode == 0, result.stderr
     assert single.returncode == 0, single.stderr
 
@@ -71,7 +73,7 @@ def test_two_workers_match_one_process(tmp_path):
     assert floor <= capacity <= 5, (capacity, late_ms)
     # Per-level TTFT and ITL agree with a single-process run.
     one = read_requests(tmp_path / "single")
-    for users in (1, 2, 4, 8):
+    for users in (1, 2, 4):
         a, b = level_rows(dist, users), level_rows(one, users)
         gaps_a = np.concatenate([np.diff(np.asarray(c)) for c in a.chunk_ms])
         gaps_b = np.concatenate([np.diff(np.asarray(c)) for c in b.chunk_ms])
