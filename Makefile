@@ -21,7 +21,7 @@ real-server: $(STAMP)
 	nice -n 10 $(BIN)/python tests/support/realserver/build_llama_server.py
 
 # The whole suite (tests/unit, tests/e2e, tests/real): the CI command (.ci/run). Two passes:
-# the tests that time nothing (tests/unit and the e2e files marked untimed) two at a time
+# the tests that time nothing (tests/unit and the e2e tests marked untimed) two at a time
 # under pytest-xdist (a file stays on one worker, so a module fixture runs once), then
 # every test that measures time, one at a time, so that a timing test never shares the
 # 2 cores with another test. Both passes run; either failing fails the target.

@@ -131,11 +131,13 @@ def test_selfcheck_matrix_classifies_every_level(selfcheck, run_all):
     assert items["self-check misses (verdict could flip, not flagged)"].value == selfcheck["matrix"]["MISS"]
 
 
+@pytest.mark.untimed
 def test_run_all_reports_a_failed_benchmark(run_all):
     items = run_all.headlines({"analyzer": None}, {"analyzer": "exit code 1"})
     assert [h.status for h in items] == ["benchmark failed", "benchmark failed"]
 
 
+@pytest.mark.untimed
 def test_run_all_picks_the_gate_figures_at_the_default_tolerance(run_all):
     rows = [
         {"case": "same server", "tolerance_pct": 5.0, "pairs": 20, "regression": 0, "inconclusive": 3, "pass": 17},
@@ -166,6 +168,7 @@ def test_scale_and_soak_run_end_to_end(tmp_path):
     assert len(soak["samples"]) >= 10 and all(s["rss_mb"] > 0 for s in soak["samples"])
 
 
+@pytest.mark.untimed
 def test_run_all_judges_the_fault_scale_and_soak_figures(run_all):
     rows = [{"fault": "cut", "streams": 100, "ok": True, "server_seen": 3000, "missing": 0},
             {"fault": "hang", "streams": 100, "ok": False, "server_seen": 3000, "missing": 2}]

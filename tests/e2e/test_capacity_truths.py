@@ -29,7 +29,9 @@ def test_itl_bound_capacity_is_found_exactly_by_refine(tmp_path):
         ["--decode-base-ms", "10", "--decode-per-seq-ms", "20", "--prefill-per-token-ms", "0"],
         "--refine",
         workload={"max_tokens": 12},
-        load={"levels": [1, 2, 4, 8], "level_duration_s": 4, "warmup_s": 1},
+        # No look before 4 s: 5 and 6 users (10 ms from the limit) are judged on 3 s windows at
+        # least, over a hundred gaps each (only the ITL limit: a look needs one finished request).
+        load={"levels": [1, 2, 4, 8], "level_duration_s": 4, "warmup_s": 1, "min_level_duration_s": 4},
         slo={"ttft_ms": {}, "itl_ms": {"p95": 120}, "max_error_rate": 0.01},
     )
     cap = s["capacity"]
@@ -66,6 +68,7 @@ def test_ttft_bound_capacity_is_the_batch_size(tmp_path):
     assert levels[9]["ttft_ms"]["p95"] > 150
 
 
+@pytest.mark.untimed
 def test_error_budget_fails_every_level_and_says_why(tmp_path):
     s, result = run_against_mock(
         tmp_path,
@@ -93,13 +96,20 @@ def test_error_budget_fails_every_level_and_says_why(tmp_path):
 # failed there), and far less than 25.
 @pytest.fixture(scope="module")
 def loose_slo_run(tmp_path_factory):
-    """One sweep judged with a loose SLO; each re-analysis works on its own copy."""
+    """One sweep judged with a loose SLO; each re-analysis works on its own copy.
+
+    The re-analysis judges each level's p95 afresh, so each level needs enough
+    gaps for its interval to clear a limit 25 ms away: fixed 8 s levels (7 s
+    measured: 10 to 12 requests, about 100 gaps, at every level). The loose ITL
+    limit alone would end each level at its first look, with a dozen gaps.
+    """
     folder = tmp_path_factory.mktemp("loose")
     run_against_mock(
         folder,
         ["--decode-base-ms", "10", "--decode-per-seq-ms", "50", "--prefill-per-token-ms", "0"],
         workload={"max_tokens": 10},
-        load={"levels": [1, 2, 3, 4], "level_duration_s": 4, "warmup_s": 1},
+        load={"levels": [1, 2, 3, 4], "level_duration_s": 8, "warmup_s": 1,
+              "min_level_duration_s": 8, "max_level_duration_s": 8},
         slo={"ttft_ms": {}, "itl_ms": {"p95": 1000}, "max_error_rate": 0.01},
     )
     return folder / "run"

@@ -45,6 +45,7 @@ def test_stream_is_timed_per_chunk(mock, use_reactor, api):
         assert abs(np.median(gaps) - 10) < 1.5, gaps
 
 
+@pytest.mark.untimed
 def test_usage_total_is_spread_over_multi_token_chunks(chunky_mock):
     client = StreamingClient(chunky_mock.base_url, "chat")
     rec = client.send(build_body("chat", "mock-model", "hi", 16))  # include_usage only
@@ -55,6 +56,7 @@ def test_usage_total_is_spread_over_multi_token_chunks(chunky_mock):
     assert list(rec.chunk_tokens) == [4, 4, 4, 4]
 
 
+@pytest.mark.untimed
 def test_continuous_usage_gives_exact_tokens_per_chunk(chunky_mock):
     client = StreamingClient(chunky_mock.base_url, "chat")
     rec = client.send(build_body("chat", "mock-model", "hi", 10, continuous_usage=True))
@@ -64,6 +66,7 @@ def test_continuous_usage_gives_exact_tokens_per_chunk(chunky_mock):
     assert list(rec.chunk_tokens) == [4, 4, 2]
 
 
+@pytest.mark.untimed
 def test_without_usage_tokens_are_counted_as_chunks(chunky_mock):
     client = StreamingClient(chunky_mock.base_url, "chat")
     body = build_body("chat", "mock-model", "hi", 8, extra_body={"stream_options": {"include_usage": False}})
@@ -73,6 +76,7 @@ def test_without_usage_tokens_are_counted_as_chunks(chunky_mock):
     assert rec.token_source == "chunks" and rec.completion_tokens == len(rec.chunk_ms) == 2
 
 
+@pytest.mark.untimed
 def test_connection_refused_is_a_connect_error():
     rec = StreamingClient("http://127.0.0.1:9/v1", "chat", timeout_s=5).send(b"{}")
     assert rec.error_kind == "connect" and rec.status == 0 and not rec.ok
@@ -102,6 +106,7 @@ def test_killed_greenlet_leaves_a_cancelled_record(mock):
     client.close()
 
 
+@pytest.mark.untimed
 def test_http_errors_are_classified(mock):
     client = StreamingClient(mock.base_url, "chat")
     rec = client.send(b'{"model": "m", "messages": "not a list", "stream": true}')
@@ -122,6 +127,7 @@ def test_many_concurrent_streams_share_the_reactor(mock):
         c.close()
 
 
+@pytest.mark.untimed
 def test_json_that_is_not_a_chunk_fails_one_request_not_the_reader():
     """A server that sends JSON of the wrong shape gets 'malformed'; the reader thread lives on."""
     from loadtest.client.decode import StreamDecoder

@@ -45,6 +45,7 @@ def _render(*args: str) -> tuple[subprocess.CompletedProcess, list[dict]]:
     return done, docs
 
 
+@pytest.mark.untimed
 def test_rendered_manifests_validate_and_carry_the_scenario(tmp_path):
     scenario = write_scenario(tmp_path, "https://staging.example/v1", name="chat",
                               target={"api_key_env": "STAGING_KEY", "headers_env": {"X-Org": "ORG_TOKEN"}})
@@ -93,6 +94,7 @@ def test_rendered_manifests_validate_and_carry_the_scenario(tmp_path):
     assert parsed.command == "worker" and parsed.master_host == "loadtest-master" and parsed.master_port == 5557
 
 
+@pytest.mark.untimed
 @pytest.mark.parametrize("args, what", [
     (["--schedule", "every night"], "--schedule"),
     (["--namespace", "Perf_Team"], "--namespace"),
@@ -129,6 +131,7 @@ def _by_key(docs: list[dict]) -> dict:
     return {_key(d): json.loads(json.dumps(d)) for d in docs}
 
 
+@pytest.mark.untimed
 def test_the_kustomize_base_is_what_render_prints_and_validates():
     docs = _base_without_kustomize()
     for doc in docs:
@@ -145,6 +148,7 @@ def _kustomize(folder: Path) -> list[dict]:
     return [d for d in yaml.safe_load_all(done.stdout) if d]
 
 
+@pytest.mark.untimed
 @pytest.mark.skipif(KUBECTL is None, reason="kubectl (with its built-in kustomize) is not installed")
 def test_kustomize_builds_the_base_and_the_overlay_into_valid_manifests():
     assert _by_key(_kustomize(DEPLOY / "base")) == _by_key(_base_render())
@@ -166,6 +170,7 @@ OPERATOR_MASTER = "--master --master-port=5557 --expect-workers={n} --autostart 
 OPERATOR_WORKER = "--worker --master-port=5557 --master-host={name}-master"
 
 
+@pytest.mark.untimed
 def test_the_locust_operator_example_runs_loadtest_commands():
     doc = yaml.safe_load((DEPLOY / "locust-operator" / "locusttest.yaml").read_text())
     assert doc["apiVersion"] == "locust.io/v2" and doc["kind"] == "LocustTest"
@@ -185,6 +190,7 @@ def _run_lines(script: str) -> list[str]:
     return [" ".join(line.split()) for line in joined.splitlines() if line.strip().startswith("loadtest run")]
 
 
+@pytest.mark.untimed
 def test_the_cronjob_runs_the_ci_examples_command_lines():
     workflow = yaml.safe_load((ROOT / "examples" / "nightly-regression.yml").read_text())
     step = next(s for s in workflow["jobs"]["gate"]["steps"] if s.get("name", "").startswith("Run the scenario"))
@@ -257,6 +263,7 @@ def test_the_cronjob_script_gates_each_night_and_moves_the_baseline_only_on_a_pa
         assert _baseline_started(baseline) == night2
 
 
+@pytest.mark.untimed
 def test_promote_refuses_an_interrupted_run_and_replaces_the_old_baseline_whole(tmp_path):
     run, baseline = tmp_path / "night", tmp_path / "baseline"
     run.mkdir()

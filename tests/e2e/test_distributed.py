@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 import yaml
 
 from loadtest.mock.process import MockServer
@@ -31,7 +32,10 @@ def test_two_workers_match_one_process(tmp_path):
     """Records arrive complete from the workers, and the answer is the same as one process."""
     sections = dict(
         workload={"max_tokens": 12},
-        load={"levels": [1, 2, 4, 8], "level_duration_s": 4, "warmup_s": 1},
+        # No look before 4 s: the levels either side of the limit (5 and 6, 10 ms from it) are
+        # judged on a 3 s window at least, over a hundred gaps (only the ITL limit: a look needs
+        # one finished request; with a TTFT p95 it waited for 20, 16 s at one user).
+        load={"levels": [1, 2, 4, 8], "level_duration_s": 4, "warmup_s": 1, "min_level_duration_s": 4},
         slo={"ttft_ms": {}, "itl_ms": {"p95": 120}, "max_error_rate": 0.01},
     )
     private = set(Path(tempfile.gettempdir()).glob("loadtest-scenario-*.yaml"))
@@ -40,7 +44,9 @@ def test_two_workers_match_one_process(tmp_path):
         result = loadtest("run", str(scenario), "--out", str(tmp_path / "dist"), "--workers", "2", "--refine", timeout=300)
         seen_dist = sum(mock.requests_by_status().values())
         served = mock.metrics()  # how far the mock's own steps fell behind its model during the run
-        single = loadtest("run", str(scenario), "--out", str(tmp_path / "single"), "--levels", "1,2,4,8", timeout=300)
+        # The reference: the levels every sweep runs before --refine's probes (1, 2, 4). The slope's
+        # probe (6 users) usually stands in for 8, so 8 is often not in the distributed run at all.
+        single = loadtest("run", str(scenario), "--out", str(tmp_path / "single"), "--levels", "1,2,4", timeout=300)
     assert result.returncode == 0, result.stderr
     assert single.returncode == 0, single.stderr
 
@@ -67,7 +73,7 @@ def test_two_workers_match_one_process(tmp_path):
     assert floor <= capacity <= 5, (capacity, late_ms)
     # Per-level TTFT and ITL agree with a single-process run.
     one = read_requests(tmp_path / "single")
-    for users in (1, 2, 4, 8):
+    for users in (1, 2, 4):
         a, b = level_rows(dist, users), level_rows(one, users)
         gaps_a = np.concatenate([np.diff(np.asarray(c)) for c in a.chunk_ms])
         gaps_b = np.concatenate([np.diff(np.asarray(c)) for c in b.chunk_ms])
@@ -90,6 +96,7 @@ def _records_sent(log_text: str) -> int:
     return counts[-1] if counts else 0
 
 
+@pytest.mark.untimed
 def test_worker_killed_mid_run(tmp_path):
     port = _free_port()
     with MockServer(["--decode-base-ms", "10", "--decode-per-seq-ms", "0"]) as mock:
@@ -143,6 +150,7 @@ def test_worker_killed_mid_run(tmp_path):
     assert lost["worker"] in (out / "report.html").read_text()
 
 
+@pytest.mark.untimed
 def test_master_without_workers_fails_clearly(tmp_path):
     with MockServer([]) as mock:
         scenario = write_scenario(tmp_path, mock.base_url)
@@ -155,6 +163,7 @@ def test_master_without_workers_fails_clearly(tmp_path):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.untimed
 def test_compose_file_runs_the_tested_commands():
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     services = compose["services"]

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from loadtest.mock.process import MockServer
 from support.runkit import loadtest, write_scenario
 
@@ -60,6 +62,7 @@ def test_history_holds_back_a_drifting_server_and_still_catches_a_slow_one(tmp_p
     assert any("judged together" in w for w in report["warnings"])
 
 
+@pytest.mark.untimed
 def test_run_all_reads_the_drift_benchmark_rate_with_history(monkeypatch):
     """benchmarks/run_all.py's figure: false alarms with history as a share (target ≤ 5%), judged
     only over 20 pairs or more; detection shown without a target."""

@@ -101,6 +101,7 @@ BUSY = {"cpu_pct": 3.0, "host_cores": 2, "host_others_pct": 93.0, "host_cpu_pres
         "client_run_delay_pct": 35.0, "host_steal_pct": 0.0, "reason": "ITL p95 …; bound 4.4 ms"}
 
 
+@pytest.mark.untimed
 def test_the_rule_names_the_host_only_when_the_client_was_light_and_the_host_busy():
     level = judge_host(_Level(dict(BUSY)))
     assert level.host_contended and not level.client_saturated

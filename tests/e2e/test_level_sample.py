@@ -13,6 +13,7 @@ from __future__ import annotations
 from array import array
 
 import numpy as np
+import pytest
 
 from loadtest.client.reactor import ReaderHealth
 from loadtest.load.level_sample import LevelSample
@@ -21,6 +22,7 @@ from loadtest.load.monitor import LevelFigures, summarize
 QS = [0.0, 0.5, 0.9, 0.95, 0.99, 0.999, 1.0]
 
 
+@pytest.mark.untimed
 def test_below_the_cap_the_quantiles_are_numpys_exactly() -> None:
     values = np.random.default_rng(3).exponential(0.3, 5_000)
     sample = LevelSample(cap=10_000)
@@ -31,6 +33,7 @@ def test_below_the_cap_the_quantiles_are_numpys_exactly() -> None:
     assert sample.max() == values.max()
 
 
+@pytest.mark.untimed
 def test_past_the_cap_memory_stops_growing_and_quantiles_stay_within_a_bin() -> None:
     rng = np.random.default_rng(4)
     sample = LevelSample(cap=1_000)
@@ -50,6 +53,7 @@ def test_past_the_cap_memory_stops_growing_and_quantiles_stay_within_a_bin() -> 
     assert sample.max() == values.max() and sample.quantiles([0.0])[0] == 0.0
 
 
+@pytest.mark.untimed
 def test_an_empty_sample_reads_as_nothing_late() -> None:
     sample = LevelSample()
     assert sample.percentile(99) == 0.0 and sample.max() == 0.0
@@ -72,6 +76,7 @@ def _joined(parts: list[ReaderHealth]) -> ReaderHealth:
                         sum(p.busy_s for p in parts), join("measured_ms"))
 
 
+@pytest.mark.untimed
 def test_a_level_summarized_from_folded_stretches_equals_it_summarized_at_once() -> None:
     rng = np.random.default_rng(5)
     stretches = [_reader(rng, 3_000) for _ in range(4)]

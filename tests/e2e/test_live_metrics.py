@@ -43,6 +43,7 @@ def _families(metrics: LiveMetrics) -> dict[str, list]:
     return {fam.name: fam.samples for fam in metrics.collect()}
 
 
+@pytest.mark.untimed
 def test_histograms_count_each_measured_request_once_and_gaps_within_a_request():
     m = LiveMetrics("unit")
     m.observe(records_to_table([
@@ -71,6 +72,7 @@ def test_histograms_count_each_measured_request_once_and_gaps_within_a_request()
     assert again["2", "0.025"] == 2
 
 
+@pytest.mark.untimed
 def test_open_loop_levels_are_labelled_by_their_rate_and_verdicts_by_level():
     m = LiveMetrics("open")
     m.observe(records_to_table([_row(3, 20.0, [20.0], rate=2.5)]))
@@ -210,6 +212,7 @@ def test_prometheus_scrapes_a_run_and_the_pushgateway_receives_its_summary(tmp_p
         stop(gateway)
 
 
+@pytest.mark.untimed
 def test_a_pushgateway_that_is_down_costs_a_warning_not_the_run(tmp_path):
     from loadtest.export.flags import push_after_run
 
@@ -241,6 +244,7 @@ def _mock_metric_names() -> set[str]:
     return {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE")}
 
 
+@pytest.mark.untimed
 def test_every_dashboard_query_names_an_exported_or_mock_served_metric():
     dash = json.loads((ROOT / "deploy" / "grafana" / "loadtest.json").read_text())
     exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
@@ -260,6 +264,7 @@ def test_every_dashboard_query_names_an_exported_or_mock_served_metric():
     assert {n for n in named if n in PUSHED_NAMES} <= written
 
 
+@pytest.mark.untimed
 def test_the_master_serves_the_metrics_of_every_workers_requests(tmp_path):
     """Distributed: the histograms are filled on the master from the batches the workers send."""
     from prometheus_client.parser import text_string_to_metric_families
@@ -302,6 +307,7 @@ def pq_rows(run_dir: Path):
     return read_requests(run_dir)
 
 
+@pytest.mark.untimed
 def test_a_taken_metrics_port_is_refused_before_any_load(tmp_path):
     import socket
 

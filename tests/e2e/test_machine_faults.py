@@ -229,6 +229,7 @@ def run_with_nofile(args: list[str], soft: int, hard: int) -> subprocess.Complet
                           timeout=120, stdin=subprocess.DEVNULL, preexec_fn=limit)
 
 
+@pytest.mark.untimed
 def test_too_few_file_descriptors_is_one_line_before_any_load(tmp_path):
     with MockServer(FAST_MOCK) as mock:
         scenario = write_scenario(tmp_path, mock.base_url, load=fixed_level(200, 3))
@@ -335,6 +336,7 @@ def test_a_worker_killed_at_200_streams_the_run_goes_on_and_reports_the_loss(tmp
     assert 0 < lost["in_flight_at_last_records"] <= 100
 
 
+@pytest.mark.untimed
 def test_remote_workers_check_their_own_share_before_the_level(tmp_path):
     """`run --master` with `loadtest worker`s whose hard limit is too low: one line on the master, exit 2."""
     port = free_port()
@@ -390,6 +392,7 @@ def fill(disk: Path) -> None:
                 pass
 
 
+@pytest.mark.untimed
 def test_analyze_on_a_full_disk_is_one_line_and_leaves_the_old_files_whole(tmp_path):
     with MockServer(FAST_MOCK) as mock:
         scenario = write_scenario(tmp_path, mock.base_url, load=fixed_level(4, 2))
@@ -409,6 +412,7 @@ def test_analyze_on_a_full_disk_is_one_line_and_leaves_the_old_files_whole(tmp_p
         assert not list((disk / "run").glob("*.tmp"))
 
 
+@pytest.mark.untimed
 def test_a_disk_that_fills_while_the_report_is_written_is_one_line_and_keeps_the_run(tmp_path):
     """The records and summary fit in 2 MB; report.html (it inlines plotly.js, about 4.6 MB) does not.
 

@@ -35,6 +35,7 @@ def run_probe(mock: MockServer, body: dict, path: str = CHAT) -> ProbeResult:
     return asyncio.run(probe(mock.host, mock.port, path, body, timeout=20))
 
 
+@pytest.mark.untimed
 def test_fail_rate_gives_500() -> None:
     with MockServer([*FAST, "--fail-rate", "1"]) as mock:
         with httpx.Client(base_url=mock.base_url, trust_env=False, timeout=10) as http:
@@ -68,6 +69,7 @@ def test_rate_limit_queue_gives_429_with_retry_after() -> None:
         assert mock.requests_by_status() == {200: 2, 429: 1}
 
 
+@pytest.mark.untimed
 def test_drop_cuts_the_stream_without_done() -> None:
     with MockServer([*FAST, "--drop-rate", "1"]) as mock:
         r = run_probe(mock, chat_body(20))
@@ -88,6 +90,7 @@ def test_drop_cuts_the_stream_without_done() -> None:
         assert mock.metrics()['loadtest_mock_faults_total{kind="drop"}'] == 3
 
 
+@pytest.mark.untimed
 def test_malformed_sends_one_chunk_that_is_not_json() -> None:
     with MockServer([*FAST, "--malformed-rate", "1"]) as mock:
         r = run_probe(mock, chat_body(10))
@@ -156,6 +159,7 @@ def test_a_client_that_gives_up_on_a_stall_frees_the_slot() -> None:
         assert mock.metrics()['vllm:num_requests_running{model_name="mock-model"}'] == 0
 
 
+@pytest.mark.untimed
 def test_faults_are_reproducible_with_a_seed() -> None:
     def statuses() -> list[int]:
         with MockServer([*FAST, "--fail-rate", "0.5", "--seed", "7"]) as mock:
@@ -170,6 +174,7 @@ def test_faults_are_reproducible_with_a_seed() -> None:
     assert statuses() == first
 
 
+@pytest.mark.untimed
 def test_api_key() -> None:
     with MockServer([*FAST, "--api-key", "sekrit"]) as mock:
         with httpx.Client(base_url=mock.base_url, trust_env=False, timeout=10) as http:
@@ -210,6 +215,7 @@ def test_api_key() -> None:
         (["--port", "70000"], "--port: must be between 0 and 65535"),
     ],
 )
+@pytest.mark.untimed
 def test_bad_options_exit_2_with_one_line(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -218,6 +224,7 @@ def test_bad_options_exit_2_with_one_line(
     assert err == f"loadtest mock: error: {message}\n"
 
 
+@pytest.mark.untimed
 def test_port_in_use_is_one_clear_line() -> None:
     with MockServer(FAST) as mock:
         proc = subprocess.run(

@@ -106,7 +106,10 @@ def test_profile_folder_holds_the_runs_the_report_and_the_table(roofline):
 def test_a_large_fixed_overhead_is_called_overhead(tmp_path):
     args = ["--roofline-hbm-gbps", "1000", "--roofline-tflops", "16", "--roofline-params-b", "0.5",
             "--roofline-overhead-ms", "25"]
-    profile, _ = _profile(tmp_path, args, "--max-batch", "8", hardware={"hbm_gbps": 1000, "tflops": 16})
+    # 4 s levels and a 4 s prefill sweep (the last flags win over FAST's): only the step's fixed part
+    # and the bound are asserted, and a 26 ms step gives over a hundred gaps per user in 3 s.
+    profile, _ = _profile(tmp_path, args, "--max-batch", "8", "--decode-level-s", "4", "--prefill-s", "4",
+                          hardware={"hbm_gbps": 1000, "tflops": 16})
     d = profile["decode"]
     assert d["fixed_ms"] == pytest.approx(26, rel=0.10)  # 25 + the 1 ms weight read
     assert all(p["bound"] == "overhead" for p in d["points"]), d["points"]

@@ -125,6 +125,7 @@ def run_in_background(tmp_path):
                 proc.communicate(timeout=10)
 
 
+@pytest.mark.untimed
 def test_killed_run_keeps_what_it_measured(tmp_path):
     with run_in_background(tmp_path) as (proc, out):
         proc.send_signal(signal.SIGKILL)
@@ -138,6 +139,7 @@ def test_killed_run_keeps_what_it_measured(tmp_path):
     assert (out / "summary.json").is_file()
 
 
+@pytest.mark.untimed
 def test_api_key_never_reaches_the_run_folder(tmp_path):
     secret = "sk-test-SECRET-4242"
     env = {**os.environ, "MY_TEST_KEY": secret}
@@ -161,6 +163,7 @@ def test_api_key_never_reaches_the_run_folder(tmp_path):
         assert secret.encode() not in path.read_bytes(), path
 
 
+@pytest.mark.untimed
 def test_unreachable_target_exits_3_before_any_level(tmp_path):
     scenario = write_scenario(tmp_path, "http://127.0.0.1:9/v1")
     result = loadtest("run", str(scenario), "--out", str(tmp_path / "run"))
@@ -171,6 +174,7 @@ def test_unreachable_target_exits_3_before_any_level(tmp_path):
     assert read_run_json(tmp_path / "run")["levels"] == []
 
 
+@pytest.mark.untimed
 def test_wrong_path_gives_404_hint(tmp_path):
     with MockServer([]) as mock:
         scenario = write_scenario(tmp_path, mock.base_url.removesuffix("/v1") + "/nope")
@@ -179,6 +183,7 @@ def test_wrong_path_gives_404_hint(tmp_path):
     assert "404" in result.stderr and "base_url" in result.stderr
 
 
+@pytest.mark.untimed
 def test_a_saturated_client_is_flagged_and_the_verdict_says_so(tmp_path):
     """Limits no process can meet (CPU <= 0.001%) mark every level: the mechanism, end to end."""
     with MockServer(["--decode-base-ms", "5", "--decode-per-seq-ms", "0"]) as mock:
@@ -201,6 +206,7 @@ def test_a_saturated_client_is_flagged_and_the_verdict_says_so(tmp_path):
     assert advice and "--workers 2" in advice[0]
 
 
+@pytest.mark.untimed
 def test_sigterm_stops_the_load_and_still_reports(tmp_path):
     with run_in_background(tmp_path) as (proc, out):
         proc.send_signal(signal.SIGTERM)

@@ -20,6 +20,9 @@ from loadtest.report.autoscaling_yaml import k8s_quantity, render_autoscaling_ya
 from loadtest.scrape.scraper import parse_exposition, result_columns, scrape_once
 from loadtest.scrape.store import UP, SampleWriter, read_samples
 
+# Scrapes, parsing and the analysis over synthetic records: nothing here depends on how fast anything ran.
+pytestmark = pytest.mark.untimed
+
 
 # -- the scraper against a real server ----------------------------------------------------
 

@@ -42,7 +42,11 @@ def test_running_requests_at_capacity_equal_the_capacity_and_set_the_threshold(t
         "--refine",
         metrics={"interval_s": 0.25},
         workload={"max_tokens": 24},
-        load={"levels": [1, 2, 4, 8], "level_duration_s": 4, "warmup_s": 1},
+        # The limit is 5 ms from 5 and 6 users' ITL, so those levels keep the 7 s windows they had
+        # when a TTFT p95 (since removed: "ttft_ms": {}) made each look wait for 20 requests; 1 and
+        # 2 users, which then waited 16 s for theirs, now end at 8 s. Every window holds 28 scrapes.
+        load={"levels": [1, 2, 4, 8], "level_duration_s": 8, "warmup_s": 1, "min_level_duration_s": 8,
+              "max_level_duration_s": 16},
         slo={"ttft_ms": {}, "itl_ms": {"p95": 65}, "max_error_rate": 0.01},
     )
     cap = s["capacity"]
@@ -55,7 +59,7 @@ def test_running_requests_at_capacity_equal_the_capacity_and_set_the_threshold(t
     assert levels[6]["server"]["vllm:num_requests_running"]["p50"] == 6
     for c, lv in levels.items():
         assert lv["server"]["vllm:num_requests_running"]["max"] <= c
-        assert lv["server"]["vllm:num_requests_running"]["n"] >= 8  # 3 s windows, 4 scrapes a second
+        assert lv["server"]["vllm:num_requests_running"]["n"] >= 8  # 7 s windows, 4 scrapes a second
 
     scaling = s["autoscaling"]
     rec = _signal(s, "running")
@@ -150,6 +154,7 @@ def test_a_broken_metrics_endpoint_is_one_warning_never_a_failed_run(tmp_path, m
     assert all(lv["server"] == {} for lv in s["levels"])
 
 
+@pytest.mark.untimed
 def test_no_server_metrics_turns_scraping_off(tmp_path):
     s, result = run_against_mock(
         tmp_path, ["--decode-base-ms", "5"], "--no-server-metrics",

@@ -43,6 +43,7 @@ def test_tls_stream_is_timed_per_chunk(tls_mock, tls_files, options):
     assert abs(np.median(np.diff(np.asarray(rec.chunk_ms))) - 10) < 1.5
 
 
+@pytest.mark.untimed
 def test_users_share_one_tls_context_per_setting(tls_files):
     """A context loads the CA store (~15 ms of CPU holding the interpreter): one per user froze
     the event loop for seconds when a level spawned 100 HTTPS users. Each setting gets one."""
@@ -60,6 +61,7 @@ def test_users_share_one_tls_context_per_setting(tls_files):
     assert insecure.verify_mode == 0 and not insecure.check_hostname  # CERT_NONE
 
 
+@pytest.mark.untimed
 def test_untrusted_certificate_is_a_clear_preflight_error(tls_mock, tmp_path):
     scenario = write_scenario(tmp_path, tls_mock.base_url)
     result = loadtest("run", str(scenario), "--out", str(tmp_path / "run"))
@@ -82,6 +84,7 @@ def test_run_over_tls_with_a_private_ca(tls_mock, tls_files, tmp_path):
     assert abs(np.median(gaps) - 10) < 1.5
 
 
+@pytest.mark.untimed
 def test_missing_ca_bundle_is_an_input_error(tmp_path):
     scenario = write_scenario(tmp_path, "https://127.0.0.1:9/v1", target={"ca_bundle": str(tmp_path / "nope.pem")})
     result = loadtest("validate", str(scenario))
@@ -144,6 +147,7 @@ class _ConnectProxy:
         self._sock.close()
 
 
+@pytest.mark.untimed
 def test_https_target_through_https_proxy_tunnel(tls_mock, tls_files, monkeypatch):
     proxy = _ConnectProxy()
     monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{proxy.port}")

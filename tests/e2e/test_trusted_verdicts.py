@@ -12,6 +12,7 @@ import json
 import time
 
 import numpy as np
+import pytest
 
 from loadtest.mock.process import MockServer
 from loadtest.records import read_requests, read_run_json
@@ -102,6 +103,7 @@ def _prompts(tmp_path, name: str, cache_bust: bool) -> tuple[list[str], dict]:
     return [r["prompt"] for r in _mock_log(log)], read_run_json(tmp_path / name)
 
 
+@pytest.mark.untimed
 def test_two_runs_send_disjoint_prompt_prefixes(tmp_path):
     first, run1 = _prompts(tmp_path, "first", cache_bust=True)
     second, run2 = _prompts(tmp_path, "second", cache_bust=True)

@@ -169,6 +169,7 @@ def test_web_ui_starts_shows_levels_and_stops_like_ctrl_c(tmp_path: Path, worker
     assert summary["levels"][0]["concurrency"] == 1
 
 
+@pytest.mark.untimed
 def test_stop_before_start_ends_the_run_with_nothing_measured(tmp_path: Path):
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
@@ -191,6 +192,7 @@ def test_stop_before_start_ends_the_run_with_nothing_measured(tmp_path: Path):
     assert (out / "summary.json").is_file()
 
 
+@pytest.mark.untimed
 def test_a_busy_web_port_is_one_line_and_exit_2(tmp_path: Path):
     with socket.socket() as busy, MockServer([]) as mock:
         busy.bind(("127.0.0.1", 0))

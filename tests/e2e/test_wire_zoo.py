@@ -62,6 +62,7 @@ def test_fixture_gives_the_exact_record(zoo, fixture: Fixture, use_reactor):
     assert rec.e2e_ms >= (rec.chunk_ms[-1] if len(rec.chunk_ms) else 0.0)
 
 
+@pytest.mark.untimed
 def test_a_stale_keepalive_connection_is_resent_on_a_fresh_one():
     """llama-server closes a connection after 100 requests: the next request must not fail."""
     fixture = next(f for f in ZOO if f.name == "llamacpp-chat")
@@ -78,6 +79,7 @@ def test_a_stale_keepalive_connection_is_resent_on_a_fresh_one():
     assert sum(not e.answered for e in server.exchanges) == 2
 
 
+@pytest.mark.untimed
 def test_a_fresh_connection_closed_without_answer_is_a_failure():
     fixture = next(f for f in ZOO if f.name == "llamacpp-chat")
     with ReplayServer([fixture], close_after=0) as server:
@@ -90,6 +92,7 @@ def test_a_fresh_connection_closed_without_answer_is_a_failure():
     assert server.connections == 1
 
 
+@pytest.mark.untimed
 def test_an_exception_from_the_http_layer_costs_one_request_not_the_run(zoo):
     """A header value with a line break makes geventhttpclient raise ValueError: recorded, not raised."""
     client = StreamingClient(zoo.base_url("openai-chat"), "chat", headers={"X-Bad": "a\r\nb"}, timeout_s=5)
@@ -102,6 +105,7 @@ def test_an_exception_from_the_http_layer_costs_one_request_not_the_run(zoo):
     assert good.ok
 
 
+@pytest.mark.untimed
 def test_query_parameters_and_env_headers_reach_the_server(zoo, monkeypatch):
     from loadtest.client.stream import client_for
     from loadtest.scenario import parse_scenario
@@ -123,6 +127,7 @@ def test_query_parameters_and_env_headers_reach_the_server(zoo, monkeypatch):
     assert exchange.headers["api-key"] == "k-123" and exchange.headers["x-team"] == "perf"
 
 
+@pytest.mark.untimed
 def test_parser_cost_is_linear_in_a_long_event():
     """Feeding a 1 MB event in 1 kB pieces keeps the pieces, never re-joins them per read."""
     from loadtest.client.sse import SSEParser
@@ -136,6 +141,7 @@ def test_parser_cost_is_linear_in_a_long_event():
     assert parser.feed(b"\n\n") == [b"y" * 1_000_000]
 
 
+@pytest.mark.untimed
 def test_reactor_survives_every_fixture_at_once(zoo):
     """All dialects streaming concurrently through one reactor: each record as when alone."""
     clients = [StreamingClient(zoo.base_url(f.name), f.api, timeout_s=20) for f in ZOO]

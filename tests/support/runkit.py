@@ -17,8 +17,15 @@ import yaml
 
 
 def deep_update(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """Merge ``extra`` into ``base``, mappings key by key; an empty mapping replaces.
+
+    ``{}`` replaces rather than merges because that is what it means in a
+    scenario: ``slo: {ttft_ms: {}}`` is "no TTFT objective". Merged, it kept the
+    default ``ttft_ms: {p95: 1000}``, and a level with a per-request p95 waits
+    for 20 finished requests before its first look (docs/testing.md).
+    """
     for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(base.get(key), dict):
+        if isinstance(value, dict) and value and isinstance(base.get(key), dict):
             deep_update(base[key], value)
         else:
             base[key] = value
