@@ -33,6 +33,13 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     for d in datasets:
         skipped = f", {d['skipped']} skipped" if d["skipped"] else ""
         print(f"  dataset {d['path']}: {d['rows']} {d['format']} prompts{skipped}")
+    if scenario.workload.trace is not None:  # read now, as `run` would: a bad trace is one line here too
+        # the trace reader: only for a trace-replay scenario
+        from loadtest.workload.trace import load_trace
+
+        trace = load_trace(scenario.workload.trace)
+        skipped = f", {trace.skipped} skipped" if trace.skipped else ""
+        print(f"  trace {trace.path}: {len(trace.rows)} {trace.format} requests in a {trace.period_s:g} s window{skipped}")
     return 0
 
 

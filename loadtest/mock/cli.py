@@ -204,7 +204,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _main(config: MockConfig) -> None:
-    from loadtest.mock.server import serve  # aiohttp only when serving
+    from loadtest.mock.serving import serve  # aiohttp only when serving
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

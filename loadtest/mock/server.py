@@ -18,13 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import random
-import ssl
 import time
 from typing import Awaitable, Callable
 
 from aiohttp import web
 
-from loadtest.errors import LoadtestError
 from loadtest.mock import wire
 from loadtest.mock.arrival_log import ArrivalLog
 from loadtest.mock.config import MockConfig
@@ -383,43 +381,7 @@ def _stream_outcome(outcome: Outcome, *, dropped: bool, malformed: bool) -> str:
     return "client_left" if outcome is Outcome.ABORTED else "ok"
 
 
-__all__ = ["MockService", "error_response", "serve"]
-
-
-async def serve(
-    config: MockConfig,
-    *,
-    stop: asyncio.Event,
-    on_ready: Callable[[str, int], None] | None = None,
-) -> None:
-    """Serve ``config`` until ``stop`` is set; ``on_ready(host, port)`` once listening.
-
-    Access logging is off: at hundreds of requests per second it would cost
-    more than the model itself.
-    """
-    service = MockService(config)
-    runner = web.AppRunner(
-        service.build_app(), access_log=None, handle_signals=False, shutdown_timeout=2.0
-    )
-    await runner.setup()
-    try:
-        tls = None
-        if config.tls_cert:
-            tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-            tls.load_cert_chain(config.tls_cert, config.tls_key)
-        site = web.TCPSite(runner, config.host, config.port, backlog=4096, ssl_context=tls)
-        try:
-            await site.start()
-        except OSError as err:
-            raise LoadtestError(
-                f"cannot listen on {config.host}:{config.port}: {err.strerror or err}"
-            ) from None
-        port = int(runner.addresses[0][1])
-        if on_ready is not None:
-            on_ready(config.host, port)
-        await stop.wait()
-    finally:
-        await runner.cleanup()
+__all__ = ["MockService", "error_response"]
 
 
 def _model_meta(config: MockConfig) -> dict | None:

@@ -6,6 +6,7 @@ import argparse
 
 from loadtest.cli_common import fraction, positive_float, positive_int
 from loadtest.errors import InputError
+from loadtest.paths import output_file
 from loadtest.workload.trace import FORMATS, read_trace
 from loadtest.workload.trace_synth import SynthSpec, synth_rows, write_trace
 
@@ -41,9 +42,11 @@ def _cmd_synth(args: argparse.Namespace) -> int:
         prefix_groups=args.prefix_groups, prefix_blocks=args.prefix_blocks, prefix_share=args.prefix_share,
         block_tokens=args.block_tokens, seed=args.seed,
     )
+    out = output_file(args.output, "output")  # a folder, a dangling link, no permission: one line, before any work
     rows = synth_rows(spec)
     try:
-        write_trace(args.output, args.format, rows)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_trace(out, args.format, rows)
     except OSError as err:
         raise InputError(f"{args.output}: cannot write: {err.strerror or err}") from None
     trace = read_trace(args.output, args.format, block_tokens=args.block_tokens)  # what a replay will read

@@ -53,6 +53,7 @@ class Env:
     run: Path
     dataset: Path
     bundle: Path
+    trace: Path
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,10 @@ def _yaml_with(env: Env, scratch: Path, field: str, path: Path) -> Path:
     data = yaml.safe_load(env.scenario.read_text())
     if field == "dataset":
         data["workload"]["dataset"] = {"path": str(path), "format": "jsonl"}
+    elif field == "trace":
+        data["workload"]["trace"] = {"path": str(path), "format": "mooncake"}
+        data["load"].pop("levels", None)
+        data["load"]["speedups"] = [1]
     else:
         data["target"]["ca_bundle"] = str(path)
     out = scratch / "scenario.yaml"
@@ -81,6 +86,7 @@ ARGS: list[Arg] = [
     Arg("worker", "scenario", "scenario", lambda e, p, d: ["worker", str(p)], run_load=True),
     Arg("validate", "workload.dataset.path", "yaml_file", lambda e, p, d: ["validate", str(_yaml_with(e, d, "dataset", p))]),
     Arg("validate", "target.ca_bundle", "yaml_file", lambda e, p, d: ["validate", str(_yaml_with(e, d, "ca_bundle", p))]),
+    Arg("validate", "workload.trace", "yaml_file", lambda e, p, d: ["validate", str(_yaml_with(e, d, "trace", p))]),
     Arg("run", "--out", "out_folder", lambda e, p, d: ["run", str(e.scenario), "--out", str(p)], run_load=True),
     Arg("run", "--baseline", "run_folder",
         lambda e, p, d: ["run", str(e.scenario), "--baseline", str(p), "--out", str(d / "out")], run_load=True),
@@ -96,6 +102,7 @@ ARGS: list[Arg] = [
     Arg("history", "DIR", "history_dir", lambda e, p, d: ["history", str(p), "--html", str(d / "h.html")]),
     Arg("history", "--html", "out_file", lambda e, p, d: ["history", str(e.run), "--html", str(p)]),
     Arg("history", "--json", "out_file", lambda e, p, d: ["history", str(e.run), "--html", str(d / "h.html"), "--json", str(p)]),
+    Arg("trace synth", "output", "out_file", lambda e, p, d: ["trace", "synth", str(p), "--rate", "5", "--duration-s", "2"]),
 ]
 
 INPUT_FILES = ("scenario", "yaml_file")
@@ -111,6 +118,8 @@ def _good_input(env: Env, arg: Arg, at: Path) -> Path:
         shutil.copy(env.bundle, at)
     elif arg.name == "workload.dataset.path":
         shutil.copy(env.dataset, at)
+    elif arg.name == "workload.trace":
+        shutil.copy(env.trace, at)
     else:
         shutil.copy(env.scenario, at)
     return at
@@ -229,11 +238,14 @@ def env(tmp_path_factory) -> Env:
     dataset.write_text("".join(json.dumps({"prompt": f"say {i}", "max_tokens": 4}) + "\n" for i in range(10)))
     bundle = root / "ca.pem"
     shutil.copy(__import__("certifi").where(), bundle)
+    trace = root / "trace.jsonl"  # a Mooncake trace: ms timestamps, lengths, shared block hashes
+    trace.write_text("".join(json.dumps({"timestamp": 100 * i, "input_length": 16, "output_length": 4,
+                                         "hash_ids": [0, i]}) + "\n" for i in range(10)))
     with MockServer(FAST_MOCK) as mock:
         scenario = write_scenario(root, mock.base_url, name="paths", load=TINY_LOAD)
         result = loadtest("run", str(scenario), "--out", str(root / "good run"), timeout=120)
         assert result.returncode == 0, result.stderr
-        yield Env(scenario, root / "good run", dataset, bundle)
+        yield Env(scenario, root / "good run", dataset, bundle, trace)
 
 
 def _drive(cases: list[list[str]], folder: Path, prefix: list[str]) -> list[dict]:
