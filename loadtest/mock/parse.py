@@ -67,8 +67,8 @@ def parse_request(body: bytes, *, chat: bool, vision: tuple[int, int] = (64, 784
     if not isinstance(model, str) or not model:
         raise BadRequest("Invalid 'model': expected a non-empty string.", "model")
 
-    prompt, image_tokens_ = _chat_prompt(data, vision) if chat else (_completion_prompt_text(data), 0)
-    prompt_tokens = (count_words(prompt) if isinstance(prompt, str) else len(prompt)) + image_tokens_
+    prompt, vision_tokens = _chat_prompt(data, vision) if chat else (_completion_prompt_text(data), 0)
+    prompt_tokens = (count_words(prompt) if isinstance(prompt, str) else len(prompt)) + vision_tokens
     max_tokens = _max_tokens(data, chat)
 
     n = data.get("n")
