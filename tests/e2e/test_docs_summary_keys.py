@@ -21,10 +21,8 @@ import pytest
 import yaml
 
 from loadtest.mock import MockServer
+from support.summary_reference import documented_summary_keys
 
-# the repository root: the folder above this file that holds mkdocs.yml (wherever tests/ nests it)
-ROOT = next(p for p in Path(__file__).resolve().parents if (p / "mkdocs.yml").is_file())
-REFERENCE = ROOT / "docs" / "run-folder.md"
 
 
 #: Dicts whose keys are data, not names the tool defines: written as `<placeholder>` in the reference.
@@ -62,6 +60,12 @@ def fold(path: str) -> str:
     return path
 
 
+#: Keys the tool defines inside a data-keyed dict: not folded into its placeholder.
+#: ``levels[].server`` maps metric names to their stats, and also carries the fleet's ``replicas`` list.
+NAMED_IN_DATA = {"levels[].server": {"replicas"}, "levels[].server.replicas[].signals": set()}
+DATA_KEYED["levels[].server.replicas[].signals"] = "<metric>"
+
+
 def summary_keys(value: Any, path: str = "") -> set[str]:
     """Every key path of a summary.json, with data-valued keys folded into their placeholder."""
     out: set[str] = set()
@@ -69,7 +73,7 @@ def summary_keys(value: Any, path: str = "") -> set[str]:
         return out
     if isinstance(value, dict):
         for key, item in value.items():
-            name = DATA_KEYED.get(path, key)
+            name = key if key in NAMED_IN_DATA.get(path, ()) else DATA_KEYED.get(path, key)
             child = f"{path}.{name}" if path else name
             child = fold(child)
             out.add(child)
@@ -81,12 +85,12 @@ def summary_keys(value: Any, path: str = "") -> set[str]:
 
 
 def _mock_run(folder: Path, mock: MockServer, name: str, load: dict[str, Any], extra: dict[str, Any],
-              flags: list[str]) -> dict[str, Any]:
+              flags: list[str], metrics: dict[str, Any] | None = None) -> dict[str, Any]:
     scenario = {
         "name": name,
         "target": {"base_url": mock.base_url, "model": "mock-model", "api": "chat", "timeout_s": 10,
                    # scraped five times a second: a level of a few seconds still gets several scrapes
-                   "metrics": {"interval_s": 0.2}},
+                   "metrics": {"interval_s": 0.2, **(metrics or {})}},
         "workload": {"prompt_tokens": {"mean": 16, "stddev": 0}, "max_tokens": 8},
         "load": {"warmup_s": 0.5, "warmup_requests": 0, "level_duration_s": 3,
                  "min_level_duration_s": 3, "max_level_duration_s": 3,
@@ -109,8 +113,14 @@ def _mock_run(folder: Path, mock: MockServer, name: str, load: dict[str, Any], e
 
 
 def make_summaries(folder: Path) -> list[dict[str, Any]]:
-    """Two short real runs against the mock (about 12 s each): closed loop with every optional block, and open loop."""
-    with MockServer(["--decode-base-ms", "5", "--decode-per-seq-ms", "1", "--prefill-per-token-ms", "0"]) as mock:
+    """Two short real runs against the mock (about 12 s each): closed loop with every optional block, and open loop.
+
+    The open loop reads two replicas' metrics (target.metrics.urls: the mock it loads and an idle
+    second one), so that the fleet's keys (levels[].server.replicas, levels[].imbalance,
+    capacity.per_replica) are in a real summary too.
+    """
+    flags = ["--decode-base-ms", "5", "--decode-per-seq-ms", "1", "--prefill-per-token-ms", "0"]
+    with MockServer(flags) as mock, MockServer(flags) as idle:
         closed = _mock_run(folder, mock, "closed", {"levels": [1, 2]}, {
             "workload": {"prompt_tokens": {"mean": 16, "stddev": 0}, "max_tokens": 8,
                          "conversation": {"turns": 2},
@@ -121,19 +131,14 @@ def make_summaries(folder: Path) -> list[dict[str, Any]]:
             "cost": {"usd_per_hour": 2.0, "daily_shape": [1.0] * 12 + [0.5] * 12},
         }, ["--peak-users", "10"])
         opened = _mock_run(folder, mock, "open", {"rates": [20, 40]}, {"cost": {"usd_per_hour": 2.0}},
-                           ["--peak-rps", "10"])
+                           ["--peak-rps", "10"],
+                           metrics={"urls": [f"{m.url}/metrics" for m in (mock, idle)]})
     return [closed, opened]
 
 
 @pytest.fixture(scope="module")
 def real_summaries(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     return make_summaries(tmp_path_factory.mktemp("docs-runs"))
-
-
-def documented_summary_keys() -> set[str]:
-    """The key paths the reference lists: every `code` span in docs/run-folder.md that looks like one."""
-    text = REFERENCE.read_text()
-    return {m.group(1) for m in re.finditer(r"`([A-Za-z_<][\w.\[\]<>:-]*)`", text)}
 
 
 def test_summary_keys_fold_data_into_placeholders() -> None:
@@ -153,7 +158,8 @@ def test_every_summary_json_key_is_documented(real_summaries: list[dict[str, Any
     # the runs really carried the optional blocks this check is meant to cover
     for key in ["levels[].open_loop.offered_rps", "capacity.classes.<class>", "cost.forecast.peak_replicas",
                 "levels[].ttft_by_turn.<turn>", "decode_fit.knee_sequences", "levels[].server.<metric>.p50",
-                "autoscaling.signals[].threshold", "levels[].bound.memory_floor_ms"]:
+                "autoscaling.signals[].threshold", "levels[].bound.memory_floor_ms",
+                "levels[].server.replicas[].signals.<metric>.p95", "levels[].imbalance", "capacity.per_replica"]:
         assert key in found, f"the runs did not produce {key}; the check would not cover it"
     missing = sorted(found - documented_summary_keys())
     assert not missing, "summary.json keys missing from docs/run-folder.md:\n" + "\n".join(missing)
