@@ -241,7 +241,10 @@ def crosscheck_warnings(view: ServerView, levels: Sequence[LevelResult]) -> list
         wait_stats = view.stats(lv.index, waiting.metric) if waiting else None
         in_flight = run_stats.p50 + (wait_stats.p50 if wait_stats and wait_stats.n else 0.0)
         if in_flight < IN_FLIGHT_SHORTFALL * lv.concurrency:
-            short.append(f"{lv.concurrency} users → {in_flight:g}")
+            # Where requests were refused (429), a user waiting to retry holds no request, so the
+            # shortfall is explained, and the refusals are already counted (errors_by_kind.rate_limited).
+            if not lv.errors_by_kind.get("rate_limited"):
+                short.append(f"{lv.concurrency} users → {in_flight:g}")
         elif in_flight > IN_FLIGHT_EXCESS * lv.concurrency + 1:
             extra.append(f"{lv.concurrency} users → {in_flight:g}")
     name = running.metric + (f" + {waiting.metric}" if waiting else "")

@@ -81,12 +81,17 @@ LEVELS = [2, 4, 6, 8]
 LEVEL_S = 10.0
 
 
-def _run(in_flight_share: float = 1.0, waiting_past: int | None = None, max_batch: int | None = None):
-    """Closed loop where ITL = 10·c ms; the server reports c × share running (at most max_batch)."""
+def _run(in_flight_share: float = 1.0, waiting_past: int | None = None, max_batch: int | None = None,
+         refused_at: int | None = None):
+    """Closed loop where ITL = 10·c ms; the server reports c × share running (at most max_batch).
+
+    ``refused_at``: at that level every 20th request is refused with 429 (rate_limited)."""
     plan = level_plan(LEVELS, LEVEL_S)
     rows = []
     for lv in plan:
-        rows += closed_loop_rows(lv["index"], lv["concurrency"], lv["start_wall"], LEVEL_S, itl_ms=10.0 * lv["concurrency"], warmup_s=1.0)
+        refused = lv["concurrency"] == refused_at
+        rows += closed_loop_rows(lv["index"], lv["concurrency"], lv["start_wall"], LEVEL_S, itl_ms=10.0 * lv["concurrency"],
+                                 warmup_s=1.0, fail_every=20 if refused else 0, fail_kind="rate_limited")
     run = run_dict(plan, warmup_s=1.0, slo={"itl_ms": {"p95": 65}})
     run["server_metrics"] = {"enabled": True, "url": "http://127.0.0.1:1/metrics", "interval_s": 0.5, "signals": []}
     samples = []
@@ -143,6 +148,15 @@ def test_a_server_that_sees_half_the_users_is_flagged():
     a = _analyze(in_flight_share=0.5)
     flagged = [w for w in a.warnings if "queues in between" in w]
     assert len(flagged) == 1 and "8 users → 4" in flagged[0]
+
+
+def test_a_level_whose_requests_were_refused_is_not_called_queued_in_between():
+    """A 429'd user waits to retry holding no request: the server's shortfall there is explained and counted."""
+    a = _analyze(in_flight_share=0.5, refused_at=8)
+    assert {lv.concurrency: lv.errors_by_kind.get("rate_limited", 0) > 0 for lv in a.levels} == {
+        2: False, 4: False, 6: False, 8: True}
+    flagged = [w for w in a.warnings if "queues in between" in w]
+    assert len(flagged) == 1 and "6 users → 3" in flagged[0] and "8 users" not in flagged[0]
 
 
 def test_headroom_from_scale_up_time_and_growth():
