@@ -9,12 +9,16 @@ tests/support/realserver/), as a nightly job meets a freshly deployed server.
 * **same server**: ``--pairs`` more healthy runs, each compared with one history run;
 * **fewer slots**: ``--detect`` runs of the same server with ``--slow-slots``
   slots (requests beyond them queue: TTFT and throughput at the top levels
-  get worse, a real capacity regression).
+  get worse, a real capacity regression);
+* or, with ``--slow-layers N``, **a larger model**: the same server and slots with
+  the tiny model built N blocks deep instead of 6 (8 blocks: about +20–25% per
+  token on this machine), as when a deploy swaps in a bigger model or a slower build.
 
 Each pair is judged at the default settings without and with ``--history``.
 
     python benchmarks/bench_gate_real.py [--history-runs 6] [--pairs 10] [--detect 5] [--slots 8]
-                                         [--slow-slots 4] [--levels 1,4,8] [--level-duration 4] [--json PATH]
+                                         [--slow-slots 4 | --slow-layers 8] [--levels 1,4,8] [--level-duration 4]
+                                         [--json PATH] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -47,13 +51,14 @@ def scenario(base_url: str, levels: list[int], level_duration: float) -> dict[st
     }
 
 
-def one_run(work: Path, out: Path, slots: int, levels: list[int], level_duration: float) -> Path:
+def one_run(work: Path, out: Path, slots: int, levels: list[int], level_duration: float,
+            layers: int | None = None) -> Path:
     """One run against a freshly started llama-server; a kept run (``--keep``) is reused."""
     if (out / "summary.json").exists():
         return out
     folder = work / f"server-{out.name}"
     folder.mkdir(parents=True, exist_ok=True)
-    server = start_llama_server(folder, slots=slots)
+    server = start_llama_server(folder, slots=slots, layers=layers)
     try:
         path = work / "scenario.yaml"
         path.write_text(yaml.safe_dump(scenario(server.base_url, levels, level_duration)))
@@ -76,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--detect", type=int, default=5)
     ap.add_argument("--slots", type=int, default=8)
     ap.add_argument("--slow-slots", type=int, default=4)
+    ap.add_argument("--slow-layers", type=int, default=0, metavar="N",
+                    help="the slowdown is a deeper model (N blocks, the tiny model has 6), not fewer slots")
     ap.add_argument("--levels", default="1,4,8")
     ap.add_argument("--level-duration", type=float, default=4.0)
     ap.add_argument("--json", type=Path, metavar="PATH")
@@ -94,16 +101,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"history: {args.history_runs} runs ({args.slots} slots)", flush=True)
         history = [one_run(work, history_dir / f"h{i:02d}", args.slots, levels, args.level_duration)
                    for i in range(args.history_runs)]
-        cases = [("same server", args.slots, args.pairs), (f"{args.slow_slots} slots", args.slow_slots, args.detect)]
+        slow = ((f"{args.slow_layers} layers", args.slots, args.slow_layers) if args.slow_layers
+                else (f"{args.slow_slots} slots", args.slow_slots, None))
+        cases = [("same server", args.slots, None, args.pairs), (*slow, args.detect)]
         rows: list[dict[str, Any]] = []
         details: list[dict[str, Any]] = []
-        for case, slots, count in cases:
+        for case, slots, layers, count in cases:
             print(f"{case}: {count} runs", flush=True)
 
-            def make(i: int, case: str = case, slots: int = slots) -> Path:
-                return one_run(work, work / f"{case.replace(' ', '-')}-{i:02d}", slots, levels, args.level_duration)
+            def make(i: int, case: str = case, slots: int = slots, layers: int | None = layers) -> Path:
+                return one_run(work, work / f"{case.replace(' ', '-')}-{i:02d}", slots, levels, args.level_duration,
+                               layers)
 
-            rows += run_case(case, "false alarms" if slots == args.slots else "detected", count, make, history,
+            rows += run_case(case, "false alarms" if case == "same server" else "detected", count, make, history,
                              history_dir, details)
         made = len(history) + args.pairs + args.detect
         elapsed = time.perf_counter() - started

@@ -86,14 +86,18 @@ def from_environment() -> RealServer | None:
 
 
 def start_llama_server(
-    folder: Path, *, slots: int = 8, ctx_per_slot: int = 1024, threads: int = 1, extra_args: tuple[str, ...] = ()
+    folder: Path, *, slots: int = 8, ctx_per_slot: int = 1024, threads: int = 1, extra_args: tuple[str, ...] = (),
+    layers: int | None = None,
 ) -> RealServer:
-    """Write the tiny model and start llama-server on a free port; wait until it is healthy."""
+    """Write the tiny model and start llama-server on a free port; wait until it is healthy.
+
+    ``layers``: the model's depth (None: the tiny model's own); a deeper one is slower per token.
+    """
     binary = binary_path()
     if not binary.exists():
         raise RuntimeError(f"llama-server is not built ({binary}); run `make real-server` "
                            "(or set LOADTEST_REAL_URL to test another server)")
-    model = write_tiny_llama(folder / "tiny-llama.gguf")
+    model = write_tiny_llama(folder / "tiny-llama.gguf", **({"layers": layers} if layers else {}))
     port = _free_port()
     log = folder / f"llama-server-{port}.log"
     cmd = [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "--metrics",

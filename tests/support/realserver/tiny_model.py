@@ -58,8 +58,12 @@ def vocabulary() -> tuple[list[str], list[float], list[int], set[int]]:
     return tokens, scores, [int(t) for t in types], word_ids
 
 
-def write_tiny_llama(path: Path, seed: int = 0) -> Path:
-    """Write the model to ``path`` (about 8 MB of f16 weights) and return it."""
+def write_tiny_llama(path: Path, seed: int = 0, layers: int = N_LAYER) -> Path:
+    """Write the model to ``path`` (about 8 MB of f16 weights) and return it.
+
+    ``layers``: more blocks make the same model slower per token (a "larger model" regression for
+    the gate's benchmark against a real server); the suite's tests use the default.
+    """
     import gguf
 
     rng = np.random.default_rng(seed)
@@ -75,7 +79,7 @@ def write_tiny_llama(path: Path, seed: int = 0) -> Path:
     writer.add_name("loadtest-tiny-random")
     writer.add_context_length(N_CTX)
     writer.add_embedding_length(N_EMBD)
-    writer.add_block_count(N_LAYER)
+    writer.add_block_count(layers)
     writer.add_feed_forward_length(N_FF)
     writer.add_head_count(N_HEAD)
     writer.add_head_count_kv(N_HEAD_KV)
@@ -101,7 +105,7 @@ def write_tiny_llama(path: Path, seed: int = 0) -> Path:
     mask[sorted(word_ids)] = True
     output[~mask] = 0.0  # logit exactly 0: never the argmax against ~250 random logits
     writer.add_tensor("output.weight", output)
-    for i in range(N_LAYER):
+    for i in range(layers):
         p = f"blk.{i}."
         writer.add_tensor(p + "attn_norm.weight", np.ones(N_EMBD, dtype=np.float32))
         writer.add_tensor(p + "attn_q.weight", w(N_HEAD * head_dim, N_EMBD))
