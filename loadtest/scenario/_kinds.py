@@ -4,7 +4,9 @@ Embeddings are not streamed: there is no first token and no gap between
 tokens, so an SLO on TTFT, ITL or TPOT could never be judged (every level
 would stay undecided), and conversations, tools and structured output have no
 meaning there. Each is one line naming the field; ``batch_size`` on a chat
-workload is refused the same way rather than silently ignored.
+workload is refused the same way rather than silently ignored. So is a
+``min_valid_output_rate`` floor on a workload that asks for no structured
+output: no answer would ever be checked, and the floor would judge nothing.
 """
 
 from __future__ import annotations
@@ -26,6 +28,12 @@ def kind_problem(scenario: Any) -> str | None:
     api = scenario.target.api
     w = scenario.workload
     holders = [("workload", w, scenario.slo)] + [(f"workload.classes[{i}]", c, c.slo) for i, c in enumerate(w.classes)]
+    structured = any(getattr(h, n, None) is not None for _, h, _ in holders for n in ("tools", "response_format"))
+    for path, _holder, slo in holders:
+        if slo is not None and slo.min_valid_output_rate is not None and not structured:
+            where = "slo" if path == "workload" else f"{path}.slo"
+            return (f"{where}.min_valid_output_rate: the workload asks for no structured output "
+                    f"(give workload.tools or workload.response_format, or drop the floor)")
     for path, holder, slo in holders:
         if api == "embeddings":
             for name in _CHAT_ONLY:
