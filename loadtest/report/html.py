@@ -88,14 +88,15 @@ def render_html(analysis: Analysis) -> str:
     body = [f"<h1>{_e(analysis.name or 'Load test')}: capacity report</h1>", header(analysis)]
     body.append("<h2>Per level</h2>" + levels_table(analysis))
     if unary:
-        body.append(f"<p class='how'><b>Not streamed:</b> {_e(NOT_STREAMED)}</p>")
+        api = (analysis.target or {}).get("api")
+        body.append(f"<p class='how'><b>Not streamed:</b> {_e(NOT_STREAMED.replace('embeddings', str(api), 1))}</p>")
     return _page(analysis, body, figures, has_data)
 
 
-#: Why an embeddings report has fewer plots (and empty TTFT/ITL/TPOT panels).
+#: Why an embeddings (rerank, score) report has fewer plots (and empty TTFT/ITL/TPOT panels).
 NOT_STREAMED = (
     "target.api is embeddings: each answer is one JSON body, with no first token and no gaps between tokens. "
-    "Latency is end to end (and TTFB); throughput is input tokens/s and items/s (the per-level table and "
+    "Latency is end to end (and TTFB); throughput is input tokens/s and items/s (inputs, documents or pairs; the per-level table and "
     "summary.json: levels[].input_tokens_per_s, levels[].items_per_s). The streaming-only plots (latency "
     "against output tokens/s, TTFT/ITL distributions, TTFT by turn) are left out, and the TTFT, ITL and "
     "TPOT panels of the latency figure stay empty."

@@ -158,9 +158,14 @@ class Workload:
             messages = [("user", message)]
         if conv.prefix is not None:
             messages = [("system", conv.prefix)] + messages
-        if self._scenario.target.api == "embeddings":  # a batch: each input from the class's source
+        api = self._scenario.target.api
+        if api in ("embeddings", "rerank", "score"):  # a batch: each input from the class's source
+            if api != "embeddings" and plan.spec.query_tokens is not None and entry is None:  # the query's own length
+                messages = [("user", synthetic_text(self._rng, plan.spec.query_tokens.sample(self._rng), salt=self._salt))]
+            # rerank / score: the first text is the query (text_1), then batch_size documents (pairs)
+            extra = plan.spec.batch_size - (1 if api == "embeddings" else 0)
             messages += [("user", self._message(plan, plan.cursor.next() if plan.cursor is not None else None))
-                         for _ in range(plan.spec.batch_size - 1)]
+                         for _ in range(extra)]
         pictures = plan.images.next() if plan.images is not None else None
         return PlannedRequest(
             body=self._body(plan, messages, max_tokens, pictures),
@@ -235,7 +240,7 @@ class Workload:
             prompt: str | list = [{"role": role, "content": content} for role, content in messages]
             if pictures is not None:  # the new message's text, then its images
                 prompt[-1] = {"role": "user", "content": [{"type": "text", "text": messages[-1][1]}, *pictures.parts]}
-        elif t.api == "embeddings":
+        elif t.api in ("embeddings", "rerank", "score"):  # the inputs; rerank/score: the query first
             prompt = [content for _, content in messages]
         else:
             prompt = "\n\n".join(content for _, content in messages)
