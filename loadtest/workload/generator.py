@@ -29,6 +29,8 @@ from loadtest.scenario import Scenario
 from loadtest.scenario import Workload as WorkloadSpec
 from loadtest.scenario._structured import body_fields
 from loadtest.workload.dataset import Cursor, Entry, cursor_for
+from loadtest.errors import InputError
+from loadtest.workload.image_sources import merge, row_image_set
 from loadtest.workload.images import ImageMaker, ImageSet
 from loadtest.workload.prefix import shared_prefixes
 from loadtest.workload.trace import TraceArrival, load_trace
@@ -119,6 +121,11 @@ class Workload:
         self._plans = _class_plans(scenario.workload, salt, f"{scenario.workload.seed}-{stream_seed}",
                                    f"{scenario.workload.seed}-{seed}-{user_tag}")
         self._weights = [p.weight for p in self._plans]
+        for plan in self._plans:  # a row's images are image_url parts of a chat message: nothing else carries them
+            rows = plan.cursor.dataset.with_images if plan.cursor is not None else 0
+            if rows and scenario.target.api != "chat":
+                raise InputError(f"{plan.cursor.dataset.path}: {rows} rows name images; only target.api chat "  # type: ignore[union-attr]
+                                 f"sends them (image_url parts), not {scenario.target.api}")
         self._conversation: _Conversation | None = None
         self._conversations = 0
 
@@ -167,6 +174,8 @@ class Workload:
             messages += [("user", self._message(plan, plan.cursor.next() if plan.cursor is not None else None))
                          for _ in range(extra)]
         pictures = plan.images.next() if plan.images is not None else None
+        if entry is not None and entry.images:  # the row's own images first (files as data URIs, URLs as they are)
+            pictures = merge(row_image_set(entry.images), pictures)
         return PlannedRequest(
             body=self._body(plan, messages, max_tokens, pictures),
             images=pictures.count if pictures is not None else None,
