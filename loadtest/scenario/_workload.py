@@ -58,6 +58,9 @@ class Dataset(_Strict):
     order: Literal["shuffle", "sequential"] = "shuffle"
     #: A ShareGPT answer's length (or a row's ``max_tokens``) becomes that request's max_tokens.
     use_output_lengths: bool = False
+    #: A row's image files: ``data_uri`` (sent inline) or ``served`` (URLs of an image server the run
+    #: starts on 127.0.0.1; the target must run on the same host). URLs in a row are sent as they are.
+    images_as: Literal["data_uri", "served"] = "data_uri"
 
     _file_exists = field_validator("path")(classmethod(lambda cls, v: _existing_file(v)))
 

@@ -30,6 +30,7 @@ from loadtest.scenario import Workload as WorkloadSpec
 from loadtest.scenario._structured import body_fields
 from loadtest.workload.dataset import Cursor, Entry, cursor_for
 from loadtest.errors import InputError
+from loadtest.workload.image_server import served_urls
 from loadtest.workload.image_sources import merge, row_image_set
 from loadtest.workload.images import ImageMaker, ImageSet
 from loadtest.workload.prefix import shared_prefixes
@@ -121,6 +122,9 @@ class Workload:
         self._plans = _class_plans(scenario.workload, salt, f"{scenario.workload.seed}-{stream_seed}",
                                    f"{scenario.workload.seed}-{seed}-{user_tag}")
         self._weights = [p.weight for p in self._plans]
+        # dataset.images_as served: the run's image server's URLs (image_server.py), read once per user
+        self._served = served_urls() if any(p.spec.dataset is not None and p.spec.dataset.images_as == "served"
+                                            for p in self._plans) else None
         for plan in self._plans:  # a row's images are image_url parts of a chat message: nothing else carries them
             rows = plan.cursor.dataset.with_images if plan.cursor is not None else 0
             if rows and scenario.target.api != "chat":
@@ -175,7 +179,9 @@ class Workload:
                          for _ in range(extra)]
         pictures = plan.images.next() if plan.images is not None else None
         if entry is not None and entry.images:  # the row's own images first (files as data URIs, URLs as they are)
-            pictures = merge(row_image_set(entry.images), pictures)
+            # served, but no image server running ({}): a file is refused in one line, never sent inline
+            served = (self._served or {}) if plan.spec.dataset.images_as == "served" else None  # type: ignore[union-attr]
+            pictures = merge(row_image_set(entry.images, served), pictures)
         return PlannedRequest(
             body=self._body(plan, messages, max_tokens, pictures),
             images=pictures.count if pictures is not None else None,

@@ -10,7 +10,9 @@ generated ones of ``workload.images`` if both are asked for:
 - an **http(s) URL** is passed through as it is: the server fetches it, the load generator
   never does (no traffic but to the target), so its size is not known and the request's
   ``image_bytes`` is null (its ``images`` still counts it);
-- a ``data:`` URI is sent as it is, its decoded size recorded.
+- a ``data:`` URI is sent as it is, its decoded size recorded;
+- with ``dataset.images_as: served`` a file goes instead as the URL of the run's own image
+  server on 127.0.0.1 (:mod:`image_server`), its size recorded.
 
 Every reference is checked when the dataset loads: one line naming the file, the row's line and
 the image's index. A file is read once per process and kept while the cache holds (a few
@@ -56,13 +58,23 @@ def row_images(value: Any, path: str, line: int) -> tuple[str, ...] | None:
     return tuple(out)
 
 
-def row_image_set(refs: tuple[str, ...]) -> ImageSet:
-    """The content parts of a row's images; ``bytes`` None when one is a URL (its size unknown)."""
+def row_image_set(refs: tuple[str, ...], served: dict[str, str] | None = None) -> ImageSet:
+    """The content parts of a row's images; ``bytes`` None when one is a URL (its size unknown).
+
+    ``served``: the run's image server's file→URL map (``images_as: served``); a file not in it
+    is an error, never silently sent another way.
+    """
     parts, total, known = [], 0, True
     for ref in refs:
         if ref.startswith(("http://", "https://")):
             parts.append({"type": "image_url", "image_url": {"url": ref}})
             known = False
+            continue
+        if served is not None and not ref.startswith("data:"):
+            if ref not in served:
+                raise InputError(f"{ref}: dataset.images_as is served, but the run's image server does not serve it")
+            parts.append({"type": "image_url", "image_url": {"url": served[ref]}})
+            total += _file_size(ref)
             continue
         uri, size = (ref, _data_uri_bytes(ref)) if ref.startswith("data:") else _file_uri(ref)
         parts.append({"type": "image_url", "image_url": {"url": uri}})
@@ -76,6 +88,14 @@ def merge(first: ImageSet | None, second: ImageSet | None) -> ImageSet | None:
         return first or second
     size = None if first.bytes is None or second.bytes is None else first.bytes + second.bytes
     return ImageSet(first.parts + second.parts, first.count + second.count, size, first.pixels + second.pixels)  # type: ignore[arg-type]
+
+
+@lru_cache(maxsize=4096)
+def _file_size(path: str) -> int:
+    try:
+        return Path(path).stat().st_size
+    except OSError as err:
+        raise InputError(f"{path}: cannot read the image: {err.strerror or err}") from None
 
 
 @lru_cache(maxsize=256)

@@ -105,18 +105,27 @@ def test_dataset_rows_send_their_image_files_and_urls(tmp_path):
     with MockServer(MOCK) as mock:
         scenario = write_scenario(
             tmp_path, mock.base_url,
-            workload={"dataset": {"path": str(tmp_path / "rows.jsonl"), "order": "sequential"}, "max_tokens": 1},
-            load={"levels": [1], "level_duration_s": 2, "warmup_s": 0.3},
+            workload={"max_tokens": 1, "classes": [
+                {"name": "inline", "weight": 3, "dataset": {"path": str(tmp_path / "rows.jsonl"), "order": "sequential"}},
+                # the same rows, their files as URLs of the run's own image server (the mock never fetches: 64 each)
+                {"name": "served", "weight": 1,
+                 "dataset": {"path": str(tmp_path / "rows.jsonl"), "order": "sequential", "images_as": "served"}},
+            ]},
+            load={"levels": [1], "level_duration_s": 2, "max_level_duration_s": 2, "warmup_s": 0.3},
             slo={"ttft_ms": {"p50": 500}, "itl_ms": None, "max_error_rate": 0.05},
         )
         result = loadtest("run", str(scenario), "--out", str(tmp_path / "run"), timeout=120)
     assert result.returncode == 0, result.stderr
     frame = pd.read_parquet(tmp_path / "run" / "requests.parquet")
-    done = frame[~frame.warmup & frame.ok]
     size = (tmp_path / "photo.png").stat().st_size
+    served = frame[~frame.warmup & frame.ok & (frame["class"] == "served")]
+    assert len(served) >= 3 and served.images.notna().all()
+    assert (served.prompt_tokens == 2 + 1 + 64 * served.images).all()  # URLs: the per-image tokens only
+    assert (served[served.image_bytes.notna()].image_bytes % size == 0).all()  # a served file's bytes are known
+    done = frame[~frame.warmup & frame.ok & (frame["class"] == "inline")]
     for words, count, tokens, image_bytes in ((2, 1, PER_IMAGE, size), (2, 2, 2 * PER_IMAGE, 2 * size), (2, 1, 64, None)):
         mine = done[(done.images == count) & (done.prompt_tokens == words + 1 + tokens)]
-        assert len(mine) >= 3, (count, tokens, done[["images", "prompt_tokens"]].drop_duplicates())
+        assert len(mine) >= 2, (count, tokens, done[["images", "prompt_tokens"]].drop_duplicates())
         if image_bytes is None:
             assert mine.image_bytes.isna().all()  # the URL's size is not known
         else:

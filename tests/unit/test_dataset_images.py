@@ -97,3 +97,29 @@ def test_the_figure_has_ttft_by_count_and_by_size_per_level():
     assert [list(t.x) for t in lines] == [[1, 3], [1, 3]] and [list(t.y) for t in lines] == [[40, 100], [50, 120]]
     (scatter,) = [t for t in fig.data if t.mode == "markers"]
     assert list(scatter.x) == [2.0, 6.0] and list(scatter.y) == [41.0, 99.0]  # kilobytes
+
+
+def test_served_images_go_as_urls_of_the_runs_own_server(tmp_path):
+    """``images_as: served``: the run's image server on 127.0.0.1 serves exactly the rows' files."""
+    import urllib.request  # only this test fetches: from the image server it started on 127.0.0.1
+
+    from loadtest.workload.image_server import serving_images
+
+    path = _dataset(tmp_path, [{"prompt": "a", "images": ["img/red.png", "https://images.example/x.jpg"]}])
+    scenario = parse_scenario({"name": "d", "load": {"levels": [1]}, "workload": {
+        "dataset": {"path": str(path), "images_as": "served"}}}, "s.yaml")
+    with pytest.raises(InputError, match="the run's image server does not serve it"):
+        Workload(scenario).next_request()  # no server running: never sent another way
+    with serving_images(scenario) as urls:
+        assert list(urls) == [str(tmp_path / "img" / "red.png")]  # files only; the URL row stays as it is
+        planned = Workload(scenario).next_request()
+        parts = orjson.loads(planned.body)["messages"][-1]["content"]
+        url = parts[1]["image_url"]["url"]
+        assert url.startswith("http://127.0.0.1:") and parts[2]["image_url"]["url"] == "https://images.example/x.jpg"
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            assert answer.read() == (tmp_path / "img" / "red.png").read_bytes()
+            assert answer.headers["Content-Type"] == "image/png"
+        guess = url.rsplit("/", 2)[0] + "/0/../../rows.jsonl"
+        with pytest.raises(urllib.error.HTTPError):  # nothing but the listed files, by number
+            urllib.request.urlopen(guess, timeout=5)
+    assert planned.images == 2 and planned.image_bytes is None  # the URL's size is unknown
