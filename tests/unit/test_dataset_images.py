@@ -103,7 +103,7 @@ def test_served_images_go_as_urls_of_the_runs_own_server(tmp_path):
     """``images_as: served``: the run's image server on 127.0.0.1 serves exactly the rows' files."""
     import urllib.request  # only this test fetches: from the image server it started on 127.0.0.1
 
-    from loadtest.workload.image_server import serving_images
+    from loadtest.workload.image_server import serving_images  # only this test starts the image server
 
     path = _dataset(tmp_path, [{"prompt": "a", "images": ["img/red.png", "https://images.example/x.jpg"]}])
     scenario = parse_scenario({"name": "d", "load": {"levels": [1]}, "workload": {

@@ -20,9 +20,8 @@ from loadtest.analysis.slo import SloSpec
 from loadtest.cli import main
 from loadtest.compare.rules import parse_rules
 from loadtest.errors import InputError
-from loadtest.records import RequestWriter, records_to_table, write_run_json
 from loadtest.scenario import parse_scenario
-from support.synthetic import closed_loop_rows, level_plan, run_dict, to_frame
+from support.synthetic import closed_loop_rows, level_plan, run_dict, to_frame, write_run_folder
 
 T0 = 1_764_000_000.0
 LEVELS = (1, 2, 4)
@@ -110,23 +109,11 @@ def test_rules_know_the_check():
     assert parse_rules().tolerance_for("valid_output_rate") == 0.01
 
 
-def _folder(path: Path, rows: list, plan: list) -> Path:
-    writer = RequestWriter(path)
-    writer.write(records_to_table(rows))
-    writer.close()
-    run = run_dict(plan, warmup_s=1.0, slo=SCENARIO["slo"], name=SCENARIO["name"])
-    run["scenario"] = SCENARIO
-    write_run_json(path, run)
-    with contextlib.redirect_stdout(io.StringIO()):
-        assert main(["analyze", str(path)]) == 0
-    return path
-
-
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("valid-pair")
-    base = _folder(root / "base", *_rows(broken_every=0, seed=1))
-    cand = _folder(root / "cand", *_rows(broken_every=3, scale=0.8, seed=2))  # 20% faster, a third broken
+    base = write_run_folder(root / "base", *_rows(broken_every=0, seed=1), SCENARIO)
+    cand = write_run_folder(root / "cand", *_rows(broken_every=3, scale=0.8, seed=2), SCENARIO)  # 20% faster, a third broken
     return base, cand
 
 

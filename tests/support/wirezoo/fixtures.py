@@ -433,7 +433,16 @@ EMBEDDINGS_MISSING_VECTOR = Fixture(
 # -- rerank and score: a query against documents, one JSON body (vLLM's pooling protocol) --------------
 _FRANCE = ["What is the capital of France?", "The capital of Brazil is Brasilia.", "The capital of France is Paris.",
            "Horses and cows are both animals"]
-VLLM_RERANK = Fixture(
+
+
+def _unary(name: str, server: str, source: str, body: list[bytes], expect: dict[str, Any], api: str,
+           prompt: Any) -> Fixture:
+    """A fixture answered in one JSON body (no stream, no content chunks), for ``prompt``'s request."""
+    return Fixture(name, server, source, body, expect, api=api, headers={"Content-Type": "application/json"},
+                   framing="length", prompt=prompt)
+
+
+VLLM_RERANK = _unary(
     "vllm-rerank", "vLLM /v1/rerank: results sorted by relevance, each with its document, usage.prompt_tokens",
     "docs.vllm.ai serving/openai_compatible_server (Re-rank API example); vllm/entrypoints/pooling/score/protocol.py",
     [b'{"id":"rerank-b389becfb1070107","model":"BAAI/bge-reranker-base","usage":{"prompt_tokens":56,"total_tokens":56},'
@@ -441,37 +450,37 @@ VLLM_RERANK = Fixture(
      b'{"index":0,"document":{"text":"The capital of Brazil is Brasilia.","multi_modal":null},"relevance_score":0.0005859603406861424},'
      b'{"index":2,"document":{"text":"Horses and cows are both animals","multi_modal":null},"relevance_score":0.00005664825439453125}]}'],
     {"ok": True, "token_source": "usage", "chunk_tokens": [], "completion_tokens": 0, "prompt_tokens": 56, "items": 3},
-    api="rerank", headers={"Content-Type": "application/json"}, framing="length", prompt=_FRANCE,
+    "rerank", _FRANCE,
 )
 
-COHERE_RERANK = Fixture(
+COHERE_RERANK = _unary(
     "cohere-rerank", "Cohere /v2/rerank: results without documents, billed search units instead of tokens",
     "docs.cohere.com/v2/reference/rerank (the response example)",
     [b'{"results":[{"index":1,"relevance_score":0.999071},{"index":0,"relevance_score":0.32713068},'
      b'{"index":2,"relevance_score":0.0000018453284}],"id":"07734bd2-2473-4f07-94e1-0d9f0e6843cf",'
      b'"meta":{"api_version":{"version":"2","is_experimental":false},"billed_units":{"search_units":1}}}'],
     {"ok": True, "chunk_tokens": [], "completion_tokens": 0, "items": 3},
-    api="rerank", headers={"Content-Type": "application/json"}, framing="length", prompt=_FRANCE,
+    "rerank", _FRANCE,
 )
 
-VLLM_SCORE = Fixture(
+VLLM_SCORE = _unary(
     "vllm-score", "vLLM /score: one text_1 against two text_2, a score object per pair",
     "docs.vllm.ai serving/openai_compatible_server (Score API: single inference against a batch)",
     [b'{"id":"score-request-id","object":"list","created":693570,"model":"BAAI/bge-reranker-v2-m3",'
      b'"data":[{"index":0,"object":"score","score":0.001094818115234375},{"index":1,"object":"score","score":1.0}],'
      b'"usage":{"prompt_tokens":27,"total_tokens":27,"completion_tokens":0,"prompt_tokens_details":null}}'],
     {"ok": True, "token_source": "usage", "chunk_tokens": [], "completion_tokens": 0, "prompt_tokens": 27, "items": 2},
-    api="score", headers={"Content-Type": "application/json"}, framing="length", prompt=_FRANCE[:3],
+    "score", _FRANCE[:3],
 )
 
-RERANK_MISSING_RESULT = Fixture(
+RERANK_MISSING_RESULT = _unary(
     "rerank-missing-result", "a rerank 200 with fewer scored results than documents asked for: not a success",
     "the rerank contract (top_n results, each an index that was sent, with a relevance_score)",
     [b'{"id":"rerank-1","model":"m","usage":{"prompt_tokens":56,"total_tokens":56},'
      b'"results":[{"index":1,"relevance_score":0.99},{"index":7,"relevance_score":0.5}]}'],
     {"ok": False, "error_kind": "malformed", "chunk_tokens": [], "completion_tokens": 0, "items": 3,
      "error_contains": "1 scored results for 3 documents"},
-    api="rerank", headers={"Content-Type": "application/json"}, framing="length", prompt=_FRANCE,
+    "rerank", _FRANCE,
 )
 
 # -- the Responses API: named events, no [DONE], usage on response.completed ------------------------
