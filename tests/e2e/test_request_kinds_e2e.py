@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 from collections import Counter
 
@@ -108,8 +109,10 @@ def test_a_valid_output_floor_judges_every_level_of_the_broken_server(sweep_dir,
     under the floor never passes, and the whole run's share is far under the floor."""
     run = tmp_path / "run"
     shutil.copytree(sweep_dir[0], run)  # analyze rewrites the folder's summary: the shared sweep stays as run
-    result = loadtest("analyze", str(run), "--slo", "min_valid_output_rate=0.9", timeout=120)
+    result = loadtest("analyze", str(run), "--slo", "min_valid_output_rate=0.9", timeout=120,
+                      env={**os.environ, "COLUMNS": "200"})  # a narrow pipe would squeeze the headers
     assert result.returncode == 0, result.stderr
+    assert " valid " in result.stdout.split("\n")[2]  # the terminal's per-level table has the valid share
     s = summary(run)
     assert s["slo"]["min_valid_output_rate"] == 0.9
     valid = checked = 0
