@@ -131,3 +131,12 @@ def test_compare_calls_a_faster_server_with_broken_json_a_regression(pair, tmp_p
     assert checks[("valid_output_rate", 1)]["verdict"] == "unchanged"
     assert checks[("itl_ms.p95", 4)]["verdict"] == "improvement"  # faster, and still a failed gate
     assert code == 1
+
+
+def test_a_floor_too_high_for_the_answers_checked_says_so():
+    """A 0.999 floor on ~100 answers: one invalid answer already puts the share under it (low_n)."""
+    analysis = _analysis(SloSpec.from_dict({"min_valid_output_rate": 0.999}))
+    broken = analysis.levels[2].check("valid_output_rate")
+    assert broken.low_n and analysis.levels[0].check("valid_output_rate").low_n  # both levels hold ~100 answers
+    words = [w for w in analysis.warnings if w.startswith("valid_output_rate is judged on so few checked answers")]
+    assert len(words) == 1 and " 4 " in words[0], analysis.warnings  # only the level with an invalid answer
