@@ -26,8 +26,7 @@ from aiohttp import web
 from loadtest.mock import wire
 from loadtest.mock.arrival_log import ArrivalLog
 from loadtest.mock.config import MockConfig
-from loadtest.mock.embeddings import serve_embeddings
-from loadtest.mock.ranking import RERANK_PATHS, SCORE_PATHS, parse_rerank, parse_score, ranking_body
+from loadtest.mock.pooled_routes import POOLED_PATHS, add_pooled_routes
 from loadtest.mock.prefix_cache import PrefixCache
 from loadtest.mock.engine import Engine, Outcome, Sequence
 from loadtest.mock.faults import FaultInjector, FaultPlan, middle_chunk
@@ -40,9 +39,8 @@ from loadtest.mock.structured import StructuredEncoder
 
 CHAT_PATH = "/v1/chat/completions"
 COMPLETIONS_PATH = "/v1/completions"
-EMBEDDINGS_PATH = "/v1/embeddings"
 RESPONSES_PATH = "/v1/responses"
-_COUNTED_PATHS = frozenset({CHAT_PATH, COMPLETIONS_PATH, EMBEDDINGS_PATH, RESPONSES_PATH, *RERANK_PATHS, *SCORE_PATHS})
+_COUNTED_PATHS = frozenset({CHAT_PATH, COMPLETIONS_PATH, RESPONSES_PATH, *POOLED_PATHS})
 
 _JSON = "application/json"
 _SSE_HEADERS = {
@@ -104,12 +102,8 @@ class MockService:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post(CHAT_PATH, self._chat)
         app.router.add_post(COMPLETIONS_PATH, self._completions)
-        app.router.add_post(EMBEDDINGS_PATH, self._embeddings)
         app.router.add_post(RESPONSES_PATH, self._responses)
-        for path in RERANK_PATHS:  # vLLM's three, Cohere's and Jina's /v1/rerank among them
-            app.router.add_post(path, self._rerank)
-        for path in SCORE_PATHS:
-            app.router.add_post(path, self._score)
+        add_pooled_routes(app, self, error_response, _OUTCOME)  # embeddings, rerank, score: one body each
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/health", self._health)
         app.router.add_get("/metrics", self._metrics)
@@ -169,26 +163,6 @@ class MockService:
 
     async def _responses(self, request: web.Request) -> web.StreamResponse:
         return await self._complete(request, chat=True, responses=True)
-
-    async def _embeddings(self, request: web.Request) -> web.StreamResponse:
-        """One step of the engine with the batch's prompt tokens as its prefill (see embeddings.py)."""
-        return await self._pooled(request)
-
-    async def _rerank(self, request: web.Request) -> web.StreamResponse:
-        """Like embeddings: one step whose prefill is every (query, document) pair's tokens (ranking.py)."""
-        return await self._pooled(request, parse_rerank, ranking_body)
-
-    async def _score(self, request: web.Request) -> web.StreamResponse:
-        """vLLM's /score: one step whose prefill is every (text_1, text_2) pair's tokens (ranking.py)."""
-        return await self._pooled(request, parse_score, ranking_body)
-
-    async def _pooled(self, request: web.Request, *kind) -> web.StreamResponse:
-        """A request answered in one body (``kind``: its parse and render, none for embeddings), counted once."""
-        request[_OUTCOME] = "client_left"
-        try:
-            return await serve_embeddings(self, request, error_response, _OUTCOME, *kind)
-        finally:
-            self.metrics.outcomes[request[_OUTCOME]] += 1
 
     async def _complete(self, request: web.Request, *, chat: bool, responses: bool = False) -> web.StreamResponse:
         """Handle one request and count how it ended (exactly one outcome per request)."""
