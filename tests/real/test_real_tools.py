@@ -47,7 +47,7 @@ def test_a_text_answer_to_a_required_tool_call_is_timed_and_marked_invalid(serve
 
 
 def test_a_valid_output_floor_judges_a_real_servers_tool_calls(server, tmp_path):
-    """A short run with ``tool_choice: required`` and ``slo.min_valid_output_rate: 0.9`` on the real server.
+    """A 2 s run with ``tool_choice: required`` and ``slo.min_valid_output_rate: 0.9`` on the real server.
 
     Whatever the build answers (plain words, or a call its template forced), each level's check is
     its measured valid share and Wilson interval, and a share under the floor never passes."""
@@ -56,7 +56,7 @@ def test_a_valid_output_floor_judges_a_real_servers_tool_calls(server, tmp_path)
     scenario = write_scenario(
         tmp_path, server.base_url, target={"model": server.model},
         workload={"prompt_tokens": {"mean": 8, "stddev": 0}, "max_tokens": 16, "tools": TOOLS, "tool_choice": "required"},
-        load={"levels": [1], "level_duration_s": 4, "max_level_duration_s": 4, "warmup_s": 0.5},
+        load={"levels": [1], "level_duration_s": 2, "max_level_duration_s": 2, "warmup_s": 0.5},
         slo={"ttft_ms": None, "itl_ms": None, "e2e_ms": {"p95": 30000}, "max_error_rate": 0.1,
              "min_valid_output_rate": 0.9},
     )
