@@ -88,7 +88,7 @@ def add_read_commands(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("analyze", help="re-analyze a saved run (optionally with other SLOs)")
     p.add_argument("run_dir", type=path_arg, help="a run folder written by 'loadtest run' (local or s3://)")
-    p.add_argument("--slo", action="append", metavar="METRIC.PCT=LIMIT", help="override an SLO, e.g. itl_ms.p95=40 or max_error_rate=0.05")
+    p.add_argument("--slo", action="append", metavar="METRIC.PCT=LIMIT", help="override an SLO, e.g. itl_ms.p95=40, max_error_rate=0.05 or min_valid_output_rate=0.99")
     add_autoscaling_args(p)
     add_cost_args(p)
     p.set_defaults(func=_cmd_analyze)

@@ -40,6 +40,10 @@ PERCENTILE_DEFINITION = (
 #: The SLO key of the error budget (a rate, not a latency: ``slo.max_error_rate``, ``--slo max_error_rate=``).
 ERROR_BUDGET = "max_error_rate"
 
+#: The SLO key of the least share of valid structured outputs (``slo.min_valid_output_rate``,
+#: ``--slo min_valid_output_rate=``): a level whose tool calls or schema answers break fails it.
+VALID_OUTPUT_MINIMUM = "min_valid_output_rate"
+
 #: What one sample of a metric is: a request, a gap between content chunks, or a measured window.
 Per = Literal["request", "gap", "window"]
 
@@ -139,6 +143,13 @@ METRICS: tuple[Metric, ...] = (
         "(ttft <= tightest TTFT limit, ttfb <= tightest TTFB limit, tpot <= tightest ITL/TPOT limit, "
         "e2e <= tightest e2e limit), per second",
         kind="rate", per="window",
+    ),
+    Metric(
+        "valid_output_rate", "valid output rate", "fraction",
+        "with workload.tools or response_format: answers that parse and validate (tool-call JSON against "
+        "the tool's parameters, output against the schema) / successful checked requests that started in "
+        "the measured window; Wilson CI (valid_output_rate_ci); null when nothing was checked",
+        kind="rate", per="request",
     ),
     Metric(
         "error_rate", "error rate", "fraction",

@@ -28,6 +28,7 @@ from loadtest.redact import ScrubbingFormatter
 from loadtest.run_record import WarmupRequests
 from loadtest.run_state import RunOptions, RunState, initial_record
 from loadtest.scenario import Scenario
+from loadtest.workload.image_server import serving_images
 
 __all__ = ["RunOptions", "RunOutcome", "RunState", "default_run_dir", "make_run_dir", "run_scenario"]
 
@@ -159,7 +160,8 @@ def _run_in_folder(scenario: Scenario, options: RunOptions, run_dir: Path, guard
     )
     web = web_control(scenario, options, state)
     try:
-        interrupted = run_load(scenario, options, state, settings, console, scraper, web)
+        with serving_images(scenario):  # dataset.images_as served: the image files on 127.0.0.1 during the load
+            interrupted = run_load(scenario, options, state, settings, console, scraper, web)
         if guard.full:
             raise _folder_full(guard, run_dir)
         if interrupted:

@@ -37,7 +37,7 @@ from typing import Sequence
 
 from loadtest.analysis.results import Capacity, CapacityVerdict, Check, LevelResult
 from loadtest.analysis.slo import METRIC_LABELS, SloSpec
-from loadtest.analysis.verdict import ERROR_RATE_CHECK
+from loadtest.analysis.verdict import ERROR_RATE_CHECK, VALID_OUTPUT_CHECK
 
 
 def find_capacity(levels: Sequence[LevelResult], slo: SloSpec, confidence: float = 0.95) -> Capacity:
@@ -186,9 +186,12 @@ def ci_label(confidence: float) -> str:
 
 def describe_check(check: Check, *, with_ci: bool = False, confidence: float = 0.95) -> str:
     """``"p95 ITL is 130 ms against a 120 ms limit"`` (no leading article)."""
-    if check.metric == ERROR_RATE_CHECK:
+    if check.metric in (ERROR_RATE_CHECK, VALID_OUTPUT_CHECK):
         whose = f"{check.class_name} class's " if check.class_name else ""
-        text = f"{whose}error rate is {fmt_pct(check.value)} against a {check.limit * 100:g}% budget"
+        if check.metric == ERROR_RATE_CHECK:
+            text = f"{whose}error rate is {fmt_pct(check.value)} against a {check.limit * 100:g}% budget"
+        else:
+            text = f"{whose}valid output rate is {fmt_pct(check.value)} against a {check.limit * 100:g}% floor"
         if with_ci:
             text += f" ({ci_label(confidence)} {fmt_pct(check.ci[0])}–{fmt_pct(check.ci[1])})"
         return text

@@ -103,6 +103,12 @@ def level_caveats(levels: Sequence[LevelResult], slo: SloSpec, min_complete: int
                 f"at {unit} {_levels(at)} (flagged low_n): a single failure already exceeds the budget"
             )
             continue
+        if name.split(".")[-1] == "valid_output_rate":  # the floor: one broken answer in fewer than 1/(1 - floor)
+            out.append(
+                f"{name} is judged on so few checked answers at {unit} {_levels(at)} (flagged low_n) that a single "
+                "invalid one already puts the share under the floor; lengthen the levels"
+            )
+            continue
         out.append(
             f"{name} is computed from too few samples at {unit} {_levels(at)} (flagged low_n): "
             "the percentile is close to the largest sample; lengthen the levels"
@@ -127,6 +133,8 @@ def _low_n_matters(check: Check) -> bool:
     """
     if check.name == "error_rate":
         return check.value > 0
+    if check.name == "valid_output_rate":  # the floor: only when an answer was invalid
+        return check.value < 1
     return check.verdict != "fail"
 
 

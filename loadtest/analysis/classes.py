@@ -22,7 +22,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from loadtest.analysis.results import Check, LevelResult
 from loadtest.analysis.slo import METRICS, SloSpec
-from loadtest.analysis.verdict import error_rate_check, evaluate_level, level_status
+from loadtest.analysis.verdict import evaluate_level, level_status, rate_checks
 from loadtest.errors import InputError
 
 
@@ -88,7 +88,8 @@ def judge_classes(
     """Evaluate each class by its SLO and make ``level``'s verdict the worst over them.
 
     ``level`` keeps its own metrics (all classes together); its checks become
-    every class's checks (tagged with the class) plus the overall error budget.
+    every class's checks (tagged with the class) plus the overall error budget and
+    valid-output floor.
     Goodput counts each request against its own class's limits.
     """
     checks: list[Check] = []
@@ -100,8 +101,7 @@ def judge_classes(
             # limit is a certain miss: the class fails here, as the level it belongs to does
             class_level.status = "fail"
         checks += class_level.checks
-    if top.max_error_rate is not None:
-        checks.append(error_rate_check(level, top.max_error_rate))
+    checks += rate_checks(level, top)
     level.classes = dict(per_class)
     level.checks = checks
     level.status = level_status(level.requests, checks)

@@ -16,6 +16,9 @@ import pandas as pd
 
 from loadtest.analysis.columns import numeric
 
+#: Requests per level kept for the report's TTFT-against-bytes scatter (not serialized).
+PLOT_POINTS = 2000
+
 
 def level_images(requests: pd.DataFrame, frame: pd.DataFrame, levels: Sequence[Any]) -> None:
     """Set ``level.images`` (None when the run sent no images); ``levels`` in window order."""
@@ -38,9 +41,14 @@ def level_images(requests: pd.DataFrame, frame: pd.DataFrame, levels: Sequence[A
             if len(values):
                 by_count[str(count)] = {"p50": round(float(np.percentile(values, 50)), 3),
                                         "p95": round(float(np.percentile(values, 95)), 3), "n": int(len(values))}
+        known = mine & np.isfinite(sizes) & np.isfinite(ttft)  # a URL's size is unknown: not on the scatter
+        step = max(1, int(known.sum()) // PLOT_POINTS)
+        level.samples["image_bytes"] = sizes[known][::step]
+        level.samples["image_ttft_ms"] = ttft[known][::step]
         level.images = {
             "per_request": round(float(counts[mine].mean()), 4),
-            "bytes_per_request": round(float(np.nanmean(sizes[mine])), 1),
+            # null when every request's size is unknown (images given as URLs the server fetches)
+            "bytes_per_request": round(float(np.nanmean(sizes[mine])), 1) if np.isfinite(sizes[mine]).any() else None,
             "prompt_tokens_per_request": round(float(np.nanmean(prompt[mine])), 1) if np.isfinite(prompt[mine]).any() else None,
             "ttft_ms_by_count": by_count,
         }

@@ -211,5 +211,8 @@ def level_results(
             )
         )
         results[-1].valid_output_rate, results[-1].valid_output_checked = valid_output_rate(valid, mine & ok)
+        if results[-1].valid_output_rate is not None:
+            n_valid = round(results[-1].valid_output_rate * results[-1].valid_output_checked)
+            results[-1].valid_output_ci = wilson_interval(n_valid, results[-1].valid_output_checked, confidence)
         results[-1].input_tokens_per_s, results[-1].items_per_s = input_rates(frame, ended_ok, duration)
     return results

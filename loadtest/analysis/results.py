@@ -130,6 +130,8 @@ class LevelResult:
     #: requests that succeeded; None when the workload asked for no structure (:mod:`output_validity`).
     valid_output_rate: float | None = None
     valid_output_checked: int = 0
+    #: Wilson interval of ``valid_output_rate`` at the run's confidence (None when nothing was checked).
+    valid_output_ci: tuple[float, float] | None = None
     #: Prompt tokens and inputs of the successful requests that ended in the window, per second
     #: (the throughput of embeddings; items None for chat/completions).
     input_tokens_per_s: float | None = None

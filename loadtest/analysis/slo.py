@@ -20,6 +20,12 @@ The YAML shape is kept as the serialized shape too (:meth:`SloSpec.to_dict`), so
       ttft_ms: {p95: 500}
       itl_ms: {p95: 50}
       max_error_rate: 0.01
+      min_valid_output_rate: 0.99   # with workload.tools / response_format
+
+The last is a floor, not a ceiling: the share of answers whose tool-call JSON
+or schema output validates (``levels[].valid_output_rate``) must stay at or
+above it, so a server that gets faster by emitting broken JSON fails the level
+instead of looking better.
 """
 
 from __future__ import annotations
@@ -31,12 +37,15 @@ from typing import Any, Iterable, Mapping
 from pydantic import BaseModel, ConfigDict, ValidationError, model_serializer, model_validator
 
 from loadtest.errors import InputError
-from loadtest.metric_registry import ERROR_BUDGET, LABELS, PERCENTILES, SLO_METRICS
+from loadtest.metric_registry import ERROR_BUDGET, LABELS, PERCENTILES, SLO_METRICS, VALID_OUTPUT_MINIMUM
 
 #: Latency metrics an SLO may constrain (all in milliseconds): the registry's ``slo=True`` ones.
 METRICS: tuple[str, ...] = SLO_METRICS
 
 ERROR_RATE = ERROR_BUDGET
+VALID_OUTPUT = VALID_OUTPUT_MINIMUM
+#: The SLO keys that are rates (a fraction between 0 and 1), not latency metrics.
+RATE_KEYS = (ERROR_RATE, VALID_OUTPUT)
 
 #: Human names for messages ("the p95 ITL is 130 ms").
 METRIC_LABELS: dict[str, str] = LABELS
@@ -90,6 +99,8 @@ class SloSpec(BaseModel):
 
     checks: tuple[SloCheck, ...] = ()
     max_error_rate: float | None = DEFAULT_MAX_ERROR_RATE
+    #: The least share of valid structured outputs per level (None: not judged; see the module doc).
+    min_valid_output_rate: float | None = None
 
     # -- construction -----------------------------------------------------------------
 
@@ -106,11 +117,13 @@ class SloSpec(BaseModel):
         checks: list[SloCheck] = []
         out: dict[str, Any] = {}
         for key, value in data.items():
-            if key == ERROR_RATE:
-                out[ERROR_RATE] = None if value is None else _error_rate(value, where=str(key))
+            if key in RATE_KEYS:
+                out[str(key)] = None if value is None else _error_rate(value, where=str(key))
                 continue
             if key not in METRICS:
-                raise SloError(str(key), f"unknown SLO metric; expected one of {', '.join(METRICS)} or {ERROR_RATE}")
+                raise SloError(
+                    str(key), f"unknown SLO metric; expected one of {', '.join(METRICS)}, {ERROR_RATE} or {VALID_OUTPUT}"
+                )
             if value is None:
                 continue
             if not isinstance(value, Mapping):
@@ -130,6 +143,8 @@ class SloSpec(BaseModel):
         for check in self.checks:
             out[check.metric][check.percentile] = check.limit
         out[ERROR_RATE] = self.max_error_rate
+        if self.min_valid_output_rate is not None:  # only when set: older readers know no such key
+            out[VALID_OUTPUT] = self.min_valid_output_rate
         return out
 
     @classmethod
@@ -172,13 +187,13 @@ class SloSpec(BaseModel):
         if "=" not in text:
             raise InputError(
                 f"bad --slo override {raw!r}: expected METRIC.PERCENTILE=LIMIT (e.g. itl_ms.p95=40) "
-                f"or {ERROR_RATE}=RATE"
+                f"or {ERROR_RATE}=RATE or {VALID_OUTPUT}=RATE"
             )
         key, _, value = (part.strip() for part in text.partition("="))
         remove = value.lower() in ("off", "none", "null")
-        if key == ERROR_RATE:
+        if key in RATE_KEYS:
             rate = None if remove else _error_rate(value, where=key)
-            return self.model_copy(update={"max_error_rate": rate})
+            return self.model_copy(update={key: rate})
         metric, dot, pct = key.partition(".")
         if not dot:
             raise InputError(
@@ -199,7 +214,7 @@ class SloSpec(BaseModel):
 
     @property
     def is_empty(self) -> bool:
-        return not self.checks and self.max_error_rate is None
+        return not self.checks and self.max_error_rate is None and self.min_valid_output_rate is None
 
     def tightest(self, *metrics: str) -> float | None:
         """The smallest limit over all percentiles of ``metrics`` (``None`` when unconstrained).
@@ -217,16 +232,20 @@ class SloSpec(BaseModel):
             out.setdefault(check.metric, {})[check.percentile] = check.limit
         if self.max_error_rate is not None:
             out[ERROR_RATE] = self.max_error_rate
+        if self.min_valid_output_rate is not None:
+            out[VALID_OUTPUT] = self.min_valid_output_rate
         return out
 
     def __eq__(self, other: object) -> bool:
         """Equal objectives, however the two were built (which fields were set does not count)."""
         if not isinstance(other, SloSpec):
             return NotImplemented
-        return self.checks == other.checks and self.max_error_rate == other.max_error_rate
+        return (self.checks, self.max_error_rate, self.min_valid_output_rate) == (
+            other.checks, other.max_error_rate, other.min_valid_output_rate
+        )
 
     def __hash__(self) -> int:
-        return hash((self.checks, self.max_error_rate))
+        return hash((self.checks, self.max_error_rate, self.min_valid_output_rate))
 
 
 # -- validation helpers -------------------------------------------------------------------
@@ -261,7 +280,8 @@ def _limit(value: Any, *, where: str) -> float:
 def _error_rate(value: Any, *, where: str) -> float:
     number = _number(value, where=where)
     if not 0.0 <= number <= 1.0:
-        raise SloError(where, f"an error rate is a fraction between 0 and 1, got {value!r}")
+        what = "a valid-output rate" if where.endswith(VALID_OUTPUT) else "an error rate"
+        raise SloError(where, f"{what} is a fraction between 0 and 1, got {value!r}")
     return number
 
 

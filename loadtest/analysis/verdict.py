@@ -15,6 +15,12 @@ A check compares a point estimate *and* its interval with the limit:
   would make nearly every short level "uncertain" without saying anything about
   the endpoint. The interval is still reported, and ``low_n`` flags a level
   with fewer requests than 1 / max_error_rate;
+* valid-output floor (``min_valid_output_rate``): the mirror image, ``fail``
+  when the share of valid structured outputs is under the floor and so is the
+  Wilson interval's upper bound, ``uncertain`` when it is under but within
+  noise, ``pass`` when it is at or above. Judged only where answers were
+  checked: a class that asks for no structure, or a level whose every request
+  failed (the error budget's case), has no such check;
 * no samples: ``no_data``.
 
 **The confidence level.** A run with a fixed level duration judges each level
@@ -47,6 +53,7 @@ from loadtest.analysis.results import Check, CheckVerdict, LevelResult, LevelSta
 from loadtest.analysis.slo import SloCheck, SloSpec
 
 ERROR_RATE_CHECK = "error_rate"
+VALID_OUTPUT_CHECK = "valid_output_rate"
 #: The confidence of a run judged once per level.
 DEFAULT_CONFIDENCE = 0.95
 TOO_FEW = "too few samples"
@@ -126,11 +133,49 @@ def error_rate_check(level: LevelResult, max_error_rate: float) -> Check:
     )
 
 
-def evaluate_level(level: LevelResult, slo: SloSpec) -> LevelResult:
-    """Attach the checks and the level status to ``level`` (returned for chaining)."""
-    checks = [latency_check(level, c) for c in slo.checks]
+def valid_output_check(level: LevelResult, minimum: float) -> Check | None:
+    """The valid-output floor at ``level``; None where no answer was checked (see the module doc)."""
+    n = level.valid_output_checked
+    rate = level.valid_output_rate
+    if n == 0 or rate is None:
+        return None
+    ci = level.valid_output_ci or (math.nan, math.nan)
+    verdict: CheckVerdict
+    if rate >= minimum:
+        verdict = "pass"
+    elif math.isfinite(ci[1]) and ci[1] < minimum:
+        verdict = "fail"
+    else:
+        verdict = "uncertain"
+    return Check(
+        name=VALID_OUTPUT_CHECK,
+        metric=VALID_OUTPUT_CHECK,
+        percentile=None,
+        value=rate,
+        ci=ci,
+        limit=minimum,
+        verdict=verdict,
+        n=n,
+        # one invalid answer among fewer than 1 / (1 - minimum) already puts the share under the floor
+        low_n=minimum < 1.0 and n * (1.0 - minimum) < 1.0,
+        reason=STRADDLES if verdict == "uncertain" else "",
+    )
+
+
+def rate_checks(level: LevelResult, slo: SloSpec) -> list[Check]:
+    """The SLO's rate checks at ``level``: the error budget and the valid-output floor, where set."""
+    checks = []
     if slo.max_error_rate is not None:
         checks.append(error_rate_check(level, slo.max_error_rate))
+    if slo.min_valid_output_rate is not None:
+        valid = valid_output_check(level, slo.min_valid_output_rate)
+        checks += [valid] if valid is not None else []
+    return checks
+
+
+def evaluate_level(level: LevelResult, slo: SloSpec) -> LevelResult:
+    """Attach the checks and the level status to ``level`` (returned for chaining)."""
+    checks = [latency_check(level, c) for c in slo.checks] + rate_checks(level, slo)
     level.checks = checks
     level.status = level_status(level.requests, checks)
     return level

@@ -1,4 +1,4 @@
-"""Requests that are not streamed: embeddings. One JSON body in, one record out.
+"""Requests that are not streamed: embeddings, rerank and score. One JSON body in, one record out.
 
 An embeddings request has no first token and no chunks: its latency is the
 whole exchange (``e2e_ms``, stamped when the last body byte was read), its
@@ -16,10 +16,11 @@ from typing import Any
 
 import orjson
 
+from loadtest.client.ranking import RANKING_APIS, ranking_kind, read_ranking
 from loadtest.client.record import RequestRecord
 
-#: Request kinds answered with one JSON body instead of an event stream.
-UNARY_APIS = frozenset({"embeddings"})
+#: Request kinds answered with one JSON body instead of an event stream (rerank, score: ranking.py).
+UNARY_APIS = frozenset({"embeddings"}) | RANKING_APIS
 
 
 def inputs_sent(body: bytes) -> int:
@@ -64,8 +65,16 @@ def read_embeddings(rec: RequestRecord, payload: bytes, expected: int) -> None:
 def send_unary(rec: RequestRecord, response: Any, body: bytes, max_body: int) -> None:
     """Read a 200's whole JSON body and record it; e2e is when its last byte arrived."""
     if "json" not in (response.get("content-type") or ""):
-        rec.fail("malformed", f"embeddings answer is not JSON: Content-Type is {response.get('content-type')!r}")
+        rec.fail("malformed", f"the answer is not JSON: Content-Type is {response.get('content-type')!r}")
         return
     payload = response.read(max_body)
     rec.e2e_ms = (time.perf_counter() - rec.start_perf) * 1000.0
-    read_embeddings(rec, payload, inputs_sent(body))
+    try:  # which kind: the body we built says (a rerank's query and documents, a score's text_1 and text_2)
+        sent = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        sent = None
+    kind = ranking_kind(sent)
+    if kind is not None:
+        read_ranking(rec, payload, kind, sent)  # type: ignore[arg-type]
+    else:
+        read_embeddings(rec, payload, inputs_sent(body))

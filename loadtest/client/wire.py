@@ -14,10 +14,13 @@ from typing import Any, Collection, Literal
 
 import orjson
 
-Api = Literal["chat", "completions", "embeddings", "responses"]
+from loadtest.client.ranking import RANKING_APIS, ranking_body
+
+Api = Literal["chat", "completions", "embeddings", "responses", "rerank", "score"]
 
 PATHS: dict[str, str] = {
     "chat": "/chat/completions", "completions": "/completions", "embeddings": "/embeddings", "responses": "/responses",
+    "rerank": "/rerank", "score": "/score",  # vLLM serves both under / and /v1; Cohere and Jina /v1/rerank
 }
 
 
@@ -59,6 +62,8 @@ def build_body(
     ``fields`` are further body fields the workload asks for (``tools``, ``response_format``),
     which ``extra_body`` may still override.
     """
+    if api in RANKING_APIS:  # not streamed: a query and its documents (ranking.py)
+        return ranking_body(api, model, prompt, fields, extra_body)  # type: ignore[arg-type]
     if api == "embeddings":  # not streamed, no output length: the inputs, a batch of texts
         body = {"model": model, "input": prompt if isinstance(prompt, list) else [prompt], "encoding_format": "float"}
         body.update(fields or {})

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 
 from loadtest.analysis.bootstrap import CONFIDENCE
-from loadtest.compare.rules import CAPACITY, ERROR_RATE
+from loadtest.compare.rules import ABSOLUTE, CAPACITY
 
 Verdict = str  # "regression" | "improvement" | "unchanged" | "inconclusive"
 
@@ -23,8 +23,8 @@ Verdict = str  # "regression" | "improvement" | "unchanged" | "inconclusive"
 class Change:
     """One check at one level (or the capacity): the candidate against the baseline."""
 
-    check: str  # "itl_ms.p95", "output_tokens_per_s", "error_rate" or "capacity"
-    kind: str  # "latency" | "throughput" | "error_rate" | "capacity"
+    check: str  # "itl_ms.p95", "output_tokens_per_s", "error_rate", "valid_output_rate" or "capacity"
+    kind: str  # "latency" | "throughput" | "error_rate" | "valid_output_rate" | "capacity"
     level: int | None  # concurrency; None for capacity
     baseline: float | None
     candidate: float | None
@@ -94,7 +94,7 @@ def _fmt_value(kind: str, value: float | None) -> str:
         return f"{value:.1f} ms" if abs(value) < 1000 else f"{value:,.0f} ms"
     if kind == "throughput":
         return f"{value:,.1f} tok/s"
-    if kind == ERROR_RATE:
+    if kind in ABSOLUTE:
         return f"{value * 100:.2f}%"
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
 

@@ -227,6 +227,8 @@ def _slo_text(slo: SloSpec) -> str:
     parts = [f"{c.name}≤{c.limit:g}" for c in slo.checks]
     if slo.max_error_rate is not None:
         parts.append(f"error_rate≤{slo.max_error_rate:g}")
+    if slo.min_valid_output_rate is not None:
+        parts.append(f"valid_output_rate≥{slo.min_valid_output_rate:g}")
     return ", ".join(parts) or "none"
 
 

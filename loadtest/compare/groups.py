@@ -41,7 +41,7 @@ from loadtest.compare.change import severity as _severity
 from loadtest.compare.engine import Comparison, compare_runs, require_same_workload, side_fingerprint
 from loadtest.fingerprint import fingerprint_of_run
 from loadtest.compare.inputs import RUN_JSON, SUMMARY_JSON, RunInput, find_runs, load_run
-from loadtest.compare.rules import CAPACITY, ERROR_RATE, Rules
+from loadtest.compare.rules import CAPACITY, VALID_OUTPUT, Rules
 from loadtest.compare.stationarity import hold_drifting
 from loadtest.errors import InputError
 from loadtest.run_record import normalized
@@ -174,7 +174,7 @@ def _prepare(change: Change, cmp: Comparison, base: list[RunInput], cand: list[R
     (missing, or reached by failures: the pair's verdict stands)."""
     conf = cmp.confidence
     level = int(change.level)  # type: ignore[arg-type]
-    relative = change.kind != ERROR_RATE
+    relative = change.relative
     pts_b = [_point(s.summary if i else cmp.baseline.summary, change, level, conf) for i, s in enumerate(base)]
     pts_c = [_point(s.summary if i else cmp.candidate.summary, change, level, conf) for i, s in enumerate(cand)]
     if any(p is None for p in pts_b + pts_c):
@@ -188,7 +188,7 @@ def _prepare(change: Change, cmp: Comparison, base: list[RunInput], cand: list[R
         d = scale(float(change.change))
         within = (scale(_f(change.ci[0])), scale(_f(change.ci[1])))
     reference = [p for p in (_point(s, change, level, conf, f) for f, s in ref) if p is not None]
-    sign = -1.0 if change.kind == "throughput" else 1.0  # badness: worse is positive
+    sign = -1.0 if change.kind in ("throughput", VALID_OUTPUT) else 1.0  # badness: worse is positive (fewer valid answers too)
     noise_c = joint.CheckNoise(reference, [p.value for p in pts_c], sign, [p.se for p in pts_c])  # type: ignore[union-attr]
     return _Check(change, noise_c, d, within)
 
@@ -198,7 +198,7 @@ def _judge(c: _Check, cmp: Comparison, base: list[RunInput], cand: list[RunInput
     """Re-judge one level check with the groups and the run-to-run noise; True when that noise was unknown."""
     change, conf = c.change, cmp.confidence
     level = int(change.level)  # type: ignore[arg-type]
-    relative = change.kind != ERROR_RATE
+    relative = change.relative
     unscale = noise.to_relative if relative else (lambda x: x)
     change.noise_runs = c.noise.n
     change.change = unscale(c.d)

@@ -16,7 +16,7 @@ from loadtest.analysis.bootstrap import rng_for
 from loadtest.analysis.slo import PERCENTILES
 from loadtest.compare import delta
 from loadtest.compare.change import Change, classify, describe_change, untrusted_note
-from loadtest.compare.rules import ERROR_RATE, THROUGHPUT, Rules
+from loadtest.compare.rules import ABSOLUTE, ERROR_RATE, THROUGHPUT, VALID_OUTPUT, Rules
 from loadtest.compare.samples import LevelSamples
 from loadtest.compare.stationarity import hold_drifting
 from loadtest.compare.summary_values import ci as _ci
@@ -71,7 +71,7 @@ def level_changes(
     for conc in common:
         lb, lc = levels_b[conc], levels_c[conc]
         sb, sc = samples_b.get(conc), samples_c.get(conc)
-        for check in latency_checks + [THROUGHPUT, ERROR_RATE]:
+        for check in latency_checks + [THROUGHPUT, ERROR_RATE, VALID_OUTPUT]:
             change = _level_change(check, conc, lb, lc, sb, sc, rules, confidence, seed)
             if change is not None:
                 hold_drifting(change, {**side_b.drifting, **side_c.drifting})
@@ -90,7 +90,7 @@ def _level_change(
     confidence: float,
     seed: int,
 ) -> Change | None:
-    kind = "latency" if check not in (THROUGHPUT, ERROR_RATE) else ("throughput" if check == THROUGHPUT else ERROR_RATE)
+    kind = "latency" if check not in (THROUGHPUT, *ABSOLUTE) else ("throughput" if check == THROUGHPUT else check)
     rng_b = rng_for(seed, "compare-baseline", conc, check)
     rng_c = rng_for(seed, "compare-candidate", conc, check)
     tol = rules.tolerance_for(check)
@@ -126,17 +126,18 @@ def _level_change(
         badness = (-point, -ci[1], -ci[0])
         if math.isnan(ci[0]) and abs(point) <= tol:
             badness = (-point, -point, -point)  # no interval, but the change itself is within tolerance
-    else:
-        vb, vc = _num(lb.get("error_rate")), _num(lc.get("error_rate"))
+    else:  # a share, absolute: failed requests (worse up) or valid outputs (worse down)
+        vb, vc = _num(lb.get(check)), _num(lc.get(check))
         if math.isnan(vb) or math.isnan(vc):
-            return None
+            return None  # valid_output_rate: a workload that asks for no structure has none
         point = vc - vb
         if sb is not None and sc is not None:
-            reps = delta.share_replicates(sc.failed, rng_c) - delta.share_replicates(sb.failed, rng_b)
+            flags_b, flags_c = (sb.failed, sc.failed) if check == ERROR_RATE else (sb.valid, sc.valid)
+            reps = delta.share_replicates(flags_c, rng_c) - delta.share_replicates(flags_b, rng_b)
             ci = delta.central_interval(reps, confidence)
         else:
-            ci = _approx_absolute(_pair(lb.get("error_rate_ci")), _pair(lc.get("error_rate_ci")), point, confidence)
-        badness = (point, ci[0], ci[1])
+            ci = _approx_absolute(_pair(lb.get(f"{check}_ci")), _pair(lc.get(f"{check}_ci")), point, confidence)
+        badness = (point, ci[0], ci[1]) if check == ERROR_RATE else (-point, -ci[1], -ci[0])
     verdict, may_regress = classify(badness[1], badness[2], tol)
     saturated = bool(lb.get("client_saturated") or lc.get("client_saturated"))
     contended = bool(lb.get("host_contended") or lc.get("host_contended"))
@@ -144,7 +145,7 @@ def _level_change(
         verdict = "inconclusive"  # the numbers include the load generator's own delay, or the busy host's
     change = Change(
         check=check, kind=kind, level=conc, baseline=vb, candidate=vc, change=point, ci=ci,
-        relative=kind != ERROR_RATE, tolerance=tol, verdict=verdict, may_regress=may_regress,
+        relative=kind not in ABSOLUTE, tolerance=tol, verdict=verdict, may_regress=may_regress,
         gating=rules.gates(check, kind),
     )
     change.message = describe_change(change, confidence) + untrusted_note(saturated, contended)

@@ -77,9 +77,9 @@ def run_point(summary: Mapping[str, Any], check: str, kind: str, level: int, con
         ci = _pair(((stats.get("ci") or {}).get(pct)))
     elif kind == "throughput":
         value, ci = _num(lv.get(check)), (math.nan, math.nan)
-    elif kind == "error_rate":
-        value = _num(lv.get("error_rate"))
-        ci = _pair(lv.get("error_rate_ci"))
+    elif kind in ("error_rate", "valid_output_rate"):  # absolute rates, each with its Wilson interval
+        value = _num(lv.get(kind))
+        ci = _pair(lv.get(f"{kind}_ci"))
         if not math.isfinite(value):
             return None
         se = (ci[1] - ci[0]) / (2 * z) if all(math.isfinite(c) for c in ci) else 0.0

@@ -27,6 +27,7 @@ from typing import Any
 from loadtest import __version__
 from loadtest.compare.change import Change, fmt_change
 from loadtest.compare.engine import Comparison
+from loadtest.compare.rules import ABSOLUTE
 from loadtest.compare.noise import fmt_interval
 from loadtest.report.summary import clean
 
@@ -216,7 +217,7 @@ def _value(change: Change, value: float | None) -> str:
         return f"{value:.1f} ms"
     if change.kind == "throughput":
         return f"{value:,.1f} tok/s"
-    if change.kind == "error_rate":
+    if change.kind in ABSOLUTE:  # the error rate, the valid-output rate
         return f"{value * 100:.2f}%"
     return f"{value:g}"
 

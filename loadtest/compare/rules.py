@@ -5,13 +5,16 @@ sets one check's, ``--tolerance itl_ms=3%`` every percentile of a metric.
 Latency and throughput tolerances are *relative* (5% = the candidate may be
 5% worse); the error rate's is *absolute*, in percentage points
 (``error_rate=0.5%`` allows the failed share to grow by half a point), since
-a relative change of a rate that is usually 0 means nothing.
+a relative change of a rate that is usually 0 means nothing. The share of
+valid structured outputs (``valid_output_rate``, with tools or a
+response_format) is absolute too, and worse when it *drops*:
+``valid_output_rate=0.5%`` allows half a point fewer valid answers.
 
 Throughput is output tokens/s (``throughput`` or ``output_tokens_per_s``).
 
 ``--fail-on`` lists what fails the gate: ``capacity``, ``latency`` (every SLO
 percentile), ``throughput``, ``error_rate``, a check name such as
-``itl_ms.p95``, ``all`` (the default) or ``none``.
+``itl_ms.p95``, ``valid_output_rate``, ``all`` (the default) or ``none``.
 """
 
 from __future__ import annotations
@@ -25,10 +28,15 @@ from loadtest.errors import InputError
 
 DEFAULT_TOLERANCE = 0.05
 DEFAULT_ERROR_RATE_TOLERANCE = 0.01
+#: A drop of one percentage point of valid structured outputs is within tolerance.
+DEFAULT_VALID_OUTPUT_TOLERANCE = 0.01
 THROUGHPUT = "output_tokens_per_s"
 ERROR_RATE = "error_rate"
+VALID_OUTPUT = "valid_output_rate"
+#: The checks whose change is absolute (percentage points), not relative.
+ABSOLUTE = (ERROR_RATE, VALID_OUTPUT)
 CAPACITY = "capacity"
-GROUPS = ("capacity", "latency", "throughput", "error_rate")
+GROUPS = ("capacity", "latency", "throughput", "error_rate", VALID_OUTPUT)
 _THROUGHPUT_ALIASES = {"throughput", THROUGHPUT}
 
 
@@ -45,6 +53,8 @@ class Rules:
     def tolerance_for(self, check: str) -> float:
         if check == ERROR_RATE:
             return self.per_check.get(ERROR_RATE, self.error_rate_tolerance)
+        if check == VALID_OUTPUT:
+            return self.per_check.get(VALID_OUTPUT, DEFAULT_VALID_OUTPUT_TOLERANCE)
         if check in self.per_check:
             return self.per_check[check]
         metric = check.partition(".")[0]
@@ -92,14 +102,14 @@ def parse_rules(
 def _check_name(key: str, *, where: str) -> str:
     if key in _THROUGHPUT_ALIASES:
         return THROUGHPUT
-    if key == ERROR_RATE:
-        return ERROR_RATE
+    if key in ABSOLUTE:
+        return key
     metric, dot, pct = key.partition(".")
     if metric in METRICS and (not dot or pct in PERCENTILES):
         return key
     raise InputError(
         f"{where}: unknown check {key!r}; expected METRIC or METRIC.PERCENTILE (metrics {', '.join(METRICS)}; "
-        f"percentiles {', '.join(PERCENTILES)}), throughput or error_rate"
+        f"percentiles {', '.join(PERCENTILES)}), throughput, error_rate or {VALID_OUTPUT}"
     )
 
 

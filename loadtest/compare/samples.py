@@ -50,6 +50,8 @@ class LevelSamples:
     #: for the throughput's interval (see :func:`loadtest.compare.delta.throughput_replicates`).
     served_e2e_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))
     served_tokens: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    #: Per measured successful request whose output was checked (tools, response_format): was it valid.
+    valid: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
 
 def level_samples(requests: pd.DataFrame, run: dict, frame: pd.DataFrame) -> dict[int, LevelSamples]:
@@ -72,6 +74,8 @@ def level_samples(requests: pd.DataFrame, run: dict, frame: pd.DataFrame) -> dic
     cancelled = frame["cancelled"].to_numpy()
     e2e = frame["e2e_ms"].to_numpy(dtype=float)
     tokens = frame["completion_tokens"].to_numpy(dtype=float)
+    ok = frame["ok"].to_numpy()
+    validity = frame["output_valid"].to_numpy(dtype=float) if "output_valid" in frame else np.full(len(frame), np.nan)
 
     out: dict[int, LevelSamples] = {}
     for p, window in enumerate(windows):
@@ -83,6 +87,7 @@ def level_samples(requests: pd.DataFrame, run: dict, frame: pd.DataFrame) -> dic
             failed=failed[mine],
             served_e2e_ms=e2e[ended],
             served_tokens=np.nan_to_num(tokens[ended]),
+            valid=validity[mine & ok & ~np.isnan(validity)] == 1.0,  # the population of valid_output_rate
         )
         for metric, column in SAMPLE_COLUMNS.items():
             values = frame[column].to_numpy(dtype=float)[pos == p]

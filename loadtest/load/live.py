@@ -35,12 +35,13 @@ def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.1f}"
 
 
-def progress_line(index: int, p: LevelProgress) -> str:
+def progress_line(index: int, p: LevelProgress, unary: bool = False) -> str:
+    """The level's figures so far: TTFT and ITL of a stream; e2e and items/s of an answer that is not one."""
+    head = f"level {index + 1}: {p.label}, {p.requests} requests, {p.errors} errors, "
+    if unary:  # embeddings, rerank, score: no first token, no token gaps
+        return head + f"e2e p95 {_fmt(p.e2e_p95())} ms, {_fmt(p.items_per_s())} items/s"
     ttft, itl = p.p95()
-    return (
-        f"level {index + 1}: {p.label}, {p.requests} requests, {p.errors} errors, "
-        f"TTFT p95 {_fmt(ttft)} ms, ITL p95 {_fmt(itl)} ms"
-    )
+    return head + f"TTFT p95 {_fmt(ttft)} ms, ITL p95 {_fmt(itl)} ms"
 
 
 def remaining_text(elapsed: float, looks: Sequence[float]) -> str:
@@ -72,8 +73,12 @@ class RunningLevel:
 class LiveView:
     """Shows the run's per-level progress while Locust runs."""
 
-    def __init__(self, progress: RunProgress, console: Console | None = None, looks: Sequence[float] = ()) -> None:
+    def __init__(
+        self, progress: RunProgress, console: Console | None = None, looks: Sequence[float] = (), unary: bool = False
+    ) -> None:
         self.progress = progress
+        #: The request kind is not streamed (embeddings, rerank, score): show e2e and items/s.
+        self.unary = unary
         self.console = console or Console(stderr=True)
         #: When each level is looked at (s after its start); the last is its longest length.
         self.looks = list(looks)
@@ -136,11 +141,12 @@ class LiveView:
 
     def _table(self) -> Table:
         table = Table(title="loadtest run (live)", box=None)
-        for col in ("level", "load", "requests", "errors", "TTFT p95 ms", "ITL p95 ms"):
+        figures = ("e2e p95 ms", "items/s") if self.unary else ("TTFT p95 ms", "ITL p95 ms")
+        for col in ("level", "load", "requests", "errors", *figures):
             table.add_column(col, justify="right")
         for index, p in self.progress.snapshot():
-            ttft, itl = p.p95()
-            table.add_row(str(index + 1), p.label, str(p.requests), str(p.errors), _fmt(ttft), _fmt(itl))
+            values = (p.e2e_p95(), p.items_per_s()) if self.unary else p.p95()
+            table.add_row(str(index + 1), p.label, str(p.requests), str(p.errors), *(_fmt(v) for v in values))
         return table
 
     def level_ended(self, index: int, decision: dict | None = None) -> None:
@@ -150,7 +156,7 @@ class LiveView:
         levels = dict(self.progress.snapshot())
         if index not in levels:
             return
-        line = progress_line(index, levels[index])
+        line = progress_line(index, levels[index], self.unary)
         if decision and decision.get("ended"):
             line += f"; ran {decision.get('ran_s', 0):.1f} s, {describe_ending(decision)}"
         if self._live is None:

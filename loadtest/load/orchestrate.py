@@ -24,6 +24,7 @@ import gevent
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from loadtest.client.unary import UNARY_APIS
 from loadtest.analysis import analyze_run
 from loadtest.analysis.server import scrape_health
 from loadtest.analysis.signals import KNOWN_SIGNALS
@@ -88,7 +89,7 @@ def run_load(scenario: Scenario, options: RunOptions, state: RunState, settings,
     clock = LevelClock(scenario.load.warmup_s)
     recorder = Recorder("local", sink)
     monitor = SelfMonitor.for_scenario(scenario, clock)
-    live = LiveView(sink.progress, console, looks=state.record.looks_s)
+    live = LiveView(sink.progress, console, looks=state.record.looks_s, unary=scenario.target.api in UNARY_APIS)
 
     def on_level_change(previous, current) -> None:
         if live_export is not None:

@@ -31,9 +31,10 @@ def list_gaps(arr: pa.ListArray) -> tuple[np.ndarray, np.ndarray]:
 
 
 class LevelProgress:
-    """Counts and recent TTFT/ITL samples of one level."""
+    """Counts and recent TTFT/ITL samples of one level; for an answer that is not streamed
+    (embeddings, rerank, score: no first token), e2e samples and the inputs served per second."""
 
-    __slots__ = ("concurrency", "requests", "errors", "ttft", "itl", "rate_rps")
+    __slots__ = ("concurrency", "requests", "errors", "ttft", "itl", "rate_rps", "e2e", "items", "first_wall", "last_wall")
 
     def __init__(self, concurrency: int, keep: int = 20_000, rate_rps: float | None = None) -> None:
         self.concurrency = concurrency
@@ -43,6 +44,12 @@ class LevelProgress:
         self.errors = 0
         self.ttft: deque[float] = deque(maxlen=keep)
         self.itl: deque[float] = deque(maxlen=keep)
+        self.e2e: deque[float] = deque(maxlen=keep)
+        #: Inputs of the measured successful requests, and the wall span from the first one's start
+        #: to the last one's end: the level's items/s so far.
+        self.items = 0.0
+        self.first_wall: float | None = None
+        self.last_wall: float | None = None
 
     @property
     def label(self) -> str:
@@ -56,6 +63,16 @@ class LevelProgress:
             float(np.percentile(ttft, 95)) if ttft else None,
             float(np.percentile(itl, 95)) if itl else None,
         )
+
+    def e2e_p95(self) -> float | None:
+        e2e = list(self.e2e)
+        return float(np.percentile(e2e, 95)) if e2e else None
+
+    def items_per_s(self) -> float | None:
+        """Inputs served per second of the span the measured successes covered (None before two ends)."""
+        if self.first_wall is None or self.last_wall is None or self.last_wall <= self.first_wall or not self.items:
+            return None
+        return self.items / (self.last_wall - self.first_wall)
 
 
 class RunProgress:
@@ -83,6 +100,9 @@ class RunProgress:
         cancelled = kinds == "cancelled"
         rates = table["rate_rps"].to_numpy(zero_copy_only=False) if "rate_rps" in table.column_names else None
         gaps, gap_rows = list_gaps(table["chunk_ms"].combine_chunks())
+        e2e = table["e2e_ms"].to_numpy(zero_copy_only=False).astype(float) if "e2e_ms" in table.column_names else None
+        items = table["items"].to_numpy(zero_copy_only=False).astype(float) if "items" in table.column_names else None
+        start = table["start_wall"].to_numpy(zero_copy_only=False).astype(float) if "start_wall" in table.column_names else None
         with self._lock:
             self.total += n
             for i in np.unique(index):
@@ -98,3 +118,12 @@ class RunProgress:
                 values = ttft[measured]
                 p.ttft.extend(values[np.isfinite(values)].tolist())
                 p.itl.extend(gaps[measured[gap_rows]].tolist())
+                if e2e is not None:
+                    served = measured & ok & np.isfinite(e2e)
+                    p.e2e.extend(e2e[served].tolist())
+                    if items is not None and start is not None and served.any():
+                        p.items += float(np.nansum(items[served]))
+                        ends = start[served] + e2e[served] / 1000.0
+                        first, last = float(np.min(start[served])), float(np.max(ends))
+                        p.first_wall = first if p.first_wall is None else min(p.first_wall, first)
+                        p.last_wall = last if p.last_wall is None else max(p.last_wall, last)

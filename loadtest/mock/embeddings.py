@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import orjson
 from aiohttp import web
@@ -69,18 +69,23 @@ def embeddings_body(req: EmbeddingsRequest, dim: int) -> bytes:
     })
 
 
-async def serve_embeddings(service: Any, request: Any, error_response: Any, outcome_key: str) -> Any:
+async def serve_embeddings(
+    service: Any, request: Any, error_response: Any, outcome_key: str,
+    parse: Callable[[bytes], Any] = parse_embeddings, render: Callable[[Any], bytes] | None = None,
+) -> Any:
     """The route's work for :class:`~loadtest.mock.server.MockService`: auth, body, the fail fault, one step.
 
     Sets ``request[outcome_key]`` as the chat routes do (the service counts it once);
     ``error_response`` is the server's OpenAI-style error builder (passed in: no import circle).
+    Rerank and score are served the same way (:mod:`ranking`): their ``parse`` and ``render``
+    (a parsed request with ``prompt_tokens`` in, the answer's bytes out).
     """
 
     if (denied := service._check_auth(request)) is not None:
         request[outcome_key] = "http_4xx"
         return denied
     try:
-        req = parse_embeddings(await request.read())
+        req = parse(await request.read())
     except BadRequest as err:
         request[outcome_key] = "http_4xx"
         return error_response(400, err.message, param=err.param)
@@ -100,4 +105,5 @@ async def serve_embeddings(service: Any, request: Any, error_response: Any, outc
     if outcome is Outcome.ABORTED:
         return web.Response(status=CLIENT_CLOSED)
     request[outcome_key] = "ok"
-    return web.Response(body=embeddings_body(req, service.config.embedding_dim), content_type="application/json")
+    body = render(req) if render is not None else embeddings_body(req, service.config.embedding_dim)
+    return web.Response(body=body, content_type="application/json")

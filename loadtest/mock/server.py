@@ -26,7 +26,7 @@ from aiohttp import web
 from loadtest.mock import wire
 from loadtest.mock.arrival_log import ArrivalLog
 from loadtest.mock.config import MockConfig
-from loadtest.mock.embeddings import serve_embeddings
+from loadtest.mock.pooled_routes import POOLED_PATHS, add_pooled_routes
 from loadtest.mock.prefix_cache import PrefixCache
 from loadtest.mock.engine import Engine, Outcome, Sequence
 from loadtest.mock.faults import FaultInjector, FaultPlan, middle_chunk
@@ -39,9 +39,8 @@ from loadtest.mock.structured import StructuredEncoder
 
 CHAT_PATH = "/v1/chat/completions"
 COMPLETIONS_PATH = "/v1/completions"
-EMBEDDINGS_PATH = "/v1/embeddings"
 RESPONSES_PATH = "/v1/responses"
-_COUNTED_PATHS = frozenset({CHAT_PATH, COMPLETIONS_PATH, EMBEDDINGS_PATH, RESPONSES_PATH})
+_COUNTED_PATHS = frozenset({CHAT_PATH, COMPLETIONS_PATH, RESPONSES_PATH, *POOLED_PATHS})
 
 _JSON = "application/json"
 _SSE_HEADERS = {
@@ -103,8 +102,8 @@ class MockService:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post(CHAT_PATH, self._chat)
         app.router.add_post(COMPLETIONS_PATH, self._completions)
-        app.router.add_post(EMBEDDINGS_PATH, self._embeddings)
         app.router.add_post(RESPONSES_PATH, self._responses)
+        add_pooled_routes(app, self, error_response, _OUTCOME)  # embeddings, rerank, score: one body each
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/health", self._health)
         app.router.add_get("/metrics", self._metrics)
@@ -164,14 +163,6 @@ class MockService:
 
     async def _responses(self, request: web.Request) -> web.StreamResponse:
         return await self._complete(request, chat=True, responses=True)
-
-    async def _embeddings(self, request: web.Request) -> web.StreamResponse:
-        """One step of the engine with the batch's prompt tokens as its prefill (see embeddings.py)."""
-        request[_OUTCOME] = "client_left"
-        try:
-            return await serve_embeddings(self, request, error_response, _OUTCOME)
-        finally:
-            self.metrics.outcomes[request[_OUTCOME]] += 1
 
     async def _complete(self, request: web.Request, *, chat: bool, responses: bool = False) -> web.StreamResponse:
         """Handle one request and count how it ended (exactly one outcome per request)."""

@@ -41,6 +41,7 @@ from loadtest.report.sections import (
     warnings_section,
 )
 from loadtest.report.cache_figure import has_prefix_cache, prefix_cache_figure
+from loadtest.report.image_figure import has_images, image_figure
 from loadtest.report.server_view import server_section
 from loadtest.report.why_html import why_section
 from loadtest.report.workload_figures import class_figure, has_classes, has_turns, turn_figure
@@ -68,6 +69,11 @@ def render_html(analysis: Analysis) -> str:
                             "Green dotted (right axis): the share of prompt tokens the server served from its prefix "
                             "cache at each level (from its counters, else from the responses' cached_tokens). A hit "
                             "rate that falls as TTFT climbs is a cache evicted by the load: every miss is a prefill."))
+        if has_images(analysis) and not unary:
+            figures.append(("TTFT against images", image_figure(analysis),
+                            "Images are prefill: a request's TTFT grows with its images' count and size. Left: TTFT "
+                            "p50 (solid) and p95 (dotted) by images per request, a line per level. Right: each "
+                            "request's TTFT against its images' encoded size (URLs, of unknown size, left out)."))
         if has_classes(analysis):
             figures.append(("Per request class", class_figure(analysis),
                             "Each class is judged by its own SLO; a level holds only if every class does. "
@@ -88,14 +94,15 @@ def render_html(analysis: Analysis) -> str:
     body = [f"<h1>{_e(analysis.name or 'Load test')}: capacity report</h1>", header(analysis)]
     body.append("<h2>Per level</h2>" + levels_table(analysis))
     if unary:
-        body.append(f"<p class='how'><b>Not streamed:</b> {_e(NOT_STREAMED)}</p>")
+        api = (analysis.target or {}).get("api")
+        body.append(f"<p class='how'><b>Not streamed:</b> {_e(NOT_STREAMED.replace('embeddings', str(api), 1))}</p>")
     return _page(analysis, body, figures, has_data)
 
 
-#: Why an embeddings report has fewer plots (and empty TTFT/ITL/TPOT panels).
+#: Why an embeddings (rerank, score) report has fewer plots (and empty TTFT/ITL/TPOT panels).
 NOT_STREAMED = (
     "target.api is embeddings: each answer is one JSON body, with no first token and no gaps between tokens. "
-    "Latency is end to end (and TTFB); throughput is input tokens/s and items/s (the per-level table and "
+    "Latency is end to end (and TTFB); throughput is input tokens/s and items/s (inputs, documents or pairs; the per-level table and "
     "summary.json: levels[].input_tokens_per_s, levels[].items_per_s). The streaming-only plots (latency "
     "against output tokens/s, TTFT/ITL distributions, TTFT by turn) are left out, and the TTFT, ITL and "
     "TPOT panels of the latency figure stay empty."

@@ -14,6 +14,7 @@ import yaml
 
 from loadtest.analysis.capacity import ci_label, fmt_ms
 from loadtest.analysis.results import Analysis, LevelResult
+from loadtest.analysis.slo import SloSpec
 from loadtest.report.page import esc as _e
 from loadtest.report.plotting import STATUS_COLOURS, VERDICT_COLOURS
 from loadtest.metric_registry import METRICS
@@ -44,15 +45,9 @@ def header(analysis: Analysis) -> str:
     else:
         big = f"{cap.concurrency} concurrent users"
     sources = ", ".join(f"{k} ({v} requests)" for k, v in analysis.token_source.items()) or "unknown"
-    slo = ", ".join(
-        [f"{c.name} ≤ {c.limit:g} ms" for c in analysis.slo.checks]
-        + ([f"error rate ≤ {analysis.slo.max_error_rate:.2%}"] if analysis.slo.max_error_rate is not None else [])
-    ) or "none defined"
+    slo = _slo_words(analysis.slo) or "none defined"
     for name, spec in analysis.class_slos.items():
-        slo += f"; class {name}: " + (", ".join(
-            [f"{c.name} ≤ {c.limit:g} ms" for c in spec.checks]
-            + ([f"error rate ≤ {spec.max_error_rate:.2%}"] if spec.max_error_rate is not None else [])
-        ) or "none")
+        slo += f"; class {name}: " + (_slo_words(spec) or "none")
     facts = [
         ("Verdict", cap.verdict.replace("_", " ")),
         ("Binding SLO", (f"{cap.binding_class}: " if cap.binding_class and cap.binding else "") + _binding_at(cap)),
@@ -240,11 +235,20 @@ def _ran_cell(decision: dict) -> str:
     return f"<td class='num' title='{_e(looks)}'>{decision['ran_s']:.0f} s<br><span class='dim'>{_e(why)}</span></td>"
 
 
+def _slo_words(spec: SloSpec) -> str:
+    """``ttft_ms.p95 ≤ 500 ms, error rate ≤ 1.00%, valid outputs ≥ 99.00%`` (empty: no objective)."""
+    return ", ".join(
+        [f"{c.name} ≤ {c.limit:g} ms" for c in spec.checks]
+        + ([f"error rate ≤ {spec.max_error_rate:.2%}"] if spec.max_error_rate is not None else [])
+        + ([f"valid outputs ≥ {spec.min_valid_output_rate:.2%}"] if spec.min_valid_output_rate is not None else [])
+    )
+
+
 def _checks_table(analysis: Analysis) -> str:
     rows = []
     for lv in analysis.levels:
         for c in lv.checks:
-            if c.metric == "error_rate":
+            if c.percentile is None:  # a rate check: the error budget or the valid-output floor
                 value = f"{c.value:.2%}" if math.isfinite(c.value) else "–"
                 ci = f"{c.ci[0]:.2%} – {c.ci[1]:.2%}" if math.isfinite(c.ci[0]) else "–"
                 limit = f"{c.limit:.2%}"

@@ -158,6 +158,7 @@ def level_dict(level: LevelResult) -> dict[str, Any]:
         # share of valid tool-call / structured outputs among checked successes (null: nothing checked)
         valid_output_rate=_round(level.valid_output_rate, 6) if level.valid_output_rate is not None else None,
         valid_output_checked=level.valid_output_checked,
+        valid_output_rate_ci=[_round(x, 6) for x in level.valid_output_ci] if level.valid_output_ci else None,
         # input side (embeddings' throughput): prompt tokens and inputs of requests that ended ok, per second
         input_tokens_per_s=_round(level.input_tokens_per_s, 2) if level.input_tokens_per_s is not None else None,
         items_per_s=_round(level.items_per_s, 4) if level.items_per_s is not None else None,

@@ -123,6 +123,8 @@ class LevelRecord(_LevelBase):  # type: ignore[misc,valid-type]
     #: tools / response_format: the share of valid outputs among the checked successes, and how many
     valid_output_rate: Optional[Number]
     valid_output_checked: int
+    #: its Wilson interval at the run's confidence (null when nothing was checked)
+    valid_output_rate_ci: Optional[list[Optional[Number]]] = None
     #: the input side (embeddings): prompt tokens and inputs of the requests that ended ok, per second
     input_tokens_per_s: Optional[Number]
     items_per_s: Optional[Number]

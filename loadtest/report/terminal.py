@@ -122,6 +122,9 @@ def build_table(analysis: Analysis) -> Table:
     if unary:
         table.add_column("items/s", justify="right", no_wrap=True)
     table.add_column("good/s", justify="right", no_wrap=True)
+    structured = any(lv.valid_output_rate is not None for lv in analysis.levels)  # tools / response_format
+    if structured:
+        table.add_column("valid", justify="right", no_wrap=True)
     table.add_column("ran", justify="right", no_wrap=True)
     table.add_column("verdict", min_width=4, no_wrap=True)
     capacity = analysis.capacity.rate_rps if open_loop else analysis.capacity.concurrency
@@ -139,10 +142,19 @@ def build_table(analysis: Analysis) -> Table:
             *((_rate(level.input_tokens_per_s, ".0f"), _rate(level.items_per_s, ".1f")) if unary
               else (_rate(level.output_tokens_per_s, ".0f"),)),
             _rate(level.goodput_rps, ".2f"),
+            *((_valid_cell(level),) if structured else ()),
             ran_cell(level.decision),
             _verdict_cell(level),
         )
     return table
+
+
+def _valid_cell(level: LevelResult) -> Text:
+    """The share of valid structured outputs, coloured by the valid-output floor where one is set."""
+    if level.valid_output_rate is None:
+        return Text("–", style="dim")
+    verdict = _worst([c for c in level.checks if c.metric == "valid_output_rate" and c.class_name is None])
+    return Text(f"{level.valid_output_rate:.0%}", style=COLOURS.get(verdict or "", ""))
 
 
 def _open_loop_cells(level) -> tuple[str, str]:

@@ -35,12 +35,14 @@ class Scenario(_Strict):
 
     @model_validator(mode="after")
     def _classes_inherit_the_error_budget(self) -> "Scenario":
-        """A class SLO that names no ``max_error_rate`` keeps the top-level budget, not the default."""
+        """A class SLO that names no ``max_error_rate`` (or floor) keeps the top-level one, not the default."""
         classes = []
         for c in self.workload.classes:
-            if c.slo is not None and "max_error_rate" not in c.slo.model_fields_set:
-                slo = c.slo.model_copy(update={"max_error_rate": self.slo.max_error_rate})
-                c = c.model_copy(update={"slo": slo})
+            if c.slo is not None:
+                # and the valid-output floor likewise: a class SLO names what it changes
+                kept = {k: getattr(self.slo, k) for k in ("max_error_rate", "min_valid_output_rate")
+                        if k not in c.slo.model_fields_set}
+                c = c.model_copy(update={"slo": c.slo.model_copy(update=kept)}) if kept else c
             classes.append(c)
         object.__setattr__(self, "workload", self.workload.model_copy(update={"classes": classes}))
         return self

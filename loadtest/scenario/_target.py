@@ -87,7 +87,9 @@ class Target(_Strict):
     model: str = "mock-model"
     #: embeddings: not streamed; latency is e2e, throughput input tokens and items per second.
     #: responses: OpenAI's Responses API (/v1/responses), streamed as named events.
-    api: Literal["chat", "completions", "embeddings", "responses"] = "chat"
+    #: rerank (/rerank: a query and documents) and score (vLLM's /score: text_1 against text_2): not
+    #: streamed either, like embeddings; items are the documents or pairs.
+    api: Literal["chat", "completions", "embeddings", "responses", "rerank", "score"] = "chat"
     api_key_env: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
     #: Header values read from environment variables at run time: {header: ENV_VAR}

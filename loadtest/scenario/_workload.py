@@ -58,6 +58,9 @@ class Dataset(_Strict):
     order: Literal["shuffle", "sequential"] = "shuffle"
     #: A ShareGPT answer's length (or a row's ``max_tokens``) becomes that request's max_tokens.
     use_output_lengths: bool = False
+    #: A row's image files: ``data_uri`` (sent inline) or ``served`` (URLs of an image server the run
+    #: starts on 127.0.0.1; the target must run on the same host). URLs in a row are sent as they are.
+    images_as: Literal["data_uri", "served"] = "data_uri"
 
     _file_exists = field_validator("path")(classmethod(lambda cls, v: _existing_file(v)))
 
@@ -121,8 +124,11 @@ class _WorkloadFields(_Strict):
     tool_choice: ToolChoice | None = None
     #: {type: json_schema, json_schema: {name, schema}} | {type: json_object}: structured output, validated.
     response_format: ResponseFormat | None = None
-    #: Inputs per request with ``target.api: embeddings`` (each of ``prompt_tokens``).
+    #: Inputs per request with ``target.api: embeddings`` (each of ``prompt_tokens``); with
+    #: ``rerank`` the documents per query, with ``score`` the pairs (text_2's texts per text_1).
     batch_size: PositiveInt = 1
+    #: rerank / score: the query's (text_1's) length; None: drawn like a document (``prompt_tokens``).
+    query_tokens: TokenDistribution | None = None
     #: Generated images in each chat request (image_url content parts with data URIs).
     images: Images | None = None
 
@@ -151,6 +157,7 @@ class RequestClass(_Strict):
     tool_choice: ToolChoice | None = None
     response_format: ResponseFormat | None = None
     batch_size: PositiveInt | None = None
+    query_tokens: TokenDistribution | None = None
     images: Images | None = None
     #: The model this class's requests name instead of ``target.model`` (a LoRA adapter's name,
     #: as vLLM's ``--lora-modules`` gives it, or another model the endpoint serves).

@@ -4,12 +4,15 @@ Formats (``workload.dataset.format``):
 
 * ``jsonl``: one JSON object per line, ``{"prompt": "..."}`` or
   ``{"messages": [{"role": ..., "content": ...}, ...]}``, with an optional
-  ``"max_tokens"`` (a positive integer). Blank lines are skipped.
+  ``"max_tokens"`` (a positive integer), and optional ``"images"`` (a path, relative to the
+  dataset file, or an http(s) URL, or a list of them: see :mod:`image_sources`). Blank lines
+  are skipped.
 * ``sharegpt``: ShareGPT's JSON, an array of
   ``{"conversations": [{"from": "human", "value": ...}, {"from": "gpt", "value": ...}, ...]}``
   (a file with one such object per line is read too). The first human turn is
   the prompt; the first answer after it gives the output length. A
-  conversation that has no human turn is skipped, as benchmark tools do.
+  conversation that has no human turn is skipped, as benchmark tools do. LLaVA's ``"image"``
+  (or ``"images"``) names the row's images, as in jsonl.
 
 The file is read once, as a stream: one JSON item is parsed at a time and only
 what a request needs is kept (the prompt text, or the message list, and an
@@ -36,6 +39,7 @@ import orjson
 
 from loadtest.errors import InputError
 from loadtest.scenario import Dataset as DatasetSpec
+from loadtest.workload.image_sources import row_images
 from loadtest.workload.words import count_words
 
 _READ_SIZE = 1 << 20
@@ -50,6 +54,8 @@ class Entry:
     messages: tuple[tuple[str, str], ...] | None = None
     #: The row's ``max_tokens``, or the length (in words) of ShareGPT's answer.
     output_tokens: int | None = None
+    #: The row's images: resolved file paths, http(s) URLs or data URIs (chat only; image_sources.py).
+    images: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -61,6 +67,8 @@ class Dataset:
     entries: list[Entry]
     sha256: str
     skipped: int = 0
+    #: Rows that name images (only target.api chat can send them).
+    with_images: int = 0
 
     def fingerprint(self) -> dict[str, Any]:
         """What run.json records, so runs on different data are never compared blindly."""
@@ -109,7 +117,8 @@ def _read(path: str, fmt: str) -> Dataset:
         if skipped:
             raise InputError(f"{path}: no usable prompt ({skipped} conversations, none with a human turn)")
         raise InputError(f"{path}: the dataset is empty (no {fmt} rows)")
-    return Dataset(path=path, format=fmt, entries=entries, sha256=digest.hexdigest(), skipped=skipped)
+    return Dataset(path=path, format=fmt, entries=entries, sha256=digest.hexdigest(), skipped=skipped,
+                   with_images=sum(1 for e in entries if e.images))
 
 
 def _hashed(fh: Any, digest: Any) -> Iterator[bytes]:
@@ -163,17 +172,18 @@ def _jsonl_entry(obj: Any, path: str, line: int) -> Entry:
     if not isinstance(obj, dict):
         raise InputError(f"{_where(path, line)}: expected a JSON object like {{\"prompt\": \"...\"}}")
     max_tokens = _max_tokens(obj.get("max_tokens"), path, line)
+    images = row_images(obj.get("images"), path, line)
     if "prompt" in obj:
         prompt = obj["prompt"]
         if not isinstance(prompt, str) or not prompt.strip():
             raise InputError(f"{_where(path, line)}: 'prompt' must be a non-empty string")
-        return Entry(prompt=prompt, output_tokens=max_tokens)
+        return Entry(prompt=prompt, output_tokens=max_tokens, images=images)
     if "messages" in obj:
         messages = _messages(obj["messages"], path, line)
         users = [content for role, content in messages if role == "user"]
         if not users:
             raise InputError(f"{_where(path, line)}: 'messages' has no message with role 'user'")
-        return Entry(prompt=users[-1], messages=messages, output_tokens=max_tokens)
+        return Entry(prompt=users[-1], messages=messages, output_tokens=max_tokens, images=images)
     raise InputError(f"{_where(path, line)}: needs 'prompt' (a string) or 'messages' (a list of {{role, content}})")
 
 
@@ -297,7 +307,8 @@ def _sharegpt_entry(obj: Any, path: str, line: int) -> Entry | None:
         return None
     answer = next((t["value"] for t in turns[human + 1 :] if t.get("from") in ("gpt", "assistant", "chatgpt", "bard")), None)
     output = count_words(answer) if answer else None
-    return Entry(prompt=turns[human]["value"], output_tokens=output or None)
+    images = row_images(obj.get("image", obj.get("images")), path, line)  # LLaVA's "image"
+    return Entry(prompt=turns[human]["value"], output_tokens=output or None, images=images)
 
 
 # -- order ------------------------------------------------------------------------------------

@@ -29,6 +29,9 @@ from loadtest.scenario import Scenario
 from loadtest.scenario import Workload as WorkloadSpec
 from loadtest.scenario._structured import body_fields
 from loadtest.workload.dataset import Cursor, Entry, cursor_for
+from loadtest.errors import InputError
+from loadtest.workload.image_server import served_urls
+from loadtest.workload.image_sources import merge, row_image_set
 from loadtest.workload.images import ImageMaker, ImageSet
 from loadtest.workload.prefix import shared_prefixes
 from loadtest.workload.trace import TraceArrival, load_trace
@@ -119,6 +122,14 @@ class Workload:
         self._plans = _class_plans(scenario.workload, salt, f"{scenario.workload.seed}-{stream_seed}",
                                    f"{scenario.workload.seed}-{seed}-{user_tag}")
         self._weights = [p.weight for p in self._plans]
+        # dataset.images_as served: the run's image server's URLs (image_server.py), read once per user
+        self._served = served_urls() if any(p.spec.dataset is not None and p.spec.dataset.images_as == "served"
+                                            for p in self._plans) else None
+        for plan in self._plans:  # a row's images are image_url parts of a chat message: nothing else carries them
+            rows = plan.cursor.dataset.with_images if plan.cursor is not None else 0
+            if rows and scenario.target.api != "chat":
+                raise InputError(f"{plan.cursor.dataset.path}: {rows} rows name images; only target.api chat "  # type: ignore[union-attr]
+                                 f"sends them (image_url parts), not {scenario.target.api}")
         self._conversation: _Conversation | None = None
         self._conversations = 0
 
@@ -158,10 +169,19 @@ class Workload:
             messages = [("user", message)]
         if conv.prefix is not None:
             messages = [("system", conv.prefix)] + messages
-        if self._scenario.target.api == "embeddings":  # a batch: each input from the class's source
+        api = self._scenario.target.api
+        if api in ("embeddings", "rerank", "score"):  # a batch: each input from the class's source
+            if api != "embeddings" and plan.spec.query_tokens is not None and entry is None:  # the query's own length
+                messages = [("user", synthetic_text(self._rng, plan.spec.query_tokens.sample(self._rng), salt=self._salt))]
+            # rerank / score: the first text is the query (text_1), then batch_size documents (pairs)
+            extra = plan.spec.batch_size - (1 if api == "embeddings" else 0)
             messages += [("user", self._message(plan, plan.cursor.next() if plan.cursor is not None else None))
-                         for _ in range(plan.spec.batch_size - 1)]
+                         for _ in range(extra)]
         pictures = plan.images.next() if plan.images is not None else None
+        if entry is not None and entry.images:  # the row's own images first (files as data URIs, URLs as they are)
+            # served, but no image server running ({}): a file is refused in one line, never sent inline
+            served = (self._served or {}) if plan.spec.dataset.images_as == "served" else None  # type: ignore[union-attr]
+            pictures = merge(row_image_set(entry.images, served), pictures)
         return PlannedRequest(
             body=self._body(plan, messages, max_tokens, pictures),
             images=pictures.count if pictures is not None else None,
@@ -235,7 +255,7 @@ class Workload:
             prompt: str | list = [{"role": role, "content": content} for role, content in messages]
             if pictures is not None:  # the new message's text, then its images
                 prompt[-1] = {"role": "user", "content": [{"type": "text", "text": messages[-1][1]}, *pictures.parts]}
-        elif t.api == "embeddings":
+        elif t.api in ("embeddings", "rerank", "score"):  # the inputs; rerank/score: the query first
             prompt = [content for _, content in messages]
         else:
             prompt = "\n\n".join(content for _, content in messages)

@@ -41,7 +41,8 @@ class ImageSet:
 
     parts: list[dict[str, Any]]
     count: int
-    bytes: int
+    #: Encoded bytes; None when an image's size is not known (a URL the server fetches: image_sources.py).
+    bytes: int | None
     pixels: int
 
 

@@ -15,6 +15,8 @@ Each request asks for one token, so it is one engine step whose prefill is ``P �
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 
@@ -28,7 +30,8 @@ PER_IMAGE = 64 + SIDE * SIDE // 784
 
 
 @pytest.fixture(scope="module")
-def sweep(tmp_path_factory):
+def sweep_dir(tmp_path_factory):
+    """The run folder of the one shared sweep."""
     tmp = tmp_path_factory.mktemp("images")
     image = {"width": SIDE, "height": SIDE, "format": "png"}
     with MockServer(MOCK) as mock:
@@ -42,7 +45,12 @@ def sweep(tmp_path_factory):
         )
         result = loadtest("run", str(scenario), "--out", str(tmp / "run"), timeout=120)
     assert result.returncode in (0, 1), result.stderr
-    return summary(tmp / "run"), pd.read_parquet(tmp / "run" / "requests.parquet")
+    return tmp / "run"
+
+
+@pytest.fixture(scope="module")
+def sweep(sweep_dir):
+    return summary(sweep_dir), pd.read_parquet(sweep_dir / "requests.parquet")
 
 
 def test_images_are_recorded_and_counted_as_prompt_tokens(sweep):
@@ -75,3 +83,54 @@ def test_capacity_with_images_matches_the_mock(sweep):
     cap = s["capacity"]
     if cap["verdict"] != "host_contended":  # a busy shared host withholds the verdict (and says so)
         assert cap["concurrency"] == 2 and cap["first_failing"] == 4, cap["message"]
+
+
+def test_the_report_plots_ttft_against_the_images(sweep_dir):
+    html = (sweep_dir / "report.html").read_text()
+    assert "TTFT against images" in html and "TTFT by images per request" in html and "image size" in html
+
+
+def test_dataset_rows_send_their_image_files_and_urls(tmp_path):
+    """Rows naming a 448 × 448 PNG file (320 image tokens), two of them, or an http URL (64: never fetched).
+
+    One user, so every request finds the engine idle: TTFT = B + P × L with L the row's words
+    plus its images' tokens (the run's salt is one more word): 5 + 0.1 × (2 + 1 + 320) = 37.3 ms
+    for one file, 69.3 ms for two."""
+    from PIL import Image  # only this test makes image files
+
+    Image.new("RGB", (SIDE, SIDE), (30, 60, 90)).save(tmp_path / "photo.png")
+    rows = [{"prompt": "one photo", "images": "photo.png"}, {"prompt": "two photos", "images": ["photo.png"] * 2},
+            {"prompt": "remote cat", "images": "https://images.example/cat.jpg"}]
+    (tmp_path / "rows.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    with MockServer(MOCK) as mock:
+        scenario = write_scenario(
+            tmp_path, mock.base_url,
+            workload={"max_tokens": 1, "classes": [
+                {"name": "inline", "weight": 3, "dataset": {"path": str(tmp_path / "rows.jsonl"), "order": "sequential"}},
+                # the same rows, their files as URLs of the run's own image server (the mock never fetches: 64 each)
+                {"name": "served", "weight": 1,
+                 "dataset": {"path": str(tmp_path / "rows.jsonl"), "order": "sequential", "images_as": "served"}},
+            ]},
+            load={"levels": [1], "level_duration_s": 2, "max_level_duration_s": 2, "warmup_s": 0.3},
+            slo={"ttft_ms": {"p50": 500}, "itl_ms": None, "max_error_rate": 0.05},
+        )
+        result = loadtest("run", str(scenario), "--out", str(tmp_path / "run"), timeout=120)
+    assert result.returncode == 0, result.stderr
+    frame = pd.read_parquet(tmp_path / "run" / "requests.parquet")
+    size = (tmp_path / "photo.png").stat().st_size
+    served = frame[~frame.warmup & frame.ok & (frame["class"] == "served")]
+    assert len(served) >= 3 and served.images.notna().all()
+    assert (served.prompt_tokens == 2 + 1 + 64 * served.images).all()  # URLs: the per-image tokens only
+    assert (served[served.image_bytes.notna()].image_bytes % size == 0).all()  # a served file's bytes are known
+    done = frame[~frame.warmup & frame.ok & (frame["class"] == "inline")]
+    for words, count, tokens, image_bytes in ((2, 1, PER_IMAGE, size), (2, 2, 2 * PER_IMAGE, 2 * size), (2, 1, 64, None)):
+        mine = done[(done.images == count) & (done.prompt_tokens == words + 1 + tokens)]
+        assert len(mine) >= 2, (count, tokens, done[["images", "prompt_tokens"]].drop_duplicates())
+        if image_bytes is None:
+            assert mine.image_bytes.isna().all()  # the URL's size is not known
+        else:
+            assert (mine.image_bytes == image_bytes).all()
+            model = 5 + 0.1 * (words + 1 + tokens)
+            assert model <= mine.ttft_ms.median() < model * 1.15 + 5, (count, mine.ttft_ms.median(), model)
+    level = summary(tmp_path / "run")["levels"][0]["images"]
+    assert set(level["ttft_ms_by_count"]) == {"1", "2"}

@@ -34,7 +34,7 @@ def test_fixture_gives_the_exact_record(zoo, fixture: Fixture, use_reactor):
     client = StreamingClient(zoo.base_url(fixture.name), fixture.api, timeout_s=20, use_reactor=use_reactor)
     try:
         # the tool-call fixtures check the joined calls, which only a captured answer keeps
-        rec = client.send(build_body(fixture.api, "m", "hi", 16), capture_text="tool_calls" in fixture.expect)
+        rec = client.send(build_body(fixture.api, "m", fixture.prompt, 16), capture_text="tool_calls" in fixture.expect)
     finally:
         client.close()
     exchange = [e for e in zoo.exchanges if e.fixture == fixture.name][-1]
@@ -145,7 +145,7 @@ def test_parser_cost_is_linear_in_a_long_event():
 def test_reactor_survives_every_fixture_at_once(zoo):
     """All dialects streaming concurrently through one reactor: each record as when alone."""
     clients = [StreamingClient(zoo.base_url(f.name), f.api, timeout_s=20) for f in ZOO]
-    jobs = [gevent.spawn(c.send, build_body(f.api, "m", "hi", 16)) for c, f in zip(clients, ZOO)]
+    jobs = [gevent.spawn(c.send, build_body(f.api, "m", f.prompt, 16)) for c, f in zip(clients, ZOO)]
     gevent.joinall(jobs, timeout=60)
     for c in clients:
         c.close()

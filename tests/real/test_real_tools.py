@@ -44,3 +44,29 @@ def test_a_text_answer_to_a_required_tool_call_is_timed_and_marked_invalid(serve
         assert rec.output_valid is not None
     else:
         assert rec.answer and rec.output_valid is False
+
+
+def test_a_valid_output_floor_judges_a_real_servers_tool_calls(server, tmp_path):
+    """A 2 s run with ``tool_choice: required`` and ``slo.min_valid_output_rate: 0.9`` on the real server.
+
+    Whatever the build answers (plain words, or a call its template forced), each level's check is
+    its measured valid share and Wilson interval, and a share under the floor never passes."""
+    from support.runkit import loadtest, summary, write_scenario  # only this test runs the CLI
+
+    scenario = write_scenario(
+        tmp_path, server.base_url, target={"model": server.model},
+        workload={"prompt_tokens": {"mean": 8, "stddev": 0}, "max_tokens": 16, "tools": TOOLS, "tool_choice": "required"},
+        load={"levels": [1], "level_duration_s": 2, "max_level_duration_s": 2, "warmup_s": 0.5},
+        slo={"ttft_ms": None, "itl_ms": None, "e2e_ms": {"p95": 30000}, "max_error_rate": 0.1,
+             "min_valid_output_rate": 0.9},
+    )
+    result = loadtest("run", str(scenario), "--out", str(tmp_path / "run"), timeout=240)
+    assert result.returncode in (0, 1), result.stderr
+    (level,) = summary(tmp_path / "run")["levels"]
+    check = next(c for c in level["checks"] if c["name"] == "valid_output_rate")
+    assert check["n"] == level["valid_output_checked"] > 0 and check["value"] == level["valid_output_rate"]
+    if check["value"] < 0.9:
+        assert check["verdict"] in ("fail", "uncertain") and level["status"] != "pass"
+        assert check["verdict"] == ("fail" if check["ci"][1] < 0.9 else "uncertain")
+    else:
+        assert check["verdict"] == "pass"

@@ -259,3 +259,24 @@ def write_sample_run(run_dir: Any, slo: dict[str, Any] | None = None) -> Any:
     run = run_dict(levels, warmup_s=2.0, slo=SAMPLE_SLO if slo is None else slo, name="chat-capacity")
     write_run_json(run_dir, run)
     return run_dir
+
+
+def write_run_folder(folder: Any, rows: list[dict[str, Any]], plan: list[dict[str, Any]], scenario: dict[str, Any]) -> Any:
+    """Records, run.json (with its ``scenario``) and an analysis: a run folder as ``loadtest run`` leaves it."""
+    import contextlib  # only the run-folder writers need these (and the CLI, to analyze it)
+    import io
+    from pathlib import Path
+
+    from loadtest.cli import main
+    from loadtest.records import RequestWriter, records_to_table, write_run_json
+
+    folder = Path(folder)
+    writer = RequestWriter(folder)
+    writer.write(records_to_table(rows))
+    writer.close()
+    run = run_dict(plan, warmup_s=1.0, slo=scenario["slo"], name=scenario["name"])
+    run["scenario"] = scenario
+    write_run_json(folder, run)
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["analyze", str(folder)]) == 0
+    return folder

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from support.synthetic import closed_loop_rows, level_plan, run_dict
+from support.synthetic import closed_loop_rows, level_plan, write_run_folder
 from loadtest.cli import main
 from loadtest.compare.capacity import CapacityBounds, capacity_change
 from loadtest.compare.delta import percentile_replicates, relative_change
@@ -23,7 +23,6 @@ from loadtest.fingerprint import differences, fingerprint
 from loadtest.compare.rules import parse_rules
 from loadtest.compare.samples import Clustered
 from loadtest.errors import InputError
-from loadtest.records import RequestWriter, records_to_table, write_run_json
 
 SLO = {"ttft_ms": {"p95": 10_000}, "itl_ms": {"p95": 10_000}, "max_error_rate": 0.5}
 T0 = 1_764_000_000.0
@@ -54,14 +53,7 @@ def write_run(folder: Path, *, scale=1.0, seed=0, t0=T0, jitter=0.03, duration=1
 
 def write_folder(folder: Path, rows: list, plan: list, sc: dict) -> Path:
     """Records, run.json (with its scenario) and an analysis: a run folder as ``loadtest run`` leaves it."""
-    writer = RequestWriter(folder)
-    writer.write(records_to_table(rows))
-    writer.close()
-    run = run_dict(plan, warmup_s=1.0, slo=sc["slo"], name=sc["name"])
-    run["scenario"] = sc
-    write_run_json(folder, run)
-    assert main(["analyze", str(folder)]) == 0
-    return folder
+    return write_run_folder(folder, rows, plan, sc)
 
 
 def cli(*args: str) -> tuple[int, str, str]:

@@ -71,3 +71,23 @@ def test_on_a_terminal_the_level_in_force_has_a_bar_against_its_longest_length()
     text = out.getvalue()
     assert "━" in text  # rich's progress bar
     assert "level 3 (16 users, refine):" in text and "30 requests so far" in text
+
+
+def test_an_answer_that_is_not_streamed_shows_e2e_and_items_per_second():
+    """Embeddings (rerank, score) have no first token: the line shows e2e p95 and items/s, not "TTFT p95 -".
+
+    10 requests of 4 inputs each, 100 ms apiece, back to back over 1 s: 40 items in 1.0 s."""
+    n = 10
+    table = pa.table({
+        "level_index": [0] * n, "level": [2] * n, "error_kind": [None] * n, "ok": [True] * n,
+        "warmup": [False] * n, "ttft_ms": [None] * n, "chunk_ms": [[]] * n,
+        "e2e_ms": [100.0] * n, "items": [4] * n, "start_wall": [1000.0 + 0.1 * i for i in range(n)],
+    })
+    progress = RunProgress()
+    progress.update(table)
+    out = io.StringIO()
+    live = LiveView(progress, Console(file=out, width=200, color_system=None), looks=[2.0], unary=True)
+    live.level_ended(0, {"ended": "decided", "verdict": "pass", "ran_s": 2.0})
+    line = out.getvalue()
+    assert "level 1: 2 users, 10 requests, 0 errors, e2e p95 100.0 ms, 40.0 items/s" in line, line
+    assert "TTFT" not in line and "TTFT" not in str(live._table().columns[4].header)

@@ -39,7 +39,7 @@ BAD = [
     ({"name": "x", "load": {"levels": [1]}, "slo": {"itl": {"p95": 3}}}, "slo.itl: unknown SLO metric"),
     ({"name": "x", "load": {"levels": [1]}, "targt": {}}, "targt: unknown key"),
     ({"name": "x", "load": {"levels": [1]}, "target": {"timeout": 3}}, "target.timeout: unknown key"),
-    ({"name": "x", "load": {"levels": [1]}, "target": {"api": "rerank"}}, "target.api: must be one of"),
+    ({"name": "x", "load": {"levels": [1]}, "target": {"api": "classify"}}, "target.api: must be one of"),
     ({"name": "x", "load": {"levels": [1]}, "target": {"base_url": "localhost:8000"}}, "target.base_url: must start with http"),
     ({"name": "x", "load": {"start": 1, "step": 2}}, "load: 'start/step/max' needs all three; missing max"),
     ({"name": "x", "load": {"levels": [1], "warmup_s": 40, "level_duration_s": 30}}, "load: 'warmup_s' (40) must be shorter"),

@@ -34,6 +34,8 @@ class Fixture:
     framing: str = "chunked"  # chunked | close | length
     pace_ms: float = 15.0
     cut: bool = False         # chunked framing without its last chunk (connection dropped)
+    #: The prompt the test builds the request body from (rerank / score: the query, then the documents).
+    prompt: Any = "hi"
 
 
 def _ev(*events: bytes) -> list[bytes]:
@@ -428,6 +430,59 @@ EMBEDDINGS_MISSING_VECTOR = Fixture(
     api="embeddings", headers={"Content-Type": "application/json"}, framing="length",
 )
 
+# -- rerank and score: a query against documents, one JSON body (vLLM's pooling protocol) --------------
+_FRANCE = ["What is the capital of France?", "The capital of Brazil is Brasilia.", "The capital of France is Paris.",
+           "Horses and cows are both animals"]
+
+
+def _unary(name: str, server: str, source: str, body: list[bytes], expect: dict[str, Any], api: str,
+           prompt: Any) -> Fixture:
+    """A fixture answered in one JSON body (no stream, no content chunks), for ``prompt``'s request."""
+    return Fixture(name, server, source, body, expect, api=api, headers={"Content-Type": "application/json"},
+                   framing="length", prompt=prompt)
+
+
+VLLM_RERANK = _unary(
+    "vllm-rerank", "vLLM /v1/rerank: results sorted by relevance, each with its document, usage.prompt_tokens",
+    "docs.vllm.ai serving/openai_compatible_server (Re-rank API example); vllm/entrypoints/pooling/score/protocol.py",
+    [b'{"id":"rerank-b389becfb1070107","model":"BAAI/bge-reranker-base","usage":{"prompt_tokens":56,"total_tokens":56},'
+     b'"results":[{"index":1,"document":{"text":"The capital of France is Paris.","multi_modal":null},"relevance_score":0.9985467791557312},'
+     b'{"index":0,"document":{"text":"The capital of Brazil is Brasilia.","multi_modal":null},"relevance_score":0.0005859603406861424},'
+     b'{"index":2,"document":{"text":"Horses and cows are both animals","multi_modal":null},"relevance_score":0.00005664825439453125}]}'],
+    {"ok": True, "token_source": "usage", "chunk_tokens": [], "completion_tokens": 0, "prompt_tokens": 56, "items": 3},
+    "rerank", _FRANCE,
+)
+
+COHERE_RERANK = _unary(
+    "cohere-rerank", "Cohere /v2/rerank: results without documents, billed search units instead of tokens",
+    "docs.cohere.com/v2/reference/rerank (the response example)",
+    [b'{"results":[{"index":1,"relevance_score":0.999071},{"index":0,"relevance_score":0.32713068},'
+     b'{"index":2,"relevance_score":0.0000018453284}],"id":"07734bd2-2473-4f07-94e1-0d9f0e6843cf",'
+     b'"meta":{"api_version":{"version":"2","is_experimental":false},"billed_units":{"search_units":1}}}'],
+    {"ok": True, "chunk_tokens": [], "completion_tokens": 0, "items": 3},
+    "rerank", _FRANCE,
+)
+
+VLLM_SCORE = _unary(
+    "vllm-score", "vLLM /score: one text_1 against two text_2, a score object per pair",
+    "docs.vllm.ai serving/openai_compatible_server (Score API: single inference against a batch)",
+    [b'{"id":"score-request-id","object":"list","created":693570,"model":"BAAI/bge-reranker-v2-m3",'
+     b'"data":[{"index":0,"object":"score","score":0.001094818115234375},{"index":1,"object":"score","score":1.0}],'
+     b'"usage":{"prompt_tokens":27,"total_tokens":27,"completion_tokens":0,"prompt_tokens_details":null}}'],
+    {"ok": True, "token_source": "usage", "chunk_tokens": [], "completion_tokens": 0, "prompt_tokens": 27, "items": 2},
+    "score", _FRANCE[:3],
+)
+
+RERANK_MISSING_RESULT = _unary(
+    "rerank-missing-result", "a rerank 200 with fewer scored results than documents asked for: not a success",
+    "the rerank contract (top_n results, each an index that was sent, with a relevance_score)",
+    [b'{"id":"rerank-1","model":"m","usage":{"prompt_tokens":56,"total_tokens":56},'
+     b'"results":[{"index":1,"relevance_score":0.99},{"index":7,"relevance_score":0.5}]}'],
+    {"ok": False, "error_kind": "malformed", "chunk_tokens": [], "completion_tokens": 0, "items": 3,
+     "error_contains": "1 scored results for 3 documents"},
+    "rerank", _FRANCE,
+)
+
 # -- the Responses API: named events, no [DONE], usage on response.completed ------------------------
 _R = b'"id":"resp_67c9fdcecf488190bdd9a0409de3a1ec07b8b0ad4e5eb654","object":"response","created_at":1741290958,"model":"gpt-4.1-2025-04-14"'
 
@@ -517,4 +572,5 @@ ZOO = [
     DONE_WITH_TRAILING_SPACE, LONG_EVENT, EMPTY_STREAM, CUT_STREAM, USAGE_WRONG_TYPE, REDIRECT, NO_CONTENT, FASTAPI_422,
     RATE_LIMITED_NOW, OPENAI_TOOL_CALL, VLLM_TOOL_CALL, OPENAI_EMBEDDINGS, EMBEDDINGS_MISSING_VECTOR,
     OPENAI_RESPONSES, VLLM_RESPONSES_REASONING, RESPONSES_ERROR_EVENT, RESPONSES_FAILED, RESPONSES_CUT,
+    VLLM_RERANK, COHERE_RERANK, VLLM_SCORE, RERANK_MISSING_RESULT,
 ]
