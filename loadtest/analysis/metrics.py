@@ -122,8 +122,9 @@ def level_results(
 ) -> list[LevelResult]:
     """One :class:`LevelResult` per window (same order as ``windows``), checks not yet set.
 
-    ``itl_groups`` holds, per window, the ITL samples and the wall time of the
-    chunk each came from; per-request samples are placed in time by their start.
+    ``itl_groups`` holds, per window, the ITL samples and the time block of
+    each (:func:`intervals.block_ids` of the arrival of the chunk it came from,
+    see :mod:`chunk_pass`); per-request samples are placed in time by their start.
     Intervals are at ``confidence`` (see :mod:`verdict` for why it may exceed 95%).
     """
     pos = frame["pos"].to_numpy()
@@ -157,12 +158,11 @@ def level_results(
         for metric in LATENCY_METRICS:
             rng = rng_for(seed, window.index, metric)
             if BY_NAME[metric].per == "gap":  # ITL: gaps between chunks, not one sample per request
-                values, times = itl_groups[p] if p < len(itl_groups) else (np.empty(0), np.empty(0))
+                values, blocks = itl_groups[p] if p < len(itl_groups) else (np.empty(0), np.empty(0, dtype=np.int64))
             else:
                 column = samples[metric]
                 keep = (pos == p) & ~np.isnan(column)
-                values, times = column[keep], start[keep]
-            blocks = block_ids(times, window.window_start, block_s)
+                values, blocks = column[keep], block_ids(start[keep], window.window_start, block_s)
             stats[metric] = describe(values, rng, resamples, blocks=blocks, confidence=confidence)
             if BY_NAME[metric].report_knee:  # the report's box plots
                 plot[metric] = _plot_sample(values, rng)
