@@ -37,6 +37,7 @@ second guard "every sample under the limit" would be a certain pass at n = 1.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -149,6 +150,40 @@ def block_index(blocks: np.ndarray) -> tuple[int, np.ndarray]:
     return int(present.sum()), rank[shifted]
 
 
+def _block_histograms(blocks: np.ndarray, index: np.ndarray, n_support: int) -> np.ndarray:
+    """Counts per (non-empty block, support bin), blocks in ascending id order, as np.unique ranks them.
+
+    Block ids span a few dozen values, so the histogram is counted over the
+    whole id range at once and the empty blocks' rows dropped: no ranking
+    pass over the samples (see :func:`block_index` for wide ranges).
+    """
+    lo, hi = (int(blocks.min()), int(blocks.max())) if len(blocks) else (0, 0)
+    if hi - lo > max(1 << 12, len(blocks) // n_support):
+        m, inverse = block_index(blocks)
+        return np.bincount(inverse * n_support + index, minlength=m * n_support).reshape(m, n_support)
+    flat = blocks - lo if lo else blocks
+    flat = flat.astype(np.int64) * n_support
+    flat += index
+    hist = np.bincount(flat, minlength=(hi - lo + 1) * n_support).reshape(hi - lo + 1, n_support)
+    return hist[hist.sum(axis=1) > 0]  # a block is in np.unique's keys iff a sample is in it
+
+
+@dataclass(frozen=True)
+class BlockHistogram:
+    """A sample binned over its support (see module doc) and counted per time block."""
+
+    index: np.ndarray  # the support bin of each value (bins in value order: every value of a bin ≤ the next's)
+    low: np.ndarray  # lowest value per bin
+    high: np.ndarray  # highest value per bin
+    hist: np.ndarray  # counts per (non-empty block, bin)
+
+
+def block_histogram(values: np.ndarray, blocks: np.ndarray) -> BlockHistogram:
+    """The binning :func:`block_bootstrap_intervals` resamples (also the exact percentiles' shortcut, see metrics)."""
+    index, low, high = _support(np.asarray(values, dtype=float))
+    return BlockHistogram(index, low, high, _block_histograms(np.asarray(blocks), index, len(low)))
+
+
 def block_bootstrap_intervals(
     values: np.ndarray,
     blocks: np.ndarray,
@@ -157,18 +192,21 @@ def block_bootstrap_intervals(
     *,
     resamples: int,
     confidence: float,
+    histogram: BlockHistogram | None = None,
 ) -> dict[str, tuple[float, float]]:
     """Central ``confidence`` interval of each quantile in ``qs`` (see module doc).
 
-    ``values`` may hold +inf (failures); ``blocks`` gives each value's time block.
+    ``values`` may hold +inf (failures); ``blocks`` gives each value's time
+    block; ``histogram`` is their :func:`block_histogram` when already made.
     """
     n = len(values)
     if n == 0:
         return {name: (math.nan, math.nan) for name in qs}
-    m, block = block_index(np.asarray(blocks))
-    index, low, high = _support(np.asarray(values, dtype=float))
+    if histogram is None:
+        histogram = block_histogram(values, blocks)
+    low, high, hist = histogram.low, histogram.high, histogram.hist
     n_support = len(low)
-    hist = np.bincount(block * n_support + index, minlength=m * n_support).reshape(m, n_support)
+    m = len(hist)
     weights = rng.multinomial(m, np.full(m, 1.0 / m), size=resamples).astype(float)
     cum = np.cumsum(weights @ hist, axis=1)
     total = cum[:, -1]

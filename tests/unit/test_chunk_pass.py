@@ -22,7 +22,8 @@ from loadtest.analysis.chunk_pass import chunk_pass
 from loadtest.analysis.chunks import chunk_positions, flatten_chunks, group_by_position, itl_samples, tokens_per_window
 from loadtest.analysis.frame import outcomes, send_e2e_ms
 from loadtest.analysis.hold_cut import cut_at_hold_end, hold_cut_ms
-from loadtest.analysis.intervals import bin_of, block_ids, block_index, block_length_s
+from loadtest.analysis.intervals import bin_of, block_histogram, block_ids, block_index, block_length_s
+from loadtest.analysis.quantiles import binned_order_statistics
 from loadtest.analysis.columns import numeric
 from loadtest.analysis.windows import level_windows
 from loadtest import records_stream
@@ -195,3 +196,17 @@ def test_bins_and_blocks_are_numpys_to_the_last_value():
         count, inverse = block_index(blocks)
         keys, expected = np.unique(blocks, return_inverse=True)
         assert count == len(keys) and np.array_equal(inverse, expected.reshape(-1))
+
+
+def test_percentiles_from_the_intervals_bins_are_the_exact_order_statistics():
+    rng = np.random.default_rng(1)
+    for values in (rng.exponential(20, 30_000), np.concatenate([np.round(rng.lognormal(2, 1, 30_000), 1),
+                                                                 np.full(500, np.inf), np.zeros(40)])):
+        rng.shuffle(values)
+        histogram = block_histogram(values, rng.integers(0, 30, len(values)))
+        ranks = np.array([0, 1, 15_000, 15_001, 28_500, 28_501, 29_700, len(values) - 1])
+        got = binned_order_statistics(values, histogram.index, histogram.hist.sum(axis=0), ranks)
+        assert np.array_equal(got, np.sort(values)[ranks])
+    constant = np.full(10_000, 20.0)  # one bin holds everything: the partition is cheaper
+    histogram = block_histogram(constant, np.zeros(10_000, dtype=np.int64))
+    assert binned_order_statistics(constant, histogram.index, histogram.hist.sum(axis=0), np.array([9_500])) is None
