@@ -22,7 +22,7 @@ from loadtest.analysis.chunk_pass import chunk_pass
 from loadtest.analysis.chunks import chunk_positions, flatten_chunks, group_by_position, itl_samples, tokens_per_window
 from loadtest.analysis.frame import outcomes, send_e2e_ms
 from loadtest.analysis.hold_cut import cut_at_hold_end, hold_cut_ms
-from loadtest.analysis.intervals import bin_of, block_histogram, block_ids, block_index, block_length_s
+from loadtest.analysis.intervals import bin_of, block_bootstrap_intervals, block_histogram, block_ids, block_index, block_length_s
 from loadtest.analysis.quantiles import binned_order_statistics
 from loadtest.analysis.columns import numeric
 from loadtest.analysis.windows import level_windows
@@ -210,3 +210,40 @@ def test_percentiles_from_the_intervals_bins_are_the_exact_order_statistics():
     constant = np.full(10_000, 20.0)  # one bin holds everything: the partition is cheaper
     histogram = block_histogram(constant, np.zeros(10_000, dtype=np.int64))
     assert binned_order_statistics(constant, histogram.index, histogram.hist.sum(axis=0), np.array([9_500])) is None
+
+
+def reference_intervals(values, blocks, qs, rng, resamples, confidence):
+    """The block bootstrap as it was written before the shortcuts (searchsorted, unique, full cumsum)."""
+    keys, block = np.unique(blocks, return_inverse=True)
+    m = len(keys)
+    finite = np.isfinite(values)
+    fin = values[finite]
+    positive = fin[fin > 0]
+    lo_, hi_ = float(positive.min()), float(fin.max())
+    edges = np.geomspace(lo_, max(hi_, lo_ * (1 + 1e-9)), 2048)
+    index = np.where(finite, np.searchsorted(edges, np.where(finite, values, 0.0), side="left"), 2049)
+    low, high = np.full(2050, np.inf), np.full(2050, -np.inf)
+    np.minimum.at(low, index, values)
+    np.maximum.at(high, index, values)
+    low[2049] = high[2049] = np.inf
+    hist = np.bincount(block.reshape(-1) * 2050 + index, minlength=m * 2050).reshape(m, 2050)
+    weights = rng.multinomial(m, np.full(m, 1.0 / m), size=resamples).astype(float)
+    cum = np.cumsum(weights @ hist, axis=1)
+    out = {}
+    for name, q in qs.items():
+        k = np.floor(q * (cum[:, -1] - 1) + 1e-9) + 1
+        at = np.minimum((cum < k[:, None]).sum(axis=1), 2049)
+        out[name] = (float(np.quantile(low[at], (1 - confidence) / 2, method="lower")),
+                     float(np.quantile(high[at], 1 - (1 - confidence) / 2, method="higher")))
+    return out
+
+
+def test_the_block_bootstrap_equals_its_straightforward_form():
+    rng = np.random.default_rng(2)
+    qs = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
+    for seed in range(6):
+        values = np.concatenate([rng.lognormal(1 + seed % 3, 1, 20_000), np.full(seed * 30, np.inf)])
+        blocks = rng.integers(seed, 40, len(values))
+        got = block_bootstrap_intervals(values, blocks, qs, np.random.default_rng(seed), resamples=300, confidence=0.95)
+        want = reference_intervals(values, blocks, qs, np.random.default_rng(seed), 300, 0.95)
+        assert got == want
