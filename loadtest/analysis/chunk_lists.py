@@ -27,8 +27,6 @@ import pyarrow as pa
 
 from loadtest.analysis.columns import flatten_arrow, flatten_list
 
-#: The list columns the analysis reads.
-CHUNK_COLUMNS = ("chunk_ms", "chunk_tokens")
 
 
 @dataclass(frozen=True)
