@@ -6,10 +6,16 @@ timed. Then a fresh Python process runs ``analyze_run`` and
 ``write_reports(..., html=True)``, exactly what ``loadtest analyze`` does, and
 reports how long they took. The analysis runs in its own process so that its
 peak RSS is its own: the parent reaps it with ``os.wait4``, whose rusage
-holds that one child's ``ru_maxrss`` (no other child, and not the memory the
-generator used here, can inflate it).
+holds that one child's ``ru_maxrss`` (no other child can inflate it). The
+run is generated in a process of its own too (see :func:`generate`).
 
     python benchmarks/bench_analyzer.py [--requests 100000] [--chunks 100] [--json PATH]
+
+Goals (:data:`GOALS`): 10M timestamps in ≤ 10 s and ≤ 4 GB, and 100M
+(``--requests 1000000 --chunks 100``, issue #31) in ≤ 30 s and ≤ 4 GB; the
+last columns give the figures as ratios to the goal the run reaches (≤ 1
+meets it). Wall time on a shared machine includes what other processes took,
+so the child's own CPU time is printed too.
 """
 
 from __future__ import annotations
@@ -33,6 +39,10 @@ from _table import Column, format_table, write_json
 
 TARGET_S = 10.0
 TARGET_GB = 4.0
+#: Goals by size: chunk timestamps → (seconds for analyze + reports, GB peak RSS). 10M is the
+#: original target; 100M (a 3-hour soak at 200 streams) is issue #31's, reached by streaming
+#: the chunk lists (loadtest/analysis/chunk_pass.py). A run is judged by the largest goal it reaches.
+GOALS = {10_000_000: (TARGET_S, TARGET_GB), 100_000_000: (30.0, 4.0)}
 #: Concurrency levels of the synthetic run, 60 s each (as tests/unit/test_analysis_scale.py).
 LEVELS = [1, 2, 4, 8, 16, 32, 64, 128]
 LEVEL_S = 60.0
@@ -114,6 +124,7 @@ def run_child(run_dir: Path, work: Path, timeout_s: float) -> dict[str, Any]:
     result = json.loads(result_path.read_text())
     result["process_s"] = wall
     result["peak_rss_mb"] = usage.ru_maxrss / 1024  # Linux reports kilobytes
+    result["cpu_s"] = usage.ru_utime + usage.ru_stime  # the whole child, imports included: wall time less what others took
     return result
 
 
@@ -130,21 +141,44 @@ COLUMNS = [
     Column("import_s", "imports s", ".2f"),
     Column("process_s", "process s", ".2f"),
     Column("peak_rss_mb", "peak RSS MB", ".0f"),
+    # added later, so that the columns above stay comparable with earlier results
+    Column("cpu_s", "process CPU s", ".2f"),
+    Column("goal", "goal", ""),
+    Column("time_vs_goal", "time / goal", ".2f"),
+    Column("rss_vs_goal", "RSS / goal", ".2f"),
 ]
 
 
+def goal_for(timestamps: int) -> tuple[int, float, float]:
+    """(size, seconds, GB) of the largest goal a run of ``timestamps`` reaches; the smallest below all."""
+    size = max((s for s in GOALS if s <= timestamps), default=min(GOALS))
+    return (size, *GOALS[size])
+
+
+def judge(row: dict[str, Any]) -> None:
+    """Add the goal and the figures' ratios to it (≤ 1 meets it) to ``row``."""
+    size, seconds, gb = goal_for(row["timestamps"])
+    row["goal"] = f"{size // 1_000_000}M: {seconds:g} s, {gb:g} GB"
+    row["time_vs_goal"] = row["total_s"] / seconds
+    row["rss_vs_goal"] = row["peak_rss_mb"] / 1024 / gb
+
+
 def verdicts(row: dict[str, Any]) -> list[str]:
-    time_ok = row["total_s"] <= TARGET_S
-    mem_ok = row["peak_rss_mb"] <= TARGET_GB * 1024
+    size, seconds, gb = goal_for(row["timestamps"])
+    time_ok = row["total_s"] <= seconds
+    mem_ok = row["peak_rss_mb"] <= gb * 1024
     return [
-        f"time   {row['total_s']:.2f} s (target ≤ {TARGET_S:g} s): {'met' if time_ok else 'NOT MET'}",
-        f"memory {row['peak_rss_mb'] / 1024:.2f} GB (target ≤ {TARGET_GB:g} GB): {'met' if mem_ok else 'NOT MET'}",
+        f"time   {row['total_s']:.2f} s (target ≤ {seconds:g} s at {size:,}): {row['total_s'] / seconds:.2f}× the goal, "
+        f"{'met' if time_ok else 'NOT MET'}",
+        f"memory {row['peak_rss_mb'] / 1024:.2f} GB (target ≤ {gb:g} GB at {size:,}): "
+        f"{row['peak_rss_mb'] / 1024 / gb:.2f}× the goal, {'met' if mem_ok else 'NOT MET'}",
     ]
 
 
 def report(row: dict[str, Any]) -> str:
     lines = ["analyzer: requests.parquet → summary.json + report.html, in a fresh process", format_table([row], COLUMNS)]
-    note = "" if row["timestamps"] >= 10_000_000 else " (targets are for 10M timestamps)"
+    size = goal_for(row["timestamps"])[0]
+    note = "" if row["timestamps"] >= size else f" (targets are for {size // 1_000_000}M timestamps)"
     lines += [f"{line}{note}" for line in verdicts(row)]
     return "\n".join(lines)
 
@@ -152,10 +186,25 @@ def report(row: dict[str, Any]) -> str:
 # -- command line ----------------------------------------------------------------------------
 
 
+def generate(run_dir: Path, n_requests: int, n_chunks: int, work: Path, timeout_s: float) -> dict[str, Any]:
+    """:func:`build_run` in a process of its own, so that this one stays small.
+
+    A child's ``ru_maxrss`` includes the memory its parent had when it forked
+    (Linux records the pre-``exec`` high-water mark), and generating 100M
+    timestamps leaves ~3.5 GB resident here; measured from this process, the
+    analysis child would report that instead of its own peak.
+    """
+    facts_path = work / "facts.json"
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--generate", str(run_dir), "--result", str(facts_path),
+           "--requests", str(n_requests), "--chunks", str(n_chunks)]
+    subprocess.run(cmd, check=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+    return json.loads(facts_path.read_text())
+
+
 def measure(n_requests: int, n_chunks: int, work: Path, timeout_s: float) -> dict[str, Any]:
     run_dir = work / "run"
     t0 = time.perf_counter()
-    facts = build_run(run_dir, n_requests, n_chunks)
+    facts = generate(run_dir, n_requests, n_chunks, work, timeout_s)
     row = {
         "requests": n_requests,
         "chunks": n_chunks,
@@ -164,6 +213,7 @@ def measure(n_requests: int, n_chunks: int, work: Path, timeout_s: float) -> dic
         "generate_s": time.perf_counter() - t0,
     }
     row.update(run_child(run_dir, work, timeout_s))
+    judge(row)
     return row
 
 
@@ -174,8 +224,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=600.0, metavar="S", help="kill the analysis after S seconds")
     ap.add_argument("--json", type=Path, metavar="PATH", help="also write the figures as JSON")
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--generate", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--result", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.generate:
+        args.result.write_text(json.dumps(build_run(args.generate, args.requests, args.chunks)))
+        return 0
     if args.child:
         child_main(args.child, args.result)
         return 0
@@ -188,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         write_json(args.json, {
             "benchmark": "analyzer",
             "targets": {"total_s": TARGET_S, "peak_rss_gb": TARGET_GB},
+            "goals": [{"timestamps": n, "total_s": t, "peak_rss_gb": gb} for n, (t, gb) in GOALS.items()],
             "rows": [row],
         })
     return 0

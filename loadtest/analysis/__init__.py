@@ -5,6 +5,7 @@ The pipeline inside, one module per idea:
 ``windows``   which time span of each level is measured (warmup excluded)
 ``columns``   record columns as plain arrays, whatever pandas made of them
 ``chunks``    flattened chunk timestamps → per-token ITL and streamed tokens
+``chunk_lists`` / ``chunk_pass``   the chunk lists read batch by batch, in one pass (never all at once)
 ``hold_cut``  a measured request that outlived its level's hold is cut at the hold's end
 ``frame``     per-request flags (measured, complete, spillover) and samples
 ``quantiles`` / ``bootstrap``   percentiles that tolerate failures, and their CIs
@@ -41,17 +42,12 @@ from loadtest.analysis.classes import class_model, judge_classes, scenario_class
 from loadtest.analysis.caveats import MIN_COMPLETE, level_caveats, run_caveats
 from loadtest.analysis.client_error import judge_client
 from loadtest.analysis.host_contention import judge_host
-from loadtest.analysis.chunks import (
-    chunk_positions,
-    flatten_chunks,
-    group_by_position,
-    itl_samples,
-    tokens_per_window,
-)
+from loadtest.analysis.chunk_lists import ChunkSource, arrow_source, frame_source
+from loadtest.analysis.chunk_pass import chunk_pass
 from loadtest.analysis.columns import numeric, text
-from loadtest.analysis.frame import request_frame
+from loadtest.analysis.frame import outcomes, request_frame, send_e2e_ms
 from loadtest.analysis.images import level_images
-from loadtest.analysis.hold_cut import cut_at_hold_end
+from loadtest.analysis.hold_cut import cut_at_hold_end, hold_cut_ms
 from loadtest.analysis.metrics import describe, level_results
 from loadtest.analysis.refine import next_refine_level, next_refine_rate
 from loadtest.analysis.results import Analysis, Capacity, Check, LevelResult, Stats
@@ -89,11 +85,14 @@ def analyze(
     confidence: float | None = None,
     server_samples: pd.DataFrame | None = None,
     autoscaling: AutoscalingOptions | None = None,
+    chunks: ChunkSource | None = None,
 ) -> Analysis:
     """Analyze one run's records against ``slo``.
 
     ``requests`` has the columns of :data:`loadtest.records.SCHEMA` (as
-    returned by :func:`loadtest.records.read_requests`); ``run`` is run.json as
+    returned by :func:`loadtest.records.read_requests`), or all but the chunk
+    lists when ``chunks`` yields those batch by batch (:func:`analyze_run`
+    streams them from requests.parquet); ``run`` is run.json as
     a dict. Deterministic for a given ``seed``. Never raises on odd data
     (empty frames, missing levels, all failures): such runs get a ``no_data``
     or ``uncertain`` verdict and warnings instead. ``server_samples`` are the
@@ -106,11 +105,13 @@ def analyze(
     holds only if every class does (see :mod:`loadtest.analysis.classes`).
     """
     run = dict(run)
-    requests = cut_at_hold_end(requests, run)
+    cut_ms = hold_cut_ms(requests, run)  # the chunk lists are cut where they are read
+    requests = cut_at_hold_end(requests, run, lists=False)
+    source = chunks if chunks is not None else frame_source(requests)
     if confidence is None:
         confidence = verdict_confidence(run)
     windows, warnings = level_windows(run, requests)
-    frame, levels = _measure(requests, windows, slo, seed=seed, resamples=resamples, confidence=confidence)
+    frame, levels = _measure(requests, windows, slo, source, cut_ms, seed=seed, resamples=resamples, confidence=confidence)
     mark_speedups(levels, run.get("trace"))
     turns = numeric(requests, "turn")
     frame["class"] = text(requests, "class")
@@ -120,7 +121,9 @@ def analyze(
     for name in sorted({c for c in frame["class"] if c is not None} - set(slos)):
         slos[name] = slo  # a class in the records that the scenario does not name
     if slos:
-        per_class = _measure_classes(requests, frame["class"].to_numpy(), windows, slos, seed, resamples, confidence)
+        per_class = _measure_classes(
+            requests, frame["class"].to_numpy(), windows, slos, source, cut_ms, seed, resamples, confidence
+        )
         own_slos = _judged_with_own_slos(run, slo, slos)
         for position, level in enumerate(levels):
             judge_classes(level, {name: lv[position] for name, lv in per_class.items()}, slos, slo)
@@ -198,29 +201,35 @@ def analyze(
 
 
 def _measure(
-    requests: pd.DataFrame, windows: list, slo: SloSpec, *, seed: int, resamples: int, confidence: float
+    requests: pd.DataFrame,
+    windows: list,
+    slo: SloSpec,
+    source: ChunkSource,
+    cut_ms: np.ndarray | None,
+    *,
+    rows: np.ndarray | None = None,
+    seed: int,
+    resamples: int,
+    confidence: float,
 ) -> tuple[pd.DataFrame, list[LevelResult]]:
-    """Records → the per-request frame and one unjudged :class:`LevelResult` per window (window order)."""
-    chunks = flatten_chunks(requests)
-    frame = request_frame(requests, windows, chunks, slo)
+    """Records → the per-request frame and one unjudged :class:`LevelResult` per window (window order).
 
-    # chunk times are relative to the actual send (open loop: not the scheduled time)
-    start = frame["sent_wall"].to_numpy(dtype=float)
-    send_e2e = frame["e2e_ms"].to_numpy(dtype=float) - np.nan_to_num(frame["schedule_lag_ms"].to_numpy(dtype=float))
-    ok = frame["ok"].to_numpy()
-    positions = chunk_positions(chunks, start, windows)
+    ``source`` yields the chunk lists of every record, ``cut_ms`` (per record, NaN: none)
+    where the hold cut each (see :func:`hold_cut.hold_cut_ms`); ``rows`` (a bool per record
+    of the source) when ``requests`` are only those records.
+    """
+    ok, _kinds, _cancelled, failed = outcomes(requests)
     reported = numeric(requests, "completion_tokens")
     reported = np.where(ok & (reported > 0), reported, np.nan)  # final counts exist for successes only
-    tokens = tokens_per_window(chunks, positions, reported, len(windows))
-    itl, itl_pos, itl_at = itl_samples(
-        chunks, positions, start, send_e2e, frame["failed"].to_numpy(), windows
+    # chunk times are relative to the actual send (open loop: not the scheduled time)
+    totals = chunk_pass(
+        source, windows, numeric(requests, "start_wall"), send_e2e_ms(requests), failed, reported,
+        rows=rows, cut_ms=cut_ms,
     )
-    del chunks, positions  # the flattened chunk arrays are the bulk of the memory
-    itl_groups = list(
-        zip(group_by_position(itl, itl_pos, len(windows)), group_by_position(itl_at, itl_pos, len(windows)))
+    frame = request_frame(requests, windows, totals, slo)
+    levels = level_results(
+        frame, windows, totals.itl, totals.tokens_per_window, seed=seed, resamples=resamples, confidence=confidence
     )
-    del itl, itl_pos, itl_at
-    levels = level_results(frame, windows, itl_groups, tokens, seed=seed, resamples=resamples, confidence=confidence)
     return frame, levels
 
 
@@ -229,6 +238,8 @@ def _measure_classes(
     classes: np.ndarray,
     windows: list,
     slos: Mapping[str, SloSpec],
+    source: ChunkSource,
+    cut_ms: np.ndarray | None,
     seed: int,
     resamples: int,
     confidence: float,
@@ -236,8 +247,11 @@ def _measure_classes(
     """Each class's own levels (window order): the same analysis on its records alone."""
     out = {}
     for name, class_slo in slos.items():
-        mine = requests.loc[classes == name].reset_index(drop=True)
-        out[name] = _measure(mine, windows, class_slo, seed=seed, resamples=resamples, confidence=confidence)[1]
+        rows = classes == name
+        mine = requests.loc[rows].reset_index(drop=True)
+        out[name] = _measure(
+            mine, windows, class_slo, source, cut_ms, rows=rows, seed=seed, resamples=resamples, confidence=confidence
+        )[1]
     return out
 
 
@@ -292,7 +306,9 @@ def analyze_run(
     """
     # The one function here that reads files: pyarrow's parquet readers load when a run folder is
     # analyzed, not for every import of the analysis (the live judge and the web UI import it).
-    from loadtest.records import RUN_JSON, read_requests, read_run_json
+    # The chunk lists are not read here but streamed by the analysis, a batch at a time.
+    from loadtest.records import RUN_JSON, read_run_json
+    from loadtest.records_stream import chunk_batches, read_scalars
     from loadtest.scrape.store import read_samples
 
     run_dir = Path(run_dir)
@@ -310,7 +326,7 @@ def analyze_run(
         o = autoscaling_overrides
         scaling = scaling.with_overrides(o.get("headroom"), o.get("scale_up_s"), o.get("traffic_growth_per_min"))
     return analyze(
-        read_requests(run_dir), run, slo, class_slos=slos, server_samples=read_samples(run_dir),
-        autoscaling=scaling, **options,
+        read_scalars(run_dir), run, slo, class_slos=slos, server_samples=read_samples(run_dir),
+        autoscaling=scaling, chunks=arrow_source(lambda: chunk_batches(run_dir)), **options,
     )
 

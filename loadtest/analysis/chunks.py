@@ -53,9 +53,21 @@ def flatten_chunks(requests: pd.DataFrame) -> Chunks:
     count one token per chunk (the same fallback the client uses when the
     server reports no usage). Null token entries also count as one token.
     """
-    n = len(requests)
     arrival, lengths = flatten_list(requests, "chunk_ms", np.float64)
     tok_values, tok_lengths = flatten_list(requests, "chunk_tokens", None)
+    return chunks_from_lists(arrival, lengths, tok_values, tok_lengths)
+
+
+def chunks_from_lists(
+    arrival: np.ndarray, lengths: np.ndarray, tok_values: np.ndarray, tok_lengths: np.ndarray
+) -> Chunks:
+    """:func:`flatten_chunks` from lists already flattened (values, and the length of each row's list).
+
+    Every rule here is per row (a row's tokens either match its chunks or
+    count one each), so flattening a run batch by batch gives, row for row,
+    what flattening it whole gives (:mod:`chunk_pass` relies on that).
+    """
+    n = len(lengths)
     if len(tok_values) == len(arrival) and np.array_equal(tok_lengths, lengths):
         tokens = tok_values
     else:
@@ -87,8 +99,7 @@ def _row_ids(lengths: np.ndarray) -> np.ndarray:
 
 def chunk_positions(chunks: Chunks, start_wall: np.ndarray, windows: Sequence[LevelWindow]) -> np.ndarray:
     """Window position of each chunk's absolute arrival (-1 outside every window)."""
-    arrival_wall = start_wall[chunks.row] + chunks.arrival_ms / 1000.0
-    return locate(arrival_wall, windows)
+    return locate(arrival_wall(chunks, start_wall), windows)
 
 
 def itl_samples(
@@ -123,33 +134,65 @@ def itl_samples_with_rows(
     one stream are correlated (they share a batch and a queue), so resampling
     single gaps would make the interval too narrow.
     """
+    per_token, pos, times, owner = gap_samples(chunks, positions, arrival_wall(chunks, start_wall), rows=True)
+    broken = broken_stream_samples(chunks.counts, failed, start_wall, e2e_ms, windows)
+    if broken is not None:
+        fail_ms, fail_pos, fail_at, fail_rows = broken
+        per_token = np.concatenate([per_token, fail_ms])
+        pos = np.concatenate([pos, fail_pos])
+        times = np.concatenate([times, fail_at])
+        owner = np.concatenate([owner, fail_rows.astype(owner.dtype)])
+    return per_token, pos, times, owner
+
+
+def arrival_wall(chunks: Chunks, start_wall: np.ndarray) -> np.ndarray:
+    """Wall-clock arrival of each chunk (s): its request's send plus its ``chunk_ms``."""
+    return start_wall[chunks.row] + chunks.arrival_ms / 1000.0
+
+
+def gap_samples(
+    chunks: Chunks, positions: np.ndarray, arrival_wall_s: np.ndarray, *, rows: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """Per-token ITL samples from the gaps between chunks: (ms, window position, wall time, row or None).
+
+    Only gaps whose later chunk arrived in a measured window. The stalls of
+    broken streams are :func:`broken_stream_samples`; ``rows=True`` also
+    returns the row each sample belongs to.
+    """
     row = chunks.row
     # chunk j+1 has a predecessor in the same request, and arrived in a window
     valid = (row[1:] == row[:-1]) & (positions[1:] >= 0)
     gaps = np.diff(chunks.arrival_ms)[valid]
     pos = positions[1:][valid]
-    times = (start_wall[row] + chunks.arrival_ms / 1000.0)[1:][valid]
-    owner = row[1:][valid]
+    times = arrival_wall_s[1:][valid]
+    owner = row[1:][valid] if rows else None
     if chunks.multi_token:
         k = chunks.tokens[1:][valid]
         per_token = np.repeat(gaps / k, k)
         pos = np.repeat(pos, k)
         times = np.repeat(times, k)
-        owner = np.repeat(owner, k)
+        owner = np.repeat(owner, k) if rows else None
     else:
         per_token = gaps
-
-    # A stream that broke after some content: the next token never arrived.
-    broken = failed & (chunks.counts > 0)
-    if broken.any():
-        fail_at = start_wall[broken] + np.nan_to_num(e2e_ms[broken]) / 1000.0
-        fail_pos = locate(fail_at, windows)
-        inside = fail_pos >= 0
-        per_token = np.concatenate([per_token, np.full(int(inside.sum()), np.inf)])
-        pos = np.concatenate([pos, fail_pos[inside]])
-        times = np.concatenate([times, fail_at[inside]])
-        owner = np.concatenate([owner, np.flatnonzero(broken)[inside].astype(owner.dtype)])
     return per_token, pos, times, owner
+
+
+def broken_stream_samples(
+    counts: np.ndarray, failed: np.ndarray, start_wall: np.ndarray, e2e_ms: np.ndarray, windows: Sequence[LevelWindow]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """A stream that broke after some content: the next token never arrived.
+
+    One ``+inf`` sample per such request at the moment it failed, if that is
+    inside a measured window: (samples, window position, wall time, row);
+    None when no stream broke.
+    """
+    broken = failed & (counts > 0)
+    if not broken.any():
+        return None
+    fail_at = start_wall[broken] + np.nan_to_num(e2e_ms[broken]) / 1000.0
+    fail_pos = locate(fail_at, windows)
+    inside = fail_pos >= 0
+    return np.full(int(inside.sum()), np.inf), fail_pos[inside], fail_at[inside], np.flatnonzero(broken)[inside]
 
 
 def tokens_per_window(

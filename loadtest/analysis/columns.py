@@ -55,17 +55,27 @@ def flatten_list(
         return np.empty(0, dtype=dtype), np.zeros(n, dtype=np.int64)
     col = frame[name]
     if isinstance(col.dtype, pd.ArrowDtype):
-        arr = col.array.__arrow_array__()
-        arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
-        lengths = pc.fill_null(pc.list_value_length(arr), 0).to_numpy(zero_copy_only=False)
-        flat = pc.list_flatten(arr)
-        values = flat.to_numpy(zero_copy_only=False) if len(flat) else np.empty(0)
-        return _as(values, dtype), lengths.astype(np.int64)
+        return flatten_arrow(col.array.__arrow_array__(), dtype)
     items = col.to_numpy(dtype=object)
     lengths = np.fromiter((_length(a) for a in items), dtype=np.int64, count=n)
     parts = [np.asarray(a) for a, size in zip(items, lengths, strict=True) if size]
     values = np.concatenate(parts) if parts else np.empty(0)
     return _as(values, dtype), lengths
+
+
+def flatten_arrow(
+    arr: pa.Array | pa.ChunkedArray, dtype: type | None = np.float64
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`flatten_list` of an Arrow list array: the same values and lengths, without pandas.
+
+    Without nulls among the items the values are a zero-copy (read-only) view
+    of Arrow's buffer; null lists have length 0 whatever their offsets say.
+    """
+    arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+    lengths = pc.fill_null(pc.list_value_length(arr), 0).to_numpy(zero_copy_only=False)
+    flat = pc.list_flatten(arr)
+    values = flat.to_numpy(zero_copy_only=False) if len(flat) else np.empty(0)
+    return _as(values, dtype), lengths.astype(np.int64)
 
 
 def _length(item: object) -> int:

@@ -47,12 +47,11 @@ load stage applies to requests in flight when it decides a level early):
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Protocol, Sequence
 
 import numpy as np
 import pandas as pd
 
-from loadtest.analysis.chunks import Chunks
 from loadtest.analysis.columns import boolean, numeric, text
 from loadtest.analysis.output_validity import validity_column
 from loadtest.analysis.slo import SloSpec
@@ -62,8 +61,29 @@ from loadtest.analysis.windows import LevelWindow, locate, position_by_index
 CANCELLED = "cancelled"
 
 
+class ChunkCounts(Protocol):
+    """Per request, what its chunks add to the frame (``chunks.Chunks``, ``chunk_pass.ChunkTotals``)."""
+
+    counts: np.ndarray  # token-carrying chunks
+    token_sums: np.ndarray  # their tokens
+
+
+def outcomes(requests: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per request: (ok, error kind, cancelled by the harness, failed by the server)."""
+    ok = boolean(requests, "ok")
+    kinds = text(requests, "error_kind")
+    cancelled = ~ok & (kinds == CANCELLED)
+    return ok, kinds, cancelled, ~ok & ~cancelled
+
+
+def send_e2e_ms(requests: pd.DataFrame) -> np.ndarray:
+    """Each request's e2e from its actual send (open loop: not from the scheduled time), as the frame has it."""
+    lag = scheduled_lag_ms(requests)
+    return (numeric(requests, "e2e_ms") + lag) - np.nan_to_num(np.where(lag_known(requests), lag, np.nan))
+
+
 def request_frame(
-    requests: pd.DataFrame, windows: Sequence[LevelWindow], chunks: Chunks, slo: SloSpec
+    requests: pd.DataFrame, windows: Sequence[LevelWindow], chunks: ChunkCounts, slo: SloSpec
 ) -> pd.DataFrame:
     """Derive the per-request frame (same row order as ``requests``; no list columns)."""
     n = len(requests)
@@ -73,10 +93,7 @@ def request_frame(
     e2e = numeric(requests, "e2e_ms") + lag
     ttft = numeric(requests, "ttft_ms") + lag
     ttfb = numeric(requests, "ttfb_ms") + lag
-    ok = boolean(requests, "ok")
-    kinds = text(requests, "error_kind")
-    cancelled = ~ok & (kinds == CANCELLED)
-    failed = ~ok & ~cancelled  # the server's failures only
+    ok, kinds, cancelled, failed = outcomes(requests)  # failed: the server's failures only
     warmup = boolean(requests, "warmup")
     end = start + e2e / 1000.0
 

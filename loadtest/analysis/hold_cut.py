@@ -36,11 +36,33 @@ def hold_ends(run: Mapping[str, Any]) -> dict[int, float]:
     return out
 
 
-def cut_at_hold_end(requests: pd.DataFrame, run: Mapping[str, Any]) -> pd.DataFrame:
-    """``requests`` with every request that ended after its level's hold cut at that end (a copy if any)."""
+def cut_at_hold_end(requests: pd.DataFrame, run: Mapping[str, Any], *, lists: bool = True) -> pd.DataFrame:
+    """``requests`` with every request that ended after its level's hold cut at that end (a copy if any).
+
+    ``lists=False`` leaves the chunk lists as they are: the caller cuts them
+    where it reads them (:meth:`chunk_lists.ListBatch.cut`, with
+    :func:`hold_cut_ms`), the streaming analysis of a run on disk.
+    """
+    cut_ms = hold_cut_ms(requests, run)
+    if cut_ms is None:
+        return requests
+    out = requests.copy()
+    for name in ("e2e_ms", "ttft_ms", "ttfb_ms", "completion_tokens"):
+        if name in out.columns:
+            out[name] = numeric(out, name)
+    for name in ("error_kind", "error"):
+        if name in out.columns:
+            out[name] = out[name].astype(object)
+    for row in np.flatnonzero(np.isfinite(cut_ms)):
+        _cut_row(out, row, float(cut_ms[row]), lists=lists)
+    return out
+
+
+def hold_cut_ms(requests: pd.DataFrame, run: Mapping[str, Any]) -> np.ndarray | None:
+    """Per request, where it is cut (ms after its send; NaN: not cut); None when none is."""
     ends = hold_ends(run)
     if not ends or not len(requests):
-        return requests
+        return None
     index = numeric(requests, "level_index")
     sent = numeric(requests, "start_wall")
     e2e = numeric(requests, "e2e_ms")
@@ -53,25 +75,17 @@ def cut_at_hold_end(requests: pd.DataFrame, run: Mapping[str, Any]) -> pd.DataFr
     late = np.isfinite(cut_wall) & (sent < cut_wall) & (sent + e2e / 1000.0 > cut_wall + 1e-6)
     late &= ~(~ok & (kinds == "cancelled") & (sent + e2e / 1000.0 <= cut_wall + 1e-6))
     if not late.any():
-        return requests
-    out = requests.copy()
-    for name in ("e2e_ms", "ttft_ms", "ttfb_ms", "completion_tokens"):
-        if name in out.columns:
-            out[name] = numeric(out, name)
-    for name in ("error_kind", "error"):
-        if name in out.columns:
-            out[name] = out[name].astype(object)
-    for row in np.flatnonzero(late):
-        at_ms = float((cut_wall[row] - sent[row]) * 1000.0)
-        _cut_row(out, row, at_ms)
+        return None
+    out = np.full(len(requests), np.nan)
+    out[late] = (cut_wall[late] - sent[late]) * 1000.0
     return out
 
 
-def _cut_row(frame: pd.DataFrame, row: int, at_ms: float) -> None:
+def _cut_row(frame: pd.DataFrame, row: int, at_ms: float, *, lists: bool = True) -> None:
     """Make row ``row`` (positional) a request cancelled ``at_ms`` after it was sent."""
     columns = frame.columns
     pos = frame.index[row]
-    if "chunk_ms" in columns:
+    if lists and "chunk_ms" in columns:
         times = np.asarray(frame.at[pos, "chunk_ms"] if frame.at[pos, "chunk_ms"] is not None else [], dtype=float)
         keep = times <= at_ms
         frame.at[pos, "chunk_ms"] = times[keep].tolist()

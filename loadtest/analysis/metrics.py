@@ -35,8 +35,14 @@ from loadtest.analysis.bootstrap import (
 )
 from loadtest.analysis.output_validity import input_rates, valid_output_rate
 from loadtest.analysis.open_loop import open_loop_stats
-from loadtest.analysis.intervals import block_bootstrap_intervals, block_ids, block_length_s
-from loadtest.analysis.quantiles import lerp, low_n, order_statistics, position
+from loadtest.analysis.intervals import (
+    EXACT_SUPPORT,
+    block_bootstrap_intervals,
+    block_histogram,
+    block_ids,
+    block_length_s,
+)
+from loadtest.analysis.quantiles import binned_order_statistics, lerp, low_n, order_statistics, position
 from loadtest.analysis.results import REPORTED, LevelResult, Stats
 from loadtest.analysis.windows import LevelWindow
 from loadtest.metric_registry import BY_NAME, LATENCY_METRICS, PERCENTILES
@@ -69,13 +75,21 @@ def describe(
     finite = values[~infinite] if n_failed else values
     plans = [(pct, *position(n, PERCENTILES[pct])) for pct in REPORTED]
     ranks = np.array([r for _, lo, _t in plans for r in (lo, min(lo + 1, n - 1))], dtype=np.int64)
-    looked_up = order_statistics(values, ranks)
+    # the intervals bin the sample anyway; above the exact support the bins also find the ranks in one pass
+    histogram = block_histogram(values, blocks) if blocks is not None else None
+    looked_up = None
+    if histogram is not None and n > EXACT_SUPPORT:
+        looked_up = binned_order_statistics(values, histogram.index, histogram.hist.sum(axis=0), ranks)
+    if looked_up is None:
+        looked_up = order_statistics(values, ranks)
     out = {pct: float(lerp(looked_up[2 * i], looked_up[2 * i + 1], t)) for i, (pct, _lo, t) in enumerate(plans)}
     qs = {pct: PERCENTILES[pct] for pct in REPORTED}
     if blocks is None:
         ci = {pct: _independent_interval(values, q, rng, resamples, confidence) for pct, q in qs.items()}
     else:
-        ci = block_bootstrap_intervals(values, blocks, qs, rng, resamples=resamples, confidence=confidence)
+        ci = block_bootstrap_intervals(
+            values, blocks, qs, rng, resamples=resamples, confidence=confidence, histogram=histogram
+        )
     return Stats(
         n=n,
         n_failed=n_failed,
@@ -122,8 +136,9 @@ def level_results(
 ) -> list[LevelResult]:
     """One :class:`LevelResult` per window (same order as ``windows``), checks not yet set.
 
-    ``itl_groups`` holds, per window, the ITL samples and the wall time of the
-    chunk each came from; per-request samples are placed in time by their start.
+    ``itl_groups`` holds, per window, the ITL samples and the time block of
+    each (:func:`intervals.block_ids` of the arrival of the chunk it came from,
+    see :mod:`chunk_pass`); per-request samples are placed in time by their start.
     Intervals are at ``confidence`` (see :mod:`verdict` for why it may exceed 95%).
     """
     pos = frame["pos"].to_numpy()
@@ -157,12 +172,11 @@ def level_results(
         for metric in LATENCY_METRICS:
             rng = rng_for(seed, window.index, metric)
             if BY_NAME[metric].per == "gap":  # ITL: gaps between chunks, not one sample per request
-                values, times = itl_groups[p] if p < len(itl_groups) else (np.empty(0), np.empty(0))
+                values, blocks = itl_groups[p] if p < len(itl_groups) else (np.empty(0), np.empty(0, dtype=np.int64))
             else:
                 column = samples[metric]
                 keep = (pos == p) & ~np.isnan(column)
-                values, times = column[keep], start[keep]
-            blocks = block_ids(times, window.window_start, block_s)
+                values, blocks = column[keep], block_ids(start[keep], window.window_start, block_s)
             stats[metric] = describe(values, rng, resamples, blocks=blocks, confidence=confidence)
             if BY_NAME[metric].report_knee:  # the report's box plots
                 plot[metric] = _plot_sample(values, rng)

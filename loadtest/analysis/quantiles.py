@@ -88,3 +88,33 @@ def order_statistics(values: np.ndarray, ranks: np.ndarray, *, full_sort_below: 
         if b - a > 1:
             work[a : b + 1].sort()
     return work[ranks]
+
+
+def binned_order_statistics(
+    values: np.ndarray, bins: np.ndarray, counts: np.ndarray, ranks: np.ndarray
+) -> np.ndarray | None:
+    """:func:`order_statistics` from a binning of ``values`` already made (the intervals' support).
+
+    ``bins`` gives each value's bin and ``counts`` each bin's size, bins in
+    value order (every value of a bin ≤ every value of the next). The rank's
+    bin follows from the cumulative counts, so only the few bins holding a
+    needed rank are gathered (one pass) and sorted. None when those bins hold
+    more than an eighth of the sample (e.g. a constant latency: one bin),
+    where a partition is the cheaper way.
+    """
+    ranks = np.asarray(ranks, dtype=np.int64)
+    cum = np.cumsum(counts)
+    owner = np.searchsorted(cum, ranks, side="right")  # the bin holding the r-th smallest (0-based)
+    needed = np.unique(owner)
+    if int(counts[needed].sum()) * 8 > len(values):
+        return None
+    wanted = np.zeros(len(counts), dtype=bool)
+    wanted[needed] = True
+    picked = wanted[bins]
+    chosen, chosen_bins = values[picked], bins[picked]
+    out = np.empty(len(ranks), dtype=float)
+    for b in needed.tolist():
+        ordered = np.sort(chosen[chosen_bins == b])
+        here = owner == b
+        out[here] = ordered[ranks[here] - (cum[b] - counts[b])]
+    return out
