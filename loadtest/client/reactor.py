@@ -67,7 +67,7 @@ import gevent.event
 from gevent import monkey
 from geventhttpclient.response import HTTPParseError
 
-from loadtest.client._http import body_buffer, parser_feed
+from loadtest.client._http import collect_body, parser_feed
 from loadtest.client.arrival import ANCILLARY_SIZE, arrival_time, enable_arrival_stamps
 from loadtest.client.decode import StreamDecoder
 
@@ -104,8 +104,8 @@ class _Stream:
     """One response being read by the reactor."""
 
     __slots__ = (
-        "raw", "fd", "response", "decoder", "chunks", "first_at", "event", "cancelled", "registered", "ended",
-        "rx_stamps",
+        "raw", "fd", "response", "decoder", "chunks", "pieces", "first_at", "event", "cancelled", "registered",
+        "ended", "rx_stamps",
     )
 
     def __init__(self, raw: Any, response: Any, decoder: StreamDecoder, first_at: float) -> None:
@@ -114,6 +114,7 @@ class _Stream:
         self.response = response
         self.decoder = decoder
         self.chunks = decoder.rec.chunk_ms  # the content chunks' stamps: how many a read added
+        self.pieces: list = []              # body pieces the parser handed over (see _http.collect_body)
         self.first_at = first_at            # when the bytes read with the head arrived
         self.event = gevent.event.Event()   # set (on the hub) when the reactor is done with it
         self.cancelled = False
@@ -265,10 +266,10 @@ class Reactor:
             stream.decoder.rec.fail("malformed", f"bad HTTP framing: {err}")
             self._end(stream, now)
             return
-        body = body_buffer(response)
-        if body:
-            chunk = bytes(body)
-            del body[:]
+        pieces = stream.pieces
+        if pieces:
+            chunk = b"".join(pieces)  # bytes, whatever the parser handed over
+            pieces.clear()
             if not stream.decoder.feed(chunk, now):
                 self._end(stream, now)
                 return
@@ -288,10 +289,10 @@ class Reactor:
                 self._start(stream)
 
     def _start(self, stream: _Stream) -> None:
-        body = body_buffer(stream.response)
-        if body:  # bytes that came with the response head
-            chunk = bytes(body)
-            del body[:]
+        stream.pieces = collect_body(stream.response)
+        if stream.pieces:  # bytes that came with the response head
+            chunk = b"".join(stream.pieces)
+            stream.pieces.clear()
             if not stream.decoder.feed(chunk, stream.first_at):
                 self._end(stream, stream.first_at)
                 return

@@ -231,15 +231,15 @@ def client_for(target: Any, api_key: str | None) -> StreamingClient:
 
 def _read_in_greenlet(sock: Any, response: Any, decoder: StreamDecoder, head_at: float) -> bool:
     """The TLS reader: recv in this greenlet, stamp (when the hub's poll returned, if it waited), decode."""
-    body = _http.body_buffer(response)
+    pieces = _http.collect_body(response)
     timer = ReadTimer(hub_clock(), sock.fileno(), head_at) if sock is not None else None
     chunks = decoder.rec.chunk_ms
     now = head_at
     try:
         while True:
-            if body:
-                chunk = bytes(body)
-                del body[:]
+            if pieces:
+                chunk = b"".join(pieces)
+                pieces.clear()
                 before = len(chunks)
                 fed = decoder.feed(chunk, now)
                 if timer is not None:
