@@ -13,9 +13,11 @@ per chunk including the wake-up; burst mode (the whole response at once) gives
 the most chunks/s that one process can parse. The last column, and the line
 under the table, give loadtest's CPU per chunk as a share of the naive path's
 in the same run (the issue-31 goals: paced <= 0.25, burst <= 0.2); the JSON
-has them as ``cpu_vs_naive`` per row and ``ratios`` per mode.
+has them as ``cpu_vs_naive`` per row and ``ratios`` per mode. Each path gets
+``--seconds`` per mode, in ``--rounds`` slices that alternate with the other
+path's, so that a shared machine's drifting load weighs on both alike.
 
-    python benchmarks/bench_client_cpu.py [--seconds 5] [--streams 100] [--chunks 100] [--json PATH]
+    python benchmarks/bench_client_cpu.py [--seconds 5] [--streams 100] [--chunks 100] [--rounds 2] [--json PATH]
 """
 
 from __future__ import annotations
@@ -94,28 +96,47 @@ def measure(path: str, port: int, streams: int, seconds: float) -> dict:
     cpu0, wall0 = time.process_time(), time.perf_counter()
     gevent.joinall([gevent.spawn(PATHS[path], port, stop_at, counts) for _ in range(streams)], raise_error=True)
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
-    chunks = sum(counts)
-    return {
-        "path": path,
-        "chunks": chunks,
-        "chunks_per_s": chunks / wall,
-        "cpu_us_per_chunk": cpu / chunks * 1e6,
-        "cpu_pct": 100 * cpu / wall,
-    }
+    return {"path": path, "chunks": sum(counts), "cpu_s": cpu, "wall_s": wall}
+
+
+def measure_paths(port: int, streams: int, seconds: float, rounds: int) -> list[dict]:
+    """Both paths, ``seconds`` each, in ``rounds`` alternating slices (ABBA order), summed per path.
+
+    Why slices: on a shared machine the CPU a chunk costs drifts with what else
+    runs; measuring one path after the other would put that drift into the
+    ratio. Alternating slices expose both paths to the same conditions.
+    """
+    names = list(PATHS)
+    total = {p: {"chunks": 0, "cpu_s": 0.0, "wall_s": 0.0} for p in names}
+    for i in range(rounds):
+        for path in (names if i % 2 == 0 else names[::-1]):
+            part = measure(path, port, streams, seconds / rounds)
+            for key in total[path]:
+                total[path][key] += part[key]
+    rows = []
+    for path in names:
+        t = total[path]
+        rows.append({
+            "path": path,
+            "chunks": t["chunks"],
+            "chunks_per_s": t["chunks"] / t["wall_s"],
+            "cpu_us_per_chunk": t["cpu_s"] / t["chunks"] * 1e6,
+            "cpu_pct": 100 * t["cpu_s"] / t["wall_s"],
+        })
+    return rows
 
 
 #: The goals of issue 31, as ratios in one run: loadtest's CPU per chunk at most this share of the naive path's.
 TARGET_RATIOS = {"paced": 0.25, "burst": 0.2}
 
 
-def run(seconds: float, streams: int, chunks: int) -> list[dict]:
+def run(seconds: float, streams: int, chunks: int, rounds: int = 1) -> list[dict]:
     tune_interpreter()
     rows = []
     for mode, interval in (("paced", 10.0), ("burst", 0.0)):
         server, port = start_server(chunks, interval)
         try:
-            for path in PATHS:
-                row = measure(path, port, streams, seconds)
+            for row in measure_paths(port, streams, seconds, rounds):
                 row.update(mode=mode, streams=streams)
                 rows.append(row)
         finally:
@@ -156,12 +177,16 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--streams", type=int, default=100)
     ap.add_argument("--chunks", type=int, default=100)
+    ap.add_argument("--rounds", type=int, default=2,
+                    help="alternate the two paths in this many slices of the --seconds each gets (default 2)")
     ap.add_argument("--json", type=Path, metavar="PATH", help="also write the rows as JSON")
     args = ap.parse_args()
-    rows = run(args.seconds, args.streams, args.chunks)
+    if args.rounds < 1:
+        ap.error(f"--rounds must be at least 1, not {args.rounds}")
+    rows = run(args.seconds, args.streams, args.chunks, args.rounds)
     print_rows(rows)
     if args.json:
-        config = {"seconds": args.seconds, "streams": args.streams, "chunks": args.chunks}
+        config = {"seconds": args.seconds, "streams": args.streams, "chunks": args.chunks, "rounds": args.rounds}
         payload = {"benchmark": "client_cpu", "config": config, "rows": rows, "ratios": ratios(rows)}
         args.json.write_text(json.dumps(payload, indent=2) + "\n")
 

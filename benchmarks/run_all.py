@@ -32,7 +32,7 @@ HERE = Path(__file__).resolve().parent
 #: name → (script, extra arguments at full size, extra arguments with --quick)
 BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     # --quick keeps the default streams and chunks (per-chunk CPU depends on them), only shorter.
-    "client_cpu": ("bench_client_cpu.py", [], ["--seconds", "1"]),
+    "client_cpu": ("bench_client_cpu.py", [], ["--seconds", "1", "--rounds", "1"]),
     "fidelity": ("bench_fidelity.py", [], ["--streams", "1,20", "--level-duration", "3", "--warmup", "0.5"]),
     "analyzer": ("bench_analyzer.py", [], ["--requests", "5000", "--chunks", "20"]),
     "selfcheck": ("bench_selfcheck.py", [], ["--streams", "1,20", "--level-duration", "3", "--chunks", "1"]),
