@@ -9,10 +9,15 @@ the client's CPU is counted (``time.process_time`` of this process). Two paths:
   ``readline`` per line, ``json.loads`` of every chunk, a Python list of dicts.
 
 Paced mode (one event per read, as a real server sends them) gives the cost
-per chunk including the greenlet wake-up; burst mode (the whole response at
-once) gives the most chunks/s that one process can parse.
+per chunk including the wake-up; burst mode (the whole response at once) gives
+the most chunks/s that one process can parse. The last column, and the line
+under the table, give loadtest's CPU per chunk as a share of the naive path's
+in the same run (the issue-31 goals: paced <= 0.25, burst <= 0.2); the JSON
+has them as ``cpu_vs_naive`` per row and ``ratios`` per mode. Each path gets
+``--seconds`` per mode, in ``--rounds`` slices that alternate with the other
+path's, so that a shared machine's drifting load weighs on both alike.
 
-    python benchmarks/bench_client_cpu.py [--seconds 5] [--streams 50] [--chunks 100] [--json PATH]
+    python benchmarks/bench_client_cpu.py [--seconds 5] [--streams 100] [--chunks 100] [--rounds 2] [--json PATH]
 """
 
 from __future__ import annotations
@@ -91,50 +96,99 @@ def measure(path: str, port: int, streams: int, seconds: float) -> dict:
     cpu0, wall0 = time.process_time(), time.perf_counter()
     gevent.joinall([gevent.spawn(PATHS[path], port, stop_at, counts) for _ in range(streams)], raise_error=True)
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
-    chunks = sum(counts)
-    return {
-        "path": path,
-        "chunks": chunks,
-        "chunks_per_s": chunks / wall,
-        "cpu_us_per_chunk": cpu / chunks * 1e6,
-        "cpu_pct": 100 * cpu / wall,
-    }
+    return {"path": path, "chunks": sum(counts), "cpu_s": cpu, "wall_s": wall}
 
 
-def run(seconds: float, streams: int, chunks: int) -> list[dict]:
+def measure_paths(port: int, streams: int, seconds: float, rounds: int) -> list[dict]:
+    """Both paths, ``seconds`` each, in ``rounds`` alternating slices (ABBA order), summed per path.
+
+    Why slices: on a shared machine the CPU a chunk costs drifts with what else
+    runs; measuring one path after the other would put that drift into the
+    ratio. Alternating slices expose both paths to the same conditions.
+    """
+    names = list(PATHS)
+    total = {p: {"chunks": 0, "cpu_s": 0.0, "wall_s": 0.0} for p in names}
+    for i in range(rounds):
+        for path in (names if i % 2 == 0 else names[::-1]):
+            part = measure(path, port, streams, seconds / rounds)
+            for key in total[path]:
+                total[path][key] += part[key]
+    rows = []
+    for path in names:
+        t = total[path]
+        rows.append({
+            "path": path,
+            "chunks": t["chunks"],
+            "chunks_per_s": t["chunks"] / t["wall_s"],
+            "cpu_us_per_chunk": t["cpu_s"] / t["chunks"] * 1e6,
+            "cpu_pct": 100 * t["cpu_s"] / t["wall_s"],
+        })
+    return rows
+
+
+#: The goals of issue 31, as ratios in one run: loadtest's CPU per chunk at most this share of the naive path's.
+TARGET_RATIOS = {"paced": 0.25, "burst": 0.2}
+
+
+def run(seconds: float, streams: int, chunks: int, rounds: int = 1) -> list[dict]:
     tune_interpreter()
     rows = []
     for mode, interval in (("paced", 10.0), ("burst", 0.0)):
         server, port = start_server(chunks, interval)
         try:
-            for path in PATHS:
-                row = measure(path, port, streams, seconds)
+            for row in measure_paths(port, streams, seconds, rounds):
                 row.update(mode=mode, streams=streams)
                 rows.append(row)
         finally:
             server.terminate()
             server.wait(timeout=10)
+    add_ratios(rows)
     return rows
 
 
-def print_rows(rows: list[dict]) -> None:
-    print(f"{'mode':6} {'path':9} {'streams':>7} {'chunks/s':>10} {'CPU µs/chunk':>13} {'CPU %':>6}")
+def add_ratios(rows: list[dict]) -> None:
+    """Each row's CPU per chunk over the naive path's in the same mode (``cpu_vs_naive``; naive rows: 1).
+
+    Why a ratio: absolute µs do not travel between machines (or between hours on a
+    shared one); two paths measured side by side in one run do.
+    """
+    naive = {r["mode"]: r["cpu_us_per_chunk"] for r in rows if r["path"] == "naive"}
     for r in rows:
-        print(f"{r['mode']:6} {r['path']:9} {r['streams']:7d} {r['chunks_per_s']:10.0f} {r['cpu_us_per_chunk']:13.1f} {r['cpu_pct']:6.0f}")
+        r["cpu_vs_naive"] = r["cpu_us_per_chunk"] / naive[r["mode"]] if naive.get(r["mode"]) else None
+
+
+def ratios(rows: list[dict]) -> dict[str, float | None]:
+    """loadtest's ``cpu_vs_naive`` per mode."""
+    return {r["mode"]: r.get("cpu_vs_naive") for r in rows if r["path"] == "loadtest"}
+
+
+def print_rows(rows: list[dict]) -> None:
+    print(f"{'mode':6} {'path':9} {'streams':>7} {'chunks/s':>10} {'CPU µs/chunk':>13} {'CPU %':>6} {'× naive':>8}")
+    for r in rows:
+        vs = f"{r['cpu_vs_naive']:8.2f}" if r.get("cpu_vs_naive") is not None else f"{'-':>8}"
+        print(f"{r['mode']:6} {r['path']:9} {r['streams']:7d} {r['chunks_per_s']:10.0f} {r['cpu_us_per_chunk']:13.1f} {r['cpu_pct']:6.0f} {vs}")
+    parts = [f"{mode} {value:.2f} (target <= {TARGET_RATIOS[mode]:g})" for mode, value in ratios(rows).items()
+             if value is not None]
+    print("loadtest / naive CPU per chunk: " + ", ".join(parts))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=5.0)
-    ap.add_argument("--streams", type=int, default=50)
+    ap.add_argument("--streams", type=int, default=100)
     ap.add_argument("--chunks", type=int, default=100)
+    ap.add_argument("--rounds", type=int, default=2,
+                    help="alternate the two paths in this many slices of the --seconds each gets (default 2)")
     ap.add_argument("--json", type=Path, metavar="PATH", help="also write the rows as JSON")
     args = ap.parse_args()
-    rows = run(args.seconds, args.streams, args.chunks)
+    if args.rounds < 1:
+        ap.error(f"--rounds must be at least 1, not {args.rounds}")
+    rows = run(args.seconds, args.streams, args.chunks, args.rounds)
     print_rows(rows)
     if args.json:
-        config = {"seconds": args.seconds, "streams": args.streams, "chunks": args.chunks}
-        args.json.write_text(json.dumps({"benchmark": "client_cpu", "config": config, "rows": rows}, indent=2) + "\n")
+        config = {"seconds": args.seconds, "streams": args.streams, "chunks": args.chunks, "rounds": args.rounds}
+        payload = {"benchmark": "client_cpu", "config": config, "rows": rows, "ratios": ratios(rows)}
+        args.json.write_text(json.dumps(payload, indent=2) + "\n")
 
 
 if __name__ == "__main__":

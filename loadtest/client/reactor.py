@@ -56,9 +56,6 @@ from __future__ import annotations
 
 import math
 import os
-import socket
-import struct
-import sys
 import time
 from array import array
 from collections import deque
@@ -70,7 +67,8 @@ import gevent.event
 from gevent import monkey
 from geventhttpclient.response import HTTPParseError
 
-from loadtest.client._http import body_buffer
+from loadtest.client._http import collect_body, parser_feed
+from loadtest.client.arrival import ANCILLARY_SIZE, arrival_time, enable_arrival_stamps
 from loadtest.client.decode import StreamDecoder
 
 _READ_SIZE = 65536
@@ -79,36 +77,7 @@ _TICK_S = 0.01
 WAITED_S = 0.0002
 _EPOLLIN = 0x001
 _start_thread = monkey.get_original("_thread", "start_new_thread")
-
-#: Linux's software receive timestamps (linux/net_tstamp.h): the kernel notes when
-#: each packet reached the socket, and ``recvmsg`` returns the newest one read.
-_SO_TIMESTAMPING = 37
-_SOF_RX_SOFTWARE = 1 << 3
-_SOF_SOFTWARE = 1 << 4
-_ANCILLARY_SIZE = socket.CMSG_SPACE(48) if hasattr(socket, "CMSG_SPACE") else 0
-_TIMESPEC = struct.Struct("qq")
-
-
-def enable_arrival_stamps(raw: Any) -> bool:
-    """Ask the kernel to stamp when bytes reach this socket; False where it cannot (not Linux)."""
-    if not _ANCILLARY_SIZE or not sys.platform.startswith("linux"):
-        return False
-    try:
-        raw.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPING, _SOF_RX_SOFTWARE | _SOF_SOFTWARE)
-    except OSError:
-        return False
-    return True
-
-
-def arrival_time(ancillary: list[tuple[int, int, bytes]]) -> float | None:
-    """The kernel's arrival stamp (wall clock, s) of the newest bytes a ``recvmsg`` returned."""
-    for level, kind, data in ancillary:
-        if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPING and len(data) >= _TIMESPEC.size:
-            sec, nsec = _TIMESPEC.unpack_from(data)
-            if sec:
-                return sec + nsec * 1e-9
-    return None
-
+__all__ = ["Reactor", "ReaderHealth", "WAITED_S", "arrival_time", "enable_arrival_stamps", "reactor", "running_reactor"]
 
 def _make_poller() -> Any:
     try:
@@ -135,7 +104,8 @@ class _Stream:
     """One response being read by the reactor."""
 
     __slots__ = (
-        "raw", "fd", "response", "decoder", "first_at", "event", "cancelled", "registered", "ended", "rx_stamps"
+        "raw", "fd", "response", "decoder", "chunks", "pieces", "first_at", "event", "cancelled", "registered",
+        "ended", "rx_stamps",
     )
 
     def __init__(self, raw: Any, response: Any, decoder: StreamDecoder, first_at: float) -> None:
@@ -143,6 +113,8 @@ class _Stream:
         self.fd = raw.fileno()
         self.response = response
         self.decoder = decoder
+        self.chunks = decoder.rec.chunk_ms  # the content chunks' stamps: how many a read added
+        self.pieces: list = []              # body pieces the parser handed over (see _http.collect_body)
         self.first_at = first_at            # when the bytes read with the head arrived
         self.event = gevent.event.Event()   # set (on the hub) when the reactor is done with it
         self.cancelled = False
@@ -236,6 +208,7 @@ class Reactor:
             waiting_bound_ms = (now - last_return) * 1000.0
             wall_now = wall()  # the kernel's arrival stamps are wall-clock
             last_return = now
+            measured = self.measured_ms  # (health() swaps the arrays: fetched per batch)
             for fd, _ in ready:
                 if fd == wake:
                     self._take_inbox()
@@ -245,10 +218,10 @@ class Reactor:
                     continue
                 try:
                     if stream.rx_stamps:
-                        data, ancillary, _, _ = stream.raw.recvmsg(_READ_SIZE, _ANCILLARY_SIZE)
+                        data, ancillary, _, _ = stream.raw.recvmsg(_READ_SIZE, ANCILLARY_SIZE)
+                        arrived = arrival_time(ancillary) if ancillary else None
                     else:
-                        data, ancillary = stream.raw.recv(_READ_SIZE), None
-                    arrived = arrival_time(ancillary) if ancillary else None
+                        data, arrived = stream.raw.recv(_READ_SIZE), None
                 except BlockingIOError:
                     continue
                 except OSError as err:
@@ -258,17 +231,24 @@ class Reactor:
                 if not data:
                     self._end(stream, now)
                     continue
-                chunks_before = len(stream.decoder.rec.chunk_ms)
+                chunks = stream.chunks
+                chunks_before = len(chunks)
                 try:
                     self._consume(stream, data, now)
                 except Exception as err:  # a bug must cost one stream, never the reader thread
                     stream.decoder.rec.fail("malformed", f"could not process the stream: {type(err).__name__}: {err}")
                     self._end(stream, now)
-                added = len(stream.decoder.rec.chunk_ms) - chunks_before
+                added = len(chunks) - chunks_before
                 if not added:
                     continue  # no content chunk was stamped (a role chunk, usage, [DONE]): no delay to count
                 if arrived is not None:
-                    self._note_measured(stream, (wall_now - arrived) * 1000.0, waited, waiting_bound_ms, added)
+                    # The read's delay measured against the kernel's arrival stamp. That stamp is
+                    # the newest packet's; a chunk that ended in an earlier one waited longer,
+                    # though never from before the previous return.
+                    measured_ms = (wall_now - arrived) * 1000.0
+                    if not waited and (added > 1 or stream.decoder.parser.has_partial) and measured_ms < waiting_bound_ms:
+                        measured_ms = waiting_bound_ms
+                    measured.append(measured_ms if measured_ms > 0.0 else 0.0)
                 elif waited:
                     self.woken_tail_ms.append(0.0)
                 else:
@@ -278,28 +258,18 @@ class Reactor:
                 self.busy_s += spent
                 self.batch_ms.append(spent * 1000.0)
 
-    def _note_measured(
-        self, stream: _Stream, measured_ms: float, waited: bool, waiting_bound_ms: float, chunks_added: int
-    ) -> None:
-        """Keep one read's measured delay (its stamp minus the kernel's arrival stamp)."""
-        if not waited and (chunks_added > 1 or stream.decoder.parser.has_partial):
-            # The kernel's stamp is the newest packet's; a chunk that ended in an
-            # earlier one waited longer, though never from before the previous return.
-            measured_ms = max(measured_ms, waiting_bound_ms)
-        self.measured_ms.append(max(0.0, measured_ms))
-
     def _consume(self, stream: _Stream, data: bytes, now: float) -> None:
         response = stream.response
         try:
-            response.feed(data)
+            parser_feed(response, data)
         except HTTPParseError as err:
             stream.decoder.rec.fail("malformed", f"bad HTTP framing: {err}")
             self._end(stream, now)
             return
-        body = body_buffer(response)
-        if body:
-            chunk = bytes(body)
-            del body[:]
+        pieces = stream.pieces
+        if pieces:
+            chunk = b"".join(pieces)  # bytes, whatever the parser handed over
+            pieces.clear()
             if not stream.decoder.feed(chunk, now):
                 self._end(stream, now)
                 return
@@ -319,10 +289,10 @@ class Reactor:
                 self._start(stream)
 
     def _start(self, stream: _Stream) -> None:
-        body = body_buffer(stream.response)
-        if body:  # bytes that came with the response head
-            chunk = bytes(body)
-            del body[:]
+        stream.pieces = collect_body(stream.response)
+        if stream.pieces:  # bytes that came with the response head
+            chunk = b"".join(stream.pieces)
+            stream.pieces.clear()
             if not stream.decoder.feed(chunk, stream.first_at):
                 self._end(stream, stream.first_at)
                 return

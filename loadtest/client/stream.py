@@ -41,6 +41,7 @@ from loadtest.client.hub_clock import ReadTimer, hub_clock, sweep_now
 from loadtest.client.proxy import proxy_for
 from loadtest.client.reactor import reactor
 from loadtest.client.record import RequestRecord
+from loadtest.client.request_head import PrebuiltRequest
 from loadtest.client.unary import UNARY_APIS, send_unary
 from loadtest.client.wire import PATHS, Api, error_message
 
@@ -113,6 +114,7 @@ class StreamingClient:
             **(proxy.client_options() if proxy else {}),
         )
         self._http.default_headers["User-Agent"] = "loadtest"
+        self._prebuilt = PrebuiltRequest(self._http, self.path, self.headers)
         self._connections = _http.count_new_connections(self._http)
         #: The record of the request being sent; the caller records it if the
         #: greenlet is killed mid-request (it is then marked ``cancelled``).
@@ -169,14 +171,18 @@ class StreamingClient:
     def _request(self, rec: RequestRecord, body: bytes) -> Any:
         """Send and read the response head; resend once if a reused connection was stale."""
         fresh_before = self._connections.count
+        send = self._prebuilt.send if self._prebuilt.usable else self._send_with_library
         try:
-            return self._http.request("POST", self.path, body=body, headers=self.headers)
+            return send(body)
         except (HTTPConnectionClosed, ConnectionResetError, BrokenPipeError):
             if self._connections.count != fresh_before:
                 raise  # it was a fresh connection: the server's failure
         # The pooled connection was closed under us before any response byte:
         # nothing reached the application, so sending again is safe (RFC 9112 9.3.1).
         rec.resends += 1
+        return send(body)
+
+    def _send_with_library(self, body: bytes) -> Any:
         return self._http.request("POST", self.path, body=body, headers=self.headers)
 
     def _read_stream(self, rec: RequestRecord, response: Any, head_at: float, capture_text: bool = False) -> None:
@@ -231,15 +237,15 @@ def client_for(target: Any, api_key: str | None) -> StreamingClient:
 
 def _read_in_greenlet(sock: Any, response: Any, decoder: StreamDecoder, head_at: float) -> bool:
     """The TLS reader: recv in this greenlet, stamp (when the hub's poll returned, if it waited), decode."""
-    body = _http.body_buffer(response)
+    pieces = _http.collect_body(response)
     timer = ReadTimer(hub_clock(), sock.fileno(), head_at) if sock is not None else None
     chunks = decoder.rec.chunk_ms
     now = head_at
     try:
         while True:
-            if body:
-                chunk = bytes(body)
-                del body[:]
+            if pieces:
+                chunk = b"".join(pieces)
+                pieces.clear()
                 before = len(chunks)
                 fed = decoder.feed(chunk, now)
                 if timer is not None:

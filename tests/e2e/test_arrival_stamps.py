@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from loadtest.client.reactor import _ANCILLARY_SIZE, arrival_time, enable_arrival_stamps
+from loadtest.client.arrival import ANCILLARY_SIZE, arrival_time, enable_arrival_stamps
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="software receive stamps are Linux's")
 
@@ -36,7 +36,7 @@ def test_a_late_read_shows_how_long_its_bytes_waited(connection):
     sent = time.time()
     peer.send(b"data: x\n\n")
     time.sleep(0.05)  # the reader is 50 ms late
-    data, ancillary, _, _ = client.recvmsg(65536, _ANCILLARY_SIZE)
+    data, ancillary, _, _ = client.recvmsg(65536, ANCILLARY_SIZE)
     read = time.time()
     arrived = arrival_time(ancillary)
     assert data == b"data: x\n\n" and arrived is not None

@@ -81,6 +81,9 @@ def test_client_cpu_rows(client_cpu):
     for r in rows:
         assert r["chunks"] > 0 and r["chunks"] % 20 == 0, r  # whole requests of 20 chunks
         assert finite(r["cpu_us_per_chunk"], r["chunks_per_s"]) and r["cpu_us_per_chunk"] > 0, r
+        naive = next(n for n in rows if (n["mode"], n["path"]) == (r["mode"], "naive"))
+        assert r["cpu_vs_naive"] == pytest.approx(r["cpu_us_per_chunk"] / naive["cpu_us_per_chunk"]), r
+    assert set(client_cpu["ratios"]) == {"paced", "burst"}
 
 
 def test_analyzer_row(analyzer):
@@ -101,8 +104,8 @@ def run_all(monkeypatch):
 
 def test_run_all_picks_headlines_from_the_payloads(run_all, fidelity, client_cpu, analyzer):
     items = {h.name: h for h in run_all.headlines({"client_cpu": client_cpu, "fidelity": fidelity, "analyzer": analyzer})}
-    paced = items["client CPU per chunk (paced)"]
-    assert paced.value == next(r["cpu_us_per_chunk"] for r in client_cpu["rows"] if (r["mode"], r["path"]) == ("paced", "loadtest"))
+    paced = items["client CPU per chunk vs naive (paced)"]
+    assert paced.value == pytest.approx(client_cpu["ratios"]["paced"])
     assert paced.status.startswith("n/a")  # a 1 s run, not the target's 5 s
     assert items["|ITL error| p99, single @ 100 streams"].status == "not measured"  # tiny run: 1 and 4 streams
     calibration = items["self-check-passed levels with p99 |error| > 5 ms"]
