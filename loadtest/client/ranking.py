@@ -50,17 +50,6 @@ def ranking_body(api: str, model: str, texts: str | list[str], fields: Mapping[s
     return orjson.dumps(body)
 
 
-def ranking_kind(sent: Any) -> str | None:
-    """``rerank`` or ``score`` for a body this module built (read back from the bytes sent), else None."""
-    if not isinstance(sent, dict):
-        return None
-    if "query" in sent and "documents" in sent:
-        return "rerank"
-    if "text_1" in sent and "text_2" in sent:
-        return "score"
-    return None
-
-
 def expected_results(kind: str, sent: Mapping[str, Any]) -> tuple[int, int]:
     """(inputs sent: documents or pairs, results the answer must hold)."""
     if kind == "rerank":

@@ -138,7 +138,7 @@ class StreamingClient:
                 if rec.status != 200:
                     _record_http_error(rec, response)
                 elif self.api in UNARY_APIS:
-                    send_unary(rec, response, body, _MAX_UNARY_BODY)
+                    send_unary(rec, response, body, _MAX_UNARY_BODY, self.api)
                 elif "text/event-stream" not in (response.get("content-type") or ""):
                     rec.fail("malformed", f"server did not stream: Content-Type is {response.get('content-type')!r}")
                 else:

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from loadtest.client.ranking import RANKING_APIS, ranking_kind, read_ranking
+from loadtest.client.ranking import RANKING_APIS, read_ranking
 from loadtest.client.record import RequestRecord
 
 #: Request kinds answered with one JSON body instead of an event stream (rerank, score: ranking.py).
@@ -62,19 +62,25 @@ def read_embeddings(rec: RequestRecord, payload: bytes, expected: int) -> None:
     rec.completion_tokens = 0
 
 
-def send_unary(rec: RequestRecord, response: Any, body: bytes, max_body: int) -> None:
-    """Read a 200's whole JSON body and record it; e2e is when its last byte arrived."""
+def send_unary(rec: RequestRecord, response: Any, body: bytes, max_body: int, api: str) -> None:
+    """Read a 200's whole JSON body and record it; e2e is when its last byte arrived.
+
+    ``api`` is the client's kind (embeddings, rerank, score); ``body`` the bytes sent, read back
+    for how many inputs were asked, so a server that answers fewer cannot look faster per item.
+    """
     if "json" not in (response.get("content-type") or ""):
         rec.fail("malformed", f"the answer is not JSON: Content-Type is {response.get('content-type')!r}")
         return
     payload = response.read(max_body)
     rec.e2e_ms = (time.perf_counter() - rec.start_perf) * 1000.0
-    try:  # which kind: the body we built says (a rerank's query and documents, a score's text_1 and text_2)
+    if api not in RANKING_APIS:
+        read_embeddings(rec, payload, inputs_sent(body))
+        return
+    try:
         sent = orjson.loads(body)
     except orjson.JSONDecodeError:
         sent = None
-    kind = ranking_kind(sent)
-    if kind is not None:
-        read_ranking(rec, payload, kind, sent)  # type: ignore[arg-type]
-    else:
-        read_embeddings(rec, payload, inputs_sent(body))
+    if not isinstance(sent, dict):  # an extra_body that is not an object: nothing to count against
+        rec.fail("malformed", f"the {api} request body sent is not a JSON object")
+        return
+    read_ranking(rec, payload, api, sent)
