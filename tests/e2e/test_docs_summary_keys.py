@@ -36,6 +36,7 @@ DATA_KEYED = {
     "classes": "<class>",
     "levels[].classes": "<class>",
     "levels[].server": "<metric>",
+    "levels[].server.replicas[].signals": "<metric>",
     "levels[].errors_by_kind": "<kind>",
     "prompt_token_source": "<source>",
     "token_source.requests": "<source>",
@@ -66,8 +67,7 @@ def fold(path: str) -> str:
 
 #: Keys the tool defines inside a data-keyed dict: not folded into its placeholder.
 #: ``levels[].server`` maps metric names to their stats, and also carries the fleet's ``replicas`` list.
-NAMED_IN_DATA = {"levels[].server": {"replicas"}, "levels[].server.replicas[].signals": set()}
-DATA_KEYED["levels[].server.replicas[].signals"] = "<metric>"
+NAMED_IN_DATA = {"levels[].server": {"replicas"}}
 
 
 def summary_keys(value: Any, path: str = "") -> set[str]:
