@@ -12,18 +12,13 @@ import sys
 from typing import Sequence
 
 from loadtest import __version__
-from loadtest.cli_common import positive_int
-from loadtest.cli_read import add_read_commands
-from loadtest.cli_run import add_run_commands
-from loadtest.deploy.cli import add_arguments as add_k8s
 from loadtest.diskfull import RunFolderFull, full_disk_message, is_disk_full
 from loadtest.errors import LoadtestError
 from loadtest.mock.cli import add_arguments as add_mock_arguments
 from loadtest.mock.cli import run as run_mock
-from loadtest.profile.cli import add_profile_command
 from loadtest.redact import scrubbed_std_streams
-from loadtest.storage.baseline import add_arguments as add_baseline
-from loadtest.workload.trace_cli import add_trace_command
+
+MOCK_HELP = "serve the built-in simulated OpenAI-compatible LLM server"
 
 
 def _cmd_mock(args: argparse.Namespace) -> int:
@@ -31,12 +26,36 @@ def _cmd_mock(args: argparse.Namespace) -> int:
 
 
 def _add_mock(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("mock", help="serve the built-in simulated OpenAI-compatible LLM server")
+    p = sub.add_parser("mock", help=MOCK_HELP)
     add_mock_arguments(p)
     p.set_defaults(func=_cmd_mock)
 
 
+def mock_parser() -> argparse.ArgumentParser:
+    """``loadtest mock``'s own parser: the same arguments as the sub-command's, and nothing else.
+
+    Why a second way in: the mock is started by the hundred (every e2e test, the
+    demo, the benchmarks), and the full parser imports every command's module,
+    the gate's and the analysis's stacks (pandas, SciPy) among them: about a
+    second of CPU before the mock listens, none of which it uses.
+    """
+    parser = argparse.ArgumentParser(prog="loadtest mock", description=MOCK_HELP)
+    add_mock_arguments(parser)
+    parser.set_defaults(func=_cmd_mock, command="mock")
+    return parser
+
+
 def build_parser() -> argparse.ArgumentParser:
+    # start-up time: each command's module (the gate, the analysis, Kubernetes, profile) only for the
+    # full parser, never for `loadtest mock` (see mock_parser)
+    from loadtest.cli_common import positive_int
+    from loadtest.cli_read import add_read_commands
+    from loadtest.cli_run import add_run_commands
+    from loadtest.deploy.cli import add_arguments as add_k8s
+    from loadtest.profile.cli import add_profile_command
+    from loadtest.storage.baseline import add_arguments as add_baseline
+    from loadtest.workload.trace_cli import add_trace_command
+
     parser = argparse.ArgumentParser(
         prog="loadtest",
         description="Capacity testing for OpenAI-compatible LLM endpoints.",
@@ -54,8 +73,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words[:1] == ["mock"]:
+        args = mock_parser().parse_args(words[1:])
+    else:
+        args = build_parser().parse_args(words)
     with scrubbed_std_streams():  # no secret reaches stdout or stderr, tracebacks included
         try:
             return int(args.func(args) or 0)
