@@ -29,11 +29,16 @@ def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ranking")
     out = {}
     with MockServer([*MOCK, "--request-log", str(tmp / "requests.log")]) as mock:
-        for api, levels in (("rerank", [2, 4, 8]), ("score", [8])):
+        # The score level runs its whole 3 s (min_level_duration_s): its throughput is asserted, and a
+        # level decided early at ~2 s measures it over too short a window (see the score test).
+        for api, levels, min_s in (("rerank", [2, 4, 8], None), ("score", [8], 3)):
             (tmp / api).mkdir()
+            load = {"levels": levels, "level_duration_s": 3, "max_level_duration_s": 5, "warmup_s": 0.5}
+            if min_s:
+                load["min_level_duration_s"] = min_s
             scenario = write_scenario(
                 tmp / api, mock.base_url, target={"api": api, "model": "bge-reranker"}, workload=WORKLOAD,
-                load={"levels": levels, "level_duration_s": 3, "max_level_duration_s": 5, "warmup_s": 0.5}, slo=SLO,
+                load=load, slo=SLO,
             )
             result = loadtest("run", str(scenario), "--out", str(tmp / api / "run"), timeout=240)
             assert result.returncode in (0, 1), result.stderr
@@ -66,6 +71,9 @@ def test_score_pairs_per_second_reach_the_mock_ceiling(runs):
     assert len(measured) > 20 and (measured["items"] == BATCH).all()
     assert (frame.error_kind.dropna() == "cancelled").all()  # nothing failed
     ceiling = 1000 / COST_MS * BATCH
-    # at 8 users the engine is busy all the time (0.6, not 1: a loaded shared host makes the mock's steps late)
-    assert 0.6 * ceiling < level["items_per_s"] < ceiling * 1.05, level["items_per_s"]
+    # At 8 users the engine is busy all the time. Low side 0.6, not 1: a loaded shared host makes the
+    # mock's steps late. High side 1.1: answers count in the window they *ended* in, as the client read
+    # them, so a client stall of ~100 ms just before the window lets about 5 answers (20 pairs) the
+    # server finished earlier be read inside the 3 s window, +7% (seen at 1.07 on a 1.9 s window).
+    assert 0.6 * ceiling < level["items_per_s"] < ceiling * 1.1, level["items_per_s"]
     assert 8 * COST_MS <= level["e2e_ms"]["p50"] < 8 * COST_MS * 1.2 + 10
