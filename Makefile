@@ -20,15 +20,20 @@ demo: $(STAMP)
 real-server: $(STAMP)
 	nice -n 10 $(BIN)/python tests/support/realserver/build_llama_server.py
 
-# The whole suite (tests/unit, tests/e2e, tests/real): the CI command (.ci/run). Two passes:
-# the tests that time nothing (tests/unit and the e2e tests marked untimed) two at a time
-# under pytest-xdist (a file stays on one worker, so a module fixture runs once), then
-# every test that measures time, one at a time, so that a timing test never shares the
-# 2 cores with another test. Both passes run; either failing fails the target.
+# The whole suite (tests/unit, tests/e2e, tests/real): the CI command (.ci/run). Three passes
+# (docs/testing.md, "Which tests share the cores"):
+#  1. the tests that time nothing (tests/unit and the e2e tests marked untimed), two at a time
+#     under pytest-xdist (a file stays on one worker, so a module fixture runs once);
+#  2. the timing tests whose bounds leave room for one neighbour (a capacity, a verdict or a
+#     latency with a margin of 20% or more from the mock's model), two at a time;
+#  3. the solo tests (ms-level bounds, the gate's same-server verdicts, llama-server, the
+#     benchmarks, the host-contention test), one at a time.
+# Every pass runs; any failing fails the target.
 test: $(STAMP) real-server
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "unit or untimed"; parallel=$$?; \
-	$(BIN)/python -m pytest -q -m "not (unit or untimed)"; serial=$$?; \
-	test $$parallel -eq 0 -a $$serial -eq 0
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "unit or untimed"; untimed=$$?; \
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not (unit or untimed or solo)"; paired=$$?; \
+	$(BIN)/python -m pytest -q -m "solo and not (unit or untimed)"; solo=$$?; \
+	test $$untimed -eq 0 -a $$paired -eq 0 -a $$solo -eq 0
 
 # tests/unit only: pure functions over data, no sockets, no subprocesses, two at a time.
 test-fast: $(STAMP)

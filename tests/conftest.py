@@ -16,6 +16,9 @@ module-level ``pytestmark``.
 
 from __future__ import annotations
 
+import os
+import resource
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -36,6 +39,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         if folder in FOLDER_MARKERS:
             item.add_marker(getattr(pytest.mark, folder))
+        if folder == "real":  # llama-server's inference threads take both cores
+            item.add_marker(pytest.mark.solo)
         elif not any(item.get_closest_marker(name) for name in FOLDER_MARKERS):
             item.add_marker(pytest.mark.e2e)
 
@@ -82,3 +87,25 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     if not before and _gevent_patched():
         pytest.fail(f"{item.nodeid} imported Locust (gevent patched pytest's process): run that code in a child interpreter",
                     pytrace=False)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """With ``LOADTEST_TEST_CPU=<file>``, append each test's wall time and CPU (this process and its reaped children).
+
+    How the suite is split into passes (docs/testing: "Which tests share the
+    cores") rests on how much of a core each timing test uses while it waits
+    on its levels; this writes the figures that split is read from. A child
+    reaped in a module fixture's teardown counts for the module's last test.
+    """
+    out = os.environ.get("LOADTEST_TEST_CPU")
+    if not out:
+        yield
+        return
+    wall0 = time.monotonic()
+    own0, kids0 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    yield
+    own1, kids1 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = sum(b.ru_utime + b.ru_stime - a.ru_utime - a.ru_stime for a, b in ((own0, own1), (kids0, kids1)))
+    with open(out, "a", encoding="utf-8") as handle:
+        handle.write(f"{item.nodeid}\t{time.monotonic() - wall0:.2f}\t{cpu:.2f}\n")

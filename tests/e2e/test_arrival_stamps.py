@@ -14,7 +14,7 @@ import pytest
 
 from loadtest.client.arrival import ANCILLARY_SIZE, arrival_time, enable_arrival_stamps
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="software receive stamps are Linux's")
+pytestmark = [pytest.mark.solo, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="software receive stamps are Linux's")]
 
 
 @pytest.fixture

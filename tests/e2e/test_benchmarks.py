@@ -55,6 +55,7 @@ def analyzer(tmp_path_factory) -> dict[str, Any]:
     return run_bench("bench_analyzer.py", tmp, "--requests", "2000", "--chunks", "20")
 
 
+@pytest.mark.solo  # the measured ITL p50 within 2 ms of the mock's 10
 def test_fidelity_rows_measure_the_mock_truth(fidelity):
     rows = fidelity["rows"]
     assert [(r["mode"], r["streams"]) for r in rows] == [("single", 1), ("single", 4)]
@@ -75,6 +76,7 @@ def test_fidelity_rows_measure_the_mock_truth(fidelity):
     assert isinstance(summary["calibration_failures"], list)
 
 
+@pytest.mark.solo  # its run feeds test_run_all_picks_headlines_from_the_payloads, which is solo
 def test_client_cpu_rows(client_cpu):
     rows = client_cpu["rows"]
     assert {(r["mode"], r["path"]) for r in rows} == {(m, p) for m in ("paced", "burst") for p in ("loadtest", "naive")}
@@ -86,6 +88,7 @@ def test_client_cpu_rows(client_cpu):
     assert set(client_cpu["ratios"]) == {"paced", "burst"}
 
 
+@pytest.mark.solo  # its run feeds test_run_all_picks_headlines_from_the_payloads, which is solo
 def test_analyzer_row(analyzer):
     (row,) = analyzer["rows"]
     assert row["timestamps"] == 40_000
@@ -102,6 +105,7 @@ def run_all(monkeypatch):
     return importlib.import_module("run_all")
 
 
+@pytest.mark.solo  # shares the fidelity run (a module fixture runs once per pass)
 def test_run_all_picks_headlines_from_the_payloads(run_all, fidelity, client_cpu, analyzer):
     items = {h.name: h for h in run_all.headlines({"client_cpu": client_cpu, "fidelity": fidelity, "analyzer": analyzer})}
     paced = items["client CPU per chunk vs naive (paced)"]

@@ -13,6 +13,9 @@ import pytest
 from loadtest.mock.process import MockServer
 from support.runkit import loadtest, summary, write_scenario
 
+# Exact capacities: each limit sits between two adjacent levels, 10 ms from their modelled values.
+pytestmark = pytest.mark.solo
+
 
 def run_against_mock(tmp_path, mock_flags, *cli, **sections):
     with MockServer(mock_flags) as mock:

@@ -14,6 +14,8 @@ from loadtest.client.stream import StreamingClient
 from loadtest.client.wire import build_body
 from loadtest.mock.process import MockServer
 
+pytestmark = pytest.mark.solo
+
 
 #: the ``mock`` fixture's server (tests/conftest.py): 10 ms steps, whatever the concurrency
 MOCK_ARGS = ["--decode-base-ms", "10", "--decode-per-seq-ms", "0", "--prefill-per-token-ms", "0"]

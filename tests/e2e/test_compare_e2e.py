@@ -23,6 +23,8 @@ import yaml
 from loadtest.mock.process import MockServer
 from support.runkit import loadtest, write_scenario
 
+pytestmark = pytest.mark.solo
+
 MOCK = ["--decode-base-ms", "10", "--prefill-per-token-ms", "0"]
 PER_SEQ_MS = 10.0
 SECTIONS = {

@@ -24,6 +24,8 @@ from loadtest.deploy.k8s import NIGHTLY_SCRIPT, RenderOptions, render_objects
 from loadtest.mock.process import MockServer
 from support.runkit import loadtest, write_scenario
 
+pytestmark = pytest.mark.solo
+
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy" / "kubernetes"
 K8S_VERSION = "1.30.0"

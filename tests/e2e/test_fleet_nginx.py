@@ -187,6 +187,7 @@ def test_prometheus_gives_the_direct_scrapes_figures_per_replica_and_level(three
         assert via.stats(lv.index, metric).p50 == direct.stats(lv.index, metric).p50
 
 
+@pytest.mark.solo  # the evidence is a count of scrapes at nice 19, which a neighbour delays
 def test_scraping_the_balancers_own_url_warns_that_replicas_are_mixed(tmp_path):
     with fleet(tmp_path, 2, FLAGS, "round_robin") as (origin, _):
         s, result = _run(tmp_path, origin, {"url": origin + "/metrics", "interval_s": INTERVAL_S}, [4])

@@ -16,6 +16,8 @@ import pytest
 from loadtest.mock.process import MockServer
 from support.runkit import loadtest, write_scenario
 
+pytestmark = pytest.mark.solo
+
 SECTIONS = {
     "workload": {"prompt_tokens": {"mean": 16, "stddev": 0}, "max_tokens": {"mean": 12, "stddev": 3}},
     "load": {"levels": [2, 4], "level_duration_s": 3, "warmup_s": 0.5, "min_level_duration_s": 3},

@@ -83,6 +83,7 @@ CLASSES = [
 ]
 
 
+@pytest.mark.solo  # each class's limit is 9 ms from its levels' modelled values
 def test_two_classes_give_capacity_six_bound_by_long_and_agree_with_the_looks(tmp_path):
     with MockServer(MOCK) as mock:
         scenario = write_scenario(

@@ -25,6 +25,8 @@ from loadtest.analysis.host_contention import judge_host
 from loadtest.mock.process import MockServer
 from support.runkit import loadtest, write_scenario
 
+pytestmark = pytest.mark.solo
+
 HOGS = 3
 #: A busy loop that ends by itself after 90 s, should the test's own kill never come.
 HOG = "import time\nend = time.monotonic() + 90\nwhile time.monotonic() < end: pass"

@@ -12,8 +12,11 @@ import time
 import gevent
 import gevent.socket
 from gevent import monkey
+import pytest
 
 from loadtest.client.hub_clock import ReadTimer, hub_clock
+
+pytestmark = pytest.mark.solo
 
 _start_thread = monkey.get_original("_thread", "start_new_thread")
 _real_sleep = monkey.get_original("time", "sleep")

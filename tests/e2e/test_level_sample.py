@@ -19,6 +19,8 @@ from loadtest.client.reactor import ReaderHealth
 from loadtest.load.level_sample import LevelSample
 from loadtest.load.monitor import LevelFigures, summarize
 
+pytestmark = pytest.mark.solo
+
 QS = [0.0, 0.5, 0.9, 0.95, 0.99, 0.999, 1.0]
 
 

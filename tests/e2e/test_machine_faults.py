@@ -277,6 +277,7 @@ def worker_pids(master: int) -> list[int]:
     return sorted(out)
 
 
+@pytest.mark.solo  # 200 streams take a whole core: it would be the neighbour that moves another test
 def test_a_worker_killed_at_200_streams_the_run_goes_on_and_reports_the_loss(tmp_path):
     log = tmp_path / "mock-requests.jsonl"
     out = tmp_path / "run"

@@ -9,9 +9,13 @@ from __future__ import annotations
 import asyncio
 import statistics
 
+import pytest
+
 from loadtest.mock.config import MockConfig
 from loadtest.mock.engine import Engine, Outcome, Sequence
 from loadtest.mock.timing import run as run_precise
+
+pytestmark = pytest.mark.solo
 
 
 def test_engine_schedule_fifo_and_batch_limit() -> None:

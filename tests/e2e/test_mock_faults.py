@@ -16,7 +16,7 @@ from loadtest.cli import main as cli_main
 from loadtest.mock import MockServer
 from support.probe import ProbeResult, probe
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.solo, pytest.mark.timeout(60)]
 
 FAST = ["--decode-base-ms", "2", "--decode-per-seq-ms", "0"]
 CHAT = "/v1/chat/completions"

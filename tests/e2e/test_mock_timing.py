@@ -15,7 +15,7 @@ import pytest
 from loadtest.mock import MockServer
 from support.probe import ProbeResult, probe
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.solo, pytest.mark.timeout(60)]
 
 CHAT = "/v1/chat/completions"
 

@@ -11,9 +11,12 @@ import time
 
 import gevent
 import gevent.monkey
+import pytest
 
 from loadtest.load.levels import LevelClock
 from loadtest.load.monitor import SelfMonitor
+
+pytestmark = pytest.mark.solo
 
 
 def test_a_loop_stall_during_the_warmup_does_not_count_against_the_level():

@@ -91,6 +91,7 @@ def test_summary_reports_the_levels(formula_run):
     assert abs(itl[4] - 90) <= 3 and abs(itl[1] - 30) <= 3
 
 
+@pytest.mark.solo
 def test_gaps_at_20_streams_match_the_server_within_2ms(tmp_path):
     """At 20 concurrent streams and a 20 ms step, the client must not bunch chunks."""
     with MockServer(["--decode-base-ms", "20", "--decode-per-seq-ms", "0", "--prefill-per-token-ms", "0"]) as mock:

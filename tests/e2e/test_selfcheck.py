@@ -17,9 +17,13 @@ import sys
 import threading
 import time
 
+import pytest
+
 from loadtest.mock.process import MockServer
 from loadtest.records import read_run_json
 from support.runkit import summary, write_scenario
+
+pytestmark = pytest.mark.solo
 
 #: ITL = 10 + 20 x users: 2 users stream at 50 ms per token.
 MOCK = ["--decode-base-ms", "10", "--decode-per-seq-ms", "20", "--prefill-per-token-ms", "0"]

@@ -34,6 +34,7 @@ def _signal(s, role):
     return next(x for x in s["autoscaling"]["signals"] if x["role"] == role)
 
 
+@pytest.mark.solo  # its limit is 5 ms from 5 and 6 users' modelled ITL
 def test_running_requests_at_capacity_equal_the_capacity_and_set_the_threshold(tmp_path):
     """ITL = 10 + 10 × users: 5 users give 60 ms, 6 give 70 ms, so p95 <= 65 holds up to 5."""
     s, _ = run_against_mock(

@@ -16,6 +16,8 @@ from loadtest.mock.tls import self_signed_cert
 from loadtest.records import read_requests
 from support.runkit import level_rows, loadtest, write_scenario
 
+pytestmark = pytest.mark.solo
+
 
 @pytest.fixture(scope="module")
 def tls_files(tmp_path_factory):

@@ -17,6 +17,8 @@ from loadtest.client.wire import build_body
 from support.wirezoo.fixtures import ZOO, Fixture
 from support.wirezoo.server import ReplayServer
 
+pytestmark = pytest.mark.solo
+
 #: A chunk is stamped when its bytes are read: after the server's write, and
 #: (on a shared 2-core machine) within a few ms of it.
 LATE_MS = 25.0
