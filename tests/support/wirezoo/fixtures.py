@@ -509,7 +509,7 @@ OPENAI_RESPONSES = Fixture(
         _rev("response.completed", b'"sequence_number":10,"response":{' + _R + b',"status":"completed","output":[],"usage":{"input_tokens":37,"input_tokens_details":{"cached_tokens":0},"output_tokens":11,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":48}}'),
     ),
     {"ok": True, "token_source": "usage", "chunk_tokens": [4, 4, 3], "completion_tokens": 11, "prompt_tokens": 37,
-     "reasoning_tokens": 0},
+     "reasoning_tokens": 0, "cached_tokens": 0},
     chunk_writes=[4, 5, 6], api="responses",
 )
 
@@ -565,6 +565,50 @@ RESPONSES_CUT = Fixture(
     chunk_writes=[1], api="responses",
 )
 
+# llama-server (llama.cpp, llama-cpp-python 0.3.36's vendored copy) on /v1/responses: recorded from the real
+# server (the tiny test model, a prompt it had cached): named events, no sequence_number, usage with
+# input_tokens_details.cached_tokens on response.completed, and llama.cpp's timings beside the response.
+LLAMACPP_RESPONSES = Fixture(
+    "llamacpp-responses", "llama-server /v1/responses, recorded (usage and timings on response.completed)",
+    "recorded from llama-server (llama.cpp in llama-cpp-python 0.3.36), tests/real/test_real_responses.py",
+    _ev(
+        b'event: response.created\ndata: {"type":"response.created","response":{"id":"resp_85iFwgFgSiP72MbYsx31BzX6ARAOiJ9p","object":"response","status":"in_progress"}}',
+        b'event: response.in_progress\ndata: {"type":"response.in_progress","response":{"id":"resp_85iFwgFgSiP72MbYsx31BzX6ARAOiJ9p","object":"response","status":"in_progress"}}',
+        b'event: response.output_item.added\ndata: {"type":"response.output_item.added","item":{"content":[],"id":"msg_vuDRvWlLJ5A4V35UFJzwDoe3yksxToXq","role":"assistant","status":"in_progress","type":"message"}}',
+        b'event: response.content_part.added\ndata: {"type":"response.content_part.added","item_id":"msg_vuDRvWlLJ5A4V35UFJzwDoe3yksxToXq","part":{"type":"output_text","text":""}}',
+        b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","item_id":"msg_vuDRvWlLJ5A4V35UFJzwDoe3yksxToXq","delta":" used"}',
+        b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","item_id":"msg_vuDRvWlLJ5A4V35UFJzwDoe3yksxToXq","delta":" such"}',
+        b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","item_id":"msg_vuDRvWlLJ5A4V35UFJzwDoe3yksxToXq","delta":" power"}',
+        b'event: response.output_text.done\ndata: {"type":"response.output_text.done","item_id":"msg_vuDRvWlLJ5A4V35UFJzwDoe3yksxToXq","text":" used such power"}',
+        b'event: response.content_part.done\ndata: {"type":"response.content_part.done","item_id":"msg_vuDRvWlLJ5A4V35UFJzwDoe3yksxToXq","part":{"type":"output_text","annotations":[],"logprobs":[],"text":" used such power"}}',
+        b'event: response.output_item.done\ndata: {"type":"response.output_item.done","item":{"type":"message","status":"completed","id":"msg_vuDRvWlLJ5A4V35UFJzwDoe3yksxToXq","content":[{"type":"output_text","annotations":[],"logprobs":[],"text":" used such power"}],"role":"assistant"}}',
+        b'event: response.completed\ndata: {"type":"response.completed","response":{"id":"resp_85iFwgFgSiP72MbYsx31BzX6ARAOiJ9p","object":"response","created_at":1796170739,"status":"completed","model":"tiny-llama","output":[{"type":"message","status":"completed","id":"msg_vuDRvWlLJ5A4V35UFJzwDoe3yksxToXq","content":[{"type":"output_text","annotations":[],"logprobs":[],"text":" used such power"}],"role":"assistant"}],"usage":{"input_tokens":57,"output_tokens":3,"total_tokens":60,"input_tokens_details":{"cached_tokens":56}}},"timings":{"cache_n":56,"prompt_n":1,"prompt_ms":3.395,"prompt_per_token_ms":3.395,"prompt_per_second":294.5508100147275,"predicted_n":3,"predicted_ms":5.455,"predicted_per_token_ms":2.7275,"predicted_per_second":366.6361136571952}}',
+    ),
+    {"ok": True, "token_source": "usage", "chunk_tokens": [1, 1, 1], "completion_tokens": 3, "prompt_tokens": 57,
+     "cached_tokens": 56, "server_timings": {"cache_n": 56, "prompt_n": 1, "prompt_ms": 3.395,
+                                             "prompt_per_token_ms": 3.395, "prompt_per_second": 294.5508100147275,
+                                             "predicted_n": 3, "predicted_ms": 5.455, "predicted_per_token_ms": 2.7275,
+                                             "predicted_per_second": 366.6361136571952}},
+    chunk_writes=[4, 5, 6], api="responses",
+)
+
+# llama-server's error after the first result on /v1/responses: format_oai_sse({"error": ...}) -- an unnamed
+# data line in the chat dialect, not an ``event: error`` (tools/server/server-context.cpp, format_error), after
+# an SSE ping comment (":") it sends while it waits; then it closes the stream.
+LLAMACPP_RESPONSES_ERROR = Fixture(
+    "llamacpp-responses-error", "llama-server /v1/responses: a mid-stream error as an unnamed data line",
+    "llama.cpp tools/server/server-context.cpp (format_error: format_oai_sse(json {{\"error\", res_json}}))",
+    _ev(
+        b'event: response.created\ndata: {"type":"response.created","response":{"id":"resp_85iFwgFgSiP72MbYsx31BzX6ARAOiJ9p","object":"response","status":"in_progress"}}',
+        b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","item_id":"msg_vuDRvWlLJ5A4V35UFJzwDoe3yksxToXq","delta":" used"}',
+        b":",
+        b'data: {"error":{"code":500,"message":"Invalid diff: now finding less tool calls!","type":"server_error"}}',
+    ),
+    {"ok": False, "error_kind": "stream_error", "chunk_tokens": [1], "completion_tokens": 1,
+     "error_contains": "Invalid diff"},
+    chunk_writes=[1], api="responses",
+)
+
 ZOO = [
     OPENAI_CHAT, OPENAI_REASONING_HIDDEN, AZURE_CHAT, VLLM_CONTINUOUS, VLLM_ABORT, VLLM_OLD_ERROR,
     VLLM_REASONING, SGLANG_ABORT, TGI_USAGE_ON_LAST_CONTENT, TGI_ERROR_EVENT, LLAMACPP_CHAT,
@@ -572,5 +616,6 @@ ZOO = [
     DONE_WITH_TRAILING_SPACE, LONG_EVENT, EMPTY_STREAM, CUT_STREAM, USAGE_WRONG_TYPE, REDIRECT, NO_CONTENT, FASTAPI_422,
     RATE_LIMITED_NOW, OPENAI_TOOL_CALL, VLLM_TOOL_CALL, OPENAI_EMBEDDINGS, EMBEDDINGS_MISSING_VECTOR,
     OPENAI_RESPONSES, VLLM_RESPONSES_REASONING, RESPONSES_ERROR_EVENT, RESPONSES_FAILED, RESPONSES_CUT,
+    LLAMACPP_RESPONSES, LLAMACPP_RESPONSES_ERROR,
     VLLM_RERANK, COHERE_RERANK, VLLM_SCORE, RERANK_MISSING_RESULT,
 ]
