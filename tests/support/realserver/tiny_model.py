@@ -148,8 +148,13 @@ def _embeddings(writer, rng: np.random.Generator) -> int:
     return n_vocab
 
 
-def _blocks(writer, rng: np.random.Generator, layers: int, qk_norm: bool) -> None:
-    """The transformer blocks (``qk_norm``: Qwen3's per-head norms of q and k)."""
+def _blocks(writer, rng: np.random.Generator, layers: int, qk_norm: bool, keep_dim0: bool = False) -> None:
+    """The transformer blocks (``qk_norm``: Qwen3's per-head norms of q and k).
+
+    ``keep_dim0``: no block writes to the residual stream's first dimension (the rows of the
+    attention output and of the FFN's down projection for it are zero), so whatever the token
+    embeddings put there reaches the output norm unchanged (tiny_tool_model's constant prior).
+    """
     head_dim = N_EMBD // N_HEAD
     for i in range(layers):
         p = f"blk.{i}."
@@ -157,14 +162,20 @@ def _blocks(writer, rng: np.random.Generator, layers: int, qk_norm: bool) -> Non
         writer.add_tensor(p + "attn_q.weight", _w(rng, N_HEAD * head_dim, N_EMBD))
         writer.add_tensor(p + "attn_k.weight", _w(rng, N_HEAD_KV * head_dim, N_EMBD))
         writer.add_tensor(p + "attn_v.weight", _w(rng, N_HEAD_KV * head_dim, N_EMBD))
-        writer.add_tensor(p + "attn_output.weight", _w(rng, N_EMBD, N_HEAD * head_dim))
+        attn_out = _w(rng, N_EMBD, N_HEAD * head_dim)
+        if keep_dim0:
+            attn_out[0] = 0
+        writer.add_tensor(p + "attn_output.weight", attn_out)
         if qk_norm:
             writer.add_tensor(p + "attn_q_norm.weight", np.ones(head_dim, dtype=np.float32))
             writer.add_tensor(p + "attn_k_norm.weight", np.ones(head_dim, dtype=np.float32))
         writer.add_tensor(p + "ffn_norm.weight", np.ones(N_EMBD, dtype=np.float32))
         writer.add_tensor(p + "ffn_gate.weight", _w(rng, N_FF, N_EMBD))
         writer.add_tensor(p + "ffn_up.weight", _w(rng, N_FF, N_EMBD))
-        writer.add_tensor(p + "ffn_down.weight", _w(rng, N_EMBD, N_FF))
+        down = _w(rng, N_EMBD, N_FF)
+        if keep_dim0:
+            down[0] = 0
+        writer.add_tensor(p + "ffn_down.weight", down)
 
 
 def _finish(writer, path: Path) -> Path:

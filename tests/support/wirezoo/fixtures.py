@@ -609,6 +609,34 @@ LLAMACPP_RESPONSES_ERROR = Fixture(
     chunk_writes=[1], api="responses",
 )
 
+# llama-server's streamed tool call (--jinja, a Functionary v3.2 template, tool_choice required), recorded from the
+# real server (tests/real/test_real_tool_calls.py's tiny model): the id, type, name and the arguments' first piece in
+# one delta, then one piece per token, finish_reason tool_calls, usage (and timings) in a chunk of its own.
+LLAMACPP_TOOL_CALL = Fixture(
+    "llamacpp-tool-call", "llama-server chat completions: a streamed tool call, recorded",
+    "recorded from llama-server (llama.cpp in llama-cpp-python 0.3.36), tests/real/test_real_tool_calls.py",
+    _ev(
+        b'data: {"choices":[{"finish_reason":null,"index":0,"delta":{"role":"assistant","content":null}}],"created":1796171467,"id":"chatcmpl-EdWNaBZPmMeJUPAjKRwoqMXzhqeRiWJn","model":"tiny-llama","system_fingerprint":"b0-unknown","object":"chat.completion.chunk"}',
+        b'data: {"choices":[{"finish_reason":null,"index":0,"delta":{"tool_calls":[{"index":0,"id":"UGB3IiTA9GYQUmedjsz2v0SCCstKWOfN","type":"function","function":{"name":"get_weather","arguments":"{"}}]}}],"created":1796171468,"id":"chatcmpl-EdWNaBZPmMeJUPAjKRwoqMXzhqeRiWJn","model":"tiny-llama","system_fingerprint":"b0-unknown","object":"chat.completion.chunk"}',
+        b'data: {"choices":[{"finish_reason":null,"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\\""}}]}}],"created":1796171468,"id":"chatcmpl-EdWNaBZPmMeJUPAjKRwoqMXzhqeRiWJn","model":"tiny-llama","system_fingerprint":"b0-unknown","object":"chat.completion.chunk"}',
+        b'data: {"choices":[{"finish_reason":null,"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"c"}}]}}],"created":1796171468,"id":"chatcmpl-EdWNaBZPmMeJUPAjKRwoqMXzhqeRiWJn","model":"tiny-llama","system_fingerprint":"b0-unknown","object":"chat.completion.chunk"}',
+        b'data: {"choices":[{"finish_reason":null,"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"i"}}]}}],"created":1796171468,"id":"chatcmpl-EdWNaBZPmMeJUPAjKRwoqMXzhqeRiWJn","model":"tiny-llama","system_fingerprint":"b0-unknown","object":"chat.completion.chunk"}',
+        b'data: {"choices":[{"finish_reason":null,"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"t"}}]}}],"created":1796171468,"id":"chatcmpl-EdWNaBZPmMeJUPAjKRwoqMXzhqeRiWJn","model":"tiny-llama","system_fingerprint":"b0-unknown","object":"chat.completion.chunk"}',
+        b'data: {"choices":[{"finish_reason":null,"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"y"}}]}}],"created":1796171468,"id":"chatcmpl-EdWNaBZPmMeJUPAjKRwoqMXzhqeRiWJn","model":"tiny-llama","system_fingerprint":"b0-unknown","object":"chat.completion.chunk"}',
+        b'data: {"choices":[{"finish_reason":null,"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\\""}}]}}],"created":1796171468,"id":"chatcmpl-EdWNaBZPmMeJUPAjKRwoqMXzhqeRiWJn","model":"tiny-llama","system_fingerprint":"b0-unknown","object":"chat.completion.chunk"}',
+        b'data: {"choices":[{"finish_reason":null,"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":":"}}]}}],"created":1796171468,"id":"chatcmpl-EdWNaBZPmMeJUPAjKRwoqMXzhqeRiWJn","model":"tiny-llama","system_fingerprint":"b0-unknown","object":"chat.completion.chunk"}',
+        b'data: {"choices":[{"finish_reason":null,"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\\""}}]}}],"created":1796171468,"id":"chatcmpl-EdWNaBZPmMeJUPAjKRwoqMXzhqeRiWJn","model":"tiny-llama","system_fingerprint":"b0-unknown","object":"chat.completion.chunk"}',
+        b'data: {"choices":[{"finish_reason":null,"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\\""}}]}}],"created":1796171468,"id":"chatcmpl-EdWNaBZPmMeJUPAjKRwoqMXzhqeRiWJn","model":"tiny-llama","system_fingerprint":"b0-unknown","object":"chat.completion.chunk"}',
+        b'data: {"choices":[{"finish_reason":null,"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"}"}}]}}],"created":1796171468,"id":"chatcmpl-EdWNaBZPmMeJUPAjKRwoqMXzhqeRiWJn","model":"tiny-llama","system_fingerprint":"b0-unknown","object":"chat.completion.chunk"}',
+        b'data: {"choices":[{"finish_reason":"tool_calls","index":0,"delta":{}}],"created":1796171468,"id":"chatcmpl-EdWNaBZPmMeJUPAjKRwoqMXzhqeRiWJn","model":"tiny-llama","system_fingerprint":"b0-unknown","object":"chat.completion.chunk"}',
+        b'data: {"choices":[],"created":1796171468,"id":"chatcmpl-EdWNaBZPmMeJUPAjKRwoqMXzhqeRiWJn","model":"tiny-llama","system_fingerprint":"b0-unknown","object":"chat.completion.chunk","usage":{"completion_tokens":24,"prompt_tokens":416,"total_tokens":440,"prompt_tokens_details":{"cached_tokens":0}},"timings":{"cache_n":0,"prompt_n":416,"prompt_ms":80.794,"prompt_per_token_ms":0.19421634615384614,"prompt_per_second":5148.897195336288,"predicted_n":24,"predicted_ms":17.458,"predicted_per_token_ms":0.7590434782608695,"predicted_per_second":1317.4475884981098}}',
+        b'data: [DONE]',
+    ),
+    {"ok": True, "token_source": "usage", "chunk_tokens": [3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 2], "completion_tokens": 24,
+     "prompt_tokens": 416, "tool_calls": {0: ["get_weather", "{", '"', "c", "i", "t", "y", '"', ":", '"', '"', "}"]}},
+    chunk_writes=list(range(1, 12)),
+)
+
 ZOO = [
     OPENAI_CHAT, OPENAI_REASONING_HIDDEN, AZURE_CHAT, VLLM_CONTINUOUS, VLLM_ABORT, VLLM_OLD_ERROR,
     VLLM_REASONING, SGLANG_ABORT, TGI_USAGE_ON_LAST_CONTENT, TGI_ERROR_EVENT, LLAMACPP_CHAT,
@@ -616,6 +644,6 @@ ZOO = [
     DONE_WITH_TRAILING_SPACE, LONG_EVENT, EMPTY_STREAM, CUT_STREAM, USAGE_WRONG_TYPE, REDIRECT, NO_CONTENT, FASTAPI_422,
     RATE_LIMITED_NOW, OPENAI_TOOL_CALL, VLLM_TOOL_CALL, OPENAI_EMBEDDINGS, EMBEDDINGS_MISSING_VECTOR,
     OPENAI_RESPONSES, VLLM_RESPONSES_REASONING, RESPONSES_ERROR_EVENT, RESPONSES_FAILED, RESPONSES_CUT,
-    LLAMACPP_RESPONSES, LLAMACPP_RESPONSES_ERROR,
+    LLAMACPP_RESPONSES, LLAMACPP_RESPONSES_ERROR, LLAMACPP_TOOL_CALL,
     VLLM_RERANK, COHERE_RERANK, VLLM_SCORE, RERANK_MISSING_RESULT,
 ]
