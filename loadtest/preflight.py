@@ -73,6 +73,13 @@ def _client(scenario: Scenario, api_key: str | None) -> StreamingClient:
         raise InputError(str(err)) from None
 
 
+def probe_tokens(scenario: Scenario) -> int:
+    """The preflight's output length: short, but long enough for a tool call's first delta."""
+    w = scenario.workload
+    structured = bool(body_fields(w.tools, w.tool_choice, w.response_format))
+    return min(typical_tokens(w.max_tokens), _STRUCTURED_PREFLIGHT_TOKENS if structured else _PREFLIGHT_TOKENS)
+
+
 def _body(scenario: Scenario, dialect: Dialect, max_tokens: int, salt: str = "", seed: int = -1) -> bytes:
     """A short request; each ``seed`` gets its own prompt, prefixed by the run's ``salt``.
 
@@ -136,9 +143,7 @@ def preflight(scenario: Scenario, api_key: str | None, salt: str = "") -> Prefli
     attempts: list[dict] = []
     adaptations: list[dict] = []
     dialect = Dialect(continuous_usage=True, max_tokens_field=scenario.target.max_tokens_field)
-    w = scenario.workload
-    structured = bool(body_fields(w.tools, w.tool_choice, w.response_format))
-    max_tokens = min(typical_tokens(w.max_tokens), _STRUCTURED_PREFLIGHT_TOKENS if structured else _PREFLIGHT_TOKENS)
+    max_tokens = probe_tokens(scenario)
 
     def send() -> RequestRecord:
         rec = client.send(_body(scenario, dialect, max_tokens, salt))
