@@ -22,6 +22,7 @@ from loadtest.client.wire import build_body
 from loadtest.records import read_requests
 from support.realserver.server import start_llama_server
 from support.realserver.tiny_model import write_tiny_reranker
+from support.realserver.verdict import assert_generous_slo_held
 from support.runkit import loadtest, summary, write_scenario
 
 QUERY = "what time people"
@@ -70,7 +71,7 @@ def test_a_short_rerank_run(server, tmp_path):
         # short pairs (about 15 tokens each): enough answers in 1.5 s even when the shared host is busy
         workload={"query_tokens": {"mean": 4, "stddev": 0}, "prompt_tokens": {"mean": 8, "stddev": 0},
                   "batch_size": BATCH},
-        load={"levels": [2], "level_duration_s": 1.5, "max_level_duration_s": 3, "warmup_s": 0.3},
+        load={"levels": [2], "level_duration_s": 1.5, "max_level_duration_s": 5, "warmup_s": 0.3},
         slo={"e2e_ms": {"p95": 10000}, "max_error_rate": 0.05, "ttft_ms": None, "itl_ms": None},
     )
     result = loadtest("run", str(scenario), "--out", str(tmp_path / "run"), timeout=120)
@@ -78,8 +79,7 @@ def test_a_short_rerank_run(server, tmp_path):
     assert "(not streamed), tokens from usage" in result.stderr  # the preflight's line
     assert "items/s" in result.stderr and "items/s" in result.stdout  # the level's line and the table
     s = summary(tmp_path / "run")
-    # a 10 s limit holds; on a busy shared host the verdict may be withheld (host_contended)
-    assert s["capacity"]["verdict"] in ("at_least", "host_contended"), s["capacity"]["message"]
+    assert_generous_slo_held(s["capacity"])  # a 10 s limit holds (or a busy host is said to be busy)
     (level,) = s["levels"]
     assert level["errors"] == 0 and level["e2e_ms"]["n"] > 3 and level["e2e_ms"]["p95"] < 10000
     assert level["ttft_ms"]["n"] == 0 and level["itl_ms"]["n"] == 0  # nothing streamed, nothing claimed

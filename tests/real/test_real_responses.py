@@ -18,6 +18,7 @@ from loadtest.client.stream import StreamingClient
 from loadtest.client.wire import build_body
 from loadtest.records import read_requests
 from support.realserver.server import start_llama_server
+from support.realserver.verdict import assert_generous_slo_held
 from support.runkit import loadtest, summary, write_scenario
 
 MAX_TOKENS = 8
@@ -57,7 +58,7 @@ def test_a_short_responses_run_through_the_pipeline(server, tmp_path):
         tmp_path, server.base_url,
         target={"api": "responses", "model": server.model, "timeout_s": 30},
         workload={"prompt_tokens": {"mean": 12, "stddev": 0}, "max_tokens": MAX_TOKENS},
-        load={"levels": [2], "level_duration_s": 1.5, "max_level_duration_s": 3, "warmup_s": 0.3},
+        load={"levels": [2], "level_duration_s": 1.5, "max_level_duration_s": 5, "warmup_s": 0.3},
         slo={"ttft_ms": {"p95": 10000}, "itl_ms": {"p95": 5000}, "max_error_rate": 0.05},
     )
     result = loadtest("run", str(scenario), "--out", str(tmp_path / "run"), timeout=120)
@@ -66,7 +67,7 @@ def test_a_short_responses_run_through_the_pipeline(server, tmp_path):
     s = summary(tmp_path / "run")
     assert s["target"]["api"] == "responses"
     assert s["token_source"]["primary"] == "usage" and set(s["prompt_token_source"]) == {"usage"}
-    assert s["capacity"]["verdict"] in ("at_least", "host_contended"), s["capacity"]["message"]
+    assert_generous_slo_held(s["capacity"])  # a 10 s limit holds (or a busy host is said to be busy)
     for level in s["levels"]:
         assert level["errors"] == 0 and level["ttft_ms"]["n"] > 3 and level["itl_ms"]["n"] > 0
         assert level["output_tokens_per_s"] > 0
