@@ -7,9 +7,10 @@ logits that make greedy grammar-constrained sampling write ``get_weather`` with
 text at all. The checks: the first content chunk is a tool-call delta and TTFT is its arrival;
 a tool-call-only answer is a success (not ``empty``) with tokens from ``usage``; its joined
 arguments are judged valid; a call cut by ``max_tokens`` is still a timed success but judged
-invalid (broken JSON never counts as valid output); and a short run measures
-``valid_output_rate`` from real output. The recorded stream is the wire zoo's
-``llamacpp-tool-call`` fixture.
+invalid (broken JSON never counts as valid output); the Responses API's function call is timed
+from its first ``response.function_call_arguments.delta``; and a short run measures
+``valid_output_rate`` from real output. The recorded streams are the wire zoo's
+``llamacpp-tool-call`` and ``llamacpp-responses-tool-call`` fixtures.
 """
 
 from __future__ import annotations
@@ -68,6 +69,22 @@ def test_a_call_cut_by_max_tokens_is_timed_but_invalid(server):
     assert rec.ok, rec.error
     assert rec.tool_calls and len(rec.chunk_ms) > 0 and rec.completion_tokens == 16
     assert rec.output_valid is False
+
+
+def test_a_responses_function_call_is_timed_from_its_first_arguments_delta(server):
+    """``/v1/responses``: the name comes on ``output_item.added`` (no token yet), the arguments as deltas."""
+    client = StreamingClient(server.base_url, "responses", timeout_s=60)
+    tools = [{"type": "function", **TOOLS[0]["function"]}]  # the Responses API's flat tool shape
+    body = build_body("responses", server.model, "What is the weather in Paris?", 40, ignore_eos=False,
+                      fields={"tools": tools, "tool_choice": "required"})
+    try:
+        rec = client.send(body, capture_text=True)
+    finally:
+        client.close()
+    assert rec.ok and rec.error_kind is None, rec.error  # a call-only answer is a success here too
+    assert len(rec.chunk_ms) == len('{"city":""}') and rec.ttft_ms == rec.chunk_ms[0] > 0  # one delta per character
+    assert not "".join(rec.text)  # none of them is output text
+    assert rec.token_source == "usage" and rec.completion_tokens > len(rec.chunk_ms)
 
 
 def test_a_short_run_measures_the_valid_output_rate(server, tmp_path):

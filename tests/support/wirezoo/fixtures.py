@@ -637,6 +637,35 @@ LLAMACPP_TOOL_CALL = Fixture(
     chunk_writes=list(range(1, 12)),
 )
 
+# llama-server's Responses stream of a tool call (the same model, tool_choice required), recorded: the call's
+# name on response.output_item.added (no token yet), its arguments as function_call_arguments.delta (content),
+# no function_call_arguments.done, and usage on response.completed.
+LLAMACPP_RESPONSES_TOOL_CALL = Fixture(
+    "llamacpp-responses-tool-call", "llama-server /v1/responses: a streamed function call, recorded",
+    "recorded from llama-server (llama.cpp in llama-cpp-python 0.3.36), tests/real/test_real_tool_calls.py",
+    _ev(
+        b'event: response.created\ndata: {"type":"response.created","response":{"id":"resp_RihpOokDzx3eftlvoPplOOZtxrI4HQtS","object":"response","status":"in_progress"}}',
+        b'event: response.in_progress\ndata: {"type":"response.in_progress","response":{"id":"resp_RihpOokDzx3eftlvoPplOOZtxrI4HQtS","object":"response","status":"in_progress"}}',
+        b'event: response.output_item.added\ndata: {"type":"response.output_item.added","item":{"id":"fc_Pn7fsYESVudxv7kKjCjAaLiyax4yLsGV","arguments":"","call_id":"call_Pn7fsYESVudxv7kKjCjAaLiyax4yLsGV","name":"get_weather","type":"function_call","status":"in_progress"}}',
+        b'event: response.function_call_arguments.delta\ndata: {"type":"response.function_call_arguments.delta","delta":"{","item_id":"fc_Pn7fsYESVudxv7kKjCjAaLiyax4yLsGV"}',
+        b'event: response.function_call_arguments.delta\ndata: {"type":"response.function_call_arguments.delta","delta":"\\"","item_id":"fc_Pn7fsYESVudxv7kKjCjAaLiyax4yLsGV"}',
+        b'event: response.function_call_arguments.delta\ndata: {"type":"response.function_call_arguments.delta","delta":"c","item_id":"fc_Pn7fsYESVudxv7kKjCjAaLiyax4yLsGV"}',
+        b'event: response.function_call_arguments.delta\ndata: {"type":"response.function_call_arguments.delta","delta":"i","item_id":"fc_Pn7fsYESVudxv7kKjCjAaLiyax4yLsGV"}',
+        b'event: response.function_call_arguments.delta\ndata: {"type":"response.function_call_arguments.delta","delta":"t","item_id":"fc_Pn7fsYESVudxv7kKjCjAaLiyax4yLsGV"}',
+        b'event: response.function_call_arguments.delta\ndata: {"type":"response.function_call_arguments.delta","delta":"y","item_id":"fc_Pn7fsYESVudxv7kKjCjAaLiyax4yLsGV"}',
+        b'event: response.function_call_arguments.delta\ndata: {"type":"response.function_call_arguments.delta","delta":"\\"","item_id":"fc_Pn7fsYESVudxv7kKjCjAaLiyax4yLsGV"}',
+        b'event: response.function_call_arguments.delta\ndata: {"type":"response.function_call_arguments.delta","delta":":","item_id":"fc_Pn7fsYESVudxv7kKjCjAaLiyax4yLsGV"}',
+        b'event: response.function_call_arguments.delta\ndata: {"type":"response.function_call_arguments.delta","delta":"\\"","item_id":"fc_Pn7fsYESVudxv7kKjCjAaLiyax4yLsGV"}',
+        b'event: response.function_call_arguments.delta\ndata: {"type":"response.function_call_arguments.delta","delta":"\\"","item_id":"fc_Pn7fsYESVudxv7kKjCjAaLiyax4yLsGV"}',
+        b'event: response.function_call_arguments.delta\ndata: {"type":"response.function_call_arguments.delta","delta":"}","item_id":"fc_Pn7fsYESVudxv7kKjCjAaLiyax4yLsGV"}',
+        b'event: response.output_item.done\ndata: {"type":"response.output_item.done","item":{"id":"fc_Pn7fsYESVudxv7kKjCjAaLiyax4yLsGV","type":"function_call","status":"completed","arguments":"{\\"city\\":\\"\\"}","call_id":"call_Pn7fsYESVudxv7kKjCjAaLiyax4yLsGV","name":"get_weather"}}',
+        b'event: response.completed\ndata: {"type":"response.completed","response":{"id":"resp_RihpOokDzx3eftlvoPplOOZtxrI4HQtS","object":"response","created_at":1796172858,"status":"completed","model":"tiny-llama","output":[{"id":"fc_Pn7fsYESVudxv7kKjCjAaLiyax4yLsGV","type":"function_call","status":"completed","arguments":"{\\"city\\":\\"\\"}","call_id":"call_Pn7fsYESVudxv7kKjCjAaLiyax4yLsGV","name":"get_weather"}],"usage":{"input_tokens":416,"output_tokens":24,"total_tokens":440,"input_tokens_details":{"cached_tokens":0}}},"timings":{"cache_n":0,"prompt_n":416,"prompt_ms":203.742,"prompt_per_token_ms":0.48976442307692303,"prompt_per_second":2041.7979601653071,"predicted_n":24,"predicted_ms":50.225,"predicted_per_token_ms":2.1836956521739133,"predicted_per_second":457.9392732702837}}',
+    ),
+    {"ok": True, "token_source": "usage", "chunk_tokens": [3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 2], "completion_tokens": 24,
+     "prompt_tokens": 416, "cached_tokens": 0},
+    chunk_writes=list(range(3, 14)), api="responses",
+)
+
 ZOO = [
     OPENAI_CHAT, OPENAI_REASONING_HIDDEN, AZURE_CHAT, VLLM_CONTINUOUS, VLLM_ABORT, VLLM_OLD_ERROR,
     VLLM_REASONING, SGLANG_ABORT, TGI_USAGE_ON_LAST_CONTENT, TGI_ERROR_EVENT, LLAMACPP_CHAT,
@@ -644,6 +673,6 @@ ZOO = [
     DONE_WITH_TRAILING_SPACE, LONG_EVENT, EMPTY_STREAM, CUT_STREAM, USAGE_WRONG_TYPE, REDIRECT, NO_CONTENT, FASTAPI_422,
     RATE_LIMITED_NOW, OPENAI_TOOL_CALL, VLLM_TOOL_CALL, OPENAI_EMBEDDINGS, EMBEDDINGS_MISSING_VECTOR,
     OPENAI_RESPONSES, VLLM_RESPONSES_REASONING, RESPONSES_ERROR_EVENT, RESPONSES_FAILED, RESPONSES_CUT,
-    LLAMACPP_RESPONSES, LLAMACPP_RESPONSES_ERROR, LLAMACPP_TOOL_CALL,
+    LLAMACPP_RESPONSES, LLAMACPP_RESPONSES_ERROR, LLAMACPP_TOOL_CALL, LLAMACPP_RESPONSES_TOOL_CALL,
     VLLM_RERANK, COHERE_RERANK, VLLM_SCORE, RERANK_MISSING_RESULT,
 ]
