@@ -187,7 +187,7 @@ def _dataset_hashes(workload: Mapping[str, Any], base_dir: Path | None) -> dict[
                     if not path.is_absolute() and base_dir is not None:
                         path = base_dir / path
                     if path.is_file():
-                        found[value] = _file_sha256(path)
+                        found[value] = _dataset_sha256(path)
                 walk(value)
         elif isinstance(node, list):
             for item in node:
@@ -197,9 +197,36 @@ def _dataset_hashes(workload: Mapping[str, Any], base_dir: Path | None) -> dict[
     return found
 
 
-def _file_sha256(path: Path) -> str:
+def _dataset_sha256(path: Path) -> str:
+    """The file's SHA-256; when its rows name image files, the hash of it and of each image in turn.
+
+    Images are prefill: the same jsonl with other pictures is other work, so it must not
+    fingerprint the same. A dataset without images keeps its plain file hash (the one runs
+    made before this stored).
+    """
+    plain, names_images = _file_sha256(path, b'"image')
+    if not names_images:
+        return plain
+    # dataset_images: only for a dataset that names images (it reads the rows, the hash above does not)
+    from loadtest.workload.dataset_images import image_files
+
+    files = image_files(path)
+    if not files:
+        return plain
+    digest = hashlib.sha256(plain.encode())
+    for ref, file in files:
+        digest.update(b"\0" + ref.encode() + b"\0" + _file_sha256(file)[0].encode())
+    return digest.hexdigest()
+
+
+def _file_sha256(path: Path, marker: bytes = b"") -> tuple[str, bool]:
+    """The file's SHA-256 and whether ``marker`` occurs in it (found across read blocks too)."""
     digest = hashlib.sha256()
+    found, tail = False, b""
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
-    return digest.hexdigest()
+            if marker and not found:
+                found = marker in tail + block
+                tail = block[-len(marker):]
+    return digest.hexdigest(), found

@@ -81,6 +81,9 @@ class Metric:
     web_ui: tuple[str, ...] = ()
     #: Of those, the percentiles in the web UI's levels tab (a narrower table).
     web_ui_table: tuple[str, ...] = ()
+    #: Percentiles the live web UI charts (and tabulates) instead for a kind that is not streamed
+    #: (embeddings, rerank, score), where the metrics above have no samples.
+    web_ui_unary: tuple[str, ...] = ()
     #: Measured for an answer that is not streamed (embeddings): a column of its terminal table, an
     #: SLO it may have; False for the metrics that need a stream (first token, gaps between tokens).
     unary: bool = False
@@ -120,7 +123,7 @@ METRICS: tuple[Metric, ...] = (
         "send to last byte, for requests that started in the measured window (also those that ended after "
         "it); failures count as +inf; a request the harness cut after waiting past the e2e limit counts as +inf",
         kind="latency", per="request", slo=True, sample_column="e2e_sample",
-        per_class=True, report_figure=True, report_table=("p95",), unary=True,
+        per_class=True, report_figure=True, report_table=("p95",), unary=True, web_ui_unary=("p50", "p95", "p99"),
     ),
     Metric(
         "ttfb_ms", "TTFB", "ms",

@@ -29,9 +29,13 @@ from loadtest.client.wire import DROPPABLE, PATHS, Dialect, build_body
 from loadtest.errors import InputError, TargetError
 from loadtest.run_record import Preflight
 from loadtest.scenario import Scenario, typical_tokens
+from loadtest.scenario._structured import body_fields
 from loadtest.workload import Workload
 
 _PREFLIGHT_TOKENS = 8
+#: With tools or a response_format: a server streams nothing of a tool call before the function's
+#: name is whole (llama-server: a dozen tokens), so the probe may use the workload's length, up to this.
+_STRUCTURED_PREFLIGHT_TOKENS = 64
 #: A server that fails some requests (5xx, dropped or malformed streams, 429)
 #: is still a valid target: its failures are what the run will measure. The
 #: preflight only needs one success, so it tries a few times.
@@ -69,8 +73,20 @@ def _client(scenario: Scenario, api_key: str | None) -> StreamingClient:
         raise InputError(str(err)) from None
 
 
+def probe_tokens(scenario: Scenario) -> int:
+    """The preflight's output length: short, but long enough for a tool call's first delta."""
+    w = scenario.workload
+    structured = bool(body_fields(w.tools, w.tool_choice, w.response_format))
+    return min(typical_tokens(w.max_tokens), _STRUCTURED_PREFLIGHT_TOKENS if structured else _PREFLIGHT_TOKENS)
+
+
 def _body(scenario: Scenario, dialect: Dialect, max_tokens: int, salt: str = "", seed: int = -1) -> bytes:
-    """A short request; each ``seed`` gets its own prompt, prefixed by the run's ``salt``."""
+    """A short request; each ``seed`` gets its own prompt, prefixed by the run's ``salt``.
+
+    It carries the workload's ``tools``/``tool_choice``/``response_format`` as the run's requests
+    do: a server that refuses them fails here in one line, and one that answers only with a tool
+    call (``tool_choice: required``) passes, as its answer is content.
+    """
     t, w = scenario.target, scenario.workload
     prompt = Workload(scenario, seed=seed, salt=salt).prompt(min(w.prompt_tokens.mean, 64))
     return build_body(
@@ -78,6 +94,7 @@ def _body(scenario: Scenario, dialect: Dialect, max_tokens: int, salt: str = "",
         temperature=w.temperature, ignore_eos=w.ignore_eos,
         continuous_usage=dialect.continuous_usage, extra_body=w.extra_body,
         max_tokens_field=dialect.max_tokens_field, drop=dialect.drop,
+        fields=body_fields(w.tools, w.tool_choice, w.response_format) or None,
     )
 
 
@@ -126,7 +143,7 @@ def preflight(scenario: Scenario, api_key: str | None, salt: str = "") -> Prefli
     attempts: list[dict] = []
     adaptations: list[dict] = []
     dialect = Dialect(continuous_usage=True, max_tokens_field=scenario.target.max_tokens_field)
-    max_tokens = min(typical_tokens(scenario.workload.max_tokens), _PREFLIGHT_TOKENS)
+    max_tokens = probe_tokens(scenario)
 
     def send() -> RequestRecord:
         rec = client.send(_body(scenario, dialect, max_tokens, salt))

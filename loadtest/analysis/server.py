@@ -240,12 +240,13 @@ def crosscheck_warnings(view: ServerView, levels: Sequence[LevelResult]) -> list
             continue
         wait_stats = view.stats(lv.index, waiting.metric) if waiting else None
         in_flight = run_stats.p50 + (wait_stats.p50 if wait_stats and wait_stats.n else 0.0)
+        per_request = _inputs_per_request(lv)
         if in_flight < IN_FLIGHT_SHORTFALL * lv.concurrency:
             # Where requests were refused (429), a user waiting to retry holds no request, so the
             # shortfall is explained, and the refusals are already counted (errors_by_kind.rate_limited).
             if not lv.errors_by_kind.get("rate_limited"):
                 short.append(f"{lv.concurrency} users → {in_flight:g}")
-        elif in_flight > IN_FLIGHT_EXCESS * lv.concurrency + 1:
+        elif in_flight > IN_FLIGHT_EXCESS * lv.concurrency * per_request + 1:
             extra.append(f"{lv.concurrency} users → {in_flight:g}")
     name = running.metric + (f" + {waiting.metric}" if waiting else "")
     out = []
@@ -261,3 +262,15 @@ def crosscheck_warnings(view: ServerView, levels: Sequence[LevelResult]) -> list
             f"({'; '.join(extra)}): it also serves other traffic, so its signals are not this test's alone."
         )
     return out
+
+
+def _inputs_per_request(lv: LevelResult) -> float:
+    """Inputs per request of a batched kind (embeddings inputs, rerank documents, score pairs), else 1.
+
+    llama-server runs each input as a task of its own in a slot, and vLLM each as an engine
+    request, so their in-flight gauges count up to users x inputs without any other traffic.
+    """
+    items, rps = getattr(lv, "items_per_s", None), getattr(lv, "requests_per_s", None)
+    if items and rps and items > rps:
+        return items / rps
+    return 1.0

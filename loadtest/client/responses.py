@@ -14,9 +14,12 @@ cut it, still a whole answer, as ``finish_reason: length`` is), or fails with
   never ``response.created``, ``in_progress``, ``output_item.added`` or ``content_part.added``
   (no token was generated yet), nor the ``.done`` events, which repeat the text;
 - **usage**: ``response.completed``'s ``response.usage``: ``output_tokens``
-  (with ``output_tokens_details.reasoning_tokens``) and ``input_tokens``;
+  (with ``output_tokens_details.reasoning_tokens``), ``input_tokens`` and
+  ``input_tokens_details.cached_tokens`` (prefix-cache hits: OpenAI, vLLM and
+  llama-server all send it; llama-server adds its own ``timings`` beside ``response``);
 - **errors**: an ``error`` event, ``response.failed`` (its ``response.error``)
-  are ``stream_error``; a stream that ends without a terminal event is a
+  and an unnamed ``data: {"error": {...}}`` (llama-server's mid-stream error on
+  this route: the chat-style error, with no ``event:`` line) are ``stream_error``; a stream that ends without a terminal event is a
   ``disconnect``, as a chat stream without ``[DONE]`` is.
 """
 
@@ -51,6 +54,9 @@ def read_event(obj: Any) -> ChunkFacts:
             details = usage.get("output_tokens_details")
             if isinstance(details, dict):
                 facts.reasoning_tokens = _count(details.get("reasoning_tokens"))
+            cached = usage.get("input_tokens_details")
+            if isinstance(cached, dict):
+                facts.cached_tokens = _count(cached.get("cached_tokens"))
     elif kind == "response.failed":
         response = obj.get("response") or {}
         err = response.get("error") if isinstance(response, dict) else None

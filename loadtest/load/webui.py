@@ -11,7 +11,8 @@ add goes through the extension points Locust documents (``web_ui.app`` routes,
 - ``/loadtest/levels``: the same as JSON (the data endpoint), with the SLO limits;
 - ``/loadtest/charts``: TTFT and ITL percentiles per finished level against the
   SLO lines, refreshed every two seconds (plotly.js served from the plotly package,
-  so it works offline);
+  so it works offline); for a kind that is not streamed (embeddings, rerank, score),
+  end-to-end latency instead, and a line saying why (:mod:`webui_metrics`);
 - ``/loadtest/report``: the run's report.html once it is written.
 
 The scenario still decides the levels. The UI's Start button lets the run
@@ -34,14 +35,13 @@ from typing import TYPE_CHECKING, Any
 
 import gevent
 import gevent.event
-import numpy as np
 from flask import Response, jsonify, request, send_file
 from locust import argument_parser
 
-from loadtest.analysis.slo import METRIC_LABELS, SloSpec
+from loadtest.analysis.slo import SloSpec
 from loadtest.load.shape import SteppedShape
+from loadtest.load.webui_metrics import SHOWN_PERCENTILES, WebMetrics, cell_key, web_metrics
 from loadtest.load.webui_page import CHARTS_PAGE, plotly_js
-from loadtest.metric_registry import PERCENTILES, shown
 from loadtest.report.terminal import describe_ending
 
 if TYPE_CHECKING:
@@ -51,53 +51,21 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Percentiles shown per level, in the tab, the JSON and the charts.
-#: The metrics (charted, in the JSON and the tab) and their percentiles: the registry's ``web_ui`` flags.
-_SHOWN = shown("web_ui")
-SHOWN_PERCENTILES = {pct: PERCENTILES[pct] * 100 for pct in PERCENTILES if any(pct in m.web_ui for m in _SHOWN)}
-CHART_METRICS = tuple(m.name for m in _SHOWN)
+#: A streamed run's metrics (the registry's ``web_ui`` flags): charted, in the JSON and the tab.
+STREAMED = web_metrics("chat")
+CHART_METRICS = tuple(STREAMED.charts)
+LEVEL_TABLE = STREAMED.level_table()
+#: The percentiles every metric gets in the JSON (re-exported: the charts page and the tests read them).
+__all__ = ["CHART_METRICS", "LEVEL_TABLE", "SHOWN_PERCENTILES", "WebControl", "slo_lines"]
 LEVELS_TAB = "loadtest-levels"
 
 
-def _cell_key(metric: str, pct: str) -> str:
-    """The levels tab's column key of a metric's percentile, e.g. ``ttft_p95``."""
-    return f"{metric.removesuffix('_ms')}_{pct}"
-
-
-LEVEL_TABLE = [
-    {"key": "level", "title": "Level"},
-    {"key": "users", "title": "Users"},
-    {"key": "status", "title": "Status"},
-    {"key": "requests", "title": "Requests"},
-    {"key": "errors", "title": "Errors"},
-    *({"key": _cell_key(m.name, pct), "title": f"{m.label} {pct} ms"} for m in _SHOWN for pct in m.web_ui_table),
-    {"key": "ended", "title": "Ended"},
-]
-
-
-def _percentiles(samples) -> dict[str, float | None]:
-    values = np.asarray(list(samples), dtype=float)
-    if not len(values):
-        return {name: None for name in SHOWN_PERCENTILES}
-    return {name: round(float(np.percentile(values, q)), 3) for name, q in SHOWN_PERCENTILES.items()}
-
-
-def _figures(p) -> dict[str, Any]:
-    """Requests, errors and TTFT/ITL percentiles of one level's live progress (None: nothing yet)."""
-    return {
-        "requests": p.requests if p else 0,
-        "errors": p.errors if p else 0,
-        # RunProgress keeps each shown metric's live samples under its short name (p.ttft, p.itl)
-        **{m: _percentiles(getattr(p, m.removesuffix("_ms")) if p else ()) for m in CHART_METRICS},
-    }
-
-
-def slo_lines(scenario: "Scenario") -> dict[str, dict[str, float]]:
+def slo_lines(scenario: "Scenario", metrics: tuple[str, ...] = CHART_METRICS) -> dict[str, dict[str, float]]:
     """The SLO limits the charts draw, by metric and percentile (e.g. ``{"itl_ms": {"p95": 50}}``)."""
     spec = SloSpec.from_dict(scenario.public_dict()["slo"])
     lines: dict[str, dict[str, float]] = {}
     for check in spec.checks:
-        if check.metric in CHART_METRICS:
+        if check.metric in metrics:
             lines.setdefault(check.metric, {})[check.percentile] = check.limit
     return lines
 
@@ -115,7 +83,9 @@ class WebControl:
         self.host = host
         self.port = port
         self.planned = scenario.load.concurrency_levels()
-        self.slo = slo_lines(scenario)
+        #: What is charted and tabulated: TTFT and ITL, or e2e for a kind that is not streamed.
+        self.metrics: WebMetrics = web_metrics(scenario.target.api)
+        self.slo = slo_lines(scenario, tuple(self.metrics.charts))
         self.start_requested = gevent.event.Event()
         self.quit_requested = gevent.event.Event()
         self.session: "LoadSession | None" = None
@@ -145,9 +115,9 @@ class WebControl:
         web_ui = env.create_web_ui(host=self.host, port=self.port, delayed_start=True)
         web_ui.template_args.update(
             extended_tabs=[{"title": "Levels", "key": LEVELS_TAB}],
-            extended_tables=[{"key": LEVELS_TAB, "structure": LEVEL_TABLE}],
+            extended_tables=[{"key": LEVELS_TAB, "structure": self.metrics.level_table()}],
             extended_csv_files=[
-                {"href": "./loadtest/charts", "title": "Charts: TTFT and ITL per level against the SLOs"},
+                {"href": "./loadtest/charts", "title": self.metrics.title()},
                 {"href": "./loadtest/levels", "title": "Levels so far (JSON)"},
                 {"href": "./loadtest/report", "title": "The run's report (once the run has ended)"},
             ],
@@ -194,7 +164,7 @@ class WebControl:
         level's end is the live view's nearest equivalent (and matches the
         terminal's line for the level).
         """
-        self.frozen[index] = _figures(dict(self.progress.snapshot()).get(index))
+        self.frozen[index] = self.metrics.figures(dict(self.progress.snapshot()).get(index))
 
     def analyzing(self) -> None:
         self.phase = "analyzing"
@@ -251,7 +221,7 @@ class WebControl:
         for span in list(self.spans):
             figures = self.frozen.get(span.index) if span.end_wall is not None else None
             if figures is None:
-                figures = _figures(progress.get(span.index))
+                figures = self.metrics.figures(progress.get(span.index))
             decision = span.decision or {}
             row = {
                 "index": span.index,
@@ -279,7 +249,8 @@ class WebControl:
             "next": self._next_level(),
             "levels": levels,
             "slo": self.slo,
-            "metric_labels": {m: METRIC_LABELS[m] for m in CHART_METRICS},
+            "metric_labels": self.metrics.labels,
+            "note": self.metrics.note,  # why a kind that is not streamed has no TTFT/ITL charts
             "report": "./loadtest/report" if self.report_path is not None else None,
             "report_path": str(self.report_path) if self.report_path is not None else None,
             "verdict": self.verdict,
@@ -295,7 +266,7 @@ class WebControl:
                 "status": level["status"] + (" (refine)" if level["refine"] else ""),
                 "requests": level["requests"],
                 "errors": level["errors"],
-                **{_cell_key(m.name, pct): _cell(level[m.name][pct]) for m in _SHOWN for pct in m.web_ui_table},
+                **{cell_key(m, pct): _cell(level[m][pct]) for m, pcts in self.metrics.table.items() for pct in pcts},
                 "ended": describe_ending(level["decision"]) if level["ended"] else f"{level['elapsed_s']:.0f} s so far",
             })
         if data["next"] is not None:

@@ -1,8 +1,9 @@
 """The web UI's charts page (``/loadtest/charts``): percentiles per level, drawn with plotly.js.
 
 The page polls ``/loadtest/levels`` (:meth:`loadtest.load.webui.WebControl.levels_payload`)
-and draws each metric's percentiles against the level; plotly.js is served by the
-same UI (:func:`plotly_js`), so the page works without a network.
+and draws each metric it names (``metric_labels``: TTFT and ITL, or end-to-end latency for a
+kind that is not streamed, with ``note`` saying why) against the level; plotly.js is served by
+the same UI (:func:`plotly_js`), so the page works without a network.
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ a{color:#0b63c5}
 <h1>loadtest: <span id="name"></span></h1>
 <div id="status">waiting for the run…</div>
 <p class="how">Each point is a finished level: the percentile of its requests against concurrency. Dashed lines are the SLO limits; a point above its line fails it.</p>
-<div id="ttft_ms" class="plot"></div>
-<div id="itl_ms" class="plot"></div>
+<p class="how" id="note"></p>
+<div id="charts"></div>
 <p><a href="../">Back to Locust's web UI</a></p>
 <script>
 const COLORS = {p50: "#1f77b4", p95: "#ff7f0e", p99: "#d62728"};
@@ -49,8 +50,13 @@ function draw(data) {
     el.textContent = `${data.verdict} `;
     const a = document.createElement("a"); a.href = "./report"; a.textContent = "Open the report"; el.appendChild(a);
   }
+  document.getElementById("note").textContent = data.note || "";  // a kind that is not streamed: why no TTFT/ITL
   const done = data.levels.filter(l => l.finished).sort((a, b) => a.concurrency - b.concurrency);
-  for (const metric of Object.keys(data.metric_labels)) {
+  for (const metric of Object.keys(data.metric_labels)) {  // one chart per metric the server sends
+    if (!document.getElementById(metric)) {
+      const div = document.createElement("div"); div.id = metric; div.className = "plot";
+      document.getElementById("charts").appendChild(div);
+    }
     const traces = [], shapes = [];
     for (const pct of done.length ? Object.keys(done[0][metric]) : []) {  // the percentiles the server sends
       traces.push({x: done.map(l => l.concurrency), y: done.map(l => l[metric][pct]), name: pct,

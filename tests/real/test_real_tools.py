@@ -4,7 +4,7 @@ The tiny model has no tool-calling chat template and words for a vocabulary, so 
 ``tool_choice: required`` request in plain words. That is exactly what the structured-output
 check exists for: the stream is a success by every timing rule (content chunks, usage), and
 its ``output_valid`` is False, so such a server's speed never counts as valid output.
-A real streamed tool call's wire is proven by the wire zoo (OpenAI's and vLLM's formats).
+A genuine streamed tool call from llama-server is test_real_tool_calls.py's (another tiny model).
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from support.realserver.build_llama_server import binary_path
 from support.realserver.tiny_model import write_tiny_llama
@@ -87,24 +88,26 @@ def from_environment() -> RealServer | None:
 
 def start_llama_server(
     folder: Path, *, slots: int = 8, ctx_per_slot: int = 1024, threads: int = 1, extra_args: tuple[str, ...] = (),
-    layers: int | None = None,
+    layers: int | None = None, writer: Callable[..., Path] = write_tiny_llama, alias: str = "tiny-llama",
 ) -> RealServer:
     """Write the tiny model and start llama-server on a free port; wait until it is healthy.
 
     ``layers``: the model's depth (None: the tiny model's own); a deeper one is slower per token.
+    ``writer``: which tiny model (:mod:`tiny_model`: the llama, or ``write_tiny_reranker`` for
+    ``--reranking``), served under the name ``alias``.
     """
     binary = binary_path()
     if not binary.exists():
         raise RuntimeError(f"llama-server is not built ({binary}); run `make real-server` "
                            "(or set LOADTEST_REAL_URL to test another server)")
-    model = write_tiny_llama(folder / "tiny-llama.gguf", **({"layers": layers} if layers else {}))
+    model = writer(folder / f"{alias}.gguf", **({"layers": layers} if layers else {}))
     port = _free_port()
     log = folder / f"llama-server-{port}.log"
     cmd = [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "--metrics",
            "-np", str(slots), "-c", str(slots * ctx_per_slot), "-t", str(threads), "-tb", str(threads),
-           "--alias", "tiny-llama", "--no-warmup", *extra_args]
+           "--alias", alias, "--no-warmup", *extra_args]
     process = subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    server = RealServer(f"http://127.0.0.1:{port}/v1", "tiny-llama", slots=slots, process=process, log=log)
+    server = RealServer(f"http://127.0.0.1:{port}/v1", alias, slots=slots, process=process, log=log)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if process.poll() is not None:

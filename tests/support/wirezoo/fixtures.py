@@ -509,7 +509,7 @@ OPENAI_RESPONSES = Fixture(
         _rev("response.completed", b'"sequence_number":10,"response":{' + _R + b',"status":"completed","output":[],"usage":{"input_tokens":37,"input_tokens_details":{"cached_tokens":0},"output_tokens":11,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":48}}'),
     ),
     {"ok": True, "token_source": "usage", "chunk_tokens": [4, 4, 3], "completion_tokens": 11, "prompt_tokens": 37,
-     "reasoning_tokens": 0},
+     "reasoning_tokens": 0, "cached_tokens": 0},
     chunk_writes=[4, 5, 6], api="responses",
 )
 
@@ -565,6 +565,107 @@ RESPONSES_CUT = Fixture(
     chunk_writes=[1], api="responses",
 )
 
+# llama-server (llama.cpp, llama-cpp-python 0.3.36's vendored copy) on /v1/responses: recorded from the real
+# server (the tiny test model, a prompt it had cached): named events, no sequence_number, usage with
+# input_tokens_details.cached_tokens on response.completed, and llama.cpp's timings beside the response.
+LLAMACPP_RESPONSES = Fixture(
+    "llamacpp-responses", "llama-server /v1/responses, recorded (usage and timings on response.completed)",
+    "recorded from llama-server (llama.cpp in llama-cpp-python 0.3.36), tests/real/test_real_responses.py",
+    _ev(
+        b'event: response.created\ndata: {"type":"response.created","response":{"id":"resp_85iFwgFgSiP72MbYsx31BzX6ARAOiJ9p","object":"response","status":"in_progress"}}',
+        b'event: response.in_progress\ndata: {"type":"response.in_progress","response":{"id":"resp_85iFwgFgSiP72MbYsx31BzX6ARAOiJ9p","object":"response","status":"in_progress"}}',
+        b'event: response.output_item.added\ndata: {"type":"response.output_item.added","item":{"content":[],"id":"msg_vuDRvWlLJ5A4V35UFJzwDoe3yksxToXq","role":"assistant","status":"in_progress","type":"message"}}',
+        b'event: response.content_part.added\ndata: {"type":"response.content_part.added","item_id":"msg_vuDRvWlLJ5A4V35UFJzwDoe3yksxToXq","part":{"type":"output_text","text":""}}',
+        b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","item_id":"msg_vuDRvWlLJ5A4V35UFJzwDoe3yksxToXq","delta":" used"}',
+        b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","item_id":"msg_vuDRvWlLJ5A4V35UFJzwDoe3yksxToXq","delta":" such"}',
+        b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","item_id":"msg_vuDRvWlLJ5A4V35UFJzwDoe3yksxToXq","delta":" power"}',
+        b'event: response.output_text.done\ndata: {"type":"response.output_text.done","item_id":"msg_vuDRvWlLJ5A4V35UFJzwDoe3yksxToXq","text":" used such power"}',
+        b'event: response.content_part.done\ndata: {"type":"response.content_part.done","item_id":"msg_vuDRvWlLJ5A4V35UFJzwDoe3yksxToXq","part":{"type":"output_text","annotations":[],"logprobs":[],"text":" used such power"}}',
+        b'event: response.output_item.done\ndata: {"type":"response.output_item.done","item":{"type":"message","status":"completed","id":"msg_vuDRvWlLJ5A4V35UFJzwDoe3yksxToXq","content":[{"type":"output_text","annotations":[],"logprobs":[],"text":" used such power"}],"role":"assistant"}}',
+        b'event: response.completed\ndata: {"type":"response.completed","response":{"id":"resp_85iFwgFgSiP72MbYsx31BzX6ARAOiJ9p","object":"response","created_at":1796170739,"status":"completed","model":"tiny-llama","output":[{"type":"message","status":"completed","id":"msg_vuDRvWlLJ5A4V35UFJzwDoe3yksxToXq","content":[{"type":"output_text","annotations":[],"logprobs":[],"text":" used such power"}],"role":"assistant"}],"usage":{"input_tokens":57,"output_tokens":3,"total_tokens":60,"input_tokens_details":{"cached_tokens":56}}},"timings":{"cache_n":56,"prompt_n":1,"prompt_ms":3.395,"prompt_per_token_ms":3.395,"prompt_per_second":294.5508100147275,"predicted_n":3,"predicted_ms":5.455,"predicted_per_token_ms":2.7275,"predicted_per_second":366.6361136571952}}',
+    ),
+    {"ok": True, "token_source": "usage", "chunk_tokens": [1, 1, 1], "completion_tokens": 3, "prompt_tokens": 57,
+     "cached_tokens": 56, "server_timings": {"cache_n": 56, "prompt_n": 1, "prompt_ms": 3.395,
+                                             "prompt_per_token_ms": 3.395, "prompt_per_second": 294.5508100147275,
+                                             "predicted_n": 3, "predicted_ms": 5.455, "predicted_per_token_ms": 2.7275,
+                                             "predicted_per_second": 366.6361136571952}},
+    chunk_writes=[4, 5, 6], api="responses",
+)
+
+# llama-server's error after the first result on /v1/responses: format_oai_sse({"error": ...}) -- an unnamed
+# data line in the chat dialect, not an ``event: error`` (tools/server/server-context.cpp, format_error), after
+# an SSE ping comment (":") it sends while it waits; then it closes the stream.
+LLAMACPP_RESPONSES_ERROR = Fixture(
+    "llamacpp-responses-error", "llama-server /v1/responses: a mid-stream error as an unnamed data line",
+    "llama.cpp tools/server/server-context.cpp (format_error: format_oai_sse(json {{\"error\", res_json}}))",
+    _ev(
+        b'event: response.created\ndata: {"type":"response.created","response":{"id":"resp_85iFwgFgSiP72MbYsx31BzX6ARAOiJ9p","object":"response","status":"in_progress"}}',
+        b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","item_id":"msg_vuDRvWlLJ5A4V35UFJzwDoe3yksxToXq","delta":" used"}',
+        b":",
+        b'data: {"error":{"code":500,"message":"Invalid diff: now finding less tool calls!","type":"server_error"}}',
+    ),
+    {"ok": False, "error_kind": "stream_error", "chunk_tokens": [1], "completion_tokens": 1,
+     "error_contains": "Invalid diff"},
+    chunk_writes=[1], api="responses",
+)
+
+# llama-server's streamed tool call (--jinja, a Functionary v3.2 template, tool_choice required), recorded from the
+# real server (tests/real/test_real_tool_calls.py's tiny model): the id, type, name and the arguments' first piece in
+# one delta, then one piece per token, finish_reason tool_calls, usage (and timings) in a chunk of its own.
+LLAMACPP_TOOL_CALL = Fixture(
+    "llamacpp-tool-call", "llama-server chat completions: a streamed tool call, recorded",
+    "recorded from llama-server (llama.cpp in llama-cpp-python 0.3.36), tests/real/test_real_tool_calls.py",
+    _ev(
+        b'data: {"choices":[{"finish_reason":null,"index":0,"delta":{"role":"assistant","content":null}}],"created":1796171467,"id":"chatcmpl-EdWNaBZPmMeJUPAjKRwoqMXzhqeRiWJn","model":"tiny-llama","system_fingerprint":"b0-unknown","object":"chat.completion.chunk"}',
+        b'data: {"choices":[{"finish_reason":null,"index":0,"delta":{"tool_calls":[{"index":0,"id":"UGB3IiTA9GYQUmedjsz2v0SCCstKWOfN","type":"function","function":{"name":"get_weather","arguments":"{"}}]}}],"created":1796171468,"id":"chatcmpl-EdWNaBZPmMeJUPAjKRwoqMXzhqeRiWJn","model":"tiny-llama","system_fingerprint":"b0-unknown","object":"chat.completion.chunk"}',
+        b'data: {"choices":[{"finish_reason":null,"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\\""}}]}}],"created":1796171468,"id":"chatcmpl-EdWNaBZPmMeJUPAjKRwoqMXzhqeRiWJn","model":"tiny-llama","system_fingerprint":"b0-unknown","object":"chat.completion.chunk"}',
+        b'data: {"choices":[{"finish_reason":null,"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"c"}}]}}],"created":1796171468,"id":"chatcmpl-EdWNaBZPmMeJUPAjKRwoqMXzhqeRiWJn","model":"tiny-llama","system_fingerprint":"b0-unknown","object":"chat.completion.chunk"}',
+        b'data: {"choices":[{"finish_reason":null,"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"i"}}]}}],"created":1796171468,"id":"chatcmpl-EdWNaBZPmMeJUPAjKRwoqMXzhqeRiWJn","model":"tiny-llama","system_fingerprint":"b0-unknown","object":"chat.completion.chunk"}',
+        b'data: {"choices":[{"finish_reason":null,"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"t"}}]}}],"created":1796171468,"id":"chatcmpl-EdWNaBZPmMeJUPAjKRwoqMXzhqeRiWJn","model":"tiny-llama","system_fingerprint":"b0-unknown","object":"chat.completion.chunk"}',
+        b'data: {"choices":[{"finish_reason":null,"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"y"}}]}}],"created":1796171468,"id":"chatcmpl-EdWNaBZPmMeJUPAjKRwoqMXzhqeRiWJn","model":"tiny-llama","system_fingerprint":"b0-unknown","object":"chat.completion.chunk"}',
+        b'data: {"choices":[{"finish_reason":null,"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\\""}}]}}],"created":1796171468,"id":"chatcmpl-EdWNaBZPmMeJUPAjKRwoqMXzhqeRiWJn","model":"tiny-llama","system_fingerprint":"b0-unknown","object":"chat.completion.chunk"}',
+        b'data: {"choices":[{"finish_reason":null,"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":":"}}]}}],"created":1796171468,"id":"chatcmpl-EdWNaBZPmMeJUPAjKRwoqMXzhqeRiWJn","model":"tiny-llama","system_fingerprint":"b0-unknown","object":"chat.completion.chunk"}',
+        b'data: {"choices":[{"finish_reason":null,"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\\""}}]}}],"created":1796171468,"id":"chatcmpl-EdWNaBZPmMeJUPAjKRwoqMXzhqeRiWJn","model":"tiny-llama","system_fingerprint":"b0-unknown","object":"chat.completion.chunk"}',
+        b'data: {"choices":[{"finish_reason":null,"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\\""}}]}}],"created":1796171468,"id":"chatcmpl-EdWNaBZPmMeJUPAjKRwoqMXzhqeRiWJn","model":"tiny-llama","system_fingerprint":"b0-unknown","object":"chat.completion.chunk"}',
+        b'data: {"choices":[{"finish_reason":null,"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"}"}}]}}],"created":1796171468,"id":"chatcmpl-EdWNaBZPmMeJUPAjKRwoqMXzhqeRiWJn","model":"tiny-llama","system_fingerprint":"b0-unknown","object":"chat.completion.chunk"}',
+        b'data: {"choices":[{"finish_reason":"tool_calls","index":0,"delta":{}}],"created":1796171468,"id":"chatcmpl-EdWNaBZPmMeJUPAjKRwoqMXzhqeRiWJn","model":"tiny-llama","system_fingerprint":"b0-unknown","object":"chat.completion.chunk"}',
+        b'data: {"choices":[],"created":1796171468,"id":"chatcmpl-EdWNaBZPmMeJUPAjKRwoqMXzhqeRiWJn","model":"tiny-llama","system_fingerprint":"b0-unknown","object":"chat.completion.chunk","usage":{"completion_tokens":24,"prompt_tokens":416,"total_tokens":440,"prompt_tokens_details":{"cached_tokens":0}},"timings":{"cache_n":0,"prompt_n":416,"prompt_ms":80.794,"prompt_per_token_ms":0.19421634615384614,"prompt_per_second":5148.897195336288,"predicted_n":24,"predicted_ms":17.458,"predicted_per_token_ms":0.7590434782608695,"predicted_per_second":1317.4475884981098}}',
+        b'data: [DONE]',
+    ),
+    {"ok": True, "token_source": "usage", "chunk_tokens": [3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 2], "completion_tokens": 24,
+     "prompt_tokens": 416, "tool_calls": {0: ["get_weather", "{", '"', "c", "i", "t", "y", '"', ":", '"', '"', "}"]}},
+    chunk_writes=list(range(1, 12)),
+)
+
+# llama-server's Responses stream of a tool call (the same model, tool_choice required), recorded: the call's
+# name on response.output_item.added (no token yet), its arguments as function_call_arguments.delta (content),
+# no function_call_arguments.done, and usage on response.completed.
+LLAMACPP_RESPONSES_TOOL_CALL = Fixture(
+    "llamacpp-responses-tool-call", "llama-server /v1/responses: a streamed function call, recorded",
+    "recorded from llama-server (llama.cpp in llama-cpp-python 0.3.36), tests/real/test_real_tool_calls.py",
+    _ev(
+        b'event: response.created\ndata: {"type":"response.created","response":{"id":"resp_RihpOokDzx3eftlvoPplOOZtxrI4HQtS","object":"response","status":"in_progress"}}',
+        b'event: response.in_progress\ndata: {"type":"response.in_progress","response":{"id":"resp_RihpOokDzx3eftlvoPplOOZtxrI4HQtS","object":"response","status":"in_progress"}}',
+        b'event: response.output_item.added\ndata: {"type":"response.output_item.added","item":{"id":"fc_Pn7fsYESVudxv7kKjCjAaLiyax4yLsGV","arguments":"","call_id":"call_Pn7fsYESVudxv7kKjCjAaLiyax4yLsGV","name":"get_weather","type":"function_call","status":"in_progress"}}',
+        b'event: response.function_call_arguments.delta\ndata: {"type":"response.function_call_arguments.delta","delta":"{","item_id":"fc_Pn7fsYESVudxv7kKjCjAaLiyax4yLsGV"}',
+        b'event: response.function_call_arguments.delta\ndata: {"type":"response.function_call_arguments.delta","delta":"\\"","item_id":"fc_Pn7fsYESVudxv7kKjCjAaLiyax4yLsGV"}',
+        b'event: response.function_call_arguments.delta\ndata: {"type":"response.function_call_arguments.delta","delta":"c","item_id":"fc_Pn7fsYESVudxv7kKjCjAaLiyax4yLsGV"}',
+        b'event: response.function_call_arguments.delta\ndata: {"type":"response.function_call_arguments.delta","delta":"i","item_id":"fc_Pn7fsYESVudxv7kKjCjAaLiyax4yLsGV"}',
+        b'event: response.function_call_arguments.delta\ndata: {"type":"response.function_call_arguments.delta","delta":"t","item_id":"fc_Pn7fsYESVudxv7kKjCjAaLiyax4yLsGV"}',
+        b'event: response.function_call_arguments.delta\ndata: {"type":"response.function_call_arguments.delta","delta":"y","item_id":"fc_Pn7fsYESVudxv7kKjCjAaLiyax4yLsGV"}',
+        b'event: response.function_call_arguments.delta\ndata: {"type":"response.function_call_arguments.delta","delta":"\\"","item_id":"fc_Pn7fsYESVudxv7kKjCjAaLiyax4yLsGV"}',
+        b'event: response.function_call_arguments.delta\ndata: {"type":"response.function_call_arguments.delta","delta":":","item_id":"fc_Pn7fsYESVudxv7kKjCjAaLiyax4yLsGV"}',
+        b'event: response.function_call_arguments.delta\ndata: {"type":"response.function_call_arguments.delta","delta":"\\"","item_id":"fc_Pn7fsYESVudxv7kKjCjAaLiyax4yLsGV"}',
+        b'event: response.function_call_arguments.delta\ndata: {"type":"response.function_call_arguments.delta","delta":"\\"","item_id":"fc_Pn7fsYESVudxv7kKjCjAaLiyax4yLsGV"}',
+        b'event: response.function_call_arguments.delta\ndata: {"type":"response.function_call_arguments.delta","delta":"}","item_id":"fc_Pn7fsYESVudxv7kKjCjAaLiyax4yLsGV"}',
+        b'event: response.output_item.done\ndata: {"type":"response.output_item.done","item":{"id":"fc_Pn7fsYESVudxv7kKjCjAaLiyax4yLsGV","type":"function_call","status":"completed","arguments":"{\\"city\\":\\"\\"}","call_id":"call_Pn7fsYESVudxv7kKjCjAaLiyax4yLsGV","name":"get_weather"}}',
+        b'event: response.completed\ndata: {"type":"response.completed","response":{"id":"resp_RihpOokDzx3eftlvoPplOOZtxrI4HQtS","object":"response","created_at":1796172858,"status":"completed","model":"tiny-llama","output":[{"id":"fc_Pn7fsYESVudxv7kKjCjAaLiyax4yLsGV","type":"function_call","status":"completed","arguments":"{\\"city\\":\\"\\"}","call_id":"call_Pn7fsYESVudxv7kKjCjAaLiyax4yLsGV","name":"get_weather"}],"usage":{"input_tokens":416,"output_tokens":24,"total_tokens":440,"input_tokens_details":{"cached_tokens":0}}},"timings":{"cache_n":0,"prompt_n":416,"prompt_ms":203.742,"prompt_per_token_ms":0.48976442307692303,"prompt_per_second":2041.7979601653071,"predicted_n":24,"predicted_ms":50.225,"predicted_per_token_ms":2.1836956521739133,"predicted_per_second":457.9392732702837}}',
+    ),
+    {"ok": True, "token_source": "usage", "chunk_tokens": [3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 2], "completion_tokens": 24,
+     "prompt_tokens": 416, "cached_tokens": 0},
+    chunk_writes=list(range(3, 14)), api="responses",
+)
+
 ZOO = [
     OPENAI_CHAT, OPENAI_REASONING_HIDDEN, AZURE_CHAT, VLLM_CONTINUOUS, VLLM_ABORT, VLLM_OLD_ERROR,
     VLLM_REASONING, SGLANG_ABORT, TGI_USAGE_ON_LAST_CONTENT, TGI_ERROR_EVENT, LLAMACPP_CHAT,
@@ -572,5 +673,6 @@ ZOO = [
     DONE_WITH_TRAILING_SPACE, LONG_EVENT, EMPTY_STREAM, CUT_STREAM, USAGE_WRONG_TYPE, REDIRECT, NO_CONTENT, FASTAPI_422,
     RATE_LIMITED_NOW, OPENAI_TOOL_CALL, VLLM_TOOL_CALL, OPENAI_EMBEDDINGS, EMBEDDINGS_MISSING_VECTOR,
     OPENAI_RESPONSES, VLLM_RESPONSES_REASONING, RESPONSES_ERROR_EVENT, RESPONSES_FAILED, RESPONSES_CUT,
+    LLAMACPP_RESPONSES, LLAMACPP_RESPONSES_ERROR, LLAMACPP_TOOL_CALL, LLAMACPP_RESPONSES_TOOL_CALL,
     VLLM_RERANK, COHERE_RERANK, VLLM_SCORE, RERANK_MISSING_RESULT,
 ]
