@@ -15,14 +15,16 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from loadtest.redact import scrub_any
 from loadtest.run_record import normalized
+
+if TYPE_CHECKING:  # the frames are Arrow's to_pandas(): pandas loads only in a process that reads them
+    import pandas as pd
 
 RUN_JSON = "run.json"
 REQUESTS_PARQUET = "requests.parquet"

@@ -20,12 +20,15 @@ falls back to the parts when the merged file was never written.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from loadtest.records import PartFiles, read_parts
+
+if TYPE_CHECKING:  # the scraper child writes with Arrow alone and never imports pandas (start-up time)
+    import pandas as pd
 
 SERVER_METRICS_PARQUET = "server_metrics.parquet"
 PARTS_DIR = "server_metrics.parts"

@@ -30,6 +30,10 @@ import pytest
 from loadtest.mock.process import MockServer
 from support.runkit import loadtest, write_scenario
 
+# The decode slope (per-sequence cost) is fitted to step times within 10%: a neighbour's CPU
+# lengthens the mock's larger steps more.
+pytestmark = pytest.mark.solo
+
 ROOFLINE = ["--roofline-hbm-gbps", "1000", "--roofline-tflops", "16", "--roofline-params-b", "8",
             "--roofline-bytes-per-weight", "2", "--roofline-kv-bytes-per-token", "4e6", "--roofline-overhead-ms", "0.5"]
 # 6 s decode levels: with 4 s, after the hold landed (#23: only requests started in the window are

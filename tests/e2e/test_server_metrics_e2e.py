@@ -128,6 +128,7 @@ def _origin(mock) -> str:
     return mock.base_url.rsplit("/v1", 1)[0]
 
 
+@pytest.mark.solo  # it counts the niced scraper's tries in a 5 s run, which a neighbour delays
 @pytest.mark.parametrize(
     "metrics, reason",
     [
