@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Any
 
 import gevent
 import gevent.event
-import numpy as np
 from flask import Response, jsonify, request, send_file
 from locust import argument_parser
 
@@ -75,11 +74,11 @@ LEVEL_TABLE = [
 ]
 
 
-def _percentiles(samples) -> dict[str, float | None]:
-    values = np.asarray(list(samples), dtype=float)
-    if not len(values):
-        return {name: None for name in SHOWN_PERCENTILES}
-    return {name: round(float(np.percentile(values, q)), 3) for name, q in SHOWN_PERCENTILES.items()}
+def _percentiles(p, metric: str) -> dict[str, float | None]:
+    """The shown percentiles of a level's live metric; the record writer process computed them
+    (:class:`~loadtest.load.progress.LevelFigures`), or this process does after a take-over."""
+    got = p.percentiles(metric.removesuffix("_ms")) if p else {}
+    return {name: None if got.get(name) is None else round(got[name], 3) for name in SHOWN_PERCENTILES}
 
 
 def _figures(p) -> dict[str, Any]:
@@ -87,8 +86,7 @@ def _figures(p) -> dict[str, Any]:
     return {
         "requests": p.requests if p else 0,
         "errors": p.errors if p else 0,
-        # RunProgress keeps each shown metric's live samples under its short name (p.ttft, p.itl)
-        **{m: _percentiles(getattr(p, m.removesuffix("_ms")) if p else ()) for m in CHART_METRICS},
+        **{m: _percentiles(p, m) for m in CHART_METRICS},
     }
 
 
