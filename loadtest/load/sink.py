@@ -16,8 +16,9 @@ and every batch it had not stored, then every later one, is stored in this
 process's thread as before it existed (same part files in the same order; a
 batch it wrote but had not yet confirmed is written again under the same name,
 with the same content). One thread also keeps the part files in order.
-``--metrics-port`` observers still see a decoded table here (their histograms
-live in this process).
+With ``--metrics-port`` the writer also buckets each batch for the live
+metrics and sends the buckets back; only folding them in and rendering the
+text happen here, in the sink thread.
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ from gevent.threadpool import ThreadPool
 from loadtest.diskfull import FolderGuard, is_disk_full
 from loadtest.load.batch import decode_table
 from loadtest.load.progress import RunProgress
+from loadtest.export.live import observation_from_json
 from loadtest.load.sink_child import WriterChild
+from loadtest.load.sink_frames import OBSERVE
 from loadtest.records import RequestWriter
 
 _log = logging.getLogger(__name__)
@@ -59,16 +62,18 @@ class RunSink:
         self._pending: list[gevent.event.AsyncResult] = []
         #: The latest snapshot of requests in flight, per sending process.
         self.in_flight: dict[str, dict[str, list]] = {}
-        #: Also told of each decoded batch, in this thread (``--metrics-port``: loadtest.export.live).
+        #: Told of each batch stored in this process, as its decoded table, in the sink thread; and
+        #: ``watchers``, of each batch the writer process stored, as the observation it computed there
+        #: (:func:`loadtest.export.live.observation`), also in the sink thread. ``--metrics-port`` registers
+        #: both (:meth:`loadtest.export.serve.LiveExport.attach`): each batch reaches one of them, once.
         self.observers: list = []
+        self.watchers: list = []
         #: Batches handed over and not yet on disk, by sequence number (in order). Touched by the
         #: event loop and the sink thread; each access is one dict operation on int keys (atomic under the GIL).
         self._unstored: dict[int, dict[str, Any]] = {}
         self._seq = 0
         self._next_part = writer.next_part
         self._errors: list[BaseException] = []
-        #: Batches the observers have seen (sent to the writer, not yet confirmed): a take-over must not count them twice.
-        self._observed: set[int] = set()
         self._answered = gevent.event.Event()
         #: Why the writer process was given up on (None while it works, or when never used).
         self.fallback_reason: str | None = None
@@ -102,11 +107,8 @@ class RunSink:
             return
         if child.broken:
             return  # the reader sees it gone and takes over, from the last batch it confirmed
-        if self.observers:
-            table = decode_table(batch)
-            for observe in self.observers:
-                observe(table)
-            self._observed.add(seq)
+        if self.watchers:
+            batch = {**batch, OBSERVE: True}  # bucketed there too; the batch kept here is unchanged
         try:
             child.send(seq, batch)
         except OSError:  # it is gone; its answers end and _give_up takes over
@@ -120,19 +122,16 @@ class RunSink:
             batch = self._unstored.pop(s, None)
             if batch is None:
                 continue
-            observed = s in self._observed
-            self._observed.discard(s)
             try:
-                self._store(batch, observed)
+                self._store(batch)
             except Exception as err:  # noqa: BLE001 - kept for drain, as a failed write always was
                 self._errors.append(err)
 
-    def _store(self, batch: dict[str, Any], observed: bool = False) -> None:
+    def _store(self, batch: dict[str, Any]) -> None:
         table = decode_table(batch)
         self.progress.update(table)
-        if not observed:
-            for observe in self.observers:
-                observe(table)
+        for observe in self.observers:
+            observe(table)
         if self.guard is None:
             self.writer.write(table)
             return
@@ -145,14 +144,19 @@ class RunSink:
                 raise
             self.guard.failed(err)
 
+    def _tell_watchers(self, observed: tuple[dict, list]) -> None:
+        for watch in self.watchers:
+            watch(observed)
+
     # -- in the event loop -----------------------------------------------------------------
     def _on_answer(self, message: dict) -> None:
         if self.child is None or "failed" in message:
             return
         self._unstored.pop(int(message["seq"]), None)
-        self._observed.discard(int(message["seq"]))
         self._next_part = int(message["next_part"])
         self.progress.absorb(int(message["total"]), message["levels"])
+        if "observed" in message and self.watchers:
+            self._pool.spawn(self._tell_watchers, observation_from_json(message["observed"]))
         self._answered.set()
 
     def _give_up(self, reason: str) -> None:

@@ -52,9 +52,17 @@ def read_frame(stream: IO[bytes]) -> tuple[int, dict[str, Any]] | None:
     return seq, pickle.loads(payload)
 
 
-def stored_line(seq: int, next_part: int, total: int, levels: dict[int, dict]) -> bytes:
-    """The writer's answer for a stored batch: its part count, the run total and the touched levels' figures."""
-    return (json.dumps({"seq": seq, "next_part": next_part, "total": total, "levels": levels}) + "\n").encode()
+#: A batch's key asking the writer to bucket it for ``--metrics-port`` too (:func:`loadtest.export.live.observation`).
+OBSERVE = "_observe"
+
+
+def stored_line(seq: int, next_part: int, total: int, levels: dict[int, dict], observed: dict | None = None) -> bytes:
+    """The writer's answer for a stored batch: its part count, the run total, the touched levels' figures
+    and, when asked (:data:`OBSERVE`), the batch's live-metrics observation."""
+    answer: dict[str, Any] = {"seq": seq, "next_part": next_part, "total": total, "levels": levels}
+    if observed is not None:
+        answer["observed"] = observed
+    return (json.dumps(answer) + "\n").encode()
 
 
 def failed_line(seq: int, err: BaseException) -> bytes:

@@ -5,8 +5,9 @@ batches from stdin (:mod:`loadtest.load.sink_frames`), and for each one does
 the work that used to hold the timing process's GIL for several milliseconds a
 second: decode it into an Arrow table, fold it into the live figures
 (:class:`~loadtest.load.progress.RunProgress`), write and fsync the Parquet
-part file. Then it answers one JSON line: how far the part files got and the
-figures of the levels the batch touched.
+part file; with ``--metrics-port``, bucket it for the live metrics too. Then it
+answers one JSON line: how far the part files got, the figures of the levels the
+batch touched, and that bucketing.
 
 It stops at the end of its input. Should anything fail (a write error, a full
 disk, a bug), it says which batch and exits: the sender then stores that batch
@@ -19,9 +20,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from loadtest.export.live import observation, observation_to_json
 from loadtest.load.batch import decode_table
 from loadtest.load.progress import RunProgress
-from loadtest.load.sink_frames import failed_line, read_frame, stored_line
+from loadtest.load.sink_frames import OBSERVE, failed_line, read_frame, stored_line
 from loadtest.records import RequestWriter
 
 
@@ -39,7 +41,9 @@ def serve(run_dir: Path, first_part: int, inp, out) -> int:
             table = decode_table(batch)
             touched = progress.update(table)
             writer.write(table)
-            out.write(stored_line(seq, writer.next_part, progress.total, progress.figures(touched)))
+            observed = observation(table) if batch.get(OBSERVE) else None
+            out.write(stored_line(seq, writer.next_part, progress.total, progress.figures(touched),
+                                  observation_to_json(observed) if observed is not None else None))
             out.flush()
         except Exception as err:  # noqa: BLE001 - any failure hands the batch back to the sender
             out.write(failed_line(seq, err))

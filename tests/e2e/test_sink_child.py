@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 
 from loadtest.load import sink as sink_module
+from loadtest.load.batch import decode_table
 from loadtest.load.progress import LevelFigures, RunProgress
 from loadtest.load.sink import RunSink
 from loadtest.records import SCHEMA, RequestWriter, read_parts
@@ -113,3 +114,28 @@ def test_a_batch_the_writer_cannot_store_is_stored_here_and_fails_as_it_always_d
     assert "could not store a batch (ArrowInvalid" in sink.fallback_reason
     assert [t.num_rows for t in _parts(tmp_path / "child")] == [3, 3]  # before and after it, in order
     sink.close()
+
+
+def test_with_live_metrics_the_writer_buckets_each_batch_once_as_this_process_would(tmp_path):
+    """--metrics-port: the buckets come back from the writer, equal to bucketing the tables here; after
+    a take-over the rest are bucketed here, and no batch is counted twice."""
+    from loadtest.export.live import LiveMetrics  # the collector of --metrics-port, only for this test
+
+    batches = _batches(6)
+    here = LiveMetrics("s")
+    for b in batches:
+        here.observe(pa.concat_tables([decode_table(b)]))
+    there = LiveMetrics("s")
+    sink = RunSink(RequestWriter(tmp_path), RunProgress())
+    sink.observers.append(there.observe)
+    sink.watchers.append(there.take)
+    for b in batches[:4]:
+        sink(b)
+    sink.drain()
+    sink.child.proc.kill()
+    for b in batches[4:]:
+        sink(b)
+    sink.close()
+    assert sink.fallback_reason is not None
+    sink._pool.join()  # the last watcher calls
+    assert [str(m) for m in there.collect()] == [str(m) for m in here.collect()]
