@@ -32,9 +32,9 @@ import pandas as pd
 from gevent.threadpool import ThreadPool
 
 from loadtest.diskfull import FolderGuard, is_disk_full
+from loadtest.export.live import observation_from_json
 from loadtest.load.batch import decode_table
 from loadtest.load.progress import RunProgress
-from loadtest.export.live import observation_from_json
 from loadtest.load.sink_child import WriterChild
 from loadtest.load.sink_frames import OBSERVE
 from loadtest.records import RequestWriter
