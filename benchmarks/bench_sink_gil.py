@@ -12,6 +12,12 @@ its CPU time, and the worst wake-up delay of a ticker thread that sleeps
 is the ticker alone: on a shared machine its delays are the floor that the
 scheduler adds whatever the sink does.
 
+The last two rows are the whole flush as the timing process pays for it:
+``in this process`` is the three steps back to back (the sink before the record
+writer process, and its fallback); ``to the writer process`` is what is left
+here now (encode the batch, write it down the pipe to a running
+:mod:`loadtest.load.sink_worker`, which does the three steps).
+
     python benchmarks/bench_sink_gil.py [--records 200] [--chunks 100] [--flushes 20] [--json PATH]
 """
 
@@ -29,10 +35,13 @@ from typing import Any, Callable
 
 from _table import Column, format_table, write_json
 
+import gevent
+
 from loadtest.client.record import RequestRecord
 from loadtest.load.batch import RecordBuffer, decode_table
 from loadtest.load.progress import RunProgress
 from loadtest.load.session import SWITCH_INTERVAL_S
+from loadtest.load.sink_child import WriterChild
 from loadtest.records import RequestWriter
 
 
@@ -97,20 +106,43 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     sys.setswitchinterval(SWITCH_INTERVAL_S)  # as a run's timing process has it
     flushes = [flush(args.records, args.chunks) for _ in range(args.flushes)]
-    samples: dict[str, list[tuple[float, float]]] = {"idle": [], "decode_table": [], "progress.update": [],
-                                                     "writer.write": []}
-    ticker = Ticker()
-    time.sleep(0.1)
-    with tempfile.TemporaryDirectory(prefix="bench-sink-") as tmp:
+    samples: dict[str, list[tuple[float, float]]] = {
+        "idle": [], "decode_table": [], "progress.update": [], "writer.write": [],
+        "flush, in this process": [], "flush, to the writer process": [],
+    }
+    with tempfile.TemporaryDirectory(prefix="bench-sink-") as tmp, \
+            tempfile.TemporaryDirectory(prefix="bench-sink-child-") as child_dir:
+        answers: list[dict] = []
+        child = WriterChild(Path(child_dir), 0, answers.append, lambda reason: None)
+        child.send(0, flush(1, 1))  # started and warm before the measured flushes, as it is by a run's first flush
+        waited = time.monotonic()
+        while not answers and time.monotonic() - waited < 30.0:
+            gevent.sleep(0.05)
+        answers.clear()
+        ticker = Ticker()
+        time.sleep(0.1)
         writer, progress = RequestWriter(Path(tmp)), RunProgress()
-        for encoded in flushes:
+        whole_writer, whole_progress = RequestWriter(Path(tmp) / "whole"), RunProgress()
+
+        def in_process(encoded: dict[str, Any]) -> None:
+            table = decode_table(encoded)
+            whole_progress.update(table)
+            whole_writer.write(table)
+
+        for seq, encoded in enumerate(flushes, 1):
             samples["idle"].append(measure(lambda: time.sleep(0.005), ticker))
             table = decode_table(encoded)  # warm, then measured below
             samples["decode_table"].append(measure(lambda: decode_table(encoded), ticker))
             samples["progress.update"].append(measure(lambda: progress.update(table), ticker))
             samples["writer.write"].append(measure(lambda: writer.write(table), ticker))
-            time.sleep(0.02)
-    ticker.stop()
+            samples["flush, in this process"].append(measure(lambda: in_process(encoded), ticker))
+            samples["flush, to the writer process"].append(measure(lambda: child.send(seq, encoded), ticker))
+            gevent.sleep(0.05)  # the writer's answers are read meanwhile (and it stores the batch off this process)
+        ticker.stop()
+        child.close()
+        gevent.sleep(0.1)
+        if len(answers) != len(flushes) or any("failed" in a for a in answers):
+            raise SystemExit(f"the writer process stored {len(answers)} of {len(flushes)} flushes: {answers[-1:]}")
     rows = [
         {"step": step, "cpu_ms": statistics.median(c for c, _ in got), "stall_ms": statistics.median(s for _, s in got),
          "stall_max_ms": max(s for _, s in got)}

@@ -107,12 +107,14 @@ class PartFiles:
         self.parts.mkdir(parents=True, exist_ok=True)
         self.merged = merged
         self.schema = schema
-        self._n_parts = 0
+        #: The next part file's number: a writer that takes over from another (the record writer
+        #: process, :mod:`loadtest.load.sink_worker`) goes on from where that one got to.
+        self.next_part = 0
 
     def write(self, table: pa.Table) -> None:
         if table.num_rows == 0:
             return
-        path = self.parts / f"{self._n_parts:06d}.parquet"
+        path = self.parts / f"{self.next_part:06d}.parquet"
         tmp = path.with_suffix(".tmp")
         try:
             pq.write_table(table, tmp)
@@ -123,7 +125,7 @@ class PartFiles:
             err.filename = err.filename or str(path)  # Arrow's errors name no file
             raise
         tmp.rename(path)
-        self._n_parts += 1
+        self.next_part += 1
 
     def close(self) -> Path:
         """Merge the part files into the merged file (also when there are none)."""

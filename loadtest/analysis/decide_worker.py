@@ -24,14 +24,15 @@ import pandas as pd
 
 from loadtest.analysis.decide import decide_level
 from loadtest.analysis.slo import SloSpec
-from loadtest.records import read_requests
+from loadtest.records_stream import read_level
 
 
 def answer(request: dict[str, Any], run_dir: str, slo: SloSpec, confidence: float) -> dict[str, Any]:
     """One look: the verdict of ``request["level"]`` on the records on disk plus those in flight."""
     in_flight = pd.DataFrame(request["in_flight"]) if request.get("in_flight") else None
-    decision = decide_level(
-        read_requests(run_dir), request["run"], slo, request["level"], float(request["now"]), confidence, in_flight
+    level = request["level"]
+    decision = decide_level(  # the running level's records only: the decision reads no other
+        read_level(run_dir, int(level["index"])), request["run"], slo, level, float(request["now"]), confidence, in_flight
     )
     return {"verdict": decision.verdict, "why": decision.why, "check": decision.check,
             "observed": {key: list(pair) for key, pair in decision.observed.items()}}

@@ -1,9 +1,10 @@
 """``--metrics-port``: the load generator's own Prometheus metrics while it runs.
 
 Fed off the hot path: the histograms are filled from the batches of finished
-records that the process owning the run folder already receives (the sink's
-background thread, once a second per process), never per chunk in the timing
-greenlets. On a distributed run that is the master, so one scrape sees every
+records that the process owning the run folder already receives (once a second
+per process), bucketed by the record writer process (:func:`observation`, in
+:mod:`loadtest.load.sink_worker`) or, should it stop, the sink's background
+thread; never per chunk in the timing greenlets. On a distributed run that is the master, so one scrape sees every
 worker's requests. Each batch's bucket counts go to a queue, which :meth:`collect`
 folds in; :mod:`loadtest.export.serve` renders the text in the same thread, so a
 scrape costs the event loop nothing.
@@ -66,6 +67,60 @@ def _itl_seconds(chunks: pa.ChunkedArray, rows: np.ndarray) -> tuple[np.ndarray,
     return gaps[same], rows[owner[1:][same]]
 
 
+def observation(table: pa.Table) -> tuple[dict, list] | None:
+    """One batch of records bucketed: (requests by (level, class, outcome), histogram updates), None if empty.
+
+    Vectorised: each (level, class) pair gets an integer code and one ``bincount`` per
+    histogram counts every sample, so the cost grows with the samples, not the series.
+    A pure function of the table, so the record writer process (:mod:`loadtest.load.sink_worker`)
+    can compute it where the table is decoded, and send it back (:func:`observation_to_json`).
+    """
+    if table.num_rows == 0:
+        return None
+    levels = _level_label(table)
+    classes = np.array(["" if c is None else c for c in table.column("class").to_pylist()], dtype=object)
+    ok = table.column("ok").to_numpy(zero_copy_only=False).astype(bool)
+    kinds = table.column("error_kind").to_pylist()
+    outcome = np.array(["ok" if good else (kind or "error") for good, kind in zip(ok, kinds)], dtype=object)
+    counts = collections.Counter(zip(levels, classes, outcome))
+    series, code = np.unique(np.char.add(np.char.add(levels.astype(str), "\x1f"), classes.astype(str)),
+                             return_inverse=True)
+    series_keys = [tuple(k.split("\x1f", 1)) for k in series]
+    measured = ~table.column("warmup").to_numpy(zero_copy_only=False).astype(bool)
+    samples = {}
+    for name, column in (("loadtest_ttft_seconds", "ttft_ms"), ("loadtest_e2e_seconds", "e2e_ms")):
+        values = table.column(column).to_numpy(zero_copy_only=False).astype(float) / 1000.0
+        keep = measured & np.isfinite(values)
+        samples[name] = (values[keep], np.flatnonzero(keep))
+    samples["loadtest_itl_seconds"] = _itl_seconds(table.column("chunk_ms"), np.flatnonzero(measured & ok))
+    update = []
+    for name, (values, rows) in samples.items():
+        if not len(values):
+            continue
+        width = len(HISTOGRAMS[name]) + 1
+        slot = np.searchsorted(np.asarray(HISTOGRAMS[name]), values, side="left")  # le: an edge value is in its bucket
+        owner = code[rows]
+        bins = np.bincount(owner * width + slot, minlength=len(series) * width).reshape(len(series), width)
+        sums = np.bincount(owner, weights=values, minlength=len(series))
+        for i in np.unique(owner):
+            update.append((name, series_keys[i], bins[i], float(sums[i])))
+    return counts, update
+
+
+def observation_to_json(observed: tuple[dict, list]) -> dict:
+    """An observation as JSON values (the writer process's answer carries it)."""
+    counts, update = observed
+    return {"counts": [[*key, n] for key, n in counts.items()],
+            "update": [[name, list(series), [int(b) for b in bins], total] for name, series, bins, total in update]}
+
+
+def observation_from_json(data: dict) -> tuple[dict, list]:
+    """The observation :func:`observation_to_json` sent: the same counts, bins and sums."""
+    counts = {(level, cls, outcome): n for level, cls, outcome, n in data["counts"]}
+    update = [(name, tuple(series), np.asarray(bins, dtype=np.int64), float(total)) for name, series, bins, total in data["update"]]
+    return counts, update
+
+
 class LiveMetrics:
     """A Prometheus collector over the records of one run."""
 
@@ -83,41 +138,13 @@ class LiveMetrics:
     # -- fed by the sink's thread -----------------------------------------------------------------
 
     def observe(self, table: pa.Table) -> None:
-        """Bucket one batch of records (called off the event loop); a scrape folds it in.
+        """Bucket one batch of records (called off the event loop); a scrape folds it in."""
+        self.take(observation(table))
 
-        Vectorised: each (level, class) pair gets an integer code and one ``bincount`` per
-        histogram counts every sample, so the cost grows with the samples, not the series.
-        """
-        if table.num_rows == 0:
-            return
-        levels = _level_label(table)
-        classes = np.array(["" if c is None else c for c in table.column("class").to_pylist()], dtype=object)
-        ok = table.column("ok").to_numpy(zero_copy_only=False).astype(bool)
-        kinds = table.column("error_kind").to_pylist()
-        outcome = np.array(["ok" if good else (kind or "error") for good, kind in zip(ok, kinds)], dtype=object)
-        counts = collections.Counter(zip(levels, classes, outcome))
-        series, code = np.unique(np.char.add(np.char.add(levels.astype(str), "\x1f"), classes.astype(str)),
-                                 return_inverse=True)
-        series_keys = [tuple(k.split("\x1f", 1)) for k in series]
-        measured = ~table.column("warmup").to_numpy(zero_copy_only=False).astype(bool)
-        samples = {}
-        for name, column in (("loadtest_ttft_seconds", "ttft_ms"), ("loadtest_e2e_seconds", "e2e_ms")):
-            values = table.column(column).to_numpy(zero_copy_only=False).astype(float) / 1000.0
-            keep = measured & np.isfinite(values)
-            samples[name] = (values[keep], np.flatnonzero(keep))
-        samples["loadtest_itl_seconds"] = _itl_seconds(table.column("chunk_ms"), np.flatnonzero(measured & ok))
-        update = []
-        for name, (values, rows) in samples.items():
-            if not len(values):
-                continue
-            width = len(HISTOGRAMS[name]) + 1
-            slot = np.searchsorted(np.asarray(HISTOGRAMS[name]), values, side="left")  # le: an edge value is in its bucket
-            owner = code[rows]
-            bins = np.bincount(owner * width + slot, minlength=len(series) * width).reshape(len(series), width)
-            sums = np.bincount(owner, weights=values, minlength=len(series))
-            for i in np.unique(owner):
-                update.append((name, series_keys[i], bins[i], float(sums[i])))
-        self._queue.append((counts, update))
+    def take(self, observed: tuple[dict, list] | None) -> None:
+        """Queue a batch already bucketed (:func:`observation`, here or in the record writer process)."""
+        if observed is not None:
+            self._queue.append(observed)
 
     # -- told by the run --------------------------------------------------------------------------
 

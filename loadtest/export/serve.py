@@ -104,7 +104,12 @@ class LiveExport:
             self.metrics.observe(table)
             self.text.refresh()
 
+        def take(observed) -> None:  # bucketed by the record writer process (loadtest.load.sink_worker)
+            self.metrics.take(observed)
+            self.text.refresh()
+
         sink.observers.append(observe)
+        sink.watchers.append(take)
 
     def close(self) -> None:
         self.server.close()

@@ -21,6 +21,8 @@ One module per idea:
 ``recorder``      finished requests tagged with their level, flushed to the sink
 ``batch``         the columnar record buffer and its wire encoding
 ``sink``          where flushed batches go on the process that owns the run folder
+``sink_child``    the pipe to the record writer process; ``sink_frames``: what goes down it
+``sink_worker``   the record writer process: decode, live figures, part files, off the timing process
 ``monitor``       the harness's own loop lag and CPU per level
 ``host``          the machine's load beside the client's own
 ``fdlimit``       enough file descriptors for the users

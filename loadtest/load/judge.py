@@ -24,7 +24,7 @@ from gevent import subprocess
 
 from loadtest.analysis.decide import Decision, decide_level
 from loadtest.analysis.slo import SloSpec
-from loadtest.records import read_requests
+from loadtest.records_stream import read_level
 
 _log = logging.getLogger(__name__)
 
@@ -135,7 +135,8 @@ class LevelJudge:
         def work() -> Decision:
             frame = in_flight if len(in_flight) else None
             now = span.looked_at or time.time()
-            return decide_level(read_requests(self.run_dir), run, self.slo, span.to_json(), now, self.confidence, frame)
+            records = read_level(self.run_dir, span.index)  # the running level's only, as the judge process reads
+            return decide_level(records, run, self.slo, span.to_json(), now, self.confidence, frame)
 
         return gevent.get_hub().threadpool.apply(work)
 

@@ -141,7 +141,7 @@ def run_load(scenario: Scenario, options: RunOptions, state: RunState, settings,
         monitor.stop()
         recorder.stop()
         stop_workers(workers)
-        sink.drain()
+        sink.close()  # drained, and the record writer process ended
         _close_records(writer, guard)
         if live_export is not None:
             live_export.close()

@@ -1,8 +1,11 @@
 """Running figures for the live view, updated from each flushed batch of records.
 
 The same code serves a local run (batches from our own recorder) and a master
-(batches from workers). It runs in the sink's background thread, works on
-whole Arrow columns with numpy, and keeps only a bounded sample per level.
+(batches from workers). It runs where the records are written: in the record
+writer process (:mod:`loadtest.load.sink_worker`), which reports each touched
+level back as plain figures (:meth:`LevelProgress.figures`); the timing process
+holds them as :class:`LevelFigures` and never computes a percentile itself. It
+works on whole Arrow columns with numpy, and keeps only a bounded sample per level.
 """
 
 from __future__ import annotations
@@ -12,6 +15,23 @@ from collections import deque
 
 import numpy as np
 import pyarrow as pa
+
+from loadtest.metric_registry import PERCENTILES
+
+#: The live samples a level keeps, by their short names (``ttft_ms`` → ``ttft``).
+SAMPLED = ("ttft", "itl", "e2e")
+_QS = [q * 100 for q in PERCENTILES.values()]
+
+
+def _items_per_s(items: float, first_wall: float | None, last_wall: float | None) -> float | None:
+    """Inputs served per second of the span the measured successes covered (None before two ends)."""
+    if first_wall is None or last_wall is None or last_wall <= first_wall or not items:
+        return None
+    return items / (last_wall - first_wall)
+
+
+def _label(concurrency: int, rate_rps: float | None) -> str:
+    return f"{rate_rps:g} req/s" if rate_rps is not None else f"{concurrency} users"
 
 
 def list_gaps(arr: pa.ListArray) -> tuple[np.ndarray, np.ndarray]:
@@ -54,7 +74,30 @@ class LevelProgress:
     @property
     def label(self) -> str:
         """``"8 users"`` or ``"12.5 req/s"``."""
-        return f"{self.rate_rps:g} req/s" if self.rate_rps is not None else f"{self.concurrency} users"
+        return _label(self.concurrency, self.rate_rps)
+
+    def percentiles(self, metric: str) -> dict[str, float | None]:
+        """Each registry percentile (``p50``, ``p95``, …) of a sampled metric (``ttft``, ``itl``, ``e2e``)."""
+        values = np.asarray(list(getattr(self, metric)), dtype=float)
+        if not len(values):
+            return {name: None for name in PERCENTILES}
+        return dict(zip(PERCENTILES, (float(v) for v in np.percentile(values, _QS))))
+
+    def figures(self) -> dict:
+        """What the timing process shows of this level, as JSON-able values (see :class:`LevelFigures`)."""
+        return {
+            "concurrency": self.concurrency, "rate_rps": self.rate_rps, "requests": self.requests,
+            "errors": self.errors, "items": self.items, "first_wall": self.first_wall, "last_wall": self.last_wall,
+            "percentiles": {m: self.percentiles(m) for m in SAMPLED},
+        }
+
+    @classmethod
+    def resumed(cls, figures: "LevelFigures") -> "LevelProgress":
+        """Take over a level from the writer process's last report: the counts go on, the samples start afresh."""
+        p = cls(figures.concurrency, rate_rps=figures.rate_rps)
+        p.requests, p.errors, p.items = figures.requests, figures.errors, figures.items
+        p.first_wall, p.last_wall = figures.first_wall, figures.last_wall
+        return p
 
     def p95(self) -> tuple[float | None, float | None]:
         ttft = list(self.ttft)
@@ -70,9 +113,38 @@ class LevelProgress:
 
     def items_per_s(self) -> float | None:
         """Inputs served per second of the span the measured successes covered (None before two ends)."""
-        if self.first_wall is None or self.last_wall is None or self.last_wall <= self.first_wall or not self.items:
-            return None
-        return self.items / (self.last_wall - self.first_wall)
+        return _items_per_s(self.items, self.first_wall, self.last_wall)
+
+
+class LevelFigures:
+    """A level's progress as the record writer process last reported it: the same questions
+    :class:`LevelProgress` answers, from figures it computed there (nothing to compute here)."""
+
+    def __init__(self, figures: dict) -> None:
+        self.concurrency = int(figures["concurrency"])
+        self.rate_rps = figures.get("rate_rps")
+        self.requests = int(figures["requests"])
+        self.errors = int(figures["errors"])
+        self.items = float(figures.get("items") or 0.0)
+        self.first_wall = figures.get("first_wall")
+        self.last_wall = figures.get("last_wall")
+        self._percentiles: dict[str, dict[str, float | None]] = figures.get("percentiles") or {}
+
+    @property
+    def label(self) -> str:
+        return _label(self.concurrency, self.rate_rps)
+
+    def percentiles(self, metric: str) -> dict[str, float | None]:
+        return dict(self._percentiles.get(metric) or {name: None for name in PERCENTILES})
+
+    def p95(self) -> tuple[float | None, float | None]:
+        return self.percentiles("ttft")["p95"], self.percentiles("itl")["p95"]
+
+    def e2e_p95(self) -> float | None:
+        return self.percentiles("e2e")["p95"]
+
+    def items_per_s(self) -> float | None:
+        return _items_per_s(self.items, self.first_wall, self.last_wall)
 
 
 class RunProgress:
@@ -83,14 +155,27 @@ class RunProgress:
         self.total = 0
         self._lock = threading.Lock()
 
-    def snapshot(self) -> list[tuple[int, LevelProgress]]:
+    def snapshot(self) -> list[tuple[int, "LevelProgress | LevelFigures"]]:
         with self._lock:
             return sorted(self.levels.items())
 
-    def update(self, table: pa.Table) -> None:
+    def absorb(self, total: int, levels: dict) -> None:
+        """Take the writer process's report: its run total, and the figures of the levels it touched."""
+        with self._lock:
+            self.total = total
+            for index, figures in levels.items():
+                self.levels[int(index)] = LevelFigures(figures)
+
+    def figures(self, indexes) -> dict[int, dict]:
+        """The figures of these levels (what the writer process reports after a batch)."""
+        with self._lock:
+            return {int(i): self.levels[int(i)].figures() for i in indexes if int(i) in self.levels}
+
+    def update(self, table: pa.Table) -> list[int]:
+        """Fold one batch of records in; returns the level indexes it touched."""
         n = table.num_rows
         if n == 0:
-            return
+            return []
         index = table["level_index"].to_numpy()
         level = table["level"].to_numpy()
         kinds = table["error_kind"].to_numpy(zero_copy_only=False)
@@ -105,9 +190,12 @@ class RunProgress:
         start = table["start_wall"].to_numpy(zero_copy_only=False).astype(float) if "start_wall" in table.column_names else None
         with self._lock:
             self.total += n
-            for i in np.unique(index):
+            touched = [int(i) for i in np.unique(index)]
+            for i in touched:
                 rows = index == i
                 p = self.levels.get(int(i))
+                if isinstance(p, LevelFigures):  # the writer process is gone: this process goes on from its report
+                    p = self.levels[int(i)] = LevelProgress.resumed(p)
                 if p is None:
                     rate = rates[rows][0] if rates is not None else None
                     rate = float(rate) if rate is not None and rate == rate else None
@@ -127,3 +215,4 @@ class RunProgress:
                         first, last = float(np.min(start[served])), float(np.max(ends))
                         p.first_wall = first if p.first_wall is None else min(p.first_wall, first)
                         p.last_wall = last if p.last_wall is None else max(p.last_wall, last)
+        return touched

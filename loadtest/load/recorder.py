@@ -2,9 +2,9 @@
 
 Records are buffered in columns (:class:`~loadtest.load.batch.RecordBuffer`)
 and flushed at least once a second through a *sink*: on a local run the sink
-(:class:`~loadtest.load.sink.RunSink`) decodes and writes a Parquet part file
-in a background thread, so an fsync never stalls the event loop; on a Locust
-worker it sends the batch to the master. A batch the sink refuses is kept and
+(:class:`~loadtest.load.sink.RunSink`) hands it to the record writer process,
+which decodes it and writes a Parquet part file, so neither an fsync nor the
+Arrow work stalls the event loop; on a Locust worker it sends the batch to the master. A batch the sink refuses is kept and
 retried, and a final flush on stop means nothing measured is lost.
 """
 

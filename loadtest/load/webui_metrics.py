@@ -12,8 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from loadtest.client.unary import UNARY_APIS
 from loadtest.metric_registry import LABELS, METRICS, PERCENTILES, shown
 
@@ -61,8 +59,7 @@ class WebMetrics:
         return {
             "requests": p.requests if p else 0,
             "errors": p.errors if p else 0,
-            # RunProgress keeps each metric's live samples under its short name (p.ttft, p.itl, p.e2e)
-            **{m: _percentiles(getattr(p, m.removesuffix("_ms")) if p else ()) for m in self.charts},
+            **{m: _percentiles(p, m) for m in self.charts},
         }
 
 
@@ -80,8 +77,9 @@ def cell_key(metric: str, pct: str) -> str:
     return f"{metric.removesuffix('_ms')}_{pct}"
 
 
-def _percentiles(samples) -> dict[str, float | None]:
-    values = np.asarray(list(samples), dtype=float)
-    if not len(values):
-        return {name: None for name in SHOWN_PERCENTILES}
-    return {name: round(float(np.percentile(values, q)), 3) for name, q in SHOWN_PERCENTILES.items()}
+def _percentiles(p: Any, metric: str) -> dict[str, float | None]:
+    """The shown percentiles of a level's live metric (``ttft_ms`` is sampled as ``ttft``). The record
+    writer process computed them (:class:`~loadtest.load.progress.LevelFigures`), or this process
+    does after a take-over (:class:`~loadtest.load.progress.LevelProgress`)."""
+    got = p.percentiles(metric.removesuffix("_ms")) if p else {}
+    return {name: None if got.get(name) is None else round(got[name], 3) for name in SHOWN_PERCENTILES}

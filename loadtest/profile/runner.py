@@ -24,7 +24,7 @@ from loadtest.analysis.decode_fit import DecodeFit, DecodePoint, fit_decode, kne
 from loadtest.analysis.prefill_fit import PrefillFit, fit_prefill
 from loadtest.profile.plan import ProfilePlan, decode_scenario, prefill_scenario
 from loadtest.profile.server_facts import read_server_facts
-from loadtest.records import read_requests
+from loadtest.records_stream import read_scalars
 from loadtest.run import RunOptions, make_run_dir, run_scenario
 from loadtest.scenario import Scenario
 
@@ -67,8 +67,10 @@ def _run(scenario: Scenario, folder: Path):
 
 
 def _server_column(folder: Path, column: str):
-    """(prompt tokens, the column) of the measured successful requests of a run, where the server timed them."""
-    frame = read_requests(folder)
+    """(prompt tokens, the column) of the measured successful requests of a run, where the server timed them.
+
+    Scalars only: the chunk lists (most of a run's bytes) are not read for these four columns."""
+    frame = read_scalars(folder)
     values = numeric(frame, column)
     ok = boolean(frame, "ok") & ~boolean(frame, "warmup") & np.isfinite(values)
     return numeric(frame, "prompt_tokens")[ok], values[ok]

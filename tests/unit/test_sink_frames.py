@@ -1,0 +1,82 @@
+"""The record writer's protocol, without a process: frames in, part files and answer lines out."""
+
+from __future__ import annotations
+
+import io
+import json
+from array import array
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from loadtest.client.record import RequestRecord
+from loadtest.load.batch import RecordBuffer, decode_table
+from loadtest.load.sink_frames import encode_frame, read_frame
+from loadtest.load.sink_worker import serve
+
+
+def _batch(n: int, level_index: int = 0, start: int = 0, ok: bool = True) -> dict:
+    buffer = RecordBuffer("local")
+    buffer._seq = start
+    for i in range(n):
+        rec = RequestRecord(start_wall=1000.0 + i, start_perf=0.0, ttfb_ms=5.0 + i, ttft_ms=10.0 + i, e2e_ms=50.0,
+                            chunk_ms=array("d", [10.0 + i, 20.0 + i, 35.0 + i]), chunk_tokens=array("i", [1, 1, 2]),
+                            status=200 if ok else 0, error_kind=None if ok else "timeout",
+                            error=None if ok else "read timed out")
+        buffer.add(rec, user=i, level=4, level_index=level_index, warmup=False)
+    batch = buffer.take()
+    batch["in_flight"] = {"start_wall": [1.0]}
+    batch["source"] = "local"
+    return batch
+
+
+def _stream(*batches: dict) -> io.BytesIO:
+    return io.BytesIO(b"".join(b"".join(encode_frame(seq, b)) for seq, b in enumerate(batches, 1)))
+
+
+def test_a_frame_carries_the_columns_and_leaves_the_in_flight_snapshot_behind():
+    batch = _batch(3)
+    seq, got = read_frame(_stream(batch))
+    assert seq == 1 and "in_flight" not in got and "source" not in got
+    assert decode_table(got).equals(decode_table(batch))
+
+
+def test_a_numpy_scalar_arrives_as_the_number_it_was():
+    batch = _batch(2)
+    batch["ttfb_ms"] = [np.float64(5.0), None]  # marshal would have sent its bytes
+    batch["status"] = [np.int64(200), 200]
+    _, got = read_frame(_stream(batch))
+    assert got["ttfb_ms"] == [5.0, None] and got["status"] == [200, 200]
+    assert decode_table(got).equals(decode_table(batch))
+
+
+def test_a_cut_off_frame_is_the_end_of_the_input():
+    whole = _stream(_batch(2)).getvalue()
+    assert read_frame(io.BytesIO(whole[:-1])) is None
+    assert read_frame(io.BytesIO(whole[:5])) is None
+    assert read_frame(io.BytesIO(b"")) is None
+
+
+def test_the_writer_stores_each_batch_as_the_next_part_and_answers_with_figures(tmp_path):
+    first, second = _batch(4, 0), _batch(3, 1, start=4, ok=False)
+    out = io.BytesIO()
+    assert serve(tmp_path, 7, _stream(first, second), out) == 0
+    answers = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [(a["seq"], a["next_part"], a["total"]) for a in answers] == [(1, 8, 4), (2, 9, 7)]
+    assert sorted(p.name for p in (tmp_path / "requests.parts").iterdir()) == ["000007.parquet", "000008.parquet"]
+    assert pq.read_table(tmp_path / "requests.parts" / "000007.parquet").equals(decode_table(first))
+    level0, level1 = answers[0]["levels"]["0"], answers[1]["levels"]["1"]
+    assert (level0["requests"], level0["errors"], level0["concurrency"]) == (4, 0, 4)
+    assert level0["percentiles"]["ttft"]["p50"] == 11.5  # ttft 10, 11, 12, 13
+    assert level0["percentiles"]["itl"]["p95"] == 15.0  # gaps of 10 and 15 ms
+    assert (level1["requests"], level1["errors"]) == (3, 3)
+
+
+def test_a_batch_it_cannot_store_is_named_and_ends_it(tmp_path):
+    bad = _batch(2)
+    bad["user"] = ["not a number", 1]
+    out = io.BytesIO()
+    assert serve(tmp_path, 0, _stream(_batch(1), bad, _batch(1)), out) == 1
+    answers = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert answers[0]["seq"] == 1 and answers[1]["seq"] == 2 and "failed" in answers[1] and len(answers) == 2
+    assert [p.name for p in (tmp_path / "requests.parts").iterdir()] == ["000000.parquet"]
