@@ -105,7 +105,7 @@ class _Stream:
 
     __slots__ = (
         "raw", "fd", "response", "decoder", "chunks", "pieces", "first_at", "event", "cancelled", "registered",
-        "ended", "rx_stamps",
+        "ended", "rx_stamps", "feed", "scanner",
     )
 
     def __init__(self, raw: Any, response: Any, decoder: StreamDecoder, first_at: float) -> None:
@@ -121,6 +121,8 @@ class _Stream:
         self.registered = False
         self.ended = False                  # the stream finished (cleanly or not) in the reactor
         self.rx_stamps = False              # the kernel stamps its bytes' arrival (Linux)
+        self.feed = decoder.reader()        # the decoder's feed, or the compiled scanner's (scanner.py)
+        self.scanner: Any = None            # the compiled scanner, once attached: it does the whole read
 
 
 class Reactor:
@@ -216,31 +218,42 @@ class Reactor:
                 stream = streams.get(fd)
                 if stream is None:
                     continue
-                try:
-                    if stream.rx_stamps:
-                        data, ancillary, _, _ = stream.raw.recvmsg(_READ_SIZE, ANCILLARY_SIZE)
-                        arrived = arrival_time(ancillary) if ancillary else None
+                scanner = stream.scanner
+                if scanner is not None:
+                    # The compiled scanner does the read below in one call (recvmsg, HTTP parse, decode).
+                    outcome = scanner.read(now)
+                    if len(outcome) == 2:
+                        added, arrived = outcome
                     else:
-                        data, arrived = stream.raw.recv(_READ_SIZE), None
-                except BlockingIOError:
-                    continue
-                except OSError as err:
-                    stream.decoder.rec.fail("disconnect", f"{type(err).__name__}: {err}")
-                    self._end(stream, now)
-                    continue
-                if not data:
-                    self._end(stream, now)
-                    continue
-                chunks = stream.chunks
-                chunks_before = len(chunks)
-                try:
-                    self._consume(stream, data, now)
-                except Exception as err:  # a bug must cost one stream, never the reader thread
-                    stream.decoder.rec.fail("malformed", f"could not process the stream: {type(err).__name__}: {err}")
-                    self._end(stream, now)
-                added = len(chunks) - chunks_before
-                if not added:
-                    continue  # no content chunk was stamped (a role chunk, usage, [DONE]): no delay to count
+                        added, arrived = self._settle(stream, outcome, now)
+                    if not added:
+                        continue
+                else:  # the pure-Python read (scanner.py): the same steps
+                    try:
+                        if stream.rx_stamps:
+                            data, ancillary, _, _ = stream.raw.recvmsg(_READ_SIZE, ANCILLARY_SIZE)
+                            arrived = arrival_time(ancillary) if ancillary else None
+                        else:
+                            data, arrived = stream.raw.recv(_READ_SIZE), None
+                    except BlockingIOError:
+                        continue
+                    except OSError as err:
+                        stream.decoder.rec.fail("disconnect", f"{type(err).__name__}: {err}")
+                        self._end(stream, now)
+                        continue
+                    if not data:
+                        self._end(stream, now)
+                        continue
+                    chunks = stream.chunks
+                    chunks_before = len(chunks)
+                    try:
+                        self._consume(stream, data, now)
+                    except Exception as err:  # a bug must cost one stream, never the reader thread
+                        stream.decoder.rec.fail("malformed", f"could not process the stream: {type(err).__name__}: {err}")
+                        self._end(stream, now)
+                    added = len(chunks) - chunks_before
+                    if not added:
+                        continue  # no content chunk was stamped (a role chunk, usage, [DONE]): no delay to count
                 if arrived is not None:
                     # The read's delay measured against the kernel's arrival stamp. That stamp is
                     # the newest packet's; a chunk that ended in an earlier one waited longer,
@@ -258,6 +271,20 @@ class Reactor:
                 self.busy_s += spent
                 self.batch_ms.append(spent * 1000.0)
 
+    def _settle(self, stream: _Stream, outcome: tuple, now: float) -> tuple[int, float | None]:
+        """What the compiled scanner's read left to do (its end, a failure): as the Python read does it."""
+        kind, err, added, arrived = outcome
+        rec = stream.decoder.rec
+        if kind == "oserror":
+            rec.fail("disconnect", f"{type(err).__name__}: {err}")
+        elif kind == "http":
+            rec.fail("malformed", f"bad HTTP framing: {err}")
+        elif kind == "error":  # a bug must cost one stream, never the reader thread
+            rec.fail("malformed", f"could not process the stream: {type(err).__name__}: {err}")
+        if kind != "blocked":
+            self._end(stream, now)
+        return added, arrived
+
     def _consume(self, stream: _Stream, data: bytes, now: float) -> None:
         response = stream.response
         try:
@@ -270,7 +297,7 @@ class Reactor:
         if pieces:
             chunk = b"".join(pieces)  # bytes, whatever the parser handed over
             pieces.clear()
-            if not stream.decoder.feed(chunk, now):
+            if not stream.feed(chunk, now):
                 self._end(stream, now)
                 return
         if response.message_complete:
@@ -300,6 +327,10 @@ class Reactor:
             self._end(stream, stream.first_at)
             return
         stream.rx_stamps = enable_arrival_stamps(stream.raw)
+        scanner = stream.decoder.scanner
+        if scanner is not None:
+            scanner.attach(stream.fd, stream.rx_stamps, parser_feed, stream.response, stream.pieces, HTTPParseError)
+            stream.scanner = scanner
         self._streams[stream.fd] = stream
         self._poll.register(stream.fd, _EPOLLIN)
         stream.registered = True
