@@ -220,40 +220,13 @@ class Reactor:
                     continue
                 scanner = stream.scanner
                 if scanner is not None:
-                    # The compiled scanner does the read below in one call (recvmsg, HTTP parse, decode).
+                    # The compiled scanner does the whole read in one call (recvmsg, HTTP parse, decode).
                     outcome = scanner.read(now)
-                    if len(outcome) == 2:
-                        added, arrived = outcome
-                    else:
-                        added, arrived = self._settle(stream, outcome, now)
-                    if not added:
-                        continue
-                else:  # the pure-Python read (scanner.py): the same steps
-                    try:
-                        if stream.rx_stamps:
-                            data, ancillary, _, _ = stream.raw.recvmsg(_READ_SIZE, ANCILLARY_SIZE)
-                            arrived = arrival_time(ancillary) if ancillary else None
-                        else:
-                            data, arrived = stream.raw.recv(_READ_SIZE), None
-                    except BlockingIOError:
-                        continue
-                    except OSError as err:
-                        stream.decoder.rec.fail("disconnect", f"{type(err).__name__}: {err}")
-                        self._end(stream, now)
-                        continue
-                    if not data:
-                        self._end(stream, now)
-                        continue
-                    chunks = stream.chunks
-                    chunks_before = len(chunks)
-                    try:
-                        self._consume(stream, data, now)
-                    except Exception as err:  # a bug must cost one stream, never the reader thread
-                        stream.decoder.rec.fail("malformed", f"could not process the stream: {type(err).__name__}: {err}")
-                        self._end(stream, now)
-                    added = len(chunks) - chunks_before
-                    if not added:
-                        continue  # no content chunk was stamped (a role chunk, usage, [DONE]): no delay to count
+                    added, arrived = outcome if len(outcome) == 2 else self._settle(stream, outcome, now)
+                else:
+                    added, arrived = self._read_python(stream, now)
+                if not added:
+                    continue  # no content chunk was stamped (a role chunk, usage, [DONE]): no delay to count
                 if arrived is not None:
                     # The read's delay measured against the kernel's arrival stamp. That stamp is
                     # the newest packet's; a chunk that ended in an earlier one waited longer,
@@ -270,6 +243,35 @@ class Reactor:
                 spent = perf() - now
                 self.busy_s += spent
                 self.batch_ms.append(spent * 1000.0)
+
+    def _read_python(self, stream: _Stream, now: float) -> tuple[int, float | None]:
+        """One read of a ready stream in Python: content chunks it stamped, and the kernel's arrival stamp.
+
+        What :meth:`loadtest.client._scanner.Scanner.read` does in one C call, where it is built.
+        """
+        try:
+            if stream.rx_stamps:
+                data, ancillary, _, _ = stream.raw.recvmsg(_READ_SIZE, ANCILLARY_SIZE)
+                arrived = arrival_time(ancillary) if ancillary else None
+            else:
+                data, arrived = stream.raw.recv(_READ_SIZE), None
+        except BlockingIOError:
+            return 0, None
+        except OSError as err:
+            stream.decoder.rec.fail("disconnect", f"{type(err).__name__}: {err}")
+            self._end(stream, now)
+            return 0, None
+        if not data:
+            self._end(stream, now)
+            return 0, None
+        chunks = stream.chunks
+        chunks_before = len(chunks)
+        try:
+            self._consume(stream, data, now)
+        except Exception as err:  # a bug must cost one stream, never the reader thread
+            stream.decoder.rec.fail("malformed", f"could not process the stream: {type(err).__name__}: {err}")
+            self._end(stream, now)
+        return len(chunks) - chunks_before, arrived
 
     def _settle(self, stream: _Stream, outcome: tuple, now: float) -> tuple[int, float | None]:
         """What the compiled scanner's read left to do (its end, a failure): as the Python read does it."""
