@@ -574,8 +574,9 @@ typedef struct {
     PyObject *parse_error;  /* HTTPParseError: bad framing, told apart from other failures */
 } Scanner;
 
+static PyTypeObject ScannerType;
 static PyObject *s_ttft_ms, *s_last_usage, *s_prompt_tokens, *s_pieces, *s_cr, *s_feed_python, *s_rest,
-    *s_append, *s_chunk_ms, *s_chunk_tokens, *s_chunk_usage, *s_rec, *s_parser, *s_chat, *s_start_perf, *s_plain, *s_message_complete;
+    *s_append, *s_chunk_ms, *s_chunk_tokens, *s_chunk_usage, *s_rec, *s_parser, *s_chat, *s_start_perf, *s_plain, *s_message_complete, *s_scanner, *s_has_partial;
 static PyObject *one, *minus_one;
 
 /* The decoder holds its scanner and the scanner its decoder: a cycle the collector must see
@@ -996,6 +997,105 @@ Scanner_read(Scanner *self, PyObject *now_obj)
     return out;
 }
 
+
+/* Append a float to an array("d") (its append method: arrays have no C API). */
+static int
+append_double(PyObject *arr, double v)
+{
+    PyObject *f = PyFloat_FromDouble(v);
+    if (f == NULL) return -1;
+    PyObject *r = PyObject_CallMethodOneArg(arr, s_append, f);
+    Py_DECREF(f);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+/* read_ready(ready, i, streams, wake, now, wall_now, waited, bound_ms, measured, woken, bounds) -> (i, outcome)
+
+   The reactor's loop over one epoll batch, from ready[i] on, for the streams that have a
+   scanner: each one's read (Scanner.read) and the stamp delay it counts, exactly as the
+   loop in reactor.py does it. It stops at the first item the loop must see: the wake-up
+   pipe, a stream read in Python, or a read whose outcome the reactor settles (its end, a
+   failure); it returns that item's index and the outcome (None when nothing was read yet),
+   or (len(ready), None) at the end. */
+static PyObject *
+read_ready(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 11 || !PyList_Check(args[0]) || !PyDict_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "read_ready(ready: list, i, streams: dict, wake, now, wall_now, waited, bound_ms, measured, woken, bounds)");
+        return NULL;
+    }
+    PyObject *ready = args[0], *streams = args[2], *now = args[4];
+    Py_ssize_t i = PyLong_AsSsize_t(args[1]);
+    long wake = PyLong_AsLong(args[3]);
+    double wall_now = PyFloat_AsDouble(args[5]);
+    int waited = PyObject_IsTrue(args[6]);
+    double bound_ms = PyFloat_AsDouble(args[7]);
+    PyObject *measured = args[8], *woken = args[9], *bounds = args[10];
+    if (PyErr_Occurred() || waited < 0) return NULL;
+    for (; i < PyList_GET_SIZE(ready); i++) {
+        PyObject *item = PyList_GET_ITEM(ready, i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) < 1) break;
+        PyObject *fd = PyTuple_GET_ITEM(item, 0);
+        long fdv = PyLong_AsLong(fd);
+        if (fdv == -1 && PyErr_Occurred()) return NULL;
+        if (fdv == wake) break;
+        PyObject *stream = PyDict_GetItemWithError(streams, fd); /* borrowed */
+        if (stream == NULL) {
+            if (PyErr_Occurred()) return NULL;
+            continue; /* not (or no longer) ours */
+        }
+        PyObject *sc = PyObject_GetAttr(stream, s_scanner);
+        if (sc == NULL) return NULL;
+        if (!PyObject_TypeCheck(sc, &ScannerType)) {
+            Py_DECREF(sc);
+            break; /* read in Python */
+        }
+        Scanner *scan = (Scanner *)sc;
+        PyObject *outcome = Scanner_read(scan, now);
+        if (outcome == NULL) {
+            Py_DECREF(sc);
+            return NULL;
+        }
+        if (PyTuple_GET_SIZE(outcome) != 2) {
+            Py_DECREF(sc);
+            PyObject *r = Py_BuildValue("(nO)", i, outcome);
+            Py_DECREF(outcome);
+            return r;
+        }
+        Py_ssize_t added = PyLong_AsSsize_t(PyTuple_GET_ITEM(outcome, 0));
+        PyObject *arrived = PyTuple_GET_ITEM(outcome, 1);
+        int rc = 0;
+        if (added > 0) {
+            if (arrived != Py_None) {
+                /* the read's delay against the kernel's arrival stamp (see reactor.py) */
+                double ms = (wall_now - PyFloat_AsDouble(arrived)) * 1000.0;
+                if (!waited && ms < bound_ms) {
+                    int partial = added > 1;
+                    if (!partial) {
+                        PyObject *hp = PyObject_GetAttr(scan->pieces_owner, s_has_partial);
+                        partial = hp == NULL ? -1 : PyObject_IsTrue(hp);
+                        Py_XDECREF(hp);
+                    }
+                    if (partial < 0) rc = -1;
+                    else if (partial) ms = bound_ms;
+                }
+                if (rc == 0) rc = append_double(measured, ms > 0.0 ? ms : 0.0);
+            } else if (waited) {
+                rc = append_double(woken, 0.0);
+            } else {
+                rc = append_double(bounds, bound_ms);
+            }
+        }
+        Py_DECREF(outcome);
+        Py_DECREF(sc);
+        if (rc < 0 || PyErr_Occurred()) return NULL;
+    }
+    return Py_BuildValue("(nO)", i, Py_None);
+}
+
 /* plain(events, i, now) -> int: StreamDecoder._plain over a list of events (the general path's). */
 static PyObject *
 Scanner_plain(Scanner *self, PyObject *const *args, Py_ssize_t nargs)
@@ -1084,6 +1184,8 @@ static PyTypeObject ScannerType = {
 static PyMethodDef module_methods[] = {
     {"recv_stamped", (PyCFunction)(void (*)(void))recv_stamped, METH_FASTCALL,
      "recv_stamped(fd, size) -> (bytes, arrival wall-clock seconds or None)"},
+    {"read_ready", (PyCFunction)(void (*)(void))read_ready, METH_FASTCALL,
+     "read_ready(ready, i, streams, wake, now, wall_now, waited, bound_ms, measured, woken, bounds) -> (i, outcome)"},
     {"usual", (PyCFunction)(void (*)(void))usual, METH_FASTCALL,
      "usual(payload, chat) -> None, or (completion count or None, prompt count or None)"},
     {NULL, NULL, 0, NULL},
@@ -1114,6 +1216,8 @@ PyInit__scanner(void)
     INTERN(s_parser, "parser");
     INTERN(s_chat, "chat");
     INTERN(s_plain, "plain");
+    INTERN(s_scanner, "scanner");
+    INTERN(s_has_partial, "has_partial");
     INTERN(s_message_complete, "message_complete");
     INTERN(s_start_perf, "start_perf");
     if ((one = PyLong_FromLong(1)) == NULL || (minus_one = PyLong_FromLong(-1)) == NULL) return NULL;

@@ -70,6 +70,7 @@ from geventhttpclient.response import HTTPParseError
 from loadtest.client._http import collect_body, parser_feed
 from loadtest.client.arrival import ANCILLARY_SIZE, arrival_time, enable_arrival_stamps
 from loadtest.client.decode import StreamDecoder
+from loadtest.client.scanner import read_ready
 
 _READ_SIZE = 65536
 _TICK_S = 0.01
@@ -211,18 +212,26 @@ class Reactor:
             wall_now = wall()  # the kernel's arrival stamps are wall-clock
             last_return = now
             measured = self.measured_ms  # (health() swaps the arrays: fetched per batch)
-            for fd, _ in ready:
+            i, n = 0, len(ready)
+            while i < n:
+                outcome = None
+                if read_ready is not None:
+                    # The compiled loop reads the scanners' streams and counts their delays, as below;
+                    # it stops at whatever this loop must see (the wake-up, a Python read, an end).
+                    i, outcome = read_ready(ready, i, streams, wake, now, wall_now, waited, waiting_bound_ms,
+                                            measured, self.woken_tail_ms, self.waiting_bound_ms)
+                    if i >= n:
+                        break
+                fd = ready[i][0]
+                i += 1
                 if fd == wake:
                     self._take_inbox()
                     continue
                 stream = streams.get(fd)
                 if stream is None:
                     continue
-                scanner = stream.scanner
-                if scanner is not None:
-                    # The compiled scanner does the whole read in one call (recvmsg, HTTP parse, decode).
-                    outcome = scanner.read(now)
-                    added, arrived = outcome if len(outcome) == 2 else self._settle(stream, outcome, now)
+                if outcome is not None:  # the compiled read ended or failed the stream: settle it here
+                    added, arrived = self._settle(stream, outcome, now)
                 else:
                     added, arrived = self._read_python(stream, now)
                 if not added:

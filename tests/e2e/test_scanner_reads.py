@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import socket
+from array import array
 import time
 from collections import deque
 from dataclasses import fields
@@ -185,3 +186,45 @@ def test_the_arrival_stamp_is_the_kernels():
     finally:
         for s in (client, peer, server):
             s.close()
+
+
+def test_the_compiled_batch_loop_reads_counts_and_stops_where_the_reactor_must_see():
+    """``read_ready``: the scanners' reads of one epoll batch and their delays, as the reactor's loop counts them."""
+    reactor = _reactor()
+    pairs, streams = [], []
+    for _ in range(3):
+        ours, theirs = socket.socketpair()
+        ours.setblocking(False)
+        response = HTTPResponse()
+        parser_feed(response, HEAD)
+        stream = _Stream(ours, response, StreamDecoder(RequestRecord(start_wall=0.0, start_perf=100.0), "chat"), 100.0)
+        reactor._start(stream)
+        pairs.append((ours, theirs))
+        streams.append(stream)
+    python_read = streams[1]
+    python_read.scanner = None  # as if this one were read in Python: the loop must stop there
+    try:
+        usual = next(f for f in STREAMS if f.name == "vllm-continuous-usage").writes[1]
+        for _, theirs in pairs:
+            theirs.sendall(b"%x\r\n%s\r\n" % (len(usual), usual))
+        ready = [(s.fd, 1) for s in streams] + [(999, 1)]
+        measured, woken, bounds = array("d"), array("d"), array("d")
+        args = (reactor._streams, -1, 100.5, 0.0, True, 3.0, measured, woken, bounds)
+        assert scanner.read_ready(ready, 0, *args) == (1, None)  # stopped at the Python read
+        assert len(streams[0].decoder.rec.chunk_ms) == 1 and list(woken) == [0.0]  # waited: late by the wake only
+        assert scanner.read_ready(ready, 2, *args) == (4, None)  # the unknown fd is skipped
+        assert len(streams[2].decoder.rec.chunk_ms) == 1 and list(woken) == [0.0, 0.0]
+        assert not python_read.decoder.rec.chunk_ms
+        pairs[0][1].sendall(b"zz\r\n")
+        i, outcome = scanner.read_ready(ready, 0, reactor._streams, -1, 100.6, 0.0, False, 3.0, measured, woken, bounds)
+        assert i == 0 and outcome[0] == "http"  # a failed read: the reactor settles it
+        pairs[2][1].sendall(b"%x\r\n%s\r\n" % (len(usual), usual))
+        assert scanner.read_ready(ready, 2, reactor._streams, -1, 100.7, 0.0, False, 3.0, measured, woken,
+                                  bounds) == (4, None)
+        assert list(bounds) == [3.0] and not measured  # the data was waiting: its bound is the delay
+        assert scanner.read_ready([(999, 1)], 0, reactor._streams, 999, 100.6, 0.0, False, 3.0, measured, woken,
+                                  bounds) == (0, None)
+    finally:
+        for ours, theirs in pairs:
+            ours.close()
+            theirs.close()
