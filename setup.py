@@ -12,7 +12,6 @@ setup(
         Extension(
             "loadtest.client._scanner",
             sources=["loadtest/client/_scanner.c"],
-            extra_compile_args=["-O2"],
             optional=True,
         )
     ]
