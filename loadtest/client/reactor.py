@@ -16,6 +16,9 @@ geventhttpclient; for a 200 event stream it hands the socket over with
 gets the socket back to return it to the keep-alive pool itself, on the hub's
 thread, since gevent's pool is not thread-safe.
 
+Where the compiled scanner is built (:mod:`loadtest.client.scanner`), each read and the
+batch's delay bookkeeping below run in C, with the same stamps and the same records.
+
 The thread and its epoll are the unpatched originals (Locust monkey-patches
 ``threading`` and ``select`` for gevent). It is a daemon: it dies with the
 process.
@@ -70,6 +73,7 @@ from geventhttpclient.response import HTTPParseError
 from loadtest.client._http import collect_body, parser_feed
 from loadtest.client.arrival import ANCILLARY_SIZE, arrival_time, enable_arrival_stamps
 from loadtest.client.decode import StreamDecoder
+from loadtest.client.poller import make_poller
 from loadtest.client.scanner import read_ready
 
 _READ_SIZE = 65536
@@ -79,27 +83,6 @@ WAITED_S = 0.0002
 _EPOLLIN = 0x001
 _start_thread = monkey.get_original("_thread", "start_new_thread")
 __all__ = ["Reactor", "ReaderHealth", "WAITED_S", "arrival_time", "enable_arrival_stamps", "reactor", "running_reactor"]
-
-def _make_poller() -> Any:
-    try:
-        return monkey.get_original("select", "epoll")()
-    except (AttributeError, ImportError):  # not Linux: poll(2) has the same shape (timeout in ms)
-        return _PollAsEpoll(monkey.get_original("select", "poll")())
-
-
-class _PollAsEpoll:
-    def __init__(self, poller: Any) -> None:
-        self._p = poller
-
-    def register(self, fd: int, mask: int) -> None:
-        self._p.register(fd, mask)
-
-    def unregister(self, fd: int) -> None:
-        self._p.unregister(fd)
-
-    def poll(self, timeout: float) -> list[tuple[int, int]]:
-        return self._p.poll(timeout * 1000.0)
-
 
 class _Stream:
     """One response being read by the reactor."""
@@ -130,7 +113,7 @@ class Reactor:
     """The process's stream reader. Use :func:`reactor` to get it."""
 
     def __init__(self) -> None:
-        self._poll = _make_poller()
+        self._poll = make_poller()
         self._streams: dict[int, _Stream] = {}
         self._inbox: deque[_Stream] = deque()
         self._outbox: deque[_Stream] = deque()
