@@ -55,20 +55,14 @@ arrival(struct msghdr *msg)
     Py_RETURN_NONE;
 }
 
-static PyObject *
-recv_stamped(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+/* One recvmsg(2) of up to size bytes (retried on EINTR), with the arrival stamp when stamps is set:
+   the bytes in *data (resized to what came) and the stamp in *arrived (a float or None). Returns
+   the byte count; -1 with errno set (no Python error, nothing allocated); -2 on a Python error. */
+static Py_ssize_t
+recv_into(int fd, Py_ssize_t size, int stamps, PyObject **data, PyObject **arrived)
 {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "recv_stamped(fd, size)");
-        return NULL;
-    }
-    int fd = (int)PyLong_AsLong(args[0]);
-    Py_ssize_t size = PyLong_AsSsize_t(args[1]);
-    if (PyErr_Occurred())
-        return NULL;
     PyObject *buf = PyBytes_FromStringAndSize(NULL, size);
-    if (buf == NULL)
-        return NULL;
+    if (buf == NULL) return -2;
     union {
         char bytes[CMSG_SPACE(3 * sizeof(struct timespec))];
         struct cmsghdr align;
@@ -80,33 +74,52 @@ recv_stamped(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         memset(&msg, 0, sizeof msg);
         msg.msg_iov = &iov;
         msg.msg_iovlen = 1;
-        msg.msg_control = control.bytes;
-        msg.msg_controllen = sizeof control.bytes;
+        if (stamps) {
+            msg.msg_control = control.bytes;
+            msg.msg_controllen = sizeof control.bytes;
+        }
         n = recvmsg(fd, &msg, 0);
-        if (n >= 0 || errno != EINTR)
-            break;
+        if (n >= 0 || errno != EINTR) break;
     }
     if (n < 0) {
+        int saved = errno;
         Py_DECREF(buf);
-        return PyErr_SetFromErrno(PyExc_OSError); /* EAGAIN becomes BlockingIOError, as socket.recvmsg's */
+        errno = saved;
+        return -1;
     }
-    PyObject *arrived = arrival(&msg);
-    if (arrived == NULL) {
+    *arrived = stamps ? arrival(&msg) : Py_NewRef(Py_None);
+    if (*arrived == NULL) {
         Py_DECREF(buf);
-        return NULL;
+        return -2;
     }
     if (n != size && _PyBytes_Resize(&buf, n) < 0) {
-        Py_DECREF(arrived);
+        Py_CLEAR(*arrived);
+        return -2;
+    }
+    *data = buf;
+    return n;
+}
+
+static PyObject *
+recv_stamped(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "recv_stamped(fd, size)");
         return NULL;
     }
-    PyObject *out = PyTuple_New(2);
-    if (out == NULL) {
-        Py_DECREF(buf);
-        Py_DECREF(arrived);
+    int fd = (int)PyLong_AsLong(args[0]);
+    Py_ssize_t size = PyLong_AsSsize_t(args[1]);
+    if (PyErr_Occurred())
         return NULL;
-    }
-    PyTuple_SET_ITEM(out, 0, buf);
-    PyTuple_SET_ITEM(out, 1, arrived);
+    PyObject *data, *arrived;
+    Py_ssize_t n = recv_into(fd, size, 1, &data, &arrived);
+    if (n == -1)
+        return PyErr_SetFromErrno(PyExc_OSError); /* EAGAIN becomes BlockingIOError, as socket.recvmsg's */
+    if (n < 0)
+        return NULL;
+    PyObject *out = PyTuple_Pack(2, data, arrived);
+    Py_DECREF(data);
+    Py_DECREF(arrived);
     return out;
 }
 
@@ -281,76 +294,22 @@ literal(Json *j, const char *word, Py_ssize_t n)
 
 static int value(Json *j);
 
-/* The members of an object or the items of an array we do not look into: checked, not kept. */
-static int
-object(Json *j)
-{
-    if (++j->depth > MAX_DEPTH) return 0;
-    j->p++;
-    ws(j);
-    if (j->p < j->end && *j->p == '}') {
-        j->p++;
-        j->depth--;
-        return 1;
-    }
-    for (;;) {
-        cur_t s;
-        Py_ssize_t n;
-        int esc;
-        if (j->p >= j->end || *j->p != '"' || !string(j, &s, &n, &esc)) return 0;
-        ws(j);
-        if (j->p >= j->end || *j->p != ':') return 0;
-        j->p++;
-        ws(j);
-        if (!value(j)) return 0;
-        ws(j);
-        if (j->p >= j->end) return 0;
-        if (*j->p == ',') {
-            j->p++;
-            ws(j);
-            continue;
-        }
-        if (*j->p != '}') return 0;
-        j->p++;
-        j->depth--;
-        return 1;
-    }
-}
+/* Walk an object's members, calling member(j, key, n, ctx) at each value (which must consume it).
+   With a member function, keys with an escape are declined (they could spell a key that matters);
+   without one (an object we do not look into), every member is checked, not kept. */
+typedef int (*member_fn)(Json *j, cur_t key, Py_ssize_t n, void *ctx);
+static int members(Json *j, member_fn member, void *ctx);
 
-static int
-array_(Json *j)
-{
-    if (++j->depth > MAX_DEPTH) return 0;
-    j->p++;
-    ws(j);
-    if (j->p < j->end && *j->p == ']') {
-        j->p++;
-        j->depth--;
-        return 1;
-    }
-    for (;;) {
-        if (!value(j)) return 0;
-        ws(j);
-        if (j->p >= j->end) return 0;
-        if (*j->p == ',') {
-            j->p++;
-            ws(j);
-            continue;
-        }
-        if (*j->p != ']') return 0;
-        j->p++;
-        j->depth--;
-        return 1;
-    }
-}
+/* An array's items; the first one, when first is given, through first(j, ctx) (the choices list). */
+static int items(Json *j, int (*first)(Json *j, void *ctx), void *ctx);
 
 static int
 value(Json *j)
 {
     if (j->p >= j->end) return 0;
     switch (*j->p) {
-    case '{': return object(j);
-    case '[': return array_(j);
+    case '{': return members(j, NULL, NULL);
+    case '[': return items(j, NULL, NULL);
     case '"': {
         cur_t s;
         Py_ssize_t n;
@@ -374,44 +333,67 @@ key_is(cur_t s, Py_ssize_t n, const char *word)
     return (Py_ssize_t)strlen(word) == n && memcmp(s, word, n) == 0;
 }
 
-/* Walk an object's members, calling member(j, key, n, ctx) at each value (which must consume it).
-   Keys with an escape are declined: they could spell a key that matters. */
-typedef int (*member_fn)(Json *j, cur_t key, Py_ssize_t n, void *ctx);
+/* At an opening bracket: 1 if items follow, 2 if it closes at once (consumed), 0 if it is not one. */
+static int
+open_bracket(Json *j, char open, char close)
+{
+    if (j->p >= j->end || *j->p != open || ++j->depth > MAX_DEPTH) return 0;
+    j->p++;
+    ws(j);
+    if (j->p < j->end && *j->p == close) {
+        j->p++;
+        j->depth--;
+        return 2;
+    }
+    return 1;
+}
+
+/* After a member or an item: 1 if a comma follows (more to come), 2 at the closing bracket, else 0. */
+static int
+after_item(Json *j, char close)
+{
+    ws(j);
+    if (j->p >= j->end) return 0;
+    if (*j->p == ',') {
+        j->p++;
+        ws(j);
+        return 1;
+    }
+    if (*j->p != close) return 0;
+    j->p++;
+    j->depth--;
+    return 2;
+}
 
 static int
 members(Json *j, member_fn member, void *ctx)
 {
-    if (j->p >= j->end || *j->p != '{') return 0;
-    if (++j->depth > MAX_DEPTH) return 0;
-    j->p++;
-    ws(j);
-    if (j->p < j->end && *j->p == '}') {
-        j->p++;
-        j->depth--;
-        return 1;
-    }
-    for (;;) {
+    int state = open_bracket(j, '{', '}');
+    while (state == 1) {
         cur_t s;
         Py_ssize_t n;
         int esc;
-        if (j->p >= j->end || *j->p != '"' || !string(j, &s, &n, &esc) || esc) return 0;
+        if (j->p >= j->end || *j->p != '"' || !string(j, &s, &n, &esc) || (esc && member)) return 0;
         ws(j);
         if (j->p >= j->end || *j->p != ':') return 0;
         j->p++;
         ws(j);
-        if (!member(j, s, n, ctx)) return 0;
-        ws(j);
-        if (j->p >= j->end) return 0;
-        if (*j->p == ',') {
-            j->p++;
-            ws(j);
-            continue;
-        }
-        if (*j->p != '}') return 0;
-        j->p++;
-        j->depth--;
-        return 1;
+        if (!(member ? member(j, s, n, ctx) : value(j))) return 0;
+        state = after_item(j, '}');
     }
+    return state == 2;
+}
+
+static int
+items(Json *j, int (*first)(Json *j, void *ctx), void *ctx)
+{
+    int state = open_bracket(j, '[', ']');
+    if (state == 2 && first) return 0; /* an empty choices list: not the usual chunk */
+    for (int k = 0; state == 1; k++) {
+        if (!(first && k == 0 ? first(j, ctx) : value(j))) return 0;
+        state = after_item(j, ']');
+    }
+    return state == 2;
 }
 
 /* What a usual content chunk tells the record (StreamDecoder._plain). */
@@ -488,30 +470,18 @@ usage_member(Json *j, cur_t key, Py_ssize_t n, void *ctx)
     return value(j);
 }
 
+/* The first choice: an object, read for what matters (the others are only checked). */
+static int
+first_choice(Json *j, void *ctx)
+{
+    return members(j, choice_member, ctx);
+}
+
 static int
 top_member(Json *j, cur_t key, Py_ssize_t n, void *ctx)
 {
     Chunk *c = ctx;
-    if (key_is(key, n, "choices")) {
-        if (!once(c, S_CHOICES) || j->p >= j->end || *j->p != '[') return 0;
-        if (++j->depth > MAX_DEPTH) return 0;
-        j->p++;
-        ws(j);
-        if (!members(j, choice_member, c)) return 0; /* the first choice: an object (an empty list declines) */
-        for (;;) {
-            ws(j);
-            if (j->p >= j->end) return 0;
-            if (*j->p == ']') {
-                j->p++;
-                j->depth--;
-                return 1;
-            }
-            if (*j->p != ',') return 0;
-            j->p++;
-            ws(j);
-            if (!value(j)) return 0;
-        }
-    }
+    if (key_is(key, n, "choices")) return once(c, S_CHOICES) && items(j, first_choice, c);
     if (key_is(key, n, "usage")) {
         if (!once(c, S_USAGE) || j->p >= j->end) return 0;
         if (*j->p == 'n') return literal(j, "null", 4);
@@ -891,40 +861,18 @@ Scanner_read(Scanner *self, PyObject *now_obj)
         PyErr_SetString(PyExc_RuntimeError, "read() before attach()");
         return NULL;
     }
-    PyObject *data = PyBytes_FromStringAndSize(NULL, READ_SIZE);
-    if (data == NULL) return NULL;
-    union {
-        char bytes[CMSG_SPACE(3 * sizeof(struct timespec))];
-        struct cmsghdr align;
-    } control;
-    struct iovec iov = {PyBytes_AS_STRING(data), READ_SIZE};
-    struct msghdr msg;
-    ssize_t n;
-    for (;;) {
-        memset(&msg, 0, sizeof msg);
-        msg.msg_iov = &iov;
-        msg.msg_iovlen = 1;
-        if (self->stamps) {
-            msg.msg_control = control.bytes;
-            msg.msg_controllen = sizeof control.bytes;
-        }
-        n = recvmsg(self->fd, &msg, 0);
-        if (n >= 0 || errno != EINTR) break;
-    }
-    if (n < 0) {
-        Py_DECREF(data);
+    PyObject *data, *arrived;
+    Py_ssize_t n = recv_into(self->fd, READ_SIZE, self->stamps, &data, &arrived);
+    if (n == -1) {
         if (errno == EAGAIN || errno == EWOULDBLOCK) return outcome("blocked", NULL, 0, Py_NewRef(Py_None));
         PyErr_SetFromErrno(PyExc_OSError);
         return outcome("oserror", caught(), 0, Py_NewRef(Py_None));
     }
+    if (n < 0) return NULL;
     if (n == 0) {
         Py_DECREF(data);
+        Py_DECREF(arrived);
         return outcome("eof", NULL, 0, Py_NewRef(Py_None));
-    }
-    PyObject *arrived = self->stamps ? arrival(&msg) : Py_NewRef(Py_None);
-    if (arrived == NULL || _PyBytes_Resize(&data, n) < 0) {
-        Py_XDECREF(arrived);
-        return NULL;
     }
     Py_ssize_t before = PyObject_Size(self->chunk_ms);
     if (before < 0) {

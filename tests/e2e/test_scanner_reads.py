@@ -11,12 +11,10 @@ same ``now``. The records, the chunks each read stamped, and how the stream ende
 
 from __future__ import annotations
 
-import math
 import socket
 from array import array
 import time
 from collections import deque
-from dataclasses import fields
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -30,6 +28,7 @@ from loadtest.client.arrival import enable_arrival_stamps
 from loadtest.client.decode import StreamDecoder
 from loadtest.client.reactor import Reactor, _Stream
 from loadtest.client.record import RequestRecord
+from support.same_record import assert_same_record
 from support.wirezoo.fixtures import ZOO
 
 pytestmark = [pytest.mark.untimed,
@@ -107,13 +106,7 @@ def _run(api: str, head: bytes, writes: list[bytes], compiled: bool, close_early
     return rec, reads, stream.ended
 
 
-def _same(a: RequestRecord, b: RequestRecord) -> None:
-    for f in fields(RequestRecord):
-        x, y = getattr(a, f.name), getattr(b, f.name)
-        if isinstance(x, float) and math.isnan(x):
-            assert isinstance(y, float) and math.isnan(y), f.name
-        else:
-            assert x == y, (f.name, x, y)
+_same = assert_same_record
 
 
 def _both(api: str, head: bytes, writes: list[bytes], close_early: bool = False) -> RequestRecord:

@@ -13,10 +13,8 @@ when the Python short way would take it with the same facts.
 
 from __future__ import annotations
 
-import math
 import shutil
 import sysconfig
-from dataclasses import fields
 
 import orjson
 import pytest
@@ -26,6 +24,7 @@ from hypothesis import strategies as st
 from loadtest.client import scanner
 from loadtest.client.decode import StreamDecoder
 from loadtest.client.record import RequestRecord
+from support.same_record import assert_same_record
 from support.wirezoo.fixtures import ZOO
 
 needs_scanner = pytest.mark.skipif(scanner.Scanner is None, reason="the C scanner is not built here (or LOADTEST_SCANNER=python)")
@@ -64,13 +63,7 @@ def _decode(reads: list[bytes], api: str, compiled: bool, capture: bool = False)
     return rec, None
 
 
-def _same(a: RequestRecord, b: RequestRecord) -> None:
-    for f in fields(RequestRecord):
-        x, y = getattr(a, f.name), getattr(b, f.name)
-        if isinstance(x, float) and math.isnan(x):
-            assert isinstance(y, float) and math.isnan(y), f.name
-        else:
-            assert x == y, (f.name, x, y)
+_same = assert_same_record
 
 
 def _both(reads: list[bytes], api: str = "chat", capture: bool = False) -> RequestRecord:
