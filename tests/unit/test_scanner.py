@@ -13,8 +13,11 @@ when the Python short way would take it with the same facts.
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import sysconfig
+from pathlib import Path
 
 import orjson
 import pytest
@@ -91,7 +94,9 @@ def test_the_extension_is_built_where_a_compiler_is():
     cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
     if shutil.which(cc) is None:
         pytest.skip(f"no C compiler ({cc}): the install falls back to the Python path")
-    if scanner.ENV in __import__("os").environ:
+    if not (Path(sysconfig.get_paths()["include"]) / "Python.h").exists():
+        pytest.skip("no Python headers (python3-dev): the install falls back to the Python path")
+    if scanner.ENV in os.environ:
         pytest.skip(f"{scanner.ENV} is set")
     assert scanner.Scanner is not None, "a C compiler is here but loadtest/client/_scanner.c was not built"
     assert scanner.active() == "c"
@@ -181,7 +186,7 @@ _usual_obj = st.builds(
 
 
 def _render(obj, style: int) -> bytes:
-    json = __import__("json")  # the standard library's writer: spaces, \u escapes (orjson writes neither)
+    # orjson writes neither spaces nor \u escapes: the standard library's writer gives both
     if style == 0:
         return orjson.dumps(obj)
     return json.dumps(obj, ensure_ascii=style == 1, separators=(", ", ": ") if style < 3 else (",", ":")).encode()
@@ -194,7 +199,7 @@ def _payloads(draw) -> bytes:
     try:
         payload = _render(obj, draw(st.integers(0, 3)))
     except (TypeError, orjson.JSONEncodeError):  # an integer orjson cannot write: json can
-        payload = __import__("json").dumps(obj).encode()
+        payload = json.dumps(obj).encode()
     for _ in range(draw(st.sampled_from([0, 0, 0, 1, 2]))):
         kind = draw(st.sampled_from(["flip", "cut", "insert", "dup"]))
         at = draw(st.integers(0, max(len(payload) - 1, 0)))
