@@ -6,7 +6,8 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test test-fast bench docs docs-serve clean real-server k8s-base
 
-$(STAMP): pyproject.toml
+# setup.py and the scanner's C source too: an editable install compiles the extension once, at install
+$(STAMP): pyproject.toml setup.py loadtest/client/_scanner.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'

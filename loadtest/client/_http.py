@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from geventhttpclient._parser import HTTPResponseParser
+from geventhttpclient.response import HTTPSocketPoolResponse
 
 #: The C parser's own ``feed``, without ``HTTPResponse.feed``'s wrapper (whose only
 #: addition concerns a HEAD response's body; a stream is never one): one Python frame
@@ -28,6 +29,9 @@ def collect_body(response: Any) -> list:
     chunk on the hot path. Bytes the parser buffered before (with the head) are
     moved into the list first, so nothing is lost or reordered.
     """
+    early = response.__dict__.get("_early_pieces")
+    if early is not None:  # a PiecedResponse: its pieces have gone to a list from the first body byte
+        return early
     pieces: list = []
     buffered = response._body_buffer
     if buffered:
@@ -35,6 +39,32 @@ def collect_body(response: Any) -> list:
         del buffered[:]
     response._on_body = pieces.append
     return pieces
+
+
+class PiecedResponse(HTTPSocketPoolResponse):
+    """A pooled response whose body pieces go to a list (a C ``append``) from its first byte.
+
+    Why: the library parses the head inside the constructor, and with it every body
+    byte that came in the same read; with its Python ``_on_body`` that is one Python
+    call per HTTP chunk, which for a burst (a whole answer in the head's read) cost
+    more than decoding the chunks. A body that is not an event stream (an error, an
+    embeddings answer) is put back where the library reads it with :func:`buffer_body`.
+    """
+
+    def __init__(self, sock: Any, pool: Any, **kw: Any) -> None:
+        self._early_pieces: list = []
+        self._on_body = self._early_pieces.append
+        super().__init__(sock, pool, **kw)
+
+
+def buffer_body(response: Any) -> None:
+    """Undo :class:`PiecedResponse`'s list before the library's own ``read`` (no-op for other responses)."""
+    early = response.__dict__.pop("_early_pieces", None)
+    if early is None:
+        return
+    del response._on_body  # the class's own method again
+    for piece in early:
+        response._body_buffer += piece
 
 
 def detach(response: Any) -> tuple[Any, Any]:

@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import operator
 from array import array
+from typing import Callable
 
 import orjson
 
 from loadtest.client.record import RequestRecord
 from loadtest.client.responses import event_text, read_event
+from loadtest.client.scanner import Scanner
 from loadtest.client.sse import SSEEvent, SSEParser
 from loadtest.client.wire import Api, add_tool_calls, chunk_text, error_message, read_chunk
 
@@ -40,7 +42,7 @@ class StreamDecoder:
 
     __slots__ = (
         "rec", "api", "parser", "chunk_usage", "usage_before", "last_usage", "reasoning_tokens",
-        "reasoning_streamed", "done", "finished", "failed", "capture", "plain", "chat",
+        "reasoning_streamed", "done", "finished", "failed", "capture", "plain", "chat", "scanner",
     )
 
     def __init__(self, rec: RequestRecord, api: Api, capture_text: bool = False) -> None:
@@ -66,10 +68,25 @@ class StreamDecoder:
         self.done = False        # [DONE] seen
         self.finished = False    # a finish_reason seen
         self.failed = False      # a malformed, error or aborted chunk: stop reading
+        #: The compiled per-read scanner (loadtest/client/scanner.py), bound to this decoder; None: Python only.
+        self.scanner = Scanner(self) if Scanner is not None else None
+
+    def reader(self) -> "Callable[[bytes, float], bool]":
+        """The callable a reader feeds each read to: :meth:`feed`, or the scanner's own (one frame fewer)."""
+        return self.scanner.feed if self.scanner is not None and self.plain else self.feed
 
     def feed(self, data: bytes, now: float) -> bool:
         """Process body bytes that arrived at ``now`` (perf_counter). False: stop reading."""
-        events = self.parser.feed(data)
+        if self.scanner is not None and self.plain:
+            return self.scanner.feed(data, now)
+        return self.feed_events(self.parser.feed(data), now)
+
+    def feed_python(self, data: bytes, now: float) -> bool:
+        """:meth:`feed` in Python: the scanner's way back for a read it does not take whole."""
+        return self.feed_events(self.parser.feed(data), now)
+
+    def feed_events(self, events: list, now: float) -> bool:
+        """Apply the events one read completed (all stamped ``now``). False: stop reading."""
         i, n = 0, len(events)
         while i < n:
             if self.plain:
@@ -90,8 +107,10 @@ class StreamDecoder:
         other event (and anything odd about this one) is left to it, with nothing
         changed yet. Why: per chunk, the general path's checks, its :class:`ChunkFacts`
         and its calls cost more than the JSON parse itself, and this loop runs once
-        per read, not once per event.
+        per read, not once per event. (The scanner, when built, does this loop in C.)
         """
+        if self.scanner is not None:
+            return self.scanner.plain(events, i, now)
         rec = self.rec
         chunks = rec.chunk_ms
         t = (now - rec.start_perf) * 1000.0
@@ -225,6 +244,7 @@ class StreamDecoder:
         elif not self.failed and not rec.chunk_ms:
             rec.fail("empty", "the stream ended without a single content chunk")
         settle_tokens(rec, self)
+        self.scanner = None  # it holds this decoder: without it, no cycle is left for the collector
 
 
 def settle_tokens(rec: RequestRecord, decoder: StreamDecoder) -> None:

@@ -16,6 +16,9 @@ geventhttpclient; for a 200 event stream it hands the socket over with
 gets the socket back to return it to the keep-alive pool itself, on the hub's
 thread, since gevent's pool is not thread-safe.
 
+Where the compiled scanner is built (:mod:`loadtest.client.scanner`), each read and the
+batch's delay bookkeeping below run in C, with the same stamps and the same records.
+
 The thread and its epoll are the unpatched originals (Locust monkey-patches
 ``threading`` and ``select`` for gevent). It is a daemon: it dies with the
 process.
@@ -70,6 +73,8 @@ from geventhttpclient.response import HTTPParseError
 from loadtest.client._http import collect_body, parser_feed
 from loadtest.client.arrival import ANCILLARY_SIZE, arrival_time, enable_arrival_stamps
 from loadtest.client.decode import StreamDecoder
+from loadtest.client.poller import make_poller
+from loadtest.client.scanner import read_ready
 
 _READ_SIZE = 65536
 _TICK_S = 0.01
@@ -79,33 +84,12 @@ _EPOLLIN = 0x001
 _start_thread = monkey.get_original("_thread", "start_new_thread")
 __all__ = ["Reactor", "ReaderHealth", "WAITED_S", "arrival_time", "enable_arrival_stamps", "reactor", "running_reactor"]
 
-def _make_poller() -> Any:
-    try:
-        return monkey.get_original("select", "epoll")()
-    except (AttributeError, ImportError):  # not Linux: poll(2) has the same shape (timeout in ms)
-        return _PollAsEpoll(monkey.get_original("select", "poll")())
-
-
-class _PollAsEpoll:
-    def __init__(self, poller: Any) -> None:
-        self._p = poller
-
-    def register(self, fd: int, mask: int) -> None:
-        self._p.register(fd, mask)
-
-    def unregister(self, fd: int) -> None:
-        self._p.unregister(fd)
-
-    def poll(self, timeout: float) -> list[tuple[int, int]]:
-        return self._p.poll(timeout * 1000.0)
-
-
 class _Stream:
     """One response being read by the reactor."""
 
     __slots__ = (
         "raw", "fd", "response", "decoder", "chunks", "pieces", "first_at", "event", "cancelled", "registered",
-        "ended", "rx_stamps",
+        "ended", "rx_stamps", "feed", "scanner",
     )
 
     def __init__(self, raw: Any, response: Any, decoder: StreamDecoder, first_at: float) -> None:
@@ -121,13 +105,15 @@ class _Stream:
         self.registered = False
         self.ended = False                  # the stream finished (cleanly or not) in the reactor
         self.rx_stamps = False              # the kernel stamps its bytes' arrival (Linux)
+        self.feed = decoder.reader()        # the decoder's feed, or the compiled scanner's (scanner.py)
+        self.scanner: Any = None            # the compiled scanner, once attached: it does the whole read
 
 
 class Reactor:
     """The process's stream reader. Use :func:`reactor` to get it."""
 
     def __init__(self) -> None:
-        self._poll = _make_poller()
+        self._poll = make_poller()
         self._streams: dict[int, _Stream] = {}
         self._inbox: deque[_Stream] = deque()
         self._outbox: deque[_Stream] = deque()
@@ -209,36 +195,28 @@ class Reactor:
             wall_now = wall()  # the kernel's arrival stamps are wall-clock
             last_return = now
             measured = self.measured_ms  # (health() swaps the arrays: fetched per batch)
-            for fd, _ in ready:
+            i, n = 0, len(ready)
+            while i < n:
+                outcome = None
+                if read_ready is not None:
+                    # The compiled loop reads the scanners' streams and counts their delays, as below;
+                    # it stops at whatever this loop must see (the wake-up, a Python read, an end).
+                    i, outcome = read_ready(ready, i, streams, wake, now, wall_now, waited, waiting_bound_ms,
+                                            measured, self.woken_tail_ms, self.waiting_bound_ms)
+                    if i >= n:
+                        break
+                fd = ready[i][0]
+                i += 1
                 if fd == wake:
                     self._take_inbox()
                     continue
                 stream = streams.get(fd)
                 if stream is None:
                     continue
-                try:
-                    if stream.rx_stamps:
-                        data, ancillary, _, _ = stream.raw.recvmsg(_READ_SIZE, ANCILLARY_SIZE)
-                        arrived = arrival_time(ancillary) if ancillary else None
-                    else:
-                        data, arrived = stream.raw.recv(_READ_SIZE), None
-                except BlockingIOError:
-                    continue
-                except OSError as err:
-                    stream.decoder.rec.fail("disconnect", f"{type(err).__name__}: {err}")
-                    self._end(stream, now)
-                    continue
-                if not data:
-                    self._end(stream, now)
-                    continue
-                chunks = stream.chunks
-                chunks_before = len(chunks)
-                try:
-                    self._consume(stream, data, now)
-                except Exception as err:  # a bug must cost one stream, never the reader thread
-                    stream.decoder.rec.fail("malformed", f"could not process the stream: {type(err).__name__}: {err}")
-                    self._end(stream, now)
-                added = len(chunks) - chunks_before
+                if outcome is not None:  # the compiled read ended or failed the stream: settle it here
+                    added, arrived = self._settle(stream, outcome, now)
+                else:
+                    added, arrived = self._read_python(stream, now)
                 if not added:
                     continue  # no content chunk was stamped (a role chunk, usage, [DONE]): no delay to count
                 if arrived is not None:
@@ -258,6 +236,49 @@ class Reactor:
                 self.busy_s += spent
                 self.batch_ms.append(spent * 1000.0)
 
+    def _read_python(self, stream: _Stream, now: float) -> tuple[int, float | None]:
+        """One read of a ready stream in Python: content chunks it stamped, and the kernel's arrival stamp.
+
+        What :meth:`loadtest.client._scanner.Scanner.read` does in one C call, where it is built.
+        """
+        try:
+            if stream.rx_stamps:
+                data, ancillary, _, _ = stream.raw.recvmsg(_READ_SIZE, ANCILLARY_SIZE)
+                arrived = arrival_time(ancillary) if ancillary else None
+            else:
+                data, arrived = stream.raw.recv(_READ_SIZE), None
+        except BlockingIOError:
+            return 0, None
+        except OSError as err:
+            stream.decoder.rec.fail("disconnect", f"{type(err).__name__}: {err}")
+            self._end(stream, now)
+            return 0, None
+        if not data:
+            self._end(stream, now)
+            return 0, None
+        chunks = stream.chunks
+        chunks_before = len(chunks)
+        try:
+            self._consume(stream, data, now)
+        except Exception as err:  # a bug must cost one stream, never the reader thread
+            stream.decoder.rec.fail("malformed", f"could not process the stream: {type(err).__name__}: {err}")
+            self._end(stream, now)
+        return len(chunks) - chunks_before, arrived
+
+    def _settle(self, stream: _Stream, outcome: tuple, now: float) -> tuple[int, float | None]:
+        """What the compiled scanner's read left to do (its end, a failure): as the Python read does it."""
+        kind, err, added, arrived = outcome
+        rec = stream.decoder.rec
+        if kind == "oserror":
+            rec.fail("disconnect", f"{type(err).__name__}: {err}")
+        elif kind == "http":
+            rec.fail("malformed", f"bad HTTP framing: {err}")
+        elif kind == "error":  # a bug must cost one stream, never the reader thread
+            rec.fail("malformed", f"could not process the stream: {type(err).__name__}: {err}")
+        if kind != "blocked":
+            self._end(stream, now)
+        return added, arrived
+
     def _consume(self, stream: _Stream, data: bytes, now: float) -> None:
         response = stream.response
         try:
@@ -270,7 +291,7 @@ class Reactor:
         if pieces:
             chunk = b"".join(pieces)  # bytes, whatever the parser handed over
             pieces.clear()
-            if not stream.decoder.feed(chunk, now):
+            if not stream.feed(chunk, now):
                 self._end(stream, now)
                 return
         if response.message_complete:
@@ -300,6 +321,10 @@ class Reactor:
             self._end(stream, stream.first_at)
             return
         stream.rx_stamps = enable_arrival_stamps(stream.raw)
+        scanner = stream.decoder.scanner
+        if scanner is not None:
+            scanner.attach(stream.fd, stream.rx_stamps, parser_feed, stream.response, stream.pieces, HTTPParseError)
+            stream.scanner = scanner
         self._streams[stream.fd] = stream
         self._poll.register(stream.fd, _EPOLLIN)
         stream.registered = True

@@ -21,7 +21,9 @@ from __future__ import annotations
 import errno
 from typing import Any, Mapping
 
-from geventhttpclient.response import HTTPParseError, HTTPSocketPoolResponse
+from geventhttpclient.response import HTTPParseError
+
+from loadtest.client._http import PiecedResponse
 
 #: Distinct body lengths whose head is kept (a workload's prompts have a few hundred at most).
 _MAX_HEADS = 512
@@ -69,4 +71,4 @@ class PrebuiltRequest:
 
     def _response(self, sock: Any, pool: Any) -> Any:
         http = self._http
-        return HTTPSocketPoolResponse(sock, pool, block_size=http.block_size, method="POST", headers_type=http.headers_type)
+        return PiecedResponse(sock, pool, block_size=http.block_size, method="POST", headers_type=http.headers_type)

@@ -135,6 +135,9 @@ class StreamingClient:
                 head_at = time.perf_counter()
                 rec.ttfb_ms = (head_at - rec.start_perf) * 1000.0
                 rec.status = response.status_code
+                streamed = rec.status == 200 and self.api not in UNARY_APIS
+                if not streamed or "text/event-stream" not in (response.get("content-type") or ""):
+                    _http.buffer_body(response)  # the library reads this body itself
                 if rec.status != 200:
                     _record_http_error(rec, response)
                 elif self.api in UNARY_APIS:

@@ -9,13 +9,11 @@ per server write and as one read, and the two records must match field by field.
 
 from __future__ import annotations
 
-import math
-from dataclasses import fields
-
 import pytest
 
 from loadtest.client.decode import StreamDecoder
 from loadtest.client.record import RequestRecord
+from support.same_record import assert_same_record
 from support.wirezoo.fixtures import ZOO
 
 _HEAD = b'"id":"x","object":"chat.completion.chunk","model":"m"'
@@ -70,13 +68,7 @@ def _decode(writes: list[bytes], api: str, plain: bool, capture: bool = False) -
     return rec
 
 
-def _same(a: RequestRecord, b: RequestRecord) -> None:
-    for f in fields(RequestRecord):
-        x, y = getattr(a, f.name), getattr(b, f.name)
-        if isinstance(x, float) and math.isnan(x):
-            assert isinstance(y, float) and math.isnan(y), f.name
-        else:
-            assert x == y, (f.name, x, y)
+_same = assert_same_record  # (tests/support/same_record.py)
 
 
 def _cases() -> list[tuple[str, str, list[bytes]]]:

@@ -1,0 +1,1180 @@
+/* The per-read scanner: the client's hot path in C, with loadtest/client/decode.py as its definition.
+
+   Two things, both optional (loadtest/client/scanner.py loads this module if it was built, and
+   the pure-Python path does the same work when it was not, or when LOADTEST_SCANNER=python):
+
+   - recv_stamped(fd, size): one recvmsg(2) and the kernel's arrival stamp of its newest bytes
+     (SO_TIMESTAMPING, software receive, wall clock), as (bytes, seconds or None). What the
+     reactor did with socket.recvmsg and struct, without a list of tuples per read.
+   - Scanner(decoder).feed(data, now): StreamDecoder.feed for a read of whole SSE events, each
+     one "data: " line, taking the usual chat/completions content chunk (StreamDecoder._plain's
+     definition, exactly) without building its JSON objects. Anything else -- a read that ends
+     mid-event, a named event, the finish chunk, usage details, an error, odd JSON -- goes to
+     the decoder's Python methods, with nothing changed yet. So a chunk this module takes gives
+     the very record the Python path gives, and every other chunk is the Python path's.
+
+   The rule that keeps the records identical: this code may decline any chunk (the Python path
+   then does it), but it may take a chunk only when orjson would parse it and _plain would take
+   it. The JSON check below is therefore strict (the JSON grammar, UTF-8, surrogate escapes) and
+   declines whatever it is not sure about (a key with an escape, a repeated key that matters,
+   a number too long for 64 bits, deep nesting). tests/unit/test_scanner.py fuzzes both paths.
+
+   The GIL is kept during recvmsg: the socket is non-blocking (the call takes a few µs), and
+   releasing it would invite the hub's thread in between the stamp and the parse. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <time.h>
+
+#ifndef SO_TIMESTAMPING
+#define SO_TIMESTAMPING 37
+#endif
+
+/* ---------------------------------------------------------------- recvmsg with its stamp */
+
+#define READ_SIZE 65536 /* the reactor's _READ_SIZE */
+
+/* The arrival stamp in a recvmsg's control data (arrival.arrival_time): a new float, or None. */
+static PyObject *
+arrival(struct msghdr *msg)
+{
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c != NULL; c = CMSG_NXTHDR(msg, c)) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_TIMESTAMPING
+            && c->cmsg_len >= CMSG_LEN(2 * sizeof(long long))) {
+            long long stamp[2];
+            memcpy(stamp, CMSG_DATA(c), sizeof stamp);
+            if (stamp[0]) /* sec + nsec * 1e-9: the same float operations as arrival_time */
+                return PyFloat_FromDouble((double)stamp[0] + (double)stamp[1] * 1e-9);
+            /* a zero stamp: look further, as arrival_time does */
+        }
+    }
+    Py_RETURN_NONE;
+}
+
+/* One recvmsg(2) of up to size bytes (retried on EINTR), with the arrival stamp when stamps is set:
+   the bytes in *data (resized to what came) and the stamp in *arrived (a float or None). Returns
+   the byte count; -1 with errno set (no Python error, nothing allocated); -2 on a Python error. */
+static Py_ssize_t
+recv_into(int fd, Py_ssize_t size, int stamps, PyObject **data, PyObject **arrived)
+{
+    PyObject *buf = PyBytes_FromStringAndSize(NULL, size);
+    if (buf == NULL) return -2;
+    union {
+        char bytes[CMSG_SPACE(3 * sizeof(struct timespec))];
+        struct cmsghdr align;
+    } control;
+    struct iovec iov = {PyBytes_AS_STRING(buf), (size_t)size};
+    struct msghdr msg;
+    ssize_t n;
+    for (;;) {
+        memset(&msg, 0, sizeof msg);
+        msg.msg_iov = &iov;
+        msg.msg_iovlen = 1;
+        if (stamps) {
+            msg.msg_control = control.bytes;
+            msg.msg_controllen = sizeof control.bytes;
+        }
+        n = recvmsg(fd, &msg, 0);
+        if (n >= 0 || errno != EINTR) break;
+    }
+    if (n < 0) {
+        int saved = errno;
+        Py_DECREF(buf);
+        errno = saved;
+        return -1;
+    }
+    *arrived = stamps ? arrival(&msg) : Py_NewRef(Py_None);
+    if (*arrived == NULL) {
+        Py_DECREF(buf);
+        return -2;
+    }
+    if (n != size && _PyBytes_Resize(&buf, n) < 0) {
+        Py_CLEAR(*arrived);
+        return -2;
+    }
+    *data = buf;
+    return n;
+}
+
+static PyObject *
+recv_stamped(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "recv_stamped(fd, size)");
+        return NULL;
+    }
+    int fd = (int)PyLong_AsLong(args[0]);
+    Py_ssize_t size = PyLong_AsSsize_t(args[1]);
+    if (PyErr_Occurred())
+        return NULL;
+    PyObject *data, *arrived;
+    Py_ssize_t n = recv_into(fd, size, 1, &data, &arrived);
+    if (n == -1)
+        return PyErr_SetFromErrno(PyExc_OSError); /* EAGAIN becomes BlockingIOError, as socket.recvmsg's */
+    if (n < 0)
+        return NULL;
+    PyObject *out = PyTuple_Pack(2, data, arrived);
+    Py_DECREF(data);
+    Py_DECREF(arrived);
+    return out;
+}
+
+/* ---------------------------------------------------------------- a strict JSON check */
+
+typedef const unsigned char *cur_t;
+
+typedef struct {
+    cur_t p, end;
+    int depth;
+} Json;
+
+#define MAX_DEPTH 32
+#define MAX_DIGITS 18 /* fits a signed 64-bit integer: longer numbers are declined */
+
+static void
+ws(Json *j)
+{
+    while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r'))
+        j->p++;
+}
+
+static int
+hex4(cur_t p, unsigned *out)
+{
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++) {
+        unsigned c = p[i], d;
+        if (c >= '0' && c <= '9') d = c - '0';
+        else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
+        else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
+        else return 0;
+        v = v * 16 + d;
+    }
+    *out = v;
+    return 1;
+}
+
+/* One UTF-8 sequence starting at p (a byte >= 0x80), strictly (no overlongs, surrogates, > U+10FFFF). */
+static int
+utf8(Json *j)
+{
+    cur_t p = j->p;
+    Py_ssize_t left = j->end - p;
+    unsigned c = p[0];
+    if (c >= 0xC2 && c <= 0xDF) {
+        if (left < 2 || (p[1] & 0xC0) != 0x80) return 0;
+        j->p += 2;
+        return 1;
+    }
+    if (c >= 0xE0 && c <= 0xEF) {
+        if (left < 3 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80) return 0;
+        if (c == 0xE0 && p[1] < 0xA0) return 0;  /* overlong */
+        if (c == 0xED && p[1] >= 0xA0) return 0; /* a surrogate */
+        j->p += 3;
+        return 1;
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+        if (left < 4 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80 || (p[3] & 0xC0) != 0x80) return 0;
+        if (c == 0xF0 && p[1] < 0x90) return 0; /* overlong */
+        if (c == 0xF4 && p[1] >= 0x90) return 0; /* past U+10FFFF */
+        j->p += 4;
+        return 1;
+    }
+    return 0;
+}
+
+/* A string (j->p at its opening quote). Its raw span in *s, *n; *escaped if it holds a backslash. */
+static int
+string(Json *j, cur_t *s, Py_ssize_t *n, int *escaped)
+{
+    j->p++;
+    cur_t start = j->p;
+    int esc = 0;
+    while (j->p < j->end) {
+        unsigned c = *j->p;
+        if (c == '"') {
+            *s = start;
+            *n = j->p - start;
+            *escaped = esc;
+            j->p++;
+            return 1;
+        }
+        if (c < 0x20) return 0;
+        if (c == '\\') {
+            esc = 1;
+            if (j->end - j->p < 2) return 0;
+            unsigned e = j->p[1];
+            if (e == 'u') {
+                unsigned u, v;
+                if (j->end - j->p < 6 || !hex4(j->p + 2, &u)) return 0;
+                j->p += 6;
+                if (u >= 0xDC00 && u <= 0xDFFF) return 0; /* a lone low surrogate */
+                if (u >= 0xD800 && u <= 0xDBFF) {         /* must be a pair */
+                    if (j->end - j->p < 6 || j->p[0] != '\\' || j->p[1] != 'u' || !hex4(j->p + 2, &v)) return 0;
+                    if (v < 0xDC00 || v > 0xDFFF) return 0;
+                    j->p += 6;
+                }
+                continue;
+            }
+            if (e != '"' && e != '\\' && e != '/' && e != 'b' && e != 'f' && e != 'n' && e != 'r' && e != 't')
+                return 0;
+            j->p += 2;
+            continue;
+        }
+        if (c >= 0x80) {
+            if (!utf8(j)) return 0;
+            continue;
+        }
+        j->p++;
+    }
+    return 0;
+}
+
+/* A number. *is_int: no fraction or exponent; then *value holds it. */
+static int
+number(Json *j, int *is_int, long long *value)
+{
+    int neg = 0, digits = 0;
+    long long v = 0;
+    if (j->p < j->end && *j->p == '-') {
+        neg = 1;
+        j->p++;
+    }
+    if (j->p >= j->end) return 0;
+    if (*j->p == '0') {
+        j->p++;
+        digits = 1;
+    } else if (*j->p >= '1' && *j->p <= '9') {
+        while (j->p < j->end && *j->p >= '0' && *j->p <= '9') {
+            if (++digits > MAX_DIGITS) return 0;
+            v = v * 10 + (*j->p - '0');
+            j->p++;
+        }
+    } else {
+        return 0;
+    }
+    int integer = 1;
+    if (j->p < j->end && *j->p == '.') {
+        integer = 0;
+        j->p++;
+        int frac = 0;
+        while (j->p < j->end && *j->p >= '0' && *j->p <= '9') {
+            if (++frac > 64) return 0;
+            j->p++;
+        }
+        if (!frac) return 0;
+    }
+    if (j->p < j->end && (*j->p == 'e' || *j->p == 'E')) {
+        integer = 0;
+        j->p++;
+        if (j->p < j->end && (*j->p == '+' || *j->p == '-')) j->p++;
+        int exp = 0;
+        while (j->p < j->end && *j->p >= '0' && *j->p <= '9') {
+            if (++exp > 2) return 0; /* |exponent| < 100: a double, never an overflow */
+            j->p++;
+        }
+        if (!exp) return 0;
+    }
+    *is_int = integer;
+    *value = neg ? -v : v;
+    return 1;
+}
+
+static int
+literal(Json *j, const char *word, Py_ssize_t n)
+{
+    if (j->end - j->p < n || memcmp(j->p, word, n) != 0) return 0;
+    j->p += n;
+    return 1;
+}
+
+static int value(Json *j);
+
+/* Walk an object's members, calling member(j, key, n, ctx) at each value (which must consume it).
+   With a member function, keys with an escape are declined (they could spell a key that matters);
+   without one (an object we do not look into), every member is checked, not kept. */
+typedef int (*member_fn)(Json *j, cur_t key, Py_ssize_t n, void *ctx);
+static int members(Json *j, member_fn member, void *ctx);
+
+/* An array's items; the first one, when first is given, through first(j, ctx) (the choices list). */
+static int items(Json *j, int (*first)(Json *j, void *ctx), void *ctx);
+
+static int
+value(Json *j)
+{
+    if (j->p >= j->end) return 0;
+    switch (*j->p) {
+    case '{': return members(j, NULL, NULL);
+    case '[': return items(j, NULL, NULL);
+    case '"': {
+        cur_t s;
+        Py_ssize_t n;
+        int esc;
+        return string(j, &s, &n, &esc);
+    }
+    case 't': return literal(j, "true", 4);
+    case 'f': return literal(j, "false", 5);
+    case 'n': return literal(j, "null", 4);
+    default: {
+        int is_int;
+        long long v;
+        return number(j, &is_int, &v);
+    }
+    }
+}
+
+static int
+key_is(cur_t s, Py_ssize_t n, const char *word)
+{
+    return (Py_ssize_t)strlen(word) == n && memcmp(s, word, n) == 0;
+}
+
+/* At an opening bracket: 1 if items follow, 2 if it closes at once (consumed), 0 if it is not one. */
+static int
+open_bracket(Json *j, char open, char close)
+{
+    if (j->p >= j->end || *j->p != open || ++j->depth > MAX_DEPTH) return 0;
+    j->p++;
+    ws(j);
+    if (j->p < j->end && *j->p == close) {
+        j->p++;
+        j->depth--;
+        return 2;
+    }
+    return 1;
+}
+
+/* After a member or an item: 1 if a comma follows (more to come), 2 at the closing bracket, else 0. */
+static int
+after_item(Json *j, char close)
+{
+    ws(j);
+    if (j->p >= j->end) return 0;
+    if (*j->p == ',') {
+        j->p++;
+        ws(j);
+        return 1;
+    }
+    if (*j->p != close) return 0;
+    j->p++;
+    j->depth--;
+    return 2;
+}
+
+static int
+members(Json *j, member_fn member, void *ctx)
+{
+    int state = open_bracket(j, '{', '}');
+    while (state == 1) {
+        cur_t s;
+        Py_ssize_t n;
+        int esc;
+        if (j->p >= j->end || *j->p != '"' || !string(j, &s, &n, &esc) || (esc && member)) return 0;
+        ws(j);
+        if (j->p >= j->end || *j->p != ':') return 0;
+        j->p++;
+        ws(j);
+        if (!(member ? member(j, s, n, ctx) : value(j))) return 0;
+        state = after_item(j, '}');
+    }
+    return state == 2;
+}
+
+static int
+items(Json *j, int (*first)(Json *j, void *ctx), void *ctx)
+{
+    int state = open_bracket(j, '[', ']');
+    if (state == 2 && first) return 0; /* an empty choices list: not the usual chunk */
+    for (int k = 0; state == 1; k++) {
+        if (!(first && k == 0 ? first(j, ctx) : value(j))) return 0;
+        state = after_item(j, ']');
+    }
+    return state == 2;
+}
+
+/* What a usual content chunk tells the record (StreamDecoder._plain). */
+typedef struct {
+    int chat;
+    int seen;                /* bits: which keys that matter were met (a repeat declines) */
+    int content;             /* the text (delta.content or text) is a non-empty string */
+    int usage;               /* usage is a non-empty object with an integer completion_tokens */
+    int usage_members;
+    int has_count, has_prompt;
+    long long count, prompt;
+} Chunk;
+
+enum { S_CHOICES = 1, S_USAGE = 2, S_OBJECT = 4, S_FINISH = 8, S_DELTA = 16, S_TEXT = 32, S_CONTENT = 64,
+       S_COUNT = 128, S_PROMPT = 256 };
+
+static int
+once(Chunk *c, int bit)
+{
+    if (c->seen & bit) return 0;
+    c->seen |= bit;
+    return 1;
+}
+
+static int
+text_value(Json *j, Chunk *c)
+{
+    cur_t s;
+    Py_ssize_t n;
+    int esc;
+    if (j->p >= j->end || *j->p != '"' || !string(j, &s, &n, &esc) || n == 0) return 0;
+    c->content = 1;
+    return 1;
+}
+
+static int
+delta_member(Json *j, cur_t key, Py_ssize_t n, void *ctx)
+{
+    Chunk *c = ctx;
+    if (key_is(key, n, "content")) return once(c, S_CONTENT) && text_value(j, c);
+    return value(j);
+}
+
+static int
+choice_member(Json *j, cur_t key, Py_ssize_t n, void *ctx)
+{
+    Chunk *c = ctx;
+    if (key_is(key, n, "finish_reason")) return once(c, S_FINISH) && literal(j, "null", 4);
+    if (c->chat && key_is(key, n, "delta")) return once(c, S_DELTA) && members(j, delta_member, c);
+    if (!c->chat && key_is(key, n, "text")) return once(c, S_TEXT) && text_value(j, c);
+    return value(j);
+}
+
+static int
+usage_member(Json *j, cur_t key, Py_ssize_t n, void *ctx)
+{
+    Chunk *c = ctx;
+    c->usage_members++;
+    if (key_is(key, n, "completion_tokens_details") || key_is(key, n, "prompt_tokens_details")) return 0;
+    if (key_is(key, n, "completion_tokens")) {
+        int is_int;
+        if (!once(c, S_COUNT) || j->p >= j->end || !number(j, &is_int, &c->count) || !is_int) return 0;
+        c->has_count = 1;
+        return 1;
+    }
+    if (key_is(key, n, "prompt_tokens")) {
+        int is_int;
+        if (!once(c, S_PROMPT)) return 0;
+        if (j->p < j->end && *j->p == 'n') return literal(j, "null", 4);
+        if (j->p >= j->end || *j->p == '-' || !number(j, &is_int, &c->prompt) || !is_int) return 0;
+        c->has_prompt = 1;
+        return 1;
+    }
+    return value(j);
+}
+
+/* The first choice: an object, read for what matters (the others are only checked). */
+static int
+first_choice(Json *j, void *ctx)
+{
+    return members(j, choice_member, ctx);
+}
+
+static int
+top_member(Json *j, cur_t key, Py_ssize_t n, void *ctx)
+{
+    Chunk *c = ctx;
+    if (key_is(key, n, "choices")) return once(c, S_CHOICES) && items(j, first_choice, c);
+    if (key_is(key, n, "usage")) {
+        if (!once(c, S_USAGE) || j->p >= j->end) return 0;
+        if (*j->p == 'n') return literal(j, "null", 4);
+        if (!members(j, usage_member, c)) return 0; /* anything but null or an object declines */
+        if (c->usage_members) {
+            if (!c->has_count) return 0;
+            c->usage = 1;
+        }
+        return 1;
+    }
+    if (key_is(key, n, "object")) {
+        if (!once(c, S_OBJECT) || j->p >= j->end) return 0;
+        if (*j->p == '"') {
+            cur_t s;
+            Py_ssize_t len;
+            int esc;
+            if (!string(j, &s, &len, &esc) || esc || key_is(s, len, "error")) return 0;
+            return 1;
+        }
+        return value(j);
+    }
+    if (key_is(key, n, "error") || key_is(key, n, "timings") || key_is(key, n, "mock_sent")) return 0;
+    return value(j);
+}
+
+/* 1: the usual content chunk, its facts in *c; 0: not one (or not sure): the Python path decides. */
+static int
+usual_chunk(const char *data, Py_ssize_t len, int chat, Chunk *c)
+{
+    memset(c, 0, sizeof *c);
+    c->chat = chat;
+    if (len < 2 || data[0] != '{') return 0;
+    Json j = {(cur_t)data, (cur_t)data + len, 0};
+    if (!members(&j, top_member, c)) return 0;
+    ws(&j);
+    if (j.p != j.end) return 0;
+    if (!(c->seen & S_CHOICES) || !c->content) return 0;
+    if (c->usage && (c->count < INT_MIN || c->count > INT_MAX)) return 0; /* array("i") would refuse it */
+    return 1;
+}
+
+/* ---------------------------------------------------------------- the Scanner type */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *decoder;
+    PyObject *rec;
+    PyObject *pieces_owner; /* the decoder's SSEParser: whole-event reads need it empty */
+    PyObject *chunk_ms;
+    PyObject *ms_append, *tokens_append, *usage_append;
+    double start;
+    int chat;
+    int plain;              /* the decoder may take the usual chunk (chat or completions, no captured text) */
+    /* attach(): the socket and the HTTP parser of the stream the reactor reads with read() */
+    int fd;
+    int stamps;             /* the kernel stamps this socket's arrivals (SO_TIMESTAMPING is on) */
+    PyObject *parser_feed;  /* geventhttpclient's C HTTPResponseParser.feed (unbound) */
+    PyObject *response;
+    PyObject *pieces;       /* the list the parser appends de-chunked body pieces to */
+    PyObject *parse_error;  /* HTTPParseError: bad framing, told apart from other failures */
+} Scanner;
+
+static PyTypeObject ScannerType;
+static PyObject *s_ttft_ms, *s_last_usage, *s_prompt_tokens, *s_pieces, *s_cr, *s_feed_python, *s_rest,
+    *s_append, *s_chunk_ms, *s_chunk_tokens, *s_chunk_usage, *s_rec, *s_parser, *s_chat, *s_start_perf, *s_plain, *s_message_complete, *s_scanner, *s_has_partial;
+static PyObject *one, *minus_one;
+
+/* The decoder holds its scanner and the scanner its decoder: a cycle the collector must see
+   (the decoder also drops it at close(), so a finished stream frees at once). */
+static int
+Scanner_traverse(Scanner *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->decoder);
+    Py_VISIT(self->rec);
+    Py_VISIT(self->pieces_owner);
+    Py_VISIT(self->chunk_ms);
+    Py_VISIT(self->ms_append);
+    Py_VISIT(self->tokens_append);
+    Py_VISIT(self->usage_append);
+    Py_VISIT(self->parser_feed);
+    Py_VISIT(self->response);
+    Py_VISIT(self->pieces);
+    Py_VISIT(self->parse_error);
+    return 0;
+}
+
+static int
+Scanner_clear(Scanner *self)
+{
+    Py_CLEAR(self->decoder);
+    Py_CLEAR(self->rec);
+    Py_CLEAR(self->pieces_owner);
+    Py_CLEAR(self->chunk_ms);
+    Py_CLEAR(self->ms_append);
+    Py_CLEAR(self->tokens_append);
+    Py_CLEAR(self->usage_append);
+    Py_CLEAR(self->parser_feed);
+    Py_CLEAR(self->response);
+    Py_CLEAR(self->pieces);
+    Py_CLEAR(self->parse_error);
+    self->fd = -1;
+    return 0;
+}
+
+static void
+Scanner_dealloc(Scanner *self)
+{
+    PyObject_GC_UnTrack(self);
+    Scanner_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+get_attr_method(PyObject *owner, PyObject *name)
+{
+    PyObject *obj = PyObject_GetAttr(owner, name);
+    if (obj == NULL) return NULL;
+    PyObject *m = PyObject_GetAttr(obj, s_append);
+    Py_DECREF(obj);
+    return m;
+}
+
+static int
+Scanner_init(Scanner *self, PyObject *args, PyObject *kwds)
+{
+    PyObject *decoder;
+    if (!PyArg_ParseTuple(args, "O", &decoder)) return -1;
+    PyObject *rec = PyObject_GetAttr(decoder, s_rec);
+    if (rec == NULL) return -1;
+    Py_XSETREF(self->decoder, Py_NewRef(decoder));
+    Py_XSETREF(self->rec, rec);
+    Py_XSETREF(self->pieces_owner, PyObject_GetAttr(decoder, s_parser));
+    Py_XSETREF(self->chunk_ms, PyObject_GetAttr(rec, s_chunk_ms));
+    Py_XSETREF(self->ms_append, get_attr_method(rec, s_chunk_ms));
+    Py_XSETREF(self->tokens_append, get_attr_method(rec, s_chunk_tokens));
+    Py_XSETREF(self->usage_append, get_attr_method(decoder, s_chunk_usage));
+    if (!self->pieces_owner || !self->chunk_ms || !self->ms_append || !self->tokens_append || !self->usage_append)
+        return -1;
+    PyObject *chat = PyObject_GetAttr(decoder, s_chat);
+    if (chat == NULL) return -1;
+    self->chat = PyObject_IsTrue(chat);
+    Py_DECREF(chat);
+    PyObject *plain = PyObject_GetAttr(decoder, s_plain);
+    if (plain == NULL) return -1;
+    self->plain = PyObject_IsTrue(plain);
+    Py_DECREF(plain);
+    self->fd = -1;
+    PyObject *start = PyObject_GetAttr(rec, s_start_perf);
+    if (start == NULL) return -1;
+    self->start = PyFloat_AsDouble(start);
+    Py_DECREF(start);
+    if (self->chat < 0 || self->plain < 0 || PyErr_Occurred()) return -1;
+    return 0;
+}
+
+static int
+call1(PyObject *fn, PyObject *arg)
+{
+    PyObject *r = PyObject_CallOneArg(fn, arg);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+static int
+set_int(PyObject *owner, PyObject *name, long long v)
+{
+    PyObject *o = PyLong_FromLongLong(v);
+    if (o == NULL) return -1;
+    int r = PyObject_SetAttr(owner, name, o);
+    Py_DECREF(o);
+    return r;
+}
+
+/* Take one usual chunk into the record, as _plain does. */
+static int
+take(Scanner *self, Chunk *c, PyObject *t)
+{
+    if (c->usage) {
+        if (set_int(self->decoder, s_last_usage, c->count) < 0) return -1;
+        if (c->has_prompt && set_int(self->rec, s_prompt_tokens, c->prompt) < 0) return -1;
+    }
+    Py_ssize_t before = PyObject_Size(self->chunk_ms);
+    if (before < 0) return -1;
+    if (before == 0 && PyObject_SetAttr(self->rec, s_ttft_ms, t) < 0) return -1;
+    if (call1(self->ms_append, t) < 0 || call1(self->tokens_append, one) < 0) return -1;
+    if (!c->usage) return call1(self->usage_append, minus_one);
+    PyObject *count = PyLong_FromLongLong(c->count);
+    if (count == NULL) return -1;
+    int r = call1(self->usage_append, count);
+    Py_DECREF(count);
+    return r;
+}
+
+/* The SSE parser holds nothing back (no partial event, no lone "\r"). 1 yes, 0 no, -1 error. */
+static int
+parser_empty(Scanner *self)
+{
+    PyObject *pieces = PyObject_GetAttr(self->pieces_owner, s_pieces);
+    if (pieces == NULL) return -1;
+    int empty = PyList_CheckExact(pieces) && PyList_GET_SIZE(pieces) == 0;
+    Py_DECREF(pieces);
+    if (!empty) return 0;
+    PyObject *cr = PyObject_GetAttr(self->pieces_owner, s_cr);
+    if (cr == NULL) return -1;
+    empty = cr == Py_False;
+    Py_DECREF(cr);
+    return empty;
+}
+
+/* The event at *p of text[0:n] (which holds "data: " lines, each but the last followed by one blank
+   line): its payload's span, and *p moved to the next event (-1 after the last). 0: not that shape. */
+static int
+next_event(const char *buf, Py_ssize_t n, Py_ssize_t *p, Py_ssize_t *start, Py_ssize_t *end)
+{
+    Py_ssize_t at = *p;
+    if (n - at < 6 || memcmp(buf + at, "data: ", 6) != 0) return 0;
+    at += 6;
+    *start = at;
+    const char *nl = memchr(buf + at, '\n', n - at);
+    if (nl == NULL) {
+        *end = n;
+        *p = -1;
+        return 1;
+    }
+    *end = nl - buf;
+    if (n - *end < 2 || buf[*end + 1] != '\n') return 0;
+    *p = *end + 2;
+    return 1;
+}
+
+static PyObject *feed(Scanner *self, PyObject *data, PyObject *now_obj);
+
+/* feed(data, now) -> bool: StreamDecoder.feed, as documented at the top of this file. */
+static PyObject *
+Scanner_feed(Scanner *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "feed(data: bytes, now: float)");
+        return NULL;
+    }
+    return feed(self, args[0], args[1]);
+}
+
+static PyObject *
+feed(Scanner *self, PyObject *data, PyObject *now_obj)
+{
+    if (self->decoder == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "the scanner was cleared");
+        return NULL;
+    }
+    double now = PyFloat_AsDouble(now_obj);
+    if (now == -1.0 && PyErr_Occurred()) return NULL;
+    if (!self->plain) return PyObject_CallMethodObjArgs(self->decoder, s_feed_python, data, now_obj, NULL);
+    const char *buf = PyBytes_AS_STRING(data);
+    Py_ssize_t len = PyBytes_GET_SIZE(data);
+    /* SSEParser.feed's first case: whole events, nothing carried over, no "\r". */
+    int whole = len >= 2 && buf[len - 1] == '\n' && buf[len - 2] == '\n' && memchr(buf, '\r', len) == NULL;
+    if (whole) {
+        int e = parser_empty(self);
+        if (e < 0) return NULL;
+        whole = e;
+    }
+    /* _split_events' first case: every event one "data: " line. Checked over the whole read first
+       (nothing may change before the read is known to be of this shape), then taken event by event. */
+    Py_ssize_t text = len - 2;
+    if (whole) {
+        if (text == 0) Py_RETURN_TRUE; /* no event at all (what the Python path finds too) */
+        Py_ssize_t start, end, p = 0;
+        while (p >= 0) {
+            if (!next_event(buf, text, &p, &start, &end)) {
+                whole = 0;
+                break;
+            }
+        }
+    }
+    if (!whole) /* the general path does it all, as before (its _plain is this module's plain()) */
+        return PyObject_CallMethodObjArgs(self->decoder, s_feed_python, data, now_obj, NULL);
+    PyObject *t = PyFloat_FromDouble((now - self->start) * 1000.0);
+    if (t == NULL) return NULL;
+    Py_ssize_t start, end, p = 0;
+    while (p >= 0) {
+        Py_ssize_t at = p;
+        next_event(buf, text, &p, &start, &end);
+        Chunk c;
+        if (usual_chunk(buf + start, end - start, self->chat, &c)) {
+            if (take(self, &c, t) < 0) {
+                Py_DECREF(t);
+                return NULL;
+            }
+            continue;
+        }
+        /* Not the usual chunk: the decoder's loop takes the events from this one on, in order. */
+        Py_DECREF(t);
+        PyObject *rest = PyList_New(0);
+        if (rest == NULL) return NULL;
+        p = at;
+        while (p >= 0) {
+            next_event(buf, text, &p, &start, &end);
+            PyObject *payload = PyBytes_FromStringAndSize(buf + start, end - start);
+            if (payload == NULL || PyList_Append(rest, payload) < 0) {
+                Py_XDECREF(payload);
+                Py_DECREF(rest);
+                return NULL;
+            }
+            Py_DECREF(payload);
+        }
+        PyObject *r = PyObject_CallMethodObjArgs(self->decoder, s_rest, rest, now_obj, NULL);
+        Py_DECREF(rest);
+        return r;
+    }
+    Py_DECREF(t);
+    Py_RETURN_TRUE;
+}
+
+/* attach(fd, stamps, parser_feed, response, pieces, parse_error): the stream read() reads. */
+static PyObject *
+Scanner_attach(Scanner *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6 || !PyList_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "attach(fd, stamps, parser_feed, response, pieces: list, parse_error)");
+        return NULL;
+    }
+    int fd = (int)PyLong_AsLong(args[0]);
+    int stamps = PyObject_IsTrue(args[1]);
+    if (PyErr_Occurred() || stamps < 0) return NULL;
+    self->fd = fd;
+    self->stamps = stamps;
+    Py_XSETREF(self->parser_feed, Py_NewRef(args[2]));
+    Py_XSETREF(self->response, Py_NewRef(args[3]));
+    Py_XSETREF(self->pieces, Py_NewRef(args[4]));
+    Py_XSETREF(self->parse_error, Py_NewRef(args[5]));
+    Py_RETURN_NONE;
+}
+
+/* The exception just raised, taken out of the error state (to hand to the reactor as a value). */
+static PyObject *
+caught(void)
+{
+    PyObject *type, *exc, *tb; /* (PyErr_GetRaisedException is 3.12's) */
+    PyErr_Fetch(&type, &exc, &tb);
+    if (type == NULL) return NULL;
+    PyErr_NormalizeException(&type, &exc, &tb);
+    if (!PyErr_GivenExceptionMatches(type, PyExc_Exception)) { /* not ours to judge */
+        PyErr_Restore(type, exc, tb);
+        return NULL;
+    }
+    if (tb != NULL) PyException_SetTraceback(exc, tb);
+    Py_DECREF(type);
+    Py_XDECREF(tb);
+    return exc;
+}
+
+static PyObject *
+outcome(const char *kind, PyObject *exc, Py_ssize_t added, PyObject *arrived)
+{
+    PyObject *r = Py_BuildValue("(sOnO)", kind, exc ? exc : Py_None, added, arrived);
+    Py_XDECREF(exc);
+    Py_DECREF(arrived);
+    return r;
+}
+
+/* read(now) -> (added, arrived) or (kind, exception, added, arrived): one reactor read of this stream.
+
+   Does what the reactor's loop did per ready stream: recvmsg (with the arrival stamp when the
+   socket has them), the HTTP parser's feed (geventhttpclient's C parser strips the chunked
+   framing into the pieces list), the decode of what it handed over (feed above), and the
+   check for the message's end. ``added``: how many content chunks the read stamped;
+   ``arrived``: the kernel's wall-clock stamp of the newest bytes, or None. The second form
+   says what the reactor must settle: "blocked" (nothing to read after all), "oserror" (the
+   read failed), "eof", "http" (bad framing), "error" (the decode raised), "end" (the stream
+   is over: the decoder said stop, or the message is complete). */
+static PyObject *
+Scanner_read(Scanner *self, PyObject *now_obj)
+{
+    if (self->fd < 0 || self->pieces == NULL || self->decoder == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "read() before attach()");
+        return NULL;
+    }
+    PyObject *data, *arrived;
+    Py_ssize_t n = recv_into(self->fd, READ_SIZE, self->stamps, &data, &arrived);
+    if (n == -1) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return outcome("blocked", NULL, 0, Py_NewRef(Py_None));
+        PyErr_SetFromErrno(PyExc_OSError);
+        return outcome("oserror", caught(), 0, Py_NewRef(Py_None));
+    }
+    if (n < 0) return NULL;
+    if (n == 0) {
+        Py_DECREF(data);
+        Py_DECREF(arrived);
+        return outcome("eof", NULL, 0, Py_NewRef(Py_None));
+    }
+    Py_ssize_t before = PyObject_Size(self->chunk_ms);
+    if (before < 0) {
+        Py_DECREF(data);
+        Py_DECREF(arrived);
+        return NULL;
+    }
+    PyObject *argv[2] = {self->response, data};
+    PyObject *r = PyObject_Vectorcall(self->parser_feed, argv, 2, NULL);
+    Py_DECREF(data);
+    if (r == NULL) {
+        PyObject *exc = caught();
+        if (exc == NULL) {
+            Py_DECREF(arrived);
+            return NULL;
+        }
+        int framing = PyErr_GivenExceptionMatches(exc, self->parse_error);
+        return outcome(framing ? "http" : "error", exc, 0, arrived);
+    }
+    Py_DECREF(r);
+    Py_ssize_t npieces = PyList_GET_SIZE(self->pieces);
+    if (npieces) {
+        PyObject *chunk;
+        if (npieces == 1 && PyBytes_CheckExact(PyList_GET_ITEM(self->pieces, 0))) {
+            chunk = Py_NewRef(PyList_GET_ITEM(self->pieces, 0));
+        } else {
+            PyObject *empty = PyBytes_FromStringAndSize(NULL, 0);
+            chunk = empty ? _PyBytes_Join(empty, self->pieces) : NULL;
+            Py_XDECREF(empty);
+        }
+        if (chunk == NULL || PyList_SetSlice(self->pieces, 0, npieces, NULL) < 0) {
+            Py_XDECREF(chunk);
+            Py_DECREF(arrived);
+            return NULL;
+        }
+        PyObject *fed = feed(self, chunk, now_obj);
+        Py_DECREF(chunk);
+        Py_ssize_t added = PyObject_Size(self->chunk_ms) - before;
+        if (fed == NULL) {
+            PyObject *exc = caught();
+            if (exc == NULL) {
+                Py_DECREF(arrived);
+                return NULL;
+            }
+            return outcome("error", exc, added, arrived);
+        }
+        int go_on = PyObject_IsTrue(fed);
+        Py_DECREF(fed);
+        if (go_on <= 0) return outcome("end", NULL, added, arrived);
+    }
+    Py_ssize_t added = PyObject_Size(self->chunk_ms) - before;
+    PyObject *complete = PyObject_GetAttr(self->response, s_message_complete);
+    if (complete == NULL) {
+        Py_DECREF(arrived);
+        return NULL;
+    }
+    int done = PyObject_IsTrue(complete);
+    Py_DECREF(complete);
+    if (done) return outcome("end", NULL, added, arrived);
+    PyObject *out = PyTuple_New(2);
+    PyObject *count = PyLong_FromSsize_t(added);
+    if (out == NULL || count == NULL) {
+        Py_XDECREF(out);
+        Py_XDECREF(count);
+        Py_DECREF(arrived);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(out, 0, count);
+    PyTuple_SET_ITEM(out, 1, arrived);
+    return out;
+}
+
+
+/* Append a float to an array("d") (its append method: arrays have no C API). */
+static int
+append_double(PyObject *arr, double v)
+{
+    PyObject *f = PyFloat_FromDouble(v);
+    if (f == NULL) return -1;
+    PyObject *r = PyObject_CallMethodOneArg(arr, s_append, f);
+    Py_DECREF(f);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+/* read_ready(ready, i, streams, wake, now, wall_now, waited, bound_ms, measured, woken, bounds) -> (i, outcome)
+
+   The reactor's loop over one epoll batch, from ready[i] on, for the streams that have a
+   scanner: each one's read (Scanner.read) and the stamp delay it counts, exactly as the
+   loop in reactor.py does it. It stops at the first item the loop must see: the wake-up
+   pipe, a stream read in Python, or a read whose outcome the reactor settles (its end, a
+   failure); it returns that item's index and the outcome (None when nothing was read yet),
+   or (len(ready), None) at the end. */
+static PyObject *
+read_ready(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 11 || !PyList_Check(args[0]) || !PyDict_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "read_ready(ready: list, i, streams: dict, wake, now, wall_now, waited, bound_ms, measured, woken, bounds)");
+        return NULL;
+    }
+    PyObject *ready = args[0], *streams = args[2], *now = args[4];
+    Py_ssize_t i = PyLong_AsSsize_t(args[1]);
+    long wake = PyLong_AsLong(args[3]);
+    double wall_now = PyFloat_AsDouble(args[5]);
+    int waited = PyObject_IsTrue(args[6]);
+    double bound_ms = PyFloat_AsDouble(args[7]);
+    PyObject *measured = args[8], *woken = args[9], *bounds = args[10];
+    if (PyErr_Occurred() || waited < 0) return NULL;
+    for (; i < PyList_GET_SIZE(ready); i++) {
+        PyObject *item = PyList_GET_ITEM(ready, i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) < 1) break;
+        PyObject *fd = PyTuple_GET_ITEM(item, 0);
+        long fdv = PyLong_AsLong(fd);
+        if (fdv == -1 && PyErr_Occurred()) return NULL;
+        if (fdv == wake) break;
+        PyObject *stream = PyDict_GetItemWithError(streams, fd); /* borrowed */
+        if (stream == NULL) {
+            if (PyErr_Occurred()) return NULL;
+            continue; /* not (or no longer) ours */
+        }
+        PyObject *sc = PyObject_GetAttr(stream, s_scanner);
+        if (sc == NULL) return NULL;
+        if (!PyObject_TypeCheck(sc, &ScannerType)) {
+            Py_DECREF(sc);
+            break; /* read in Python */
+        }
+        Scanner *scan = (Scanner *)sc;
+        PyObject *outcome = Scanner_read(scan, now);
+        if (outcome == NULL) {
+            Py_DECREF(sc);
+            return NULL;
+        }
+        if (PyTuple_GET_SIZE(outcome) != 2) {
+            Py_DECREF(sc);
+            PyObject *r = Py_BuildValue("(nO)", i, outcome);
+            Py_DECREF(outcome);
+            return r;
+        }
+        Py_ssize_t added = PyLong_AsSsize_t(PyTuple_GET_ITEM(outcome, 0));
+        PyObject *arrived = PyTuple_GET_ITEM(outcome, 1);
+        int rc = 0;
+        if (added > 0) {
+            if (arrived != Py_None) {
+                /* the read's delay against the kernel's arrival stamp (see reactor.py) */
+                double ms = (wall_now - PyFloat_AsDouble(arrived)) * 1000.0;
+                if (!waited && ms < bound_ms) {
+                    int partial = added > 1;
+                    if (!partial) {
+                        PyObject *hp = PyObject_GetAttr(scan->pieces_owner, s_has_partial);
+                        partial = hp == NULL ? -1 : PyObject_IsTrue(hp);
+                        Py_XDECREF(hp);
+                    }
+                    if (partial < 0) rc = -1;
+                    else if (partial) ms = bound_ms;
+                }
+                if (rc == 0) rc = append_double(measured, ms > 0.0 ? ms : 0.0);
+            } else if (waited) {
+                rc = append_double(woken, 0.0);
+            } else {
+                rc = append_double(bounds, bound_ms);
+            }
+        }
+        Py_DECREF(outcome);
+        Py_DECREF(sc);
+        if (rc < 0 || PyErr_Occurred()) return NULL;
+    }
+    return Py_BuildValue("(nO)", i, Py_None);
+}
+
+/* plain(events, i, now) -> int: StreamDecoder._plain over a list of events (the general path's). */
+static PyObject *
+Scanner_plain(Scanner *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyList_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "plain(events: list, i: int, now: float)");
+        return NULL;
+    }
+    if (self->decoder == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "the scanner was cleared");
+        return NULL;
+    }
+    PyObject *events = args[0];
+    Py_ssize_t i = PyLong_AsSsize_t(args[1]);
+    double now = PyFloat_AsDouble(args[2]);
+    if (PyErr_Occurred()) return NULL;
+    PyObject *t = NULL;
+    for (; i < PyList_GET_SIZE(events); i++) {
+        PyObject *payload = PyList_GET_ITEM(events, i);
+        Chunk c;
+        if (!PyBytes_CheckExact(payload)
+            || !usual_chunk(PyBytes_AS_STRING(payload), PyBytes_GET_SIZE(payload), self->chat, &c))
+            break;
+        if (t == NULL && (t = PyFloat_FromDouble((now - self->start) * 1000.0)) == NULL) return NULL;
+        if (take(self, &c, t) < 0) {
+            Py_DECREF(t);
+            return NULL;
+        }
+    }
+    Py_XDECREF(t);
+    return PyLong_FromSsize_t(i);
+}
+
+/* usual(payload, chat) -> None or (count or None, prompt or None): the check alone, for the tests. */
+static PyObject *
+usual(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "usual(payload: bytes, chat: bool)");
+        return NULL;
+    }
+    int chat = PyObject_IsTrue(args[1]);
+    if (chat < 0) return NULL;
+    Chunk c;
+    if (!usual_chunk(PyBytes_AS_STRING(args[0]), PyBytes_GET_SIZE(args[0]), chat, &c)) Py_RETURN_NONE;
+    PyObject *count = c.usage ? PyLong_FromLongLong(c.count) : Py_NewRef(Py_None);
+    PyObject *prompt = c.usage && c.has_prompt ? PyLong_FromLongLong(c.prompt) : Py_NewRef(Py_None);
+    if (count == NULL || prompt == NULL) {
+        Py_XDECREF(count);
+        Py_XDECREF(prompt);
+        return NULL;
+    }
+    PyObject *out = PyTuple_Pack(2, count, prompt);
+    Py_DECREF(count);
+    Py_DECREF(prompt);
+    return out;
+}
+
+static PyMethodDef Scanner_methods[] = {
+    {"feed", (PyCFunction)(void (*)(void))Scanner_feed, METH_FASTCALL,
+     "feed(data, now) -> bool: StreamDecoder.feed for one read (False: stop reading)."},
+    {"attach", (PyCFunction)(void (*)(void))Scanner_attach, METH_FASTCALL,
+     "attach(fd, stamps, parser_feed, response, pieces, parse_error): the stream read() reads."},
+    {"read", (PyCFunction)Scanner_read, METH_O,
+     "read(now) -> (added, arrived) or (kind, exception, added, arrived): one read of the attached stream."},
+    {"plain", (PyCFunction)(void (*)(void))Scanner_plain, METH_FASTCALL,
+     "plain(events, i, now) -> int: StreamDecoder._plain in C."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject ScannerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "loadtest.client._scanner.Scanner",
+    .tp_basicsize = sizeof(Scanner),
+    .tp_dealloc = (destructor)Scanner_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)Scanner_traverse,
+    .tp_clear = (inquiry)Scanner_clear,
+    .tp_doc = "One stream's per-read scanner, bound to its StreamDecoder.",
+    .tp_methods = Scanner_methods,
+    .tp_init = (initproc)Scanner_init,
+    .tp_new = PyType_GenericNew,
+    .tp_free = PyObject_GC_Del,
+};
+
+static PyMethodDef module_methods[] = {
+    {"recv_stamped", (PyCFunction)(void (*)(void))recv_stamped, METH_FASTCALL,
+     "recv_stamped(fd, size) -> (bytes, arrival wall-clock seconds or None)"},
+    {"read_ready", (PyCFunction)(void (*)(void))read_ready, METH_FASTCALL,
+     "read_ready(ready, i, streams, wake, now, wall_now, waited, bound_ms, measured, woken, bounds) -> (i, outcome)"},
+    {"usual", (PyCFunction)(void (*)(void))usual, METH_FASTCALL,
+     "usual(payload, chat) -> None, or (completion count or None, prompt count or None)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_scanner", "The client's per-read scanner (see loadtest/client/scanner.py).", -1,
+    module_methods,
+};
+
+#define INTERN(var, text) if ((var = PyUnicode_InternFromString(text)) == NULL) return NULL
+
+PyMODINIT_FUNC
+PyInit__scanner(void)
+{
+    INTERN(s_ttft_ms, "ttft_ms");
+    INTERN(s_last_usage, "last_usage");
+    INTERN(s_prompt_tokens, "prompt_tokens");
+    INTERN(s_pieces, "_pieces");
+    INTERN(s_cr, "_cr");
+    INTERN(s_feed_python, "feed_python");
+    INTERN(s_rest, "feed_events");
+    INTERN(s_append, "append");
+    INTERN(s_chunk_ms, "chunk_ms");
+    INTERN(s_chunk_tokens, "chunk_tokens");
+    INTERN(s_chunk_usage, "chunk_usage");
+    INTERN(s_rec, "rec");
+    INTERN(s_parser, "parser");
+    INTERN(s_chat, "chat");
+    INTERN(s_plain, "plain");
+    INTERN(s_scanner, "scanner");
+    INTERN(s_has_partial, "has_partial");
+    INTERN(s_message_complete, "message_complete");
+    INTERN(s_start_perf, "start_perf");
+    if ((one = PyLong_FromLong(1)) == NULL || (minus_one = PyLong_FromLong(-1)) == NULL) return NULL;
+    if (PyType_Ready(&ScannerType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    if (PyModule_AddObjectRef(m, "Scanner", (PyObject *)&ScannerType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,223 @@
+"""The reactor's read, compiled and in Python, gives the same record over a real socket.
+
+Each case is an HTTP/1.1 response (head, then the body in chunked framing cut
+into HTTP chunks at arbitrary points, sometimes with chunk extensions) written
+into a socket pair one piece at a time; after each piece the reactor's read for
+that stream runs once, by the compiled scanner (``Scanner.read`` and the
+reactor's ``_settle``) and by the Python read (``Reactor._read_python``), with the
+same ``now``. The records, the chunks each read stamped, and how the stream ended
+(cleanly, bad framing, a close mid-stream) must be the same.
+"""
+
+from __future__ import annotations
+
+import socket
+from array import array
+import time
+from collections import deque
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from geventhttpclient.response import HTTPParseError, HTTPResponse
+
+from loadtest.client import scanner
+from loadtest.client._http import parser_feed
+from loadtest.client.arrival import enable_arrival_stamps
+from loadtest.client.decode import StreamDecoder
+from loadtest.client.reactor import Reactor, _Stream
+from loadtest.client.record import RequestRecord
+from support.same_record import assert_same_record
+from support.wirezoo.fixtures import ZOO
+
+pytestmark = [pytest.mark.untimed,
+              pytest.mark.skipif(scanner.Scanner is None, reason="the C scanner is not built here (or LOADTEST_SCANNER=python)")]
+
+HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+STREAMS = [f for f in ZOO if f.status == 200 and f.api in ("chat", "completions", "responses")]
+
+
+class _Quiet:
+    """What ``Reactor._end`` touches besides the stream: a poller and the hub's wake-up (both no-ops here)."""
+
+    def send(self) -> None:
+        pass
+
+    def unregister(self, fd: int) -> None:
+        pass
+
+    def register(self, fd: int, mask: int) -> None:
+        pass
+
+
+def _reactor() -> Reactor:
+    reactor = Reactor.__new__(Reactor)  # no thread, no epoll: only its per-stream steps are called
+    reactor._streams, reactor._outbox, reactor._async, reactor._poll = {}, deque(), _Quiet(), _Quiet()
+    return reactor
+
+
+def _chunked(body: bytes, cuts: list[int], extension: bool) -> bytes:
+    points = sorted({c % (len(body) + 1) for c in cuts} | {0, len(body)})
+    out = b""
+    for a, b in zip(points, points[1:]):
+        if b > a:
+            out += b"%x%s\r\n%s\r\n" % (b - a, b";x=1" if extension else b"", body[a:b])
+    return out + b"0\r\n\r\n"
+
+
+def _run(api: str, head: bytes, writes: list[bytes], compiled: bool, close_early: bool) -> tuple:
+    ours, theirs = socket.socketpair()
+    ours.setblocking(False)
+    reactor = _reactor()
+    rec = RequestRecord(start_wall=0.0, start_perf=100.0)
+    decoder = StreamDecoder(rec, api)
+    if not compiled:
+        decoder.scanner = None
+    response = HTTPResponse()
+    parser_feed(response, head)
+    stream = _Stream(ours, response, decoder, 100.0)
+    reactor._start(stream)
+    ended_at_start = stream.ended
+    reads = []
+    try:
+        for i, piece in enumerate(writes + [b""]):
+            if stream.ended:
+                break
+            if piece:
+                theirs.sendall(piece)
+            elif close_early:
+                theirs.close()
+            else:
+                break
+            now = 100.0 + (i + 1) * 0.01
+            if stream.scanner is not None:
+                outcome = stream.scanner.read(now)
+                added, _ = outcome if len(outcome) == 2 else reactor._settle(stream, outcome, now)
+            else:
+                added, _ = reactor._read_python(stream, now)
+            reads.append(added)
+        # the compiled read is the one under test (unless the head already held the whole stream)
+        assert (stream.scanner is not None) == (compiled and not ended_at_start)
+    finally:
+        ours.close()
+        if not close_early:
+            theirs.close()
+    return rec, reads, stream.ended
+
+
+_same = assert_same_record
+
+
+def _both(api: str, head: bytes, writes: list[bytes], close_early: bool = False) -> RequestRecord:
+    c_rec, c_reads, c_ended = _run(api, head, writes, True, close_early)
+    p_rec, p_reads, p_ended = _run(api, head, writes, False, close_early)
+    _same(c_rec, p_rec)
+    assert (c_reads, c_ended) == (p_reads, p_ended)
+    return c_rec
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(index=st.integers(0, len(STREAMS) - 1), chunk_cuts=st.lists(st.integers(0, 1 << 14), max_size=8),
+       write_cuts=st.lists(st.integers(0, 1 << 14), max_size=6), extension=st.booleans(), in_head=st.integers(0, 40),
+       truncate=st.one_of(st.none(), st.integers(1, 1 << 14)))
+def test_split_reads_give_the_same_record(index, chunk_cuts, write_cuts, extension, in_head, truncate):
+    fixture = STREAMS[index]
+    wire = _chunked(b"".join(fixture.writes), chunk_cuts, extension)
+    if truncate is not None:  # the connection drops mid-stream
+        wire = wire[: truncate % len(wire)]
+    head, wire = HEAD + wire[:in_head], wire[in_head:]  # some body bytes may come with the head
+    points = sorted({c % (len(wire) + 1) for c in write_cuts} | {0, len(wire)})
+    writes = [wire[a:b] for a, b in zip(points, points[1:]) if b > a]
+    _both(fixture.api, head, writes, close_early=truncate is not None)
+
+
+def test_the_usual_stream_is_read_whole_and_clean():
+    fixture = next(f for f in STREAMS if f.name == "vllm-continuous-usage")
+    writes = [b"%x\r\n%s\r\n" % (len(w), w) for w in fixture.writes] + [b"0\r\n\r\n"]
+    rec = _both(fixture.api, HEAD, writes)
+    assert rec.ok and len(rec.chunk_ms) == len(fixture.chunk_writes)
+
+
+@pytest.mark.parametrize("bad", [b"zz\r\n", b"3\r\nabcXY", b"-1\r\n"])
+def test_bad_framing_fails_the_same_way(bad):
+    ok = next(f for f in STREAMS if f.name == "vllm-continuous-usage")
+    first = b"%x\r\n%s\r\n" % (len(ok.writes[0]), ok.writes[0])
+    rec = _both("chat", HEAD, [first, bad])
+    assert not rec.ok and rec.error_kind == "malformed" and "bad HTTP framing" in rec.error
+
+
+def test_nothing_to_read_changes_nothing():
+    ours, theirs = socket.socketpair()
+    ours.setblocking(False)
+    try:
+        response = HTTPResponse()
+        parser_feed(response, HEAD)
+        rec = RequestRecord(start_wall=0.0, start_perf=100.0)
+        decoder = StreamDecoder(rec, "chat")
+        decoder.scanner.attach(ours.fileno(), False, parser_feed, response, [], HTTPParseError)
+        assert decoder.scanner.read(100.5) == ("blocked", None, 0, None)
+        assert rec.ok and not rec.chunk_ms
+    finally:
+        ours.close()
+        theirs.close()
+
+
+def test_the_arrival_stamp_is_the_kernels():
+    """Over TCP the compiled read returns the kernel's wall-clock stamp of the bytes: after the send, before the read."""
+    server = socket.create_server(("127.0.0.1", 0))
+    client = socket.create_connection(server.getsockname())
+    peer, _ = server.accept()
+    try:
+        assert enable_arrival_stamps(client)
+        sent = time.time()
+        peer.sendall(b"data: x\n\n")
+        time.sleep(0.01)
+        data, arrived = scanner.recv_stamped(client.fileno(), 65536)
+        assert data == b"data: x\n\n"
+        assert arrived is not None and sent - 0.001 <= arrived <= time.time()
+    finally:
+        for s in (client, peer, server):
+            s.close()
+
+
+def test_the_compiled_batch_loop_reads_counts_and_stops_where_the_reactor_must_see():
+    """``read_ready``: the scanners' reads of one epoll batch and their delays, as the reactor's loop counts them."""
+    reactor = _reactor()
+    pairs, streams = [], []
+    for _ in range(3):
+        ours, theirs = socket.socketpair()
+        ours.setblocking(False)
+        response = HTTPResponse()
+        parser_feed(response, HEAD)
+        stream = _Stream(ours, response, StreamDecoder(RequestRecord(start_wall=0.0, start_perf=100.0), "chat"), 100.0)
+        reactor._start(stream)
+        pairs.append((ours, theirs))
+        streams.append(stream)
+    python_read = streams[1]
+    python_read.scanner = None  # as if this one were read in Python: the loop must stop there
+    try:
+        usual = next(f for f in STREAMS if f.name == "vllm-continuous-usage").writes[1]
+        for _, theirs in pairs:
+            theirs.sendall(b"%x\r\n%s\r\n" % (len(usual), usual))
+        ready = [(s.fd, 1) for s in streams] + [(999, 1)]
+        measured, woken, bounds = array("d"), array("d"), array("d")
+        args = (reactor._streams, -1, 100.5, 0.0, True, 3.0, measured, woken, bounds)
+        assert scanner.read_ready(ready, 0, *args) == (1, None)  # stopped at the Python read
+        assert len(streams[0].decoder.rec.chunk_ms) == 1 and list(woken) == [0.0]  # waited: late by the wake only
+        assert scanner.read_ready(ready, 2, *args) == (4, None)  # the unknown fd is skipped
+        assert len(streams[2].decoder.rec.chunk_ms) == 1 and list(woken) == [0.0, 0.0]
+        assert not python_read.decoder.rec.chunk_ms
+        pairs[0][1].sendall(b"zz\r\n")
+        i, outcome = scanner.read_ready(ready, 0, reactor._streams, -1, 100.6, 0.0, False, 3.0, measured, woken, bounds)
+        assert i == 0 and outcome[0] == "http"  # a failed read: the reactor settles it
+        pairs[2][1].sendall(b"%x\r\n%s\r\n" % (len(usual), usual))
+        assert scanner.read_ready(ready, 2, reactor._streams, -1, 100.7, 0.0, False, 3.0, measured, woken,
+                                  bounds) == (4, None)
+        assert list(bounds) == [3.0] and not measured  # the data was waiting: its bound is the delay
+        assert scanner.read_ready([(999, 1)], 0, reactor._streams, 999, 100.6, 0.0, False, 3.0, measured, woken,
+                                  bounds) == (0, None)
+    finally:
+        for ours, theirs in pairs:
+            ours.close()
+            theirs.close()
