@@ -28,12 +28,12 @@ real-server: $(STAMP)
 #  2. the timing tests whose bounds leave room for one neighbour (a capacity, a verdict or a
 #     latency with a margin of 20% or more from the mock's model), two at a time;
 #  3. the solo tests (ms-level bounds, the gate's same-server verdicts, llama-server, the
-#     benchmarks, the host-contention test), one at a time.
+#     host-contention test), one at a time; `solo` wins over `untimed` on the same test.
 # Every pass runs; any failing fails the target.
 test: $(STAMP) real-server
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "unit or untimed"; untimed=$$?; \
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "(unit or untimed) and not solo"; untimed=$$?; \
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not (unit or untimed or solo)"; paired=$$?; \
-	$(BIN)/python -m pytest -q -m "solo and not (unit or untimed)"; solo=$$?; \
+	$(BIN)/python -m pytest -q -m "solo"; solo=$$?; \
 	test $$untimed -eq 0 -a $$paired -eq 0 -a $$solo -eq 0
 
 # tests/unit only: pure functions over data, no sockets, no subprocesses, two at a time.

@@ -24,7 +24,6 @@ from loadtest.deploy.k8s import NIGHTLY_SCRIPT, RenderOptions, render_objects
 from loadtest.mock.process import MockServer
 from support.runkit import loadtest, write_scenario
 
-pytestmark = pytest.mark.solo
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy" / "kubernetes"
@@ -235,6 +234,7 @@ def _baseline_started(folder: Path) -> float:
     return json.loads((folder / "run.json").read_text())["started_wall"]
 
 
+@pytest.mark.solo  # the gate's verdict on same-server nights
 def test_the_cronjob_script_gates_each_night_and_moves_the_baseline_only_on_a_pass(tmp_path):
     results = tmp_path / "results"
     with MockServer([*MOCK, "--decode-per-seq-ms", "10"]) as mock:

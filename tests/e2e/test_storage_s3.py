@@ -76,6 +76,7 @@ def _run_folders(env: dict, prefix: str) -> list[str]:
     return sorted({k.split("/")[1] for k in keys(env, "results", prefix) if k.endswith("/run.json")})
 
 
+@pytest.mark.solo  # the gate's verdict on same-server runs (0 or 6, never 1): a neighbour moves one
 def test_runs_compare_history_and_analyze_on_s3_paths(s3):
     lt_env, aws, folder = s3
     with MockServer(MOCK) as mock:
@@ -165,6 +166,7 @@ def test_a_killed_runs_parts_are_readable_from_the_bucket(s3):
     assert 0 < level["requests"] <= local_records
 
 
+@pytest.mark.solo  # the gate's verdict on same-server runs (0 or 6, never 1): a neighbour moves one
 def test_the_nightly_gate_keeps_its_runs_and_baseline_in_the_bucket(s3):
     from test_deploy_k8s import nightly
 
