@@ -23,15 +23,16 @@ real-server: $(STAMP)
 
 # The whole suite (tests/unit, tests/e2e, tests/real): the CI command (.ci/run). Three passes
 # (docs/testing.md, "Which tests share the cores"):
-#  1. the tests that time nothing (tests/unit and the e2e tests marked untimed), two at a time
-#     under pytest-xdist (a file stays on one worker, so a module fixture runs once);
+#  1. the tests that time nothing (tests/unit and the e2e tests marked untimed), three at a time
+#     under pytest-xdist (a file stays on one worker, so a module fixture runs once): many of
+#     them wait on a mock or a browser, and two left the cores a third idle;
 #  2. the timing tests whose bounds leave room for one neighbour (a capacity, a verdict or a
 #     latency with a margin of 20% or more from the mock's model), two at a time;
 #  3. the solo tests (ms-level bounds, the gate's same-server verdicts, llama-server, the
 #     host-contention test), one at a time; `solo` wins over `untimed` on the same test.
 # Every pass runs; any failing fails the target.
 test: $(STAMP) real-server
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "(unit or untimed) and not solo"; untimed=$$?; \
+	$(BIN)/python -m pytest -q -n 3 --dist loadfile -m "(unit or untimed) and not solo"; untimed=$$?; \
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not (unit or untimed or solo)"; paired=$$?; \
 	$(BIN)/python -m pytest -q -m "solo"; solo=$$?; \
 	test $$untimed -eq 0 -a $$paired -eq 0 -a $$solo -eq 0
