@@ -17,11 +17,16 @@ from pathlib import Path
 from typing import Any, Callable
 
 import gevent
-from gevent import subprocess
+from gevent import monkey, subprocess
 
 from loadtest.load.sink_frames import encode_frame, write_all
 
 _log = logging.getLogger(__name__)
+
+#: The OS's close(2). Under Locust, ``os.close`` is gevent's, which hands the close to the event
+#: loop and returns; the writer's end of the pipe then stayed open, its process never saw the end of
+#: its input, and every run waited for :meth:`WriterChild.close`'s 10 s timeout before killing it.
+_close_fd = monkey.get_original("os", "close")
 
 
 class WriterChild:
@@ -40,10 +45,10 @@ class WriterChild:
                 stdin=read_fd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             )
         except BaseException:
-            os.close(self._fd)
+            _close_fd(self._fd)
             raise
         finally:
-            os.close(read_fd)
+            _close_fd(read_fd)
         #: Set (from the sending thread) when a write to the pipe failed: the process is gone.
         self.broken = False
         self._on_answer = on_answer
@@ -91,6 +96,6 @@ class WriterChild:
         if self._fd >= 0:
             fd, self._fd = self._fd, -1
             try:
-                os.close(fd)
+                _close_fd(fd)
             except OSError:  # already gone with the process: nothing to close
                 pass

@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -139,3 +141,36 @@ def test_with_live_metrics_the_writer_buckets_each_batch_once_as_this_process_wo
     assert sink.fallback_reason is not None
     sink._pool.join()  # the last watcher calls
     assert [str(m) for m in there.collect()] == [str(m) for m in here.collect()]
+
+
+_PATCHED_CLOSE = r"""
+import sys
+from gevent import monkey
+monkey.patch_all()  # as Locust does in a run: os.close becomes gevent's
+from pathlib import Path
+sys.path.insert(0, sys.argv[2])
+from loadtest.load.progress import RunProgress
+from loadtest.load.sink import RunSink
+from loadtest.records import RequestWriter
+from tests.unit.test_sink_frames import _batch
+
+sink = RunSink(RequestWriter(Path(sys.argv[1])), RunProgress())
+child = sink.child
+sink(_batch(5, level_index=0, start=0, ok=True))
+sink.close()
+print(child.proc.returncode, sink.fallback_reason)
+"""
+
+
+def test_under_gevents_patches_the_writer_process_ends_at_the_end_of_its_input(tmp_path):
+    """The run's end closes the pipe and the writer process exits by itself (status 0), not killed.
+
+    Under Locust's patches ``os.close`` is gevent's, which only schedules the close: the pipe
+    stayed open, and every run waited out the 10 s close timeout and killed the writer (-9).
+    """
+    repo = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", _PATCHED_CLOSE, str(tmp_path / "run"), str(repo)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", "None"], done.stdout + done.stderr
+    assert len(list((tmp_path / "run" / "requests.parts").glob("*.parquet"))) == 1
