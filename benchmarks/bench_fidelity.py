@@ -23,6 +23,12 @@ out loudly. (bench_selfcheck.py turns this into a confusion matrix.)
 
     python benchmarks/bench_fidelity.py [--streams 1,50,100,200,400] [--level-duration 10] [--warmup 2]
                                         [--modes single,workers2] [--json PATH] [--keep DIR]
+                                        [--https [--tls-reads reactor,greenlets]]
+
+With ``--https`` the TLS streams are read by the reactor thread (the default)
+or, for ``greenlets``, by each user's greenlet (``LOADTEST_TLS_READS``); both
+in one invocation gives the before/after of that change side by side, its
+rows labelled ``<mode>`` and ``<mode>/greenlets``.
 
 Each request lasts about 1 s (100 tokens at 10 ms), so a level should last at
 least 3 s for a whole round of requests to start after its warmup and end
@@ -32,6 +38,7 @@ before it does. The default run takes about 2 minutes.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -57,6 +64,8 @@ MAX_TOKENS = 100
 CALIBRATION_LIMIT_MS = 5.0
 #: ``--modes`` names → extra ``loadtest run`` arguments.
 MODES: dict[str, list[str]] = {"single": [], "workers2": ["--workers", "2"]}
+#: ``--tls-reads`` names → the environment of ``loadtest run`` (loadtest/client/tls_read.py).
+TLS_READS: dict[str, dict[str, str]] = {"reactor": {}, "greenlets": {"LOADTEST_TLS_READS": "greenlets"}}
 
 
 @dataclass(frozen=True)
@@ -66,8 +75,10 @@ class Config:
     warmup_s: float
     modes: list[str]
     tokens_per_chunk: int = 1
-    #: Serve HTTPS (the user greenlets read the streams, not the reader thread).
+    #: Serve HTTPS.
     https: bool = False
+    #: Who reads the TLS streams, one run each (with ``https``): see TLS_READS.
+    tls_reads: tuple[str, ...] = ("reactor",)
 
 
 # -- running the load ------------------------------------------------------------------------
@@ -115,10 +126,11 @@ def write_scenario(folder: Path, base_url: str, cfg: Config) -> Path:
     return path
 
 
-def run_mode(mode: str, cfg: Config, work: Path) -> Path:
+def run_mode(mode: str, cfg: Config, work: Path, tls_reads: str = "reactor") -> Path:
     """One ``loadtest run`` over all stream counts against a fresh mock; returns the run folder."""
-    run_dir = work / mode
-    log = work / f"{mode}.log"
+    label = mode if tls_reads == "reactor" else f"{mode}-{tls_reads}"
+    run_dir = work / label
+    log = work / f"{label}.log"
     tls = self_signed_cert(work) if cfg.https else None
     with MockServer(mock_argv(max(cfg.streams), cfg.tokens_per_chunk, tls)) as mock:
         scenario = write_scenario(work, mock.base_url, cfg)
@@ -131,7 +143,9 @@ def run_mode(mode: str, cfg: Config, work: Path) -> Path:
         # Generous bound: the levels, plus start-up, worker spawn and the final analysis.
         timeout = len(cfg.streams) * cfg.level_duration_s + 120
         with open(log, "w") as out:
-            result = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=timeout)
+            env = {**os.environ, **TLS_READS[tls_reads]}
+            result = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    timeout=timeout, env=env)
     if result.returncode != 0:
         tail = "\n".join(log.read_text().splitlines()[-30:])
         raise RuntimeError(f"loadtest run ({mode}) exited with {result.returncode}; its output ends with:\n{tail}")
@@ -349,6 +363,14 @@ def mode_list(text: str) -> list[str]:
     return modes
 
 
+def tls_reads_list(text: str) -> list[str]:
+    names = [m.strip() for m in text.split(",") if m.strip()]
+    unknown = sorted(set(names) - set(TLS_READS))
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(f"TLS readers are {', '.join(TLS_READS)}; got {text!r}")
+    return names
+
+
 def parse_args(argv: list[str] | None = None) -> tuple[Config, argparse.Namespace]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--streams", type=positive_ints, default=[1, 50, 100, 200, 400], help="stream counts (levels)")
@@ -356,13 +378,18 @@ def parse_args(argv: list[str] | None = None) -> tuple[Config, argparse.Namespac
     ap.add_argument("--warmup", type=float, default=2.0, metavar="S", help="warmup per level, excluded (default 2)")
     ap.add_argument("--modes", type=mode_list, default=list(MODES), help="single,workers2 (default both)")
     ap.add_argument("--tokens-per-chunk", type=int, default=1, metavar="K", help="tokens per chunk (default 1)")
-    ap.add_argument("--https", action="store_true", help="serve the mock over HTTPS (greenlet reads)")
+    ap.add_argument("--https", action="store_true", help="serve the mock over HTTPS")
+    ap.add_argument("--tls-reads", type=tls_reads_list, default=["reactor"],
+                    help="with --https: who reads the TLS streams, one run each: reactor,greenlets (default reactor)")
     ap.add_argument("--json", type=Path, metavar="PATH", help="also write the rows and summary as JSON")
     ap.add_argument("--keep", type=Path, metavar="DIR", help="keep the run folders in DIR (default: a temporary folder)")
     args = ap.parse_args(argv)
     if not 0 <= args.warmup < args.level_duration:
         ap.error(f"--warmup ({args.warmup:g}) must be shorter than --level-duration ({args.level_duration:g})")
-    return Config(args.streams, args.level_duration, args.warmup, args.modes, args.tokens_per_chunk, args.https), args
+    if args.tls_reads != ["reactor"] and not args.https:
+        ap.error("--tls-reads needs --https")
+    return Config(args.streams, args.level_duration, args.warmup, args.modes, args.tokens_per_chunk, args.https,
+                  tuple(args.tls_reads)), args
 
 
 def run(cfg: Config, work: Path) -> dict[str, Any]:
@@ -370,7 +397,9 @@ def run(cfg: Config, work: Path) -> dict[str, Any]:
     started = time.perf_counter()
     rows: list[dict[str, Any]] = []
     for mode in cfg.modes:
-        rows += measure_run(mode, run_mode(mode, cfg, work))
+        for reads in cfg.tls_reads:
+            label = mode if reads == "reactor" else f"{mode}/{reads}"
+            rows += measure_run(label, run_mode(mode, cfg, work, reads))
     return {
         "benchmark": "fidelity",
         "config": {**asdict(cfg), "decode_ms": DECODE_MS, "max_tokens": MAX_TOKENS},

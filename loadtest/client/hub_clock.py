@@ -1,7 +1,8 @@
 """When the event loop last returned from ``epoll``: the stamp, and its bound, for greenlet reads (TLS).
 
-Over TLS each user greenlet reads its own stream (the reactor thread reads
-only raw sockets). When no data is waiting, ``recv`` parks the greenlet until
+With ``LOADTEST_TLS_READS=greenlets`` (:mod:`loadtest.client.tls_read`; the
+default reads TLS on the reactor thread) each user greenlet reads its own TLS
+stream. When no data is waiting, ``recv`` parks the greenlet until
 the hub's ``epoll`` reports its socket. Stamping ``perf_counter()`` when the
 greenlet runs again would be late by everything the hub ran first in that
 round: other greenlets' reads and decodes, milliseconds at 100 streams. Yet

@@ -1,4 +1,4 @@
-"""One OS thread that reads every plain-HTTP stream of this process.
+"""One OS thread that reads every event stream of this process, plain HTTP and TLS.
 
 Why a thread, when Locust users are greenlets: a greenlet that waits for each
 chunk costs a hub wake-up, two ``recv`` calls (one says "would block"), a
@@ -16,8 +16,9 @@ geventhttpclient; for a 200 event stream it hands the socket over with
 gets the socket back to return it to the keep-alive pool itself, on the hub's
 thread, since gevent's pool is not thread-safe.
 
-Where the compiled scanner is built (:mod:`loadtest.client.scanner`), each read and the
-batch's delay bookkeeping below run in C, with the same stamps and the same records.
+Where the compiled scanner is built (:mod:`loadtest.client.scanner`), each plain read and the
+batch's delay bookkeeping below run in C, with the same stamps and the same records. A TLS
+stream is read through its OpenSSL object, in Python (:mod:`loadtest.client.tls_read`).
 
 The thread and its epoll are the unpatched originals (Locust monkey-patches
 ``threading`` and ``select`` for gevent). It is a daemon: it dies with the
@@ -75,6 +76,7 @@ from loadtest.client.arrival import ANCILLARY_SIZE, arrival_time, enable_arrival
 from loadtest.client.decode import StreamDecoder
 from loadtest.client.poller import make_poller
 from loadtest.client.scanner import read_ready
+from loadtest.client.tls_read import read_tls
 
 _READ_SIZE = 65536
 _TICK_S = 0.01
@@ -89,10 +91,10 @@ class _Stream:
 
     __slots__ = (
         "raw", "fd", "response", "decoder", "chunks", "pieces", "first_at", "event", "cancelled", "registered",
-        "ended", "rx_stamps", "feed", "scanner",
+        "ended", "rx_stamps", "feed", "scanner", "tls",
     )
 
-    def __init__(self, raw: Any, response: Any, decoder: StreamDecoder, first_at: float) -> None:
+    def __init__(self, raw: Any, response: Any, decoder: StreamDecoder, first_at: float, tls: Any = None) -> None:
         self.raw = raw                      # the real, non-blocking socket under gevent's wrapper
         self.fd = raw.fileno()
         self.response = response
@@ -107,6 +109,7 @@ class _Stream:
         self.rx_stamps = False              # the kernel stamps its bytes' arrival (Linux)
         self.feed = decoder.reader()        # the decoder's feed, or the compiled scanner's (scanner.py)
         self.scanner: Any = None            # the compiled scanner, once attached: it does the whole read
+        self.tls = tls                      # the connection's OpenSSL object over TLS (tls_read.py), else None
 
 
 class Reactor:
@@ -137,9 +140,12 @@ class Reactor:
         _start_thread(self._run, ())
 
     # -- called from greenlets (the hub's thread) ------------------------------
-    def read(self, raw: Any, response: Any, decoder: StreamDecoder, first_at: float) -> bool:
-        """Read the stream to its end; False if the reactor ended it early (cut, malformed)."""
-        stream = _Stream(raw, response, decoder, first_at)
+    def read(self, raw: Any, response: Any, decoder: StreamDecoder, first_at: float, tls: Any = None) -> bool:
+        """Read the stream to its end; False if the reactor ended it early (cut, malformed).
+
+        ``raw`` is the socket under gevent's wrapper; ``tls`` its OpenSSL object over TLS.
+        """
+        stream = _Stream(raw, response, decoder, first_at, tls)
         self._post(stream)
         try:
             stream.event.wait()
@@ -241,8 +247,11 @@ class Reactor:
 
         What :meth:`loadtest.client._scanner.Scanner.read` does in one C call, where it is built.
         """
+        closed = False
         try:
-            if stream.rx_stamps:
+            if stream.tls is not None:  # decrypted records: no kernel stamp for them (tls_read.py)
+                (data, closed), arrived = read_tls(stream.tls, _READ_SIZE), None
+            elif stream.rx_stamps:
                 data, ancillary, _, _ = stream.raw.recvmsg(_READ_SIZE, ANCILLARY_SIZE)
                 arrived = arrival_time(ancillary) if ancillary else None
             else:
@@ -262,6 +271,8 @@ class Reactor:
             self._consume(stream, data, now)
         except Exception as err:  # a bug must cost one stream, never the reader thread
             stream.decoder.rec.fail("malformed", f"could not process the stream: {type(err).__name__}: {err}")
+            self._end(stream, now)
+        if closed and not stream.ended:
             self._end(stream, now)
         return len(chunks) - chunks_before, arrived
 
@@ -320,8 +331,15 @@ class Reactor:
         if stream.response.message_complete:
             self._end(stream, stream.first_at)
             return
-        stream.rx_stamps = enable_arrival_stamps(stream.raw)
-        scanner = stream.decoder.scanner
+        if stream.tls is not None:
+            pending = stream.tls.pending()  # decrypted with the head's record: it arrived with the head
+            if pending:
+                self._consume(stream, stream.tls.read(pending), stream.first_at)
+                if stream.ended:
+                    return
+        else:
+            stream.rx_stamps = enable_arrival_stamps(stream.raw)
+        scanner = stream.decoder.scanner if stream.tls is None else None
         if scanner is not None:
             scanner.attach(stream.fd, stream.rx_stamps, parser_feed, stream.response, stream.pieces, HTTPParseError)
             stream.scanner = scanner

@@ -2,14 +2,15 @@
 
 The request and the response head go through geventhttpclient (the library
 under Locust's FastHttpUser: a C HTTP parser on gevent sockets, with a
-keep-alive pool). The body of a plain-HTTP event stream is then read by the
-process's :mod:`~loadtest.client.reactor` thread, which stamps
-``perf_counter()`` the moment each ``recv`` returns; over TLS, the user's own
-greenlet reads it the same way (recv, stamp, let the C parser strip the chunked
-framing, decode). Either way every event completed by one read gets that
-read's time, which is when its bytes reached us (for a greenlet that waited,
-when the hub's ``epoll`` returned: :mod:`~loadtest.client.hub_clock`), and is
-decoded by the same :class:`~loadtest.client.decode.StreamDecoder`.
+keep-alive pool). The body of an event stream, plain HTTP or TLS, is then read
+by the process's :mod:`~loadtest.client.reactor` thread, which stamps
+``perf_counter()`` the moment each ``epoll`` returns. With
+``LOADTEST_TLS_READS=greenlets`` a TLS stream is read by the user's own greenlet
+instead, the same way (recv, stamp, let the C parser strip the chunked framing,
+decode), stamped when the hub's ``epoll`` returned (:mod:`~loadtest.client.hub_clock`).
+Either way every event completed by one read gets that read's time, which is
+when its bytes reached us, and is decoded by the same
+:class:`~loadtest.client.decode.StreamDecoder`.
 
 Keep-alive: a server may close an idle or used-up connection (llama-server
 closes each after 100 requests) just as we send on it. Like every standard
@@ -42,6 +43,7 @@ from loadtest.client.proxy import proxy_for
 from loadtest.client.reactor import reactor
 from loadtest.client.record import RequestRecord
 from loadtest.client.request_head import PrebuiltRequest
+from loadtest.client.tls_read import reactor_reads_tls, reactor_sockets
 from loadtest.client.unary import UNARY_APIS, send_unary
 from loadtest.client.wire import PATHS, Api, error_message
 
@@ -95,8 +97,8 @@ class StreamingClient:
         elif url.username is not None:  # https://user:password@host/v1: HTTP Basic, as curl does
             token = base64.b64encode(f"{unquote(url.username)}:{unquote(url.password or '')}".encode()).decode()
             self.headers["Authorization"] = f"Basic {token}"
-        # TLS streams are read by the user's greenlet (the reactor reads raw sockets).
-        self.use_reactor = use_reactor and url.scheme == "http"
+        # TLS streams too are read by the reactor thread, unless LOADTEST_TLS_READS=greenlets (tls_read.py).
+        self.use_reactor = use_reactor and (url.scheme == "http" or reactor_reads_tls())
         proxy = proxy_for(base_url)
         self._http = HTTPClient(
             url.hostname,
@@ -107,8 +109,9 @@ class StreamingClient:
             ssl_context_factory=functools.partial(shared_tls_context, insecure),
             connection_timeout=connect_timeout_s,
             # The whole request is bounded by a gevent.Timeout in send(); a per-read
-            # socket timeout would only add a timer start and stop to every chunk.
-            network_timeout=None if self.use_reactor else timeout_s,
+            # socket timeout would only add a timer start and stop to every chunk. TLS keeps
+            # it: a socket the reactor cannot take is read in its greenlet (tls_read.reactor_sockets).
+            network_timeout=None if self.use_reactor and url.scheme == "http" else timeout_s,
             concurrency=1,
             block_size=_READ_SIZE,
             **(proxy.client_options() if proxy else {}),
@@ -194,8 +197,9 @@ class StreamingClient:
         sock, pool = _http.detach(response)
         clean = False
         try:
-            if self.use_reactor and sock is not None:
-                clean = reactor().read(sock._sock, response, decoder, head_at)
+            sockets = reactor_sockets(sock) if self.use_reactor and sock is not None else None
+            if sockets is not None:
+                clean = reactor().read(sockets[0], response, decoder, head_at, tls=sockets[1])
             else:
                 clean = _read_in_greenlet(sock, response, decoder, head_at)
         finally:

@@ -5,10 +5,11 @@ timestamps chunks late and bunches them together: its ITL is wrong, and the
 data alone cannot tell. So each level records the client's own delays:
 
 - **stamp delay** (chunk times: TTFT's end, every ITL gap), bounded read by
-  read. On plain HTTP the reader thread (:mod:`loadtest.client.reactor`)
-  stamps a batch when its ``epoll`` call returns; over TLS each user's
-  greenlet reads its own stream and is stamped when the hub's ``epoll``
-  returned (:mod:`loadtest.client.hub_clock`). Either way, a read that a
+  read. The reader thread (:mod:`loadtest.client.reactor`) stamps a batch
+  when its ``epoll`` call returns, plain HTTP and TLS alike; with
+  ``LOADTEST_TLS_READS=greenlets`` each user's greenlet reads its own TLS
+  stream and is stamped when the hub's ``epoll`` returned
+  (:mod:`loadtest.client.hub_clock`). Either way, a read that a
   waiting ``epoll`` woke is late by a wake-up (the reader thread measures its
   own against the timeouts the kernel promised; the event loop its own with a
   probe thread's bytes), a read whose data was already waiting by at most the
@@ -58,6 +59,7 @@ from loadtest.analysis.client_error import delay_for_percentile
 
 from loadtest.client.hub_clock import hub_clock, running_hub_clock
 from loadtest.client.reactor import ReaderHealth, running_reactor
+from loadtest.client.tls_read import reactor_reads_tls
 from loadtest.load.host import HostSampler
 from loadtest.load.level_sample import EXACT_CAP, LevelSample
 from loadtest.load.levels import LevelClock
@@ -112,7 +114,7 @@ class SelfMonitor:
             limits.cpu_pct,
             lag_limit_ms=limits.loop_lag_p99_ms,
             batch_limit_ms=limits.reader_batch_p99_ms,
-            greenlet_reads=scenario.target.base_url.startswith("https://"),
+            greenlet_reads=scenario.target.base_url.startswith("https://") and not reactor_reads_tls(),
             clock=clock,
         )
 

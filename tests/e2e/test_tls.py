@@ -6,9 +6,12 @@ The mock serves HTTPS with a throw-away self-signed certificate made by the
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
+from loadtest.client import tls_read
 from loadtest.client.stream import StreamingClient
 from loadtest.client.wire import build_body
 from loadtest.mock.process import MockServer
@@ -33,16 +36,38 @@ def tls_mock(tls_files):
         yield mock
 
 
+@pytest.mark.parametrize("reads", ["reactor", "greenlets"])
 @pytest.mark.parametrize("options", ["ca_bundle", "insecure"])
-def test_tls_stream_is_timed_per_chunk(tls_mock, tls_files, options):
+def test_tls_stream_is_timed_per_chunk(tls_mock, tls_files, options, reads, monkeypatch):
+    """Both TLS readers (LOADTEST_TLS_READS): the reactor thread (the default) and the user's greenlet."""
+    monkeypatch.setattr(tls_read, "READS", reads)
     kwargs = {"ca_bundle": str(tls_files[0])} if options == "ca_bundle" else {"insecure": True}
     client = StreamingClient(tls_mock.base_url, "chat", **kwargs)
-    assert not client.use_reactor  # TLS streams are read by the user's greenlet
-    rec = client.send(build_body("chat", "mock-model", "hi", 12, continuous_usage=True))
+    assert client.use_reactor == (reads == "reactor")
+    # (pytest's process is not gevent-patched, so a verifying context is the standard library's and
+    # its blocking sockets stay with the greenlet; `loadtest run`'s are gevent's: test_run_over_tls_…)
+    records = [client.send(build_body("chat", "mock-model", "hi", 12, continuous_usage=True)) for _ in range(3)]
+    new_connections = client._connections.count
     client.close()
-    assert rec.ok, rec.error
-    assert len(rec.chunk_ms) == 12 and rec.token_source == "continuous_usage"
-    assert abs(np.median(np.diff(np.asarray(rec.chunk_ms))) - 10) < 1.5
+    for rec in records:  # three on one keep-alive connection: the reader leaves the TLS session usable
+        assert rec.ok, rec.error
+        assert len(rec.chunk_ms) == 12 and rec.token_source == "continuous_usage"
+        assert abs(np.median(np.diff(np.asarray(rec.chunk_ms))) - 10) < 1.5
+    assert new_connections == 1
+
+
+@pytest.mark.untimed
+def test_a_tls_stream_cut_mid_answer_is_a_failure_on_the_reactor(tls_files):
+    """The server closes mid-stream (no close_notify, as most do): a failed record, never a hang."""
+    cert, key = tls_files
+    flags = ["--tls-cert", str(cert), "--tls-key", str(key), "--decode-base-ms", "2", "--drop-rate", "1"]
+    with MockServer(flags) as mock:
+        client = StreamingClient(mock.base_url, "chat", insecure=True, timeout_s=20)
+        assert client.use_reactor
+        rec = client.send(build_body("chat", "mock-model", "hi", 50))
+        client.close()
+    assert not rec.ok and rec.error_kind in ("disconnect", "malformed"), (rec.error_kind, rec.error)
+    assert rec.e2e_ms < 10_000
 
 
 @pytest.mark.untimed
@@ -84,6 +109,8 @@ def test_run_over_tls_with_a_private_ca(tls_mock, tls_files, tmp_path):
     rows = level_rows(frame, 4)
     gaps = np.concatenate([np.diff(np.asarray(c)) for c in rows.chunk_ms])
     assert abs(np.median(gaps) - 10) < 1.5
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert {lv["client"]["reads"] for lv in run["levels"]} == {"reactor"}  # TLS is read by the reader thread
 
 
 @pytest.mark.untimed
@@ -150,13 +177,15 @@ class _ConnectProxy:
 
 
 @pytest.mark.untimed
-def test_https_target_through_https_proxy_tunnel(tls_mock, tls_files, monkeypatch):
+@pytest.mark.parametrize("options", ["ca_bundle", "insecure"])  # a standard-library and a gevent TLS socket
+def test_https_target_through_https_proxy_tunnel(tls_mock, tls_files, monkeypatch, options):
     proxy = _ConnectProxy()
     monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{proxy.port}")
     monkeypatch.delenv("NO_PROXY", raising=False)
     monkeypatch.delenv("no_proxy", raising=False)
+    kwargs = {"ca_bundle": str(tls_files[0])} if options == "ca_bundle" else {"insecure": True}
     try:
-        client = StreamingClient(tls_mock.base_url, "chat", ca_bundle=str(tls_files[0]))
+        client = StreamingClient(tls_mock.base_url, "chat", **kwargs)
         rec = client.send(build_body("chat", "mock-model", "hi", 6))
         client.close()
     finally:
