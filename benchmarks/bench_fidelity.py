@@ -355,20 +355,18 @@ def positive_ints(text: str) -> list[int]:
     return values
 
 
-def mode_list(text: str) -> list[str]:
-    modes = [m.strip() for m in text.split(",") if m.strip()]
-    unknown = sorted(set(modes) - set(MODES))
-    if not modes or unknown:
-        raise argparse.ArgumentTypeError(f"modes are {', '.join(MODES)}; got {text!r}")
-    return modes
+def names_list(allowed: dict, what: str):
+    """An argparse type: comma-separated names, each one of ``allowed``'s keys."""
+    def parse(text: str) -> list[str]:
+        names = [m.strip() for m in text.split(",") if m.strip()]
+        if not names or set(names) - set(allowed):
+            raise argparse.ArgumentTypeError(f"{what} are {', '.join(allowed)}; got {text!r}")
+        return names
+    return parse
 
 
-def tls_reads_list(text: str) -> list[str]:
-    names = [m.strip() for m in text.split(",") if m.strip()]
-    unknown = sorted(set(names) - set(TLS_READS))
-    if not names or unknown:
-        raise argparse.ArgumentTypeError(f"TLS readers are {', '.join(TLS_READS)}; got {text!r}")
-    return names
+mode_list = names_list(MODES, "modes")
+tls_reads_list = names_list(TLS_READS, "TLS readers")
 
 
 def parse_args(argv: list[str] | None = None) -> tuple[Config, argparse.Namespace]:
