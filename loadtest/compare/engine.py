@@ -245,12 +245,16 @@ def _judge(
         # Start-up time: the command line imports this module for every command (it builds the
         # parsers); the analysis and the summary (pandas, and plotly through report/) load only here.
         from loadtest.analysis import analyze
+        from loadtest.analysis.chunk_lists import arrow_source
         from loadtest.report.summary import summary_dict
 
-        analysis = analyze(side.requests, side.run, slo, seed=seed, confidence=confidence)
+        # the chunk lists are read twice, a batch at a time: once by the analysis (cut at the
+        # holds' ends), once for the bootstrap's ITL samples (as stored); never whole
+        chunks = arrow_source(side.chunk_batches)
+        analysis = analyze(side.scalars, side.run, slo, seed=seed, confidence=confidence, chunks=chunks)
         summary = summary_dict(analysis)
-        samples = level_samples(side.requests, analysis.run, analysis.requests)
-        drifting = drifting_levels(side.requests, analysis.run, analysis.requests, tolerance)
+        samples = level_samples(side.scalars, analysis.run, analysis.requests, chunks)
+        drifting = drifting_levels(side.scalars, analysis.run, analysis.requests, tolerance)
         warnings += [f"{side.label}: {d.text()}; its checks are inconclusive" for d in drifting.values()]
     else:
         summary = dict(side.summary or {})
