@@ -1,7 +1,9 @@
 """``loadtest compare`` reads the chunk lists a batch at a time and gets the bootstrap samples it got from the whole run.
 
 The bootstrap's draws depend on the samples and on their order, so "the same" here is to the
-byte: every array of every :class:`LevelSamples`, with its dtype, and the order of the levels.
+byte: every array of every :class:`LevelSamples`, with its dtype, and the order of the levels;
+and each run's replicates, now drawn one run after the other, give every interval that drawing
+them with both runs' samples at hand gave.
 The reference is the whole-run function as it was before (:func:`whole_run_level_samples`,
 kept here only), on the records ``read_requests`` gives; the test is the package's, on the
 scalar columns plus the chunk lists in batches of a few rows, from part files and from a
@@ -27,7 +29,11 @@ from loadtest.analysis.chunk_lists import arrow_source
 from loadtest.analysis.chunks import chunk_positions, flatten_chunks, itl_samples_with_rows
 from loadtest.analysis.windows import level_windows
 from loadtest.cli import main
+from loadtest.analysis.bootstrap import rng_for
+from loadtest.analysis.slo import PERCENTILES
+from loadtest.compare import delta, engine
 from loadtest.compare.itl_rows import dense_owners
+from loadtest.compare.rules import ERROR_RATE, THROUGHPUT, Rules
 from loadtest.compare.samples import SAMPLE_COLUMNS, Clustered, LevelSamples, level_samples
 from loadtest.records import PARTS_DIR, REQUESTS_PARQUET, RequestWriter, read_requests, read_run_json, records_to_table, write_run_json
 from tests.unit.test_chunk_pass import SLO, awkward_rows, awkward_run
@@ -86,9 +92,9 @@ def _arrays(samples: dict[int, LevelSamples]) -> list[tuple[str, str, bytes]]:
     return out
 
 
-def _run(tmp_path, concurrencies, *, merged: bool):
+def _run(tmp_path, concurrencies, *, merged: bool, seed: int = 3):
     """The awkward records as a run folder: three part files, or merged into row groups of 100."""
-    rows, run = awkward_rows(), awkward_run()
+    rows, run = awkward_rows(seed=seed), awkward_run()
     for row in rows:
         row["level"] = concurrencies[row["level_index"]]
     for level, conc in zip(run["levels"], concurrencies):
@@ -174,3 +180,42 @@ def test_a_run_compares_the_same_from_part_files_and_a_damaged_list_column_is_on
     assert code == 2 and "Traceback" not in err
     assert err.startswith(f"loadtest compare: error: candidate {cand / REQUESTS_PARQUET}: cannot read the records (")
     assert not (parts / REQUESTS_PARQUET).exists() and (parts / PARTS_DIR).is_dir()
+
+
+def test_drawing_one_run_at_a_time_gives_the_intervals_of_both_runs_held_together(tmp_path, monkeypatch):
+    """Each run's replicates come from its own stream, so drawing them run after run changes no interval."""
+    base = _run(tmp_path / "base", (2, 4, 2), merged=True)
+    cand = _run(tmp_path / "cand", (2, 4, 2), merged=False, seed=4)
+    made: list[dict] = []
+    real = engine.level_samples
+
+    def kept(*args):  # each run's samples, kept here (the comparison drops its own once drawn)
+        made.append(real(*args))
+        return dict(made[-1])
+
+    monkeypatch.setattr(engine, "level_samples", kept)
+    cmp = engine.compare_runs(base, cand, Rules())
+    samples_b, samples_c = made
+    levels = {int(lv["concurrency"]): lv for lv in cmp.candidate.summary["levels"] if lv.get("status") != "no_data"}
+    checked = 0
+    for change in cmp.changes:
+        if change.level is None:
+            continue
+        conc, check = change.level, change.check
+        sb, sc = samples_b[conc], samples_c[conc]
+        rng_b, rng_c = rng_for(0, "compare-baseline", conc, check), rng_for(0, "compare-candidate", conc, check)
+        if change.kind == "latency":  # as level_changes drew them before: both runs' samples at hand
+            metric, _, pct = check.partition(".")
+            q = PERCENTILES[pct]
+            reps = delta.relative_change(delta.percentile_replicates(sc.latency[metric], q, rng_c),
+                                         delta.percentile_replicates(sb.latency[metric], q, rng_b))
+        elif check == THROUGHPUT:
+            reps = delta.relative_change(
+                delta.throughput_replicates(change.candidate, sc.served_e2e_ms, sc.served_tokens, rng_c),
+                delta.throughput_replicates(change.baseline, sb.served_e2e_ms, sb.served_tokens, rng_b))
+        else:
+            flags = (sb.failed, sc.failed) if check == ERROR_RATE else (sb.valid, sc.valid)
+            reps = delta.share_replicates(flags[1], rng_c) - delta.share_replicates(flags[0], rng_b)
+        assert repr(change.ci) == repr(delta.central_interval(reps, cmp.confidence)), (conc, check)
+        checked += 1
+    assert checked >= 6 and set(levels) == {2, 4}
