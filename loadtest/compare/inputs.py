@@ -9,8 +9,9 @@ still be compared, from its percentiles and intervals, with a warning.
 A run's records are read as the analyzer reads them
 (:mod:`loadtest.records_stream`): the scalar columns here, once, and the chunk
 lists later, a batch at a time, by each pass that needs them
-(:meth:`RunInput.chunk_batches`). Both runs' chunk lists held whole as pandas
-arrays took ~90 bytes per chunk timestamp, 9 GB for a run of 100M.
+(:meth:`RunInput.chunk_batches`). They were read whole (``read_requests``), so
+both runs' chunk timestamps sat in memory as pandas arrays for the whole
+comparison: the largest part of its memory for big runs.
 """
 
 from __future__ import annotations
