@@ -11,7 +11,7 @@ applies the same functions to one :class:`~loadtest.analysis.chunk_lists.ListBat
   the time block of each (for :mod:`intervals`), in record order;
 
 so memory is the ITL samples (12 bytes each) plus one batch, whatever the run.
-The samples are copied into large fixed blocks as they come (:class:`_Column`),
+The samples are copied into large fixed blocks as they come (:class:`SampleColumn`),
 not kept as one small array per batch: freed small arrays stay in the
 process's heap, so joining them into one array per window would have held
 the samples twice.
@@ -74,7 +74,7 @@ def chunk_pass(
     n_windows = len(windows)
     origins = [w.window_start for w in windows]
     block_s = [block_length_s(w.duration_s) for w in windows]
-    samples = [(_Column(np.float64), _Column(np.int32)) for _ in windows]
+    samples = [(SampleColumn(np.float64), SampleColumn(np.int32)) for _ in windows]
     tokens = _TokenSums(n_windows)
     counts: list[np.ndarray] = []
     sums: list[np.ndarray] = []
@@ -98,7 +98,7 @@ def chunk_pass(
         positions = locate(wall, windows)
         tokens.add(chunks, positions, reported_tokens[here])
         values, pos, times, _ = gap_samples(chunks, positions, wall)
-        present = _present(pos, n_windows)
+        present = present_windows(pos, n_windows)
         for p in present:
             mine = pos == p if len(present) > 1 else slice(None)  # most batches lie in one window
             samples[p][0].append(values[mine])
@@ -110,7 +110,7 @@ def chunk_pass(
     broken = broken_stream_samples(count, failed, start_wall, send_e2e_ms, windows)
     if broken is not None:
         fail_ms, fail_pos, fail_at, _ = broken
-        for p in _present(fail_pos, n_windows):
+        for p in present_windows(fail_pos, n_windows):
             mine = fail_pos == p
             samples[p][0].append(fail_ms[mine])
             samples[p][1].append(_blocks(fail_at[mine], origins[p], block_s[p]))
@@ -125,7 +125,7 @@ def chunk_pass(
     )
 
 
-def _present(pos: np.ndarray, n_windows: int) -> list[int]:
+def present_windows(pos: np.ndarray, n_windows: int) -> list[int]:
     """The window positions that occur in ``pos`` (all ≥ 0), ascending."""
     if not len(pos):
         return []
@@ -139,7 +139,7 @@ def _blocks(times: np.ndarray, origin: float, block_s: float) -> np.ndarray:
     """:func:`intervals.block_ids` of one window's samples, in fewer passes.
 
     The same arithmetic in place; the samples' times lie inside the window,
-    so the ids are finite and small (int32 holds them, as :class:`_Column` keeps them).
+    so the ids are finite and small (int32 holds them, as :class:`SampleColumn` keeps them).
     """
     ids = np.subtract(times, origin)
     ids /= block_s
@@ -149,8 +149,12 @@ def _blocks(times: np.ndarray, origin: float, block_s: float) -> np.ndarray:
     return ids.astype(np.int32)
 
 
-class _Column:
-    """A growing array, in blocks allocated whole (so freed whole), doubling up to :data:`BLOCK_BYTES`."""
+class SampleColumn:
+    """A growing array, in blocks allocated whole (so freed whole), doubling up to :data:`BLOCK_BYTES`.
+
+    Public because ``loadtest compare`` collects its own per-window samples the same way
+    (:mod:`loadtest.compare.itl_rows`), for the same reason.
+    """
 
     def __init__(self, dtype: type) -> None:
         self.dtype = np.dtype(dtype)

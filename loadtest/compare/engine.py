@@ -39,8 +39,9 @@ The steps, in order:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from loadtest.analysis.bootstrap import CONFIDENCE
 from loadtest.analysis.verdict import verdict_confidence
@@ -234,23 +235,32 @@ def _slo_text(slo: SloSpec) -> str:
 
 def _judge(
     side: RunInput, slo: SloSpec, confidence: float, seed: int, warnings: list[str], tolerance: float
-) -> tuple[Side, dict[int, LevelSamples]]:
-    """The run's summary under ``slo`` (re-analyzed from its records), its bootstrap samples and
-    its drifting levels."""
+) -> tuple[Side, Callable[[], dict[int, LevelSamples]] | None]:
+    """The run's summary under ``slo`` (re-analyzed from its records) with its drifting levels, and
+    what makes its bootstrap samples (None without records).
+
+    The samples are made later, when :func:`level_changes` draws this run's replicates: a run's ITL
+    samples are one per token, so only one run's are held at a time, and never while a run is analyzed.
+    """
     from loadtest.compare.stationarity import drifting_levels  # scipy: only with records
 
-    samples: dict[int, LevelSamples] = {}
+    samples: Callable[[], dict[int, LevelSamples]] | None = None
     drifting: dict[int, Any] = {}
     if side.has_records:
         # Start-up time: the command line imports this module for every command (it builds the
         # parsers); the analysis and the summary (pandas, and plotly through report/) load only here.
         from loadtest.analysis import analyze
+        from loadtest.analysis.chunk_lists import arrow_source
         from loadtest.report.summary import summary_dict
 
-        analysis = analyze(side.requests, side.run, slo, seed=seed, confidence=confidence)
+        # the chunk lists are read twice, a batch at a time: once by the analysis (cut at the
+        # holds' ends), once for the bootstrap's ITL samples (as stored); never whole
+        chunks = arrow_source(side.chunk_batches)
+        analysis = analyze(side.scalars, side.run, slo, seed=seed, confidence=confidence, chunks=chunks)
         summary = summary_dict(analysis)
-        samples = level_samples(side.requests, analysis.run, analysis.requests)
-        drifting = drifting_levels(side.requests, analysis.run, analysis.requests, tolerance)
+        scalars, run, frame = side.scalars, analysis.run, analysis.requests
+        samples = partial(level_samples, scalars, run, frame, chunks)  # the analysis itself is dropped
+        drifting = drifting_levels(scalars, run, frame, tolerance)
         warnings += [f"{side.label}: {d.text()}; its checks are inconclusive" for d in drifting.values()]
     else:
         summary = dict(side.summary or {})

@@ -5,6 +5,13 @@ a run is re-analyzed by :mod:`loadtest.analysis`, under the SLO the comparison
 uses, so both runs are judged by the same rules and every per-request sample is
 at hand for the bootstrap. A bare ``summary.json`` (records not kept) can
 still be compared, from its percentiles and intervals, with a warning.
+
+A run's records are read as the analyzer reads them
+(:mod:`loadtest.records_stream`): the scalar columns here, once, and the chunk
+lists later, a batch at a time, by each pass that needs them
+(:meth:`RunInput.chunk_batches`). They were read whole (``read_requests``), so
+both runs' chunk timestamps sat in memory as pandas arrays for the whole
+comparison: the largest part of its memory for big runs.
 """
 
 from __future__ import annotations
@@ -12,14 +19,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 import pandas as pd
+import pyarrow as pa
 
 from loadtest import paths
 from loadtest.errors import InputError
 from loadtest.paths import input_folder, read_text
-from loadtest.records import read_requests
+from loadtest.records_stream import chunk_batches, read_scalars
 
 SUMMARY_JSON = "summary.json"
 RUN_JSON = "run.json"
@@ -35,11 +43,32 @@ class RunInput:
     folder: Path | None
     run: dict[str, Any]  # run.json (or the summary's ``run`` block when alone)
     summary: dict[str, Any] | None
-    requests: pd.DataFrame | None = field(default=None, repr=False)
+    #: The records' scalar columns (every column but the chunk lists); None without records.
+    scalars: pd.DataFrame | None = field(default=None, repr=False)
+    #: The argument that named this run (``--baseline``, ``candidate``), for error lines.
+    arg: str = "run"
 
     @property
     def has_records(self) -> bool:
-        return self.requests is not None
+        return self.scalars is not None
+
+    def chunk_batches(self) -> Iterator[pa.RecordBatch]:
+        """The records' ``chunk_ms`` / ``chunk_tokens``, in record order, a batch at a time (a new read per call).
+
+        A file that cannot be read gives the one-line :class:`InputError` (exit 2)
+        that :func:`load_run` gives when the scalar columns cannot be read.
+        """
+        if self.folder is None or self.scalars is None:
+            return
+        batches = chunk_batches(self.folder)
+        while True:
+            try:
+                batch = next(batches)
+            except StopIteration:
+                return
+            except Exception as err:  # a damaged list column: say which file, never a traceback
+                raise _unreadable(self.arg, self.folder, err) from None
+            yield batch
 
     @property
     def scenario(self) -> dict[str, Any]:
@@ -104,12 +133,16 @@ def load_run(path: Path | str, *, records: bool = True, arg: str = "") -> RunInp
     frame = None
     if records and ((path / REQUESTS_PARQUET).is_file() or (path / PARTS_DIR).is_dir()):
         try:
-            frame = read_requests(path)
+            frame = read_scalars(path)  # the chunk lists: RunInput.chunk_batches, a batch at a time
         except Exception as err:  # a damaged parquet file: say which, never a traceback
-            raise InputError(f"{arg} {path / REQUESTS_PARQUET}: cannot read the records ({err})") from None
+            raise _unreadable(arg, path, err) from None
     if frame is None and summary is None:
         raise InputError(f"{arg} {label}: the run folder has neither records nor a summary.json")
-    return RunInput(label, path, run, summary, frame)
+    return RunInput(label, path, run, summary, frame, arg)
+
+
+def _unreadable(arg: str, folder: Path, err: Exception) -> InputError:
+    return InputError(f"{arg} {folder / REQUESTS_PARQUET}: cannot read the records ({err})")
 
 
 def _read_json(path: Path, arg: str) -> dict[str, Any]:

@@ -1,28 +1,28 @@
 """Per level and per check: the change between the runs, its interval and its verdict.
 
 With records on both sides the interval is a bootstrap of the requests (see
-:mod:`delta`); without, it is approximated from the summaries' own intervals by
-the delta method. A level where either run's load generator was saturated or
-its host busy cannot prove a regression.
+:mod:`delta`), each run's replicates drawn from its own samples, one run at a
+time (see :mod:`draws`); without, it is approximated from the summaries' own
+intervals by the delta method. A level where either run's load generator was
+saturated or its host busy cannot prove a regression.
 """
 
 from __future__ import annotations
 
 import math
 from statistics import NormalDist
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
-from loadtest.analysis.bootstrap import rng_for
-from loadtest.analysis.slo import PERCENTILES
+import numpy as np
+
 from loadtest.compare import delta
 from loadtest.compare.change import Change, classify, describe_change, untrusted_note
+from loadtest.compare.draws import draw_run, kind as _kind, plan, values
 from loadtest.compare.rules import ABSOLUTE, ERROR_RATE, THROUGHPUT, VALID_OUTPUT, Rules
 from loadtest.compare.samples import LevelSamples
 from loadtest.compare.stationarity import hold_drifting
 from loadtest.compare.summary_values import ci as _ci
-from loadtest.compare.summary_values import num as _num
 from loadtest.compare.summary_values import pair as _pair
-from loadtest.compare.summary_values import point as _point
 
 
 def _levels_by_concurrency(summary: Mapping[str, Any]) -> dict[int, dict[str, Any]]:
@@ -39,14 +39,20 @@ def _levels_by_concurrency(summary: Mapping[str, Any]) -> dict[int, dict[str, An
 def level_changes(
     side_b: Any,
     side_c: Any,
-    samples_b: dict[int, LevelSamples],
-    samples_c: dict[int, LevelSamples],
+    samples_b: Callable[[], dict[int, LevelSamples]] | None,
+    samples_c: Callable[[], dict[int, LevelSamples]] | None,
     latency_checks: list[str],
     rules: Rules,
     confidence: float,
     seed: int,
     warnings: list[str],
 ) -> list[Change]:
+    """Every check's change at every level both runs measured.
+
+    ``samples_b`` / ``samples_c`` make a run's bootstrap samples when called
+    (None: the run has no records); they are called one after the other, and
+    each run's samples are dropped once its replicates are drawn.
+    """
     levels_b = _levels_by_concurrency(side_b.summary)
     levels_c = _levels_by_concurrency(side_c.summary)
     common = sorted(set(levels_b) & set(levels_c))
@@ -67,12 +73,16 @@ def level_changes(
             "the host running the load generator was busy with other work at " + ", ".join(str(c) for c in contended)
             + " users in at least one run: changes there may be the host's, not the server's"
         )
+    checks = latency_checks + [THROUGHPUT, ERROR_RATE, VALID_OUTPUT]
+    judged = plan(levels_b, levels_c, common, checks)
+    draws_b = draw_run(samples_b, levels_b, judged, "baseline", seed)
+    draws_c = draw_run(samples_c, levels_c, judged, "candidate", seed)
     out: list[Change] = []
     for conc in common:
         lb, lc = levels_b[conc], levels_c[conc]
-        sb, sc = samples_b.get(conc), samples_c.get(conc)
-        for check in latency_checks + [THROUGHPUT, ERROR_RATE, VALID_OUTPUT]:
-            change = _level_change(check, conc, lb, lc, sb, sc, rules, confidence, seed)
+        db, dc = draws_b.get(conc), draws_c.get(conc)
+        for check in checks:
+            change = _level_change(check, conc, lb, lc, db, dc, rules, confidence)
             if change is not None:
                 hold_drifting(change, {**side_b.drifting, **side_c.drifting})
                 out.append(change)
@@ -84,57 +94,39 @@ def _level_change(
     conc: int,
     lb: Mapping[str, Any],
     lc: Mapping[str, Any],
-    sb: LevelSamples | None,
-    sc: LevelSamples | None,
+    db: Mapping[str, np.ndarray] | None,
+    dc: Mapping[str, np.ndarray] | None,
     rules: Rules,
     confidence: float,
-    seed: int,
 ) -> Change | None:
-    kind = "latency" if check not in (THROUGHPUT, *ABSOLUTE) else ("throughput" if check == THROUGHPUT else check)
-    rng_b = rng_for(seed, "compare-baseline", conc, check)
-    rng_c = rng_for(seed, "compare-candidate", conc, check)
+    """One check's change at one level; ``db`` / ``dc``: each run's replicates at the level (None: no records)."""
+    kind = _kind(check)
     tol = rules.tolerance_for(check)
+    figures = values(check, lb, lc)
+    if figures is None:  # a metric without samples in one run (e.g. TPOT of one-token replies), or
+        return None  # valid_output_rate of a workload that asks for no structure
+    vb, vc = figures
     if kind == "latency":
         metric, _, pct = check.partition(".")
-        vb, vc = _point(lb, metric, pct), _point(lc, metric, pct)
-        if math.isnan(vb) or math.isnan(vc):
-            return None  # a metric without samples in one run (e.g. TPOT of one-token replies)
         point = float(delta.relative_change(vc, vb))
-        if sb is not None and sc is not None:
-            q = PERCENTILES[pct]
-            reps = delta.relative_change(
-                delta.percentile_replicates(sc.latency[metric], q, rng_c),
-                delta.percentile_replicates(sb.latency[metric], q, rng_b),
-            )
-            ci = delta.central_interval(reps, confidence)
+        if db is not None and dc is not None:
+            ci = delta.central_interval(delta.relative_change(dc[check], db[check]), confidence)
         else:
             ci = _approx_relative(vb, vc, _ci(lb, metric, pct), _ci(lc, metric, pct), confidence)
         badness = (point, ci[0], ci[1])
     elif kind == "throughput":
-        vb, vc = _num(lb.get(THROUGHPUT)), _num(lc.get(THROUGHPUT))
-        if math.isnan(vb) or math.isnan(vc):
-            return None
         point = float(delta.relative_change(vc, vb))
-        if sb is not None and sc is not None:
-            reps = delta.relative_change(
-                delta.throughput_replicates(vc, sc.served_e2e_ms, sc.served_tokens, rng_c),
-                delta.throughput_replicates(vb, sb.served_e2e_ms, sb.served_tokens, rng_b),
-            )
-            ci = delta.central_interval(reps, confidence)
+        if db is not None and dc is not None:
+            ci = delta.central_interval(delta.relative_change(dc[check], db[check]), confidence)
         else:
             ci = (math.nan, math.nan)  # summaries hold no throughput interval
         badness = (-point, -ci[1], -ci[0])
         if math.isnan(ci[0]) and abs(point) <= tol:
             badness = (-point, -point, -point)  # no interval, but the change itself is within tolerance
     else:  # a share, absolute: failed requests (worse up) or valid outputs (worse down)
-        vb, vc = _num(lb.get(check)), _num(lc.get(check))
-        if math.isnan(vb) or math.isnan(vc):
-            return None  # valid_output_rate: a workload that asks for no structure has none
         point = vc - vb
-        if sb is not None and sc is not None:
-            flags_b, flags_c = (sb.failed, sc.failed) if check == ERROR_RATE else (sb.valid, sc.valid)
-            reps = delta.share_replicates(flags_c, rng_c) - delta.share_replicates(flags_b, rng_b)
-            ci = delta.central_interval(reps, confidence)
+        if db is not None and dc is not None:
+            ci = delta.central_interval(dc[check] - db[check], confidence)
         else:
             ci = _approx_absolute(_pair(lb.get(f"{check}_ci")), _pair(lc.get(f"{check}_ci")), point, confidence)
         badness = (point, ci[0], ci[1]) if check == ERROR_RATE else (-point, -ci[1], -ci[0])

@@ -11,6 +11,10 @@ and :mod:`loadtest.analysis.chunks`): TTFT/TTFB of measured requests, e2e and
 TPOT of complete ones, failures as +inf, ITL per token assigned to the window
 its chunk arrived in; for throughput, the time and tokens of the requests
 that ended in the window. They are rebuilt with the analysis functions, never re-derived.
+
+The ITL samples are read from the chunk lists a batch at a time
+(:mod:`loadtest.compare.itl_rows`), and only for the window kept at each
+concurrency, so a run's chunk lists are never in memory whole.
 """
 
 from __future__ import annotations
@@ -20,8 +24,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from loadtest.analysis.chunks import chunk_positions, flatten_chunks, itl_samples_with_rows
+from loadtest.analysis.chunk_lists import ChunkSource, frame_source
 from loadtest.analysis.windows import level_windows
+from loadtest.compare.itl_rows import dense_owners, itl_with_rows
 from loadtest.metric_registry import METRICS
 
 #: Frame column holding each latency metric's per-request sample.
@@ -54,19 +59,19 @@ class LevelSamples:
     valid: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
 
-def level_samples(requests: pd.DataFrame, run: dict, frame: pd.DataFrame) -> dict[int, LevelSamples]:
-    """Samples per concurrency, from the raw records and the analyzer's per-request ``frame``.
+def level_samples(
+    requests: pd.DataFrame, run: dict, frame: pd.DataFrame, chunks: ChunkSource | None = None
+) -> dict[int, LevelSamples]:
+    """Samples per concurrency, from the records and the analyzer's per-request ``frame``.
 
-    When a concurrency ran twice (a refine probe repeating a level), the
-    window with more requests is kept.
+    ``chunks`` yields the records' chunk lists batch by batch (a run on disk:
+    ``requests`` then holds only the scalar columns); by default they are
+    ``requests``' own list columns. When a concurrency ran twice (a refine probe
+    repeating a level), the window with more measured requests is kept (the
+    first of equals), and the other's ITL samples are never collected.
     """
     windows, _ = level_windows(run, requests)
-    chunks = flatten_chunks(requests)
     start = frame["start_wall"].to_numpy(dtype=float)
-    positions = chunk_positions(chunks, start, windows)
-    itl, itl_pos, _times, itl_row = itl_samples_with_rows(
-        chunks, positions, start, frame["e2e_ms"].to_numpy(dtype=float), frame["failed"].to_numpy(), windows
-    )
     pos = frame["pos"].to_numpy()
     end_pos = frame["end_pos"].to_numpy()
     measured = frame["measured"].to_numpy()
@@ -77,34 +82,39 @@ def level_samples(requests: pd.DataFrame, run: dict, frame: pd.DataFrame) -> dic
     ok = frame["ok"].to_numpy()
     validity = frame["output_valid"].to_numpy(dtype=float) if "output_valid" in frame else np.full(len(frame), np.nan)
 
+    mine = [measured & (pos == p) & ~cancelled for p in range(len(windows))]
+    kept = _kept_windows([w.concurrency for w in windows], [int(m.sum()) for m in mine])
+    source = chunks if chunks is not None else frame_source(requests)
+    itl = itl_with_rows(source, windows, start, e2e, failed, kept.values())
+
     out: dict[int, LevelSamples] = {}
-    for p, window in enumerate(windows):
-        mine = measured & (pos == p) & ~cancelled
+    for concurrency, p in kept.items():
+        window = windows[p]
         ended = (end_pos == p) & ~cancelled & np.isfinite(e2e)
         level = LevelSamples(
-            concurrency=window.concurrency,
+            concurrency=concurrency,
             window_s=window.duration_s,
-            failed=failed[mine],
+            failed=failed[mine[p]],
             served_e2e_ms=e2e[ended],
             served_tokens=np.nan_to_num(tokens[ended]),
-            valid=validity[mine & ok & ~np.isnan(validity)] == 1.0,  # the population of valid_output_rate
+            valid=validity[mine[p] & ok & ~np.isnan(validity)] == 1.0,  # the population of valid_output_rate
         )
         for metric, column in SAMPLE_COLUMNS.items():
             values = frame[column].to_numpy(dtype=float)[pos == p]
             values = values[~np.isnan(values)]
             level.latency[metric] = Clustered(values, np.arange(len(values)), len(values))
-        here = itl_pos == p
-        level.latency["itl_ms"] = _dense(itl[here], itl_row[here])
-        previous = out.get(window.concurrency)
-        if previous is None or len(previous.failed) < len(level.failed):
-            out[window.concurrency] = level
+        values, rows = itl.pop(p)
+        owner, n_owners = dense_owners(rows, len(frame))
+        level.latency["itl_ms"] = Clustered(values, owner, n_owners)
+        out[concurrency] = level
     return out
 
 
-def _dense(values: np.ndarray, rows: np.ndarray) -> Clustered:
-    """Renumber owners 0..k-1 (only requests that have a sample here)."""
-    if len(rows) == 0:
-        return Clustered(values, rows.astype(np.int64), 0)
-    unique, owner = np.unique(rows, return_inverse=True)
-    return Clustered(values, owner.astype(np.int64), len(unique))
-
+def _kept_windows(concurrencies: list[int], measured: list[int]) -> dict[int, int]:
+    """The window position kept per concurrency (in order of first appearance): its first with the most requests."""
+    kept: dict[int, int] = {}
+    for p, concurrency in enumerate(concurrencies):
+        previous = kept.get(concurrency)
+        if previous is None or measured[previous] < measured[p]:
+            kept[concurrency] = p
+    return kept

@@ -1,7 +1,7 @@
 """The streaming chunk pass gives exactly what the whole-run chunk functions give, batch size whatever.
 
 ``analyze_run`` reads the chunk lists a batch at a time (loadtest/analysis/chunk_pass.py) instead
-of flattening a whole run (loadtest/analysis/chunks.py, still what ``loadtest compare`` uses).
+of flattening a whole run (loadtest/analysis/chunks.py).
 The rules are per row, so both must agree to the last bit, also on the awkward records: tokens
 that do not match their chunks, null and zero token counts, NaN arrivals, broken streams,
 streams cut at a level's hold, fractional scaling to the server's count, request classes. Here

@@ -1,0 +1,96 @@
+"""Each run's side of the bootstrap, drawn from its own samples alone, one run at a time.
+
+A change's interval joins two sets of replicates: the candidate's statistic
+under resampling of its requests, and the baseline's (see :mod:`delta`). Each
+is drawn from one run's samples with a stream of its own
+(``rng_for(seed, "compare-<which>", level, check)``), so the two can be drawn
+at different times. The comparison uses that to hold one run's samples at a
+time: a run's ITL samples are the bulk of what it reads (one per token, 100M
+in a 3-hour soak), and holding both runs' for every level until the last
+check was drawn doubled what a comparison needed. Here one run's samples are
+made, each level's replicates are drawn, the level is dropped, and only the
+replicates (:data:`delta.RESAMPLES` numbers per check) stay.
+
+Which checks a level draws for (:func:`plan`) is what the judgement will use
+(:func:`values`: both runs have the figure), so no draw is made that the old
+order of drawing did not make, and every draw is the same numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from loadtest.analysis.bootstrap import rng_for
+from loadtest.analysis.slo import PERCENTILES
+from loadtest.compare import delta
+from loadtest.compare.rules import ABSOLUTE, ERROR_RATE, THROUGHPUT
+from loadtest.compare.samples import LevelSamples
+from loadtest.compare.summary_values import num, point
+
+#: Per level, per check: one run's replicates.
+Draws = dict[int, dict[str, np.ndarray]]
+
+
+def kind(check: str) -> str:
+    """``latency`` (a percentile), ``throughput``, or the absolute share itself (``error_rate``, ``valid_output_rate``)."""
+    if check == THROUGHPUT:
+        return "throughput"
+    return check if check in ABSOLUTE else "latency"
+
+
+def values(check: str, lb: Mapping[str, Any], lc: Mapping[str, Any]) -> tuple[float, float] | None:
+    """The baseline's and the candidate's figure for ``check`` at a level; None when either has none."""
+    k = kind(check)
+    if k == "latency":
+        metric, _, pct = check.partition(".")
+        vb, vc = point(lb, metric, pct), point(lc, metric, pct)
+    else:
+        vb, vc = num(lb.get(check)), num(lc.get(check))
+    return None if math.isnan(vb) or math.isnan(vc) else (vb, vc)
+
+
+def plan(levels_b: Mapping[int, Mapping[str, Any]], levels_c: Mapping[int, Mapping[str, Any]],
+         common: list[int], checks: list[str]) -> dict[int, list[str]]:
+    """Per common level, the checks whose change is judged (both runs have the figure)."""
+    return {conc: [c for c in checks if values(c, levels_b[conc], levels_c[conc]) is not None] for conc in common}
+
+
+def draw_run(
+    samples_of: Callable[[], dict[int, LevelSamples]] | None,
+    levels: Mapping[int, Mapping[str, Any]],
+    checks: Mapping[int, list[str]],
+    which: str,
+    seed: int,
+) -> Draws:
+    """One run's replicates per level and check in ``checks``; ``{}`` without records (``samples_of`` None).
+
+    ``samples_of`` makes the run's samples (it reads its chunk lists); each
+    level's are dropped once drawn. A level the run measured gets an entry even
+    when no check of it is judged: the judgement tells "no records" from "no
+    change to judge" by it. ``levels`` is the run's own summary levels by
+    concurrency (the throughput replicates scale its own rate); ``which`` is
+    ``baseline`` or ``candidate``.
+    """
+    if samples_of is None:
+        return {}
+    samples = samples_of()
+    out: Draws = {}
+    for conc in list(samples):
+        level = samples.pop(conc)
+        out[conc] = {check: _draw(check, level, levels.get(conc) or {}, rng_for(seed, f"compare-{which}", conc, check))
+                     for check in checks.get(conc, [])}
+        del level  # this level's samples (its ITL: one per token) go before the next level's draws
+    return out
+
+
+def _draw(check: str, level: LevelSamples, own: Mapping[str, Any], rng: np.random.Generator) -> np.ndarray:
+    k = kind(check)
+    if k == "latency":
+        metric, _, pct = check.partition(".")
+        return delta.percentile_replicates(level.latency[metric], PERCENTILES[pct], rng)
+    if k == "throughput":
+        return delta.throughput_replicates(num(own.get(THROUGHPUT)), level.served_e2e_ms, level.served_tokens, rng)
+    return delta.share_replicates(level.failed if check == ERROR_RATE else level.valid, rng)
