@@ -331,7 +331,7 @@ class Reactor:
         if stream.response.message_complete:
             self._end(stream, stream.first_at)
             return
-        if stream.tls is not None:
+        if stream.tls is not None:  # read by _read_python: no kernel stamps, no compiled read
             pending = stream.tls.pending()  # decrypted with the head's record: it arrived with the head
             if pending:
                 self._consume(stream, stream.tls.read(pending), stream.first_at)
@@ -339,10 +339,10 @@ class Reactor:
                     return
         else:
             stream.rx_stamps = enable_arrival_stamps(stream.raw)
-        scanner = stream.decoder.scanner if stream.tls is None else None
-        if scanner is not None:
-            scanner.attach(stream.fd, stream.rx_stamps, parser_feed, stream.response, stream.pieces, HTTPParseError)
-            stream.scanner = scanner
+            scanner = stream.decoder.scanner
+            if scanner is not None:
+                scanner.attach(stream.fd, stream.rx_stamps, parser_feed, stream.response, stream.pieces, HTTPParseError)
+                stream.scanner = scanner
         self._streams[stream.fd] = stream
         self._poll.register(stream.fd, _EPOLLIN)
         stream.registered = True

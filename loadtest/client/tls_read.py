@@ -18,8 +18,9 @@ the state OpenSSL left it.
 What plain HTTP has and TLS cannot: the kernel's arrival stamp of the read's
 bytes (``SSL_read`` reads the socket itself, without ``recvmsg``'s control
 data), so a TLS read's stamp delay is bounded, as a read without kernel stamps
-always was, rather than measured; and the compiled scanner (it reads the raw
-socket), so a TLS read is decoded by the Python path.
+always was, rather than measured; and the compiled scanner's one-call read (it
+reads the raw socket), so a TLS read is a Python loop, whose decrypted bytes then
+go through the same decoder feed (the scanner's, where it is built) as a plain read's.
 
 ``LOADTEST_TLS_READS=greenlets`` (read at import) keeps the old greenlet reader,
 for comparing the two in one run (``benchmarks/bench_fidelity.py``).
