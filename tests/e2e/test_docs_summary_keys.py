@@ -41,6 +41,9 @@ DATA_KEYED = {
     "prompt_token_source": "<source>",
     "token_source.requests": "<source>",
     "levels[].ttft_by_turn": "<turn>",
+    # failed scrapes counted by their one-line message ("timeout", "no answer within 1 s"...)
+    "server_metrics.scrapes.errors": "<message>",
+    "server_metrics.levels[].errors": "<message>",
 }
 #: Values that are copies of the scenario (documented field by field in docs/scenarios.md) or
 #: quantile tables keyed by the quantile: the reference names the block, not each of its keys.
@@ -152,6 +155,19 @@ def test_summary_keys_fold_data_into_placeholders() -> None:
     assert keys == {"capacity", "capacity.classes", "capacity.classes.<class>", "capacity.verdict",
                     "levels", "levels[].server", "levels[].server.<metric>", "levels[].server.<metric>.p50",
                     "levels[].classes", "levels[].classes.<class>", "levels[].ttft_ms", "levels[].<metric>.p95"}
+
+
+def test_failed_scrape_messages_are_data_and_documented() -> None:
+    """A failed scrape's message is a key of ``errors``: folded, and the folded path is in the reference.
+
+    The real runs below fail a scrape only when the host is slow (a CI run once timed one out and
+    the check met "no answer within 1 s" as a key), so this path is checked here without a run.
+    """
+    keys = summary_keys({"server_metrics": {"scrapes": {"errors": {"no answer within 1 s": 2}},
+                                            "levels": [{"errors": {"timeout": 1}}]}})
+    assert "server_metrics.scrapes.errors.<message>" in keys
+    assert "server_metrics.levels[].errors.<message>" in keys
+    assert not keys - documented_summary_keys()
 
 
 def test_every_summary_json_key_is_documented(real_summaries: list[dict[str, Any]]) -> None:
