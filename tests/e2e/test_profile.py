@@ -36,10 +36,14 @@ pytestmark = pytest.mark.solo
 
 ROOFLINE = ["--roofline-hbm-gbps", "1000", "--roofline-tflops", "16", "--roofline-params-b", "8",
             "--roofline-bytes-per-weight", "2", "--roofline-kv-bytes-per-token", "4e6", "--roofline-overhead-ms", "0.5"]
-# 6 s decode levels: with 4 s, after the hold landed (#23: only requests started in the window are
-# measured, so fewer gaps per level), per_seq_ms came out +10.2% (3 of 3 in one suite run), just past
-# the 10% the issue asks for; 6 s gives each level enough gaps for the slope.
-FAST = ["--prefill-s", "8", "--max-prompt-tokens", "512", "--decode-level-s", "6", "--warmup", "1",
+# 8 s decode levels. The fitted per_seq_ms runs above the mock's truth by an amount that shrinks as
+# the levels grow: with 4 s levels +10.2% (3 of 3 in one suite run, after the hold of #23 left fewer
+# gaps per level), with 6 s +3.8 to +7.5% in five runs alone and +10.0% once in a clean-clone suite
+# (past the 10% the issue asks for), with 8 s +1.8 to +4.2% in three runs. The excess is in the
+# mock's own steps, not the client's stamps (the client's ITL p50 follows the mock's step times):
+# at 16 users the median step sits 0.24-0.36 ms above the mean-context line in every run, which a
+# level's start (8 users admitted in one step, then in lock-step) weighs on less in a longer level.
+FAST = ["--prefill-s", "8", "--max-prompt-tokens", "512", "--decode-level-s", "8", "--warmup", "1",
         "--decode-prompt-tokens", "8", "--decode-max-tokens", "96"]
 
 
