@@ -44,9 +44,9 @@ ROOFLINE = ["--roofline-hbm-gbps", "1000", "--roofline-tflops", "16", "--rooflin
 # client's ITL p50 matches the modelled step past the knee). At 16 users the level's p50 sits
 # 0.24-0.36 ms above the mean-context line in every run; by time in the level, the excess is in the
 # gaps at its end and in its hold (one 8 s run: +0.39 ms in the window's last 2 s, +2.2 ms in the
-# hold, against -0.2..+0.1 before). The users run in lock-step groups (a level's new users start
-# together, and equal lengths keep them together), so the requests still measured then are late in
-# their lives, with the longest contexts; a longer level gives that tail a smaller share.
+# hold, against -0.2..+0.1 before), and a longer level gives that tail a smaller share. Its cause
+# is not known: a simulation of the mock's model (lock-step groups of users, the window and the
+# hold, fitted by fit_decode) has no such excess, so it comes from timing that model leaves out.
 FAST = ["--prefill-s", "8", "--max-prompt-tokens", "512", "--decode-level-s", "8", "--warmup", "1",
         "--decode-prompt-tokens", "8", "--decode-max-tokens", "96"]
 
