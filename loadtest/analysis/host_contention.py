@@ -21,6 +21,10 @@ from loadtest.analysis.results import LevelResult
 CLIENT_CPU_LIMIT_PCT = 80.0
 #: The client's threads waited for a core this share of the time (summed over its threads).
 RUN_DELAY_PCT = 10.0
+#: ...or at least this share, and at least as long as they ran: a light client's threads wake
+#: briefly and the scheduler favours a waking thread, so its waits stay a small share of the
+#: wall time however busy the core is (2% of a core used, 9.4% waited, three busy loops on its core).
+RUN_DELAY_FLOOR_PCT = 5.0
 #: PSI: some task waited for a CPU this share of the time.
 PRESSURE_PCT = 20.0
 #: A hypervisor took the cores this share of the time.
@@ -39,15 +43,14 @@ def host_busy_reasons(client: Mapping[str, Any]) -> list[str]:
     Without a run-delay figure (no schedstat) the machine-wide figures decide.
     """
     delay, steal = client.get("client_run_delay_pct"), client.get("host_steal_pct")
-    direct = (delay is not None and delay >= RUN_DELAY_PCT) or (steal is not None and steal >= STEAL_PCT)
+    direct = (delay is not None and _waited(delay, client.get("cpu_pct"))) or (steal is not None and steal >= STEAL_PCT)
     if delay is not None and not direct:
         return []
     reasons = []
     others, cores = client.get("host_others_pct"), client.get("host_cores")
     if others is not None and others >= OTHERS_PCT:
         reasons.append(f"other processes used {others:.0f}% of {cores} cores")
-    delay = client.get("client_run_delay_pct")
-    if delay is not None and delay >= RUN_DELAY_PCT:
+    if delay is not None and _waited(delay, client.get("cpu_pct")):
         reasons.append(f"the client's threads waited for a core {delay:.0f}% of the time")
     pressure = client.get("host_cpu_pressure_pct")
     if pressure is not None and pressure >= PRESSURE_PCT:
@@ -56,6 +59,17 @@ def host_busy_reasons(client: Mapping[str, Any]) -> list[str]:
     if steal is not None and steal >= STEAL_PCT:
         reasons.append(f"steal {steal:.0f}%")
     return reasons
+
+
+def _waited(delay_pct: float, own_pct: float | None) -> bool:
+    """The client's threads waited for a core long enough to be the host's doing.
+
+    10% of the time; or, for a light client, 5% and at least as long as it ran (its own CPU
+    share, from the same window): waiting longer than running is the host's work, not its own.
+    """
+    if delay_pct >= RUN_DELAY_PCT:
+        return True
+    return own_pct is not None and delay_pct >= RUN_DELAY_FLOOR_PCT and delay_pct >= own_pct
 
 
 def contention_message(client: Mapping[str, Any]) -> str:

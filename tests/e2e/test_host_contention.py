@@ -117,6 +117,13 @@ def test_the_rule_names_the_host_only_when_the_client_was_light_and_the_host_bus
     assert not judge_host(_Level(quiet)).host_contended
     # A busy machine that did not make the client wait for a core (it was frozen by other means): not the cause.
     assert not judge_host(_Level({**BUSY, "client_run_delay_pct": 2.0})).host_contended
+    # A light client that waited longer than it ran (5% or more of the time): the host's doing,
+    # though under 10% (a clean clone: 2.2% of a core used, 9.4% waited, three busy loops on its core).
+    light = judge_host(_Level({**BUSY, "cpu_pct": 2.2, "client_run_delay_pct": 9.4}))
+    assert light.host_contended and "the client's threads waited for a core 9% of the time" in light.client["reason"]
+    # ...but not when it waited less than it ran, nor under 5%.
+    assert not judge_host(_Level({**BUSY, "cpu_pct": 12.0, "client_run_delay_pct": 9.4})).host_contended
+    assert not judge_host(_Level({**BUSY, "cpu_pct": 1.0, "client_run_delay_pct": 4.0})).host_contended
     # No run-delay figure (no schedstat): the machine-wide figures decide.
     assert judge_host(_Level({**BUSY, "client_run_delay_pct": None})).host_contended
     # Nothing measured (no /proc): judged as before.
