@@ -70,6 +70,9 @@ class RequestLog:
             "outcome": outcome,
             "prompt": prompt,
             "model": model,  # the body's model: a class's override (a LoRA adapter) reaches the server
+            # the wall clock of these stamps as of this line: a reader converting them to wall time
+            # later would be off by any step of the wall clock in between (a VM's clock is stepped)
+            "wall_offset": time.time() - end,
         }
         self._file.write(orjson.dumps(line) + b"\n")
 
