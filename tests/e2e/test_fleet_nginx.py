@@ -12,7 +12,8 @@ with mixed output lengths (3 slots per replica there), a request now and then la
 replica while another has a free slot: the imbalance (busiest over mean running) shows it at 6
 users, and at 9 (3 x 3) such requests are refused (at 6 too, when round robin is unlucky enough
 to pass the error budget: the sweep then stops there); 3 users always fit (a capacity of at least 3),
-so the sentence about the capacity level is always there to check.
+so there is always a sentence about the capacity level to check (it says the balance is unknown
+when no scrape fell in that level's window).
 
 One run per fleet, shared by the assertions (module fixtures); levels of 3 s.
 """
@@ -166,8 +167,15 @@ def test_round_robin_with_mixed_lengths_is_uneven_and_holds_less_than_n_times_on
     assert levels[6]["imbalance"] > 1.15, levels[6]["imbalance"]
     # the sentence is about the capacity level, and says what its imbalance means
     at_capacity = s["autoscaling"]["imbalance_at_capacity"]
-    assert at_capacity["ratio"] == pytest.approx(levels[capacity]["imbalance"], abs=0.01)
     message = s["autoscaling"]["fleet_message"]
+    if at_capacity is None:
+        # No scrape fell in the capacity level's window: it can be the first level (3 users, 3.3 s)
+        # when the scraper child (nice 19) starts slowly on a busy host. Then the balance is unknown,
+        # and the sentence must say so rather than guess.
+        assert levels[capacity]["server"]["vllm:num_requests_running"]["n"] == 0, levels[capacity]["server"]
+        assert message == f"3 replicas; at {capacity} users no replica reported running requests, so the balance is unknown.", message
+        return
+    assert at_capacity["ratio"] == pytest.approx(levels[capacity]["imbalance"], abs=0.01)
     assert message.startswith(f"3 replicas; at {capacity} users the busiest ran "), message
     assert f"(imbalance {at_capacity['ratio']:.2f})" in message
     verdict = ("the balancer, not the servers, set the capacity" if at_capacity["ratio"] >= 1.15
