@@ -43,14 +43,15 @@ def host_busy_reasons(client: Mapping[str, Any]) -> list[str]:
     Without a run-delay figure (no schedstat) the machine-wide figures decide.
     """
     delay, steal = client.get("client_run_delay_pct"), client.get("host_steal_pct")
-    direct = (delay is not None and _waited(delay, client.get("cpu_pct"))) or (steal is not None and steal >= STEAL_PCT)
+    waited = delay is not None and _waited(delay, client.get("cpu_pct"))
+    direct = waited or (steal is not None and steal >= STEAL_PCT)
     if delay is not None and not direct:
         return []
     reasons = []
     others, cores = client.get("host_others_pct"), client.get("host_cores")
     if others is not None and others >= OTHERS_PCT:
         reasons.append(f"other processes used {others:.0f}% of {cores} cores")
-    if delay is not None and _waited(delay, client.get("cpu_pct")):
+    if waited:
         reasons.append(f"the client's threads waited for a core {delay:.0f}% of the time")
     pressure = client.get("host_cpu_pressure_pct")
     if pressure is not None and pressure >= PRESSURE_PCT:
