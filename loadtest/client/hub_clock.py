@@ -21,8 +21,9 @@ last thing before the poll) notes when the hub is about to poll.
   small OS thread writes a byte to a pipe the hub watches every 5 ms, noting
   when; when a waiting poll returns with it, the time since is one wake-up.
 * The poll returned at once: the bytes were already waiting. They arrived
-  after the previous poll returned (that poll would have reported them), and
-  after the greenlet last read. A busy round of 100 greenlets can last
+  after the previous poll returned (that poll would have reported them; its
+  stamp is taken a few microseconds after ``epoll`` gathered its events, so
+  a bound can be short by those), and after the greenlet last read. A busy round of 100 greenlets can last
   several ms, though, and the bytes usually came at its end. So every read
   also *sweeps*: one ``epoll_wait(0)`` over the sockets the greenlets are
   waiting on (level-triggered, one-shot, re-armed by each read of its socket)
