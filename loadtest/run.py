@@ -147,6 +147,8 @@ def _run_in_folder(scenario: Scenario, options: RunOptions, run_dir: Path, guard
     except BaseException:
         stop_scraper(scraper, state)
         raise
+    if scraper is not None:
+        scraper.wait_first_round()  # the first level's window then has its scrapes
     state.record.preflight = pre.to_record()
     state.record.warmup_requests = WarmupRequests(sent=len(warm), failed=sum(1 for r in warm if not r.ok))
     console.print(

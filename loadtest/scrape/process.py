@@ -8,6 +8,11 @@ the self-check's loop lag and reader batch times do not see it; it also runs
 at the lowest CPU priority (nice 19), so on a busy machine it is the one that
 waits for a core.
 
+Before the first level the parent waits, bounded, until the child has made
+its first round of scrapes (the child writes one byte to a pipe): at nice 19
+on a busy host its start-up could otherwise take the whole first level, which
+then had no scrape, and no server view.
+
 The parent writes the settings as one JSON line on the child's stdin (headers
 may hold secrets; argv is visible to every user of the machine) and keeps the
 pipe open: closing it, or the parent dying, stops the child, which then
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import subprocess
 import sys
 import threading
@@ -33,6 +39,15 @@ if TYPE_CHECKING:
 
 #: How long the parent waits for the child to merge its files after asking it to stop.
 STOP_TIMEOUT_S = 15.0
+#: How long, beyond one scrape's timeout, the parent waits for the child's first round.
+FIRST_ROUND_GRACE_S = 10.0
+#: Longest a single scrape may take before it counts as failed (a hung endpoint must not pile up).
+MAX_SCRAPE_TIMEOUT_S = 10.0
+
+
+def scrape_timeout(interval_s: float) -> float:
+    """One scrape's timeout: twice the interval, within 1 and :data:`MAX_SCRAPE_TIMEOUT_S` seconds."""
+    return min(MAX_SCRAPE_TIMEOUT_S, max(1.0, 2 * interval_s))
 
 
 def settings_for(target: Target, run_dir: Path, known_signals: Sequence[str] = ()) -> dict[str, Any]:
@@ -64,6 +79,7 @@ class ScraperProcess:
         self.settings = settings_for(target, run_dir, known_signals)
         self.log_path = Path(run_dir) / "scraper.log"
         self._proc: subprocess.Popen | None = None
+        self._ready_r: int | None = None
 
     @property
     def url(self) -> str:
@@ -73,19 +89,44 @@ class ScraperProcess:
     def start(self) -> "ScraperProcess":
         # stderr is the caller's (its warnings reach the terminal); stdout goes to a log.
         log = open(self.log_path, "w")
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "loadtest.scrape.process"],
-            stdin=subprocess.PIPE, stdout=log, stderr=None, text=True,
-        )
-        log.close()
+        ready_r, ready_w = os.pipe()
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "loadtest.scrape.process"],
+                stdin=subprocess.PIPE, stdout=log, stderr=None, text=True, pass_fds=(ready_w,),
+            )
+        except BaseException:
+            os.close(ready_r)
+            raise
+        finally:
+            os.close(ready_w)  # the child's copy is the only writer: its exit ends any wait
+            log.close()
+        self._ready_r = ready_r
         assert self._proc.stdin is not None
         # The span a Prometheus query covers starts now, not when the niced child gets going.
-        self._proc.stdin.write(json.dumps({**self.settings, "started_wall": time.time()}) + "\n")
+        settings = {**self.settings, "started_wall": time.time(), "ready_fd": ready_w}
+        self._proc.stdin.write(json.dumps(settings) + "\n")
         self._proc.stdin.flush()
         return self
 
+    def wait_first_round(self) -> float:
+        """Wait until the child has made its first round of scrapes (or has ended), at most a scrape's
+        timeout plus :data:`FIRST_ROUND_GRACE_S`; returns the seconds waited. Never fails the run."""
+        fd, self._ready_r = self._ready_r, None
+        if fd is None:
+            return 0.0
+        t0 = time.perf_counter()
+        try:
+            select.select([fd], [], [], scrape_timeout(float(self.settings["interval_s"])) + FIRST_ROUND_GRACE_S)
+        finally:
+            os.close(fd)
+        return time.perf_counter() - t0
+
     def stop(self) -> None:
         proc, self._proc = self._proc, None
+        if self._ready_r is not None:
+            os.close(self._ready_r)
+            self._ready_r = None
         if proc is None:
             return
         try:
@@ -103,8 +144,6 @@ class ScraperProcess:
 def _client(settings: dict[str, Any]):
     # httpx: only in the scraper's child process, never in the load process
     import httpx
-
-    from loadtest.scrape.scraper import scrape_timeout
 
     headers = {"Accept": "text/plain;version=0.0.4;q=0.9,*/*;q=0.1", **settings.get("headers", {})}
     key_env = settings.get("api_key_env")
@@ -147,6 +186,15 @@ def main() -> int:
         stop.set()
 
     threading.Thread(target=wait_for_eof, daemon=True).start()
+    ready_fd = settings.get("ready_fd")
+
+    def first_round_done() -> None:
+        if ready_fd is not None:
+            try:
+                os.write(ready_fd, b"1")
+                os.close(ready_fd)
+            except OSError:  # the parent stopped waiting and closed its end
+                pass
     targets = [tuple(t) for t in settings.get("targets") or [("", settings["url"])]]
 
     def warn(result: ScrapeResult, url: str) -> None:
@@ -162,9 +210,10 @@ def main() -> int:
         with _client(settings) as client:
             try:
                 if settings.get("prometheus"):
+                    first_round_done()  # Prometheus scrapes the server itself: nothing to wait for
                     read_prometheus(client, settings, stop, writer)
                 else:
-                    scrape_loop(client, targets, float(settings["interval_s"]), writer, stop, warn)
+                    scrape_loop(client, targets, float(settings["interval_s"]), writer, stop, warn, first_round_done)
             finally:
                 writer.close()
     except OSError as err:

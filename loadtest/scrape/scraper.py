@@ -25,8 +25,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from loadtest.scrape.store import SCRAPE_DURATION, SCRAPE_SAMPLES, UP, SampleWriter
 
-#: Longest a single scrape may take before it counts as failed (a hung endpoint must not pile up).
-MAX_SCRAPE_TIMEOUT_S = 10.0
 #: Rows are flushed to disk at least this often (the same promise as requests.parquet).
 FLUSH_EVERY_S = 1.0
 
@@ -126,11 +124,13 @@ def scrape_loop(
     writer: SampleWriter,
     stop: threading.Event,
     on_new_failure: Callable[[ScrapeResult, str], None],
+    on_first_round: Callable[[], None] | None = None,
 ) -> None:
     """Scrape every ``interval_s`` (on a fixed grid; a slow round skips, never bunches) until ``stop``.
 
     ``targets`` are (replica id, URL) pairs, scraped together each round; ``on_new_failure``
-    hears each kind of failure once per URL.
+    hears each kind of failure once per URL; ``on_first_round`` is called once, when the
+    first round has ended (the parent waits for it before the first level).
     """
     seen: set[tuple[str, str]] = set()
     pending: dict[str, list] = {"wall": []}
@@ -144,6 +144,9 @@ def scrape_loop(
                     seen.add((url, result.failure))
                     on_new_failure(result, url)
                 merge_columns(pending, result_columns(result, replica))
+            if on_first_round is not None:
+                on_first_round()
+                on_first_round = None
             if interval_s >= FLUSH_EVERY_S or time.monotonic() - last_flush >= FLUSH_EVERY_S:
                 writer.write_columns(pending)
                 pending, last_flush = {"wall": []}, time.monotonic()
@@ -154,7 +157,3 @@ def scrape_loop(
     finally:
         if pool is not None:
             pool.shutdown(wait=False)
-
-
-def scrape_timeout(interval_s: float) -> float:
-    return min(MAX_SCRAPE_TIMEOUT_S, max(1.0, 2 * interval_s))

@@ -4,6 +4,9 @@ and autoscaling.yaml against the published Kubernetes and KEDA schemas."""
 from __future__ import annotations
 
 import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import numpy as np
@@ -14,9 +17,12 @@ import yaml
 from loadtest.analysis import analyze
 from loadtest.analysis.autoscaling import AutoscalingOptions, derived_headroom, resolve_headroom
 from loadtest.analysis.slo import SloSpec
+from support.runkit import write_scenario
 from support.synthetic import closed_loop_rows, level_plan, run_dict, to_frame
 from loadtest.mock.process import MockServer
 from loadtest.report.autoscaling_yaml import k8s_quantity, render_autoscaling_yaml
+from loadtest.scenario import load_scenario
+from loadtest.scrape.process import FIRST_ROUND_GRACE_S, ScraperProcess, scrape_timeout
 from loadtest.scrape.scraper import parse_exposition, result_columns, scrape_once
 from loadtest.scrape.store import UP, SampleWriter, read_samples
 
@@ -286,3 +292,68 @@ def test_scraper_uses_the_targets_tls_settings_headers_and_key(tmp_path, monkeyp
         with _client({**base, "verify_tls": True, "ca_bundle": None}) as client:
             refused = scrape_once(client, url)
     assert refused.failure == "connect" and "CERTIFICATE_VERIFY_FAILED" in refused.message
+
+
+# -- the run waits for the scraper's first round before its first level ----------------------
+
+
+class _SlowMetrics(BaseHTTPRequestHandler):
+    """A /metrics endpoint that answers after ``DELAY_S``: the first round ends no sooner."""
+
+    DELAY_S = 0.6
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        time.sleep(self.DELAY_S)
+        body = b"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 3\n"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def slow_metrics_target(tmp_path):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _SlowMetrics)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        path = write_scenario(tmp_path, base_url, target={"metrics": {"interval_s": 1.0}})
+        yield load_scenario(path).target
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_the_first_round_of_scrapes_is_on_disk_before_the_wait_returns(tmp_path, slow_metrics_target):
+    """The scraper child starts at nice 19; on a busy host its start-up took a whole first level."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    scraper = ScraperProcess(slow_metrics_target, run_dir).start()
+    try:
+        waited = scraper.wait_first_round()
+        returned_at = time.time()
+    finally:
+        scraper.stop()
+    samples = read_samples(run_dir)
+    running = samples[samples.metric == "vllm:num_requests_running"]
+    assert not running.empty and running["value"].iloc[0] == 3.0
+    # the first scrape's midpoint is at least half its 0.6 s before the wait returned
+    assert running["wall"].min() <= returned_at - _SlowMetrics.DELAY_S / 2
+    assert _SlowMetrics.DELAY_S <= waited < scrape_timeout(1.0) + FIRST_ROUND_GRACE_S
+
+
+def test_a_scraper_child_that_dies_does_not_hold_the_run(tmp_path, slow_metrics_target):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    scraper = ScraperProcess(slow_metrics_target, run_dir).start()
+    try:
+        scraper._proc.kill()  # gone before its first round: the pipe's only writer closed
+        waited = scraper.wait_first_round()
+    finally:
+        scraper.stop()
+    assert waited < 5.0  # not the 12 s bound
