@@ -64,7 +64,11 @@ def test_decode_fit_and_bounds_on_an_ordinary_run(run_dir):
     assert fit["basis"] == "fit"
     for level in summary["levels"]:
         assert level["bound"]["bound"] == "memory_or_overhead" and level["bound"]["basis"] == "fit"
-        assert level["bound"]["sequences"] == level["concurrency"]
+        # The batch is the server's running count (p50 of the level's scrapes, one a second). A
+        # closed-loop user between two requests, or a new request waiting for the next step's
+        # admission (18 ms at 4 users), is not running: on a busy CI host two of a level's three
+        # scrapes saw 3 running at 4 users. One user fewer than the level's is the truth's range.
+        assert level["concurrency"] - 1 <= level["bound"]["sequences"] <= level["concurrency"]
     assert "no knee seen" in fit["sentence"]
 
 
