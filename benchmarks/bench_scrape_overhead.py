@@ -21,8 +21,6 @@ import argparse
 import subprocess
 import sys
 import tempfile
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import yaml
@@ -30,6 +28,9 @@ import yaml
 from _table import Column, format_table, write_json
 from loadtest.mock.process import MockServer
 from loadtest.records import read_run_json
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from support.metrics_page import serve_metrics_page  # noqa: E402
 
 
 def metrics_page(lines: int) -> bytes:
@@ -48,23 +49,6 @@ def metrics_page(lines: int) -> bytes:
         out += [f'{name}_bucket{{le="+Inf",model_name="m"}} 300.0', f'{name}_sum{{model_name="m"}} 12.5', f'{name}_count{{model_name="m"}} 300.0']
         n += 40
     return ("\n".join(out) + "\n").encode()
-
-
-def serve(page: bytes) -> ThreadingHTTPServer:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(page)))
-            self.end_headers()
-            self.wfile.write(page)
-
-        def log_message(self, *args) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
 
 
 def run_once(base_url: str, metrics: dict | bool, streams: list[int], level_s: float, work: Path, name: str) -> list[dict]:
@@ -102,7 +86,7 @@ def main() -> int:
     args = parser.parse_args()
     streams = [int(s) for s in args.streams.split(",")]
     page = metrics_page(args.lines)
-    server = serve(page)
+    server = serve_metrics_page(page)
     url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp, MockServer(["--decode-base-ms", "10", "--decode-per-seq-ms", "0",

@@ -4,9 +4,7 @@ and autoscaling.yaml against the published Kubernetes and KEDA schemas."""
 from __future__ import annotations
 
 import socket
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import numpy as np
@@ -17,6 +15,7 @@ import yaml
 from loadtest.analysis import analyze
 from loadtest.analysis.autoscaling import AutoscalingOptions, derived_headroom, resolve_headroom
 from loadtest.analysis.slo import SloSpec
+from support.metrics_page import serve_metrics_page
 from support.runkit import write_scenario
 from support.synthetic import closed_loop_rows, level_plan, run_dict, to_frame
 from loadtest.mock.process import MockServer
@@ -297,29 +296,14 @@ def test_scraper_uses_the_targets_tls_settings_headers_and_key(tmp_path, monkeyp
 # -- the run waits for the scraper's first round before its first level ----------------------
 
 
-class _SlowMetrics(BaseHTTPRequestHandler):
-    """A /metrics endpoint that answers after ``DELAY_S``: the first round ends no sooner."""
-
-    DELAY_S = 0.6
-
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-        time.sleep(self.DELAY_S)
-        body = b"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 3\n"
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain; version=0.0.4")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args) -> None:
-        pass
+#: The slow /metrics answers this long after each request: the first round ends no sooner.
+SLOW_METRICS_S = 0.6
 
 
 @pytest.fixture
 def slow_metrics_target(tmp_path):
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _SlowMetrics)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    page = b"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 3\n"
+    server = serve_metrics_page(page, delay_s=SLOW_METRICS_S)
     try:
         base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
         path = write_scenario(tmp_path, base_url, target={"metrics": {"interval_s": 1.0}})
@@ -343,8 +327,8 @@ def test_the_first_round_of_scrapes_is_on_disk_before_the_wait_returns(tmp_path,
     running = samples[samples.metric == "vllm:num_requests_running"]
     assert not running.empty and running["value"].iloc[0] == 3.0
     # the first scrape's midpoint is at least half its 0.6 s before the wait returned
-    assert running["wall"].min() <= returned_at - _SlowMetrics.DELAY_S / 2
-    assert _SlowMetrics.DELAY_S <= waited < scrape_timeout(1.0) + FIRST_ROUND_GRACE_S
+    assert running["wall"].min() <= returned_at - SLOW_METRICS_S / 2
+    assert SLOW_METRICS_S <= waited < scrape_timeout(1.0) + FIRST_ROUND_GRACE_S
 
 
 def test_a_scraper_child_that_dies_does_not_hold_the_run(tmp_path, slow_metrics_target):
