@@ -313,7 +313,7 @@ def slow_metrics_target(tmp_path):
         server.server_close()
 
 
-def test_the_first_round_of_scrapes_is_on_disk_before_the_wait_returns(tmp_path, slow_metrics_target):
+def test_the_first_round_of_scrapes_is_made_before_the_wait_returns(tmp_path, slow_metrics_target):
     """The scraper child starts at nice 19; on a busy host its start-up took a whole first level."""
     run_dir = tmp_path / "run"
     run_dir.mkdir()
