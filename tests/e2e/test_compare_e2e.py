@@ -125,25 +125,6 @@ def test_slower_decode_is_a_regression_with_a_failing_testcase(runs, tmp_path):
     assert "REGRESSION" in (out / "compare.md").read_text()
 
 
-def test_different_max_tokens_is_refused(runs, tmp_path):
-    _, outs = runs
-    # --baseline refuses before sending any load ...
-    scenario = _scenario(tmp_path, "http://127.0.0.1:9/v1", workload={"max_tokens": {"mean": 12, "stddev": 3}})
-    early = loadtest("run", str(scenario), "--out", str(tmp_path / "never"), "--baseline", str(outs[0]))
-    assert early.returncode == 2, early.stderr
-    assert "max_tokens" in early.stderr and len(early.stderr.strip().splitlines()) == 1
-    assert not (tmp_path / "never").exists()
-    # ... and compare refuses two finished runs.
-    with MockServer([*MOCK, "--decode-per-seq-ms", str(PER_SEQ_MS)]) as mock:
-        out = tmp_path / "longer"
-        result = _run(tmp_path, mock.base_url, out, workload={**SECTIONS["workload"], "max_tokens": {"mean": 12, "stddev": 3}})
-        assert result.returncode == 0, result.stderr
-    refused = loadtest("compare", str(outs[0]), str(out))
-    assert refused.returncode == 2
-    line = refused.stderr.strip()
-    assert len(line.splitlines()) == 1 and "max_tokens.mean: 8 → 12" in line and "Traceback" not in line
-
-
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "nightly-regression.yml"
 
 

@@ -234,7 +234,10 @@ def _baseline_started(folder: Path) -> float:
     return json.loads((folder / "run.json").read_text())["started_wall"]
 
 
-@pytest.mark.solo  # the gate's verdict on same-server nights
+# Untimed: the gate's verdict on the second night is not this test's subject (test_compare_e2e.py and
+# test_gate_drift.py judge same-server runs, alone on the cores). Whatever it is, the script must
+# publish it and move the baseline forward on a pass (exit 0) and only then.
+@pytest.mark.untimed
 def test_the_cronjob_script_gates_each_night_and_moves_the_baseline_only_on_a_pass(tmp_path):
     results = tmp_path / "results"
     with MockServer([*MOCK, "--decode-per-seq-ms", "10"]) as mock:
@@ -248,7 +251,8 @@ def test_the_cronjob_script_gates_each_night_and_moves_the_baseline_only_on_a_pa
 
         second = nightly(str(results), scenario, mock.base_url)
         code = int(re.search(r"nightly gate: exit (\d+)", second.stdout).group(1))
-        assert code in (0, 6), second.stdout + second.stderr  # no regression, or undecided on a busy machine
+        assert code in (0, 1, 6), second.stdout + second.stderr  # a verdict: not 2 (refused) or a crash
+        assert second.returncode == (0 if code in (0, 6) else code)  # the pod fails on a regression only
         runs = sorted(p for p in results.iterdir() if p.name.startswith("nightly-") and not p.name.endswith("-warmup"))
         assert len(runs) == 2 and (runs[1] / "compare.junit.xml").is_file()
         # a gate run starts with a warm-up run (run --warmup-run, on with --baseline): kept beside it, never compared

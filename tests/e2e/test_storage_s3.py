@@ -76,7 +76,12 @@ def _run_folders(env: dict, prefix: str) -> list[str]:
     return sorted({k.split("/")[1] for k in keys(env, "results", prefix) if k.endswith("/run.json")})
 
 
-@pytest.mark.solo  # the gate's verdict on same-server runs (0 or 6, never 1): a neighbour moves one
+# The gate's verdict is not this test's subject (test_compare_e2e.py and test_gate_drift.py judge
+# same-server runs, alone on the cores): any verdict may come, and what is checked is that the
+# runs, the comparison and its outputs went through the bucket. So it runs in the untimed pass.
+VERDICTS = {0: "pass", 1: "regression", 6: "inconclusive"}
+
+
 def test_runs_compare_history_and_analyze_on_s3_paths(s3):
     lt_env, aws, folder = s3
     with MockServer(MOCK) as mock:
@@ -95,10 +100,10 @@ def test_runs_compare_history_and_analyze_on_s3_paths(s3):
     a, b = (f"s3://results/runs/{r}" for r in runs)
 
     cmp = _lt(lt_env, "compare", a, b, "--json", "s3://results/gate/compare.json", "--junit", str(folder / "gate.xml"))
-    assert cmp.returncode in (0, 6), cmp.stdout + cmp.stderr  # same server: no regression (or undecided)
+    assert cmp.returncode in VERDICTS, cmp.stdout + cmp.stderr  # a verdict; not 2 (a path or input refused)
     print(cmp.stdout)
     report = json.loads(get_bytes(aws, "results", "gate/compare.json"))
-    assert report["exit_code"] == cmp.returncode and report["outcome"] in ("pass", "inconclusive")
+    assert report["exit_code"] == cmp.returncode and report["outcome"] == VERDICTS[cmp.returncode]
     assert report["baseline"]["records"] > 0 and report["candidate"]["records"] > 0
     assert (folder / "gate.xml").is_file()
 
@@ -166,8 +171,8 @@ def test_a_killed_runs_parts_are_readable_from_the_bucket(s3):
     assert 0 < level["requests"] <= local_records
 
 
-@pytest.mark.solo  # the gate's verdict on same-server runs (0 or 6, never 1): a neighbour moves one
 def test_the_nightly_gate_keeps_its_runs_and_baseline_in_the_bucket(s3):
+    """Any verdict may come (see VERDICTS); the baseline must move forward on a pass and only then."""
     from test_deploy_k8s import nightly
 
     lt_env, aws, folder = s3
@@ -178,7 +183,8 @@ def test_the_nightly_gate_keeps_its_runs_and_baseline_in_the_bucket(s3):
         assert first.returncode == 0, first.stdout + first.stderr
         second = nightly("s3://results/nightly/", scenario, mock.base_url, env)
         code = int(re.search(r"nightly gate: exit (\d+)", second.stdout).group(1))
-        assert code in (0, 6), second.stdout + second.stderr
+        assert code in VERDICTS, second.stdout + second.stderr
+        assert second.returncode == (0 if code in (0, 6) else code)  # the pod fails on a regression only
     objects = keys(aws, "results", "nightly/")
     nights = sorted({k.split("/")[1] for k in objects if k.split("/")[1].startswith("nightly-")})
     assert len(nights) == 2
