@@ -31,8 +31,8 @@ from loadtest.mock.process import MockServer
 from support.runkit import loadtest, write_scenario
 
 # The decode slope (per-sequence cost) is fitted to step times within 10%: a neighbour's CPU
-# lengthens the mock's larger steps more.
-pytestmark = pytest.mark.solo
+# lengthens the mock's larger steps more. So the roofline tests are solo; the overhead test is paired.
+SLOPE_WITHIN_10_PCT = pytest.mark.solo
 
 ROOFLINE = ["--roofline-hbm-gbps", "1000", "--roofline-tflops", "16", "--roofline-params-b", "8",
             "--roofline-bytes-per-weight", "2", "--roofline-kv-bytes-per-token", "4e6", "--roofline-overhead-ms", "0.5"]
@@ -69,6 +69,7 @@ def roofline(tmp_path_factory):
     ) + (folder,)
 
 
+@SLOPE_WITHIN_10_PCT
 def test_prefill_per_token_cost_is_recovered(roofline):
     profile, _, _ = roofline
     p = profile["prefill"]
@@ -81,6 +82,7 @@ def test_prefill_per_token_cost_is_recovered(roofline):
     assert p["bound"] == "compute"
 
 
+@SLOPE_WITHIN_10_PCT
 def test_decode_costs_and_knee_are_recovered(roofline):
     profile, _, _ = roofline
     d = profile["decode"]
@@ -102,6 +104,7 @@ def test_decode_costs_and_knee_are_recovered(roofline):
     assert profile["summary"][0].startswith("decode is memory-bound up to about")
 
 
+@SLOPE_WITHIN_10_PCT
 def test_profile_folder_holds_the_runs_the_report_and_the_table(roofline):
     profile, stdout, folder = roofline
     out = folder / "profile"
@@ -115,6 +118,8 @@ def test_profile_folder_holds_the_runs_the_report_and_the_table(roofline):
     assert profile["complete"] is True and profile["wall_s"] > 0
 
 
+# Paired (no mark): no slope is asserted, only the step's fixed part within 10% of 26 ms and the
+# bound, "overhead" by a factor of 25 over the floors. Beside a full-core hog it passed 2 of 2.
 def test_a_large_fixed_overhead_is_called_overhead(tmp_path):
     args = ["--roofline-hbm-gbps", "1000", "--roofline-tflops", "16", "--roofline-params-b", "0.5",
             "--roofline-overhead-ms", "25"]
