@@ -30,50 +30,8 @@ HERE = Path(__file__).resolve().parent
 FOLDER_MARKERS = ("unit", "e2e", "real")
 
 
-#: The files that take longest in their pass (setup and calls, seconds, from a clean clone's
-#: ``--durations`` on 2026-12-04), longest first. ``make test``'s parallel passes give each
-#: worker a whole file (``--dist loadfile``) in collection order, and a worker takes its next
-#: file while the last two tests of its current one are still to run; a long file collected
-#: late then ends the pass alone on one worker. Started first, it runs beside the short ones.
-#: Only the order changes: a file missing from this list, or listed and gone, changes nothing else.
-LONG_FILES_FIRST = (
-    "e2e/test_storage_s3.py",  # 162 (untimed pass)
-    "e2e/test_fault_matrix.py",  # 145 (paired pass)
-    "e2e/test_deploy_k8s.py",  # 114
-    "e2e/test_trusted_verdicts.py",  # 76 paired, 45 untimed
-    "e2e/test_trace_replay.py",  # 71
-    "e2e/test_open_loop.py",  # 70
-    "e2e/test_preflight_dialects.py",  # 70
-    "e2e/test_report_browser.py",  # 70
-    "e2e/test_path_mistakes.py",  # 68
-    "e2e/test_repeat.py",  # 63
-    "e2e/test_run.py",  # 39 paired, 56 untimed
-    "e2e/test_live_metrics.py",  # 23 paired, 27 untimed
-    "e2e/test_profile_browser.py",  # 46
-    "e2e/test_ci_example.py",  # 46
-    "e2e/test_benchmarks.py",  # 44
-    "e2e/test_hold_e2e.py",  # 41
-    "e2e/test_fleet_nginx.py",  # 39
-    "e2e/test_docs_summary_keys.py",  # 37
-    "e2e/test_distributed.py",  # 36
-)
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every test with its folder (unit / e2e / real); loose top-level files count as e2e.
-
-    Then put the long files first (``LONG_FILES_FIRST``); the sort is stable, so the tests
-    of a file, and the files not listed, keep their order.
-    """
-    rank = {name: i for i, name in enumerate(LONG_FILES_FIRST)}
-
-    def first(item: pytest.Item) -> int:
-        try:
-            return rank.get(Path(str(item.path)).resolve().relative_to(HERE).as_posix(), len(rank))
-        except ValueError:
-            return len(rank)
-
-    items.sort(key=first)
+    """Mark every test with its folder (unit / e2e / real); loose top-level files count as e2e."""
     for item in items:
         try:
             folder = Path(str(item.path)).resolve().relative_to(HERE).parts[0]
