@@ -24,8 +24,9 @@ last thing before the poll) notes when the hub is about to poll.
   after the previous poll returned (that poll would have reported them; its
   stamp is taken a few microseconds after ``epoll`` gathered its events, so
   a bound can be short by those), and after the greenlet last read. A busy
-  round of 100 greenlets can last several ms, though, and the bytes usually came at its end. So every read
-  also *sweeps*: one ``epoll_wait(0)`` over the sockets the greenlets are
+  round of 100 greenlets can last several ms, though, and the bytes usually
+  came at its end. So every read also *sweeps*: one ``epoll_wait(0)`` over
+  the sockets the greenlets are
   waiting on (level-triggered, one-shot, re-armed by each read of its socket)
   notes which became readable since the previous sweep. A socket first seen
   readable at a sweep got its bytes after the sweep before it; one not seen

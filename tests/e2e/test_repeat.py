@@ -7,14 +7,13 @@ import json
 import pytest
 
 from loadtest.mock.process import MockServer
-from support.runkit import loadtest, write_scenario
+from support.runkit import GATE_VERDICTS, loadtest, write_scenario
 
 #: asserts nothing about time: which runs a --repeat keeps and gates, and that the group gets a
 #: verdict, whichever. The gate's verdict on same-server runs (exit 0 or 6, never 1) is judged alone
 #: on the cores by test_compare_e2e.py and test_gate_drift.py: beside the untimed pass a neighbour
 #: once moved one run's ITL p95 by +18.5%. So this runs in make test's untimed pass.
 pytestmark = pytest.mark.untimed
-VERDICTS = {0: "pass", 1: "regression", 6: "inconclusive"}
 
 SECTIONS = {
     "workload": {"prompt_tokens": {"mean": 16, "stddev": 0}, "max_tokens": {"mean": 8, "stddev": 3}},
@@ -31,13 +30,13 @@ def test_repeat_keeps_every_run_marks_the_warmup_and_gates_the_group(tmp_path):
         out = tmp_path / "nightly"
         done = loadtest("run", str(scenario), "--out", str(out), "--repeat", "2", "--baseline", str(tmp_path / "base"),
                         "--history", str(tmp_path), timeout=300)
-    assert done.returncode in VERDICTS, done.stdout + done.stderr  # a verdict: not 2 (refused) or a crash
+    assert done.returncode in GATE_VERDICTS, done.stdout + done.stderr  # a verdict: not 2 (refused) or a crash
     assert json.loads((out / "warmup" / "run.json").read_text())["warmup_run"] is True
     for name in ("run-01", "run-02"):
         assert json.loads((out / name / "run.json").read_text())["warmup_run"] is False
         assert (out / name / "summary.json").is_file()
     report = json.loads((out / "compare.json").read_text())
-    assert report["outcome"] == VERDICTS[done.returncode]
+    assert report["outcome"] == GATE_VERDICTS[done.returncode]
     assert [p.rsplit("/", 1)[-1] for p in report["candidates"]] == ["run-01", "run-02"]
     # the reference runs: the baseline only (the warm-up and the candidates are never counted)
     assert report["history_runs"] == 1

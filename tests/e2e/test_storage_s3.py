@@ -21,7 +21,7 @@ import yaml
 
 from loadtest.mock.process import MockServer
 from support.procs import reap
-from support.runkit import write_scenario
+from support.runkit import GATE_VERDICTS, write_scenario
 from support.s3server import get_bytes, keys, s3_server, with_env
 
 #: asserts nothing about time (what reaches the bucket; its SLO limits are 1 s at p50 against 10 ms steps): runs in make test's parallel pass
@@ -79,9 +79,6 @@ def _run_folders(env: dict, prefix: str) -> list[str]:
 # The gate's verdict is not this test's subject (test_compare_e2e.py and test_gate_drift.py judge
 # same-server runs, alone on the cores): any verdict may come, and what is checked is that the
 # runs, the comparison and its outputs went through the bucket. So it runs in the untimed pass.
-VERDICTS = {0: "pass", 1: "regression", 6: "inconclusive"}
-
-
 def test_runs_compare_history_and_analyze_on_s3_paths(s3):
     lt_env, aws, folder = s3
     with MockServer(MOCK) as mock:
@@ -100,10 +97,10 @@ def test_runs_compare_history_and_analyze_on_s3_paths(s3):
     a, b = (f"s3://results/runs/{r}" for r in runs)
 
     cmp = _lt(lt_env, "compare", a, b, "--json", "s3://results/gate/compare.json", "--junit", str(folder / "gate.xml"))
-    assert cmp.returncode in VERDICTS, cmp.stdout + cmp.stderr  # a verdict; not 2 (a path or input refused)
+    assert cmp.returncode in GATE_VERDICTS, cmp.stdout + cmp.stderr  # a verdict; not 2 (a path or input refused)
     print(cmp.stdout)
     report = json.loads(get_bytes(aws, "results", "gate/compare.json"))
-    assert report["exit_code"] == cmp.returncode and report["outcome"] == VERDICTS[cmp.returncode]
+    assert report["exit_code"] == cmp.returncode and report["outcome"] == GATE_VERDICTS[cmp.returncode]
     assert report["baseline"]["records"] > 0 and report["candidate"]["records"] > 0
     assert (folder / "gate.xml").is_file()
 
@@ -172,8 +169,8 @@ def test_a_killed_runs_parts_are_readable_from_the_bucket(s3):
 
 
 def test_the_nightly_gate_keeps_its_runs_and_baseline_in_the_bucket(s3):
-    """Any verdict may come (see VERDICTS); the baseline must move forward on a pass and only then."""
-    from test_deploy_k8s import nightly
+    """Any verdict may come (see GATE_VERDICTS); the baseline must move forward on a pass and only then."""
+    from test_deploy_k8s import nightly, pod_exit
 
     lt_env, aws, folder = s3
     with MockServer(MOCK) as mock:
@@ -183,8 +180,8 @@ def test_the_nightly_gate_keeps_its_runs_and_baseline_in_the_bucket(s3):
         assert first.returncode == 0, first.stdout + first.stderr
         second = nightly("s3://results/nightly/", scenario, mock.base_url, env)
         code = int(re.search(r"nightly gate: exit (\d+)", second.stdout).group(1))
-        assert code in VERDICTS, second.stdout + second.stderr
-        assert second.returncode == (0 if code in (0, 6) else code)  # the pod fails on a regression only
+        assert code in GATE_VERDICTS, second.stdout + second.stderr
+        assert second.returncode == pod_exit(code)
     objects = keys(aws, "results", "nightly/")
     nights = sorted({k.split("/")[1] for k in objects if k.split("/")[1].startswith("nightly-")})
     assert len(nights) == 2

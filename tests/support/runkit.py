@@ -16,6 +16,12 @@ from typing import Any
 import yaml
 
 
+#: The gate's exit code for each outcome in compare.json (README "Exit codes", without
+#: ``--inconclusive``): the codes a comparison may end with when it gets to a verdict. A test
+#: whose subject is what the gate writes, not its verdict, accepts any of them (docs/testing.md).
+GATE_VERDICTS = {0: "pass", 1: "regression", 6: "inconclusive"}
+
+
 def deep_update(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     """Merge ``extra`` into ``base``, mappings key by key; an empty mapping replaces.
 
