@@ -19,6 +19,10 @@
    declines whatever it is not sure about (a key with an escape, a repeated key that matters,
    a number too long for 64 bits, deep nesting). tests/unit/test_scanner.py fuzzes both paths.
 
+   - Scanner.read() over TLS (attach()'s tls): the connection's OpenSSL object's own read, called
+     from here as tls_read.read_tls calls it from Python (the same records, the same ends), then
+     the same parse as a plain read; no kernel stamp (SSL_read reads the socket itself).
+
    The GIL is kept during recvmsg: the socket is non-blocking (the call takes a few µs), and
    releasing it would invite the hub's thread in between the stamp and the parse. */
 
@@ -542,6 +546,8 @@ typedef struct {
     PyObject *response;
     PyObject *pieces;       /* the list the parser appends de-chunked body pieces to */
     PyObject *parse_error;  /* HTTPParseError: bad framing, told apart from other failures */
+    PyObject *tls_read;     /* over TLS: the OpenSSL object's read and pending (bound); else NULL */
+    PyObject *tls_pending;
 } Scanner;
 
 static PyTypeObject ScannerType;
@@ -565,6 +571,8 @@ Scanner_traverse(Scanner *self, visitproc visit, void *arg)
     Py_VISIT(self->response);
     Py_VISIT(self->pieces);
     Py_VISIT(self->parse_error);
+    Py_VISIT(self->tls_read);
+    Py_VISIT(self->tls_pending);
     return 0;
 }
 
@@ -582,6 +590,8 @@ Scanner_clear(Scanner *self)
     Py_CLEAR(self->response);
     Py_CLEAR(self->pieces);
     Py_CLEAR(self->parse_error);
+    Py_CLEAR(self->tls_read);
+    Py_CLEAR(self->tls_pending);
     self->fd = -1;
     return 0;
 }
@@ -797,24 +807,136 @@ feed(Scanner *self, PyObject *data, PyObject *now_obj)
     Py_RETURN_TRUE;
 }
 
-/* attach(fd, stamps, parser_feed, response, pieces, parse_error): the stream read() reads. */
+/* ssl's SSLWantReadError, SSLZeroReturnError and SSLEOFError: imported at the first TLS attach(). */
+static PyObject *want_read, *zero_return, *eof_error, *read_size;
+
+static int
+ssl_errors(void)
+{
+    if (want_read != NULL) return 0;
+    PyObject *ssl = PyImport_ImportModule("ssl");
+    if (ssl == NULL) return -1;
+    PyObject *w = PyObject_GetAttrString(ssl, "SSLWantReadError");
+    PyObject *z = PyObject_GetAttrString(ssl, "SSLZeroReturnError");
+    PyObject *e = PyObject_GetAttrString(ssl, "SSLEOFError");
+    Py_DECREF(ssl);
+    if (w == NULL || z == NULL || e == NULL) {
+        Py_XDECREF(w);
+        Py_XDECREF(z);
+        Py_XDECREF(e);
+        return -1;
+    }
+    want_read = w, zero_return = z, eof_error = e;
+    return 0;
+}
+
+/* attach(fd, stamps, parser_feed, response, pieces, parse_error[, tls]): the stream read() reads.
+   tls: the connection's OpenSSL object (ssl's _SSLSocket), or None for a plain socket. */
 static PyObject *
 Scanner_attach(Scanner *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 6 || !PyList_Check(args[4])) {
-        PyErr_SetString(PyExc_TypeError, "attach(fd, stamps, parser_feed, response, pieces: list, parse_error)");
+    if ((nargs != 6 && nargs != 7) || !PyList_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "attach(fd, stamps, parser_feed, response, pieces: list, parse_error[, tls])");
         return NULL;
     }
     int fd = (int)PyLong_AsLong(args[0]);
     int stamps = PyObject_IsTrue(args[1]);
     if (PyErr_Occurred() || stamps < 0) return NULL;
+    PyObject *tls_read = NULL, *tls_pending = NULL;
+    if (nargs == 7 && args[6] != Py_None) {
+        if (ssl_errors() < 0) return NULL;
+        tls_read = PyObject_GetAttrString(args[6], "read");
+        tls_pending = tls_read ? PyObject_GetAttrString(args[6], "pending") : NULL;
+        if (tls_pending == NULL) {
+            Py_XDECREF(tls_read);
+            return NULL;
+        }
+        stamps = 0; /* SSL_read reads the socket itself: no control data */
+    }
     self->fd = fd;
     self->stamps = stamps;
     Py_XSETREF(self->parser_feed, Py_NewRef(args[2]));
     Py_XSETREF(self->response, Py_NewRef(args[3]));
     Py_XSETREF(self->pieces, Py_NewRef(args[4]));
     Py_XSETREF(self->parse_error, Py_NewRef(args[5]));
+    Py_XSETREF(self->tls_read, tls_read);
+    Py_XSETREF(self->tls_pending, tls_pending);
     Py_RETURN_NONE;
+}
+
+/* tls_read.read_tls in C: everything decryptable now, into *data, and *closed when the peer closed
+   (TLS's close_notify, or a close without it, as suppress_ragged_eofs makes it). Returns 0 (*data
+   set, maybe empty when closed), 1 when there is nothing yet (no whole record: "blocked"), -1 on a
+   Python error (the read failed). One difference in cost, none in what is read: the Python loop
+   reads until OpenSSL says "want read", an SSLWantReadError (an exception object) per read; here a
+   read is followed by another only while OpenSSL holds decrypted bytes or the kernel holds bytes or
+   the end of this socket (a one-byte MSG_PEEK), so the usual read of one record raises nothing. */
+static int
+tls_read_all(Scanner *self, PyObject **data, int *closed)
+{
+    PyObject *first = NULL, *parts = NULL;
+    *closed = 0;
+    for (;;) {
+        PyObject *got = PyObject_CallOneArg(self->tls_read, read_size);
+        if (got == NULL) {
+            if (PyErr_ExceptionMatches(want_read)) {
+                PyErr_Clear();
+                break;
+            }
+            if (PyErr_ExceptionMatches(zero_return) || PyErr_ExceptionMatches(eof_error)) {
+                PyErr_Clear();
+                *closed = 1;
+                break;
+            }
+            goto fail;
+        }
+        if (!PyBytes_Check(got)) {
+            Py_DECREF(got);
+            PyErr_SetString(PyExc_TypeError, "the TLS object's read() did not return bytes");
+            goto fail;
+        }
+        if (PyBytes_GET_SIZE(got) == 0) {
+            Py_DECREF(got);
+            *closed = 1;
+            break;
+        }
+        if (first == NULL) {
+            first = got;
+        } else {
+            if (parts == NULL && (parts = PyList_New(0)) != NULL && PyList_Append(parts, first) < 0) Py_CLEAR(parts);
+            int r = parts == NULL ? -1 : PyList_Append(parts, got);
+            Py_DECREF(got);
+            if (r < 0) goto fail;
+        }
+        PyObject *p = PyObject_CallNoArgs(self->tls_pending);
+        if (p == NULL) goto fail;
+        long pending = PyLong_AsLong(p);
+        Py_DECREF(p);
+        if (pending == -1 && PyErr_Occurred()) goto fail;
+        if (pending > 0) continue;
+        char peek;
+        if (recv(self->fd, &peek, 1, MSG_PEEK | MSG_DONTWAIT) < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+        /* bytes in the kernel, or its end (0), or an error: read again, and let OpenSSL say what it is */
+    }
+    if (first == NULL) {
+        if (!*closed) return 1;
+        *data = PyBytes_FromStringAndSize(NULL, 0);
+        return *data == NULL ? -1 : 0;
+    }
+    if (parts == NULL) {
+        *data = first;
+        return 0;
+    }
+    Py_DECREF(first);
+    PyObject *empty = PyBytes_FromStringAndSize(NULL, 0);
+    *data = empty ? _PyBytes_Join(empty, parts) : NULL;
+    Py_XDECREF(empty);
+    Py_DECREF(parts);
+    return *data == NULL ? -1 : 0;
+fail:
+    Py_XDECREF(first);
+    Py_XDECREF(parts);
+    return -1;
 }
 
 /* The exception just raised, taken out of the error state (to hand to the reactor as a value). */
@@ -862,13 +984,28 @@ Scanner_read(Scanner *self, PyObject *now_obj)
         return NULL;
     }
     PyObject *data, *arrived;
-    Py_ssize_t n = recv_into(self->fd, READ_SIZE, self->stamps, &data, &arrived);
-    if (n == -1) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK) return outcome("blocked", NULL, 0, Py_NewRef(Py_None));
-        PyErr_SetFromErrno(PyExc_OSError);
-        return outcome("oserror", caught(), 0, Py_NewRef(Py_None));
+    int closed = 0; /* over TLS: the peer closed after (or without) these bytes */
+    Py_ssize_t n;
+    if (self->tls_read != NULL) {
+        int r = tls_read_all(self, &data, &closed);
+        if (r == 1) return outcome("blocked", NULL, 0, Py_NewRef(Py_None));
+        if (r < 0) {
+            PyObject *exc = caught();
+            if (exc == NULL) return NULL;
+            return outcome(PyObject_TypeCheck(exc, (PyTypeObject *)PyExc_OSError) ? "oserror" : "error", exc, 0,
+                           Py_NewRef(Py_None));
+        }
+        arrived = Py_NewRef(Py_None);
+        n = PyBytes_GET_SIZE(data);
+    } else {
+        n = recv_into(self->fd, READ_SIZE, self->stamps, &data, &arrived);
+        if (n == -1) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return outcome("blocked", NULL, 0, Py_NewRef(Py_None));
+            PyErr_SetFromErrno(PyExc_OSError);
+            return outcome("oserror", caught(), 0, Py_NewRef(Py_None));
+        }
+        if (n < 0) return NULL;
     }
-    if (n < 0) return NULL;
     if (n == 0) {
         Py_DECREF(data);
         Py_DECREF(arrived);
@@ -931,7 +1068,7 @@ Scanner_read(Scanner *self, PyObject *now_obj)
     }
     int done = PyObject_IsTrue(complete);
     Py_DECREF(complete);
-    if (done) return outcome("end", NULL, added, arrived);
+    if (done || closed) return outcome("end", NULL, added, arrived); /* closed: as _read_python ends it */
     PyObject *out = PyTuple_New(2);
     PyObject *count = PyLong_FromSsize_t(added);
     if (out == NULL || count == NULL) {
@@ -1106,7 +1243,7 @@ static PyMethodDef Scanner_methods[] = {
     {"feed", (PyCFunction)(void (*)(void))Scanner_feed, METH_FASTCALL,
      "feed(data, now) -> bool: StreamDecoder.feed for one read (False: stop reading)."},
     {"attach", (PyCFunction)(void (*)(void))Scanner_attach, METH_FASTCALL,
-     "attach(fd, stamps, parser_feed, response, pieces, parse_error): the stream read() reads."},
+     "attach(fd, stamps, parser_feed, response, pieces, parse_error[, tls]): the stream read() reads."},
     {"read", (PyCFunction)Scanner_read, METH_O,
      "read(now) -> (added, arrived) or (kind, exception, added, arrived): one read of the attached stream."},
     {"plain", (PyCFunction)(void (*)(void))Scanner_plain, METH_FASTCALL,
@@ -1168,6 +1305,7 @@ PyInit__scanner(void)
     INTERN(s_has_partial, "has_partial");
     INTERN(s_message_complete, "message_complete");
     INTERN(s_start_perf, "start_perf");
+    if ((read_size = PyLong_FromLong(READ_SIZE)) == NULL) return NULL;
     if ((one = PyLong_FromLong(1)) == NULL || (minus_one = PyLong_FromLong(-1)) == NULL) return NULL;
     if (PyType_Ready(&ScannerType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);

@@ -16,9 +16,9 @@ geventhttpclient; for a 200 event stream it hands the socket over with
 gets the socket back to return it to the keep-alive pool itself, on the hub's
 thread, since gevent's pool is not thread-safe.
 
-Where the compiled scanner is built (:mod:`loadtest.client.scanner`), each plain read and the
+Where the compiled scanner is built (:mod:`loadtest.client.scanner`), each read and the
 batch's delay bookkeeping below run in C, with the same stamps and the same records. A TLS
-stream is read through its OpenSSL object, in Python (:mod:`loadtest.client.tls_read`).
+stream is read through its OpenSSL object (:mod:`loadtest.client.tls_read`; in C too, where built).
 
 The thread and its epoll are the unpatched originals (Locust monkey-patches
 ``threading`` and ``select`` for gevent). It is a daemon: it dies with the
@@ -331,7 +331,7 @@ class Reactor:
         if stream.response.message_complete:
             self._end(stream, stream.first_at)
             return
-        if stream.tls is not None:  # read by _read_python: no kernel stamps, no compiled read
+        if stream.tls is not None:  # no kernel stamps: SSL_read reads the socket itself
             pending = stream.tls.pending()  # decrypted with the head's record: it arrived with the head
             if pending:
                 self._consume(stream, stream.tls.read(pending), stream.first_at)
@@ -339,10 +339,11 @@ class Reactor:
                     return
         else:
             stream.rx_stamps = enable_arrival_stamps(stream.raw)
-            scanner = stream.decoder.scanner
-            if scanner is not None:
-                scanner.attach(stream.fd, stream.rx_stamps, parser_feed, stream.response, stream.pieces, HTTPParseError)
-                stream.scanner = scanner
+        scanner = stream.decoder.scanner
+        if scanner is not None:  # the compiled read: the raw socket's, or the OpenSSL object's over TLS
+            scanner.attach(stream.fd, stream.rx_stamps, parser_feed, stream.response, stream.pieces, HTTPParseError,
+                           stream.tls)
+            stream.scanner = scanner
         self._streams[stream.fd] = stream
         self._poll.register(stream.fd, _EPOLLIN)
         stream.registered = True

@@ -18,9 +18,11 @@ the state OpenSSL left it.
 What plain HTTP has and TLS cannot: the kernel's arrival stamp of the read's
 bytes (``SSL_read`` reads the socket itself, without ``recvmsg``'s control
 data), so a TLS read's stamp delay is bounded, as a read without kernel stamps
-always was, rather than measured; and the compiled scanner's one-call read (it
-reads the raw socket), so a TLS read is a Python loop, whose decrypted bytes then
-go through the same decoder feed (the scanner's, where it is built) as a plain read's.
+always was, rather than measured. Where the compiled scanner is built, it does
+:func:`read_tls`'s loop in C (``Scanner.read``), then the same parse as a plain
+read; it asks OpenSSL for more only while OpenSSL or the kernel holds bytes, so
+the usual read of one record costs no ``SSLWantReadError``. Without it, this
+module's loop reads, and the decrypted bytes go through the decoder's feed.
 
 ``LOADTEST_TLS_READS=greenlets`` (read at import) keeps the old greenlet reader,
 for comparing the two in one run (``benchmarks/bench_fidelity.py``).

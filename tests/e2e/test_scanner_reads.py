@@ -6,12 +6,17 @@ into a socket pair one piece at a time; after each piece the reactor's read for
 that stream runs once, by the compiled scanner (``Scanner.read`` and the
 reactor's ``_settle``) and by the Python read (``Reactor._read_python``), with the
 same ``now``. The records, the chunks each read stamped, and how the stream ended
-(cleanly, bad framing, a close mid-stream) must be the same.
+(cleanly, bad framing, a close mid-stream) must be the same. Over TLS too: the
+same bytes through a real TLS connection on a socket pair, read through its
+OpenSSL object by both paths, with the peer closing cleanly, with close_notify,
+or without it.
 """
 
 from __future__ import annotations
 
 import socket
+import ssl
+import threading
 from array import array
 import time
 from collections import deque
@@ -28,6 +33,7 @@ from loadtest.client.arrival import enable_arrival_stamps
 from loadtest.client.decode import StreamDecoder
 from loadtest.client.reactor import Reactor, _Stream
 from loadtest.client.record import RequestRecord
+from loadtest.mock.tls import self_signed_cert
 from support.same_record import assert_same_record
 from support.wirezoo.fixtures import ZOO
 
@@ -66,8 +72,32 @@ def _chunked(body: bytes, cuts: list[int], extension: bool) -> bytes:
     return out + b"0\r\n\r\n"
 
 
-def _run(api: str, head: bytes, writes: list[bytes], compiled: bool, close_early: bool) -> tuple:
-    ours, theirs = socket.socketpair()
+def _tls_pair(contexts: tuple[ssl.SSLContext, ssl.SSLContext]) -> tuple[ssl.SSLSocket, ssl.SSLSocket]:
+    """A TLS connection over a socket pair: (ours, non-blocking, read as the reactor reads; theirs, blocking)."""
+    server, client = contexts
+    a, b = socket.socketpair()
+    accepted: dict = {}
+    handshake = threading.Thread(target=lambda: accepted.update(theirs=server.wrap_socket(b, server_side=True)))
+    handshake.start()
+    ours = client.wrap_socket(a)
+    handshake.join(10)
+    ours.setblocking(False)
+    return ours, accepted["theirs"]
+
+
+def _close(theirs: socket.socket, how: bool | str) -> None:
+    if how in ("notify", "notify+"):  # TLS's close_notify, then the close (unwrap waits for our reply: it never comes)
+        theirs.settimeout(0.05)
+        try:
+            theirs.unwrap()
+        except OSError:
+            pass
+    theirs.close()  # an SSLSocket's close sends no close_notify: the ragged close most servers make
+
+
+def _run(api: str, head: bytes, writes: list[bytes], compiled: bool, close_early: bool | str,
+         tls: tuple | None = None) -> tuple:
+    ours, theirs = _tls_pair(tls) if tls else socket.socketpair()
     ours.setblocking(False)
     reactor = _reactor()
     rec = RequestRecord(start_wall=0.0, start_perf=100.0)
@@ -76,7 +106,7 @@ def _run(api: str, head: bytes, writes: list[bytes], compiled: bool, close_early
         decoder.scanner = None
     response = HTTPResponse()
     parser_feed(response, head)
-    stream = _Stream(ours, response, decoder, 100.0)
+    stream = _Stream(ours, response, decoder, 100.0, ours._sslobj if tls else None)
     reactor._start(stream)
     ended_at_start = stream.ended
     reads = []
@@ -86,8 +116,10 @@ def _run(api: str, head: bytes, writes: list[bytes], compiled: bool, close_early
                 break
             if piece:
                 theirs.sendall(piece)
-            elif close_early:
-                theirs.close()
+                if close_early and str(close_early).endswith("+") and i == len(writes) - 1:
+                    _close(theirs, close_early)  # "+": the close comes with the last bytes, before their read
+            elif close_early and not str(close_early).endswith("+"):
+                _close(theirs, close_early)
             else:
                 break
             now = 100.0 + (i + 1) * 0.01
@@ -109,9 +141,10 @@ def _run(api: str, head: bytes, writes: list[bytes], compiled: bool, close_early
 _same = assert_same_record
 
 
-def _both(api: str, head: bytes, writes: list[bytes], close_early: bool = False) -> RequestRecord:
-    c_rec, c_reads, c_ended = _run(api, head, writes, True, close_early)
-    p_rec, p_reads, p_ended = _run(api, head, writes, False, close_early)
+def _both(api: str, head: bytes, writes: list[bytes], close_early: bool | str = False,
+          tls: tuple | None = None) -> RequestRecord:
+    c_rec, c_reads, c_ended = _run(api, head, writes, True, close_early, tls)
+    p_rec, p_reads, p_ended = _run(api, head, writes, False, close_early, tls)
     _same(c_rec, p_rec)
     assert (c_reads, c_ended) == (p_reads, p_ended)
     return c_rec
@@ -229,3 +262,68 @@ def test_the_compiled_batch_loop_reads_counts_and_stops_where_the_reactor_must_s
         for ours, theirs in pairs:
             ours.close()
             theirs.close()
+
+
+@pytest.fixture(scope="module")
+def tls_contexts(tmp_path_factory) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    cert, key = self_signed_cert(tmp_path_factory.mktemp("tls"))
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(cert, key)
+    client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    client.check_hostname, client.verify_mode = False, ssl.CERT_NONE
+    return server, client
+
+
+# (cut, end): how the wire is written and how the peer ends the connection
+# ("+": the peer closes right after its last write, so one read gets the last bytes and the end)
+TLS_CASES = [(0, "clean"), (1, "ragged"), (7, "clean"), (7, "notify"), (0, "notify+"), (1, "ragged+")]
+
+
+@pytest.mark.parametrize(("cut", "end"), TLS_CASES)
+@pytest.mark.parametrize("index", range(len(STREAMS)))
+def test_tls_reads_give_the_same_record(tls_contexts, index, cut, end):
+    """Over TLS each write is its own records, read through the OpenSSL object by both paths.
+
+    cut 0: one write per event, as a paced server sends them; cut n > 0 puts n body bytes with the
+    head and splits the rest into writes of n + 13 bytes, so records, HTTP chunks and events
+    straddle each other. ``ragged``/``notify``: the peer closes after two thirds of the writes,
+    without or with TLS's close_notify (both an end of stream, as the standard library's
+    suppress_ragged_eofs makes them).
+    """
+    fixture = STREAMS[index]
+    if cut == 0:
+        wire = b"".join(b"%x\r\n%s\r\n" % (len(w), w) for w in fixture.writes) + b"0\r\n\r\n"
+        writes = [b"%x\r\n%s\r\n" % (len(w), w) for w in fixture.writes] + [b"0\r\n\r\n"]
+        head = HEAD
+    else:
+        wire = _chunked(b"".join(fixture.writes), [cut * 97, cut * 211], extension=cut == 7)
+        head, wire = HEAD + wire[:cut], wire[cut:]
+        writes = [wire[i:i + cut + 13] for i in range(0, len(wire), cut + 13)]
+    if end != "clean":
+        writes = writes[: max(1, 2 * len(writes) // 3)]
+    _both(fixture.api, head, writes, close_early=False if end == "clean" else end, tls=tls_contexts)
+
+
+def test_a_tls_read_takes_every_record_that_waits(tls_contexts):
+    """Several records in the kernel at once (the usual read after a late wake-up): one read takes them all."""
+    fixture = next(f for f in STREAMS if f.name == "vllm-continuous-usage")
+    ours, theirs = _tls_pair(tls_contexts)
+    try:
+        response = HTTPResponse()
+        parser_feed(response, HEAD)
+        rec = RequestRecord(start_wall=0.0, start_perf=100.0)
+        stream = _Stream(ours, response, StreamDecoder(rec, "chat"), 100.0, ours._sslobj)
+        reactor = _reactor()
+        reactor._start(stream)
+        assert stream.scanner is not None
+        assert stream.scanner.read(100.1) == ("blocked", None, 0, None)  # nothing yet (or only the session tickets)
+        for w in fixture.writes[:5]:
+            theirs.sendall(b"%x\r\n%s\r\n" % (len(w), w))  # one TLS record each
+        time.sleep(0.05)
+        added, arrived = stream.scanner.read(100.2)
+        assert arrived is None  # no kernel stamp over TLS
+        assert added == len(rec.chunk_ms) >= 4 and not stream.ended
+        assert stream.scanner.read(100.3) == ("blocked", None, 0, None)
+    finally:
+        ours.close()
+        theirs.close()
