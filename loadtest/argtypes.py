@@ -21,3 +21,14 @@ def positive(kind: type) -> Callable[[str], float]:
 
     parse.__name__ = kind.__name__  # argparse names the type in its messages
     return parse
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse type for a count that may be 0, with a one-line message."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer; got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more; got {text!r}")
+    return value

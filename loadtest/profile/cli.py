@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from loadtest.argtypes import positive
+from loadtest.argtypes import non_negative_int, positive
 from loadtest.errors import InputError
 from loadtest.profile.plan import ProfilePlan
 from loadtest.scenario import load_scenario
@@ -37,6 +37,9 @@ def add_profile_command(sub: argparse._SubParsersAction) -> None:
                    help="output tokens per decode request, ignore_eos (default %(default)s)")
     g.add_argument("--warmup", type=_positive_float, default=d.warmup_s, metavar="S",
                    help="unmeasured start of each level (default %(default)s)")
+    g.add_argument("--knee-rounds", type=non_negative_int, default=d.knee_rounds, metavar="N",
+                   help="rounds of batch sizes between the two measured either side of the fitted knee, "
+                        f"up to {d.knee_probes} levels each; 0: none (default %(default)s)")
     p.set_defaults(func=cmd_profile)
 
 
@@ -56,7 +59,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     plan = ProfilePlan(
         max_prompt_tokens=args.max_prompt_tokens, prefill_duration_s=args.prefill_s, max_batch=args.max_batch,
         decode_level_s=args.decode_level_s, decode_max_tokens=args.decode_max_tokens, warmup_s=args.warmup,
-        decode_prompt_tokens=args.decode_prompt_tokens,
+        decode_prompt_tokens=args.decode_prompt_tokens, knee_rounds=args.knee_rounds,
     )
     if args.max_prompt_tokens < plan.min_prompt_tokens:
         plan.min_prompt_tokens = max(8, args.max_prompt_tokens // 4)
