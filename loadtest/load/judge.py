@@ -69,11 +69,19 @@ class JudgeProcess:
         observed = {key: (float(v), float(limit)) for key, (v, limit) in (reply.get("observed") or {}).items()}
         return Decision(reply["verdict"], reply["why"], reply.get("check"), observed)
 
+    def end_input(self) -> None:
+        """Close the child's input: it exits on its own (an interpreter's teardown, ~0.2 s), while
+        the caller stops the rest of the run; :meth:`close` then waits for it (idempotent)."""
+        try:
+            if self._proc.stdin is not None and not self._proc.stdin.closed:
+                self._proc.stdin.close()
+        except OSError:  # already gone: close() sees to it
+            pass
+
     def close(self) -> None:
         if self._proc.poll() is None:
             try:
-                assert self._proc.stdin is not None
-                self._proc.stdin.close()
+                self.end_input()
                 self._proc.wait(timeout=5)
             except Exception:  # noqa: BLE001 - closing must never fail the run
                 self._proc.kill()
@@ -139,6 +147,11 @@ class LevelJudge:
             return decide_level(records, run, self.slo, span.to_json(), now, self.confidence, frame)
 
         return gevent.get_hub().threadpool.apply(work)
+
+    def end_input(self) -> None:
+        """The judge process may start ending (no more looks); see :meth:`JudgeProcess.end_input`."""
+        if self.child is not None:
+            self.child.end_input()
 
     def close(self) -> None:
         if self.child is not None:

@@ -135,13 +135,18 @@ def run_load(scenario: Scenario, options: RunOptions, state: RunState, settings,
         if web is not None:
             web.analyzing()
         session.close()
-        judge.close()
+        # The judge and the scraper exit on their own once their input closes (an interpreter's
+        # teardown each): they end together, while the rest stops, rather than one after the other.
+        judge.end_input()
+        if scraper is not None:
+            scraper.end_input()
         stop_scraper(scraper, state)
         live.stop()
         monitor.stop()
         recorder.stop()
         stop_workers(workers)
         sink.close()  # drained, and the record writer process ended
+        judge.close()  # ended by now, as a rule
         _close_records(writer, guard)
         if live_export is not None:
             live_export.close()

@@ -122,6 +122,14 @@ class ScraperProcess:
             os.close(fd)
         return time.perf_counter() - t0
 
+    def end_input(self) -> None:
+        """Close the child's input: it ends its scraping and exits on its own; :meth:`stop` waits."""
+        try:
+            if self._proc is not None and self._proc.stdin is not None and not self._proc.stdin.closed:
+                self._proc.stdin.close()
+        except OSError:  # already gone: stop() sees to it
+            pass
+
     def stop(self) -> None:
         proc, self._proc = self._proc, None
         if self._ready_r is not None:
