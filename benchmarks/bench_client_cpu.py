@@ -13,7 +13,10 @@ per chunk including the wake-up; burst mode (the whole response at once) gives
 the most chunks/s that one process can parse. The last column, and the line
 under the table, give loadtest's CPU per chunk as a share of the naive path's
 in the same run (the issue-31 goals: paced <= 0.25, burst <= 0.2); the JSON
-has them as ``cpu_vs_naive`` per row and ``ratios`` per mode. Each path gets
+has them as ``cpu_vs_naive`` per row and ``ratios`` per mode. ``--floor`` also
+measures the floor under any paced reader (benchmarks/_floor_reader.c: epoll and
+one stamped ``recvmsg`` per chunk in C, nothing parsed or recorded) against the
+same server, printed on a line of its own and as ``floor`` in the JSON. Each path gets
 ``--seconds`` per mode, in ``--rounds`` slices that alternate with the other
 path's, so that a shared machine's drifting load weighs on both alike.
 
@@ -28,8 +31,10 @@ gevent.monkey.patch_all()
 
 import argparse  # noqa: E402
 import json  # noqa: E402
+import shutil  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
+import tempfile  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -130,6 +135,29 @@ def measure_paths(port: int, streams: int, seconds: float, rounds: int) -> list[
 TARGET_RATIOS = {"paced": 0.25, "burst": 0.2}
 
 
+FLOOR_SOURCE = Path(__file__).with_name("_floor_reader.c")
+
+
+def measure_floor(seconds: float, streams: int, chunks: int) -> dict | None:
+    """The C floor's CPU per chunk over paced streams (see _floor_reader.c); None without a C compiler."""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None or not sys.platform.startswith("linux"):
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        binary = Path(tmp) / "floor"
+        subprocess.run([compiler, "-O2", "-o", str(binary), str(FLOOR_SOURCE)], check=True)
+        server, port = start_server(chunks, 10.0)
+        try:
+            out = subprocess.run([str(binary), str(port), str(streams), str(seconds)], check=True,
+                                 capture_output=True, text=True, timeout=seconds + 30).stdout.split()
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+    events, reads, wakes, cpu, wall = int(out[0]), int(out[1]), int(out[2]), float(out[3]), float(out[4])
+    return {"path": "floor (C)", "mode": "paced", "streams": streams, "chunks": events, "reads_per_wake": reads / max(wakes, 1),
+            "chunks_per_s": events / wall, "cpu_us_per_chunk": cpu / events * 1e6, "cpu_pct": 100 * cpu / wall}
+
+
 def run(seconds: float, streams: int, chunks: int, rounds: int = 1) -> list[dict]:
     tune_interpreter()
     rows = []
@@ -180,14 +208,26 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2,
                     help="alternate the two paths in this many slices of the --seconds each gets (default 2)")
     ap.add_argument("--json", type=Path, metavar="PATH", help="also write the rows as JSON")
+    ap.add_argument("--floor", action="store_true",
+                    help="also measure the C floor under any paced reader (needs a C compiler; Linux)")
     args = ap.parse_args()
     if args.rounds < 1:
         ap.error(f"--rounds must be at least 1, not {args.rounds}")
     rows = run(args.seconds, args.streams, args.chunks, args.rounds)
     print_rows(rows)
+    floor = measure_floor(args.seconds / 2, args.streams, args.chunks) if args.floor else None
+    if floor is not None:
+        naive = next(r["cpu_us_per_chunk"] for r in rows if r["mode"] == "paced" and r["path"] == "naive")
+        floor["cpu_vs_naive"] = floor["cpu_us_per_chunk"] / naive
+        print(f"paced floor (C: epoll and a stamped recvmsg per chunk, nothing parsed): {floor['cpu_us_per_chunk']:.1f} µs"
+              f" per chunk, {floor['cpu_vs_naive']:.2f} × naive ({floor['reads_per_wake']:.2f} reads per wake-up)")
+    elif args.floor:
+        print("paced floor: not measured (no C compiler, or not Linux)")
     if args.json:
         config = {"seconds": args.seconds, "streams": args.streams, "chunks": args.chunks, "rounds": args.rounds}
         payload = {"benchmark": "client_cpu", "config": config, "rows": rows, "ratios": ratios(rows)}
+        if floor is not None:
+            payload["floor"] = floor
         args.json.write_text(json.dumps(payload, indent=2) + "\n")
 
 

@@ -46,7 +46,7 @@ def fidelity(tmp_path_factory) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def client_cpu(tmp_path_factory) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("client_cpu")
-    return run_bench("bench_client_cpu.py", tmp, "--seconds", "1", "--streams", "10", "--chunks", "20")
+    return run_bench("bench_client_cpu.py", tmp, "--seconds", "1", "--streams", "10", "--chunks", "20", "--floor")
 
 
 @pytest.fixture(scope="module")
@@ -86,6 +86,11 @@ def test_client_cpu_rows(client_cpu):
         naive = next(n for n in rows if (n["mode"], n["path"]) == (r["mode"], "naive"))
         assert r["cpu_vs_naive"] == pytest.approx(r["cpu_us_per_chunk"] / naive["cpu_us_per_chunk"]), r
     assert set(client_cpu["ratios"]) == {"paced", "burst"}
+    # the C floor (a compiler is there: the scanner is built with it), against the same paced server
+    floor = client_cpu["floor"]
+    assert floor["chunks"] > 0 and floor["reads_per_wake"] > 0 and finite(floor["cpu_us_per_chunk"]), floor
+    naive = next(r for r in rows if (r["mode"], r["path"]) == ("paced", "naive"))
+    assert floor["cpu_vs_naive"] == pytest.approx(floor["cpu_us_per_chunk"] / naive["cpu_us_per_chunk"])
 
 
 @pytest.mark.solo  # its run feeds test_run_all_picks_headlines_from_the_payloads, which is solo
