@@ -46,6 +46,10 @@ def running_sequences(analysis: Any, level: Any) -> float:
     """The level's batch: the server's running count (p50) where scraped, else its users.
 
     For a fleet, one replica's batch: the per-pod mean (a decode step runs on one replica).
+
+    At least one: the gauge is sampled over wall time, so a scrape can land in the
+    gap between one user's requests and count 0, and the p50 of a few scrapes at
+    one user can read 0.5. A token gap was measured, so a sequence was running.
     """
     server = getattr(analysis, "server", None)
     if server is not None:
@@ -53,7 +57,7 @@ def running_sequences(analysis: Any, level: Any) -> float:
         if signal is not None:
             stats = server.pod_stats(level.index, signal.metric)
             if stats is not None and stats.n and math.isfinite(stats.p50) and stats.p50 > 0:
-                return float(stats.p50)
+                return max(1.0, float(stats.p50))
     return float(level.concurrency)
 
 

@@ -124,9 +124,10 @@ def _profile(scenario: Scenario, plan: ProfilePlan, data: ProfileData) -> None:
     points: dict[float, DecodePoint] = {}
     analysis, stop = _run(decode_scenario(scenario, plan, [1], "decode-1"), folder / "decode-1")
     data.runs.append("decode-1")
+    # The one-user run's own point is the base, whatever batch the server's gauge gave it.
+    base = None
     for p in _decode_points(analysis, data):
-        points[p.sequences] = p
-    base = points.get(1.0)
+        points[p.sequences] = base = p
     _, per_token = _server_column(folder / "decode-1", "server_predicted_per_token_ms")
     if len(per_token):
         data.server_ms_per_token_1 = float(np.median(per_token))

@@ -1,0 +1,85 @@
+"""A level's batch from the server's running gauge, and the profile's one-user base taken from its own run.
+
+Why: CI once ran the profile on a loaded machine, where one of the two scrapes in
+the one-user run landed in the gap between requests. The gauge's p50 read 0.5,
+the one-user point was filed under 0.5 sequences, the profile looked for it
+under 1.0, said "one user's decode gave no inter-token latency" and ran no
+decode ladder. Stubs stand in for the analyzed runs: these are the two rules,
+not the measurement.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from loadtest.analysis.bounds import running_sequences
+from loadtest.analysis.server import SignalStats
+from loadtest.profile import runner
+from loadtest.profile.plan import ProfilePlan
+
+
+class _Server:
+    """A server view whose running gauge gives ``p50s[level index]``."""
+
+    def __init__(self, p50s: dict[int, float]):
+        self.p50s = p50s
+
+    def first_of_role(self, role):
+        return SimpleNamespace(metric="running") if role == "running" else None
+
+    def pod_stats(self, index, metric):
+        p50 = self.p50s.get(index)
+        return None if p50 is None else SignalStats(p50=p50, p95=p50, max=max(p50, 1.0), n=2)
+
+
+def _level(index: int, users: int, itl_ms: float):
+    stat = SimpleNamespace(p50=itl_ms, p95=itl_ms * 1.1)
+    return SimpleNamespace(index=index, concurrency=users, rate_rps=None, itl_ms=stat, tpot_ms=stat,
+                           output_tokens_per_s=users * 1000 / itl_ms)
+
+
+@pytest.mark.parametrize(("p50", "expected"), [(0.5, 1.0), (1.0, 1.0), (3.5, 3.5), (0.0, 4.0), (math.nan, 4.0)])
+def test_the_batch_is_the_gauge_but_never_below_one_sequence(p50, expected):
+    analysis = SimpleNamespace(server=_Server({0: p50}))
+    assert running_sequences(analysis, _level(0, 4, 20.0)) == expected
+
+
+def test_without_a_gauge_the_batch_is_the_users():
+    assert running_sequences(SimpleNamespace(server=None), _level(0, 3, 20.0)) == 3.0
+
+
+def _analysis(levels, p50s):
+    frame = pd.DataFrame({"measured": [True] * 4, "ok": [True] * 4, "prompt_tokens": [128.0, 128.0, 256.0, 256.0],
+                          "ttft_ms": [130.0, 131.0, 258.0, 259.0], "completion_tokens": [32.0] * 4, "pos": [0] * 4})
+    return SimpleNamespace(levels=levels, server=_Server(p50s), requests=frame)
+
+
+@pytest.mark.parametrize("gauge_at_one_user", [0.5, 1.0, 2.0])
+def test_the_profile_runs_its_ladder_whatever_the_gauge_read_at_one_user(monkeypatch, tmp_path, gauge_at_one_user):
+    # 2.0: another client's request on the same server while the one-user run ran.
+    runs = {
+        "prefill": _analysis([], {}),
+        "decode-1": _analysis([_level(0, 1, 16.7)], {0: gauge_at_one_user}),
+        "decode-ladder": _analysis([_level(0, 2, 16.9), _level(1, 4, 17.3)], {0: 2.0, 1: 4.0}),
+    }
+    ran: list[str] = []
+
+    def fake_run(scenario, folder: Path):
+        ran.append(folder.name)
+        return runs.get(folder.name, _analysis([], {})), False
+
+    monkeypatch.setattr(runner, "_run", fake_run)
+    monkeypatch.setattr(runner, "_server_column", lambda folder, column: (np.array([]), np.array([])))
+    monkeypatch.setattr(runner, "prefill_scenario", lambda scenario, plan, lengths: None)
+    monkeypatch.setattr(runner, "decode_scenario", lambda scenario, plan, batch, name, limit=None: None)
+    data = runner.ProfileData(scenario=None, folder=tmp_path, server_facts={})
+    runner._profile(None, ProfilePlan(max_batch=4, knee_rounds=0), data)
+    assert ran[:3] == ["prefill", "decode-1", "decode-ladder"]
+    assert not any("no inter-token latency" in note for note in data.notes)
+    assert data.decode is not None
