@@ -51,6 +51,12 @@ def remote_io(args: argparse.Namespace, inputs: tuple[str, ...] = (), outputs: t
     ``outputs``: files the command writes, uploaded after it. ``write_back``: an input
     whose new and changed files are uploaded back (``analyze`` writes its reports into the run folder).
     """
+    named = [getattr(args, name, None) for name in (*inputs, *write_back, *outputs)]
+    if not any(as_remote(v) for value in named for v in (value if isinstance(value, list) else [value]) if v is not None):
+        # Nothing remote: no folder. A worker that ends with os._exit (its master lost) or is
+        # killed would otherwise leave an empty one in /tmp on every start.
+        yield
+        return
     tmp = Path(tempfile.mkdtemp(prefix="loadtest-s3-"))
     uploads: list[tuple[Path, RemotePath]] = []
     try:
