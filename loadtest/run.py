@@ -148,7 +148,9 @@ def _run_in_folder(scenario: Scenario, options: RunOptions, run_dir: Path, guard
         stop_scraper(scraper, state)
         raise
     if scraper is not None:
-        scraper.wait_first_round()  # the first level's window then has its scrapes
+        waited = scraper.wait_first_round()  # the first level's window then has its scrapes
+        if (late := scraper.first_round_warning(waited)) is not None:
+            console.print(f"[yellow]warning:[/] {late}")
     state.record.preflight = pre.to_record()
     state.record.warmup_requests = WarmupRequests(sent=len(warm), failed=sum(1 for r in warm if not r.ok))
     console.print(

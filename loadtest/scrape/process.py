@@ -80,6 +80,8 @@ class ScraperProcess:
         self.log_path = Path(run_dir) / "scraper.log"
         self._proc: subprocess.Popen | None = None
         self._ready_r: int | None = None
+        #: After :meth:`wait_first_round`: "made", "ended" (the child exited first) or "late" (the wait ran out).
+        self.first_round: str | None = None
 
     @property
     def url(self) -> str:
@@ -117,13 +119,38 @@ class ScraperProcess:
             return 0.0
         t0 = time.perf_counter()
         try:
-            select.select([fd], [], [], scrape_timeout(float(self.settings["interval_s"])) + FIRST_ROUND_GRACE_S)
+            readable, _, _ = select.select([fd], [], [], scrape_timeout(float(self.settings["interval_s"])) + FIRST_ROUND_GRACE_S)
+            # the child's one byte, or the pipe's end when the child exited without writing it
+            self.first_round = ("made" if os.read(fd, 1) else "ended") if readable else "late"
         finally:
             os.close(fd)
         return time.perf_counter() - t0
 
+    def first_round_warning(self, waited_s: float) -> str | None:
+        """One line for the terminal when the first level may start with no scrape, else None."""
+        if self.first_round == "late":
+            return (f"server metrics: no round of scrapes after {waited_s:.1f} s; the first level may have none "
+                    "(the scraper runs at nice 19: a busy host starves it first)")
+        if self.first_round == "ended":
+            return f"server metrics: the scraper ended before its first round (see {self.log_path})"
+        return None
+
+    @staticmethod
+    def _unnice(proc: subprocess.Popen | None) -> None:
+        """Give the child the parent's CPU priority back: the load is over, so it no longer yields to
+        the timing, and on a busy host at nice 19 it could not write its samples within the stop's wait
+        (seen: a 49 s start-up, then killed with nothing written). Needs the right to raise a priority
+        (root, CAP_SYS_NICE or RLIMIT_NICE); without it the child stays at 19, as before."""
+        if proc is None or proc.returncode is not None:
+            return
+        try:
+            os.setpriority(os.PRIO_PROCESS, proc.pid, os.getpriority(os.PRIO_PROCESS, 0))
+        except OSError:  # not permitted, or the child is gone
+            pass
+
     def end_input(self) -> None:
         """Close the child's input: it ends its scraping and exits on its own; :meth:`stop` waits."""
+        self._unnice(self._proc)
         try:
             if self._proc is not None and self._proc.stdin is not None and not self._proc.stdin.closed:
                 self._proc.stdin.close()
@@ -137,6 +164,7 @@ class ScraperProcess:
             self._ready_r = None
         if proc is None:
             return
+        self._unnice(proc)
         try:
             if proc.stdin:
                 proc.stdin.close()

@@ -3,6 +3,8 @@ and autoscaling.yaml against the published Kubernetes and KEDA schemas."""
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import time
 
@@ -21,7 +23,8 @@ from support.synthetic import closed_loop_rows, level_plan, run_dict, to_frame
 from loadtest.mock.process import MockServer
 from loadtest.report.autoscaling_yaml import k8s_quantity, render_autoscaling_yaml
 from loadtest.scenario import load_scenario
-from loadtest.scrape.process import FIRST_ROUND_GRACE_S, ScraperProcess, scrape_timeout
+from loadtest.scrape import process as scrape_process
+from loadtest.scrape.process import ScraperProcess, scrape_timeout
 from loadtest.scrape.scraper import parse_exposition, result_columns, scrape_once
 from loadtest.scrape.store import UP, SampleWriter, read_samples
 
@@ -313,8 +316,14 @@ def slow_metrics_target(tmp_path):
         server.server_close()
 
 
-def test_the_first_round_of_scrapes_is_made_before_the_wait_returns(tmp_path, slow_metrics_target):
-    """The scraper child starts at nice 19; on a busy host its start-up took a whole first level."""
+def test_the_first_round_of_scrapes_is_made_before_the_wait_returns(tmp_path, slow_metrics_target, monkeypatch):
+    """The scraper child starts at nice 19; on a busy host its start-up took a whole first level.
+
+    The grace is raised to 60 s here: this test runs in the idle-class pass, where a neighbour can
+    starve the child beyond the run's 10 s (it was seen with a CPU hog beside four workers), and
+    what it checks is that the wait ends on the child's byte, not that the host is idle. The bound
+    itself is checked by the starved-child test below."""
+    monkeypatch.setattr(scrape_process, "FIRST_ROUND_GRACE_S", 60.0)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     scraper = ScraperProcess(slow_metrics_target, run_dir).start()
@@ -328,7 +337,25 @@ def test_the_first_round_of_scrapes_is_made_before_the_wait_returns(tmp_path, sl
     assert not running.empty and running["value"].iloc[0] == 3.0
     # the first scrape's midpoint is at least half its 0.6 s before the wait returned
     assert running["wall"].min() <= returned_at - SLOW_METRICS_S / 2
-    assert SLOW_METRICS_S <= waited < scrape_timeout(1.0) + FIRST_ROUND_GRACE_S
+    assert SLOW_METRICS_S <= waited < scrape_timeout(1.0) + 60.0
+    assert scraper.first_round == "made" and scraper.first_round_warning(waited) is None
+
+
+def test_a_starved_scraper_is_waited_for_no_longer_than_the_bound_and_said_so(tmp_path, slow_metrics_target, monkeypatch):
+    """A stopped child stands for one a busy host gives no CPU (deterministic, unlike a real hog)."""
+    monkeypatch.setattr(scrape_process, "FIRST_ROUND_GRACE_S", 0.5)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    scraper = ScraperProcess(slow_metrics_target, run_dir).start()
+    try:
+        os.kill(scraper._proc.pid, signal.SIGSTOP)
+        waited = scraper.wait_first_round()
+        os.kill(scraper._proc.pid, signal.SIGCONT)
+    finally:
+        scraper.stop()
+    assert scrape_timeout(1.0) + 0.5 <= waited < scrape_timeout(1.0) + 5.0
+    assert scraper.first_round == "late"
+    assert f"no round of scrapes after {waited:.1f} s" in scraper.first_round_warning(waited)
 
 
 def test_a_scraper_child_that_dies_does_not_hold_the_run(tmp_path, slow_metrics_target):
@@ -341,3 +368,22 @@ def test_a_scraper_child_that_dies_does_not_hold_the_run(tmp_path, slow_metrics_
     finally:
         scraper.stop()
     assert waited < 5.0  # not the 12 s bound
+    assert scraper.first_round == "ended" and "ended before its first round" in scraper.first_round_warning(waited)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="raising a priority back needs root (or CAP_SYS_NICE)")
+def test_the_scraper_gets_the_parents_priority_back_when_the_load_ends(tmp_path, slow_metrics_target):
+    """At nice 19 on a busy host a child needed longer than the stop's 15 s wait to write its samples
+    (seen with two CPU hogs: a 49 s start-up, then killed with nothing written)."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    scraper = ScraperProcess(slow_metrics_target, run_dir).start()
+    try:
+        scraper.wait_first_round()
+        pid = scraper._proc.pid
+        assert os.getpriority(os.PRIO_PROCESS, pid) == 19  # set by the child before its imports
+        scraper.end_input()
+        assert os.getpriority(os.PRIO_PROCESS, pid) == os.getpriority(os.PRIO_PROCESS, 0)
+    finally:
+        scraper.stop()
+    assert not read_samples(run_dir).empty
