@@ -194,7 +194,7 @@ def test_a_killed_run_keeps_its_server_metrics(tmp_path):
             # scraped survives the kill, not how soon a niced child got going.
             before_kill = _wait_for_scrapes_on_disk(out, 2)
             proc.send_signal(signal.SIGKILL)
-            proc.communicate(timeout=10)
+            proc.communicate(timeout=60)  # the pipes end when the orphaned children have (see test_run.py)
         finally:
             if proc.poll() is None:
                 proc.kill()
