@@ -30,12 +30,13 @@ from typing import Any
 
 import gevent
 from locust.env import Environment
-from locust.runners import STATE_MISSING, Runner, WorkerRunner
+from locust.runners import STATE_MISSING, STATE_RUNNING, STATE_SPAWNING, Runner, WorkerRunner
 
 from loadtest.errors import LoadtestError
 from loadtest.load.fdlimit import TooFewFileDescriptors, ensure_fds, users_per_process
 from loadtest.load.hold import measured_running
 from loadtest.load.levels import LevelClock, LevelSpan
+from loadtest.load.lost_workers import SpawnState, settle_losses
 from loadtest.load.master_watch import DEFAULT_MASTER_TIMEOUT_S, stop_without_master
 from loadtest.load.monitor import SelfMonitor, merge_worker_health
 from loadtest.load.recorder import Recorder
@@ -85,6 +86,8 @@ class MasterSession(LoadSession):
     ready: dict[str, str | None] = field(default_factory=dict)
     #: When each worker's latest batch of records arrived (wall clock): what a lost worker's loss starts from.
     last_records_wall: dict[str, float] = field(default_factory=dict)
+    #: How many of ``workers_lost`` have had their users moved (by Locust, or by :meth:`_move_lost_users`).
+    losses_settled: int = 0
 
     def make_scheduler(self):
         return None  # the workers schedule their own share of the arrivals
@@ -221,6 +224,19 @@ class MasterSession(LoadSession):
                     }
                 )
                 log.warning("worker %s went missing during level %d", node.id, self.clock.index)
+        self._move_lost_users()
+
+    def _move_lost_users(self) -> None:
+        """Give a lost worker's users to the others where Locust did not (:mod:`~loadtest.load.lost_workers`)."""
+        runner = self.runner
+        spawn = SpawnState(
+            running=runner.state in (STATE_RUNNING, STATE_SPAWNING), spawning_completed=runner.spawning_completed,
+            user_count=runner.user_count, target=runner.target_user_count, workers_left=runner.worker_count,
+        )
+        self.losses_settled, dispatch = settle_losses(len(self.workers_lost), self.losses_settled, spawn)
+        if dispatch:
+            log.warning("moving the lost workers' users: %d of %d running", spawn.user_count, spawn.target)
+            gevent.spawn(runner.start, spawn.target, runner.spawn_rate)
 
     @property
     def worker_ids(self) -> list[str]:
