@@ -42,6 +42,12 @@ def _fetch(url: RemotePath, into: Path) -> Path:
     return local
 
 
+def _values(args: argparse.Namespace, name: str) -> list:
+    """The values an argument holds, as a list (``history`` takes several; the rest one, or None)."""
+    value = getattr(args, name, None)
+    return [v for v in (value if isinstance(value, list) else [value]) if v is not None]
+
+
 @contextmanager
 def remote_io(args: argparse.Namespace, inputs: tuple[str, ...] = (), outputs: tuple[str, ...] = (),
               write_back: tuple[str, ...] = ()) -> Iterator[None]:
@@ -51,8 +57,7 @@ def remote_io(args: argparse.Namespace, inputs: tuple[str, ...] = (), outputs: t
     ``outputs``: files the command writes, uploaded after it. ``write_back``: an input
     whose new and changed files are uploaded back (``analyze`` writes its reports into the run folder).
     """
-    named = [getattr(args, name, None) for name in (*inputs, *write_back, *outputs)]
-    if not any(as_remote(v) for value in named for v in (value if isinstance(value, list) else [value]) if v is not None):
+    if not any(as_remote(v) for name in (*inputs, *write_back, *outputs) for v in _values(args, name)):
         # Nothing remote: no folder. A worker that ends with os._exit (its master lost) or is
         # killed would otherwise leave an empty one in /tmp on every start.
         yield
@@ -62,9 +67,9 @@ def remote_io(args: argparse.Namespace, inputs: tuple[str, ...] = (), outputs: t
     try:
         for name in (*inputs, *write_back):
             value = getattr(args, name, None)
-            values = value if isinstance(value, list) else [value]
-            local = [_fetch(url, tmp / "in") if (url := as_remote(v)) else v for v in values if v is not None]
-            if any(as_remote(v) for v in values if v is not None):
+            values = _values(args, name)
+            local = [_fetch(url, tmp / "in") if (url := as_remote(v)) else v for v in values]
+            if any(as_remote(v) for v in values):
                 setattr(args, name, local if isinstance(value, list) else local[0])
                 if name in write_back:
                     uploads += [(path, url) for path, url in zip(local, map(as_remote, values)) if url]
