@@ -18,6 +18,7 @@ uploaded either way. Files removed locally (the part files, once merged into
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import signal
 import subprocess
@@ -51,17 +52,24 @@ class Mirror:
             self._last_error, self._last_report = kind, now
 
     def _files(self) -> dict[str, tuple[int, int]]:
-        if not self.local.is_dir():
-            return {}
+        """Every file now in the folder (relative path → size and mtime).
+
+        The run removes folders while this lists them (``requests.parts/`` and
+        ``server_metrics.parts/`` once merged), so a folder that goes between its
+        listing and its scan is skipped: ``os.walk`` ignores it, where
+        ``Path.rglob`` raised and ended the mirror before the run's last files.
+        """
         out = {}
-        for p in self.local.rglob("*"):
-            if p.suffix == ".tmp" or p.name.startswith(".") or not p.is_file():
-                continue  # a file being written atomically (its final name comes next pass), the disk reserve
-            try:
-                st = p.stat()
-            except FileNotFoundError:
-                continue
-            out[p.relative_to(self.local).as_posix()] = (st.st_size, st.st_mtime_ns)
+        for folder, dirs, names in os.walk(self.local):
+            for name in names:
+                if name.endswith(".tmp") or name.startswith("."):
+                    continue  # a file being written atomically (its final name comes next pass), the disk reserve
+                path = Path(folder, name)
+                try:
+                    st = path.stat()
+                except FileNotFoundError:
+                    continue
+                out[path.relative_to(self.local).as_posix()] = (st.st_size, st.st_mtime_ns)
         return out
 
     def sync(self) -> int:
@@ -87,6 +95,34 @@ class Mirror:
             del self.sent[rel]
         return len(changed)
 
+    def sync_safely(self) -> None:
+        """One pass that never ends the mirror: an error is a line and a retry, like an outage.
+
+        A mirror that died mid-run would upload nothing more, not even the run's
+        completion, and the run would read as interrupted. Whatever one pass
+        meets, the next pass starts from a fresh listing.
+        """
+        try:
+            self.sync()
+        except Exception as err:  # noqa: BLE001 (any error: the mirror must outlive it and say it)
+            self.errors += 1
+            self._report(f"{self.local}: {type(err).__name__}: {err}")
+
+
+def _wait_for_eof(done: threading.Event) -> None:
+    """Return when standard input closes (the run ended or was killed), then set ``done``.
+
+    It reads the raw descriptor: a daemon thread blocked in ``sys.stdin.buffer.read()``
+    holds the buffer's lock, and an interpreter that shuts down under it aborts
+    ("Fatal Python error: _enter_buffered_busy") with SIGABRT.
+    """
+    try:
+        while os.read(0, 65536):
+            pass
+    except OSError:
+        pass
+    done.set()
+
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m loadtest.storage.sync")
@@ -96,21 +132,16 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     mirror = Mirror(args.local, args.url)
     done = threading.Event()
-
-    def watch_stdin() -> None:
-        sys.stdin.buffer.read()  # returns at EOF: the run ended or was killed
-        done.set()
-
-    threading.Thread(target=watch_stdin, daemon=True).start()
+    threading.Thread(target=_wait_for_eof, args=(done,), daemon=True).start()
     # Ctrl-C reaches the whole process group: the run stops gracefully and closes the pipe, and
     # this child must live on to upload the end. A SIGTERM of its own ends it after a last pass.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     while not done.wait(args.interval):
-        mirror.sync()
+        mirror.sync_safely()
     for _ in range(3):  # the last parts, the merged records, the reports; retried if a pass failed
         before = mirror.errors
-        mirror.sync()
+        mirror.sync_safely()
         if mirror.errors == before:
             return 0
         time.sleep(args.interval)
