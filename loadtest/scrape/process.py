@@ -209,6 +209,7 @@ def main() -> int:
         pass
     # after os.nice: the child's imports are its own, none of them loaded in the load process
     from loadtest.diskfull import full_disk_message, is_disk_full
+    from loadtest.parent_pipe import watch_for_eof
     from loadtest.redact import public_url
     from loadtest.scrape.prometheus import read_prometheus
     from loadtest.scrape.scraper import ScrapeResult, scrape_loop
@@ -216,12 +217,7 @@ def main() -> int:
 
     settings = json.loads(sys.stdin.readline())
     stop = threading.Event()
-
-    def wait_for_eof() -> None:
-        sys.stdin.read()
-        stop.set()
-
-    threading.Thread(target=wait_for_eof, daemon=True).start()
+    watch_for_eof(stop)  # the run's end, or its death: the pipe closes either way
     ready_fd = settings.get("ready_fd")
 
     def first_round_done() -> None:

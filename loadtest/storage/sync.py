@@ -27,6 +27,7 @@ import threading
 import time
 from pathlib import Path
 
+from loadtest.parent_pipe import watch_for_eof
 from loadtest.storage import remote
 
 INTERVAL_S = 1.0
@@ -109,21 +110,6 @@ class Mirror:
             self._report(f"{self.local}: {type(err).__name__}: {err}")
 
 
-def _wait_for_eof(done: threading.Event) -> None:
-    """Return when standard input closes (the run ended or was killed), then set ``done``.
-
-    It reads the raw descriptor: a daemon thread blocked in ``sys.stdin.buffer.read()``
-    holds the buffer's lock, and an interpreter that shuts down under it aborts
-    ("Fatal Python error: _enter_buffered_busy") with SIGABRT.
-    """
-    try:
-        while os.read(0, 65536):
-            pass
-    except OSError:
-        pass
-    done.set()
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m loadtest.storage.sync")
     p.add_argument("local", type=Path)
@@ -132,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     mirror = Mirror(args.local, args.url)
     done = threading.Event()
-    threading.Thread(target=_wait_for_eof, args=(done,), daemon=True).start()
+    watch_for_eof(done)
     # Ctrl-C reaches the whole process group: the run stops gracefully and closes the pipe, and
     # this child must live on to upload the end. A SIGTERM of its own ends it after a last pass.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
