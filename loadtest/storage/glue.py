@@ -133,7 +133,12 @@ def staged_run(args: argparse.Namespace, scenario, reports_dir: Path = Path("rep
         yield run_url
     finally:
         code = uploader.finish()
-        if code != 0:
-            _say(f"warning: some files of {local} could not be uploaded to {run_url}")
+        try:
+            unsent = uploader.unsent() if local.is_dir() else []
+        except remote.StorageError as err:
+            unsent = [f"(the bucket could not be listed: {err})"]
+        if code != 0 or unsent:
+            missing = f" ({len(unsent)} missing or partial: {', '.join(unsent[:3])}{', …' if len(unsent) > 3 else ''})" if unsent else ""
+            _say(f"warning: some files of {local} could not be uploaded to {run_url}{missing}; the local folder keeps them")
         elif local.is_dir():
             _say(f"uploaded {local} to {run_url}")

@@ -158,6 +158,20 @@ class Uploader:
             self._log.close()
         return code
 
+    def unsent(self) -> list[str]:
+        """What :func:`unsent_files` finds, once the child has ended."""
+        return unsent_files(self.local, self.url)
+
+
+def unsent_files(local: Path, url: str) -> list[str]:
+    """The files of ``local`` (as the mirror sees them) that ``url`` lacks or holds at another size.
+
+    The run says "uploaded" only when this is empty: the child's exit code alone would
+    take the child's word for it.
+    """
+    there = remote.list_files(url)
+    return sorted(rel for rel, (size, _) in Mirror(local, url)._files().items() if there.get(rel) != size)
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -81,3 +81,13 @@ def test_a_pass_that_fails_is_one_line_and_the_next_pass_uploads_everything(monk
     mirror.sync_safely()
     assert not (dest / "server_metrics.parts" / "part-000.parquet").exists()
     assert (dest / "run.json").read_text() == '{"completed": true}'
+
+
+def test_the_run_says_uploaded_only_when_the_bucket_holds_every_file_at_its_size(monkeypatch, tmp_path):
+    run = _run_folder(tmp_path)
+    held = {"run.json": 2, "requests.parts/part-000.parquet": 1, "server_metrics.parts/part-000.parquet": 1}
+    monkeypatch.setattr(sync.remote, "list_files", lambda url: dict(held))
+    assert sync.unsent_files(run, "s3://b/run") == []  # the .tmp file is not the mirror's business
+    held["run.json"] = 1  # an older, shorter run.json: the completed one never arrived
+    del held["requests.parts/part-000.parquet"]
+    assert sync.unsent_files(run, "s3://b/run") == ["requests.parts/part-000.parquet", "run.json"]
