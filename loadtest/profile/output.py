@@ -89,7 +89,7 @@ def profile_dict(data: ProfileData, ceilings: Ceilings | None, model: ModelSize 
             "knee_sequences": _r(d.knee_sequences, 2), "rms_ms": _r(d.rms_ms), "context_tokens": _r(context, 1),
             "bound_below_knee": bound_low, "bound_above_knee": bound_high,
             # one user's ms per generated token as the server counts it (TPOT: a request's mean gap)
-            "ms_per_token_1": _r(next((pt.tpot_p50_ms for pt in d.points if pt.sequences == 1), math.nan)),
+            "ms_per_token_1": _r(data.one_user.tpot_p50_ms if data.one_user is not None else math.nan),
             "points": points,
             "server_ms_per_token_1": _r(data.server_ms_per_token_1),
             "server_running_check": data.running_check,

@@ -55,6 +55,9 @@ class ProfileData:
     #: the same linear fit of its prompt_ms, and its median ms per generated token at one user.
     server_prefill: PrefillFit | None = None
     server_ms_per_token_1: float = math.nan
+    #: The one-user run's own point (``decode-1``): the ladder's base and ``ms_per_token_1``,
+    #: whatever batch the server's gauge gave it (another client's request reads 2).
+    one_user: DecodePoint | None = None
     interrupted: bool = False
     wall_s: float = 0.0
     notes: list[str] = field(default_factory=list)
@@ -131,6 +134,7 @@ def _profile(scenario: Scenario, plan: ProfilePlan, data: ProfileData) -> None:
     _, per_token = _server_column(folder / "decode-1", "server_predicted_per_token_ms")
     if len(per_token):
         data.server_ms_per_token_1 = float(np.median(per_token))
+    data.one_user = base
     if stop or base is None:
         data.interrupted = stop
         if base is None:

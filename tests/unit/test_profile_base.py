@@ -21,6 +21,7 @@ import pytest
 from loadtest.analysis.bounds import running_sequences
 from loadtest.analysis.server import SignalStats
 from loadtest.profile import runner
+from loadtest.profile.output import profile_dict
 from loadtest.profile.plan import ProfilePlan
 
 
@@ -78,8 +79,12 @@ def test_the_profile_runs_its_ladder_whatever_the_gauge_read_at_one_user(monkeyp
     monkeypatch.setattr(runner, "_server_column", lambda folder, column: (np.array([]), np.array([])))
     monkeypatch.setattr(runner, "prefill_scenario", lambda scenario, plan, lengths: None)
     monkeypatch.setattr(runner, "decode_scenario", lambda scenario, plan, batch, name, limit=None: None)
-    data = runner.ProfileData(scenario=None, folder=tmp_path, server_facts={})
+    scenario = SimpleNamespace(name="p", target=SimpleNamespace(base_url="http://127.0.0.1:1/v1", model="m", api="chat"))
+    data = runner.ProfileData(scenario=scenario, folder=tmp_path, server_facts={})
     runner._profile(None, ProfilePlan(max_batch=4, knee_rounds=0), data)
     assert ran[:3] == ["prefill", "decode-1", "decode-ladder"]
     assert not any("no inter-token latency" in note for note in data.notes)
     assert data.decode is not None
+    # One user's ms per token is the one-user run's, though its point is filed under the gauge's
+    # batch (and at 2.0 the ladder's own 2-sequence point replaced it in the fit's points).
+    assert profile_dict(data, None, None)["decode"]["ms_per_token_1"] == 16.7
