@@ -61,7 +61,7 @@ class Mirror:
         ``Path.rglob`` raised and ended the mirror before the run's last files.
         """
         out = {}
-        for folder, dirs, names in os.walk(self.local):
+        for folder, _subfolders, names in os.walk(self.local):
             for name in names:
                 if name.endswith(".tmp") or name.startswith("."):
                     continue  # a file being written atomically (its final name comes next pass), the disk reserve
