@@ -33,6 +33,28 @@ from loadtest.storage import remote
 INTERVAL_S = 1.0
 
 
+def local_files(local: Path) -> dict[str, tuple[int, int]]:
+    """Every file of the run folder that is the mirror's business (relative path → size and mtime).
+
+    The run removes folders while this lists them (``requests.parts/`` and
+    ``server_metrics.parts/`` once merged), so a folder that goes between its
+    listing and its scan is skipped: ``os.walk`` ignores it, where
+    ``Path.rglob`` raised and ended the mirror before the run's last files.
+    """
+    out = {}
+    for folder, _subfolders, names in os.walk(local):
+        for name in names:
+            if name.endswith(".tmp") or name.startswith("."):
+                continue  # a file being written atomically (its final name comes next pass), the disk reserve
+            path = Path(folder, name)
+            try:
+                st = path.stat()
+            except FileNotFoundError:
+                continue
+            out[path.relative_to(local).as_posix()] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
 class Mirror:
     """What was uploaded (size and mtime per file), so each pass sends only what changed."""
 
@@ -52,30 +74,9 @@ class Mirror:
             print(f"loadtest upload: {message} (retrying; the run folder is kept locally)", file=sys.stderr, flush=True)
             self._last_error, self._last_report = kind, now
 
-    def _files(self) -> dict[str, tuple[int, int]]:
-        """Every file now in the folder (relative path → size and mtime).
-
-        The run removes folders while this lists them (``requests.parts/`` and
-        ``server_metrics.parts/`` once merged), so a folder that goes between its
-        listing and its scan is skipped: ``os.walk`` ignores it, where
-        ``Path.rglob`` raised and ended the mirror before the run's last files.
-        """
-        out = {}
-        for folder, _subfolders, names in os.walk(self.local):
-            for name in names:
-                if name.endswith(".tmp") or name.startswith("."):
-                    continue  # a file being written atomically (its final name comes next pass), the disk reserve
-                path = Path(folder, name)
-                try:
-                    st = path.stat()
-                except FileNotFoundError:
-                    continue
-                out[path.relative_to(self.local).as_posix()] = (st.st_size, st.st_mtime_ns)
-        return out
-
     def sync(self) -> int:
         """One pass: upload new and changed files (parts first), then remove what went locally."""
-        files = self._files()
+        files = local_files(self.local)
         changed = sorted((rel for rel, stamp in files.items() if self.sent.get(rel) != stamp),
                          key=lambda rel: (not rel.startswith("requests.parts/"), rel != "run.json", rel))
         for rel in changed:
@@ -170,7 +171,7 @@ def unsent_files(local: Path, url: str) -> list[str]:
     take the child's word for it.
     """
     there = remote.list_files(url)
-    return sorted(rel for rel, (size, _) in Mirror(local, url)._files().items() if there.get(rel) != size)
+    return sorted(rel for rel, (size, _) in local_files(local).items() if there.get(rel) != size)
 
 
 if __name__ == "__main__":

@@ -57,7 +57,7 @@ def test_a_folder_removed_while_it_is_listed_is_skipped(monkeypatch, tmp_path):
         return real_scandir(path) if path is not None else real_scandir()
 
     monkeypatch.setattr(os, "scandir", scandir_after_the_merge)
-    files = sync.Mirror(run, "s3://b/run")._files()
+    files = sync.local_files(run)
     assert sorted(files) == ["requests.parts/part-000.parquet", "run.json"]
     assert files["run.json"][0] == 2  # size, then mtime
 
