@@ -57,7 +57,7 @@ from typing import Any
 import gevent
 from gevent import monkey
 
-from loadtest.client.reactor import WAITED_S, ReaderHealth
+from loadtest.client.reader_health import WAITED_S, ReaderHealth
 
 _perf = time.perf_counter
 _PROBE_S = 0.005

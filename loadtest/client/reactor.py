@@ -63,7 +63,6 @@ import os
 import time
 from array import array
 from collections import deque
-from dataclasses import dataclass, field
 from typing import Any
 
 import gevent
@@ -75,13 +74,12 @@ from loadtest.client._http import collect_body, parser_feed
 from loadtest.client.arrival import ANCILLARY_SIZE, arrival_time, enable_arrival_stamps
 from loadtest.client.decode import StreamDecoder
 from loadtest.client.poller import make_poller
+from loadtest.client.reader_health import WAITED_S, ReaderHealth
 from loadtest.client.scanner import read_ready
 from loadtest.client.tls_read import read_tls
 
 _READ_SIZE = 65536
 _TICK_S = 0.01
-#: An ``epoll`` call that took longer than this waited for data (it did not return at once).
-WAITED_S = 0.0002
 _EPOLLIN = 0x001
 _start_thread = monkey.get_original("_thread", "start_new_thread")
 __all__ = ["Reactor", "ReaderHealth", "WAITED_S", "arrival_time", "enable_arrival_stamps", "reactor", "running_reactor"]
@@ -381,25 +379,6 @@ class Reactor:
         self.waiting_bound_ms, self.woken_tail_ms, self.measured_ms = array("d"), array("d"), array("d")
         self.busy_s = 0.0
         return health
-
-
-@dataclass
-class ReaderHealth:
-    """What a stream reader measured of itself over one period (one level).
-
-    Stamp delays come per read: ``waiting_bound_ms`` for reads whose bytes were
-    already waiting (the bound is known), ``woken_tail_ms`` for reads that a
-    waiting ``epoll`` woke (late by a wake-up, from the ``tick_lag_ms``
-    distribution, plus the tail: 0 for the reactor, whose stamp is the wake).
-    """
-
-    batch_ms: array = field(default_factory=lambda: array("d"))
-    tick_lag_ms: array = field(default_factory=lambda: array("d"))
-    waiting_bound_ms: array = field(default_factory=lambda: array("d"))
-    woken_tail_ms: array = field(default_factory=lambda: array("d"))
-    busy_s: float = 0.0
-    #: Reads whose delay was measured against the kernel's arrival stamp.
-    measured_ms: array = field(default_factory=lambda: array("d"))
 
 
 _instance: Reactor | None = None

@@ -58,7 +58,8 @@ import numpy as np
 from loadtest.analysis.client_error import delay_for_percentile
 
 from loadtest.client.hub_clock import hub_clock, running_hub_clock
-from loadtest.client.reactor import ReaderHealth, running_reactor
+from loadtest.client.reactor import running_reactor
+from loadtest.client.reader_health import ReaderHealth
 from loadtest.client.tls_read import reactor_reads_tls
 from loadtest.load.host import HostSampler
 from loadtest.load.level_sample import EXACT_CAP, LevelSample

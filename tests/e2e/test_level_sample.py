@@ -15,7 +15,7 @@ from array import array
 import numpy as np
 import pytest
 
-from loadtest.client.reactor import ReaderHealth
+from loadtest.client.reader_health import ReaderHealth
 from loadtest.load.level_sample import LevelSample
 from loadtest.load.monitor import LevelFigures, summarize
 

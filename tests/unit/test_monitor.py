@@ -13,7 +13,7 @@ import pytest
 
 from loadtest.analysis.client_error import could_flip, delay_for_percentile, judge_client
 from loadtest.analysis.results import Check
-from loadtest.client.reactor import ReaderHealth
+from loadtest.client.reader_health import ReaderHealth
 from loadtest.load.monitor import merge_worker_health, stamp_delays, summarize
 from test_analysis_capacity import sweep
 
