@@ -9,9 +9,10 @@ alone (``compute`` past the knee; below it ``memory_or_overhead``: without
 floors an overhead-bound server cannot be told from a memory-bound one, and
 ``basis`` says which reading was used).
 
-The batch size of a level is its users, or the server's own running count
-(p50 over the level) where scraped: with more users than slots, the batch is
-the slots. Pure functions over :class:`~loadtest.analysis.results.Analysis`.
+The batch size of a level (:func:`running_sequences`) is what its decode steps ran
+with: the larger of the server's own running count (p50 over the level) where scraped and
+the client's own requests in their decode phase, else its users. Pure functions over
+:class:`~loadtest.analysis.results.Analysis`.
 """
 
 from __future__ import annotations
@@ -43,22 +44,87 @@ class LevelBound:
 
 
 def running_sequences(analysis: Any, level: Any) -> float:
-    """The level's batch: the server's running count (p50) where scraped, else its users.
+    """The level's batch: what its decode steps ran with, at least one sequence.
 
-    For a fleet, one replica's batch: the per-pod mean (a decode step runs on one replica).
+    This client's own requests in the batch, averaged over the level's window
+    (:func:`client_in_batch`; for a fleet, per replica), unless the server's running gauge
+    (p50 over the level; a fleet's per-pod mean) reads at least one sequence more: then
+    other clients share the server, and the gauge, which counts them, is the batch. With
+    neither, the level's users.
 
-    At least one: the gauge is sampled over wall time, so a scrape can land in the
-    gap between one user's requests and count 0, and the p50 of a few scrapes at
-    one user can read 0.5. A token gap was measured, so a sequence was running.
+    Why not the gauge first: it is sampled at wall-clock moments, and in a closed loop a
+    scrape often lands in the gap between one user's request and the next one's admission.
+    The p50 of a dozen integer scrapes then read 9 at 10 users and 8 at 8, so one point
+    sat a whole sequence left of its place, and on a steep curve (5 ms a sequence) that
+    alone bent a linear decode curve into a false knee ("compute-bound"). The client's
+    count moves smoothly with the load, leaves out its queued requests (no first token
+    yet), so it follows the server's slots, and leaves out its users' think time.
+
+    At least one: a token gap was measured, so a sequence was running.
     """
+    gauge = gauge_sequences(analysis, level)
+    own = client_in_batch(analysis, level)
+    if math.isfinite(own) and own > 0:
+        replicas = _replicas(analysis)
+        own = own / replicas if replicas else own
+        return max(1.0, gauge if gauge is not None and gauge >= own + 1.0 else own)
+    return max(1.0, gauge if gauge is not None else float(level.concurrency))
+
+
+def gauge_sequences(analysis: Any, level: Any) -> float | None:
+    """The server's running gauge over the level (p50; a fleet's per-pod mean), or None where not scraped."""
     server = getattr(analysis, "server", None)
     if server is not None:
         signal = server.first_of_role("running")
         if signal is not None:
             stats = server.pod_stats(level.index, signal.metric)
             if stats is not None and stats.n and math.isfinite(stats.p50) and stats.p50 > 0:
-                return max(1.0, float(stats.p50))
-    return float(level.concurrency)
+                return float(stats.p50)
+    return None
+
+
+#: Moments per level at which :func:`client_in_batch` counts the batch.
+_BATCH_SAMPLES = 2000
+
+
+def client_in_batch(analysis: Any, level: Any) -> float:
+    """How many of this client's requests were in the server's batch: the median over the level's window.
+
+    A request is in the batch from the step that computed its first token (its first
+    token's arrival less one step, the level's ITL p50) to its end; before that it waited
+    for a slot. Every request counts for the part of that span inside the window, whichever
+    level sent it (a request from the level before still shares the steps).
+
+    Why the median over time, not the mean: the point's ITL is a median gap, and a step's
+    time rises with its batch, so the median gap is the step of the median batch. A closed
+    loop's users leave the batch for a moment between requests: the mean reads 9.5 at 10
+    users while most steps, and so the median gap, ran all 10. NaN without the records or a window.
+    """
+    frame = getattr(analysis, "requests", None)
+    start, end = getattr(level, "window_start", math.nan), getattr(level, "end_wall", math.nan)
+    if frame is None or not len(frame) or "ttft_ms" not in frame or not end - start > 0:
+        return math.nan
+    step_s = level.itl_ms.p50 / 1000.0 if math.isfinite(level.itl_ms.p50) else 0.0
+    first = frame["start_wall"].to_numpy(dtype=float) + frame["ttft_ms"].to_numpy(dtype=float) / 1000.0
+    sent = frame["sent_wall"].to_numpy(dtype=float)
+    last = frame["end_wall"].to_numpy(dtype=float)
+    entered = np.maximum(first - step_s, sent)
+    left = np.where(np.isnan(last), end, last)
+    keep = np.isfinite(first) & (left > entered) & (left > start) & (entered < end)
+    if not keep.any():
+        return math.nan
+    entered, left = np.sort(entered[keep]), np.sort(left[keep])
+    moments = start + (np.arange(_BATCH_SAMPLES) + 0.5) * (end - start) / _BATCH_SAMPLES
+    counts = np.searchsorted(entered, moments, side="right") - np.searchsorted(left, moments, side="right")
+    return float(np.median(counts))
+
+
+def _replicas(analysis: Any) -> int | None:
+    """Replicas the client's requests were spread over, where the metrics name them (a fleet)."""
+    server = getattr(analysis, "server", None)
+    if server is None or getattr(server, "fleet", None) is None:
+        return None
+    return server.replica_count
 
 
 def mean_context(analysis: Any, level: Any) -> float:
@@ -88,14 +154,18 @@ def _position(analysis: Any, level: Any) -> int:
 
 
 def decode_points(analysis: Any) -> list[DecodePoint]:
-    """One point per closed-loop level with ITL (the last run of a repeated concurrency wins)."""
-    by_n: dict[float, DecodePoint] = {}
+    """One point per closed-loop level with ITL, and per whole batch size: the last level wins.
+
+    Whole sizes, so that a repeated concurrency, or levels past the server's slots (all
+    running the slots' batch), give one point, not a cluster a few hundredths apart.
+    """
+    by_batch: dict[int, DecodePoint] = {}
     for lv in sorted(analysis.levels, key=lambda lv: lv.index):
         if lv.rate_rps is not None or not math.isfinite(lv.itl_ms.p50):
             continue
         n = running_sequences(analysis, lv)
-        by_n[n] = DecodePoint(n, lv.itl_ms.p50, lv.itl_ms.p95, lv.output_tokens_per_s, lv.tpot_ms.p50)
-    return list(by_n.values())
+        by_batch[round(n)] = DecodePoint(n, lv.itl_ms.p50, lv.itl_ms.p95, lv.output_tokens_per_s, lv.tpot_ms.p50)
+    return list(by_batch.values())
 
 
 def level_bounds(

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from loadtest.analysis import analyze_run
-from loadtest.analysis.bounds import decode_points, mean_context, running_sequences
+from loadtest.analysis.bounds import decode_points, gauge_sequences, mean_context, running_sequences
 from loadtest.analysis.columns import boolean, numeric
 from loadtest.analysis.decode_fit import DecodeFit, DecodePoint, fit_decode, knee_bracket, probes_between
 from loadtest.analysis.prefill_fit import PrefillFit, fit_prefill
@@ -86,8 +86,9 @@ def _decode_points(analysis, data: ProfileData) -> list[DecodePoint]:
         c = mean_context(analysis, lv)
         if math.isfinite(c):
             data.contexts[n] = c
-        if n != lv.concurrency:
-            data.running_check.append({"users": lv.concurrency, "server_running_p50": n})
+        gauge = gauge_sequences(analysis, lv)
+        if gauge is not None and gauge != lv.concurrency:
+            data.running_check.append({"users": lv.concurrency, "server_running_p50": gauge})
     if data.contexts:
         data.context_tokens = sum(data.contexts.values()) / len(data.contexts)
     return points

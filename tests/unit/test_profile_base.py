@@ -88,3 +88,42 @@ def test_the_profile_runs_its_ladder_whatever_the_gauge_read_at_one_user(monkeyp
     # One user's ms per token is the one-user run's, though its point is filed under the gauge's
     # batch (and at 2.0 the ladder's own 2-sequence point replaced it in the fit's points).
     assert profile_dict(data, None, None)["decode"]["ms_per_token_1"] == 16.7
+
+
+def _closed_loop(users: int, *, gap_s: float, duration_s: float = 1.0, ttft_s: float = 0.06, queued: int = 0):
+    """Records of ``users`` closed-loop users over 20 s: requests of ``duration_s``, ``gap_s`` apart, staggered.
+
+    ``queued`` more users wait for a slot the whole window (their first token comes after it).
+    """
+    rows = []
+    for u in range(users):
+        t = 0.1 * u
+        while t < 20.0:
+            rows.append((t, t, ttft_s * 1000.0, t + duration_s))
+            t += duration_s + gap_s
+    rows += [(0.0, 0.0, 30_000.0, 31.0)] * queued
+    frame = pd.DataFrame(rows, columns=["start_wall", "sent_wall", "ttft_ms", "end_wall"])
+    level = SimpleNamespace(index=0, concurrency=users + queued, window_start=2.0, end_wall=19.0,
+                            itl_ms=SimpleNamespace(p50=ttft_s * 1000.0), rate_rps=None)
+    return frame, level
+
+
+def test_the_batch_is_what_most_steps_ran_not_a_gauge_that_samples_the_gaps():
+    """A closed loop's users leave the batch between requests; a gauge's p50 read 9 at 10 users (the demo's false knee)."""
+    frame, level = _closed_loop(10, gap_s=0.03)
+    analysis = SimpleNamespace(server=_Server({0: 9.0}), requests=frame)
+    # 10, not the gauge's 9, nor the mean over time (about 9.7): most steps ran all 10
+    assert running_sequences(analysis, level) == 10.0
+
+
+def test_a_gauge_a_sequence_above_the_client_counts_another_clients_load():
+    frame, level = _closed_loop(10, gap_s=0.03)
+    assert running_sequences(SimpleNamespace(server=_Server({0: 14.0}), requests=frame), level) == 14.0
+    assert running_sequences(SimpleNamespace(server=_Server({0: 10.5}), requests=frame), level) == 10.0
+
+
+def test_queued_users_are_not_in_the_batch():
+    """Ten users on four slots, no gauge scraped: the batch is the four that have their first token."""
+    frame, level = _closed_loop(4, gap_s=0.0, duration_s=30.0, queued=6)
+    assert level.concurrency == 10
+    assert running_sequences(SimpleNamespace(server=None, requests=frame), level) == 4.0
