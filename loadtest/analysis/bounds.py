@@ -9,9 +9,9 @@ alone (``compute`` past the knee; below it ``memory_or_overhead``: without
 floors an overhead-bound server cannot be told from a memory-bound one, and
 ``basis`` says which reading was used).
 
-The batch size of a level (:func:`running_sequences`) is what its decode steps ran
-with: the larger of the server's own running count (p50 over the level) where scraped and
-the client's own requests in their decode phase, else its users. Pure functions over
+The batch size of a level (:func:`running_sequences`) is what most of its decode steps
+ran with: the client's own requests in the server's batch (the median over the level), or the
+server's running gauge where it reads a sequence more (another client's load). Pure functions over
 :class:`~loadtest.analysis.results.Analysis`.
 """
 
@@ -46,7 +46,7 @@ class LevelBound:
 def running_sequences(analysis: Any, level: Any) -> float:
     """The level's batch: what its decode steps ran with, at least one sequence.
 
-    This client's own requests in the batch, averaged over the level's window
+    This client's own requests in the batch, the median over the level's window
     (:func:`client_in_batch`; for a fleet, per replica), unless the server's running gauge
     (p50 over the level; a fleet's per-pod mean) reads at least one sequence more: then
     other clients share the server, and the gauge, which counts them, is the batch. With
@@ -54,15 +54,22 @@ def running_sequences(analysis: Any, level: Any) -> float:
 
     Why not the gauge first: it is sampled at wall-clock moments, and in a closed loop a
     scrape often lands in the gap between one user's request and the next one's admission.
-    The p50 of a dozen integer scrapes then read 9 at 10 users and 8 at 8, so one point
-    sat a whole sequence left of its place, and on a steep curve (5 ms a sequence) that
-    alone bent a linear decode curve into a false knee ("compute-bound"). The client's
-    count moves smoothly with the load, leaves out its queued requests (no first token
-    yet), so it follows the server's slots, and leaves out its users' think time.
+    The p50 of a dozen integer scrapes then read 9 at 10 users (7.5 at 8 in another run),
+    so one point sat a sequence left of its place, and on a steep curve (5 ms a sequence)
+    that alone bent a linear decode curve into a false knee ("compute-bound"). The
+    client's count is taken at 2,000 moments of the level from its own records, leaves
+    out its queued requests (no first token yet), so it follows the server's slots, and
+    leaves out its users' think time.
+
+    Where the metrics come from a balancer's own URL (``mixed``: each scrape one replica, of
+    an unknown number), the gauge, as before: the client's count spans every replica.
 
     At least one: a token gap was measured, so a sequence was running.
     """
     gauge = gauge_sequences(analysis, level)
+    if gauge is not None and getattr(getattr(analysis, "server", None), "mixed", False):
+        # a balancer's own URL: each scrape reads one replica, and the client's count spans them all
+        return max(1.0, gauge)
     own = client_in_batch(analysis, level)
     if math.isfinite(own) and own > 0:
         replicas = _replicas(analysis)

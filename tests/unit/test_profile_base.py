@@ -127,3 +127,11 @@ def test_queued_users_are_not_in_the_batch():
     frame, level = _closed_loop(4, gap_s=0.0, duration_s=30.0, queued=6)
     assert level.concurrency == 10
     assert running_sequences(SimpleNamespace(server=None, requests=frame), level) == 4.0
+
+
+def test_behind_a_balancers_own_url_the_gauge_is_one_replicas_batch():
+    """Scrapes of a balancer's URL read one replica each; the client's 10 users span all of them."""
+    frame, level = _closed_loop(10, gap_s=0.03)
+    server = _Server({0: 5.0})
+    server.mixed = True
+    assert running_sequences(SimpleNamespace(server=server, requests=frame), level) == 5.0
