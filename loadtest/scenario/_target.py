@@ -139,6 +139,17 @@ class Target(_Strict):
             raise ValueError("must start with http:// or https://")
         if any(c in v for c in "\r\n "):
             raise ValueError("must not contain spaces or line breaks")
+        # what the client will ask of it, here, so that a bad host or port is this one line and
+        # not a traceback when the first user connects
+        try:
+            parts = urlsplit(v)
+            port = parts.port
+        except ValueError as err:  # an unclosed IPv6 bracket, a port out of range or not a number
+            raise ValueError(f"is not a valid URL: {err}") from None
+        if not parts.hostname:
+            raise ValueError("has no host (expected http(s)://host[:port]/path)")
+        if port == 0:
+            raise ValueError("has port 0 (expected 1-65535)")
         return v.rstrip("/")
 
     @field_validator("headers", "headers_env", "query")

@@ -41,6 +41,13 @@ BAD = [
     ({"name": "x", "load": {"levels": [1]}, "target": {"timeout": 3}}, "target.timeout: unknown key"),
     ({"name": "x", "load": {"levels": [1]}, "target": {"api": "classify"}}, "target.api: must be one of"),
     ({"name": "x", "load": {"levels": [1]}, "target": {"base_url": "localhost:8000"}}, "target.base_url: must start with http"),
+    # a host or port the client could not use: one line here, not a traceback when the first user connects
+    ({"name": "x", "load": {"levels": [1]}, "target": {"base_url": "http://127.0.0.1:99999/v1"}},
+     "target.base_url: is not a valid URL: Port out of range"),
+    ({"name": "x", "load": {"levels": [1]}, "target": {"base_url": "http://127.0.0.1:abc/v1"}},
+     "target.base_url: is not a valid URL: Port could not be cast"),
+    ({"name": "x", "load": {"levels": [1]}, "target": {"base_url": "http://[::1/v1"}}, "target.base_url: is not a valid URL"),
+    ({"name": "x", "load": {"levels": [1]}, "target": {"base_url": "http:///v1"}}, "target.base_url: has no host"),
     ({"name": "x", "load": {"start": 1, "step": 2}}, "load: 'start/step/max' needs all three; missing max"),
     ({"name": "x", "load": {"levels": [1], "warmup_s": 40, "level_duration_s": 30}}, "load: 'warmup_s' (40) must be shorter"),
     ({"name": "x", "load": {"levels": [1]}, "slo": {"max_error_rate": 2}}, "slo.max_error_rate: an error rate is a fraction between 0 and 1"),
