@@ -91,3 +91,22 @@ def test_an_answer_that_is_not_streamed_shows_e2e_and_items_per_second():
     line = out.getvalue()
     assert "level 1: 2 users, 10 requests, 0 errors, e2e p95 100.0 ms, 40.0 items/s" in line, line
     assert "TTFT" not in line and "TTFT" not in str(live._table().columns[4].header)
+
+
+def test_the_live_itl_is_per_token_as_the_final_tables_is():
+    """A server that sends 2 tokens a chunk 40 ms apart: the live ITL reads 20 ms a token, not 40.
+
+    The analysis spreads a chunk's gap over its tokens (analysis/chunks.py); the live view
+    once showed the raw gap, twice the final table's figure on such a server.
+    """
+    n = 10
+    table = _records(0, 4, n).append_column("chunk_tokens", pa.array([[2, 2, 2, 2]] * n))
+    table = table.set_column(table.column_names.index("chunk_ms"), "chunk_ms", pa.array([[20.0, 60.0, 100.0, 140.0]] * n))
+    progress = RunProgress()
+    progress.update(table)
+    level = progress.levels[0]
+    assert list(level.itl) == [20.0] * (3 * 2 * n)
+    # one token a chunk (or no token counts): the gap itself
+    progress = RunProgress()
+    progress.update(_records(0, 4, n))
+    assert list(progress.levels[0].itl) == [10.0] * (2 * n)
