@@ -36,6 +36,15 @@ def hold_ends(run: Mapping[str, Any]) -> dict[int, float]:
     return out
 
 
+def _level_ends(run: Mapping[str, Any]) -> dict[int, float]:
+    """Each level's end (wall clock; where its hold began), by level index."""
+    out: dict[int, float] = {}
+    for level in run.get("levels") or []:
+        if isinstance(level, Mapping) and level.get("end_wall") is not None and level.get("index") is not None:
+            out[int(level["index"])] = float(level["end_wall"])
+    return out
+
+
 def cut_at_hold_end(requests: pd.DataFrame, run: Mapping[str, Any], *, lists: bool = True) -> pd.DataFrame:
     """``requests`` with every request that ended after its level's hold cut at that end (a copy if any).
 
@@ -69,10 +78,16 @@ def hold_cut_ms(requests: pd.DataFrame, run: Mapping[str, Any]) -> np.ndarray | 
     ok = boolean(requests, "ok")
     kinds = text(requests, "error_kind")
     cut_wall = np.full(len(requests), np.nan)
+    level_end = np.full(len(requests), np.inf)
+    ended = _level_ends(run)
     for level, end in ends.items():
         cut_wall[index == level] = end
-    # only requests sent before the cut (one sent in the hold is not measured anyway)
-    late = np.isfinite(cut_wall) & (sent < cut_wall) & (sent + e2e / 1000.0 > cut_wall + 1e-6)
+        level_end[index == level] = ended.get(level, np.inf)
+    # Only requests sent before the level ended (the hold began). One sent during the hold
+    # is measured nowhere; cutting it would only take the tokens it streamed on into the
+    # next level's window away from that window's throughput, which counts every chunk that
+    # arrived in it.
+    late = np.isfinite(cut_wall) & (sent < cut_wall) & (sent < level_end) & (sent + e2e / 1000.0 > cut_wall + 1e-6)
     late &= ~(~ok & (kinds == "cancelled") & (sent + e2e / 1000.0 <= cut_wall + 1e-6))
     if not late.any():
         return None

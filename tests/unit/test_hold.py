@@ -84,6 +84,31 @@ def test_a_request_running_past_its_hold_is_cut_there_never_booked_at_the_next_l
     assert cut_at_hold_end(frame, run_dict(plan)) is frame
 
 
+
+def test_a_request_sent_during_the_hold_is_not_cut_and_its_tokens_count_where_they_arrived():
+    """Users keep the load during a hold; what they send then is measured nowhere, but streams on.
+
+    Cutting it at the hold's end (as once) took the tokens it streamed into the next level's
+    window away from that window's throughput, which counts every chunk that arrived in it.
+    """
+    t0 = 1_764_000_000.0
+    plan = level_plan([4, 8], 10.0, t0)
+    plan[0]["hold"] = {"start_wall": t0 + 10.0, "end_wall": t0 + 11.0, "held_s": 1.0, "waited_for": 1,
+                       "ended": "cap", "censored": 1, "cap_s": 1.0}
+    plan[1]["start_wall"], plan[1]["end_wall"] = t0 + 11.0, t0 + 21.0
+    chunks = [100.0 * i for i in range(1, 31)]  # 30 tokens over 3 s: two of them after the hold
+    measured = request_row(request_id="measured", start_wall=t0 + 9.5, chunk_ms=chunks, level=4, level_index=0)
+    in_hold = request_row(request_id="in_hold", start_wall=t0 + 10.2, chunk_ms=chunks, level=4, level_index=0)
+    frame = to_frame([measured, in_hold])
+    run = run_dict(plan)
+    cut = cut_at_hold_end(frame, run).set_index("request_id")
+    assert cut.loc["measured"].error_kind == "cancelled"  # measured at 4 users: cut where its hold ended
+    assert cut.loc["in_hold"].ok and len(cut.loc["in_hold"].chunk_ms) == 30  # untouched
+    level_1 = {lv.index: lv for lv in analyze(frame, run, SloSpec.from_dict({})).levels}[1]
+    # in_hold's chunks from t0 + 11.3 (level 1's window, after its warmup) on are level 1's tokens
+    assert level_1.output_tokens_per_s > 0
+
+
 CLASSES = [
     {"name": "chat", "weight": 1, "max_tokens": 4, "slo": {"itl_ms": {"p95": 191}}},
     {"name": "long", "weight": 1, "max_tokens": 16, "slo": {"tpot_ms": {"p95": 137}}},
