@@ -28,7 +28,8 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
+
+from loadtest.token_gaps import list_gaps
 
 TTFT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0,
                 20.0, 30.0, 60.0)
@@ -39,7 +40,7 @@ HISTOGRAMS = {"loadtest_ttft_seconds": TTFT_BUCKETS, "loadtest_itl_seconds": ITL
               "loadtest_e2e_seconds": E2E_BUCKETS}
 HELP = {
     "loadtest_ttft_seconds": "Time to first token of measured requests, as the load generator timed it",
-    "loadtest_itl_seconds": "Gaps between content chunks (inter-token latency) of measured requests",
+    "loadtest_itl_seconds": "Inter-token latency of measured requests: each gap between content chunks over the later chunk's tokens",
     "loadtest_e2e_seconds": "Request time, send to last byte, of measured requests",
 }
 METRIC_NAMES = (*HISTOGRAMS, "loadtest_requests_total", "loadtest_users", "loadtest_level", "loadtest_level_index",
@@ -54,17 +55,13 @@ def _level_label(table: pa.Table) -> np.ndarray:
     return np.array([f"{r:g}" if r == r else str(int(l)) for l, r in zip(level, rate)], dtype=object)
 
 
-def _itl_seconds(chunks: pa.ChunkedArray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each chunk gap (s) of the selected requests, and the request each belongs to."""
-    arr = chunks.combine_chunks().take(pa.array(rows, type=pa.int64())) if len(rows) else pa.array([], chunks.type)
-    lengths = pc.list_value_length(arr).fill_null(0).to_numpy(zero_copy_only=False)
-    flat = pc.list_flatten(arr).to_numpy(zero_copy_only=False).astype(float)
-    if flat.size < 2:
-        return np.empty(0), np.empty(0, dtype=int)
-    owner = np.repeat(np.arange(len(lengths)), lengths)
-    gaps = np.diff(flat) / 1000.0
-    same = owner[1:] == owner[:-1]
-    return gaps[same], rows[owner[1:][same]]
+def _itl_seconds(table: pa.Table, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each per-token gap (s) of the selected requests, and the request each belongs to (:mod:`loadtest.token_gaps`)."""
+    index = pa.array(rows, type=pa.int64())
+    chunks = table.column("chunk_ms").combine_chunks().take(index)
+    tokens = table.column("chunk_tokens").combine_chunks().take(index) if "chunk_tokens" in table.column_names else None
+    gaps, owner = list_gaps(chunks, tokens)
+    return gaps / 1000.0, rows[owner]
 
 
 def observation(table: pa.Table) -> tuple[dict, list] | None:
@@ -92,7 +89,7 @@ def observation(table: pa.Table) -> tuple[dict, list] | None:
         values = table.column(column).to_numpy(zero_copy_only=False).astype(float) / 1000.0
         keep = measured & np.isfinite(values)
         samples[name] = (values[keep], np.flatnonzero(keep))
-    samples["loadtest_itl_seconds"] = _itl_seconds(table.column("chunk_ms"), np.flatnonzero(measured & ok))
+    samples["loadtest_itl_seconds"] = _itl_seconds(table, np.flatnonzero(measured & ok))
     update = []
     for name, (values, rows) in samples.items():
         if not len(values):

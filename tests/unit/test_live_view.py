@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import io
 
+import numpy as np
 import pyarrow as pa
 from rich.console import Console
 
+from loadtest.export.live import _itl_seconds
 from loadtest.load.live import LiveView, remaining_text
 from loadtest.load.progress import RunProgress
 
@@ -110,3 +112,12 @@ def test_the_live_itl_is_per_token_as_the_final_tables_is():
     progress = RunProgress()
     progress.update(_records(0, 4, n))
     assert list(progress.levels[0].itl) == [10.0] * (2 * n)
+
+
+def test_the_exported_itl_histogram_is_per_token_too():
+    """loadtest_itl_seconds (export/live.py) counts the same per-token gaps as the live view."""
+    n = 4
+    table = _records(0, 4, n).append_column("chunk_tokens", pa.array([[2, 2, 2, 2]] * n))
+    table = table.set_column(table.column_names.index("chunk_ms"), "chunk_ms", pa.array([[20.0, 60.0, 100.0, 140.0]] * n))
+    seconds, owners = _itl_seconds(table, np.array([1, 3]))
+    assert seconds.tolist() == [0.02] * 12 and owners.tolist() == [1] * 6 + [3] * 6
