@@ -24,6 +24,7 @@ from loadtest.analysis.results import Check, LevelResult
 from loadtest.analysis.slo import METRICS, SloSpec
 from loadtest.analysis.verdict import evaluate_level, level_status, rate_checks
 from loadtest.errors import InputError
+from loadtest.metric_registry import VALID_OUTPUT_MINIMUM
 
 
 def scenario_classes(run: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -54,7 +55,9 @@ def class_slos(run: Mapping[str, Any], top: SloSpec, overrides: Iterable[str] = 
     """The top-level SLO and each class's, after ``--slo`` overrides (class-prefixed or not)."""
     classes = scenario_classes(run)
     names = [str(c["name"]) for c in classes]
+    overrides = list(overrides)
     top_overrides, by_class = split_overrides(overrides, names)
+    _refuse_floor_without_structure(run, overrides)
     top = top.with_overrides(top_overrides)
     out: dict[str, SloSpec] = {}
     for c in classes:
@@ -63,6 +66,23 @@ def class_slos(run: Mapping[str, Any], top: SloSpec, overrides: Iterable[str] = 
         base = SloSpec.from_dict(own) if isinstance(own, Mapping) else top
         out[name] = base.with_overrides(by_class.get(name, []))
     return top, out
+
+
+def _refuse_floor_without_structure(run: Mapping[str, Any], overrides: Sequence[str]) -> None:
+    """``--slo min_valid_output_rate=…`` on a run that asked for no structured output: refused.
+
+    No answer of such a run was checked for validity, so the floor would judge
+    nothing and every level would pass it silently. The scenario path refuses the
+    same floor in YAML (scenario/_kinds.py); a re-analysis must not let it in.
+    """
+    floors = [raw for raw in overrides if raw.partition("=")[0].strip().rpartition(".")[2] == VALID_OUTPUT_MINIMUM]
+    if not floors:
+        return
+    workload = (run.get("scenario") or {}).get("workload") or {}
+    holders = [workload, *(workload.get("classes") or [])] if isinstance(workload, Mapping) else []
+    if not any(isinstance(h, Mapping) and (h.get("tools") or h.get("response_format")) for h in holders):
+        raise InputError(f"bad --slo override {floors[0]!r}: this run's workload asked for no structured output "
+                         "(no workload.tools or workload.response_format), so no answer was checked")
 
 
 def split_overrides(overrides: Iterable[str], names: Sequence[str]) -> tuple[list[str], dict[str, list[str]]]:

@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from loadtest.analysis.slo import SloError
+from loadtest.scenario._base import _Strict
 
 
 _MESSAGES = {
@@ -23,6 +24,7 @@ _MESSAGES = {
     "bool_parsing": "must be true or false",
     "literal_error": "must be one of {expected}",
     "string_pattern_mismatch": "must be letters, digits, '.', '_' or '-'",
+    "finite_number": "must be a finite number",
 }
 
 
@@ -30,12 +32,35 @@ _MESSAGES = {
 _NAMES_ITS_PATH = re.compile(r"^[A-Za-z_][\w.\[\]]*: ")
 
 
+#: The type names pydantic puts in an error's location for a member of a union
+#: (``int | TokenDistribution``): not YAML keys.
+_TYPE_TAGS = {"int", "float", "str", "bool", "none", "dict", "list"}
+
+
+def _is_union_tag(part: Any) -> bool:
+    if not isinstance(part, str):
+        return False
+    return (part.startswith(("function-", "constrained-")) or "[" in part or part in _TYPE_TAGS
+            or part in _model_names())
+
+
+def _model_names() -> set[str]:
+    """The scenario's model classes, whose names tag a union member's errors."""
+    names, todo = set(), [_Strict]
+    while todo:
+        cls = todo.pop()
+        for sub in cls.__subclasses__():
+            names.add(sub.__name__)
+            todo.append(sub)
+    return names
+
+
 def _yaml_path(loc: tuple[Any, ...]) -> str:
     out = ""
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif isinstance(part, str) and part.startswith(("function-", "constrained-")):
+        elif _is_union_tag(part):
             continue
         else:
             out += f".{part}" if out else str(part)
@@ -47,7 +72,7 @@ _INT_FIELDS = {"levels", "start", "max", "mean", "max_tokens", "warmup_requests"
 
 def _is_int_field(loc: tuple[Any, ...]) -> bool:
     # a union's branch names (constrained-int, function-...) are not YAML keys
-    names = [part for part in loc if isinstance(part, str) and not part.startswith(("function-", "constrained-"))]
+    names = [part for part in loc if isinstance(part, str) and not _is_union_tag(part)]
     return bool(names) and names[-1] in _INT_FIELDS
 
 
@@ -58,9 +83,9 @@ def _describe(error: dict[str, Any]) -> str:
         noun = "integer" if _is_int_field(error["loc"]) else "number"
         return f"must be a positive {noun}" if kind == "greater_than" else f"must be a non-negative {noun}"
     if kind in ("int_parsing", "int_type", "int_from_float"):
-        return f"must be an integer (got {error.get('input')!r})"
+        return f"must be an integer (got {_as_yaml(error.get('input'))})"
     if kind in ("float_parsing", "float_type"):
-        return f"must be a number (got {error.get('input')!r})"
+        return f"must be a number (got {_as_yaml(error.get('input'))})"
     if kind in ("dict_type", "model_type"):
         return "must be a mapping of keys"
     if kind in ("list_type",):
@@ -78,17 +103,60 @@ def _describe(error: dict[str, Any]) -> str:
     return msg[0].lower() + msg[1:] if msg else kind
 
 
+#: An error saying the value was of another type: for a union, the branches that did not apply.
+_WRONG_TYPE = {
+    "int_type": "an integer", "int_parsing": "an integer", "int_from_float": "an integer",
+    "float_type": "a number", "float_parsing": "a number", "string_type": "a string",
+    "bool_type": "true or false", "bool_parsing": "true or false", "list_type": "a list",
+    "dict_type": "a mapping of keys", "model_type": "a mapping of keys", "model_attributes_type": "a mapping of keys",
+}
+
+
+def _as_yaml(value: Any) -> str:
+    """A value as the YAML that gave it: ``true``, not ``True``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    return repr(value)
+
+
+def _problems(errors: list[dict[str, Any]]) -> list[tuple[int, list[dict[str, Any]]]]:
+    """The errors grouped by the YAML field they are about, in order.
+
+    A union (``max_tokens: 64`` or ``{mean, stddev}``) reports one error per
+    member, all about the one field: that is one problem, not two.
+    """
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for error in errors:
+        loc = tuple(error["loc"])
+        cut = next((i for i, part in enumerate(loc) if _is_union_tag(part)), len(loc))
+        groups.setdefault(loc[:cut], []).append(error)
+    return [(len(field), group) for field, group in groups.items()]
+
+
+def _one_problem(depth: int, group: list[dict[str, Any]]) -> tuple[dict[str, Any], str | None]:
+    """The error to show for one field: from the union member whose type matched (its error is
+    not a wrong type, or lies deeper than the member itself), or else all the types it may be."""
+    matched = [e for e in group if e["type"] not in _WRONG_TYPE or len(e["loc"]) > depth + 1]
+    if matched or len(group) == 1:
+        return (matched or group)[0], None
+    kinds = list(dict.fromkeys(_WRONG_TYPE[e["type"]] for e in group))
+    return group[0], f"must be {' or '.join(kinds)} (got {_as_yaml(group[0].get('input'))})"
+
+
 def format_validation_error(err: ValidationError) -> str:
     """The first problem, as ``yaml.path: what is wrong`` (one line)."""
-    first = err.errors(include_url=False)[0]
+    problems = _problems(err.errors(include_url=False))
+    first, union_text = _one_problem(*problems[0])
     path = _yaml_path(tuple(first["loc"]))
-    more = len(err.errors()) - 1
+    more = len(problems) - 1
     suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
     slo = (first.get("ctx") or {}).get("error")
     if isinstance(slo, SloError):  # the SLO names the path below its block (slo.itl_ms.p97)
         below = f".{slo.path}" if slo.path else ""
         return f"{path}{below}: {slo.message}{suffix}"
-    described = _describe(first)
+    described = union_text or _describe(first)
     if path == "(top level)" and _NAMES_ITS_PATH.match(described):
         return f"{described}{suffix}"  # a whole-scenario check that names the field itself
     return f"{path}: {described}{suffix}"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
+from pydantic import field_validator, model_validator
 
-from loadtest.scenario._base import _Strict
+from loadtest.scenario._base import Int, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, _Strict
 
 
 class ClientLimits(_Strict):
@@ -44,7 +44,7 @@ class Load(_Strict):
     #: Open loop: at most this many requests in flight; arrivals beyond it fail as ``dropped``.
     max_in_flight: PositiveInt = 512
     #: Seeds the open-loop arrival streams (each level and worker draws its own).
-    arrival_seed: int = 0
+    arrival_seed: Int = 0
     level_duration_s: PositiveFloat = 30.0
     warmup_s: NonNegativeFloat = 5.0
     warmup_requests: NonNegativeInt = 5
@@ -54,6 +54,18 @@ class Load(_Strict):
     #: An undecided level runs on until it is decided or this long (default 4 × level_duration_s).
     max_level_duration_s: PositiveFloat | None = None
     client_limits: ClientLimits = ClientLimits()
+
+    @field_validator("levels", "rates", "speedups")
+    @classmethod
+    def _rising(cls, values: list[float] | None) -> list[float] | None:
+        """A sweep runs from low to high: capacity is the last level that holds before the first
+        that fails, and a level's held-over requests belong to the one after it. A repeated or
+        falling level has no place in that order, so it is refused rather than reordered."""
+        for before, after in zip(values or [], (values or [])[1:]):
+            if after <= before:
+                word = "repeats" if after == before else "falls"
+                raise ValueError(f"must rise from one level to the next ({before:g} then {after:g}: the sweep {word})")
+        return values
 
     @model_validator(mode="after")
     def _one_way_to_give_levels(self) -> "Load":

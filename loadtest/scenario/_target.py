@@ -6,10 +6,10 @@ import os
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, PositiveFloat, PositiveInt, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from loadtest.paths import pem_bundle_problem
-from loadtest.scenario._base import _Strict
+from loadtest.scenario._base import PositiveFloat, PositiveInt, _Strict
 
 
 def _http(v: str) -> str:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import random
 from typing import Any, Literal
 
-from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, field_validator
+from pydantic import Field, field_validator
 
 from loadtest.paths import yaml_file_problem
-from loadtest.scenario._base import _Strict
+from loadtest.scenario._base import Int, NonNegativeFloat, PositiveFloat, PositiveInt, _Strict
 from loadtest.scenario._structured import ResponseFormat, Tool, ToolChoice
 from loadtest.analysis.slo import SloSpec
 
@@ -174,7 +174,7 @@ class RequestClass(_Strict):
 
 class Workload(_WorkloadFields):
     #: Fixes the prompt lengths and words, so runs stay comparable.
-    seed: int = 0
+    seed: Int = 0
     #: Each run draws a random salt that goes into every prompt's nonce (and every shared
     #: prefix), so no two requests of any two runs share a prefix (a prefix cache cannot
     #: flatter a second run). ``false`` keeps prompts identical across runs: for measuring

@@ -52,6 +52,15 @@ BAD = [
     ({"name": "x", "load": {"levels": [1], "warmup_s": 40, "level_duration_s": 30}}, "load: 'warmup_s' (40) must be shorter"),
     ({"name": "x", "load": {"levels": [1]}, "slo": {"max_error_rate": 2}}, "slo.max_error_rate: an error rate is a fraction between 0 and 1"),
     ({"load": {"levels": [1]}}, "name: is required"),
+    # numbers that YAML gives but a scenario cannot mean: a bool, an infinity, a falling sweep
+    ({"name": "x", "load": {"levels": [1, True]}}, "load.levels[1]: must be an integer (got true)"),
+    ({"name": "x", "load": {"levels": [1], "level_duration_s": float("inf")}}, "load.level_duration_s: must be a finite number"),
+    ({"name": "x", "load": {"levels": [1]}, "target": {"timeout_s": float("nan")}}, "target.timeout_s: must be a finite number"),
+    ({"name": "x", "load": {"levels": [1]}, "target": {"timeout_s": True}}, "target.timeout_s: must be a number (got true)"),
+    ({"name": "x", "load": {"levels": [1], "arrival_seed": False}}, "load.arrival_seed: must be an integer (got false)"),
+    ({"name": "x", "load": {"levels": [4, 2, 8]}}, "load.levels: must rise from one level to the next (4 then 2: the sweep falls)"),
+    ({"name": "x", "load": {"levels": [2, 2]}}, "load.levels: must rise from one level to the next (2 then 2: the sweep repeats)"),
+    ({"name": "x", "load": {"rates": [1, 0.5]}}, "load.rates: must rise from one level to the next (1 then 0.5"),
     ({"name": "x"}, "load: is required"),
 ]
 
@@ -63,6 +72,32 @@ def test_mistakes_name_the_yaml_path(data, message):
     text = str(err.value)
     assert message in text
     assert "\n" not in text
+
+
+#: A field that may be a count or a mapping (``max_tokens: 64`` or ``{mean, stddev}``): pydantic
+#: reports one error per member of the union, and that is one problem, said as one.
+UNION = [
+    (True, "workload.max_tokens: must be an integer or a mapping of keys (got true)"),
+    (8.5, "workload.max_tokens: must be an integer or a mapping of keys (got 8.5)"),
+    ("abc", "workload.max_tokens: must be an integer or a mapping of keys (got 'abc')"),
+    (-3, "workload.max_tokens: must be a positive integer"),
+    ({"mean": -16, "stddev": 4}, "workload.max_tokens.mean: must be a positive integer"),
+    ({"mean": 16, "stdev": 4}, "workload.max_tokens.stdev: unknown key"),
+    ({"mean": "abc"}, "workload.max_tokens.mean: must be an integer (got 'abc')"),
+]
+
+
+@pytest.mark.parametrize("value,message", UNION, ids=[m for _, m in UNION])
+def test_a_union_field_is_one_problem_said_by_the_member_that_fits(value, message):
+    with pytest.raises(InputError) as err:
+        parse_scenario({"name": "x", "load": {"levels": [1]}, "workload": {"max_tokens": value}})
+    assert str(err.value).endswith(message)
+
+
+def test_a_second_field_is_still_counted():
+    with pytest.raises(InputError) as err:
+        parse_scenario({"name": "x", "load": {"levels": [1]}, "workload": {"max_tokens": -3, "bogus": 1}})
+    assert str(err.value).endswith("workload.max_tokens: must be a positive integer (and 1 more problem)")
 
 
 def test_overrides_are_validated():

@@ -191,6 +191,22 @@ def test_an_unknown_class_prefix_is_a_clear_error():
     assert split_overrides(["e2e_ms.p95=1"], ["chat"]) == (["e2e_ms.p95=1"], {})
 
 
+def test_a_valid_output_floor_needs_a_run_that_asked_for_structured_output():
+    """``analyze --slo min_valid_output_rate=…`` on a run whose answers were never checked judged
+    nothing and passed every level; the scenario refuses the same floor in YAML."""
+    top = SloSpec.from_dict({"itl_ms": {"p95": 50}})
+    plain = {"scenario": {"workload": {"tools": None, "response_format": None, "classes": []}}}
+    for override in ("min_valid_output_rate=0.9", "chat.min_valid_output_rate=0.9"):
+        run = plain if "." not in override.partition("=")[0] else {"scenario": {"workload": {"classes": [{"name": "chat"}]}}}
+        with pytest.raises(InputError, match="asked for no structured output"):
+            class_slos(run, top, [override])
+    structured = {"scenario": {"workload": {"classes": [
+        {"name": "chat"}, {"name": "agent", "tools": [{"type": "function", "function": {"name": "f"}}]}]}}}
+    top2, _ = class_slos(structured, top, ["min_valid_output_rate=0.9"])
+    assert top2.min_valid_output_rate == 0.9
+    assert class_slos(plain, top, ["itl_ms.p95=40"])[0].to_dict() == {"itl_ms": {"p95": 40.0}}
+
+
 def test_a_class_slo_without_a_budget_keeps_the_top_level_budget():
     s = parse_scenario({"name": "t", "load": {"levels": [1]}, "slo": {"max_error_rate": 0.05},
                         "workload": {"classes": [{"name": "a", "slo": {"ttft_ms": {"p95": 1}}},
