@@ -8,6 +8,7 @@ line on stderr and an exit code, never a traceback.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from typing import Sequence
 
@@ -72,6 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line(message: str) -> str:
+    return re.sub(r"\s*\n\s*", " ", message.strip())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     if words[:1] == ["mock"]:
@@ -82,7 +87,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             return int(args.func(args) or 0)
         except LoadtestError as err:
-            print(f"loadtest {args.command}: error: {err}", file=sys.stderr)
+            # one line whatever the message holds (a server's error page, a multi-line reason)
+            print(f"loadtest {args.command}: error: {_one_line(str(err))}", file=sys.stderr)
             return err.exit_code
         except OSError as err:
             if not is_disk_full(err):

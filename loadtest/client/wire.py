@@ -9,6 +9,7 @@ so a full parse is cheaper than any byte-level shortcut is worth.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Collection, Literal
 
@@ -202,8 +203,41 @@ def _count(value: Any) -> int | None:
     return value if type(value) is int and value >= 0 else None
 
 
+#: An HTML page's markup, and the script and style blocks whose text is no message.
+_HTML_BLOCK = re.compile(rb"<(script|style)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
+_HTML_TAG = re.compile(rb"<[^>]*>")
+_SPACES = re.compile(r"\s+")
+#: How much of an error's text a record and a message keep.
+ERROR_TEXT_CHARS = 200
+
+
+def one_line(text: str, limit: int = ERROR_TEXT_CHARS) -> str:
+    """``text`` on one line (its runs of whitespace one space) and at most ``limit`` characters.
+
+    An error's text ends up in one-line messages and in the records' ``error``
+    column; a server's message may hold newlines (a traceback, a pretty-printed
+    body), and a proxy's error page is a whole HTML document.
+    """
+    flat = _SPACES.sub(" ", text).strip()
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+def _body_text(body: bytes) -> str:
+    """The readable start of a body that is not an OpenAI-style error: an HTML page's text, not its markup."""
+    head = body[:4096]
+    if head.lstrip()[:1] == b"<":
+        head = _HTML_TAG.sub(b" ", _HTML_BLOCK.sub(b" ", head))
+    else:
+        head = head[:ERROR_TEXT_CHARS * 2]
+    return one_line(head.decode("utf-8", "replace"))
+
+
 def error_message(body: bytes) -> str:
-    """The ``error.message`` of an OpenAI-style error body, else the body's start."""
+    """The ``error.message`` of an OpenAI-style error body, else the body's readable start: one line."""
+    return one_line(_error_message(body))
+
+
+def _error_message(body: bytes) -> str:
     try:
         obj = orjson.loads(body)
         err = obj.get("error") if isinstance(obj, dict) else None
@@ -220,8 +254,7 @@ def error_message(body: bytes) -> str:
             return detail
     except (orjson.JSONDecodeError, AttributeError):
         pass
-    text = body[:200].decode("utf-8", "replace").strip()
-    return text or "(empty body)"
+    return _body_text(body) or "(empty body)"
 
 
 def _describe_detail(item: Any) -> str:
