@@ -6,6 +6,13 @@ only on a pass. ``promote`` copies what a comparison needs (``run.json``,
 folder to the baseline's place, replacing the old baseline; ``run.json`` is
 removed first and written last, so a promote cut short never leaves something
 that ``exists`` takes for a baseline.
+
+Everything that could refuse is checked before the first file is removed: the
+run folder and the baseline are not the same folder and neither holds the
+other (a promote would delete the run it copies), the baseline holds nothing a
+promote did not write (it deletes what it replaces: a wrong path must not
+empty someone's folder), and every Parquet file of the run has a readable
+footer (a truncated copy must not replace a good baseline).
 """
 
 from __future__ import annotations
@@ -32,6 +39,13 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:
     m.add_argument("run_dir", type=path_arg, metavar="RUN_DIR", help="the run folder that passed the gate")
     m.add_argument("baseline", type=path_arg, metavar="BASELINE", help="the baseline folder to replace")
     m.set_defaults(func=_cmd_promote)
+
+
+def _promoted(rel: str) -> bool:
+    """A file a promote writes (or its temporary), so one a later promote may replace."""
+    name = rel[:-len(".tmp")] if rel.endswith(".tmp") else rel
+    return (name in (RUN_JSON, "summary.json") or (name.endswith(".parquet") and "/" not in name)
+            or name.startswith("requests.parts/"))
 
 
 class _Folder:
@@ -64,6 +78,30 @@ class _Folder:
         tmp.write_bytes(data)
         tmp.replace(target)
 
+    def overlaps(self, other: "_Folder") -> bool:
+        """The same folder, or one inside the other."""
+        if bool(self.url) != bool(other.url):
+            return False
+        if self.url:
+            a, b = self.url.rstrip("/") + "/", other.url.rstrip("/") + "/"
+            return a.startswith(b) or b.startswith(a)
+        a, b = self.path.resolve(), other.path.resolve()
+        return a == b or a in b.parents or b in a.parents
+
+    def check_parquet(self, rel: str) -> None:
+        """Refuse a Parquet file whose footer cannot be read (truncated, not Parquet, unreadable)."""
+        # pyarrow.parquet: only a promote reads Parquet here
+        import pyarrow.parquet as pq
+
+        try:
+            if self.url:
+                remote.read_parquet_footer(self.url.join(rel))
+            else:
+                pq.read_metadata(self.path / rel)
+        except (OSError, ValueError) as err:  # ArrowInvalid is a ValueError
+            detail = " ".join(str(err).split()) or type(err).__name__
+            raise InputError(f"{self}/{rel}: not a readable Parquet file ({detail}); not promoted") from None
+
     def remove(self, rel: str) -> None:
         if self.url:
             remote.delete(self.url.join(rel))
@@ -77,6 +115,9 @@ def _cmd_exists(args: argparse.Namespace) -> int:
 
 def _cmd_promote(args: argparse.Namespace) -> int:
     src, dst = _Folder(args.run_dir), _Folder(args.baseline)
+    if src.overlaps(dst):
+        raise InputError(f"baseline promote: RUN_DIR {src} and BASELINE {dst} are the same folder or one holds "
+                         "the other; a promote replaces the baseline's files, so it would delete the run")
     files = src.files()
     if RUN_JSON not in files:
         raise InputError(f"{src}: not a run folder (no {RUN_JSON})")
@@ -89,6 +130,14 @@ def _cmd_promote(args: argparse.Namespace) -> int:
     if "requests.parquet" not in keep:
         keep += [f for f in files if f.startswith("requests.parts/")]  # a run whose merge failed: its parts
     old = dst.files()
+    foreign = [rel for rel in old if not _promoted(rel)]
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise InputError(f"baseline promote: BASELINE {dst} holds files a promote did not write ({shown}); "
+                         "it replaces a baseline's files, so give an empty or baseline folder")
+    for rel in keep:
+        if rel.endswith(".parquet"):
+            src.check_parquet(rel)
     if RUN_JSON in old:
         dst.remove(RUN_JSON)
     for rel in old:

@@ -111,6 +111,16 @@ def read_bytes(url: str) -> bytes:
         return f.read()
 
 
+def read_parquet_footer(url: str):
+    """The Parquet footer of ``url`` (a ranged read, not the whole object); raises on a bad file."""
+    # pyarrow.parquet: only when a run folder is a bucket URL
+    import pyarrow.parquet as pq
+
+    fs, path = _fs(url)
+    with _guard(url), fs.open_input_file(path) as f:
+        return pq.read_metadata(f)
+
+
 def write_bytes(url: str, data: bytes) -> None:
     fs, path = _fs(url)
     with _guard(url), fs.open_output_stream(path) as f:

@@ -287,10 +287,79 @@ def test_promote_refuses_an_interrupted_run_and_replaces_the_old_baseline_whole(
     (baseline / "run.json").write_text(json.dumps({"complete": True, "old": True}))
     (baseline / "server_metrics.parquet").write_text("old")  # not in the new run: must not linger
     (run / "run.json").write_text(json.dumps({"complete": True}))
-    (run / "requests.parquet").write_text("records")
+    _write_parquet(run / "requests.parquet")
     (run / "locust.log").write_text("log")
     done = loadtest("baseline", "promote", str(run), str(baseline))
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in baseline.iterdir()) == ["requests.parquet", "run.json", "summary.json"]
     assert json.loads((baseline / "run.json").read_text()) == {"complete": True}
+    assert loadtest("baseline", "exists", str(baseline)).returncode == 0
+
+
+def _write_parquet(path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"t_send": [0.0, 1.0]}), path)
+
+
+def _finished_run(folder: Path) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "run.json").write_text(json.dumps({"complete": True}))
+    (folder / "summary.json").write_text("{}")
+    _write_parquet(folder / "requests.parquet")
+    return folder
+
+
+@pytest.mark.untimed
+@pytest.mark.parametrize("where", ["same", "baseline inside the run", "run inside the baseline"])
+def test_promote_refuses_a_baseline_that_is_or_holds_the_run_and_deletes_nothing(tmp_path, where):
+    """A promote deletes the baseline's old files: pointed at the run itself, it would delete the run."""
+    if where == "run inside the baseline":
+        baseline = tmp_path / "p"
+        run = _finished_run(baseline / "night")
+    else:
+        run = _finished_run(tmp_path / "night")
+        baseline = run if where == "same" else run / "baseline"
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    refused = loadtest("baseline", "promote", str(run), str(baseline))
+    assert refused.returncode == 2, refused.stderr
+    assert "same folder or one holds the other" in refused.stderr and "Traceback" not in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+@pytest.mark.untimed
+def test_promote_refuses_a_folder_that_is_not_a_baseline_and_keeps_its_files(tmp_path):
+    run = _finished_run(tmp_path / "night")
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "plan.md").write_text("mine")
+    (notes / "summary.json").write_text("{}")
+    refused = loadtest("baseline", "promote", str(run), str(notes))
+    assert refused.returncode == 2 and "plan.md" in refused.stderr and "Traceback" not in refused.stderr
+    assert sorted(p.name for p in notes.iterdir()) == ["plan.md", "summary.json"]
+    # a promote cut short (run.json removed first, the rest half-copied) is still a folder a promote may finish
+    half = tmp_path / "half"
+    half.mkdir()
+    _write_parquet(half / "requests.parquet")
+    (half / "summary.json.tmp").write_text("{")
+    done = loadtest("baseline", "promote", str(run), str(half))
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in half.iterdir()) == ["requests.parquet", "run.json", "summary.json"]
+
+
+@pytest.mark.untimed
+def test_promote_refuses_a_truncated_parquet_and_keeps_the_old_baseline(tmp_path):
+    old = _finished_run(tmp_path / "old")
+    baseline = tmp_path / "baseline"
+    assert loadtest("baseline", "promote", str(old), str(baseline)).returncode == 0
+    kept = {p.name: p.read_bytes() for p in baseline.iterdir()}
+    run = _finished_run(tmp_path / "night")
+    data = (run / "requests.parquet").read_bytes()
+    (run / "requests.parquet").write_bytes(data[: len(data) // 2])
+    refused = loadtest("baseline", "promote", str(run), str(baseline))
+    assert refused.returncode == 2, refused.stderr
+    assert "requests.parquet: not a readable Parquet file" in refused.stderr and "Traceback" not in refused.stderr
+    assert {p.name: p.read_bytes() for p in baseline.iterdir()} == kept
     assert loadtest("baseline", "exists", str(baseline)).returncode == 0
