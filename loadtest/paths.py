@@ -147,7 +147,39 @@ def read_run_json(folder: Path | str, arg: str) -> dict[str, Any]:
         made = f"run format {fmt}" if fmt is not None else "no run format"
         raise _fail(arg, folder, f"run.json lacks {', '.join(missing)} ({made}: written by an older or another tool); "
                                  "it cannot be analyzed")
+    for key, kind, ok in (("scenario", "an object", isinstance(run["scenario"], dict)),
+                          ("levels", "a list of objects",
+                           isinstance(run["levels"], list) and all(isinstance(v, dict) for v in run["levels"]))):
+        if not ok:
+            raise _fail(arg, run_json, f"'{key}' must be {kind}, got {json.dumps(run[key])[:60]}; "
+                                       "the file was changed by hand or by another tool")
     return normalized(run)
+
+
+def run_records(folder: Path | str, arg: str) -> list[Path]:
+    """The record files of a run folder, each with a readable Parquet footer; one line for any problem.
+
+    ``requests.parquet``, or the part files of a run killed before they were
+    merged. A folder with neither has nothing to analyze: ``analyze`` must say so
+    rather than write a summary with no levels over the one it had.
+    """
+    # pyarrow.parquet: only the commands that read records import it
+    import pyarrow.parquet as pq
+
+    folder = Path(folder)
+    merged = folder / "requests.parquet"
+    files = [merged] if merged.exists() or merged.is_symlink() else sorted((folder / "requests.parts").glob("*.parquet"))
+    if not files:
+        raise _fail(arg, folder, "no records (neither requests.parquet nor requests.parts/*.parquet): "
+                                 "nothing to analyze; the folder is left as it is")
+    for path in files:
+        try:
+            pq.read_metadata(path)
+        except OSError as err:
+            raise _fail(arg, path, f"cannot read the records: {_why(err)}") from None
+        except ValueError as err:  # ArrowInvalid: truncated, or not Parquet
+            raise _fail(arg, path, f"not a readable Parquet file ({' '.join(str(err).split())})") from None
+    return files
 
 
 def run_folder(path: Path | str, arg: str, *, writable: bool = False) -> Path:

@@ -348,3 +348,29 @@ def test_out_is_an_existing_file_is_one_line_before_any_load(env, tmp_path):
     result = loadtest("run", str(env.scenario), "--out", str(tmp_path / "report.txt"), timeout=60)
     assert result.returncode == 2
     assert result.stderr.strip() == f"loadtest run: error: --out {tmp_path / 'report.txt'}: is a file, expected a folder"
+
+
+def _no_records(folder: Path) -> None:
+    (folder / "requests.parquet").unlink()
+
+
+def _truncated_records(folder: Path) -> None:
+    data = (folder / "requests.parquet").read_bytes()
+    (folder / "requests.parquet").write_bytes(data[: len(data) // 3])
+
+
+def _levels_not_a_list(folder: Path) -> None:
+    _edit_run_json(folder, lambda run: run.update(levels="x"))
+
+
+@pytest.mark.parametrize("spoil", [_no_records, _truncated_records, _levels_not_a_list])
+def test_analyze_refuses_a_run_folder_it_cannot_read_and_leaves_its_summary(env, tmp_path, spoil):
+    """Without readable records, a re-analysis would write a summary with no levels over the good one."""
+    run = shutil.copytree(env.run, tmp_path / "run")
+    spoil(run)
+    summary = (run / "summary.json").read_bytes()
+    result = loadtest("analyze", str(run))
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 2 and len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert "run_dir" in lines[0] and str(run) in lines[0]
+    assert (run / "summary.json").read_bytes() == summary
