@@ -113,8 +113,9 @@ METRICS: tuple[Metric, ...] = (
     ),
     Metric(
         "tpot_ms", "TPOT", "ms",
-        "(e2e - ttft) / (completion_tokens - 1) per request with >= 2 tokens that started in the "
-        "measured window; failed such requests count as +inf",
+        "(e2e - ttft) / (completion_tokens - first chunk's tokens) per request with tokens after its "
+        "first chunk that started in the measured window (one token a chunk: completion_tokens - 1); "
+        "failed such requests count as +inf",
         kind="latency", per="request", slo=True, sample_column="tpot_sample",
         terminal=True, per_class=True, report_figure=True, report_table=("p95",),
     ),

@@ -47,6 +47,7 @@ class ChunkTotals:
 
     counts: np.ndarray  # int64 per request: its token-carrying chunks
     token_sums: np.ndarray  # float64 per request: the tokens of those chunks
+    first_tokens: np.ndarray  # float64 per request: the tokens of its first chunk (0 without one)
     tokens_per_window: np.ndarray  # float64 per window: output tokens that arrived in it
     itl: list[tuple[np.ndarray, np.ndarray]]  # per window: ITL samples (ms) and the time block of each
 
@@ -78,6 +79,7 @@ def chunk_pass(
     tokens = _TokenSums(n_windows)
     counts: list[np.ndarray] = []
     sums: list[np.ndarray] = []
+    firsts: list[np.ndarray] = []
     first = 0  # first row of the batch, in the source
     done = 0  # rows kept so far
     for batch in source():
@@ -94,6 +96,7 @@ def chunk_pass(
         chunks = chunks_from_lists(batch.arrival, batch.lengths, batch.tokens, batch.token_lengths)
         counts.append(chunks.counts)
         sums.append(chunks.token_sums)
+        firsts.append(chunks.first_tokens)
         wall = arrival_wall(chunks, start_wall[here])
         positions = locate(wall, windows)
         tokens.add(chunks, positions, reported_tokens[here])
@@ -120,6 +123,7 @@ def chunk_pass(
     return ChunkTotals(
         counts=count,
         token_sums=np.concatenate(sums) if sums else np.zeros(0),
+        first_tokens=np.concatenate(firsts) if firsts else np.zeros(0),
         tokens_per_window=tokens.total(),
         itl=itl,
     )

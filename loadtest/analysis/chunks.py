@@ -44,6 +44,7 @@ class Chunks:
     counts: np.ndarray  # int64 per request: its number of token-carrying chunks
     token_sums: np.ndarray  # float64 per request: sum of its chunk tokens
     multi_token: bool  # some chunk carries more than one token
+    first_tokens: np.ndarray  # float64 per request: the tokens of its first chunk (0 without one)
 
 
 def flatten_chunks(requests: pd.DataFrame) -> Chunks:
@@ -89,7 +90,17 @@ def chunks_from_lists(
     counts = np.bincount(row, minlength=n).astype(np.int64)
     multi = bool((tokens_i != 1).any())
     sums = np.bincount(row, weights=tokens_i, minlength=n) if multi else counts.astype(float)
-    return Chunks(arrival, tokens_i, row, counts, sums, multi)
+    return Chunks(arrival, tokens_i, row, counts, sums, multi, _first_tokens(tokens_i, counts, multi))
+
+
+def _first_tokens(tokens: np.ndarray, counts: np.ndarray, multi: bool) -> np.ndarray:
+    """Each request's first chunk's tokens: what arrived at TTFT, so not part of its decode time (TPOT)."""
+    has = counts > 0
+    if not multi:
+        return has.astype(float)
+    first = np.zeros(len(counts))
+    first[has] = tokens[(np.cumsum(counts) - counts)[has]]
+    return first
 
 
 def _row_ids(lengths: np.ndarray) -> np.ndarray:

@@ -47,6 +47,23 @@ def test_multi_token_chunk_spreads_its_gap_over_its_tokens():
     assert level.tpot_ms.p50 == pytest.approx(91.0 / 5)
 
 
+def test_tpot_leaves_out_the_tokens_that_arrived_with_the_first_chunk():
+    """Four tokens a chunk, 60 ms apart: 15 ms a token. The first chunk's four arrive at TTFT, so TPOT
+    divides the decode time by the 12 tokens after it, and agrees with ITL; (tokens - 1) read 12.1 ms."""
+    row = request_row(start_wall=T0 + 1, chunk_ms=[100.0, 160.0, 220.0, 280.0], chunk_tokens=[4, 4, 4, 4],
+                      completion_tokens=16)
+    level = one_level([row]).levels[0]
+    assert level.itl_ms.p50 == pytest.approx(15.0)
+    assert level.tpot_ms.n == 1 and level.tpot_ms.p50 == pytest.approx(181.0 / 12)
+    # a first chunk of one token, then five a chunk (a server's stream interval): the usual (tokens - 1)
+    row = request_row(start_wall=T0 + 1, chunk_ms=[100.0, 160.0, 220.0, 280.0], chunk_tokens=[1, 5, 5, 5],
+                      completion_tokens=16)
+    assert one_level([row]).levels[0].tpot_ms.p50 == pytest.approx(181.0 / 15)
+    # every token in the one chunk: no decode time to divide, so no TPOT (not a TPOT of ~0)
+    single = request_row(start_wall=T0 + 2, chunk_ms=[100.0], chunk_tokens=[4], completion_tokens=4)
+    assert one_level([single]).levels[0].tpot_ms.n == 0
+
+
 def test_zero_token_chunks_are_not_token_arrivals():
     row = request_row(start_wall=T0 + 1, chunk_ms=[100.0, 110.0, 140.0], chunk_tokens=[1, 0, 1])
     level = one_level([row]).levels[0]
