@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import Callable
+from typing import Callable, NoReturn
 
 
 def positive(kind: type) -> Callable[[str], float]:
@@ -32,3 +32,30 @@ def non_negative_int(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be 0 or more; got {text!r}")
     return value
+
+
+def port_number(text: str) -> int:
+    """An argparse type for a TCP port to listen on or connect to: 1 to 65535, one line otherwise.
+
+    Checked when the arguments are read, so ``--web-port 99999`` is refused before
+    any process starts, not by a socket call's OverflowError halfway through a run.
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number; got {text!r}") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 1 to 65535; got {text!r}")
+    return value
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose mistakes are one line: the problem, and where the usage is.
+
+    argparse prints the whole usage block (about twenty lines for ``run``) before
+    its message, which buries the one line that says what was wrong. Sub-command
+    parsers are made of the same class (argparse makes them ``type(parent)``).
+    """
+
+    def error(self, message: str) -> "NoReturn":
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} --help)\n")

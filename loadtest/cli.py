@@ -13,6 +13,7 @@ import sys
 from typing import Sequence
 
 from loadtest import __version__
+from loadtest.argtypes import OneLineParser
 from loadtest.diskfull import RunFolderFull, full_disk_message, is_disk_full
 from loadtest.errors import LoadtestError
 from loadtest.mock.cli import add_arguments as add_mock_arguments
@@ -40,7 +41,7 @@ def mock_parser() -> argparse.ArgumentParser:
     the gate's and the analysis's stacks (pandas, SciPy) among them: about a
     second of CPU before the mock listens, none of which it uses.
     """
-    parser = argparse.ArgumentParser(prog="loadtest mock", description=MOCK_HELP)
+    parser = OneLineParser(prog="loadtest mock", description=MOCK_HELP)
     add_mock_arguments(parser)
     parser.set_defaults(func=_cmd_mock, command="mock")
     return parser
@@ -57,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     from loadtest.storage.baseline import add_arguments as add_baseline
     from loadtest.workload.trace_cli import add_trace_command
 
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="loadtest",
         description="Capacity testing for OpenAI-compatible LLM endpoints.",
     )

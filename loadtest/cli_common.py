@@ -11,24 +11,34 @@ import argparse
 from loadtest.argtypes import positive
 
 
-def levels_arg(text: str) -> list[int]:
+def _sweep(text: str, parse: type, example: str, what: str) -> list:
+    """A comma-separated sweep (``1,2,4``): every part given, each a positive finite number, rising.
+
+    ``1,,2`` is a typo, not the sweep 1,2; a sweep that falls or repeats has no capacity (the last
+    level holding before the first failing), as the scenario's ``load.levels`` says too.
+    """
+    parts = [part.strip() for part in text.split(",")]
     try:
-        levels = [int(part) for part in text.split(",") if part.strip()]
+        if "" in parts:
+            raise ValueError
+        values = [parse(part) for part in parts]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers like 1,2,4; got {text!r}") from None
-    if not levels or any(level < 1 for level in levels):
-        raise argparse.ArgumentTypeError(f"levels must be positive integers; got {text!r}")
-    return levels
+        raise argparse.ArgumentTypeError(f"expected comma-separated {what} like {example}; got {text!r}") from None
+    if any(not (0 < value < float("inf")) for value in values):
+        raise argparse.ArgumentTypeError(f"{what} must be positive; got {text!r}")
+    falls = next((i for i in range(1, len(values)) if values[i] <= values[i - 1]), None)
+    if falls is not None:
+        raise argparse.ArgumentTypeError(f"{what} must rise from one level to the next; got {text!r} "
+                                         f"({values[falls - 1]:g} then {values[falls]:g})")
+    return values
+
+
+def levels_arg(text: str) -> list[int]:
+    return _sweep(text, int, "1,2,4", "levels (users)")
 
 
 def rates_arg(text: str) -> list[float]:
-    try:
-        rates = [float(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated rates like 1,2,4 (requests/s); got {text!r}") from None
-    if not rates or any(not rate > 0 for rate in rates):
-        raise argparse.ArgumentTypeError(f"rates must be positive numbers (requests/s); got {text!r}")
-    return rates
+    return _sweep(text, float, "1,2,4", "rates (requests/s)")
 
 
 positive_int = positive(int)  # (loadtest/argtypes.py, shared with the other option modules)

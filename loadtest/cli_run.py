@@ -15,6 +15,7 @@ import logging
 import sys
 from pathlib import Path
 
+from loadtest.argtypes import port_number
 from loadtest.cli_common import (
     add_autoscaling_args, autoscaling_overrides, levels_arg, non_negative_float, positive_float, positive_int, rates_arg,
 )
@@ -26,7 +27,7 @@ from loadtest.compare.rules import parse_rules
 from loadtest.cost_cli import add_cost_args, cost_options
 from loadtest.deploy.operator_flags import add_master_flags, add_worker_flags
 from loadtest.errors import InputError
-from loadtest.export.flags import add_export_arguments, check_metrics_port, push_after_run
+from loadtest.export.flags import add_export_arguments, check_metrics_port, check_port_free, push_after_run
 from loadtest.paths import output_folder
 from loadtest.redact import ScrubbingFormatter, install_for
 from loadtest.repeats import plan, warmup_default
@@ -58,10 +59,17 @@ def _run_and_gate(args: argparse.Namespace, scenario) -> int:
             raise InputError(f"{', '.join(gate_flags)}: only with --baseline RUN_DIR (they configure the comparison)")
     if args.out is not None:
         output_folder(args.out, "--out")  # before any load, and never a NotADirectoryError after it
+    if args.workers < -1:
+        raise InputError(f"--workers {args.workers}: a number of local worker processes, or -1 for one per core")
     if args.workers and args.master:
         raise InputError("--workers and --master: choose one (--workers starts local workers; --master waits for remote ones)")
     if args.metrics_port is not None:
         check_metrics_port(args.metrics_host, args.metrics_port)
+    if args.master:  # locust's master would fail on a taken port with an RPCError traceback, after the start-up
+        check_port_free("--master-bind-port", "" if args.master_bind_host == "*" else args.master_bind_host,
+                        args.master_bind_port)
+    if args.web:
+        check_port_free("--web-port", args.web_host, args.web_port)
     warmup = warmup_default(args.warmup_run, args.baseline is not None, args.web)
     if args.web and (args.repeat > 1 or warmup):
         raise InputError("--web: not with --repeat or --warmup-run (the web UI waits for Start in every run)")
@@ -151,16 +159,16 @@ def add_run_commands(sub: argparse._SubParsersAction) -> None:
     web = p.add_argument_group("web UI (Locust's own, with a Levels tab and charts)")
     web.add_argument("--web", action="store_true", help="serve Locust's web UI; its Start button begins the levels, Stop ends the run like Ctrl-C")
     web.add_argument("--web-host", default="127.0.0.1", help="interface for the web UI (default 127.0.0.1)")
-    web.add_argument("--web-port", type=positive_int, default=8089, help="port for the web UI (default 8089)")
+    web.add_argument("--web-port", type=port_number, default=8089, help="port for the web UI (default 8089)")
     web.add_argument("--web-linger", type=non_negative_float, default=120.0, metavar="S",
                      help="keep the web UI up this long after the report is written (default 120; Stop or Ctrl-C end it sooner)")
-    add_export_arguments(p, positive_int)
+    add_export_arguments(p)
     dist = p.add_argument_group("distributed load (Locust master/workers)")
     dist.add_argument("--workers", type=int, default=0, metavar="N", help="run a master plus N local worker processes (-1: one per core)")
     dist.add_argument("--master", action="store_true", help="act as master and wait for workers started with 'loadtest worker'")
     dist.add_argument("--expect-workers", type=positive_int, default=1, metavar="N", help="with --master: workers to wait for (default 1)")
     dist.add_argument("--master-bind-host", default="*", help="with --master: interface to listen on (default all)")
-    dist.add_argument("--master-bind-port", type=positive_int, default=5557, help="with --master: port (default 5557)")
+    dist.add_argument("--master-bind-port", type=port_number, default=5557, help="with --master: port (default 5557)")
     dist.add_argument("--worker-timeout", type=positive_float, default=60.0, metavar="S", help="how long to wait for workers (default 60)")
     add_master_flags(dist)  # what the Locust Kubernetes operator appends (hidden)
     p.add_argument("--baseline", type=path_arg, nargs="+", metavar="RUN_DIR",
@@ -178,7 +186,7 @@ def add_run_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("worker", help="serve as a Locust worker for a 'loadtest run --master'")
     p.add_argument("scenario", help="the same scenario file the master runs")
     p.add_argument("--master-host", default="127.0.0.1", help="the master's host (default 127.0.0.1)")
-    p.add_argument("--master-port", type=positive_int, default=5557, help="the master's port (default 5557)")
+    p.add_argument("--master-port", type=port_number, default=5557, help="the master's port (default 5557)")
     p.add_argument("--master-timeout", type=positive_float, default=5.0, metavar="S",
                    help="stop the users and exit (code 4) after this long without the master's heartbeat (default 5)")
     p.add_argument("--target", help="override target.base_url")

@@ -17,6 +17,7 @@ requests still running) answered by ``{"verdict", "why", "check", "observed"}`` 
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from typing import IO, Any
 
@@ -52,4 +53,7 @@ def serve(stdin: IO[str], stdout: IO[str]) -> None:
 
 
 if __name__ == "__main__":
+    # Ctrl-C reaches the whole process group: the judge answers until its stdin closes (the run
+    # stops it), rather than printing a KeyboardInterrupt traceback over the run's last lines.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     serve(sys.stdin, sys.stdout)

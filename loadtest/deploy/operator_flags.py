@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import argparse
 
+from loadtest.argtypes import port_number
+
 _NO_OPS = ("--autostart", "--enable-rebalancing", "--only-summary", "--otel")
 
 
 def add_master_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--master-port", dest="master_bind_port", type=int, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    p.add_argument("--master-port", dest="master_bind_port", type=port_number, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     p.add_argument("--autoquit", type=float, default=None, help=argparse.SUPPRESS)
     for flag in _NO_OPS:
         p.add_argument(flag, action="store_true", dest=f"_operator_{flag[2:].replace('-', '_')}", help=argparse.SUPPRESS)

@@ -12,11 +12,13 @@ import os
 import sys
 from pathlib import Path
 
+from loadtest.argtypes import port_number
 
-def add_export_arguments(p: argparse.ArgumentParser, positive_int) -> None:
+
+def add_export_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("monitoring (Prometheus)")
     port = os.environ.get("LOADTEST_METRICS_PORT")
-    g.add_argument("--metrics-port", type=positive_int, default=positive_int(port) if port else None, metavar="P",
+    g.add_argument("--metrics-port", type=port_number, default=port or None, metavar="P",  # argparse checks a str default
                    help="serve the load generator's own metrics (TTFT/ITL/e2e histograms, requests, users, level, "
                         "verdicts) on this port while the run goes, on the master when distributed ($LOADTEST_METRICS_PORT)")
     g.add_argument("--metrics-host", default=os.environ.get("LOADTEST_METRICS_HOST", "127.0.0.1"),
@@ -28,7 +30,12 @@ def add_export_arguments(p: argparse.ArgumentParser, positive_int) -> None:
 
 def check_metrics_port(host: str, port: int) -> None:
     """Refuse a port that is taken before any load is sent (one line, exit 2)."""
-    # socket: only to probe the --metrics-port before any load is sent
+    check_port_free("--metrics-port", host, port)
+
+
+def check_port_free(arg: str, host: str, port: int) -> None:
+    """Refuse a port the run would listen on that is taken (or a host it cannot bind), before any load."""
+    # socket: only to probe a port before any load is sent
     import socket
 
     from loadtest.errors import InputError
@@ -37,7 +44,8 @@ def check_metrics_port(host: str, port: int) -> None:
         with socket.create_server((host, port)):
             pass
     except OSError as err:
-        raise InputError(f"--metrics-port {port}: cannot listen on {host}:{port}: {err.strerror or err}") from None
+        why = str(err.strerror or err).split(" (while attempting")[0]  # socket.create_server repeats the address
+        raise InputError(f"{arg} {port}: cannot listen on {host or '*'}:{port}: {why}") from None
 
 
 def push_after_run(gateway: str, run_dir: Path) -> None:

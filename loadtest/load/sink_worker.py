@@ -17,6 +17,7 @@ the outcome (a disk-full stop, an error raised at drain) is the one it always wa
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 
@@ -52,6 +53,9 @@ def serve(run_dir: Path, first_part: int, inp, out) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Ctrl-C reaches the whole process group: the writer keeps writing what the run sends until its
+    # stdin closes (the run's end or death), so no measured batch is lost to a KeyboardInterrupt.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     args = sys.argv[1:] if argv is None else argv
     return serve(Path(args[0]), int(args[1]), sys.stdin.buffer, sys.stdout.buffer)
 

@@ -128,6 +128,8 @@ class MockConfig:
         for name in ("tls_cert", "tls_key"):
             path = getattr(self, name)
             _check(path is None or os.path.isfile(path), _flag(name), f"no such file: {path}")
+        _check(self.prefix_cache_blocks >= 0, "--prefix-cache-blocks", "must be >= 0")
+        _check(self.prefix_cache_block_tokens >= 1, "--prefix-cache-block-tokens", "must be at least 1")
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> MockConfig:

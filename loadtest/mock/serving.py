@@ -12,7 +12,7 @@ from typing import Callable
 
 from aiohttp import web
 
-from loadtest.errors import LoadtestError
+from loadtest.errors import InputError, LoadtestError
 from loadtest.mock.config import MockConfig
 from loadtest.mock.server import MockService
 
@@ -37,7 +37,13 @@ async def serve(
         tls = None
         if config.tls_cert:
             tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-            tls.load_cert_chain(config.tls_cert, config.tls_key)
+            try:
+                tls.load_cert_chain(config.tls_cert, config.tls_key)
+            except (ssl.SSLError, OSError) as err:  # not PEM, a key that does not match, unreadable
+                raise InputError(
+                    f"--tls-cert {config.tls_cert} / --tls-key {config.tls_key}: not a PEM certificate and its "
+                    f"key ({' '.join(str(err).split())})"
+                ) from None
         site = web.TCPSite(runner, config.host, config.port, backlog=4096, ssl_context=tls)
         try:
             await site.start()

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import threading
@@ -200,6 +201,10 @@ def _client(settings: dict[str, Any]):
 
 def main() -> int:
     """Child entry point: settings on stdin, scrape until stdin closes."""
+    # Ctrl-C reaches the whole process group; the run stops gracefully and closes this child's
+    # stdin when it is done, so the scraper keeps sampling until then instead of dying mid-import
+    # with a KeyboardInterrupt traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     # Lowest priority on a shared machine, before the heavy imports: the load process's timing
     # matters, a scrape's does not (each is stamped with its own wall time), so on a busy core
     # the scraper waits, not the client.

@@ -1,0 +1,79 @@
+"""Command-line mistakes that reached a socket, a Locust master or a memory error: one line, exit 2.
+
+Each case runs the real ``loadtest`` command. Every one of them used to end in a
+traceback (``--web-port 99999``: OverflowError; a taken ``--master-bind-port``:
+Locust's RPCError; ``mock --tls-cert`` on a file that is not PEM: SSLError;
+``trace synth --rate 1e9 --duration-s 1e9``: MemoryError), or in something worse
+than one (``mock --prefix-cache-block-tokens 0`` served a 500 to every request;
+``--levels 1,,2`` ran the sweep 1,2). argparse's own mistakes are one line too,
+without the twenty-line usage block before them.
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from support.runkit import loadtest, write_scenario
+
+#: asserts nothing about time (exit codes and messages, no clock): runs in make test's parallel pass
+pytestmark = pytest.mark.untimed
+
+
+@pytest.fixture(scope="module")
+def taken_port():
+    """A port something listens on (nothing is ever sent to it)."""
+    with socket.create_server(("127.0.0.1", 0)) as sock:
+        yield sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory) -> Path:
+    # port 9 (discard): a run that got past its arguments would fail its preflight, never send load
+    return write_scenario(tmp_path_factory.mktemp("args"), "http://127.0.0.1:9/v1")
+
+
+CASES = [
+    (["--metrics-port", "99999"], "--metrics-port", "a port is 1 to 65535"),
+    (["--web", "--web-port", "99999"], "--web-port", "a port is 1 to 65535"),
+    (["--master", "--master-bind-port", "0"], "--master-bind-port", "a port is 1 to 65535"),
+    (["--master", "--master-bind-port", "{taken}"], "--master-bind-port {taken}", "address already in use"),
+    (["--workers", "-3"], "--workers -3", "-1 for one per core"),
+    (["--levels", "1,,2"], "--levels", "expected comma-separated levels"),
+    (["--levels", "4,2"], "--levels", "must rise from one level to the next"),
+    (["--rates", "1,nan"], "--rates", "must be positive"),
+    (["--repeat", "0"], "--repeat 0", "expected 1 to 50 runs"),
+]
+
+
+@pytest.mark.parametrize("extra, names, says", CASES, ids=[" ".join(c[0]) for c in CASES])
+def test_a_run_argument_mistake_is_one_line_before_any_load(scenario, taken_port, tmp_path, extra, names, says):
+    extra = [a.format(taken=taken_port) for a in extra]
+    result = loadtest("run", str(scenario), "--out", str(tmp_path / "run"), *extra, timeout=60)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 2, result.stderr
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert names.format(taken=taken_port) in lines[0] and says in lines[0].lower(), lines[0]
+    assert not (tmp_path / "run").exists()  # refused before the run folder was made
+
+
+def test_mock_and_trace_mistakes_are_one_line(tmp_path):
+    not_pem = tmp_path / "cert.pem"
+    not_pem.write_text("not a certificate\n")
+    cases = [
+        (["mock", "--port", "0", "--tls-cert", str(not_pem), "--tls-key", str(not_pem)],
+         f"--tls-cert {not_pem}", "not a pem certificate"),
+        (["mock", "--port", "0", "--prefix-cache-block-tokens", "0"], "--prefix-cache-block-tokens", "at least 1"),
+        (["mock", "--port", "x"], "--port", "invalid int value"),
+        (["trace", "synth", str(tmp_path / "t.jsonl"), "--rate", "1e9", "--duration-s", "1e9"],
+         "--rate 1e+09", "at most 5,000,000"),
+    ]
+    for argv, names, says in cases:
+        result = loadtest(*argv, timeout=30)
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert result.returncode == 2, (argv, result.stderr)
+        assert len(lines) == 1 and "Traceback" not in result.stderr, (argv, result.stderr)
+        assert names in lines[0] and says in lines[0].lower(), (argv, lines[0])
+    assert not (tmp_path / "t.jsonl").exists()
