@@ -52,7 +52,9 @@ class CapacityBounds:
         return cls(lower, upper, int(usable[-1]["concurrency"]) if usable else None)
 
     def text(self) -> str:
-        """``16``, ``between 8 and 16``, ``at least 32``."""
+        """``16``, ``between 8 and 16``, ``at least 32``; ``no level measured`` for a run without one."""
+        if self.max_tested is None:
+            return "no level measured"
         if math.isinf(self.upper):
             if self.lower == self.max_tested:
                 return f"at least {self.lower}"

@@ -279,8 +279,8 @@ def table_rows(runs: Sequence[HistoryRun]) -> list[dict[str, Any]]:
             "vs_previous": r.versus_previous,
             "fingerprint": r.fingerprint,
         }
-        for check in checks:
-            row[f"{check}@{ref}"] = value_at(r, check, ref)[0] if ref is not None else None
+        for check in checks if ref is not None else ():  # no level every run measured: nothing to quote
+            row[f"{check}@{ref}"] = value_at(r, check, ref)[0]
         rows.append(row)
     return rows
 

@@ -372,3 +372,20 @@ def test_the_stored_fingerprint_with_its_hash_is_the_one_compare_uses(tmp_path):
     # An old run folder (no compare_fingerprint) still loads: recomputed from its scenario.
     old = {k: v for k, v in meta.items() if k != "compare_fingerprint"}
     assert fingerprint_of_run(old)["hash"] == fingerprint(meta["scenario"])["hash"]
+
+
+def test_history_says_plainly_when_a_run_measured_no_level():
+    """A run without a measured level read "at least 0, no certain failure up to None" in history,
+    and the table quoted its percentiles at "@None"."""
+    from pathlib import Path
+
+    from loadtest.compare.history import HistoryRun, table_rows
+
+    empty = CapacityBounds.from_levels([{"concurrency": 4, "status": "no_data"}])
+    assert empty.text() == "no level measured"
+    measured = CapacityBounds.from_levels([{"concurrency": 1, "status": "pass"}, {"concurrency": 2, "status": "fail"}])
+    runs = [HistoryRun(Path("a"), "n", 1.0, "f", {"levels": [{"concurrency": 1, "status": "pass"}]}, measured),
+            HistoryRun(Path("b"), "n", 2.0, "f", {"levels": []}, empty)]
+    rows = table_rows(runs)
+    assert [row["bracket"] for row in rows] == [measured.text(), "no level measured"]
+    assert not any("None" in key for row in rows for key in row)
