@@ -10,7 +10,6 @@ from typing import Sequence
 from loadtest.compare.engine import Comparison
 from loadtest.compare.noise import MIN_HISTORY_RUNS, UNKNOWN_NOISE_FACTOR
 from loadtest.compare.rules import parse_rules
-from loadtest.errors import InputError
 from loadtest.paths import output_file
 from loadtest.storage.remote import path_arg
 
@@ -29,7 +28,7 @@ def add_gate_arguments(p: argparse.ArgumentParser, *, default_outputs_note: str 
     g.add_argument("--history", nargs="+", action="extend", type=path_arg, metavar="DIR",
                    help="folders of earlier runs: those of the same workload fingerprint give each check's "
                         "run-to-run noise, and a regression must be outside it")
-    g.add_argument("--min-history", type=int, default=None, metavar="N",
+    g.add_argument("--min-history", type=_min_history, default=None, metavar="N",
                    help=f"reference runs (history plus baselines) needed to know the run-to-run noise "
                         f"(default {MIN_HISTORY_RUNS}); with fewer, a change of less than "
                         f"{UNKNOWN_NOISE_FACTOR:g}x the tolerance is inconclusive")
@@ -37,6 +36,17 @@ def add_gate_arguments(p: argparse.ArgumentParser, *, default_outputs_note: str 
     g.add_argument("--markdown", type=Path, metavar="FILE", help="write a short Markdown summary (e.g. $GITHUB_STEP_SUMMARY)")
     g.add_argument("--html", type=Path, metavar="FILE", help="write the overlay page (compare.html)")
     g.add_argument("--json", type=Path, metavar="FILE", help="write compare.json" + default_outputs_note)
+
+
+def _min_history(text: str) -> int:
+    """argparse type: checked with the arguments, so ``run --baseline`` refuses it before any load."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of runs; got {text!r}") from None
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"at least 2 runs are needed to see a spread; got {text!r}")
+    return value
 
 
 def output_targets(args: argparse.Namespace, default_dir: Path | None = None) -> dict[str, Path | None]:
@@ -68,8 +78,6 @@ def run_gate(args: argparse.Namespace, baseline: Path | Sequence[Path], candidat
     tolerances = [t for group in (args.tolerance or []) for t in group]
     rules = parse_rules(tolerances, args.fail_on or (), args.inconclusive)
     min_history = getattr(args, "min_history", None)
-    if min_history is not None and min_history < 2:
-        raise InputError(f"--min-history {min_history}: at least 2 runs are needed to see a spread")
     targets = output_targets(args, default_dir)
     cmp: Comparison = compare_groups(
         [baseline] if isinstance(baseline, (str, Path)) else list(baseline),

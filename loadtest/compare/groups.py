@@ -66,10 +66,11 @@ def compare_groups(
     # the SLO metrics' medians join the checks when there is run-to-run noise to judge them by
     cmp = compare_runs(baselines[0], candidates[0], rules, seed=seed, args=args,
                        medians=bool(history) or len(baselines) > 1)
-    base = [_summary_side(p, "baseline") for p in baselines]
-    cand = [_summary_side(p, "candidate") for p in candidates]
+    # each path named in errors as the user gave it: the first by its side, the others by --also-*
+    base = [_summary_side(p, args[0] if i == 0 else "--also-baseline") for i, p in enumerate(baselines)]
+    cand = [_summary_side(p, args[1] if i == 0 else "--also-candidate") for i, p in enumerate(candidates)]
     # the first of each group is used as the engine judged it (cmp.baseline / cmp.candidate)
-    for (path, side), which in [(b, "baseline") for b in base[1:]] + [(c, "candidate") for c in cand[1:]]:
+    for (path, side), which in [(b, "--also-baseline") for b in base[1:]] + [(c, "--also-candidate") for c in cand[1:]]:
         require_same_workload(cmp.fingerprint, side_fingerprint(side, which), prefix=f"{which} {path}: ")
     ref = _reference(cmp, base, cand, history)
     cmp.baselines = [str(p) for p, _ in base]
@@ -104,7 +105,7 @@ def compare_groups(
 
 
 def _summary_side(path: Path | str, which: str) -> tuple[Path, RunInput]:
-    side = load_run(path, records=False)
+    side = load_run(path, records=False, arg=which)
     if side.summary is None:
         raise InputError(f"{which} {path}: no summary.json (run `loadtest analyze {path}` first)")
     return Path(path), side
@@ -119,7 +120,7 @@ def _reference(cmp: Comparison, base, cand, history: Sequence[Path | str]) -> li
         (str(p), (s.summary or {}) if i else cmp.baseline.summary, s.started_wall or 0.0) for i, (p, s) in enumerate(base)
     ]
     found: list[tuple[str, dict[str, Any], float]] = []
-    for folder in find_runs([Path(h) for h in history]) if history else []:
+    for folder in find_runs([Path(h) for h in history], "--history") if history else []:
         key = _key(folder)
         if key in seen or key in exclude:
             continue

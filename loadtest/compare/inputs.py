@@ -96,11 +96,11 @@ class RunInput:
         return self.run.get("tool_version") or (self.summary or {}).get("tool_version")
 
 
-def find_runs(dirs: Iterable[Path]) -> list[Path]:
-    """Every run folder (one holding run.json) under ``dirs``, each once."""
+def find_runs(dirs: Iterable[Path], arg: str = "DIR") -> list[Path]:
+    """Every run folder (one holding run.json) under ``dirs``, each once; ``arg`` names them in errors."""
     found: set[Path] = set()
     for root in dirs:
-        root = input_folder(root, "DIR")
+        root = input_folder(root, arg)
         if (root / RUN_JSON).is_file():
             found.add(root.resolve())
         found.update(p.parent.resolve() for p in root.rglob(RUN_JSON))

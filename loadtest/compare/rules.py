@@ -74,6 +74,8 @@ def parse_rules(
     glob = DEFAULT_TOLERANCE
     per: dict[str, float] = {}
     for raw in tolerances:
+        if not raw.replace(",", " ").strip():
+            raise InputError(f"--tolerance {raw!r}: expected a tolerance such as 5% or itl_ms.p95=3%")
         for item in raw.replace(",", " ").split():
             key, eq, value = item.partition("=")
             if not eq:
@@ -83,6 +85,9 @@ def parse_rules(
             per[name] = _fraction(value, where=f"--tolerance {item!r}")
     groups: set[str] = set()
     for raw in fail_on:
+        if not raw.replace(",", " ").strip():  # --fail-on "" (an unset CI variable): not "all" by accident
+            raise InputError(f"--fail-on {raw!r}: name what fails the gate: {', '.join(sorted(GROUPS))}, "
+                             "a check such as itl_ms.p95, all or none")
         for item in raw.replace(",", " ").split():
             name = item.strip()
             if name in GROUPS or name in ("all", "none"):

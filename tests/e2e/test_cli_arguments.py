@@ -45,6 +45,7 @@ CASES = [
     (["--levels", "4,2"], "--levels", "must rise from one level to the next"),
     (["--rates", "1,nan"], "--rates", "must be positive"),
     (["--repeat", "0"], "--repeat 0", "expected 1 to 50 runs"),
+    (["--min-history", "0"], "--min-history", "at least 2 runs"),  # was checked after the run's load
 ]
 
 

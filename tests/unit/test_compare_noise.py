@@ -136,6 +136,18 @@ def test_several_candidates_are_gated_as_a_group_and_a_foreign_one_is_refused(dr
     other = write_run(tmp_path / "other", seed=9, max_tokens=32)
     code, _, err = cli("compare", str(base), str(same), "--also-candidate", str(other))
     assert code == 2 and "max_tokens" in err and len(err.strip().splitlines()) == 1
+    assert f"--also-candidate {other}" in err  # named by the argument that gave it, not "candidate"
+
+
+def test_gate_argument_mistakes_name_their_argument(drifting, tmp_path):
+    """An empty --fail-on (a CI variable left unset) gated on everything; --history named itself "DIR"."""
+    _, base, same, _ = drifting
+    for extra, says in [(["--fail-on", ""], "--fail-on '': name what fails the gate"),
+                        (["--tolerance", " "], "--tolerance ' ': expected a tolerance"),
+                        (["--history", str(tmp_path / "nowhere")], f"--history {tmp_path / 'nowhere'}: no such folder"),
+                        (["--also-baseline", str(tmp_path / "nowhere")], f"--also-baseline {tmp_path / 'nowhere'}")]:
+        code, _, err = cli("compare", str(base), str(same), *extra)
+        assert code == 2 and says in err and len(err.strip().splitlines()) == 1, (extra, err)
 
 
 # -- stationarity inside a level ------------------------------------------------------------------
