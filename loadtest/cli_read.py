@@ -16,7 +16,8 @@ from loadtest.compare.gate import add_gate_arguments, run_gate
 from loadtest.compare.rules import parse_rules
 from loadtest.cost_cli import add_cost_args, cost_options, merge_cost_options
 from loadtest.load.modes import load_mode
-from loadtest.paths import run_folder, run_records
+from loadtest.errors import InputError
+from loadtest.paths import read_run_json, run_folder, run_records
 from loadtest.scenario import load_scenario
 from loadtest.storage.glue import GATE_OUTPUTS, remote_io
 from loadtest.storage.remote import path_arg
@@ -57,6 +58,10 @@ def _analyze(args: argparse.Namespace) -> int:
     from loadtest.report.terminal import print_summary
 
     run_folder(args.run_dir, "run_dir", writable=True)
+    stopped = read_run_json(args.run_dir, "run_dir")
+    if stopped.get("stopped_by") == "preflight":
+        raise InputError(f"run_dir {args.run_dir}: the run stopped at its preflight, before any load "
+                         f"({stopped.get('stop_error') or 'no reason kept'}); there is nothing to analyze")
     run_records(args.run_dir, "run_dir")
     analysis = analyze_run(args.run_dir, slo_overrides=args.slo or (), autoscaling_overrides=autoscaling_overrides(args))
     analysis.run["cost_options"] = merge_cost_options(analysis.run.get("cost_options"), cost_options(args))

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from loadtest import __version__
 from loadtest.diskfull import FolderGuard, QuietFileHandler, RunFolderFull, full_disk_message
-from loadtest.errors import InputError
+from loadtest.errors import InputError, LoadtestError
 from loadtest.paths import output_folder
 from loadtest.redact import ScrubbingFormatter
 from loadtest.run_record import WarmupRequests
@@ -136,7 +136,12 @@ def _run_in_folder(scenario: Scenario, options: RunOptions, run_dir: Path, guard
     # 1. preflight: one request first (and the body adapted to what the target accepts), then the warm-up
     console.print(f"loadtest {__version__}: {scenario.name} against {target.base_url} ({target.model}); writing {run_dir}")
     salt = state.record.prompt_salt
-    pre = preflight(scenario, api_key, salt)
+    try:
+        pre = preflight(scenario, api_key, salt)
+    except LoadtestError as err:  # the folder says why it holds no load (history skips it, analyze says so)
+        state.record.stopped_by, state.record.stop_error = "preflight", " ".join(str(err).split())
+        state.save()
+        raise
     for change in pre.adaptations:
         console.print(describe_adaptation(change))
     # Started before the warm-up so that its own start-up (an interpreter, imports) is over

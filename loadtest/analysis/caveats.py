@@ -170,6 +170,8 @@ def _incomplete(run: Mapping[str, Any]) -> str:
     does, and lost what it had not yet flushed: up to a second of records.
     """
     stopped = run.get("stopped_by")
+    if stopped == "preflight":
+        return f"the run stopped at its preflight, before any load: {run.get('stop_error') or 'the target failed'}"
     if stopped == "disk_full":
         return ("the run did not complete: it was stopped because its folder could not be written (disk full); "
                 "the records flushed before are kept, its last level is partial")

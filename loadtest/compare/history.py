@@ -93,6 +93,10 @@ def _read(folder: Path, skipped: list[str]) -> HistoryRun | None:
         return None
     if run.get("warmup_run"):
         return None  # a warm-up run (run --warmup-run) is not part of the series
+    if run.get("stopped_by") == "preflight":  # no load was sent: nothing in the series, but say so
+        skipped.append(f"skipped {folder}: the run stopped at its preflight ({run.get('stop_error') or 'no reason kept'}); "
+                       "no load was sent")
+        return None
     summary = _summary(folder, run)
     if summary is None:
         return None

@@ -11,6 +11,7 @@ without the twenty-line usage block before them.
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
 
@@ -78,3 +79,17 @@ def test_mock_and_trace_mistakes_are_one_line(tmp_path):
         assert len(lines) == 1 and "Traceback" not in result.stderr, (argv, result.stderr)
         assert names in lines[0] and says in lines[0].lower(), (argv, lines[0])
     assert not (tmp_path / "t.jsonl").exists()
+
+
+def test_a_run_that_stops_at_its_preflight_says_so_in_its_folder(scenario, tmp_path):
+    """Such a folder read as a killed run to analyze and as a no-data run in history."""
+    run = tmp_path / "runs" / "night"
+    result = loadtest("run", str(scenario), "--out", str(run), timeout=60)
+    assert result.returncode == 3, result.stderr  # the target is unusable
+    record = json.loads((run / "run.json").read_text())
+    assert record["stopped_by"] == "preflight" and "cannot connect" in record["stop_error"]
+    analyzed = loadtest("analyze", str(run), timeout=60)
+    assert analyzed.returncode == 2 and "stopped at its preflight" in analyzed.stderr
+    assert "Traceback" not in analyzed.stderr and not (run / "summary.json").exists()
+    history = loadtest("history", str(tmp_path / "runs"), "--html", str(tmp_path / "h.html"), timeout=60)
+    assert f"skipped {run}: the run stopped at its preflight" in history.stderr, history.stderr
