@@ -61,6 +61,12 @@ def _run_and_gate(args: argparse.Namespace, scenario) -> int:
         output_folder(args.out, "--out")  # before any load, and never a NotADirectoryError after it
     if args.workers < -1:
         raise InputError(f"--workers {args.workers}: a number of local worker processes, or -1 for one per core")
+    master_only = [f for f, given in (("--expect-workers", args.expect_workers is not None),
+                                      ("--master-bind-port", args.master_bind_port != 5557),
+                                      ("--master-bind-host", args.master_bind_host != "*")) if given]
+    if master_only and not args.master:
+        raise InputError(f"{', '.join(master_only)}: only with --master (the master waits for remote workers; "
+                         "--workers N starts local ones)")
     if args.workers and args.master:
         raise InputError("--workers and --master: choose one (--workers starts local workers; --master waits for remote ones)")
     if args.metrics_port is not None:
@@ -98,7 +104,7 @@ def _run_options(args: argparse.Namespace, out: Path, warmup: bool) -> RunOption
         rate_resolution=args.rate_resolution,
         workers=args.workers,
         master=args.master,
-        expect_workers=args.expect_workers,
+        expect_workers=args.expect_workers or 1,
         master_bind_host=args.master_bind_host,
         master_bind_port=args.master_bind_port,
         worker_timeout_s=args.worker_timeout,
@@ -166,7 +172,7 @@ def add_run_commands(sub: argparse._SubParsersAction) -> None:
     dist = p.add_argument_group("distributed load (Locust master/workers)")
     dist.add_argument("--workers", type=int, default=0, metavar="N", help="run a master plus N local worker processes (-1: one per core)")
     dist.add_argument("--master", action="store_true", help="act as master and wait for workers started with 'loadtest worker'")
-    dist.add_argument("--expect-workers", type=positive_int, default=1, metavar="N", help="with --master: workers to wait for (default 1)")
+    dist.add_argument("--expect-workers", type=positive_int, default=None, metavar="N", help="with --master: workers to wait for (default 1)")
     dist.add_argument("--master-bind-host", default="*", help="with --master: interface to listen on (default all)")
     dist.add_argument("--master-bind-port", type=port_number, default=5557, help="with --master: port (default 5557)")
     dist.add_argument("--worker-timeout", type=positive_float, default=60.0, metavar="S", help="how long to wait for workers (default 60)")

@@ -6,6 +6,7 @@ import argparse
 import re
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from loadtest.errors import InputError
 
@@ -45,6 +46,13 @@ def _cmd_render(args: argparse.Namespace) -> int:
         raise InputError(f"--schedule {args.schedule!r}: expected a cron line of five fields, e.g. '0 3 * * *'")
     if args.namespace is not None and not _DNS_LABEL.match(args.namespace):
         raise InputError(f"--namespace {args.namespace!r}: not a valid namespace (lower-case letters, digits and '-')")
+    target = urlsplit(args.target)
+    if target.scheme not in ("http", "https") or not target.hostname:
+        raise InputError(f"--target {args.target!r}: expected the server's http:// or https:// URL, "
+                         "e.g. http://vllm.staging.svc:8000/v1")
+    if not args.results.startswith("s3://") or len(args.results.rstrip("/")) <= len("s3://"):
+        raise InputError(f"--results {args.results!r}: expected s3://bucket/prefix/ (a path inside a pod is "
+                         "lost when its Job ends)")
     opts = RenderOptions(workers=args.workers, namespace=args.namespace, schedule=args.schedule.strip(), image=args.image,
                          target_url=args.target, model=args.model, results_url=args.results)
     text = Path(args.scenario).read_text(encoding="utf-8")

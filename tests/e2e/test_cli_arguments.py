@@ -42,6 +42,7 @@ CASES = [
     (["--master", "--master-bind-port", "0"], "--master-bind-port", "a port is 1 to 65535"),
     (["--master", "--master-bind-port", "{taken}"], "--master-bind-port {taken}", "address already in use"),
     (["--workers", "-3"], "--workers -3", "-1 for one per core"),
+    (["--expect-workers", "4"], "--expect-workers", "only with --master"),
     (["--levels", "1,,2"], "--levels", "expected comma-separated levels"),
     (["--levels", "4,2"], "--levels", "must rise from one level to the next"),
     (["--rates", "1,nan"], "--rates", "must be positive"),
@@ -93,3 +94,13 @@ def test_a_run_that_stops_at_its_preflight_says_so_in_its_folder(scenario, tmp_p
     assert "Traceback" not in analyzed.stderr and not (run / "summary.json").exists()
     history = loadtest("history", str(tmp_path / "runs"), "--html", str(tmp_path / "h.html"), timeout=60)
     assert f"skipped {run}: the run stopped at its preflight" in history.stderr, history.stderr
+
+
+def test_k8s_render_refuses_settings_a_pod_could_not_use(scenario):
+    """A --target that is not a URL, or --results outside a bucket (lost with the pod), rendered anyway."""
+    for extra, says in [(["--target", "notaurl"], "--target 'notaurl': expected the server's http"),
+                        (["--results", "/data/runs"], "--results '/data/runs': expected s3://"),
+                        (["--schedule", "nightly"], "--schedule 'nightly': expected a cron line")]:
+        result = loadtest("k8s", "render", str(scenario), *extra, timeout=60)
+        assert result.returncode == 2 and says in result.stderr and not result.stdout, (extra, result.stderr)
+    assert loadtest("k8s", "render", str(scenario), "--results", "s3://b/runs/", timeout=60).returncode == 0
