@@ -40,6 +40,11 @@ class PrefillFit:
     points: list[dict] = field(default_factory=list)
 
     @property
+    def measurable(self) -> bool:
+        """The slope is above zero with its whole interval: else TTFT does not rise with the prompt beyond noise."""
+        return self.ms_per_token > 0 and self.ms_per_token_ci[0] > 0
+
+    @property
     def tokens_per_s(self) -> float:
         return 1000.0 / self.ms_per_token if self.ms_per_token > 0 else math.nan
 
@@ -101,6 +106,10 @@ def fit_prefill(
 
 def describe_prefill(fit: PrefillFit) -> str:
     """Plain words: what a prompt costs before the first token."""
+    if not fit.measurable:  # flat within noise: no tokens/s to quote (it read "nan tokens/s")
+        return (f"TTFT does not rise with prompt length ({fit.ms_per_token:+.4f} ms per prompt token, about "
+                f"{fit.fixed_ms:.1f} ms at every length measured): prefill is too cheap to measure at these lengths; "
+                "longer prompts would show it")
     fixed = f"on top of {fit.fixed_ms:.1f} ms fixed" if fit.fixed_ms >= 0 else "(the line's intercept is below zero: the curve bends upward)"
     text = (
         f"prefill costs {fit.ms_per_token:.3f} ms per prompt token ({fit.tokens_per_s:,.0f} tokens/s) "

@@ -170,10 +170,17 @@ def print_profile(profile: dict[str, Any], console: Any) -> None:
             table.add_row(str(pt["prompt_tokens"]), _fmt(pt["ttft_p50_ms"], ".1f"), str(pt["n"]))
         console.print(table)
         lo, hi = p["ms_per_token_ci"]
-        console.print(
-            f"prefill fit: {_fmt(p['fixed_ms'], '.1f')} ms + {_fmt(p['ms_per_token'], '.4f')} ms/token "
-            f"(95% CI {_fmt(lo, '.4f')}–{_fmt(hi, '.4f')}); {_fmt(p['tokens_per_s'], ',.0f')} tokens/s"
-        )
+        slope = p["ms_per_token"]
+        if slope is not None and slope > 0 and lo is not None and lo > 0:  # PrefillFit.measurable
+            console.print(
+                f"prefill fit: {_fmt(p['fixed_ms'], '.1f')} ms + {_fmt(slope, '.4f')} ms/token "
+                f"(95% CI {_fmt(lo, '.4f')}–{_fmt(hi, '.4f')}); {_fmt(p['tokens_per_s'], ',.0f')} tokens/s"
+            )
+        else:  # a flat or falling line: "-0.000 ms/token (nan tokens/s)" said nothing
+            console.print(
+                f"prefill fit: TTFT does not rise with prompt length ({_fmt(slope, '+.4f')} ms/token, 95% CI "
+                f"{_fmt(lo, '.4f')}–{_fmt(hi, '.4f')}): prefill is too cheap to measure at these lengths"
+            )
     if p and p.get("server_ms_per_token") is not None:
         console.print(f"the server's own timings of the same requests: prefill {p['server_ms_per_token']:.4f} ms/token")
     if d and d.get("server_ms_per_token_1") is not None:

@@ -9,7 +9,7 @@ import pytest
 
 from loadtest.analysis.decode_fit import DecodePoint, describe_decode, fit_decode, knee_bracket, probes_between
 from loadtest.accelerators import ACCELERATORS, find_accelerator
-from loadtest.analysis.prefill_fit import fit_prefill
+from loadtest.analysis.prefill_fit import describe_prefill, fit_prefill
 from loadtest.analysis.roofline import Ceilings, ModelSize, read_decode, read_prefill
 from loadtest.errors import InputError
 
@@ -85,6 +85,18 @@ def test_prefill_quadratic_term_is_reported_when_it_matters():
     fit = fit_prefill(lengths, [5 + 0.1 * L + 2e-5 * L * L for L in lengths])
     assert fit.quadratic_matters
     assert fit.quadratic_ms_per_token2 == pytest.approx(2e-5, rel=0.01)
+
+
+def test_a_flat_prefill_line_says_so_instead_of_nan_tokens_per_s():
+    """A server whose TTFT does not grow with the prompt (a mock with no prefill cost) read
+    "-0.000 ms per prompt token (nan tokens/s)"."""
+    rng = random.Random(3)
+    lengths = [64, 256, 1024] * 20
+    fit = fit_prefill(lengths, [20.0 + rng.gauss(0, 0.5) for _ in lengths])
+    text = describe_prefill(fit)
+    assert "too cheap to measure" in text and "nan" not in text and "tokens/s" not in text
+    sloped = fit_prefill(lengths, [20.0 + 0.05 * n for n in lengths])
+    assert "too cheap" not in describe_prefill(sloped) and "20,000 tokens/s" in describe_prefill(sloped)
 
 
 def test_prefill_needs_two_lengths():
