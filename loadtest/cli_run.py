@@ -73,7 +73,7 @@ def _run_and_gate(args: argparse.Namespace, scenario) -> int:
         check_metrics_port(args.metrics_host, args.metrics_port)
     if args.master:  # locust's master would fail on a taken port with an RPCError traceback, after the start-up
         check_port_free("--master-bind-port", "" if args.master_bind_host == "*" else args.master_bind_host,
-                        args.master_bind_port)
+                        args.master_bind_port, interface_names=True)
     if args.web:
         check_port_free("--web-port", args.web_host, args.web_port)
     warmup = warmup_default(args.warmup_run, args.baseline is not None, args.web)

@@ -33,19 +33,34 @@ def check_metrics_port(host: str, port: int) -> None:
     check_port_free("--metrics-port", host, port)
 
 
-def check_port_free(arg: str, host: str, port: int) -> None:
-    """Refuse a port the run would listen on that is taken (or a host it cannot bind), before any load."""
-    # socket: only to probe a port before any load is sent
+def check_port_free(arg: str, host: str, port: int, *, interface_names: bool = False) -> None:
+    """Refuse a port the run would listen on that is taken (or a host it cannot bind), before any load.
+
+    The probe binds as the listeners do (SO_REUSEADDR, IPv6 when the host has a ``:``), so a port
+    in TIME_WAIT or an IPv6 host such as ``::1`` is not refused. With ``interface_names`` (ZeroMQ's
+    ``--master-bind-host``, which also takes an interface name such as ``eth0``), a host that is
+    not an IP address is left to the listener to judge.
+    """
+    # socket, ipaddress: only to probe a port before any load is sent
+    import ipaddress
     import socket
 
     from loadtest.errors import InputError
 
+    if interface_names and host:
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
-        with socket.create_server((host, port)):
-            pass
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
     except OSError as err:
-        why = str(err.strerror or err).split(" (while attempting")[0]  # socket.create_server repeats the address
-        raise InputError(f"{arg} {port}: cannot listen on {host or '*'}:{port}: {why}") from None
+        why = str(err.strerror or err)
+        shown = f"[{host}]" if ":" in host else (host or "*")
+        raise InputError(f"{arg} {port}: cannot listen on {shown}:{port}: {why}") from None
 
 
 def push_after_run(gateway: str, run_dir: Path) -> None:

@@ -104,3 +104,27 @@ def test_k8s_render_refuses_settings_a_pod_could_not_use(scenario):
         result = loadtest("k8s", "render", str(scenario), *extra, timeout=60)
         assert result.returncode == 2 and says in result.stderr and not result.stdout, (extra, result.stderr)
     assert loadtest("k8s", "render", str(scenario), "--results", "s3://b/runs/", timeout=60).returncode == 0
+
+
+def test_the_port_probe_binds_as_the_listeners_do(taken_port):
+    """The probe before a run refuses a taken port, and only that: IPv6 hosts and interface names pass."""
+    from loadtest.errors import InputError
+    from loadtest.export.flags import check_port_free
+
+    with pytest.raises(InputError, match=f"--web-port {taken_port}: cannot listen on 127.0.0.1:{taken_port}"):
+        check_port_free("--web-port", "127.0.0.1", taken_port)
+    # ZeroMQ's --master-bind-host takes an interface name: left to the listener, not refused here
+    check_port_free("--master-bind-port", "eth0", taken_port, interface_names=True)
+    with pytest.raises(InputError, match="--web-port"):
+        check_port_free("--web-port", "no-such-host.invalid", 8089)
+    if not socket.has_ipv6:
+        return
+    try:
+        v6 = socket.create_server(("::1", 0), family=socket.AF_INET6)
+    except OSError:
+        return  # no IPv6 loopback on this machine: the IPv4 cases above still ran
+    with v6:
+        port = v6.getsockname()[1]
+        with pytest.raises(InputError, match=rf"cannot listen on \[::1\]:{port}"):
+            check_port_free("--web-port", "::1", port)
+    check_port_free("--web-port", "::1", port)  # free again: an IPv6 host is probed as IPv6, not refused
