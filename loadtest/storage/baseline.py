@@ -41,11 +41,24 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:
     m.set_defaults(func=_cmd_promote)
 
 
+#: What a run or ``analyze`` writes into a run folder beside what a promote copies: a baseline that
+#: was analyzed again (``analyze s3://…/baseline --slo …`` writes its report back) or copied
+#: whole from a run folder holds these, and a promote replaces them with the rest.
+_RUN_FOLDER_FILES = frozenset({"report.html", "autoscaling.yaml", "scraper.log", "locust.log"})
+
+
 def _promoted(rel: str) -> bool:
-    """A file a promote writes (or its temporary), so one a later promote may replace."""
+    """A file a promote writes (or its temporary), or one a run folder holds: one a later promote may replace."""
     name = rel[:-len(".tmp")] if rel.endswith(".tmp") else rel
     return (name in (RUN_JSON, "summary.json") or (name.endswith(".parquet") and "/" not in name)
-            or name.startswith("requests.parts/"))
+            or name.startswith(("requests.parts/", "server_metrics.parts/")) or name in _RUN_FOLDER_FILES
+            or _worker_log(name))
+
+
+def _worker_log(name: str) -> bool:
+    """``worker-N.log``: a distributed run's worker logs."""
+    stem = name[len("worker-"):-len(".log")] if name.startswith("worker-") and name.endswith(".log") else ""
+    return stem.isdigit()
 
 
 class _Folder:

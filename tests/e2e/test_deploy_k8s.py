@@ -363,3 +363,23 @@ def test_promote_refuses_a_truncated_parquet_and_keeps_the_old_baseline(tmp_path
     assert "requests.parquet: not a readable Parquet file" in refused.stderr and "Traceback" not in refused.stderr
     assert {p.name: p.read_bytes() for p in baseline.iterdir()} == kept
     assert loadtest("baseline", "exists", str(baseline)).returncode == 0
+
+
+@pytest.mark.untimed
+def test_promote_replaces_a_baseline_that_was_analyzed_again_or_copied_from_a_run(tmp_path):
+    """``analyze BASELINE --slo …`` writes report.html and autoscaling.yaml into the baseline (back
+    to the bucket for s3://), and a baseline made with ``cp -r`` of a run folder holds its logs: the
+    next night's promote replaces them, instead of refusing every promote from then on."""
+    baseline = _finished_run(tmp_path / "baseline")
+    for name in ("report.html", "autoscaling.yaml", "locust.log", "scraper.log", "worker-2.log"):
+        (baseline / name).write_text("old")
+    (baseline / "server_metrics.parts").mkdir()
+    (baseline / "server_metrics.parts" / "part-0001.parquet").write_text("old")
+    run = _finished_run(tmp_path / "night")
+    done = loadtest("baseline", "promote", str(run), str(baseline))
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in baseline.rglob("*") if p.is_file()) == ["requests.parquet", "run.json", "summary.json"]
+    # a file no run writes still makes it a folder that is not a baseline
+    (baseline / "worker-x.log").write_text("mine")
+    refused = loadtest("baseline", "promote", str(run), str(baseline))
+    assert refused.returncode == 2 and "worker-x.log" in refused.stderr
