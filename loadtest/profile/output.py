@@ -48,7 +48,9 @@ def profile_dict(data: ProfileData, ceilings: Ceilings | None, model: ModelSize 
     if data.prefill is not None:
         p = data.prefill
         prefill = {
-            "fixed_ms": _r(p.fixed_ms), "ms_per_token": _r(p.ms_per_token, 5), "tokens_per_s": _r(p.tokens_per_s, 1),
+            # a slope whose interval reaches zero has no rate to quote (1000 / 0.0001 ms is no 10M tokens/s)
+            "fixed_ms": _r(p.fixed_ms), "ms_per_token": _r(p.ms_per_token, 5),
+            "tokens_per_s": _r(p.tokens_per_s, 1) if p.measurable else None, "measurable": p.measurable,
             "fixed_ms_ci": [_r(x) for x in p.fixed_ci], "ms_per_token_ci": [_r(x, 5) for x in p.ms_per_token_ci],
             "tokens_per_s_ci": [_r(x, 1) for x in p.tokens_per_s_ci],
             "quadratic_ms_per_token2": _r(p.quadratic_ms_per_token2, 9), "quadratic_matters": p.quadratic_matters,
@@ -57,7 +59,7 @@ def profile_dict(data: ProfileData, ceilings: Ceilings | None, model: ModelSize 
         own = data.server_prefill
         prefill["server_ms_per_token"] = _r(own.ms_per_token, 5) if own else None
         prefill["server_agreement"] = _r(p.ms_per_token / own.ms_per_token - 1, 4) if own and own.ms_per_token > 0 else None
-        reading = read_prefill(ceilings, model, p.ms_per_token) if roof else None
+        reading = read_prefill(ceilings, model, p.ms_per_token) if roof and p.measurable else None
         prefill["roofline"] = reading.to_dict() if reading else None
         prefill["bound"] = reading.bound if reading else None
     decode = None

@@ -99,6 +99,33 @@ def test_a_flat_prefill_line_says_so_instead_of_nan_tokens_per_s():
     assert "too cheap" not in describe_prefill(sloped) and "20,000 tokens/s" in describe_prefill(sloped)
 
 
+def test_a_flat_prefill_line_gets_no_rate_and_no_roofline_in_profile_json(tmp_path):
+    """With the slope's interval reaching zero the sentence says "too cheap to measure"; the
+    roofline reading once added "(compute-bound, …% of the compute floor)" to it, and
+    profile.json's tokens_per_s read 1000 / slope (millions of tokens/s for a slope near zero)."""
+    from types import SimpleNamespace
+
+    from loadtest.profile.output import profile_dict
+    from loadtest.profile.runner import ProfileData
+
+    rng = random.Random(3)
+    lengths = [64, 256, 1024] * 20
+    scenario = SimpleNamespace(name="p", target=SimpleNamespace(base_url="http://127.0.0.1:1/v1", model="m", api="chat"))
+    ceil = Ceilings(bandwidth_bps=1000e9, flops=16e12)
+    model = ModelSize(params=8e9, bytes_per_weight=2, kv_bytes_per_token=4e6)
+    flat = fit_prefill(lengths, [20.0 + 0.00005 * n + rng.gauss(0, 0.5) for n in lengths])
+    assert not flat.measurable
+    out = profile_dict(ProfileData(scenario=scenario, folder=tmp_path, server_facts={}, prefill=flat), ceil, model)
+    assert out["prefill"]["measurable"] is False
+    assert out["prefill"]["tokens_per_s"] is None and out["prefill"]["bound"] is None
+    assert out["prefill"]["roofline"] is None
+    assert all("bound" not in s and "too cheap to measure" in s for s in out["summary"] if "prefill" in s)
+    sloped = fit_prefill(lengths, [20.0 + 0.05 * n for n in lengths])
+    out = profile_dict(ProfileData(scenario=scenario, folder=tmp_path, server_facts={}, prefill=sloped), ceil, model)
+    assert out["prefill"]["measurable"] is True and out["prefill"]["tokens_per_s"] == pytest.approx(20000, rel=1e-3)
+    assert out["prefill"]["bound"] is not None
+
+
 def test_prefill_needs_two_lengths():
     assert fit_prefill([128, 128], [10.0, 11.0]) is None
 
