@@ -36,7 +36,7 @@ from loadtest.compare.groups import compare_groups
 from loadtest.compare.inputs import RUN_JSON, SUMMARY_JSON, find_runs
 from loadtest.compare.rules import ERROR_RATE, THROUGHPUT, Rules
 from loadtest.errors import InputError, LoadtestError
-from loadtest.paths import PathError, read_run_json
+from loadtest.paths import PathError, read_run_json, run_records
 from loadtest.report.page import PAGE_STYLE as page_style
 from loadtest.report.plotting import figure_html
 
@@ -97,11 +97,12 @@ def _read(folder: Path, skipped: list[str]) -> HistoryRun | None:
         skipped.append(f"skipped {folder}: the run stopped at its preflight ({run.get('stop_error') or 'no reason kept'}); "
                        "no load was sent")
         return None
-    summary = _summary(folder, run)
+    summary = _summary(folder, run, skipped)
     if summary is None:
         return None
     started = run.get("started_wall") or (summary.get("run") or {}).get("started_wall")
     if started is None:
+        skipped.append(f"skipped {folder}: its run.json and summary.json say nothing of when it started")
         return None
     fp = fingerprint_of_run(run, summary)
     return HistoryRun(
@@ -115,20 +116,27 @@ def _read(folder: Path, skipped: list[str]) -> HistoryRun | None:
     )
 
 
-def _summary(folder: Path, run: dict[str, Any]) -> dict[str, Any] | None:
+def _summary(folder: Path, run: dict[str, Any], skipped: list[str]) -> dict[str, Any] | None:
     path = folder / SUMMARY_JSON
     if path.is_file():
         try:
             return json.loads(path.read_text(encoding="utf-8"))
         except ValueError:
             pass
-    try:  # no summary yet (an interrupted run): analyze its records
+    try:  # no summary yet (an interrupted run): analyze its records, if it has any (as analyze requires)
+        run_records(folder, "skipped")
+    except PathError as err:
+        skipped.append(str(err))
+        return None
+    try:
         # the analysis stack: only for a run folder without a summary.json
         from loadtest.analysis import analyze_run
         from loadtest.report.summary import summary_dict
 
         return summary_dict(analyze_run(folder))
-    except Exception:
+    except Exception as err:  # any folder the analysis cannot read is one line, never the end of the history
+        why = " ".join(str(err).split()) or type(err).__name__
+        skipped.append(f"skipped {folder}: no readable {SUMMARY_JSON}, and its records could not be analyzed ({why})")
         return None
 
 

@@ -295,6 +295,18 @@ def test_history_marks_the_run_that_regressed(pair, tmp_path):
     assert cli("history", str(root), str(tmp_path / "runs"), "--scenario", "other", "--html", str(page))[0] == 0
 
 
+def test_history_names_a_run_it_skips_for_want_of_a_summary_or_records(pair, tmp_path):
+    """A run folder with a run.json but neither summary.json nor readable records was left out
+    without a word (the CHANGELOG promised one line)."""
+    root, base, _, _ = pair
+    empty = tmp_path / "runs" / "empty"
+    empty.mkdir(parents=True)
+    shutil.copy(base / "run.json", empty / "run.json")
+    code, _, err = cli("history", str(root), str(tmp_path / "runs"), "--html", str(tmp_path / "h.html"))
+    assert code == 0, err
+    assert f"loadtest history: skipped {empty}: no records" in err, err
+
+
 def test_run_refuses_gate_flags_without_a_baseline_and_a_missing_baseline(tmp_path):
     scenario = str(Path(__file__).resolve().parents[2] / "scenarios" / "quickstart.yaml")
     code, _, err = cli("run", scenario, "--junit", str(tmp_path / "j.xml"), "--out", str(tmp_path / "run"))
