@@ -46,15 +46,22 @@ def _cmd_render(args: argparse.Namespace) -> int:
         raise InputError(f"--schedule {args.schedule!r}: expected a cron line of five fields, e.g. '0 3 * * *'")
     if args.namespace is not None and not _DNS_LABEL.match(args.namespace):
         raise InputError(f"--namespace {args.namespace!r}: not a valid namespace (lower-case letters, digits and '-')")
-    target = urlsplit(args.target)
-    if target.scheme not in ("http", "https") or not target.hostname:
+    try:
+        target = urlsplit(args.target)
+        usable = target.scheme in ("http", "https") and bool(target.hostname) and (target.port or 0) >= 0
+    except ValueError:  # an unclosed IPv6 bracket, a port that is not a number
+        usable = False
+    if not usable:
         raise InputError(f"--target {args.target!r}: expected the server's http:// or https:// URL, "
                          "e.g. http://vllm.staging.svc:8000/v1")
     if not args.results.startswith("s3://") or len(args.results.rstrip("/")) <= len("s3://"):
         raise InputError(f"--results {args.results!r}: expected s3://bucket/prefix/ (a path inside a pod is "
                          "lost when its Job ends)")
+    # the run folders go *under* the prefix: without the "/" the nightly's folders would be named
+    # s3://bucket/prefixnightly-… and its baseline s3://bucket/prefixbaseline
+    results = args.results if args.results.endswith("/") else args.results + "/"
     opts = RenderOptions(workers=args.workers, namespace=args.namespace, schedule=args.schedule.strip(), image=args.image,
-                         target_url=args.target, model=args.model, results_url=args.results)
+                         target_url=args.target, model=args.model, results_url=results)
     text = Path(args.scenario).read_text(encoding="utf-8")
     sys.stdout.write(render(text, scenario.target.secret_env_names(), opts))
     return 0

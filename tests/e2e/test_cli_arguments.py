@@ -100,10 +100,17 @@ def test_k8s_render_refuses_settings_a_pod_could_not_use(scenario):
     """A --target that is not a URL, or --results outside a bucket (lost with the pod), rendered anyway."""
     for extra, says in [(["--target", "notaurl"], "--target 'notaurl': expected the server's http"),
                         (["--results", "/data/runs"], "--results '/data/runs': expected s3://"),
+                        (["--target", "http://[::1"], "--target 'http://[::1': expected the server's http"),
+                        (["--target", "http://h:port/v1"], "--target 'http://h:port/v1': expected"),
                         (["--schedule", "nightly"], "--schedule 'nightly': expected a cron line")]:
         result = loadtest("k8s", "render", str(scenario), *extra, timeout=60)
         assert result.returncode == 2 and says in result.stderr and not result.stdout, (extra, result.stderr)
+        assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert loadtest("k8s", "render", str(scenario), "--results", "s3://b/runs/", timeout=60).returncode == 0
+    # without the "/" the master Job's --out would be the prefix itself (the folder holding baseline/
+    # and the nights), not a new run folder under it: the prefix is rendered with its "/"
+    bare = loadtest("k8s", "render", str(scenario), "--results", "s3://b/runs", timeout=60)
+    assert bare.returncode == 0 and "RESULTS_URL: s3://b/runs/" in bare.stdout, bare.stdout[:2000]
 
 
 def test_the_port_probe_binds_as_the_listeners_do(taken_port):
