@@ -18,7 +18,7 @@ from loadtest.argtypes import port_number
 def add_export_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("monitoring (Prometheus)")
     port = os.environ.get("LOADTEST_METRICS_PORT")
-    g.add_argument("--metrics-port", type=port_number, default=port or None, metavar="P",  # argparse checks a str default
+    g.add_argument("--metrics-port", type=_port_from(port), default=port or None, metavar="P",  # argparse checks a str default
                    help="serve the load generator's own metrics (TTFT/ITL/e2e histograms, requests, users, level, "
                         "verdicts) on this port while the run goes, on the master when distributed ($LOADTEST_METRICS_PORT)")
     g.add_argument("--metrics-host", default=os.environ.get("LOADTEST_METRICS_HOST", "127.0.0.1"),
@@ -26,6 +26,20 @@ def add_export_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--pushgateway", default=os.environ.get("LOADTEST_PUSHGATEWAY") or None, metavar="URL",
                    help="push the summary (capacity, per-level percentiles, verdicts) to this Prometheus Pushgateway "
                         "when the run ends ($LOADTEST_PUSHGATEWAY)")
+
+
+def _port_from(env_value: str | None):
+    """``port_number``, whose error names $LOADTEST_METRICS_PORT when the bad value came from there."""
+
+    def metrics_port(text: str) -> int:
+        try:
+            return port_number(text)
+        except argparse.ArgumentTypeError as err:
+            if env_value is not None and text == env_value:
+                raise argparse.ArgumentTypeError(f"{err} (from $LOADTEST_METRICS_PORT)") from None
+            raise
+
+    return metrics_port
 
 
 def check_metrics_port(host: str, port: int) -> None:

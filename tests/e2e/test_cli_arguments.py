@@ -135,3 +135,16 @@ def test_the_port_probe_binds_as_the_listeners_do(taken_port):
         with pytest.raises(InputError, match=rf"cannot listen on \[::1\]:{port}"):
             check_port_free("--web-port", "::1", port)
     check_port_free("--web-port", "::1", port)  # free again: an IPv6 host is probed as IPv6, not refused
+
+
+def test_a_bad_metrics_port_from_the_environment_names_the_variable(scenario, tmp_path):
+    """A CronJob sets $LOADTEST_METRICS_PORT, not the flag: the line said only "--metrics-port"."""
+    import os
+
+    env = {**os.environ, "LOADTEST_METRICS_PORT": "abc"}
+    result = loadtest("run", str(scenario), "--out", str(tmp_path / "run"), env=env, timeout=60)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "--metrics-port" in result.stderr and "$LOADTEST_METRICS_PORT" in result.stderr, result.stderr
+    given = loadtest("run", str(scenario), "--out", str(tmp_path / "run"), "--metrics-port", "abc", timeout=60)
+    assert given.returncode == 2 and "$LOADTEST_METRICS_PORT" not in given.stderr, given.stderr
+    assert not (tmp_path / "run").exists()
