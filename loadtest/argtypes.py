@@ -23,15 +23,26 @@ def positive(kind: type) -> Callable[[str], float]:
     return parse
 
 
-def non_negative_int(text: str) -> int:
-    """An argparse type for a count that may be 0, with a one-line message."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer; got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more; got {text!r}")
-    return value
+def int_at_least(minimum: int, *, expected: str = "an integer", below: str | None = None):
+    """An argparse type for a whole number of at least ``minimum``, each mistake one line.
+
+    ``expected`` names what a non-number should have been; ``below`` says why a smaller one is refused.
+    """
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}; got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{below or f'must be {minimum} or more'}; got {text!r}")
+        return value
+
+    return parse
+
+
+#: A count that may be 0.
+non_negative_int = int_at_least(0)
 
 
 def port_number(text: str) -> int:

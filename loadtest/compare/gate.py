@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from loadtest.argtypes import int_at_least
 from loadtest.compare.engine import Comparison
 from loadtest.compare.noise import MIN_HISTORY_RUNS, UNKNOWN_NOISE_FACTOR
 from loadtest.compare.rules import parse_rules
@@ -38,15 +39,8 @@ def add_gate_arguments(p: argparse.ArgumentParser, *, default_outputs_note: str 
     g.add_argument("--json", type=Path, metavar="FILE", help="write compare.json" + default_outputs_note)
 
 
-def _min_history(text: str) -> int:
-    """argparse type: checked with the arguments, so ``run --baseline`` refuses it before any load."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of runs; got {text!r}") from None
-    if value < 2:
-        raise argparse.ArgumentTypeError(f"at least 2 runs are needed to see a spread; got {text!r}")
-    return value
+#: argparse type: checked with the arguments, so ``run --baseline`` refuses it before any load.
+_min_history = int_at_least(2, expected="a number of runs", below="at least 2 runs are needed to see a spread")
 
 
 def output_targets(args: argparse.Namespace, default_dir: Path | None = None) -> dict[str, Path | None]:
