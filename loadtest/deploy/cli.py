@@ -43,7 +43,7 @@ def _cmd_render(args: argparse.Namespace) -> int:
 
     scenario = load_scenario(args.scenario)  # a bad scenario is one line, before any YAML is printed
     if not _CRON.match(args.schedule.strip()):
-        raise InputError(f"--schedule {args.schedule!r}: expected a cron line of five fields, e.g. '0 3 * * *'")
+        raise InputError(f"--schedule {args.schedule!r}: expected a cron line of five fields, e.g. '0 3 * * *', or a macro such as '@daily'")
     if args.namespace is not None and not _DNS_LABEL.match(args.namespace):
         raise InputError(f"--namespace {args.namespace!r}: not a valid namespace (lower-case letters, digits and '-')")
     try:

@@ -107,6 +107,18 @@ def test_render_refuses_bad_input_in_one_line(args, what):
     assert done.stdout == ""
 
 
+@pytest.mark.untimed
+def test_render_takes_a_cron_macro_as_kubernetes_does():
+    """``@daily`` is a schedule a CronJob accepts; the one-line refusal names the macros too."""
+    done, docs = _render(str(ROOT / "scenarios" / "quickstart.yaml"), "--schedule", "@daily")
+    assert done.returncode == 0, done.stderr
+    cron = next(d for d in docs if d["kind"] == "CronJob")
+    assert cron["spec"]["schedule"] == "@daily"
+    _validate(cron)
+    done, _ = _render(str(ROOT / "scenarios" / "quickstart.yaml"), "--schedule", "@fortnightly")
+    assert done.returncode == 2 and "'@daily'" in done.stderr and "Traceback" not in done.stderr
+
+
 def _base_without_kustomize() -> list[dict]:
     """The base as Kustomize builds it, for the two features it uses: resources and a configMapGenerator."""
     base = DEPLOY / "base"
