@@ -163,8 +163,10 @@ def run_records(folder: Path | str, arg: str) -> list[Path]:
     merged. A folder with neither has nothing to analyze: ``analyze`` must say so
     rather than write a summary with no levels over the one it had.
     """
-    # pyarrow.parquet: only the commands that read records import it
+    # pyarrow.parquet: only the commands that read records import it (records.py too, for the same reason)
     import pyarrow.parquet as pq
+
+    from loadtest.records import REQUIRED_COLUMNS
 
     folder = Path(folder)
     merged = folder / "requests.parquet"
@@ -174,11 +176,15 @@ def run_records(folder: Path | str, arg: str) -> list[Path]:
                                  "nothing to analyze; the folder is left as it is")
     for path in files:
         try:
-            pq.read_metadata(path)
+            names = pq.read_schema(path).names
         except OSError as err:
             raise _fail(arg, path, f"cannot read the records: {_why(err)}") from None
         except ValueError as err:  # ArrowInvalid: truncated, or not Parquet
             raise _fail(arg, path, f"not a readable Parquet file ({' '.join(str(err).split())})") from None
+        missing = [name for name in REQUIRED_COLUMNS if name not in names]
+        if missing:
+            raise _fail(arg, path, f"not a loadtest records file (no column {', '.join(map(repr, missing))}); "
+                                   "nothing to analyze; the folder is left as it is")
     return files
 
 

@@ -30,6 +30,10 @@ RUN_JSON = "run.json"
 REQUESTS_PARQUET = "requests.parquet"
 PARTS_DIR = "requests.parts"
 
+#: Columns every records file has held since the first format: a Parquet file without one of them
+#: is not a run's records (another table copied over it, a file of another tool), whatever its name.
+REQUIRED_COLUMNS = ("request_id", "level_index", "start_wall", "e2e_ms", "ok")
+
 #: One row per request. Times are milliseconds relative to the request's own
 #: ``perf_counter`` start unless the name says otherwise.
 SCHEMA = pa.schema(

@@ -319,14 +319,26 @@ def analyze_run(
     except ValueError as err:
         raise InputError(f"{run_dir / RUN_JSON}: not valid JSON ({err})") from None
     scenario = run.get("scenario") or {}
-    slo = SloSpec.from_dict(scenario.get("slo") if isinstance(scenario, Mapping) else None)
+    try:
+        slo = SloSpec.from_dict(scenario.get("slo") if isinstance(scenario, Mapping) else None)
+    except InputError as err:  # run.json changed by hand: say which file holds the bad limit
+        raise InputError(f"{run_dir / RUN_JSON}: scenario.{err}") from None
     slo, slos = class_slos_for(run, slo, slo_overrides)
     scaling = AutoscalingOptions.from_dict(run.get("autoscaling"))
     if autoscaling_overrides:
         o = autoscaling_overrides
         scaling = scaling.with_overrides(o.get("headroom"), o.get("scale_up_s"), o.get("traffic_growth_per_min"))
-    return analyze(
-        read_scalars(run_dir), run, slo, class_slos=slos, server_samples=read_samples(run_dir),
+    samples, unreadable = None, None
+    try:
+        samples = read_samples(run_dir)
+    except (OSError, ValueError) as err:  # the server's metrics are an aside: the requests are still judged
+        unreadable = (f"the server's metrics (server_metrics.parquet) could not be read, so the server view is "
+                      f"left out: {' '.join(str(err).split())}")
+    analysis = analyze(
+        read_scalars(run_dir), run, slo, class_slos=slos, server_samples=samples,
         autoscaling=scaling, chunks=arrow_source(lambda: chunk_batches(run_dir)), **options,
     )
+    if unreadable:
+        analysis.warnings.append(unreadable)
+    return analysis
 

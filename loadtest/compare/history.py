@@ -375,7 +375,6 @@ def run_history(dirs: Sequence[Path], *, scenario: str | None, html: Path, json_
     beyond the tolerance (:func:`changepoints.gate_failures`)."""
     # the writers: only for the `history` command, not for the page's renderers that compare uses
     from loadtest.compare.outputs import write_text
-
     from loadtest.paths import output_file
 
     output_file(html, "--html")
@@ -386,6 +385,8 @@ def run_history(dirs: Sequence[Path], *, scenario: str | None, html: Path, json_
     shifts = change_points(runs)
     failing = gate_failures(shifts, (rules or Rules()).tolerance_for)
     print_table(rows)
+    for r in (r for r in runs if r.versus_previous == "error"):  # the table's "error" says no more than that
+        print(f"  {r.folder.name}: not compared with the previous run: {r.detail}")
     for cp in shifts:
         mark = "FAIL" if cp in failing else ("NEW " if cp.newest else "    ")
         print(f"  {mark} change point: {cp.text()}")

@@ -124,6 +124,8 @@ def load_run(path: Path | str, *, records: bool = True, arg: str = "") -> RunInp
             run.setdefault("name", summary.get("name"))
             run.setdefault("target", summary.get("target"))
             run.setdefault("tool_version", summary.get("tool_version"))
+            if records:
+                _require_levels(summary, path, arg)
             return RunInput(label, None, run, summary)
         path = folder
     elif path.is_file():
@@ -131,14 +133,29 @@ def load_run(path: Path | str, *, records: bool = True, arg: str = "") -> RunInp
     run = paths.read_run_json(path, arg)
     summary = _read_json(path / SUMMARY_JSON, arg) if (path / SUMMARY_JSON).is_file() else None
     frame = None
-    if records and ((path / REQUESTS_PARQUET).is_file() or (path / PARTS_DIR).is_dir()):
+    if records and ((path / REQUESTS_PARQUET).exists() or any((path / PARTS_DIR).glob("*.parquet"))):
+        paths.run_records(path, arg)  # each file's footer and columns: one line naming the damaged file
         try:
             frame = read_scalars(path)  # the chunk lists: RunInput.chunk_batches, a batch at a time
         except Exception as err:  # a damaged parquet file: say which, never a traceback
             raise _unreadable(arg, path, err) from None
     if frame is None and summary is None:
         raise InputError(f"{arg} {label}: the run folder has neither records nor a summary.json")
+    if frame is None and records:  # the comparison will judge this run from its summary alone
+        _require_levels(summary, path / SUMMARY_JSON, arg)
     return RunInput(label, path, run, summary, frame, arg)
+
+
+def _require_levels(summary: Mapping[str, Any], where: Path, arg: str) -> None:
+    """A summary compared without records must say what each level measured.
+
+    Without ``levels`` (a summary cut by hand or by another tool) only the capacity would be
+    compared, and a gutted run would pass the gate as "no regression".
+    """
+    levels = summary.get("levels")
+    if not isinstance(levels, list) or not all(isinstance(lv, Mapping) for lv in levels):
+        raise InputError(f"{arg} {where}: not a loadtest summary ('levels' must be a list of levels, got "
+                         f"{json.dumps(levels)[:40]}), and there are no records to judge the run from instead")
 
 
 def _unreadable(arg: str, folder: Path, err: Exception) -> InputError:

@@ -270,6 +270,66 @@ def test_a_bare_summary_json_is_compared_from_its_intervals(pair, tmp_path):
     assert code in (0, 6) and "REGRESSION" not in out
 
 
+def test_a_summary_without_levels_and_no_records_is_refused_not_passed(pair, tmp_path):
+    """A summary cut to its capacity (no ``levels``) in a folder without records passed the gate
+    as "no regression": only the capacity was compared. It is not a summary the gate can judge."""
+    _, base, same, _ = pair
+    gutted = tmp_path / "gutted"
+    shutil.copytree(same, gutted)
+    summary = json.loads((gutted / "summary.json").read_text())
+    del summary["levels"]
+    (gutted / "summary.json").write_text(json.dumps(summary))
+    (gutted / "requests.parquet").unlink()
+    for args in ((str(base), str(gutted)), (str(gutted), str(base)), (str(base), str(gutted / "summary.json"))):
+        code, out, err = cli("compare", *args)
+        assert code == 2 and "No regression" not in out, out
+        assert f"{gutted / 'summary.json'}: not a loadtest summary ('levels'" in err and len(err.splitlines()) == 1
+
+
+def test_records_of_another_kind_or_a_damaged_part_are_named(pair, tmp_path):
+    """Another Parquet table copied over requests.parquet was read as a run with no requests: ``analyze``
+    wrote "no request was measured" over a good summary, and ``compare`` named the merged file for a
+    damaged part file. Each is now one line naming the file, exit 2, and the folder is left as it was."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    _, base, same, _ = pair
+    other = tmp_path / "other"
+    shutil.copytree(same, other)
+    pq.write_table(pa.table({"wall": [1.0], "name": ["vllm:num_requests_running"], "value": [1.0]}),
+                   other / "requests.parquet")
+    before = (other / "summary.json").read_bytes()
+    code, _, err = cli("analyze", str(other))
+    assert code == 2 and f"{other / 'requests.parquet'}: not a loadtest records file (no column 'request_id'" in err
+    assert (other / "summary.json").read_bytes() == before
+    assert cli("compare", str(base), str(other))[0] == 2
+    parts = tmp_path / "parts"
+    shutil.copytree(same, parts)
+    (parts / "requests.parts").mkdir()
+    (parts / "requests.parquet").rename(parts / "requests.parts" / "part-0000.parquet")
+    (parts / "requests.parts" / "part-0001.parquet").write_bytes(b"PAR1x")
+    code, _, err = cli("compare", str(base), str(parts))
+    assert code == 2 and f"candidate {parts / 'requests.parts' / 'part-0001.parquet'}: not a readable Parquet" in err
+
+
+def test_analyze_goes_on_without_unreadable_server_metrics_and_names_a_bad_slo_in_run_json(pair, tmp_path):
+    """A damaged server_metrics.parquet was a traceback (the requests, the measurement, were never judged);
+    a bad limit in run.json's scenario was a line that did not say which file holds it."""
+    _, _, same, _ = pair
+    run = tmp_path / "run"
+    shutil.copytree(same, run)
+    (run / "server_metrics.parquet").write_bytes(b"")
+    code, out, err = cli("analyze", str(run))
+    assert code == 0 and "Traceback" not in err, err
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["levels"] and any("server_metrics.parquet) could not be read" in w for w in summary["warnings"])
+    meta = json.loads((run / "run.json").read_text())
+    meta["scenario"]["slo"] = {"itl_ms": {"p95": -1}}
+    (run / "run.json").write_text(json.dumps(meta))
+    code, _, err = cli("analyze", str(run))
+    assert code == 2 and f"{run / 'run.json'}: scenario.slo.itl_ms.p95" in err
+
+
 def test_new_summaries_carry_the_fingerprint(pair):
     _, base, _, _ = pair
     summary = json.loads((base / "summary.json").read_text())
@@ -305,6 +365,18 @@ def test_history_names_a_run_it_skips_for_want_of_a_summary_or_records(pair, tmp
     code, _, err = cli("history", str(root), str(tmp_path / "runs"), "--html", str(tmp_path / "h.html"))
     assert code == 0, err
     assert f"loadtest history: skipped {empty}: no records" in err, err
+
+
+def test_history_says_why_a_run_was_not_compared_with_the_previous_one(pair, tmp_path):
+    """The table's ``vs_previous`` said "error" and nothing said which error."""
+    root, base, same, _ = pair
+    runs = tmp_path / "runs"
+    shutil.copytree(base, runs / "a")
+    shutil.copytree(same, runs / "b")
+    (runs / "b" / "requests.parquet").write_bytes(b"")
+    code, out, err = cli("history", str(runs), "--html", str(tmp_path / "h.html"))
+    assert code == 0, err
+    assert f"b: not compared with the previous run: candidate {runs / 'b' / 'requests.parquet'}: not a readable" in out
 
 
 def test_run_refuses_gate_flags_without_a_baseline_and_a_missing_baseline(tmp_path):
