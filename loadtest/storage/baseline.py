@@ -122,6 +122,17 @@ class _Folder:
             (self.path / rel).unlink(missing_ok=True)
 
 
+def _json_object(folder: _Folder, rel: str) -> dict:
+    """``rel`` in ``folder`` as a JSON object, or one line saying it is not one."""
+    try:
+        data = json.loads(folder.read(rel))
+    except (ValueError, UnicodeDecodeError) as err:
+        raise InputError(f"{folder}/{rel}: not valid JSON ({err}); not promoted") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{folder}/{rel}: expected a JSON object; not promoted")
+    return data
+
+
 def _cmd_exists(args: argparse.Namespace) -> int:
     return 0 if RUN_JSON in _Folder(args.dir).files() else 1
 
@@ -134,11 +145,16 @@ def _cmd_promote(args: argparse.Namespace) -> int:
     files = src.files()
     if RUN_JSON not in files:
         raise InputError(f"{src}: not a run folder (no {RUN_JSON})")
-    run = normalized(json.loads(src.read(RUN_JSON)))
-    if not run.get("complete"):
+    run = _json_object(src, RUN_JSON)
+    if not normalized(run).get("complete"):
         raise InputError(f"{src}: the run did not complete; an interrupted run is never a baseline")
     if "summary.json" not in files:
         raise InputError(f"{src}: no summary.json (the run was not analyzed)")
+    # every later night compares against these files: a baseline its gate cannot read fails them all
+    if not isinstance(_json_object(src, "summary.json").get("levels"), list):
+        raise InputError(f"{src}/summary.json: not a loadtest summary (no 'levels'); not promoted")
+    if "requests.parquet" not in files and not any(f.startswith("requests.parts/") for f in files):
+        raise InputError(f"{src}: no records (requests.parquet); a baseline is judged from its records; not promoted")
     keep = [f for f in files if f == "summary.json" or (f.endswith(".parquet") and "/" not in f)]
     if "requests.parquet" not in keep:
         keep += [f for f in files if f.startswith("requests.parts/")]  # a run whose merge failed: its parts

@@ -291,7 +291,7 @@ def test_promote_refuses_an_interrupted_run_and_replaces_the_old_baseline_whole(
     run, baseline = tmp_path / "night", tmp_path / "baseline"
     run.mkdir()
     (run / "run.json").write_text(json.dumps({"complete": False}))
-    (run / "summary.json").write_text("{}")
+    (run / "summary.json").write_text('{"levels": []}')
     refused = loadtest("baseline", "promote", str(run), str(baseline))
     assert refused.returncode == 2 and "did not complete" in refused.stderr and not baseline.exists()
     assert loadtest("baseline", "exists", str(baseline)).returncode == 1
@@ -318,7 +318,7 @@ def _write_parquet(path: Path) -> None:
 def _finished_run(folder: Path) -> Path:
     folder.mkdir(parents=True)
     (folder / "run.json").write_text(json.dumps({"complete": True}))
-    (folder / "summary.json").write_text("{}")
+    (folder / "summary.json").write_text('{"levels": []}')
     _write_parquet(folder / "requests.parquet")
     return folder
 
@@ -375,6 +375,34 @@ def test_promote_refuses_a_truncated_parquet_and_keeps_the_old_baseline(tmp_path
     assert "requests.parquet: not a readable Parquet file" in refused.stderr and "Traceback" not in refused.stderr
     assert {p.name: p.read_bytes() for p in baseline.iterdir()} == kept
     assert loadtest("baseline", "exists", str(baseline)).returncode == 0
+
+
+@pytest.mark.untimed
+@pytest.mark.parametrize("damage, said", [
+    ("summary", "summary.json: not valid JSON"),
+    ("levels", "summary.json: not a loadtest summary (no 'levels')"),
+    ("records", "no records (requests.parquet)"),
+    ("run.json", "run.json: not valid JSON"),
+])
+def test_promote_refuses_a_run_the_gate_could_not_read_and_keeps_the_old_baseline(tmp_path, damage, said):
+    """A corrupt summary, one without levels or a run without records was promoted, and every later
+    night's compare then refused the baseline (exit 2): the gate stayed red until someone looked."""
+    baseline = tmp_path / "baseline"
+    assert loadtest("baseline", "promote", str(_finished_run(tmp_path / "old")), str(baseline)).returncode == 0
+    kept = {p.name: p.read_bytes() for p in baseline.iterdir()}
+    run = _finished_run(tmp_path / "night")
+    if damage == "summary":
+        (run / "summary.json").write_text('{"format": 1, "name": ')
+    elif damage == "levels":
+        (run / "summary.json").write_text('{"capacity": {"concurrency": 4}}')
+    elif damage == "records":
+        (run / "requests.parquet").unlink()
+    else:
+        (run / "run.json").write_text("[")
+    refused = loadtest("baseline", "promote", str(run), str(baseline))
+    assert refused.returncode == 2 and said in refused.stderr and "Traceback" not in refused.stderr, refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    assert {p.name: p.read_bytes() for p in baseline.iterdir()} == kept
 
 
 @pytest.mark.untimed
