@@ -89,11 +89,13 @@ def level_caveats(levels: Sequence[LevelResult], slo: SloSpec, min_complete: int
         )
     low: dict[str, list[float]] = defaultdict(list)
     empty: dict[str, list[float]] = defaultdict(list)
+    answered: dict[str, bool] = defaultdict(bool)  # did any of those levels have a request that succeeded?
     for lv in levels:
         for check in lv.checks:
             key = f"{check.class_name}.{check.name}" if check.class_name else check.name  # per class
             if check.verdict == "no_data" and lv.requests:
                 empty[key].append(lv.load)
+                answered[key] |= lv.errors < lv.requests
             elif check.low_n and _low_n_matters(check):
                 low[key].append(lv.load)
     for name, at in low.items():
@@ -114,7 +116,10 @@ def level_caveats(levels: Sequence[LevelResult], slo: SloSpec, min_complete: int
             "the percentile is close to the largest sample; lengthen the levels"
         )
     for name, at in empty.items():
-        hint = " (every response arrived in a single chunk?)" if name.startswith("itl_ms") else ""
+        if not answered[name]:
+            hint = " (every request there failed)"
+        else:
+            hint = " (every response arrived in a single chunk?)" if name.startswith("itl_ms") else ""
         out.append(f"{name} has no samples at {unit} {_levels(at)}{hint}; those levels are uncertain")
     nodata = [lv.load for lv in levels if lv.status == "no_data"]
     if nodata:

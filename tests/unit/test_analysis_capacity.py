@@ -245,3 +245,15 @@ def test_a_look_decision_is_not_carried_to_other_slos_or_over_a_certain_result()
     loose = SloSpec.from_dict({"ttft_ms": {"p95": 300}, "max_error_rate": 0.5})
     run["scenario"]["slo"] = {"ttft_ms": {"p95": 300}, "max_error_rate": 0.5}
     assert analyze(frame, run, loose).levels[1].status == "fail"
+
+
+def test_a_level_where_every_request_failed_is_not_blamed_on_single_chunk_answers():
+    """With the server gone (every request refused) ITL has no samples; the warning asked whether
+    every response arrived in a single chunk, which sends a reader after the wrong cause."""
+    analysis = sweep([1, 2], {"itl_ms": {"p95": 45}}, fail_every={2: 1})
+    said = [w for w in analysis.warnings if w.startswith("itl_ms.p95 has no samples")]
+    assert said and "every request there failed" in said[0] and "single chunk" not in said[0], analysis.warnings
+    levels = level_plan([1], 10.0)  # answers of one chunk each: no gaps and no failures, the hint's own case
+    rows = closed_loop_rows(0, 1, levels[0]["start_wall"], 8.0, chunks=1)
+    analysis = analyze(to_frame(rows), run_dict(levels), SloSpec.from_dict({"itl_ms": {"p95": 45}}))
+    assert any("single chunk" in w for w in analysis.warnings), analysis.warnings
