@@ -132,16 +132,20 @@ def build_table(analysis: Analysis) -> Table:
         users = Text(f"{level.load:g}" + (" r" if level.refine else ""))
         if capacity is not None and level.load == capacity:
             users.stylize("bold")
+        # A level without a measured request (a run stopped as it began) has, at most, figures of
+        # requests the stop cut and of the previous level's ending: not this load's, so not shown
+        # beside "no data" (the report leaves such levels out too; summary.json keeps them).
+        shown = level.status != "no_data"
         table.add_row(
             *((f"{level.speedup:g}×",) if replay else ()),
             users,
             *(_open_loop_cells(level) if open_loop else ()),
             str(level.requests),
             _errors_cell(level),
-            *(_latency_cell(level, m, percentiles[m]) for m in metrics),
-            *((_rate(level.input_tokens_per_s, ".0f"), _rate(level.items_per_s, ".1f")) if unary
-              else (_rate(level.output_tokens_per_s, ".0f"),)),
-            _rate(level.goodput_rps, ".2f"),
+            *((_latency_cell(level, m, percentiles[m]) if shown else Text("–", style="dim")) for m in metrics),
+            *(((_rate(level.input_tokens_per_s, ".0f"), _rate(level.items_per_s, ".1f")) if unary
+               else (_rate(level.output_tokens_per_s, ".0f"),)) if shown else ("–",) * (2 if unary else 1)),
+            _rate(level.goodput_rps if shown else None, ".2f"),
             *((_valid_cell(level),) if structured else ()),
             ran_cell(level.decision),
             _verdict_cell(level),

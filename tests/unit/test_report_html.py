@@ -58,3 +58,24 @@ def test_refine_probes_get_unlabelled_ticks_and_crowded_labels_are_thinned():
     kept = thin_log_ticks(list(range(10, 201, 10)), 1.3)
     assert kept[0] == 10 and kept[-1] == 200 and len(kept) < 20
     assert all(b / a >= 10 ** (0.07 * 1.3) - 1e-9 for a, b in zip(kept, kept[1:]))
+
+
+def test_terminal_shows_no_figures_for_a_level_without_a_measured_request():
+    """A run stopped just after a level began: that level's only records are the requests the stop
+    cut (they had their first token) while the previous level's last requests ended in its window.
+    The table printed their TTFT and the previous level's goodput beside "no data"."""
+    from support.synthetic import closed_loop_rows, request_row
+
+    levels = level_plan([1, 2], 10.0)
+    rows = closed_loop_rows(0, 1, levels[0]["start_wall"], 10.0, ttft_ms=35.0, itl_ms=10.0)
+    for user in range(2):  # level 2: both users cut 0.3 s in, after their first chunk
+        rows.append(request_row(request_id=f"cut-{user}", level=2, level_index=1, user=user,
+                                start_wall=levels[1]["start_wall"] + 0.01, chunk_ms=[35.0, 45.0], e2e_ms=300.0,
+                                ok=False, error_kind="cancelled", error="stopped"))
+    analysis = analyze(to_frame(rows), run_dict(levels), SloSpec.from_dict({"ttft_ms": {"p95": 500}}))
+    cut = analysis.levels[1]
+    assert cut.status == "no_data" and cut.ttft_ms.n == 2  # the samples are kept (summary.json has them)
+    console = Console(file=io.StringIO(), width=160, record=True, color_system=None)
+    print_summary(analysis, console)
+    row = next(line for line in console.export_text().splitlines() if line.strip().startswith("2 ") and "no data" in line)
+    assert "35" not in row and row.count("–") >= 5, row
