@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Callable, NoReturn
 
 
@@ -15,6 +16,8 @@ def positive(kind: type) -> Callable[[str], float]:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected {noun}; got {text!r}") from None
+        if not math.isfinite(value):  # nan and inf: no duration, rate or count of either exists
+            raise argparse.ArgumentTypeError(f"expected a finite number; got {text!r}")
         if not value > 0:
             raise argparse.ArgumentTypeError(f"must be positive; got {text!r}")
         return value

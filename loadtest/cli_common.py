@@ -7,6 +7,7 @@ prints after the flag's name, so a bad value is one line and exit 2.
 from __future__ import annotations
 
 import argparse
+import math
 
 from loadtest.argtypes import positive
 
@@ -63,6 +64,8 @@ def fraction(text: str) -> float:
         value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a fraction like 0.2 or a percentage like 20%; got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a fraction like 0.2 or a percentage like 20%; got {text!r}")
     if not raw.endswith("%") and value > 1:
         raise argparse.ArgumentTypeError(f"a fraction must be at most 1 (for a percentage write {text}%); got {text!r}")
     if not 0 <= value < 1:
