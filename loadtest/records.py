@@ -208,11 +208,12 @@ def replace_text(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
     try:
         tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
     except OSError as err:
         tmp.unlink(missing_ok=True)
-        err.filename = err.filename or str(path)
+        # name the file being written (a folder in its place, a full disk), not the temporary
+        err.filename, err.filename2 = str(path), None
         raise
-    os.replace(tmp, path)
 
 
 def count_records(run_dir: Path) -> int:

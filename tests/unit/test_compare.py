@@ -330,6 +330,18 @@ def test_analyze_goes_on_without_unreadable_server_metrics_and_names_a_bad_slo_i
     assert code == 2 and f"{run / 'run.json'}: scenario.slo.itl_ms.p95" in err
 
 
+def test_analyze_names_a_summary_it_cannot_replace_and_leaves_no_temporary(pair, tmp_path):
+    """A folder where summary.json should be: the line named summary.json.tmp and left it behind."""
+    _, _, same, _ = pair
+    run = tmp_path / "run"
+    shutil.copytree(same, run)
+    (run / "summary.json").unlink()
+    (run / "summary.json").mkdir()
+    code, _, err = cli("analyze", str(run))
+    assert code == 2 and f"{run / 'summary.json'}: is a directory" in err, err
+    assert ".tmp" not in err and not (run / "summary.json.tmp").exists()
+
+
 def test_new_summaries_carry_the_fingerprint(pair):
     _, base, _, _ = pair
     summary = json.loads((base / "summary.json").read_text())
