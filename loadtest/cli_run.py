@@ -15,7 +15,7 @@ import logging
 import sys
 from pathlib import Path
 
-from loadtest.argtypes import port_number
+from loadtest.argtypes import non_empty, port_number
 from loadtest.cli_common import (
     add_autoscaling_args, autoscaling_overrides, levels_arg, non_negative_float, positive_float, positive_int, rates_arg,
 )
@@ -150,7 +150,7 @@ def add_run_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="run a scenario: rising concurrency, per-chunk records, capacity")
     p.add_argument("scenario", help="scenario YAML file")
     p.add_argument("--target", help="override target.base_url (e.g. http://127.0.0.1:8000/v1)")
-    p.add_argument("--model", help="override target.model")
+    p.add_argument("--model", type=non_empty, help="override target.model")
     p.add_argument("--out", type=path_arg, help="run folder (default reports/<name>-<UTC timestamp>/); s3://bucket/prefix/ "
                    "puts it under the prefix (written locally, uploaded as it grows)")
     p.add_argument("--levels", type=levels_arg, help="override load levels, e.g. 1,2,4,8")
@@ -196,6 +196,6 @@ def add_run_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--master-timeout", type=positive_float, default=5.0, metavar="S",
                    help="stop the users and exit (code 4) after this long without the master's heartbeat (default 5)")
     p.add_argument("--target", help="override target.base_url")
-    p.add_argument("--model", help="override target.model")
+    p.add_argument("--model", type=non_empty, help="override target.model")
     add_worker_flags(p)
     p.set_defaults(func=_cmd_worker)

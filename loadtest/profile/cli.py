@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from loadtest.argtypes import non_negative_int, positive
+from loadtest.argtypes import non_empty, non_negative_int, positive
 from loadtest.errors import InputError
 from loadtest.profile.plan import ProfilePlan
 from loadtest.scenario import load_scenario
@@ -20,7 +20,7 @@ def add_profile_command(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("profile", help="measure the prefill and decode curves: why it is slow, and what bounds it")
     p.add_argument("scenario", help="scenario YAML file (its target, auth, hardware: and model:; its load is not used)")
     p.add_argument("--target", help="override target.base_url")
-    p.add_argument("--model", help="override target.model")
+    p.add_argument("--model", type=non_empty, help="override target.model")
     p.add_argument("--out", type=Path, help="profile folder (default reports/<name>-profile-<UTC timestamp>/)")
     g = p.add_argument_group("the load plan")
     g.add_argument("--max-prompt-tokens", type=_positive_int, default=d.max_prompt_tokens, metavar="N",

@@ -152,6 +152,14 @@ class Target(_Strict):
             raise ValueError("has port 0 (expected 1-65535)")
         return v.rstrip("/")
 
+    @field_validator("model")
+    @classmethod
+    def _named_model(cls, v: str) -> str:
+        # every request names it; an empty one is a 400 from the server after the run has started
+        if not v.strip():
+            raise ValueError("must not be empty (the model name the server serves)")
+        return v
+
     @field_validator("headers", "headers_env", "query")
     @classmethod
     def _one_line_values(cls, v: dict[str, str]) -> dict[str, str]:

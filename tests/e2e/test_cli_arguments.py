@@ -48,6 +48,7 @@ CASES = [
     (["--rates", "1,nan"], "--rates", "must be positive"),
     (["--repeat", "0"], "--repeat 0", "expected 1 to 50 runs"),
     (["--min-history", "0"], "--min-history", "at least 2 runs"),  # was checked after the run's load
+    (["--model", ""], "--model", "must not be empty"),  # was sent, and the server's 400 ended the run (exit 3)
 ]
 
 
