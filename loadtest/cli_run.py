@@ -31,7 +31,7 @@ from loadtest.export.flags import add_export_arguments, check_metrics_port, chec
 from loadtest.paths import output_folder
 from loadtest.redact import ScrubbingFormatter, install_for
 from loadtest.repeats import plan, warmup_default
-from loadtest.run import RunOptions, default_run_dir, run_scenario
+from loadtest.run import RunOptions, check_secret_env, default_run_dir, run_scenario
 from loadtest.scenario import load_scenario
 from loadtest.storage.glue import GATE_OUTPUTS, remote_io, staged_run
 from loadtest.storage.remote import path_arg
@@ -42,6 +42,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         target=args.target, model=args.model, levels=args.levels, rates=args.rates, level_duration_s=args.level_duration,
         server_metrics=False if args.no_server_metrics else None,
     )
+    check_secret_env(scenario)  # before a staged folder, an s3 download or any request
     # s3:// paths: the baseline is downloaded, the run folder staged locally and uploaded as it grows.
     with remote_io(args, inputs=("baseline", "history")), staged_run(args, scenario), remote_io(args, outputs=GATE_OUTPUTS):
         return _run_and_gate(args, scenario)
@@ -140,6 +141,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, handlers=[handler])
 
     scenario = load_scenario(args.scenario).with_overrides(target=args.target, model=args.model)
+    check_secret_env(scenario)  # before connecting to the master: a bad key would fail every request
     install_for(scenario.target, scenario.request_bodies())
     run_worker(scenario, args.master_host, args.master_port, args.master_timeout)
     return 0

@@ -52,8 +52,10 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from loadtest.analysis.stack import resolve
     from loadtest.profile.output import print_profile, profile_dict, write_profile_html, write_profile_json
     from loadtest.profile.runner import ProfileOptions, run_profile
+    from loadtest.run import check_secret_env
 
     scenario = load_scenario(args.scenario).with_overrides(target=args.target, model=args.model)
+    check_secret_env(scenario)  # before the profile folder and the server-facts requests
     if args.warmup >= args.decode_level_s or args.warmup >= args.prefill_s:
         raise InputError(f"--warmup {args.warmup:g}: must be shorter than --decode-level-s and --prefill-s")
     plan = ProfilePlan(
