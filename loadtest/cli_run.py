@@ -29,7 +29,7 @@ from loadtest.deploy.operator_flags import add_master_flags, add_worker_flags
 from loadtest.errors import InputError
 from loadtest.export.flags import add_export_arguments, check_metrics_port, check_port_free, push_after_run
 from loadtest.paths import output_folder
-from loadtest.redact import ScrubbingFormatter, install_for
+from loadtest.redact import ScrubbingFormatter, install_for, remember, url_secrets
 from loadtest.repeats import plan, warmup_default
 from loadtest.run import RunOptions, check_secret_env, default_run_dir, run_scenario
 from loadtest.scenario import load_scenario
@@ -72,6 +72,8 @@ def _run_and_gate(args: argparse.Namespace, scenario) -> int:
         raise InputError("--workers and --master: choose one (--workers starts local workers; --master waits for remote ones)")
     if args.metrics_port is not None:
         check_metrics_port(args.metrics_host, args.metrics_port)
+    if args.pushgateway:  # its URL was checked with the arguments; its user and password are secrets too
+        remember(*url_secrets(args.pushgateway))
     if args.master:  # locust's master would fail on a taken port with an RPCError traceback, after the start-up
         check_port_free("--master-bind-port", "" if args.master_bind_host == "*" else args.master_bind_host,
                         args.master_bind_port, interface_names=True)

@@ -185,6 +185,11 @@ def install_for(target: Any, bodies: Iterable[Any] = ()) -> Scrubber:
     return _active
 
 
+def remember(*values: str | None) -> None:
+    """Teach this process's scrubber secrets from outside the scenario (a ``--pushgateway`` URL's password)."""
+    _active.add(*values)
+
+
 def public_url(url: str) -> str:
     """A URL fit for run.json or a message: userinfo and token-like query values replaced, the rest as given.
 
