@@ -63,6 +63,17 @@ def port_number(text: str) -> int:
     return value
 
 
+def non_empty(text: str) -> str:
+    """An argparse type for a name that must be given, such as ``--model``.
+
+    ``--model "$MODEL"`` with the variable unset is ``--model ""``; without this check
+    the empty name was sent, and the server's 400 ended the run after its preflight.
+    """
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"must not be empty; got {text!r}")
+    return text
+
+
 class OneLineParser(argparse.ArgumentParser):
     """An argument parser whose mistakes are one line: the problem, and where the usage is.
 

@@ -15,7 +15,7 @@ import logging
 import sys
 from pathlib import Path
 
-from loadtest.argtypes import port_number
+from loadtest.argtypes import non_empty, port_number
 from loadtest.cli_common import (
     add_autoscaling_args, autoscaling_overrides, levels_arg, non_negative_float, positive_float, positive_int, rates_arg,
 )
@@ -29,9 +29,9 @@ from loadtest.deploy.operator_flags import add_master_flags, add_worker_flags
 from loadtest.errors import InputError
 from loadtest.export.flags import add_export_arguments, check_metrics_port, check_port_free, push_after_run
 from loadtest.paths import output_folder
-from loadtest.redact import ScrubbingFormatter, install_for
+from loadtest.redact import ScrubbingFormatter, install_for, remember, url_secrets
 from loadtest.repeats import plan, warmup_default
-from loadtest.run import RunOptions, default_run_dir, run_scenario
+from loadtest.run import RunOptions, check_secret_env, default_run_dir, run_scenario
 from loadtest.scenario import load_scenario
 from loadtest.storage.glue import GATE_OUTPUTS, remote_io, staged_run
 from loadtest.storage.remote import path_arg
@@ -42,6 +42,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         target=args.target, model=args.model, levels=args.levels, rates=args.rates, level_duration_s=args.level_duration,
         server_metrics=False if args.no_server_metrics else None,
     )
+    check_secret_env(scenario)  # before a staged folder, an s3 download or any request
     # s3:// paths: the baseline is downloaded, the run folder staged locally and uploaded as it grows.
     with remote_io(args, inputs=("baseline", "history")), staged_run(args, scenario), remote_io(args, outputs=GATE_OUTPUTS):
         return _run_and_gate(args, scenario)
@@ -71,6 +72,8 @@ def _run_and_gate(args: argparse.Namespace, scenario) -> int:
         raise InputError("--workers and --master: choose one (--workers starts local workers; --master waits for remote ones)")
     if args.metrics_port is not None:
         check_metrics_port(args.metrics_host, args.metrics_port)
+    if args.pushgateway:  # its URL was checked with the arguments; its user and password are secrets too
+        remember(*url_secrets(args.pushgateway))
     if args.master:  # locust's master would fail on a taken port with an RPCError traceback, after the start-up
         check_port_free("--master-bind-port", "" if args.master_bind_host == "*" else args.master_bind_host,
                         args.master_bind_port, interface_names=True)
@@ -140,6 +143,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, handlers=[handler])
 
     scenario = load_scenario(args.scenario).with_overrides(target=args.target, model=args.model)
+    check_secret_env(scenario)  # before connecting to the master: a bad key would fail every request
     install_for(scenario.target, scenario.request_bodies())
     run_worker(scenario, args.master_host, args.master_port, args.master_timeout)
     return 0
@@ -150,7 +154,7 @@ def add_run_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="run a scenario: rising concurrency, per-chunk records, capacity")
     p.add_argument("scenario", help="scenario YAML file")
     p.add_argument("--target", help="override target.base_url (e.g. http://127.0.0.1:8000/v1)")
-    p.add_argument("--model", help="override target.model")
+    p.add_argument("--model", type=non_empty, help="override target.model")
     p.add_argument("--out", type=path_arg, help="run folder (default reports/<name>-<UTC timestamp>/); s3://bucket/prefix/ "
                    "puts it under the prefix (written locally, uploaded as it grows)")
     p.add_argument("--levels", type=levels_arg, help="override load levels, e.g. 1,2,4,8")
@@ -196,6 +200,6 @@ def add_run_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--master-timeout", type=positive_float, default=5.0, metavar="S",
                    help="stop the users and exit (code 4) after this long without the master's heartbeat (default 5)")
     p.add_argument("--target", help="override target.base_url")
-    p.add_argument("--model", help="override target.model")
+    p.add_argument("--model", type=non_empty, help="override target.model")
     add_worker_flags(p)
     p.set_defaults(func=_cmd_worker)

@@ -27,9 +27,11 @@ from loadtest.client.stream import StreamingClient, client_for
 from loadtest.client.unary import UNARY_APIS
 from loadtest.client.wire import DROPPABLE, PATHS, Dialect, build_body
 from loadtest.errors import InputError, TargetError
+from loadtest.redact import public_url
 from loadtest.run_record import Preflight
 from loadtest.scenario import Scenario, typical_tokens
 from loadtest.scenario._structured import body_fields
+from loadtest.urls import request_url
 from loadtest.workload import Workload
 
 _PREFLIGHT_TOKENS = 8
@@ -193,7 +195,8 @@ def describe_adaptation(change: dict) -> str:
 
 def _raise_if_unusable(scenario: Scenario, rec: RequestRecord, tries: int) -> None:
     t = scenario.target
-    url = t.base_url + PATHS[t.api]
+    # the URL the request went to (the base's query after the path), its credentials redacted
+    url = public_url(request_url(t.base_url, PATHS[t.api], t.query))
     if rec.error_kind == "connect":
         raise TargetError(f"cannot reach {url}: {rec.error}")
     if rec.error_kind == "timeout":

@@ -26,7 +26,7 @@ import os
 import re
 import sys
 from typing import Any, Iterable, TextIO
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, unquote_plus, urlsplit, urlunsplit
 
 REDACTED = "<redacted>"
 
@@ -185,15 +185,35 @@ def install_for(target: Any, bodies: Iterable[Any] = ()) -> Scrubber:
     return _active
 
 
+def remember(*values: str | None) -> None:
+    """Teach this process's scrubber secrets from outside the scenario (a ``--pushgateway`` URL's password)."""
+    _active.add(*values)
+
+
 def public_url(url: str) -> str:
-    """A URL fit for run.json: userinfo and token-like query values replaced."""
-    return scrub(url) if not url_secrets(url) else _replace_all(url, url_secrets(url))
+    """A URL fit for run.json or a message: userinfo and token-like query values replaced, the rest as given.
+
+    Rebuilt part by part. Replacing each secret value wherever its text occurred also replaced
+    it where it was no secret: a user ``u`` in ``https``, a one-digit password in the port.
+    """
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # not a URL after all: the patterns still apply
+        return scrub(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, host = netloc.rsplit("@", 1)
+        netloc = (f"{REDACTED}:{REDACTED}" if ":" in userinfo else REDACTED) + "@" + host
+    query = "&".join(_public_param(p) for p in parts.query.split("&")) if parts.query else ""
+    return scrub(urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment)))
 
 
-def _replace_all(text: str, values: list[str]) -> str:
-    for v in sorted(values, key=len, reverse=True):
-        text = text.replace(v, REDACTED)
-    return scrub(text)
+def _public_param(param: str) -> str:
+    """One ``name=value`` of a query, its value replaced if it is a secret (by name or shape)."""
+    name, eq, value = param.partition("=")
+    if eq and query_secrets({unquote_plus(name): unquote_plus(value)}):
+        return f"{name}={REDACTED}"
+    return param
 
 
 class ScrubbingFormatter(logging.Formatter):

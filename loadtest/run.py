@@ -30,7 +30,7 @@ from loadtest.run_state import RunOptions, RunState, initial_record
 from loadtest.scenario import Scenario
 from loadtest.workload.image_server import serving_images
 
-__all__ = ["RunOptions", "RunOutcome", "RunState", "default_run_dir", "make_run_dir", "run_scenario"]
+__all__ = ["RunOptions", "RunOutcome", "RunState", "check_secret_env", "default_run_dir", "make_run_dir", "run_scenario"]
 
 
 def default_run_dir(scenario: Scenario, reports_dir: Path) -> Path:
@@ -66,6 +66,13 @@ def setup_file_logging(log_file: Path, guard: FolderGuard | None = None) -> None
         logger.propagate = False
 
 
+def check_secret_env(scenario: Scenario) -> None:
+    """Refuse a key or header variable whose value holds a control character, before any request (exit 2)."""
+    problem = scenario.target.env_value_problem()
+    if problem:
+        raise InputError(problem)
+
+
 def api_key_for(scenario: Scenario) -> str | None:
     env = scenario.target.api_key_env
     return os.environ.get(env) if env else None
@@ -89,6 +96,7 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
     from loadtest.redact import install_for
     from loadtest.workload import prepare
 
+    check_secret_env(scenario)  # the commands check it first; this is for every other caller
     prepare(scenario)  # a bad dataset is one line and exit 2, before any folder or load
     console = Console(stderr=True, soft_wrap=True)
     target = scenario.target

@@ -22,14 +22,13 @@ reset is the server's failure, as before.
 
 from __future__ import annotations
 
-import base64
 import errno
 import functools
 import socket
 import ssl
 import time
 from typing import Any, Mapping
-from urllib.parse import unquote, urlencode, urlsplit
+from urllib.parse import unquote, urlsplit
 
 import gevent
 import gevent.ssl
@@ -46,6 +45,7 @@ from loadtest.client.request_head import PrebuiltRequest
 from loadtest.client.tls_read import reactor_reads_tls, reactor_sockets
 from loadtest.client.unary import UNARY_APIS, send_unary
 from loadtest.client.wire import PATHS, Api, error_message
+from loadtest.urls import basic_auth, request_target
 
 _READ_SIZE = 65536
 _MAX_ERROR_BODY = 64 * 1024
@@ -82,9 +82,8 @@ class StreamingClient:
         if url.scheme not in ("http", "https") or not url.hostname:
             raise ValueError(f"not an http(s) URL: {base_url!r}")
         self.api = api
-        # The base URL's own query (``?api-version=…``) and target.query both go on every request.
-        params = [p for p in url.query.split("&") if p] + ([urlencode(dict(query))] if query else [])
-        self.path = (url.path or "") + PATHS[api] + ("?" + "&".join(params) if params else "")
+        # The base URL's own query (``?api-version=…``) and target.query both go on every request, after the path.
+        self.path = request_target(base_url, PATHS[api], query)
         self.timeout_s = timeout_s
         self.headers = {
             "Content-Type": "application/json",
@@ -95,8 +94,7 @@ class StreamingClient:
         if api_key:
             self.headers["Authorization"] = f"Bearer {api_key}"
         elif url.username is not None:  # https://user:password@host/v1: HTTP Basic, as curl does
-            token = base64.b64encode(f"{unquote(url.username)}:{unquote(url.password or '')}".encode()).decode()
-            self.headers["Authorization"] = f"Basic {token}"
+            self.headers["Authorization"] = basic_auth(unquote(url.username), unquote(url.password or ""))
         # TLS streams too are read by the reactor thread, unless LOADTEST_TLS_READS=greenlets (tls_read.py).
         self.use_reactor = use_reactor and (url.scheme == "http" or reactor_reads_tls())
         proxy = proxy_for(base_url)

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from loadtest.argtypes import non_empty
 from loadtest.errors import InputError
 
 # A cron line: five fields (Kubernetes also takes @daily and friends).
@@ -30,7 +31,7 @@ def add_arguments(sub: argparse._SubParsersAction, positive_int) -> None:
     r.add_argument("--schedule", default=DEFAULT_SCHEDULE, help=f"the nightly gate's cron line, UTC (default {DEFAULT_SCHEDULE!r})")
     r.add_argument("--image", default=DEFAULT_IMAGE, help=f"the image built from the Dockerfile (default {DEFAULT_IMAGE})")
     r.add_argument("--target", default=defaults.target_url, help="TARGET_URL in the settings ConfigMap")
-    r.add_argument("--model", default=defaults.model, help="MODEL in the settings ConfigMap")
+    r.add_argument("--model", type=non_empty, default=defaults.model, help="MODEL in the settings ConfigMap")
     r.add_argument("--results", default=defaults.results_url, metavar="URL",
                    help="RESULTS_URL: where run folders go, s3://bucket/prefix/ (default %(default)s)")
     r.set_defaults(func=_cmd_render)

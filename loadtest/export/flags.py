@@ -11,8 +11,10 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from loadtest.argtypes import port_number
+from loadtest.redact import public_url
 
 
 def add_export_arguments(p: argparse.ArgumentParser) -> None:
@@ -23,9 +25,11 @@ def add_export_arguments(p: argparse.ArgumentParser) -> None:
                         "verdicts) on this port while the run goes, on the master when distributed ($LOADTEST_METRICS_PORT)")
     g.add_argument("--metrics-host", default=os.environ.get("LOADTEST_METRICS_HOST", "127.0.0.1"),
                    help="interface for --metrics-port (default 127.0.0.1; 0.0.0.0 in a pod) ($LOADTEST_METRICS_HOST)")
-    g.add_argument("--pushgateway", default=os.environ.get("LOADTEST_PUSHGATEWAY") or None, metavar="URL",
+    gateway = os.environ.get("LOADTEST_PUSHGATEWAY") or None
+    g.add_argument("--pushgateway", type=_gateway_from(gateway), default=gateway, metavar="URL",  # argparse checks a str default
                    help="push the summary (capacity, per-level percentiles, verdicts) to this Prometheus Pushgateway "
-                        "when the run ends ($LOADTEST_PUSHGATEWAY)")
+                        "when the run ends, http(s)://[user:password@]host[:port]; a user and password are sent as "
+                        "HTTP Basic auth ($LOADTEST_PUSHGATEWAY)")
 
 
 def _port_from(env_value: str | None):
@@ -40,6 +44,43 @@ def _port_from(env_value: str | None):
             raise
 
     return metrics_port
+
+
+def _gateway_from(env_value: str | None):
+    """``pushgateway_url``, whose error names $LOADTEST_PUSHGATEWAY when the bad value came from there."""
+
+    def pushgateway(text: str) -> str:
+        try:
+            return pushgateway_url(text)
+        except argparse.ArgumentTypeError as err:
+            if env_value is not None and text == env_value:
+                raise argparse.ArgumentTypeError(f"{err} (from $LOADTEST_PUSHGATEWAY)") from None
+            raise
+
+    return pushgateway
+
+
+def pushgateway_url(text: str) -> str:
+    """A Pushgateway URL the push can use, checked with the arguments, so before any load.
+
+    The push comes after the whole run: a URL that could never work (``notaurl``, a port
+    out of range) was found only then, the measured run's summary lost for it. The
+    message shows the URL with its credentials redacted.
+    """
+    shown = public_url(text)
+    expected = "expected http(s)://[user:password@]host[:port]"
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in text):
+        raise argparse.ArgumentTypeError(f"{shown!r}: must not contain spaces or control characters; {expected}")
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError as err:  # an unclosed IPv6 bracket, a port out of range or not a number
+        raise argparse.ArgumentTypeError(f"{shown!r}: not a valid URL ({err}); {expected}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise argparse.ArgumentTypeError(f"{shown!r}: {expected}")
+    if port == 0:
+        raise argparse.ArgumentTypeError(f"{shown!r}: port 0; {expected}")
+    return text
 
 
 def check_metrics_port(host: str, port: int) -> None:
@@ -82,13 +123,14 @@ def push_after_run(gateway: str, run_dir: Path) -> None:
     # prometheus_client: only when --push-gateway is given
     from loadtest.export.push import push_summary
 
+    shown = public_url(gateway)
     summary = Path(run_dir) / "summary.json"
     if not summary.is_file():
-        print(f"warning: --pushgateway {gateway}: no summary.json in {run_dir}; nothing pushed", file=sys.stderr)
+        print(f"warning: --pushgateway {shown}: no summary.json in {run_dir}; nothing pushed", file=sys.stderr)
         return
     try:
         push_summary(gateway, summary)
     except OSError as err:  # urllib's URLError and HTTPError are OSErrors
-        print(f"warning: --pushgateway {gateway}: the summary was not pushed ({err})", file=sys.stderr)
+        print(f"warning: --pushgateway {shown}: the summary was not pushed ({err})", file=sys.stderr)
         return
-    print(f"pushed the summary to {gateway}", file=sys.stderr)
+    print(f"pushed the summary to {shown}", file=sys.stderr)

@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from loadtest.urls import split_userinfo
+
 QUANTILES = {"p50": "0.5", "p90": "0.9", "p95": "0.95", "p99": "0.99"}
 LATENCIES = ("ttft", "itl", "tpot", "e2e")
 PUSHED_NAMES = ("loadtest_capacity", "loadtest_capacity_upper_bound", "loadtest_max_tested", "loadtest_capacity_verdict",
@@ -80,10 +82,23 @@ def summary_registry(summary: dict[str, Any]):
 
 
 def push_summary(gateway: str, summary_path: Path) -> None:
-    """Replace the group ``job=loadtest, scenario=<name>`` on the Pushgateway with this run's summary."""
+    """Replace the group ``job=loadtest, scenario=<name>`` on the Pushgateway with this run's summary.
+
+    A ``user:password@`` in the URL is sent as HTTP Basic auth (the Pushgateway's
+    ``--web.config.file`` basic auth), never left in the URL: urllib would take
+    ``user:password@host`` for the host name and ask the system resolver for it.
+    """
     # prometheus_client: only when --push-gateway is given
     from prometheus_client import push_to_gateway
+    from prometheus_client.exposition import basic_auth_handler, default_handler
+
+    url, userinfo = split_userinfo(gateway)
+
+    def handler(url: str, method: str, timeout: float | None, headers: list, data: bytes):
+        if userinfo is None:
+            return default_handler(url, method, timeout, headers, data)
+        return basic_auth_handler(url, method, timeout, headers, data, *userinfo)
 
     summary = json.loads(Path(summary_path).read_text())
-    push_to_gateway(gateway, job="loadtest", grouping_key={"scenario": summary.get("name") or "loadtest"},
-                    registry=summary_registry(summary), timeout=10)
+    push_to_gateway(url, job="loadtest", grouping_key={"scenario": summary.get("name") or "loadtest"},
+                    registry=summary_registry(summary), timeout=10, handler=handler)

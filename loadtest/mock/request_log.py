@@ -59,7 +59,8 @@ class RequestLog:
     def __init__(self, path: str) -> None:
         self._file: IO[bytes] = open(path, "ab", buffering=0)
 
-    def write(self, arrival: float, sink: TimedSink, outcome: str, prompt: str, model: str | None = None) -> None:
+    def write(self, arrival: float, sink: TimedSink, outcome: str, prompt: str, model: str | None = None,
+              path: str | None = None) -> None:
         end = time.perf_counter()
         first = sink.first_token
         line = {
@@ -70,6 +71,8 @@ class RequestLog:
             "outcome": outcome,
             "prompt": prompt,
             "model": model,  # the body's model: a class's override (a LoRA adapter) reaches the server
+            # the request target as received, query included: a base URL's ?api-version=… must come after the path
+            "path": path,
             # the wall clock of these stamps as of this line: a reader converting them to wall time
             # later would be off by any step of the wall clock in between (a VM's clock is stepped)
             "wall_offset": time.time() - end,

@@ -303,7 +303,7 @@ class MockService:
             outcome, dropped=sink.dropped, malformed=sink.malformed_sent
         )
         if logged is not None and self.request_log is not None:
-            self.request_log.write(logged[0], sink, outcome.value, logged[1], req.model)
+            self.request_log.write(logged[0], sink, outcome.value, logged[1], req.model, request.path_qs)
         # FINISHED: the engine wrote everything up to [DONE]; aiohttp writes the
         # last (empty) HTTP chunk when we return. ABORTED: the connection is
         # gone or was cut on purpose, and aiohttp's final write fails quietly.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from loadtest.argtypes import non_negative_int, positive
+from loadtest.argtypes import non_empty, non_negative_int, positive
 from loadtest.errors import InputError
 from loadtest.profile.plan import ProfilePlan
 from loadtest.scenario import load_scenario
@@ -20,7 +20,7 @@ def add_profile_command(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("profile", help="measure the prefill and decode curves: why it is slow, and what bounds it")
     p.add_argument("scenario", help="scenario YAML file (its target, auth, hardware: and model:; its load is not used)")
     p.add_argument("--target", help="override target.base_url")
-    p.add_argument("--model", help="override target.model")
+    p.add_argument("--model", type=non_empty, help="override target.model")
     p.add_argument("--out", type=Path, help="profile folder (default reports/<name>-profile-<UTC timestamp>/)")
     g = p.add_argument_group("the load plan")
     g.add_argument("--max-prompt-tokens", type=_positive_int, default=d.max_prompt_tokens, metavar="N",
@@ -52,8 +52,10 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from loadtest.analysis.stack import resolve
     from loadtest.profile.output import print_profile, profile_dict, write_profile_html, write_profile_json
     from loadtest.profile.runner import ProfileOptions, run_profile
+    from loadtest.run import check_secret_env
 
     scenario = load_scenario(args.scenario).with_overrides(target=args.target, model=args.model)
+    check_secret_env(scenario)  # before the profile folder and the server-facts requests
     if args.warmup >= args.decode_level_s or args.warmup >= args.prefill_s:
         raise InputError(f"--warmup {args.warmup:g}: must be shorter than --decode-level-s and --prefill-s")
     plan = ProfilePlan(

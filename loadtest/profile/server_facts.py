@@ -13,12 +13,17 @@ import json
 import os
 import urllib.request
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlsplit, urlunsplit
 
 from loadtest.analysis.stack import model_meta
+from loadtest.urls import basic_auth, request_url, split_userinfo
 
 
 def _get(url: str, headers: dict[str, str]) -> Any:
+    # urllib would take a URL's user:password@ for the host and ask the resolver for it
+    url, userinfo = split_userinfo(url)
+    if userinfo is not None and "Authorization" not in headers:
+        headers = {**headers, "Authorization": basic_auth(*userinfo)}
     request = urllib.request.Request(url, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=5) as resp:  # noqa: S310 - the scenario's own target
@@ -33,9 +38,7 @@ def read_server_facts(target: Any) -> dict[str, Any]:
     key = os.environ.get(target.api_key_env) if target.api_key_env else None
     if key:
         headers["Authorization"] = f"Bearer {key}"
-    query = ("?" + urlencode(target.query)) if target.query else ""
-    base = target.base_url.rstrip("/")
-    models = _get(f"{base}/models{query}", headers)
+    models = _get(request_url(target.base_url, "/models", target.query), headers)
     facts = model_meta(models)
     try:
         max_len = models["data"][0].get("max_model_len")  # vLLM
@@ -43,8 +46,9 @@ def read_server_facts(target: Any) -> dict[str, Any]:
             facts["n_ctx"] = max_len
     except (KeyError, IndexError, TypeError, AttributeError):
         pass
-    root = base[: -len("/v1")] if base.endswith("/v1") else base
-    props = _get(f"{root}/props{query}", headers)
+    parts = urlsplit(target.base_url)  # the base URL may carry a query: the path is cut, not the text
+    root = urlunsplit(parts._replace(path=parts.path.rstrip("/").removesuffix("/v1")))
+    props = _get(request_url(root, "/props", target.query), headers)
     if isinstance(props, dict):
         n_ctx = (props.get("default_generation_settings") or {}).get("n_ctx")
         if isinstance(n_ctx, int) and n_ctx > 0:

@@ -18,6 +18,19 @@ def _http(v: str) -> str:
     return v
 
 
+_CONTROL_NAMES = {"\n": "a newline", "\r": "a carriage return", "\t": "a tab"}
+
+
+def _control_character(value: str) -> str | None:
+    """The first control character of ``value``, described (which, and roughly where), or None."""
+    for i, c in enumerate(value):
+        if ord(c) < 32 or ord(c) == 127:
+            name = _CONTROL_NAMES.get(c, f"U+{ord(c):04X}")
+            # where, roughly: an index would tell the key's length
+            return f"{name} at the end" if i == len(value) - 1 else f"{name} inside it"
+    return None
+
+
 class PrometheusSource(_Strict):
     """``target.metrics.prometheus``: read the replicas' signals from a Prometheus server (query_range)."""
 
@@ -152,6 +165,14 @@ class Target(_Strict):
             raise ValueError("has port 0 (expected 1-65535)")
         return v.rstrip("/")
 
+    @field_validator("model")
+    @classmethod
+    def _named_model(cls, v: str) -> str:
+        # every request names it; an empty one is a 400 from the server after the run has started
+        if not v.strip():
+            raise ValueError("must not be empty (the model name the server serves)")
+        return v
+
     @field_validator("headers", "headers_env", "query")
     @classmethod
     def _one_line_values(cls, v: dict[str, str]) -> dict[str, str]:
@@ -172,6 +193,23 @@ class Target(_Strict):
     def secret_env_names(self) -> list[str]:
         """The environment variables whose values are secrets (scrubbed from every output)."""
         return [n for n in [self.api_key_env, *self.headers_env.values()] if n]
+
+    def env_value_problem(self) -> str | None:
+        """One line naming the first secret variable whose value no HTTP header can carry, else None.
+
+        A key saved with its newline (``echo $KEY > file`` into a Kubernetes Secret) passed
+        until the HTTP library refused the first request's header: exit 3, as if the target
+        were at fault, after the run folder was made. It is bad input, found before any
+        request. The line names the variable and the character, never the value.
+        """
+        named = [(self.api_key_env, "target.api_key_env")] if self.api_key_env else []
+        named += [(env, f"target.headers_env.{header}") for header, env in self.headers_env.items()]
+        for env, where in named:
+            bad = _control_character(os.environ.get(env) or "")
+            if bad:
+                return (f"${env} ({where}) holds a control character ({bad}), which an HTTP header cannot carry; "
+                        "set the variable without it (the value is not shown)")
+        return None
 
     def missing_env(self) -> list[str]:
         """Secret variables the scenario names that are not set."""

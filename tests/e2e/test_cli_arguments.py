@@ -50,6 +50,12 @@ CASES = [
     (["--traffic-growth", "inf"], "--traffic-growth", "expected a fraction"),  # said "write inf%"
     (["--repeat", "0"], "--repeat 0", "expected 1 to 50 runs"),
     (["--min-history", "0"], "--min-history", "at least 2 runs"),  # was checked after the run's load
+    (["--model", ""], "--model", "must not be empty"),  # was sent, and the server's 400 ended the run (exit 3)
+    # the push comes after the run: a URL that could never work was found only then
+    (["--pushgateway", "notaurl"], "--pushgateway: 'notaurl'", "expected http(s)://"),
+    (["--pushgateway", "http://u:sk-TRIALSECRET123@127.0.0.1:99999/"],
+     "--pushgateway: 'http://<redacted>:<redacted>@127.0.0.1:99999/'", "port out of range"),
+    (["--pushgateway", "http://h:0/"], "--pushgateway: 'http://h:0/'", "port 0"),
 ]
 
 
@@ -149,4 +155,32 @@ def test_a_bad_metrics_port_from_the_environment_names_the_variable(scenario, tm
     assert "--metrics-port" in result.stderr and "$LOADTEST_METRICS_PORT" in result.stderr, result.stderr
     given = loadtest("run", str(scenario), "--out", str(tmp_path / "run"), "--metrics-port", "abc", timeout=60)
     assert given.returncode == 2 and "$LOADTEST_METRICS_PORT" not in given.stderr, given.stderr
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("variable, where", [("LT_KEY", "target.api_key_env"), ("LT_HDR", "target.headers_env.api-key")])
+def test_a_secret_variable_with_a_newline_is_refused_before_any_request(tmp_path, variable, where):
+    """A key saved with its newline failed the preflight's header (exit 3), and the error printed the header."""
+    import os
+
+    path = write_scenario(tmp_path, "http://127.0.0.1:9/v1",
+                          target={"api_key_env": "LT_KEY", "headers_env": {"api-key": "LT_HDR"}})
+    env = {**os.environ, "LT_KEY": "sk-TRIALSECRET123", "LT_HDR": "hdrTRIALSECRET456"}
+    env[variable] += "\n"
+    for argv in (["run", str(path), "--out", str(tmp_path / "run")], ["worker", str(path), "--master-timeout", "1"]):
+        result = loadtest(*argv, env=env, timeout=60)
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert result.returncode == 2 and len(lines) == 1 and "Traceback" not in result.stderr, (argv[0], result.stderr)
+        assert f"${variable} ({where}) holds a control character (a newline at the end)" in lines[0], lines[0]
+        assert "TRIALSECRET" not in result.stderr + result.stdout
+    assert not (tmp_path / "run").exists()  # refused before the run folder, so before any request
+
+
+def test_a_bad_pushgateway_from_the_environment_names_the_variable(scenario, tmp_path):
+    import os
+
+    env = {**os.environ, "LOADTEST_PUSHGATEWAY": "pushgateway:9091"}
+    result = loadtest("run", str(scenario), "--out", str(tmp_path / "run"), env=env, timeout=60)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "--pushgateway: 'pushgateway:9091'" in result.stderr and "$LOADTEST_PUSHGATEWAY" in result.stderr, result.stderr
     assert not (tmp_path / "run").exists()

@@ -225,6 +225,40 @@ def test_a_pushgateway_that_is_down_costs_a_warning_not_the_run(tmp_path):
     assert push_after_run  # the function the command calls
 
 
+@pytest.mark.untimed
+def test_a_pushgateway_urls_user_and_password_are_sent_as_basic_auth(tmp_path):
+    """urllib took ``u:password@127.0.0.1`` for the host and asked the resolver for it (the password in a DNS query)."""
+    import base64
+    import http.server
+    import threading
+
+    from loadtest.export.push import push_summary
+
+    seen: list[tuple[str, str, str | None]] = []
+
+    class Gateway(http.server.BaseHTTPRequestHandler):
+        def do_PUT(self) -> None:  # noqa: N802 - http.server's name
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            seen.append((self.command, self.path, self.headers.get("Authorization")))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args) -> None:
+            pass
+
+    (tmp_path / "summary.json").write_text(json.dumps({"name": "x", "capacity": {}, "levels": []}))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Gateway)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port = server.server_address[1]
+        push_summary(f"http://push%40user:sk-TRIALSECRET123@127.0.0.1:{port}/", tmp_path / "summary.json")
+    finally:
+        server.shutdown()
+        server.server_close()
+    expected = "Basic " + base64.b64encode(b"push@user:sk-TRIALSECRET123").decode()
+    assert seen == [("PUT", "/metrics/job/loadtest/scenario/x", expected)]
+
+
 _FUNCS = {"histogram_quantile", "sum", "by", "rate", "avg", "time", "le", "level", "outcome", "label_values",
           "scenario", "model_name", "quantile", "metric", "verdict"}
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 
@@ -176,6 +177,32 @@ def test_unreachable_target_exits_3_before_any_level(tmp_path):
     assert "cannot reach http://127.0.0.1:9/v1/chat/completions" in lines[-1]
     assert "Traceback" not in result.stderr
     assert read_run_json(tmp_path / "run")["levels"] == []
+
+
+@pytest.mark.untimed
+def test_a_target_with_userinfo_and_a_query_is_named_by_the_url_requested(tmp_path):
+    """The line read ``…/v1?api_key=<redacted>/chat/completions``: the path pasted after the query."""
+    scenario = write_scenario(tmp_path, "http://u:pw-TRIALSECRET@127.0.0.1:9/v1?api_key=sk-TRIALSECRET123",
+                              target={"query": {"api-version": "2024-10-21"}})
+    result = loadtest("run", str(scenario), "--out", str(tmp_path / "run"))
+    assert result.returncode == 3, result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert ("cannot reach http://<redacted>:<redacted>@127.0.0.1:9/v1/chat/completions"
+            "?api_key=<redacted>&api-version=2024-10-21: ") in line, line
+    assert "TRIALSECRET" not in result.stderr + result.stdout
+
+
+@pytest.mark.untimed
+def test_a_base_urls_query_is_sent_after_the_path(tmp_path):
+    """What the mock received: the base URL's query, then target.query, after /v1/chat/completions."""
+    log = tmp_path / "requests.log"
+    with MockServer(["--decode-base-ms", "1", "--decode-per-seq-ms", "0", "--request-log", str(log)]) as mock:
+        scenario = write_scenario(tmp_path, mock.base_url + "?api_key=sk-TRIALSECRET123", target={"query": {"team": "perf"}},
+                                  load={"levels": [1], "level_duration_s": 1, "warmup_s": 0.2})
+        result = loadtest("run", str(scenario), "--out", str(tmp_path / "run"), timeout=120)
+    assert result.returncode == 0, result.stderr
+    paths = {json.loads(line)["path"] for line in log.read_text().splitlines()}
+    assert paths == {"/v1/chat/completions?api_key=sk-TRIALSECRET123&team=perf"}, paths
 
 
 @pytest.mark.untimed

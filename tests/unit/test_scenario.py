@@ -62,6 +62,9 @@ BAD = [
     ({"name": "x", "load": {"levels": [2, 2]}}, "load.levels: must rise from one level to the next (2 then 2: the sweep repeats)"),
     ({"name": "x", "load": {"rates": [1, 0.5]}}, "load.rates: must rise from one level to the next (1 then 0.5"),
     ({"name": "x"}, "load: is required"),
+    # every request names it: an empty one was sent, and the server's 400 ended the run after its preflight
+    ({"name": "x", "load": {"levels": [1]}, "target": {"model": ""}}, "target.model: must not be empty"),
+    ({"name": "x", "load": {"levels": [1]}, "target": {"model": "  "}}, "target.model: must not be empty"),
 ]
 
 
