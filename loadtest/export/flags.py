@@ -28,7 +28,7 @@ def add_export_arguments(p: argparse.ArgumentParser) -> None:
     gateway = os.environ.get("LOADTEST_PUSHGATEWAY") or None
     g.add_argument("--pushgateway", type=_gateway_from(gateway), default=gateway, metavar="URL",  # argparse checks a str default
                    help="push the summary (capacity, per-level percentiles, verdicts) to this Prometheus Pushgateway "
-                        "when the run ends, http(s)://[user:password@]host[:port]; a user and password are sent as "
+                        "when the run ends, http(s)://[user:password@]host[:port] or host:port; a user and password are sent as "
                         "HTTP Basic auth ($LOADTEST_PUSHGATEWAY)")
 
 
@@ -65,10 +65,15 @@ def pushgateway_url(text: str) -> str:
 
     The push comes after the whole run: a URL that could never work (``notaurl``, a port
     out of range) was found only then, the measured run's summary lost for it. The
-    message shows the URL with its credentials redacted.
+    message shows the URL with its credentials redacted. A bare ``host:port`` means
+    ``http://host:port``, as prometheus_client reads it.
     """
+    expected = "expected http(s)://[user:password@]host[:port] or host:port"
+    if "://" not in text:  # host:port, as prometheus_client takes it (and this flag always did): plain http
+        if ":" not in text.rsplit("@", 1)[-1]:  # a bare word ("notaurl") is a typo more often than a host
+            raise argparse.ArgumentTypeError(f"{public_url(text)!r}: {expected}")
+        text = "http://" + text
     shown = public_url(text)
-    expected = "expected http(s)://[user:password@]host[:port]"
     if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in text):
         raise argparse.ArgumentTypeError(f"{shown!r}: must not contain spaces or control characters; {expected}")
     try:

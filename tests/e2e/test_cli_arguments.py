@@ -11,6 +11,8 @@ without the twenty-line usage block before them.
 
 from __future__ import annotations
 
+import argparse
+
 import json
 import socket
 from pathlib import Path
@@ -179,8 +181,20 @@ def test_a_secret_variable_with_a_newline_is_refused_before_any_request(tmp_path
 def test_a_bad_pushgateway_from_the_environment_names_the_variable(scenario, tmp_path):
     import os
 
-    env = {**os.environ, "LOADTEST_PUSHGATEWAY": "pushgateway:9091"}
+    env = {**os.environ, "LOADTEST_PUSHGATEWAY": "pushgateway:99999"}
     result = loadtest("run", str(scenario), "--out", str(tmp_path / "run"), env=env, timeout=60)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
-    assert "--pushgateway: 'pushgateway:9091'" in result.stderr and "$LOADTEST_PUSHGATEWAY" in result.stderr, result.stderr
+    assert "--pushgateway: 'http://pushgateway:99999'" in result.stderr and "$LOADTEST_PUSHGATEWAY" in result.stderr, result.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_a_pushgateway_given_as_host_and_port_is_still_taken():
+    """``pushgateway:9091`` (a Service name and port, as prometheus_client reads it) always worked; it
+    still does, as plain http, while a bare word without a port stays a refused typo."""
+    from loadtest.export.flags import pushgateway_url
+
+    assert pushgateway_url("pushgateway:9091") == "http://pushgateway:9091"
+    assert pushgateway_url("u:pw@gw:9091") == "http://u:pw@gw:9091"
+    assert pushgateway_url("https://gw/") == "https://gw/"
+    with pytest.raises(argparse.ArgumentTypeError, match="'notaurl': expected"):
+        pushgateway_url("notaurl")
