@@ -71,6 +71,9 @@ def run_cost(analysis: Any) -> dict[str, Any] | None:
     if usd is None:
         return None
     level = _capacity_level(analysis)
+    # The price is per replica; a fleet's capacity and what it served are the whole fleet's. The fleet
+    # costs replicas × the price for what it served, and the forecast plans replicas of one share each.
+    replicas = max(1, int(getattr(analysis.autoscaling, "replicas", None) or 1))
     out: dict[str, Any] = {"usd_per_hour": usd, "capacity_concurrency": analysis.capacity.concurrency,
                            "capacity_rate_rps": analysis.capacity.rate_rps}
     if level is None:
@@ -78,7 +81,7 @@ def run_cost(analysis: Any) -> dict[str, Any] | None:
         out.update(usd_per_million_output_tokens=None, usd_per_million_tokens=None, usd_per_thousand_requests=None)
         return out
     served = served_at(analysis, level)
-    out.update(unit_cost(usd, served).to_dict())
+    out.update(unit_cost(usd * replicas, served).to_dict())
     out.update(goodput_rps=served.goodput_rps, good_output_tokens_per_s=served.good_output_tokens_per_s,
                good_prompt_tokens_per_s=served.good_prompt_tokens_per_s)
     options = run.get("cost_options") or {}
@@ -87,10 +90,10 @@ def run_cost(analysis: Any) -> dict[str, Any] | None:
     headroom = 0.2 if headroom is None else float(headroom)
     fc = None
     if options.get("peak_users") and analysis.capacity.concurrency:
-        fc = forecast(usd, analysis.capacity.concurrency, float(options["peak_users"]), unit="users",
+        fc = forecast(usd, analysis.capacity.concurrency / replicas, float(options["peak_users"]), unit="users",
                       headroom=headroom, daily_shape=shape)
     elif options.get("peak_rps") and served.goodput_rps > 0:
-        fc = forecast(usd, served.goodput_rps, float(options["peak_rps"]), unit="rps",
+        fc = forecast(usd, served.goodput_rps / replicas, float(options["peak_rps"]), unit="rps",
                       headroom=headroom, daily_shape=shape)
     out["forecast"] = fc.to_dict() if fc is not None else None
     return out

@@ -17,11 +17,13 @@ from loadtest.analysis.cost import change, forecast
 KEYS = ("usd_per_million_output_tokens", "usd_per_million_tokens", "usd_per_thousand_requests")
 
 
-def _forecast_for(cost: Mapping[str, Any], capacity: Any, unit: str, peak: float, shape: Any) -> dict[str, Any] | None:
+def _forecast_for(summary: Mapping[str, Any], capacity: Any, unit: str, peak: float, shape: Any) -> dict[str, Any] | None:
+    cost = summary["cost"]
     own = cost.get("forecast") or {}
     per = capacity if unit == "users" else cost.get("goodput_rps")
     if not per:
         return None
+    per = float(per) / max(1, int((summary.get("target") or {}).get("replicas") or 1))  # a fleet's: one replica's share
     headroom = own.get("headroom", 0.2)
     return forecast(cost["usd_per_hour"], float(per), peak, unit=unit, headroom=headroom, daily_shape=shape).to_dict()
 
@@ -43,8 +45,8 @@ def cost_change(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> di
     out["forecast"] = None
     if plan:
         shape = plan.get("daily_shape")
-        fb = _forecast_for(cb, cap_b, plan["unit"], plan["peak"], shape)
-        fc = _forecast_for(cc, cap_c, plan["unit"], plan["peak"], shape)
+        fb = _forecast_for(baseline, cap_b, plan["unit"], plan["peak"], shape)
+        fc = _forecast_for(candidate, cap_c, plan["unit"], plan["peak"], shape)
         if fb and fc:
             out["forecast"] = {
                 "unit": plan["unit"], "peak": plan["peak"],

@@ -203,3 +203,31 @@ def test_the_report_shows_each_replica_and_the_imbalance_per_level():
     assert "2 replicas against time" in page and "127.0.0.1:9000 running" in page
     assert "the balancer, not the servers, set the capacity" in page
     assert "Scraped 2 replicas (127.0.0.1:9000, 127.0.0.1:9001)" in page
+
+
+def test_a_fleets_cost_is_priced_per_replica_and_forecast_in_replicas_of_one_share():
+    """The price is per replica, the capacity a fleet's: 2 replicas holding 6 users together were
+    priced as one replica serving all of it (half the $/token), and the forecast planned replicas
+    of 6 users each (half the replicas a peak needs)."""
+    from loadtest.compare.cost import cost_change
+
+    requests, run, samples = _fleet_run([0.5, 0.5])
+    run["cost_options"] = {"usd_per_hour": 4.0, "peak_users": 36}
+    fleet = summary_dict(analyze(requests, run, SloSpec.from_dict(run["scenario"]["slo"]), server_samples=samples,
+                                 resamples=200))
+    single_run = json.loads(json.dumps(run))
+    single_run["server_metrics"] = {**run["server_metrics"], "urls": run["server_metrics"]["urls"][:1]}
+    one = samples[samples["replica"] == samples["replica"].iloc[0]].copy()
+    single = summary_dict(analyze(requests, single_run, SloSpec.from_dict(run["scenario"]["slo"]), server_samples=one,
+                                  resamples=200))
+    assert fleet["target"]["replicas"] == 2 and single["target"]["replicas"] == 1
+    assert fleet["capacity"]["concurrency"] == single["capacity"]["concurrency"] == 6
+    # the same tokens at twice the hourly cost
+    assert fleet["cost"]["usd_per_million_output_tokens"] == pytest.approx(
+        2 * single["cost"]["usd_per_million_output_tokens"])
+    # 36 users at 3 × 0.8 = 2.4 per replica: 15 replicas (one server holding 6: 6 × 0.8 = 4.8, 8 replicas)
+    assert fleet["cost"]["forecast"]["per_replica"] == pytest.approx(2.4)
+    assert fleet["cost"]["forecast"]["peak_replicas"] == 15 and single["cost"]["forecast"]["peak_replicas"] == 8
+    # compare re-plans each side in replicas of its own share
+    replan = cost_change(single, fleet)["forecast"]["replicas"]
+    assert replan == {"baseline": 8, "candidate": 15}
