@@ -46,6 +46,8 @@ CASES = [
     (["--levels", "1,,2"], "--levels", "expected comma-separated levels"),
     (["--levels", "4,2"], "--levels", "must rise from one level to the next"),
     (["--rates", "1,nan"], "--rates", "must be positive"),
+    (["--levels", "1,4,200000"], "--levels", "must be at most 100000; got 200000"),  # the scenario's bound
+    (["--rates", "1,1e9"], "--rates", "must be at most 100000; got 1e+09"),
     (["--repeat", "0"], "--repeat 0", "expected 1 to 50 runs"),
     (["--min-history", "0"], "--min-history", "at least 2 runs"),  # was checked after the run's load
 ]

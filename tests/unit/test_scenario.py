@@ -62,6 +62,11 @@ BAD = [
     ({"name": "x", "load": {"levels": [2, 2]}}, "load.levels: must rise from one level to the next (2 then 2: the sweep repeats)"),
     ({"name": "x", "load": {"rates": [1, 0.5]}}, "load.rates: must rise from one level to the next (1 then 0.5"),
     ({"name": "x"}, "load: is required"),
+    # past the bound on users and rates (MAX_USERS, MAX_RATE_RPS): a typo, named with its index
+    ({"name": "x", "load": {"levels": [1, 4, 10**20]}}, "load.levels[2]: must be at most 100000 users (got 100000000000000000000)"),
+    ({"name": "x", "load": {"start": 1, "step": 2, "max": 10**7}}, "load.max: must be at most 100000 users"),
+    ({"name": "x", "load": {"rates": [1, 1e6]}}, "load.rates[1]: must be at most 100000 requests/s (got 1000000)"),
+    ({"name": "x", "load": {"levels": [1], "max_in_flight": 10**6}}, "load.max_in_flight: must be at most 100000 users"),
 ]
 
 
