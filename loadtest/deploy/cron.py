@@ -37,7 +37,7 @@ def schedule_problem(text: str) -> str | None:
         return f"unknown macro {line!r}; expected five cron fields or one of {', '.join(map(repr, MACROS))}"
     fields = line.split()
     if len(fields) != 5:
-        return (f"expected five cron fields (minute hour day-of-month month day-of-week), e.g. '17 3 * * *', "
+        return (f"expected a cron line of five fields (minute hour day-of-month month day-of-week), e.g. '17 3 * * *', "
                 f"or a macro such as '@daily'; got {len(fields)} field{'s' if len(fields) != 1 else ''}")
     for field, (name, low, high, names, question) in zip(fields, _FIELDS):
         for item in field.split(","):
