@@ -144,7 +144,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
 
     scenario = load_scenario(args.scenario).with_overrides(target=args.target, model=args.model)
     install_for(scenario.target, scenario.request_bodies())
-    run_worker(scenario, args.master_host, args.master_port, args.master_timeout)
+    run_worker(scenario, args.master_host, args.master_port, args.master_timeout, master_wait_s=args.master_wait)
     return 0
 
 
@@ -199,6 +199,9 @@ def add_run_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--master-port", type=port_number, default=5557, help="the master's port (default 5557)")
     p.add_argument("--master-timeout", type=positive_float, default=5.0, metavar="S",
                    help="stop the users and exit (code 4) after this long without the master's heartbeat (default 5)")
+    p.add_argument("--master-wait", type=positive_float, default=None, metavar="S",
+                   help="exit (code 4) if no master has answered S seconds after start (default: --master-timeout); "
+                        "give more when workers start alongside the master (compose, Kubernetes)")
     p.add_argument("--target", help="override target.base_url")
     p.add_argument("--model", help="override target.model")
     add_worker_flags(p)
