@@ -10,9 +10,10 @@ import argparse
 import math
 
 from loadtest.argtypes import positive
+from loadtest.scenario import MAX_RATE_RPS, MAX_USERS, number_text
 
 
-def _sweep(text: str, parse: type, example: str, what: str) -> list:
+def _sweep(text: str, parse: type, example: str, what: str, most: float) -> list:
     """A comma-separated sweep (``1,2,4``): every part given, each a positive finite number, rising.
 
     ``1,,2`` is a typo, not the sweep 1,2; a sweep that falls or repeats has no capacity (the last
@@ -27,19 +28,23 @@ def _sweep(text: str, parse: type, example: str, what: str) -> list:
         raise argparse.ArgumentTypeError(f"expected comma-separated {what} like {example}; got {text!r}") from None
     if any(not (0 < value < float("inf")) for value in values):
         raise argparse.ArgumentTypeError(f"{what} must be positive; got {text!r}")
+    too_big = next((value for value in values if value > most), None)
+    if too_big is not None:  # the scenario's bound (loadtest/scenario/_base.py says why): a typo, not a plan
+        raise argparse.ArgumentTypeError(f"{what} must be at most {most:.0f}; got {number_text(too_big)} "
+                                         "(see 'Limits' in docs/scenarios.md)")
     falls = next((i for i in range(1, len(values)) if values[i] <= values[i - 1]), None)
     if falls is not None:
         raise argparse.ArgumentTypeError(f"{what} must rise from one level to the next; got {text!r} "
-                                         f"({values[falls - 1]:g} then {values[falls]:g})")
+                                         f"({number_text(values[falls - 1])} then {number_text(values[falls])})")
     return values
 
 
 def levels_arg(text: str) -> list[int]:
-    return _sweep(text, int, "1,2,4", "levels (users)")
+    return _sweep(text, int, "1,2,4", "levels (users)", MAX_USERS)
 
 
 def rates_arg(text: str) -> list[float]:
-    return _sweep(text, float, "1,2,4", "rates (requests/s)")
+    return _sweep(text, float, "1,2,4", "rates (requests/s)", MAX_RATE_RPS)
 
 
 positive_int = positive(int)  # (loadtest/argtypes.py, shared with the other option modules)

@@ -28,6 +28,7 @@ from loadtest.cost_cli import add_cost_args, cost_options
 from loadtest.deploy.operator_flags import add_master_flags, add_worker_flags
 from loadtest.errors import InputError
 from loadtest.export.flags import add_export_arguments, check_metrics_port, check_port_free, push_after_run
+from loadtest.load.cores import check_local_workers
 from loadtest.paths import output_folder
 from loadtest.redact import ScrubbingFormatter, install_for, remember, url_secrets
 from loadtest.repeats import plan, warmup_default
@@ -60,8 +61,10 @@ def _run_and_gate(args: argparse.Namespace, scenario) -> int:
             raise InputError(f"{', '.join(gate_flags)}: only with --baseline RUN_DIR (they configure the comparison)")
     if args.out is not None:
         output_folder(args.out, "--out")  # before any load, and never a NotADirectoryError after it
-    if args.workers < -1:
-        raise InputError(f"--workers {args.workers}: a number of local worker processes, or -1 for one per core")
+    if args.workers is not None:  # 0 or far more than the cores: one line before any process is spawned
+        warning = check_local_workers(args.workers)
+        if warning:
+            print(f"warning: {warning}", file=sys.stderr)
     master_only = [f for f, given in (("--expect-workers", args.expect_workers is not None),
                                       ("--master-bind-port", args.master_bind_port != 5557),
                                       ("--master-bind-host", args.master_bind_host != "*")) if given]
@@ -105,7 +108,7 @@ def _run_options(args: argparse.Namespace, out: Path, warmup: bool) -> RunOption
         out=out,
         refine=args.refine,
         rate_resolution=args.rate_resolution,
-        workers=args.workers,
+        workers=args.workers or 0,
         master=args.master,
         expect_workers=args.expect_workers or 1,
         master_bind_host=args.master_bind_host,
@@ -145,7 +148,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario).with_overrides(target=args.target, model=args.model)
     check_secret_env(scenario)  # before connecting to the master: a bad key would fail every request
     install_for(scenario.target, scenario.request_bodies())
-    run_worker(scenario, args.master_host, args.master_port, args.master_timeout)
+    run_worker(scenario, args.master_host, args.master_port, args.master_timeout, master_wait_s=args.master_wait)
     return 0
 
 
@@ -174,7 +177,8 @@ def add_run_commands(sub: argparse._SubParsersAction) -> None:
                      help="keep the web UI up this long after the report is written (default 120; Stop or Ctrl-C end it sooner)")
     add_export_arguments(p)
     dist = p.add_argument_group("distributed load (Locust master/workers)")
-    dist.add_argument("--workers", type=int, default=0, metavar="N", help="run a master plus N local worker processes (-1: one per core)")
+    dist.add_argument("--workers", type=int, default=None, metavar="N",
+                      help="run a master plus N local worker processes (-1: one per core; at most 4 per core)")
     dist.add_argument("--master", action="store_true", help="act as master and wait for workers started with 'loadtest worker'")
     dist.add_argument("--expect-workers", type=positive_int, default=None, metavar="N", help="with --master: workers to wait for (default 1)")
     dist.add_argument("--master-bind-host", default="*", help="with --master: interface to listen on (default all)")
@@ -199,6 +203,9 @@ def add_run_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--master-port", type=port_number, default=5557, help="the master's port (default 5557)")
     p.add_argument("--master-timeout", type=positive_float, default=5.0, metavar="S",
                    help="stop the users and exit (code 4) after this long without the master's heartbeat (default 5)")
+    p.add_argument("--master-wait", type=positive_float, default=None, metavar="S",
+                   help="exit (code 4) if no master has answered S seconds after start (default: --master-timeout); "
+                        "give more when workers start alongside the master (compose, Kubernetes)")
     p.add_argument("--target", help="override target.base_url")
     p.add_argument("--model", type=non_empty, help="override target.model")
     add_worker_flags(p)

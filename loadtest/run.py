@@ -93,10 +93,13 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
     from rich.console import Console
 
     from loadtest.load.orchestrate import check_file_descriptors
+    from loadtest.load.stopping import quiet_interrupts
     from loadtest.redact import install_for
     from loadtest.workload import prepare
 
     check_secret_env(scenario)  # the commands check it first; this is for every other caller
+    quiet_interrupts()  # a Ctrl-C in the preflight is the CLI's one line, not also gevent's two
+
     prepare(scenario)  # a bad dataset is one line and exit 2, before any folder or load
     console = Console(stderr=True, soft_wrap=True)
     target = scenario.target

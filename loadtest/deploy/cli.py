@@ -9,10 +9,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from loadtest.argtypes import non_empty
+from loadtest.deploy.cron import schedule_problem
 from loadtest.errors import InputError
 
-# A cron line: five fields (Kubernetes also takes @daily and friends).
-_CRON = re.compile(r"^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|(\S+\s+){4}\S+)$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
@@ -43,8 +42,15 @@ def _cmd_render(args: argparse.Namespace) -> int:
     from loadtest.scenario import load_scenario
 
     scenario = load_scenario(args.scenario)  # a bad scenario is one line, before any YAML is printed
-    if not _CRON.match(args.schedule.strip()):
-        raise InputError(f"--schedule {args.schedule!r}: expected a cron line of five fields, e.g. '0 3 * * *', or a macro such as '@daily'")
+    for flag, value in (("--image", args.image), ("--model", args.model), ("--schedule", args.schedule),
+                        ("--namespace", args.namespace), ("--target", args.target), ("--results", args.results)):
+        if value is not None and not value.strip():  # rendered as `image: ''`: a pod that never starts
+            raise InputError(f"{flag}: must not be empty")
+    if any(c.isspace() for c in args.image):
+        raise InputError(f"--image {args.image!r}: an image reference has no spaces (e.g. registry.example/loadtest:1.4)")
+    problem = schedule_problem(args.schedule)
+    if problem:
+        raise InputError(f"--schedule {args.schedule!r}: {problem}")
     if args.namespace is not None and not _DNS_LABEL.match(args.namespace):
         raise InputError(f"--namespace {args.namespace!r}: not a valid namespace (lower-case letters, digits and '-')")
     try:

@@ -184,7 +184,8 @@ def render_objects(scenario_text: str, secret_names: list[str], opts: RenderOpti
     }
     worker_args = [
         "worker", scenario_path, "--master-host", "loadtest-master", "--master-port", str(MASTER_PORT),
-        "--target", "$(TARGET_URL)", "--model", "$(MODEL)",
+        # the master pod binds after its preflight and warm-up: wait for it as long as it waits for us
+        "--master-wait", "600", "--target", "$(TARGET_URL)", "--model", "$(MODEL)",
     ]
     workers = {
         "apiVersion": "batch/v1", "kind": "Job", "metadata": _meta("loadtest-workers", opts, "worker"),

@@ -26,7 +26,7 @@ One module per idea:
 ``monitor``       the harness's own loop lag and CPU per level
 ``host``          the machine's load beside the client's own
 ``fdlimit``       enough file descriptors for the users
-``stopping``      users that really stop; ``ticks``: the shape ticked ten times a second
+``stopping``      users that really stop, a Ctrl-C gevent's hub does not print; ``ticks``: the shape ticked ten times a second
 ``backoff``       the pause after a refused connection or a 429
 ``master_watch``  a hand-started worker stops when its master is gone
 ``progress``      running figures from each batch; ``live``: the live terminal view

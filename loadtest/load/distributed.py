@@ -37,7 +37,7 @@ from loadtest.load.fdlimit import TooFewFileDescriptors, ensure_fds, users_per_p
 from loadtest.load.hold import measured_running
 from loadtest.load.levels import LevelClock, LevelSpan
 from loadtest.load.lost_workers import SpawnState, settle_losses
-from loadtest.load.master_watch import DEFAULT_MASTER_TIMEOUT_S, stop_without_master
+from loadtest.load.master_watch import DEFAULT_MASTER_TIMEOUT_S, give_up_without_master, stop_without_master
 from loadtest.load.monitor import SelfMonitor, merge_worker_health
 from loadtest.load.recorder import Recorder
 from loadtest.load.modes import load_mode
@@ -291,8 +291,12 @@ def check_worker_fds(max_users: int, workers: int) -> str | None:
     return None
 
 
-def run_worker(scenario: Scenario, master_host: str, master_port: int, master_timeout_s: float | None = None) -> int:
-    """Serve as a Locust worker until the master quits (or is silent ``master_timeout_s``). Returns the records sent."""
+def run_worker(scenario: Scenario, master_host: str, master_port: int, master_timeout_s: float | None = None,
+               *, master_wait_s: float | None = None) -> int:
+    """Serve as a Locust worker until the master quits (or is silent ``master_timeout_s``). Returns the records sent.
+
+    No master's answer within ``master_wait_s`` (default: ``master_timeout_s``) is exit 4 too.
+    """
     exit_with_master()
 
     prepare(scenario)  # read the datasets before connecting: users must not stall on the file
@@ -313,10 +317,11 @@ def run_worker(scenario: Scenario, master_host: str, master_port: int, master_ti
     user_class = make_user_class(scenario, clock, recorder, settings, scheduler)
     env = Environment(user_classes=[user_class], host=scenario.target.base_url, parsed_options=library_options())
     stop_users_reliably(env)
-    runner = env.create_worker_runner(master_host, master_port)
+    master, timeout_s = f"the master at {master_host}:{master_port}", master_timeout_s or DEFAULT_MASTER_TIMEOUT_S
+    with give_up_without_master(master_wait_s or timeout_s, describe=master):  # Locust's connect retries for 5 minutes
+        runner = env.create_worker_runner(master_host, master_port)
     holder["runner"] = runner
-    stop_without_master(env, runner, master_timeout_s or DEFAULT_MASTER_TIMEOUT_S,
-                        describe=f"the master at {master_host}:{master_port}")
+    stop_without_master(env, runner, timeout_s, describe=master)
     recorder.buffer.worker = runner.client_id
     settings.worker_seed = hash(runner.client_id) & 0xFFFF
 

@@ -12,6 +12,15 @@ the master's process, so it watches the master's answers instead: after
 ``timeout_s`` without one (default 5 s, five missed answers) it stops its users
 and exits with code 4. Its records of the last second have nowhere to go; the
 master that would have written them is gone.
+
+Before the first answer a bound holds too (:func:`give_up_without_master`):
+Locust's worker blocks in its constructor, retrying every 5 s up to 60 times (5
+minutes of ``retry N/60`` lines), so a worker pointed at the wrong host or port
+would wait that long for a master that is not there. It gives up after
+``--master-wait`` seconds (default ``--master-timeout``) instead, with one line and
+exit code 4. Where workers start alongside the master, which binds only after its
+preflight and warm-up (docker compose, the Kubernetes Jobs, the tests), they give
+``--master-wait`` a few minutes, so the short silence bound stays short.
 """
 
 from __future__ import annotations
@@ -19,10 +28,14 @@ from __future__ import annotations
 import logging
 import os
 import time
+from contextlib import contextmanager
+from typing import Iterator
 
 import gevent
 from locust.env import Environment
 from locust.runners import WorkerRunner
+
+from loadtest.errors import LoadtestError
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +43,30 @@ log = logging.getLogger(__name__)
 DEFAULT_MASTER_TIMEOUT_S = 5.0
 #: Exit code of a worker that stopped because its master went silent (README: exit codes).
 EXIT_MASTER_LOST = 4
+
+
+class MasterNeverAnswered(LoadtestError):
+    """No master answered within ``--master-timeout``. Exit code 4, as for one that went silent."""
+
+    exit_code = EXIT_MASTER_LOST
+
+
+@contextmanager
+def give_up_without_master(timeout_s: float, *, describe: str = "the master") -> Iterator[None]:
+    """Bound the wait for a master's first answer (Locust's connect, in the block) by ``timeout_s``.
+
+    A ``gevent.Timeout`` raises in the waiting greenlet itself, so the worker leaves Locust's retry
+    loop as one error the CLI prints; Locust's own give-up (a ``ConnectionError`` after its 60
+    retries) becomes the same error rather than a traceback.
+    """
+    error = MasterNeverAnswered(f"no answer from {describe} within {timeout_s:g} s (--master-wait, default "
+                                "--master-timeout): is the master running ('loadtest run --master'), and are the "
+                                "host and port its? If it starts later, give --master-wait more")
+    try:
+        with gevent.Timeout(timeout_s, error):
+            yield
+    except ConnectionError:
+        raise error from None
 
 
 def stop_without_master(env: Environment, runner: WorkerRunner, timeout_s: float = DEFAULT_MASTER_TIMEOUT_S,

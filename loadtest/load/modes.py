@@ -90,7 +90,7 @@ class ClosedLoop(LoadMode):
         return self.load.concurrency_levels()
 
     def describe(self) -> str:
-        return "levels " + ", ".join(f"{level:g}" for level in self.levels())
+        return "levels " + ", ".join(str(level) for level in self.levels())  # users, in full: never 1e+20
 
     def max_users(self) -> int:
         return max(self.levels())

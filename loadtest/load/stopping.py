@@ -55,3 +55,18 @@ def stop_users_reliably(environment: Any) -> None:
             kill_until_dead(list(runner.user_greenlets))
 
     environment.events.test_stopping.add_listener(on_stopping)
+
+
+def quiet_interrupts() -> None:
+    """Let a Ctrl-C outside the load (the preflight, the warm-up) reach the CLI without gevent's print.
+
+    A SIGINT that arrives while the main greenlet waits on a socket is raised in gevent's hub,
+    whose ``handle_error`` prints every exception that is not in ``NOT_ERROR``: here a bare
+    ``KeyboardInterrupt`` line and a timestamp (``2026-12-05T17:55:07Z``), before the CLI's own
+    ``loadtest run: interrupted``. Marking it not-an-error only stops the print: it is still a
+    ``SYSTEM_ERROR``, so the hub still throws it into the main greenlet, and the run ends with
+    exit 130 as before. (During the load, SIGINT only sets an event: orchestrate._stop_on_signals.)
+    """
+    hub = gevent.get_hub()
+    if not issubclass(KeyboardInterrupt, hub.NOT_ERROR):
+        hub.NOT_ERROR = (*hub.NOT_ERROR, KeyboardInterrupt)

@@ -20,13 +20,14 @@ from typing import Iterator
 
 import yaml
 
+from loadtest.load.cores import usable_cores
 from loadtest.load.distributed import PARENT_ENV, MasterSession
 from loadtest.scenario import Scenario
 
 
 def local_worker_count(workers: int) -> int:
-    """``--workers N`` (-1: one per core)."""
-    return (os.cpu_count() or 1) if workers < 0 else workers
+    """``--workers N`` (-1: one per core this process may use, as ``--workers`` is bounded by)."""
+    return usable_cores() if workers < 0 else workers
 
 
 def start_master(scenario, options, state, clock, recorder, monitor, settings, sink, on_level_change, console):
@@ -43,7 +44,7 @@ def start_master(scenario, options, state, clock, recorder, monitor, settings, s
     state.record.mode = "workers" if local else "master"
     console.print(f"waiting for {expected} worker(s) on {bind_host}:{bind_port}")
     with private_scenario_file(scenario) as scenario_file:
-        workers = spawn_workers(scenario_file, n_local, bind_port, state.run_dir) if local else []
+        workers = spawn_workers(scenario_file, n_local, bind_port, state.run_dir, options.worker_timeout_s) if local else []
         try:
             # Once connected, every worker has read the file: it can go.
             session.wait_for_workers(expected, options.worker_timeout_s)
@@ -75,15 +76,21 @@ def private_scenario_file(scenario: Scenario) -> Iterator[str]:
         os.unlink(path)
 
 
-def spawn_workers(path: str, n: int, port: int, run_dir: Path) -> list[subprocess.Popen]:
-    """Start ``n`` local ``loadtest worker`` processes on the scenario file ``path``."""
+def spawn_workers(path: str, n: int, port: int, run_dir: Path, wait_s: float = 60.0) -> list[subprocess.Popen]:
+    """Start ``n`` local ``loadtest worker`` processes on the scenario file ``path``.
+
+    Each waits for its master's first answer as long as the master waits for it (``wait_s``, the
+    run's ``--worker-timeout``): on a busy machine a worker's start can take seconds, and it should
+    not give up on a master that is listening already.
+    """
     procs = []
     env = {**os.environ, PARENT_ENV: str(os.getpid())}  # they stop the moment this process dies
     for i in range(n):
         log = open(run_dir / f"worker-{i}.log", "w")
         procs.append(
             subprocess.Popen(
-                [sys.executable, "-m", "loadtest", "worker", "--master-host", "127.0.0.1", "--master-port", str(port), path],
+                [sys.executable, "-m", "loadtest", "worker", "--master-host", "127.0.0.1", "--master-port", str(port),
+                 "--master-wait", f"{wait_s:g}", path],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
             )
         )

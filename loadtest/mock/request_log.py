@@ -11,9 +11,27 @@ write per request costs the engine time at high rates.
 from __future__ import annotations
 
 import time
-from typing import IO, Any, Callable
+from typing import IO, Any, Callable, TypeVar
 
 import orjson
+
+from loadtest.errors import InputError
+
+_Log = TypeVar("_Log")
+
+
+def open_log(flag: str, opener: Callable[[str], _Log], path: str | None) -> _Log | None:
+    """Open a log file an option names (None: not asked for), or one line naming the option.
+
+    Opened at start-up, before the mock listens: a directory or an unwritable path is a mistake in
+    the command line, said as ``--request-log runs/: is a directory`` (exit 2), not as a bare path.
+    """
+    if not path:
+        return None
+    try:
+        return opener(path)
+    except OSError as err:
+        raise InputError(f"{flag} {path}: {(err.strerror or str(err)).lower()}") from None
 
 
 def prompt_text(body: bytes, *, chat: bool) -> str:

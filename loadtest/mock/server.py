@@ -32,7 +32,7 @@ from loadtest.mock.engine import Engine, Outcome, Sequence
 from loadtest.mock.faults import FaultInjector, FaultPlan, middle_chunk
 from loadtest.mock.metrics import CLIENT_CLOSED, MockMetrics, render
 from loadtest.mock.parse import BadRequest, CompletionRequest, parse_request
-from loadtest.mock.request_log import RequestLog, TimedSink, prompt_text
+from loadtest.mock.request_log import RequestLog, TimedSink, open_log, prompt_text
 from loadtest.mock.stream import AliveSink, StreamSink
 from loadtest.mock.responses import ResponsesEncoder, parse_responses
 from loadtest.mock.structured import StructuredEncoder
@@ -87,8 +87,8 @@ class MockService:
         self.metrics = MockMetrics()
         self.started = int(time.time())
         self._auth = f"Bearer {config.api_key}" if config.api_key is not None else None
-        self.request_log = RequestLog(config.request_log) if config.request_log else None
-        self.arrival_log = ArrivalLog(config.arrival_log) if config.arrival_log else None
+        self.request_log = open_log("--request-log", RequestLog, config.request_log)
+        self.arrival_log = open_log("--arrival-log", ArrivalLog, config.arrival_log)
         #: Its own stream, so the other faults' draws stay as they were for a --seed.
         self._broken_rng = random.Random(f"broken-json-{config.seed}")
         self.prefix_cache = (

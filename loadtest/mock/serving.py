@@ -7,12 +7,13 @@ application can be built and tested without opening a socket.
 from __future__ import annotations
 
 import asyncio
+import errno
 import ssl
 from typing import Callable
 
 from aiohttp import web
 
-from loadtest.errors import InputError, LoadtestError
+from loadtest.errors import InputError
 from loadtest.mock.config import MockConfig
 from loadtest.mock.server import MockService
 
@@ -48,12 +49,20 @@ async def serve(
         try:
             await site.start()
         except OSError as err:
-            raise LoadtestError(
-                f"cannot listen on {config.host}:{config.port}: {err.strerror or err}"
-            ) from None
+            raise listen_error(config.host, config.port, err) from None
         port = int(runner.addresses[0][1])
         if on_ready is not None:
             on_ready(config.host, port)
         await stop.wait()
     finally:
         await runner.cleanup()
+
+
+def listen_error(host: str, port: int, err: OSError) -> InputError:
+    """A failed bind as the option to change: a taken or privileged port is ``--port``'s, anything else
+    (a name that does not resolve, an address this machine does not have) ``--host``'s. Exit 2, as any
+    bad option: the exit-code table has no 1 for a command that never started."""
+    reason = " ".join(str(err.strerror or err).split())
+    if err.errno in (errno.EADDRINUSE, errno.EACCES):
+        return InputError(f"--port {port}: cannot listen on {host}:{port}: {reason}")
+    return InputError(f"--host {host}: cannot listen on {host}:{port}: {reason}")

@@ -13,6 +13,7 @@ messages). The ``slo:`` block is the one SLO type the analysis uses too,
 """
 
 from loadtest.analysis.slo import SloSpec
+from loadtest.scenario._base import MAX_RATE_RPS, MAX_USERS, number_text
 from loadtest.scenario._errors import format_validation_error
 from loadtest.scenario._load import ClientLimits, Load
 from loadtest.scenario._model import Scenario, load_scenario, parse_scenario
@@ -29,6 +30,8 @@ from loadtest.scenario._workload import (
 
 
 __all__ = [
+    "MAX_RATE_RPS",
+    "MAX_USERS",
     "ClientLimits",
     "Conversation",
     "Dataset",
@@ -43,6 +46,7 @@ __all__ = [
     "Workload",
     "format_validation_error",
     "load_scenario",
+    "number_text",
     "parse_scenario",
     "typical_tokens",
 ]

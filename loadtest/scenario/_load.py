@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import field_validator, model_validator
 
-from loadtest.scenario._base import Int, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, _Strict
+from loadtest.scenario._base import Int, NonNegativeFloat, NonNegativeInt, PositiveFloat, Rate, Users, _Strict, number_text
 
 
 class ClientLimits(_Strict):
@@ -24,16 +24,16 @@ class ClientLimits(_Strict):
 
 
 class Load(_Strict):
-    levels: list[PositiveInt] | None = None
-    start: PositiveInt | None = None
+    levels: list[Users] | None = None
+    start: Users | None = None
     step: PositiveFloat | None = None
-    max: PositiveInt | None = None
+    max: Users | None = None
     step_mode: Literal["multiply", "add"] = "multiply"
     #: Open loop (load/open_loop.py): requests per second per level, or rate_start/rate_step/rate_max.
-    rates: list[PositiveFloat] | None = None
-    rate_start: PositiveFloat | None = None
+    rates: list[Rate] | None = None
+    rate_start: Rate | None = None
     rate_step: PositiveFloat | None = None
-    rate_max: PositiveFloat | None = None
+    rate_max: Rate | None = None
     #: Trace replay (load/trace_replay.py): each level replays workload.trace's window at this many
     #: times its own speed (arrival times / speedup), open loop.
     speedups: list[PositiveFloat] | None = None
@@ -42,7 +42,7 @@ class Load(_Strict):
     #: Gamma arrivals' shape: 1 is Poisson, below 1 burstier, above 1 more regular.
     burstiness: PositiveFloat | None = None
     #: Open loop: at most this many requests in flight; arrivals beyond it fail as ``dropped``.
-    max_in_flight: PositiveInt = 512
+    max_in_flight: Users = 512
     #: Seeds the open-loop arrival streams (each level and worker draws its own).
     arrival_seed: Int = 0
     level_duration_s: PositiveFloat = 30.0
@@ -64,7 +64,7 @@ class Load(_Strict):
         for before, after in zip(values or [], (values or [])[1:]):
             if after <= before:
                 word = "repeats" if after == before else "falls"
-                raise ValueError(f"must rise from one level to the next ({before:g} then {after:g}: the sweep {word})")
+                raise ValueError(f"must rise from one level to the next ({number_text(before)} then {number_text(after)}: the sweep {word})")
         return values
 
     @model_validator(mode="after")

@@ -44,12 +44,17 @@ CASES = [
     (["--master", "--master-bind-port", "0"], "--master-bind-port", "a port is 1 to 65535"),
     (["--master", "--master-bind-port", "{taken}"], "--master-bind-port {taken}", "address already in use"),
     (["--workers", "-3"], "--workers -3", "-1 for one per core"),
+    (["--workers", "0"], "--workers 0", "a positive number of local worker processes"),  # ran in one process
+    # far more than any machine's cores: spawned processes for seconds (51 in 15 s on 2 cores), no word
+    (["--workers", "100000"], "--workers 100000", "more workers than cores cannot add load"),
     (["--expect-workers", "4"], "--expect-workers", "only with --master"),
     (["--levels", "1,,2"], "--levels", "expected comma-separated levels"),
     (["--levels", "4,2"], "--levels", "must rise from one level to the next"),
     (["--rates", "1,nan"], "--rates", "must be positive"),
     (["--level-duration", "inf"], "--level-duration", "expected a finite number"),
     (["--traffic-growth", "inf"], "--traffic-growth", "expected a fraction"),  # said "write inf%"
+    (["--levels", "1,4,200000"], "--levels", "must be at most 100000; got 200000"),  # the scenario's bound
+    (["--rates", "1,1e9"], "--rates", "must be at most 100000; got 1e+09"),
     (["--repeat", "0"], "--repeat 0", "expected 1 to 50 runs"),
     (["--min-history", "0"], "--min-history", "at least 2 runs"),  # was checked after the run's load
     (["--model", ""], "--model", "must not be empty"),  # was sent, and the server's 400 ended the run (exit 3)
@@ -198,3 +203,15 @@ def test_a_pushgateway_given_as_host_and_port_is_still_taken():
     assert pushgateway_url("https://gw/") == "https://gw/"
     with pytest.raises(argparse.ArgumentTypeError, match="'notaurl': expected"):
         pushgateway_url("notaurl")
+
+
+def test_local_workers_past_the_cores_warn_then_are_refused():
+    """The bound is the machine's: a few past the cores is a warning, past 4 per core a mistake."""
+    from loadtest.errors import InputError
+    from loadtest.load.cores import check_local_workers
+
+    assert check_local_workers(2, cores=2) is None and check_local_workers(-1, cores=2) is None
+    assert "--workers 3 on 2 cores" in check_local_workers(3, cores=2)
+    assert check_local_workers(8, cores=2) is not None  # 4 × cores: still allowed
+    with pytest.raises(InputError, match=r"--workers 9: this machine has 2 cores.*at most 8"):
+        check_local_workers(9, cores=2)

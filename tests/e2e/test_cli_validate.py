@@ -42,6 +42,24 @@ def test_validate_command_exit_codes(tmp_path):
     assert out.returncode == 0, out.stderr
 
 
+def test_a_level_no_fleet_could_run_is_refused_by_validate_with_its_path(tmp_path):
+    """``levels: [1, 4, 99999999999999999999]`` passed validate (printed as ``1e+20``) and failed at run on
+    the open-file limit without the YAML path; the bound (docs/scenarios.md, Limits) refuses it here."""
+    huge = tmp_path / "huge.yaml"
+    huge.write_text("name: x\nload:\n  levels: [1, 4, 99999999999999999999]\n")
+    out = _cli("validate", str(huge))
+    assert out.returncode == 2, out.stdout
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in out.stderr, out.stderr
+    assert f"{huge}: load.levels[2]: must be at most 100000 users (got 99999999999999999999)" in lines[0]
+
+    at_bound = tmp_path / "big.yaml"
+    at_bound.write_text("name: x\nload:\n  levels: [1, 4, 100000]\n")
+    out = _cli("validate", str(at_bound))
+    assert out.returncode == 0, out.stderr
+    assert "levels 1, 4, 100000," in out.stdout and "e+" not in out.stdout  # an int in full, never 1e+05
+
+
 def test_a_missing_dataset_is_named_by_its_yaml_path_and_fails_validate(tmp_path):
     (tmp_path / "s.yaml").write_text(
         "name: s\nload: {levels: [1]}\nworkload: {dataset: {path: data/missing.jsonl}}\n"

@@ -100,11 +100,35 @@ def test_rendered_manifests_validate_and_carry_the_scenario(tmp_path):
     (["--schedule", "every night"], "--schedule"),
     (["--namespace", "Perf_Team"], "--namespace"),
     (["--workers", "0"], "--workers"),
+    # five words but not a schedule a CronJob takes: each field in its range, named
+    (["--schedule", "99 3 * * *"], "the minute field '99': 99 is not in 0-59"),
+    (["--schedule", "0 24 * * *"], "the hour field '24'"),
+    (["--schedule", "0 3 0 * *"], "the day of month field '0'"),
+    (["--schedule", "0 3 * 13 *"], "the month field '13'"),
+    (["--schedule", "0 3 * * 7"], "the day of week field '7'"),  # robfig/cron, as Kubernetes parses it: 0-6
+    (["--schedule", "*/0 * * * *"], "the minute field '*/0'"),
+    (["--schedule", "5-2 * * * *"], "runs backwards"),
+    (["--schedule", "0 3 * * funday"], "the day of week field 'funday'"),
+    # an empty option rendered `image: ''` (a pod that never starts) and exited 0
+    (["--image", ""], "--image: must not be empty"),
+    (["--image", "  "], "--image: must not be empty"),
+    (["--model", ""], "--model: must not be empty"),
+    (["--schedule", " "], "--schedule: must not be empty"),
 ])
 def test_render_refuses_bad_input_in_one_line(args, what):
     done, _ = _render(str(ROOT / "scenarios" / "quickstart.yaml"), *args)
     assert done.returncode == 2 and what in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert done.stdout == ""
+
+
+@pytest.mark.untimed
+@pytest.mark.parametrize("schedule", ["*/15 * * * *", "0-59/5 1,2,3 * * *", "0 3 ? jan-mar mon-fri", "30 2 1 * SUN",
+                                      "@hourly", "@weekly", "@monthly", "@yearly", "@annually", "@midnight"])
+def test_render_takes_every_cron_form_a_cronjob_takes(schedule):
+    done, docs = _render(str(ROOT / "scenarios" / "quickstart.yaml"), "--schedule", schedule)
+    assert done.returncode == 0, done.stderr
+    assert next(d for d in docs if d["kind"] == "CronJob")["spec"]["schedule"] == schedule
 
 
 @pytest.mark.untimed

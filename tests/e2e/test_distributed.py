@@ -121,7 +121,7 @@ def test_a_worker_lost_during_a_levels_spawn_still_has_its_users_moved(tmp_path)
         workers = [
             subprocess.Popen(
                 [sys.executable, "-m", "loadtest", "worker", str(scenario), "--master-host", "127.0.0.1",
-                 "--master-port", str(port)],
+                 "--master-port", str(port), "--master-wait", "60"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
             )
             for _ in range(2)
@@ -164,7 +164,7 @@ def test_worker_killed_mid_run(tmp_path):
         workers = [
             subprocess.Popen(
                 [sys.executable, "-m", "loadtest", "worker", str(scenario), "--master-host", "127.0.0.1",
-                 "--master-port", str(port)],
+                 "--master-port", str(port), "--master-wait", "60"],
                 stdout=subprocess.DEVNULL, stderr=open(log, "w"), stdin=subprocess.DEVNULL,
             )
             for log in logs
@@ -240,6 +240,27 @@ def test_compose_file_runs_the_tested_commands():
         parser.parse_args([resolve.get(str(part), str(part)) for part in command])
 
 
+def test_a_worker_without_a_master_gives_up_after_its_wait(tmp_path):
+    """No master at the port: the worker waited out Locust's 60 connect retries (5 minutes of
+    `retry N/60`), --master-timeout counting only once a master had answered. It now exits 4 with
+    one line after --master-wait (default --master-timeout), bounded here to a few seconds."""
+    scenario = write_scenario(tmp_path, "http://127.0.0.1:9/v1")  # never reached: no master, no load
+    for extra, wait_s in ((["--master-timeout", "2"], 2.0), (["--master-timeout", "1", "--master-wait", "3"], 3.0)):
+        started = time.monotonic()
+        result = subprocess.run(
+            [sys.executable, "-m", "loadtest", "worker", str(scenario), "--master-host", "127.0.0.1",
+             "--master-port", str(_free_port()), *extra],
+            capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=30,
+        )
+        took = time.monotonic() - started
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert result.returncode == 4, result.stderr
+        assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+        assert lines[0].startswith("loadtest worker: error: no answer from the master at 127.0.0.1:"), lines[0]
+        assert f"within {wait_s:g} s" in lines[0]
+        assert wait_s <= took < wait_s + 15, took  # the wait, plus the interpreter's start on a busy machine
+
+
 #: `loadtest worker --master-timeout` in the test below: the silence after which a worker stops.
 MASTER_TIMEOUT_S = 3.0
 
@@ -268,7 +289,7 @@ def test_hand_started_workers_stop_soon_after_their_master_is_killed(tmp_path):
         workers = [
             subprocess.Popen(
                 [sys.executable, "-m", "loadtest", "worker", str(scenario), "--master-host", "127.0.0.1",
-                 "--master-port", str(port), "--master-timeout", str(MASTER_TIMEOUT_S)],
+                 "--master-port", str(port), "--master-wait", "60", "--master-timeout", str(MASTER_TIMEOUT_S)],
                 stdout=subprocess.DEVNULL, stderr=open(log, "w"), stdin=subprocess.DEVNULL,
             )
             for log in logs

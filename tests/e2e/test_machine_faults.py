@@ -352,7 +352,7 @@ def test_remote_workers_check_their_own_share_before_the_level(tmp_path):
         limit = lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (100, 100))  # noqa: E731
         workers = [
             subprocess.Popen([sys.executable, "-m", "loadtest", "worker", str(scenario), "--master-host", "127.0.0.1",
-                              "--master-port", str(port)],
+                              "--master-port", str(port), "--master-wait", "60"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
                              preexec_fn=limit)
             for _ in range(2)

@@ -233,6 +233,22 @@ def test_port_in_use_is_one_clear_line() -> None:
             text=True,
             timeout=30,
         )
-        assert proc.returncode == 1
-        assert "cannot listen on 127.0.0.1" in proc.stderr
-        assert "Traceback" not in proc.stderr
+        # exit 2 (a bad option), naming it: it was 1, which the exit-code table does not list
+        assert proc.returncode == 2, proc.stderr
+        assert f"--port {mock.port}: cannot listen on 127.0.0.1" in proc.stderr
+        assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+@pytest.mark.untimed
+def test_a_host_or_log_the_mock_cannot_use_names_its_option(tmp_path) -> None:
+    """``--host 999.1.1.1`` exited 1; ``--request-log DIR`` said ``DIR: is a directory`` without the option."""
+    cases = [
+        (["--host", "999.1.1.1", "--port", "0"], "--host 999.1.1.1: cannot listen on 999.1.1.1:0"),
+        (["--port", "0", "--request-log", str(tmp_path)], f"--request-log {tmp_path}: is a directory"),
+        (["--port", "0", "--arrival-log", str(tmp_path)], f"--arrival-log {tmp_path}: is a directory"),
+    ]
+    for argv, says in cases:
+        proc = subprocess.run([sys.executable, "-m", "loadtest", "mock", *argv],
+                              capture_output=True, text=True, timeout=30)
+        assert proc.returncode == 2, (argv, proc.stderr)
+        assert proc.stderr.startswith(f"loadtest mock: error: {says}") and len(proc.stderr.splitlines()) == 1, proc.stderr

@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import signal
+import time
 
 import numpy as np
 import pytest
@@ -235,6 +236,30 @@ def test_a_saturated_client_is_flagged_and_the_verdict_says_so(tmp_path):
     assert s["capacity"]["verdict"] == "client_saturated"
     advice = [w for w in s["warnings"] if "saturated" in w]
     assert advice and "--workers 2" in advice[0]
+
+
+@pytest.mark.untimed
+def test_ctrl_c_during_the_preflight_is_one_line(tmp_path):
+    """A SIGINT while the preflight waits on a server that never answers is raised in gevent's hub,
+    which printed ``KeyboardInterrupt`` and a timestamp before the CLI's own ``interrupted`` line."""
+    arrivals = tmp_path / "arrivals.log"
+    with MockServer(["--hang-rate", "1", "--arrival-log", str(arrivals)]) as mock:
+        scenario = write_scenario(tmp_path, mock.base_url, load={"levels": [1], "level_duration_s": 2, "warmup_s": 0.5})
+        proc = start_run(scenario, tmp_path / "run")
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and not (arrivals.exists() and arrivals.stat().st_size):  # preflight sent
+                time.sleep(0.1)
+            time.sleep(0.5)
+            proc.send_signal(signal.SIGINT)
+            stdout, stderr = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate(timeout=10)
+    assert proc.returncode == 130, stderr
+    lines = [line for line in stderr.splitlines() if line.strip() and not line.startswith("loadtest 0")]
+    assert lines == ["loadtest run: interrupted"], stderr
 
 
 @pytest.mark.untimed

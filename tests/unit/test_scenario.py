@@ -65,6 +65,11 @@ BAD = [
     # every request names it: an empty one was sent, and the server's 400 ended the run after its preflight
     ({"name": "x", "load": {"levels": [1]}, "target": {"model": ""}}, "target.model: must not be empty"),
     ({"name": "x", "load": {"levels": [1]}, "target": {"model": "  "}}, "target.model: must not be empty"),
+    # past the bound on users and rates (MAX_USERS, MAX_RATE_RPS): a typo, named with its index
+    ({"name": "x", "load": {"levels": [1, 4, 10**20]}}, "load.levels[2]: must be at most 100000 users (got 100000000000000000000)"),
+    ({"name": "x", "load": {"start": 1, "step": 2, "max": 10**7}}, "load.max: must be at most 100000 users"),
+    ({"name": "x", "load": {"rates": [1, 1e6]}}, "load.rates[1]: must be at most 100000 requests/s (got 1000000)"),
+    ({"name": "x", "load": {"levels": [1], "max_in_flight": 10**6}}, "load.max_in_flight: must be at most 100000 users"),
 ]
 
 
