@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from loadtest.analysis.cost import Served, forecast, unit_cost
+from loadtest.analysis.cost import Served, forecast, replicas_for, unit_cost
 
 
 def price_per_hour(run: Mapping[str, Any]) -> float | None:
@@ -84,16 +84,38 @@ def run_cost(analysis: Any) -> dict[str, Any] | None:
     out.update(unit_cost(usd * replicas, served).to_dict())
     out.update(goodput_rps=served.goodput_rps, good_output_tokens_per_s=served.good_output_tokens_per_s,
                good_prompt_tokens_per_s=served.good_prompt_tokens_per_s)
-    options = run.get("cost_options") or {}
     shape = ((run.get("scenario") or {}).get("cost") or {}).get("daily_shape")
-    headroom = getattr(analysis.autoscaling, "headroom", None)
-    headroom = 0.2 if headroom is None else float(headroom)
+    plan = peak_plan(analysis, served)
     fc = None
-    if options.get("peak_users") and analysis.capacity.concurrency:
-        fc = forecast(usd, analysis.capacity.concurrency / replicas, float(options["peak_users"]), unit="users",
-                      headroom=headroom, daily_shape=shape)
-    elif options.get("peak_rps") and served.goodput_rps > 0:
-        fc = forecast(usd, served.goodput_rps / replicas, float(options["peak_rps"]), unit="rps",
-                      headroom=headroom, daily_shape=shape)
+    if plan is not None:
+        unit, per_replica, peak, headroom = plan
+        fc = forecast(usd, per_replica, peak, unit=unit, headroom=headroom, daily_shape=shape)
     out["forecast"] = fc.to_dict() if fc is not None else None
     return out
+
+
+def peak_plan(analysis: Any, served: Served | None = None) -> tuple[str, float, float, float] | None:
+    """What the peak is planned on: (unit, one replica's capacity, the peak, the headroom), or None.
+
+    ``--peak-users`` plans on the capacity in users, ``--peak-rps`` on the goodput at the capacity
+    level; a fleet's either is split over its replicas. The forecast prices this plan, and
+    autoscaling.yaml's maxReplicas is its replica count, with or without a price.
+    """
+    options = (analysis.run or {}).get("cost_options") or {}
+    headroom = getattr(analysis.autoscaling, "headroom", None)
+    headroom = 0.2 if headroom is None else float(headroom)
+    replicas = max(1, int(getattr(analysis.autoscaling, "replicas", None) or 1))
+    if options.get("peak_users") and analysis.capacity.concurrency:
+        return "users", analysis.capacity.concurrency / replicas, float(options["peak_users"]), headroom
+    if options.get("peak_rps"):
+        level = _capacity_level(analysis)
+        served = served if served is not None else (served_at(analysis, level) if level is not None else None)
+        if served is not None and served.goodput_rps > 0:
+            return "rps", served.goodput_rps / replicas, float(options["peak_rps"]), headroom
+    return None
+
+
+def peak_replicas(analysis: Any) -> int | None:
+    """Replicas for the peak (``--peak-users`` / ``--peak-rps``), or None without one."""
+    plan = peak_plan(analysis)
+    return None if plan is None else replicas_for(plan[2], plan[1], plan[3])

@@ -22,11 +22,34 @@ import textwrap
 from pathlib import Path
 
 from loadtest.analysis.results import Analysis
+from loadtest.analysis.run_cost import peak_plan, peak_replicas
 from loadtest.records import replace_text
 
 AUTOSCALING_YAML = "autoscaling.yaml"
-#: Placeholder replica bounds: the user sizes them to the peak.
+#: Placeholder replica bounds when no peak was given (--peak-users, --peak-rps): the user sizes them.
 MAX_REPLICAS = 4
+#: The target for "scale out as soon as a request waits". Both autoscalers add replicas only when
+#: ceil(total / target) exceeds the current count, and the HPA only beyond its 10% tolerance: with a
+#: target of 1, one waiting request on one replica asks for ceil(1 / 1) = 1 replica and nothing
+#: happens until two wait (a level past the SLO's edge). Half a request makes one waiting request
+#: on one replica ask for two.
+ANY_WAITING_TARGET = 0.5
+
+
+def autoscaler_target(best) -> float:
+    """The value the manifests aim for: the threshold, except "any request waits" (see above)."""
+    if best.role == "waiting" and best.threshold == 1.0:
+        return ANY_WAITING_TARGET
+    return best.threshold
+
+
+def _max_replicas(analysis: Analysis) -> tuple[int, str | None]:
+    """maxReplicas, and how the peak gave it (None: no peak was given, so it is a placeholder)."""
+    top = peak_replicas(analysis)
+    if top is None:
+        return MAX_REPLICAS, None
+    unit, per, peak, headroom = peak_plan(analysis)
+    return max(1, top), f"{peak:g} peak {unit} / {per * (1 - headroom):.3g} per replica, rounded up"
 
 
 def _q(text: str) -> str:
@@ -73,12 +96,16 @@ def render_autoscaling_yaml(analysis: Analysis) -> str:
     if a is None or best is None or best.threshold is None:
         why = a.paragraph if a is not None else "no analysis."
         return head + _comment("No manifest: there is no server-side signal to scale on. " + why)
-    threshold = best.threshold
+    threshold = autoscaler_target(best)
+    top, top_why = _max_replicas(analysis)
     cap = analysis.capacity
     out = [
         head,
         _comment(_capacity_line(cap, a)),
-        _comment(f"Trigger: {best.metric} > {threshold:g} per replica. Why: {best.why}"),
+        _comment(f"Trigger: {best.metric} > {best.threshold:g} per replica. Why: {best.why}"
+                 + (f" The manifests aim for {threshold:g} waiting per replica: both autoscalers add a replica "
+                    "only when ceil(total / target) exceeds the replicas running, so at 1 one waiting request "
+                    "would not add one." if threshold != best.threshold else "")),
         _comment(a.paragraph),
         "#\n",
         _comment(
@@ -86,10 +113,14 @@ def render_autoscaling_yaml(analysis: Analysis) -> str:
             "Replace every <PLACEHOLDER>: <NAMESPACE> and <DEPLOYMENT> (the model server's Deployment), "
             "<PROMETHEUS_URL> (e.g. http://prometheus-operated.monitoring.svc:9090) and <POD_SELECTOR> "
             "(PromQL labels that pick this deployment's pods, e.g. namespace=\"llm\",pod=~\"vllm-.*\"). "
-            f"maxReplicas ({MAX_REPLICAS}) is a placeholder too: "
-            + (f"peak requests/s / {a.target_rate_rps_per_replica:g} (target rate per replica), rounded up."
-               if a.target_rate_rps_per_replica is not None else
-               f"peak concurrent users / {a.target_concurrency_per_replica} (target concurrency per replica), rounded up.")
+            + (f"maxReplicas ({top}) is the peak's: {top_why} (--peak-users / --peak-rps)."
+             if top_why else
+             f"maxReplicas ({MAX_REPLICAS}) is a placeholder too: "
+             + (f"peak requests/s / {a.target_rate_rps_per_replica:g} (target rate per replica), rounded up "
+                "(or give --peak-rps)."
+                if a.target_rate_rps_per_replica is not None else
+                f"peak concurrent users / {a.target_concurrency_per_replica} (target concurrency per replica), "
+                "rounded up (or give --peak-users)."))
         ),
         "#\n",
         _comment(
@@ -108,7 +139,7 @@ def render_autoscaling_yaml(analysis: Analysis) -> str:
         "  scaleTargetRef:\n",
         f"    name: {_q('<DEPLOYMENT>')}\n",
         "  minReplicaCount: 1\n",
-        f"  maxReplicaCount: {MAX_REPLICAS}  # placeholder: size to your peak\n",
+        f"  maxReplicaCount: {top}  # {top_why or 'placeholder: size to your peak'}\n",
         "  pollingInterval: 15  # seconds between Prometheus queries (part of the scale-up time)\n",
         "  cooldownPeriod: 300  # seconds before scaling to minReplicaCount again\n",
         "  triggers:\n",
@@ -137,7 +168,7 @@ def render_autoscaling_yaml(analysis: Analysis) -> str:
         "    kind: Deployment\n",
         f"    name: {_q('<DEPLOYMENT>')}\n",
         "  minReplicas: 1\n",
-        f"  maxReplicas: {MAX_REPLICAS}  # placeholder: size to your peak\n",
+        f"  maxReplicas: {top}  # {top_why or 'placeholder: size to your peak'}\n",
         "  metrics:\n",
         "    - type: Pods\n",
         "      pods:\n",

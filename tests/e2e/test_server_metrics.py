@@ -3,6 +3,8 @@ and autoscaling.yaml against the published Kubernetes and KEDA schemas."""
 
 from __future__ import annotations
 
+import math
+
 import os
 import signal
 import socket
@@ -21,7 +23,7 @@ from support.metrics_page import serve_metrics_page
 from support.runkit import write_scenario
 from support.synthetic import closed_loop_rows, level_plan, run_dict, to_frame
 from loadtest.mock.process import MockServer
-from loadtest.report.autoscaling_yaml import k8s_quantity, render_autoscaling_yaml
+from loadtest.report.autoscaling_yaml import autoscaler_target, k8s_quantity, render_autoscaling_yaml
 from loadtest.scenario import load_scenario
 from loadtest.scrape import process as scrape_process
 from loadtest.scrape.process import ScraperProcess, scrape_timeout
@@ -217,8 +219,35 @@ def test_autoscaling_yaml_is_valid_against_the_published_schemas(kw):
     best = a.autoscaling.best_signal()
     trigger = so["spec"]["triggers"][0]
     assert trigger["type"] == "prometheus" and best.metric in trigger["metadata"]["query"]
-    assert float(trigger["metadata"]["threshold"]) == best.threshold
-    assert hpa["spec"]["metrics"][0]["pods"]["target"]["averageValue"] == k8s_quantity(best.threshold)
+    target = autoscaler_target(best)
+    assert float(trigger["metadata"]["threshold"]) == target
+    assert hpa["spec"]["metrics"][0]["pods"]["target"]["averageValue"] == k8s_quantity(target)
+
+
+def _hpa_replicas(current: int, total: float, target: float, tolerance: float = 0.1) -> int:
+    """What the HPA asks for with an AverageValue target (KEDA's trigger too, less the tolerance)."""
+    ratio = total / current / target
+    return current if abs(ratio - 1.0) <= tolerance else max(1, math.ceil(current * ratio))  # minReplicas 1
+
+
+def test_the_manifests_add_a_replica_when_one_request_waits_and_size_max_replicas_to_the_peak():
+    """"Scale out as soon as requests wait" was a target of 1: one waiting request on one replica asks
+    the HPA for ceil(1 / 1) = 1 replica, so nothing scaled until two waited, a level past the edge.
+    And maxReplicas stayed a placeholder 4 when the run was given its peak."""
+    a = _analyze(max_batch=6)
+    best = a.autoscaling.best_signal()
+    assert best.role == "waiting" and best.threshold == 1.0  # summary.json's "any request waits"
+    docs = _manifests(a)
+    target = float(docs["ScaledObject"]["spec"]["triggers"][0]["metadata"]["threshold"])
+    assert docs["HorizontalPodAutoscaler"]["spec"]["metrics"][0]["pods"]["target"]["averageValue"] == "500m"
+    assert _hpa_replicas(1, 1, target) == 2  # the first waiting request adds a replica
+    assert _hpa_replicas(1, 0, target) == 1 and _hpa_replicas(1, 1, best.threshold) == 1  # (the old target did not)
+    assert docs["HorizontalPodAutoscaler"]["spec"]["maxReplicas"] == 4  # no peak given: the placeholder
+    a.run["cost_options"] = {"peak_users": 36}  # as `analyze --peak-users 36` records it
+    docs = _manifests(a)
+    # capacity 6 users, 20% headroom: 4.8 per replica, 36 / 4.8 = 7.5 → 8
+    assert docs["HorizontalPodAutoscaler"]["spec"]["maxReplicas"] == 8
+    assert docs["ScaledObject"]["spec"]["maxReplicaCount"] == 8
 
 
 def test_quantities():
