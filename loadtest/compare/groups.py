@@ -93,12 +93,28 @@ def compare_groups(
     for c in checks:
         if _judge(c, cmp, [s for _, s in base], [s for _, s in cand], joint_noise, min_history):
             unknown += 1
-    if unknown:
-        need = max(min_history - len(ref), 1)
-        cmp.hint = (f"run-to-run noise is unknown with {len(ref)} reference run(s): give --history with at least "
-                    f"{need} more run(s) of this workload")
+    cmp.hint = history_hint(cmp.changes, len(ref), min_history, unknown) or cmp.hint
     cmp.changes.sort(key=_severity)
     return cmp
+
+
+def history_hint(changes: Sequence[Change], reference_runs: int, min_history: int, unknown: bool) -> str | None:
+    """What an inconclusive headline says when too few reference runs left the run-to-run noise unknown.
+
+    ``unknown``: a check was held only for that (a change beyond the tolerance, not beyond twice
+    it). Otherwise a held level check judged without that noise (its within-run interval straddles
+    the tolerance) could be decided by longer levels, or by the history, which judges it against
+    the noise instead: the headline names both and how many runs are missing, as gate.md says.
+    None: the default hint stands.
+    """
+    need = max(min_history - reference_runs, 1)
+    if unknown:
+        return (f"run-to-run noise is unknown with {reference_runs} reference run(s): give --history with at least "
+                f"{need} more run(s) of this workload")
+    if reference_runs < min_history and any(c.holds_gate and c.noise == "unknown" for c in changes):
+        return (f"longer levels would decide, or --history with at least {need} more run(s) of this workload "
+                f"({reference_runs} reference run(s), {min_history} needed to judge by the run-to-run noise)")
+    return None
 
 
 # -- the runs ---------------------------------------------------------------------------------

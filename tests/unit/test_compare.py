@@ -210,6 +210,10 @@ def test_noisy_short_runs_are_inconclusive_and_the_flag_maps_it(tmp_path):
     code, out, _ = cli("compare", str(base), str(cand))
     assert code == 6, out
     assert "INCONCLUSIVE" in out
+    # with only the baseline (1 of the 3 reference runs --min-history asks for), the headline says
+    # how many runs are missing, as gate.md says; once said only for a change held for that alone
+    headline = out.splitlines()[0]
+    assert "--history with at least 2 more run(s)" in headline and "1 reference run(s), 3 needed" in headline, headline
     assert cli("compare", str(base), str(cand), "--inconclusive", "pass")[0] == 0
     junit = tmp_path / "j.xml"
     assert cli("compare", str(base), str(cand), "--inconclusive", "fail", "--junit", str(junit))[0] == 1
