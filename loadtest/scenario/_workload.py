@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from loadtest.paths import yaml_file_problem
 from loadtest.scenario._base import Int, NonNegativeFloat, PositiveFloat, PositiveInt, _Strict
@@ -22,10 +22,24 @@ def _existing_file(path: str) -> str:
 
 
 class TokenDistribution(_Strict):
-    """A normal distribution of token counts, clipped at 1."""
+    """A normal distribution of token counts, clipped at 1.
+
+    A plain number is the distribution without spread (``prompt_tokens: 1000`` is
+    ``{mean: 1000, stddev: 0}``), as ``max_tokens: 64`` already is a fixed length: a
+    length is a number first, and asking for a mapping to say it was a trap.
+    """
 
     mean: PositiveInt
     stddev: NonNegativeFloat = 0.0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _a_number_is_a_fixed_length(cls, data: Any) -> Any:
+        if isinstance(data, int) and not isinstance(data, bool):
+            if data < 1:  # named at the field the user wrote, not at a ``mean`` they did not
+                raise ValueError("must be a positive integer (a fixed length) or {mean, stddev}")
+            return {"mean": data, "stddev": 0}
+        return data
 
     def sample(self, rng: "random.Random") -> int:
         return max(1, round(rng.gauss(self.mean, self.stddev))) if self.stddev else self.mean

@@ -102,6 +102,22 @@ def test_a_union_field_is_one_problem_said_by_the_member_that_fits(value, messag
     assert str(err.value).endswith(message)
 
 
+def test_a_plain_number_is_a_length_without_spread_wherever_a_length_is_a_distribution():
+    """``prompt_tokens: 1000`` was refused ("must be a mapping of keys") while ``max_tokens: 128`` was taken:
+    a length given as a number is ``{mean: N, stddev: 0}`` in every {mean, stddev} field."""
+    s = parse_scenario({"name": "x", "load": {"levels": [1]}, "target": {"api": "rerank"},
+                        "workload": {"prompt_tokens": 1000, "query_tokens": 12,
+                                     "classes": [{"name": "a", "weight": 1, "prompt_tokens": 50}]}})
+    assert (s.workload.prompt_tokens.mean, s.workload.prompt_tokens.stddev) == (1000, 0.0)
+    assert s.workload.prompt_tokens == parse_scenario(
+        {"name": "x", "load": {"levels": [1]}, "workload": {"prompt_tokens": {"mean": 1000, "stddev": 0}}}).workload.prompt_tokens
+    assert s.workload.query_tokens.mean == 12 and s.workload.classes[0].prompt_tokens.mean == 50
+    for bad in (0, -5):  # named where it was written, not at a "mean" the file does not have
+        with pytest.raises(InputError) as err:
+            parse_scenario({"name": "x", "load": {"levels": [1]}, "workload": {"prompt_tokens": bad}})
+        assert str(err.value).endswith("workload.prompt_tokens: must be a positive integer (a fixed length) or {mean, stddev}")
+
+
 def test_a_second_field_is_still_counted():
     with pytest.raises(InputError) as err:
         parse_scenario({"name": "x", "load": {"levels": [1]}, "workload": {"max_tokens": -3, "bogus": 1}})
