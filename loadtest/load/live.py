@@ -13,6 +13,7 @@ force (against its longest possible length), refreshed every second. Elsewhere
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Sequence
@@ -24,7 +25,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from loadtest.load.progress import LevelProgress, RunProgress
+from loadtest.load.progress import LevelFigures, LevelProgress, RunProgress
 from loadtest.report.terminal import describe_ending
 
 #: How often a plain (non-terminal) progress line is printed while a level runs.
@@ -32,12 +33,28 @@ PLAIN_EVERY_S = 10.0
 
 
 def _fmt(x: float | None) -> str:
-    return "-" if x is None else f"{x:.1f}"
+    """A figure as the final table shows it: ∞ where failures reach the percentile."""
+    if x is None:
+        return "-"
+    return "∞" if math.isinf(x) else f"{x:.1f}"
 
 
-def progress_line(index: int, p: LevelProgress, unary: bool = False) -> str:
+def level_label(concurrency: int, rate_rps: float | None, trace_rate_rps: float | None = None) -> str:
+    """How the level is named, as the final table names it: ``8 users``, ``4 req/s``, or in
+    trace replay ``2× the trace window`` (its rate over the window's mean rate, to 3 decimals)."""
+    if rate_rps is not None and trace_rate_rps:
+        return f"{round(float(rate_rps) / float(trace_rate_rps), 3):g}× the trace window"
+    if rate_rps is not None:
+        return f"{rate_rps:g} req/s"
+    return f"{concurrency} users"
+
+
+def progress_line(
+    index: int, p: LevelProgress | LevelFigures, unary: bool = False, trace_rate_rps: float | None = None
+) -> str:
     """The level's figures so far: TTFT and ITL of a stream; e2e and items/s of an answer that is not one."""
-    head = f"level {index + 1}: {p.label}, {p.requests} requests, {p.errors} errors, "
+    label = level_label(p.concurrency, p.rate_rps, trace_rate_rps)
+    head = f"level {index + 1}: {label}, {p.requests} requests, {p.errors} errors, "
     if unary:  # embeddings, rerank, score: no first token, no token gaps
         return head + f"e2e p95 {_fmt(p.e2e_p95())} ms, {_fmt(p.items_per_s())} items/s"
     ttft, itl = p.p95()
@@ -65,6 +82,8 @@ class RunningLevel:
     concurrency: int
     started: float  # time.monotonic()
     refine: bool = False
+    #: Open loop (and trace replay): the level's offered rate; None for a level of users.
+    rate_rps: float | None = None
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -74,9 +93,16 @@ class LiveView:
     """Shows the run's per-level progress while Locust runs."""
 
     def __init__(
-        self, progress: RunProgress, console: Console | None = None, looks: Sequence[float] = (), unary: bool = False
+        self,
+        progress: RunProgress,
+        console: Console | None = None,
+        looks: Sequence[float] = (),
+        unary: bool = False,
+        trace_rate_rps: float | None = None,
     ) -> None:
         self.progress = progress
+        #: Trace replay: the window's mean rate (speedup 1), so a level is named by its speedup.
+        self.trace_rate_rps = trace_rate_rps
         #: The request kind is not streamed (embeddings, rerank, score): show e2e and items/s.
         self.unary = unary
         self.console = console or Console(stderr=True)
@@ -102,8 +128,8 @@ class LiveView:
                 self._print_plain()
 
     # -- the level in force ---------------------------------------------------------------
-    def level_started(self, index: int, concurrency: int, refine: bool = False) -> None:
-        self.current = RunningLevel(index, concurrency, time.monotonic(), refine)
+    def level_started(self, index: int, concurrency: int, refine: bool = False, rate_rps: float | None = None) -> None:
+        self.current = RunningLevel(index, concurrency, time.monotonic(), refine, rate_rps)
         if self._live is None:
             self._print_plain()
 
@@ -118,7 +144,7 @@ class LiveView:
         elapsed = level.elapsed()
         when = "started" if elapsed < 0.5 else f"{elapsed:.0f} s elapsed"
         return (
-            f"level {level.index + 1} ({level.concurrency} users{kind}): {when}, "
+            f"level {level.index + 1} ({level_label(level.concurrency, level.rate_rps, self.trace_rate_rps)}{kind}): {when}, "
             f"{remaining_text(elapsed, self.looks)}, {requests} requests so far ({errors} errors)"
         )
 
@@ -146,7 +172,8 @@ class LiveView:
             table.add_column(col, justify="right")
         for index, p in self.progress.snapshot():
             values = (p.e2e_p95(), p.items_per_s()) if self.unary else p.p95()
-            table.add_row(str(index + 1), p.label, str(p.requests), str(p.errors), *(_fmt(v) for v in values))
+            label = level_label(p.concurrency, p.rate_rps, self.trace_rate_rps)
+            table.add_row(str(index + 1), label, str(p.requests), str(p.errors), *(_fmt(v) for v in values))
         return table
 
     def level_ended(self, index: int, decision: dict | None = None) -> None:
@@ -156,7 +183,7 @@ class LiveView:
         levels = dict(self.progress.snapshot())
         if index not in levels:
             return
-        line = progress_line(index, levels[index], self.unary)
+        line = progress_line(index, levels[index], self.unary, self.trace_rate_rps)
         if decision and decision.get("ended"):
             line += f"; ran {decision.get('ran_s', 0):.1f} s, {describe_ending(decision)}"
         if self._live is None:

@@ -89,7 +89,11 @@ def run_load(scenario: Scenario, options: RunOptions, state: RunState, settings,
     clock = LevelClock(scenario.load.warmup_s)
     recorder = Recorder("local", sink)
     monitor = SelfMonitor.for_scenario(scenario, clock)
-    live = LiveView(sink.progress, console, looks=state.record.looks_s, unary=scenario.target.api in UNARY_APIS)
+    # the live figures count a level's requests up to its window's end, as the analysis does
+    sink.window_ends = lambda: {span.index: span.end_wall for span in state.spans if span.end_wall is not None}
+    trace_rate = (state.record.trace or {}).get("mean_rate_rps")
+    live = LiveView(sink.progress, console, looks=state.record.looks_s, unary=scenario.target.api in UNARY_APIS,
+                    trace_rate_rps=trace_rate)
 
     def on_level_change(previous, current) -> None:
         if live_export is not None:
@@ -101,7 +105,7 @@ def run_load(scenario: Scenario, options: RunOptions, state: RunState, settings,
                 web.level_ended(previous.index)
         if current is not None:
             state.spans.append(current)
-            live.level_started(current.index, current.concurrency, current.refine)
+            live.level_started(current.index, current.concurrency, current.refine, current.rate_rps)
         state.save()
 
     workers: list[subprocess.Popen] = []

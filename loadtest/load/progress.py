@@ -6,10 +6,22 @@ writer process (:mod:`loadtest.load.sink_worker`), which reports each touched
 level back as plain figures (:meth:`LevelProgress.figures`); the timing process
 holds them as :class:`LevelFigures` and never computes a percentile itself. It
 works on whole Arrow columns with numpy, and keeps only a bounded sample per level.
+
+The figures follow the analysis' definitions (``analysis/frame.py``), so that a
+level's line during the run and its row in the final table say the same thing:
+a level's requests are those started in its measured window (not in its
+warm-up, not after its window ended, i.e. in the hold; :data:`WINDOW_ENDS`
+brings the ends), less those the harness cancelled; a failed request enters
+TTFT and e2e as +inf, so a percentile that reaches the failures reads ∞; an
+open-loop request is timed from its scheduled time. What the live figures
+still leave out: a cancelled request without a value (the analysis counts one
+as a miss when its wait passed the SLO limit), and the records of the last
+second before a line is printed.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import deque
 
@@ -19,9 +31,39 @@ import pyarrow as pa
 from loadtest.metric_registry import PERCENTILES
 from loadtest.token_gaps import list_gaps
 
+#: A batch's key with each ended level's window end (wall s, by level index): the requests a level
+#: started after it (in its hold) are not measured, as in the analysis (set by :class:`~loadtest.load.sink.RunSink`).
+WINDOW_ENDS = "_window_ends"
+
 #: The live samples a level keeps, by their short names (``ttft_ms`` → ``ttft``).
 SAMPLED = ("ttft", "itl", "e2e")
-_QS = [q * 100 for q in PERCENTILES.values()]
+#: Interpolation weights below this are an exact hit on a sample (as ``analysis/quantiles.py``).
+_SNAP = 1e-9
+
+
+def quantiles_with_failures(values: np.ndarray) -> dict[str, float]:
+    """Each registry percentile of ``values``, where +inf (a failure) may be among them.
+
+    The analysis' definition (``analysis/quantiles.py``: numpy's linear one, a
+    percentile that lands on or interpolates toward a failure is +inf), written
+    out here so that the record writer process need not import the analysis
+    (pandas: a quarter of a second at its start); ``tests/unit/test_live_view.py``
+    holds the two to the same answers.
+    """
+    ordered = np.sort(np.asarray(values, dtype=float))
+    n = len(ordered)
+    out: dict[str, float] = {}
+    for name, q in PERCENTILES.items():
+        h = q * (n - 1)
+        lo = min(int(math.floor(h + _SNAP)), n - 1)
+        t = h - lo
+        if t < _SNAP:
+            out[name] = float(ordered[lo])
+        elif math.isinf(ordered[lo + 1]):
+            out[name] = math.inf
+        else:
+            out[name] = float(ordered[lo] + (ordered[lo + 1] - ordered[lo]) * t)
+    return out
 
 
 def _items_per_s(items: float, first_wall: float | None, last_wall: float | None) -> float | None:
@@ -29,10 +71,6 @@ def _items_per_s(items: float, first_wall: float | None, last_wall: float | None
     if first_wall is None or last_wall is None or last_wall <= first_wall or not items:
         return None
     return items / (last_wall - first_wall)
-
-
-def _label(concurrency: int, rate_rps: float | None) -> str:
-    return f"{rate_rps:g} req/s" if rate_rps is not None else f"{concurrency} users"
 
 
 class LevelProgress:
@@ -56,17 +94,12 @@ class LevelProgress:
         self.first_wall: float | None = None
         self.last_wall: float | None = None
 
-    @property
-    def label(self) -> str:
-        """``"8 users"`` or ``"12.5 req/s"``."""
-        return _label(self.concurrency, self.rate_rps)
-
     def percentiles(self, metric: str) -> dict[str, float | None]:
         """Each registry percentile (``p50``, ``p95``, …) of a sampled metric (``ttft``, ``itl``, ``e2e``)."""
         values = np.asarray(list(getattr(self, metric)), dtype=float)
         if not len(values):
             return {name: None for name in PERCENTILES}
-        return dict(zip(PERCENTILES, (float(v) for v in np.percentile(values, _QS))))
+        return dict(quantiles_with_failures(values))
 
     def figures(self) -> dict:
         """What the timing process shows of this level, as JSON-able values (see :class:`LevelFigures`)."""
@@ -85,16 +118,10 @@ class LevelProgress:
         return p
 
     def p95(self) -> tuple[float | None, float | None]:
-        ttft = list(self.ttft)
-        itl = list(self.itl)
-        return (
-            float(np.percentile(ttft, 95)) if ttft else None,
-            float(np.percentile(itl, 95)) if itl else None,
-        )
+        return self.percentiles("ttft")["p95"], self.percentiles("itl")["p95"]
 
     def e2e_p95(self) -> float | None:
-        e2e = list(self.e2e)
-        return float(np.percentile(e2e, 95)) if e2e else None
+        return self.percentiles("e2e")["p95"]
 
     def items_per_s(self) -> float | None:
         """Inputs served per second of the span the measured successes covered (None before two ends)."""
@@ -114,10 +141,6 @@ class LevelFigures:
         self.first_wall = figures.get("first_wall")
         self.last_wall = figures.get("last_wall")
         self._percentiles: dict[str, dict[str, float | None]] = figures.get("percentiles") or {}
-
-    @property
-    def label(self) -> str:
-        return _label(self.concurrency, self.rate_rps)
 
     def percentiles(self, metric: str) -> dict[str, float | None]:
         return dict(self._percentiles.get(metric) or {name: None for name in PERCENTILES})
@@ -156,8 +179,12 @@ class RunProgress:
         with self._lock:
             return {int(i): self.levels[int(i)].figures() for i in indexes if int(i) in self.levels}
 
-    def update(self, table: pa.Table) -> list[int]:
-        """Fold one batch of records in; returns the level indexes it touched."""
+    def update(self, table: pa.Table, window_ends: dict | None = None) -> list[int]:
+        """Fold one batch of records in; returns the level indexes it touched.
+
+        ``window_ends``: each ended level's window end (wall s, by index, :data:`WINDOW_ENDS`);
+        a request its level started later (in the hold) is not measured, as in the analysis.
+        """
         n = table.num_rows
         if n == 0:
             return []
@@ -166,14 +193,21 @@ class RunProgress:
         kinds = table["error_kind"].to_numpy(zero_copy_only=False)
         ok = table["ok"].to_numpy(zero_copy_only=False)
         warmup = table["warmup"].to_numpy(zero_copy_only=False)
-        ttft = table["ttft_ms"].to_numpy(zero_copy_only=False).astype(float)
         cancelled = kinds == "cancelled"
+        failed = ~ok.astype(bool) & ~cancelled  # the server's failures (a cancelled request is censored)
+        # Open loop: a request is timed, and placed in its window, from its scheduled time (analysis/frame.py).
+        lag = _column(table, "schedule_lag_ms")
+        lag = np.zeros(n) if lag is None else np.nan_to_num(lag)
+        ttft = _column(table, "ttft_ms") + lag
+        ttft = np.where(np.isnan(ttft) & failed, np.inf, ttft)  # a failure without a first token missed every limit
         rates = table["rate_rps"].to_numpy(zero_copy_only=False) if "rate_rps" in table.column_names else None
         tokens = table["chunk_tokens"].combine_chunks() if "chunk_tokens" in table.column_names else None
         gaps, gap_rows = list_gaps(table["chunk_ms"].combine_chunks(), tokens)
-        e2e = table["e2e_ms"].to_numpy(zero_copy_only=False).astype(float) if "e2e_ms" in table.column_names else None
-        items = table["items"].to_numpy(zero_copy_only=False).astype(float) if "items" in table.column_names else None
-        start = table["start_wall"].to_numpy(zero_copy_only=False).astype(float) if "start_wall" in table.column_names else None
+        e2e = _column(table, "e2e_ms")
+        items = _column(table, "items")
+        start = _column(table, "start_wall")
+        scheduled = start - lag / 1000.0 if start is not None else None
+        ends = {int(k): float(v) for k, v in (window_ends or {}).items()}
         with self._lock:
             self.total += n
             touched = [int(i) for i in np.unique(index)]
@@ -186,19 +220,30 @@ class RunProgress:
                     rate = rates[rows][0] if rates is not None else None
                     rate = float(rate) if rate is not None and rate == rate else None
                     p = self.levels[int(i)] = LevelProgress(int(level[rows][0]), rate_rps=rate)
-                p.requests += int(np.sum(rows & ~cancelled))
-                p.errors += int(np.sum(rows & ~ok & ~cancelled))
                 measured = rows & ~warmup
+                if scheduled is not None and int(i) in ends:
+                    measured &= scheduled < ends[int(i)]  # started in the hold: keeps the load, not measured
+                counted = measured & ~cancelled
+                p.requests += int(np.sum(counted))
+                p.errors += int(np.sum(counted & failed))
                 values = ttft[measured]
-                p.ttft.extend(values[np.isfinite(values)].tolist())
+                p.ttft.extend(values[~np.isnan(values)].tolist())
                 p.itl.extend(gaps[measured[gap_rows]].tolist())
                 if e2e is not None:
+                    timed = e2e + lag
+                    p.e2e.extend(np.where(failed, np.inf, timed)[counted & (failed | np.isfinite(timed))].tolist())
                     served = measured & ok & np.isfinite(e2e)
-                    p.e2e.extend(e2e[served].tolist())
                     if items is not None and start is not None and served.any():
                         p.items += float(np.nansum(items[served]))
-                        ends = start[served] + e2e[served] / 1000.0
-                        first, last = float(np.min(start[served])), float(np.max(ends))
+                        ends_wall = start[served] + e2e[served] / 1000.0
+                        first, last = float(np.min(start[served])), float(np.max(ends_wall))
                         p.first_wall = first if p.first_wall is None else min(p.first_wall, first)
                         p.last_wall = last if p.last_wall is None else max(p.last_wall, last)
         return touched
+
+
+def _column(table: pa.Table, name: str) -> np.ndarray | None:
+    """A numeric column as floats (NaN for null), or None when the batch has no such column."""
+    if name not in table.column_names:
+        return None
+    return table[name].to_numpy(zero_copy_only=False).astype(float)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Any, Callable
 
 import gevent.event
 import pandas as pd
@@ -34,7 +34,7 @@ from gevent.threadpool import ThreadPool
 from loadtest.diskfull import FolderGuard, is_disk_full
 from loadtest.export.live import observation_from_json
 from loadtest.load.batch import decode_table
-from loadtest.load.progress import RunProgress
+from loadtest.load.progress import WINDOW_ENDS, RunProgress
 from loadtest.load.sink_child import WriterChild
 from loadtest.load.sink_frames import OBSERVE
 from loadtest.records import RequestWriter
@@ -68,6 +68,9 @@ class RunSink:
         #: both (:meth:`loadtest.export.serve.LiveExport.attach`): each batch reaches one of them, once.
         self.observers: list = []
         self.watchers: list = []
+        #: Each ended level's window end (wall s, by index), asked at each batch and sent with it: the
+        #: live figures leave out the requests a level started in its hold, as the analysis does.
+        self.window_ends: Callable[[], dict[int, float]] | None = None
         #: Batches handed over and not yet on disk, by sequence number (in order). Touched by the
         #: event loop and the sink thread; each access is one dict operation on int keys (atomic under the GIL).
         self._unstored: dict[int, dict[str, Any]] = {}
@@ -90,6 +93,9 @@ class RunSink:
             self.in_flight[str(batch.get("source"))] = batch["in_flight"]
         if not batch["request_id"]:
             return  # only a snapshot of requests in flight
+        if self.window_ends is not None:
+            # asked now, in the event loop: every record here ended after any end it must be held to was set
+            batch = {**batch, WINDOW_ENDS: self.window_ends()}
         self._seq += 1
         self._unstored[self._seq] = batch
         self._pending = [w for w in self._pending if not w.ready()]
@@ -129,7 +135,7 @@ class RunSink:
 
     def _store(self, batch: dict[str, Any]) -> None:
         table = decode_table(batch)
-        self.progress.update(table)
+        self.progress.update(table, batch.get(WINDOW_ENDS))
         for observe in self.observers:
             observe(table)
         if self.guard is None:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from loadtest.export.live import observation, observation_to_json
 from loadtest.load.batch import decode_table
-from loadtest.load.progress import RunProgress
+from loadtest.load.progress import WINDOW_ENDS, RunProgress
 from loadtest.load.sink_frames import OBSERVE, failed_line, read_frame, stored_line
 from loadtest.records import RequestWriter
 
@@ -40,7 +40,7 @@ def serve(run_dir: Path, first_part: int, inp, out) -> int:
         seq, batch = got
         try:
             table = decode_table(batch)
-            touched = progress.update(table)
+            touched = progress.update(table, batch.get(WINDOW_ENDS))
             writer.write(table)
             observed = observation(table) if batch.get(OBSERVE) else None
             out.write(stored_line(seq, writer.next_part, progress.total, progress.figures(touched),

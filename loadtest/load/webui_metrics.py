@@ -9,6 +9,7 @@ latency, the metric its SLO is on), and the page says why, as the HTML report do
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,6 +81,11 @@ def cell_key(metric: str, pct: str) -> str:
 def _percentiles(p: Any, metric: str) -> dict[str, float | None]:
     """The shown percentiles of a level's live metric (``ttft_ms`` is sampled as ``ttft``). The record
     writer process computed them (:class:`~loadtest.load.progress.LevelFigures`), or this process
-    does after a take-over (:class:`~loadtest.load.progress.LevelProgress`)."""
+    does after a take-over (:class:`~loadtest.load.progress.LevelProgress`). A percentile that reaches
+    the failures (+inf) is None: JSON has no infinity, and a browser refuses the whole answer over one."""
     got = p.percentiles(metric.removesuffix("_ms")) if p else {}
-    return {name: None if got.get(name) is None else round(got[name], 3) for name in SHOWN_PERCENTILES}
+    return {name: round(got[name], 3) if _finite(got.get(name)) else None for name in SHOWN_PERCENTILES}
+
+
+def _finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)

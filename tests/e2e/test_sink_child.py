@@ -55,12 +55,28 @@ def test_the_writer_process_writes_what_the_sink_in_this_process_wrote(tmp_path)
     # the live figures came back computed: the same as this process computes them
     for (i, mine), (j, theirs) in zip(sink.progress.snapshot(), progress.snapshot()):
         assert i == j and isinstance(mine, LevelFigures)
-        assert (mine.requests, mine.errors, mine.label, mine.p95()) == (theirs.requests, theirs.errors, theirs.label, theirs.p95())
+        assert (mine.requests, mine.errors, mine.concurrency, mine.rate_rps, mine.p95()) == (
+            theirs.requests, theirs.errors, theirs.concurrency, theirs.rate_rps, theirs.p95())
         assert mine.percentiles("itl") == theirs.percentiles("itl")
     assert sink.progress.total == progress.total == 30
     proc = sink.child.proc
     sink.close()
     assert proc.poll() == 0  # it ended at the end of its input
+
+
+
+@pytest.mark.parametrize("child", [True, False], ids=["writer process", "in this process"])
+def test_the_live_figures_leave_out_what_a_level_started_after_its_window(tmp_path, child):
+    """The table does not count a request started in the hold (after the window's end): nor does the
+    live line, which learns each ended level's window end with every batch (``RunSink.window_ends``)."""
+    sink = RunSink(RequestWriter(tmp_path / "run"), RunProgress(), child=child)
+    sink.window_ends = lambda: {0: 1002.5}  # level 0's 5 records start at 1000, 1001, … 1004
+    sink(_batch(5, level_index=0))
+    sink(_batch(5, level_index=1, start=5))  # level 1 is still running: all its records count
+    sink.close()
+    levels = dict(sink.progress.snapshot())
+    assert (levels[0].requests, levels[1].requests) == (3, 5)
+    assert sink.progress.total == 10  # the run's total is every record written
 
 
 def test_a_killed_writer_loses_nothing_and_the_sink_says_it_took_over(tmp_path, caplog):

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import io
+import math
 
 import numpy as np
 import pyarrow as pa
 from rich.console import Console
 
+from loadtest.analysis.quantiles import quantile_sorted
 from loadtest.export.live import _itl_seconds
 from loadtest.load.live import LiveView, remaining_text
-from loadtest.load.progress import RunProgress
+from loadtest.load.progress import RunProgress, quantiles_with_failures
+from loadtest.metric_registry import PERCENTILES
 
 
 def test_remaining_names_the_next_look_and_the_longest_the_level_can_run():
@@ -121,3 +124,76 @@ def test_the_exported_itl_histogram_is_per_token_too():
     table = table.set_column(table.column_names.index("chunk_ms"), "chunk_ms", pa.array([[20.0, 60.0, 100.0, 140.0]] * n))
     seconds, owners = _itl_seconds(table, np.array([1, 3]))
     assert seconds.tolist() == [0.02] * 12 and owners.tolist() == [1] * 6 + [3] * 6
+
+
+def test_an_open_loop_level_is_named_by_its_rate_and_a_trace_replay_level_by_its_speedup():
+    """A --rates run once read "level 1 (0 users)": an open-loop level has no users, it has a rate."""
+    out = io.StringIO()
+    progress = RunProgress()
+    live = LiveView(progress, Console(file=out, width=200, color_system=None), looks=[2.0, 4.0])
+    live.level_started(0, 0, rate_rps=4.0)
+    table = _records(0, 0, 5).append_column("rate_rps", pa.array([4.0] * 5))
+    progress.update(table)
+    assert live.running_line().startswith("level 1 (4 req/s): ")
+    live.level_ended(0, {"ended": "decided", "verdict": "pass", "ran_s": 4.0})
+    assert "level 1: 4 req/s, 5 requests" in out.getvalue()
+    # trace replay: a window of mean rate 2 req/s replayed at 4 req/s is 2× the window
+    out = io.StringIO()
+    live = LiveView(progress, Console(file=out, width=200, color_system=None), looks=[2.0, 4.0], trace_rate_rps=2.0)
+    live.level_started(0, 0, refine=True, rate_rps=4.0)
+    assert live.running_line().startswith("level 1 (2× the trace window, refine): ")
+    live.level_ended(0, {"ended": "decided", "verdict": "pass", "ran_s": 4.0})
+    assert "level 1: 2× the trace window, 5 requests" in out.getvalue()
+    assert "users" not in out.getvalue()
+
+
+def test_the_live_figures_count_and_time_requests_as_the_final_table_does():
+    """A level's line once read "29 requests, TTFT p95 29.0 ms" where the table read 23 and ∞.
+
+    The table (analysis/frame.py, metrics.py) counts the requests started in the measured window:
+    not in the warm-up, not in the hold after the window's end, not cancelled by the harness; and a
+    failure enters TTFT as +inf. Here: 20 measured successes, 3 measured failures, 2 warm-up, 3 started
+    in the hold, 1 cancelled: 23 requests, 3 errors, and the p95 of 23 TTFTs with 3 infinite is ∞.
+    """
+    kinds = [None] * 20 + ["timeout"] * 3 + [None] * 2 + [None] * 3 + ["cancelled"]
+    n = len(kinds)
+    table = pa.table({
+        "level_index": [0] * n, "level": [4] * n, "error_kind": kinds,
+        "ok": [k is None for k in kinds],
+        "warmup": [False] * 23 + [True] * 2 + [False] * 4,
+        "ttft_ms": [29.0] * 20 + [None] * 3 + [5.0] * 2 + [5.0] * 3 + [None],
+        "chunk_ms": [[29.0, 39.0]] * n, "e2e_ms": [40.0] * n,
+        "start_wall": [100.0] * 23 + [99.0] * 2 + [111.0] * 3 + [105.0],
+    })
+    progress = RunProgress()
+    progress.update(table, {0: 110.0})  # the window ended at 110: the hold's requests started after it
+    level = progress.levels[0]
+    assert (level.requests, level.errors) == (23, 3)
+    assert level.p95()[0] == math.inf
+    out = io.StringIO()
+    live = LiveView(progress, Console(file=out, width=200, color_system=None))
+    live.level_ended(0)
+    assert "level 1: 4 users, 23 requests, 3 errors, TTFT p95 ∞ ms" in out.getvalue()
+    # no failures: the successes' own p95, measured only (not the warm-up's or the hold's 5 ms)
+    progress = RunProgress()
+    progress.update(table.slice(0, 20), {0: 110.0})
+    assert progress.levels[0].p95()[0] == 29.0
+
+
+def test_an_open_loop_requests_live_ttft_counts_from_its_scheduled_time():
+    """Open loop, a request sent 50 ms late waited 50 ms more: the table counts it, so does the live line."""
+    table = _records(0, 0, 4).append_column("schedule_lag_ms", pa.array([50.0] * 4))
+    progress = RunProgress()
+    progress.update(table)
+    assert list(progress.levels[0].ttft) == [70.0] * 4
+
+
+def test_the_live_percentiles_are_the_analysis_percentiles_with_failures_as_infinity():
+    """The writer process does not import the analysis (pandas at its start): its copy must agree."""
+    rng = np.random.default_rng(7)
+    for n, failures in [(1, 0), (1, 1), (19, 1), (20, 1), (21, 2), (100, 5), (101, 1), (997, 60)]:
+        values = np.concatenate([rng.exponential(30.0, n - failures), np.full(failures, np.inf)])
+        rng.shuffle(values)
+        got = quantiles_with_failures(values)
+        ordered = np.sort(values)
+        assert got == {name: quantile_sorted(ordered, q) for name, q in PERCENTILES.items()}, (n, failures)
