@@ -125,7 +125,10 @@ def test_prometheus_scrapes_a_run_and_the_pushgateway_receives_its_summary(tmp_p
     prom = subprocess.Popen([PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
                              f"--web.listen-address=127.0.0.1:{prom_port}"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-    gateway = subprocess.Popen([PUSHGATEWAY, f"--web.listen-address=127.0.0.1:{push_port}"],
+    # Debian's build persists to /var/lib/prometheus/pushgateway.data by default: a file of this
+    # test's own, so no group pushed on this machine before (by hand, by another run) is read back
+    gateway = subprocess.Popen([PUSHGATEWAY, f"--web.listen-address=127.0.0.1:{push_port}",
+                                f"--persistence.file={tmp_path / 'pushgateway.data'}"],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
     prom_url, push_url = f"http://127.0.0.1:{prom_port}", f"http://127.0.0.1:{push_port}"
     try:
