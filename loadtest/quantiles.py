@@ -7,6 +7,10 @@ look *faster*). ``numpy.percentile``'s linear interpolation turns
 definition (numpy's default "linear", Hyndman–Fan type 7) on sorted arrays with
 explicit ``inf`` handling: a percentile that falls on or interpolates toward a
 failure is ``+inf``; otherwise the value equals ``numpy.percentile``.
+
+A leaf of the package (numpy only), not in ``analysis/``: the record writer
+process computes the live progress lines' percentiles with it too, and
+importing the analysis package there would load pandas at its start.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ import zlib
 
 import numpy as np
 
-from loadtest.analysis.quantiles import lerp, position, quantile_sorted
+from loadtest.quantiles import lerp, position, quantile_sorted
 
 #: Resamples per interval. 1000 keeps the Monte Carlo error of a 95% bound
 #: well below the interval's own width; cost is O(B), independent of n.

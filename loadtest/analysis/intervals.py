@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from loadtest.analysis.quantiles import low_n
+from loadtest.quantiles import low_n
 
 #: Shortest block, in seconds: several decode steps of any real server.
 MIN_BLOCK_S = 0.25

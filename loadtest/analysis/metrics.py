@@ -42,7 +42,7 @@ from loadtest.analysis.intervals import (
     block_ids,
     block_length_s,
 )
-from loadtest.analysis.quantiles import binned_order_statistics, lerp, low_n, order_statistics, position
+from loadtest.quantiles import binned_order_statistics, lerp, low_n, order_statistics, position
 from loadtest.analysis.results import REPORTED, LevelResult, Stats
 from loadtest.analysis.windows import LevelWindow
 from loadtest.metric_registry import BY_NAME, LATENCY_METRICS, PERCENTILES

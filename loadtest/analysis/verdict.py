@@ -48,7 +48,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-from loadtest.analysis.quantiles import low_n
+from loadtest.quantiles import low_n
 from loadtest.analysis.results import Check, CheckVerdict, LevelResult, LevelStatus
 from loadtest.analysis.slo import SloCheck, SloSpec
 

@@ -27,7 +27,7 @@ import math
 
 import numpy as np
 
-from loadtest.analysis.quantiles import quantile_sorted
+from loadtest.quantiles import quantile_sorted
 from loadtest.compare.samples import Clustered
 
 #: Replicates per change interval (the analyzer's own intervals use 1000 too).

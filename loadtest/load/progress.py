@@ -21,7 +21,6 @@ second before a line is printed.
 
 from __future__ import annotations
 
-import math
 import threading
 from collections import deque
 
@@ -29,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from loadtest.metric_registry import PERCENTILES
+from loadtest.quantiles import quantile_sorted
 from loadtest.token_gaps import list_gaps
 
 #: A batch's key with each ended level's window end (wall s, by level index): the requests a level
@@ -37,33 +37,12 @@ WINDOW_ENDS = "_window_ends"
 
 #: The live samples a level keeps, by their short names (``ttft_ms`` → ``ttft``).
 SAMPLED = ("ttft", "itl", "e2e")
-#: Interpolation weights below this are an exact hit on a sample (as ``analysis/quantiles.py``).
-_SNAP = 1e-9
-
-
 def quantiles_with_failures(values: np.ndarray) -> dict[str, float]:
-    """Each registry percentile of ``values``, where +inf (a failure) may be among them.
-
-    The analysis' definition (``analysis/quantiles.py``: numpy's linear one, a
-    percentile that lands on or interpolates toward a failure is +inf), written
-    out here so that the record writer process need not import the analysis
-    (pandas: a quarter of a second at its start); ``tests/unit/test_live_view.py``
-    holds the two to the same answers.
-    """
+    """Each registry percentile of ``values``, where +inf (a failure) may be among them: the
+    analysis' own definition (:func:`loadtest.quantiles.quantile_sorted`), so a level's live line
+    and its row in the final table read the same percentile."""
     ordered = np.sort(np.asarray(values, dtype=float))
-    n = len(ordered)
-    out: dict[str, float] = {}
-    for name, q in PERCENTILES.items():
-        h = q * (n - 1)
-        lo = min(int(math.floor(h + _SNAP)), n - 1)
-        t = h - lo
-        if t < _SNAP:
-            out[name] = float(ordered[lo])
-        elif math.isinf(ordered[lo + 1]):
-            out[name] = math.inf
-        else:
-            out[name] = float(ordered[lo] + (ordered[lo + 1] - ordered[lo]) * t)
-    return out
+    return {name: quantile_sorted(ordered, q) for name, q in PERCENTILES.items()}
 
 
 def _items_per_s(items: float, first_wall: float | None, last_wall: float | None) -> float | None:

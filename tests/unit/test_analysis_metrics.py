@@ -10,7 +10,7 @@ import pytest
 
 from loadtest.analysis import SloSpec, analyze
 from loadtest.analysis.columns import flatten_list
-from loadtest.analysis.quantiles import quantile_sorted
+from loadtest.quantiles import quantile_sorted
 from support.synthetic import T0, failed_row, level_plan, request_row, run_dict, to_frame
 
 NO_SLO = SloSpec()

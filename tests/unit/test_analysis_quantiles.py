@@ -16,7 +16,7 @@ from loadtest.analysis.bootstrap import (
     wilson_interval,
 )
 from loadtest.analysis.metrics import describe
-from loadtest.analysis.quantiles import low_n, order_statistics, quantile_sorted
+from loadtest.quantiles import low_n, order_statistics, quantile_sorted
 
 
 def test_percentiles_match_numpy_linear():

@@ -23,7 +23,7 @@ from loadtest.analysis.chunks import chunk_positions, flatten_chunks, group_by_p
 from loadtest.analysis.frame import outcomes, send_e2e_ms
 from loadtest.analysis.hold_cut import cut_at_hold_end, hold_cut_ms
 from loadtest.analysis.intervals import bin_of, block_bootstrap_intervals, block_histogram, block_ids, block_index, block_length_s
-from loadtest.analysis.quantiles import binned_order_statistics
+from loadtest.quantiles import binned_order_statistics
 from loadtest.analysis.columns import numeric
 from loadtest.analysis.windows import level_windows
 from loadtest import records_stream

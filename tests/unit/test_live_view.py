@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 from rich.console import Console
 
-from loadtest.analysis.quantiles import quantile_sorted
+from loadtest.quantiles import quantile_sorted
 from loadtest.export.live import _itl_seconds
 from loadtest.load.live import LiveView, remaining_text
 from loadtest.load.progress import RunProgress, quantiles_with_failures
