@@ -44,6 +44,7 @@ from loadtest.analysis.client_error import judge_client
 from loadtest.analysis.host_contention import judge_host
 from loadtest.analysis.chunk_lists import ChunkSource, arrow_source, frame_source
 from loadtest.analysis.chunk_pass import chunk_pass
+from loadtest.analysis.open_loop import short_level_caveat
 from loadtest.analysis.columns import numeric, text
 from loadtest.analysis.frame import outcomes, request_frame, send_e2e_ms
 from loadtest.analysis.images import level_images
@@ -158,6 +159,9 @@ def analyze(
         )
     warnings += run_caveats(run, frame)
     warnings += level_caveats(levels, slo, min_complete)
+    hidden = short_level_caveat(levels, capacity, slo)
+    if hidden:
+        warnings.append(hidden)
     server = server_view(server_samples, levels, run.get("server_metrics"))
     caches = level_prefix_cache(frame, numeric(requests, "cached_tokens"), server_samples,
                                 [(lv.index, lv.window_start, lv.end_wall) for lv in levels])

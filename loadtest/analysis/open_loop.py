@@ -112,3 +112,39 @@ def describe_keep_up(stats: dict[str, Any]) -> str:
     if not stats["server_kept_up"]:
         text += "; the server could not keep up (completions fell behind arrivals)"
     return text
+
+
+#: A short level hides an overload of at least this share above the sustainable rate: worth a warning.
+HIDDEN_OVERLOAD = 0.05
+
+
+def short_level_caveat(levels: list, capacity: Any, slo: Any) -> str | None:
+    """Open loop: how far above what the server sustains a level this short would still pass.
+
+    At a rate ``R = (1 + e) C`` the queue grows and each request waits about ``e`` s more per
+    second of the level (docs/method.md, "What a short level cannot see"), so a level of ``T``
+    s fails on a wait limit only once ``e T`` exceeds the margin left under it. The margin
+    at the capacity level (the TTFT limit, else e2e's, less the p95 there) over its window
+    gives the overload that would still have passed: when that is 5% or more, the capacity
+    may be that much above the sustainable rate, and the warning says how to confirm it.
+    """
+    rate = getattr(capacity, "rate_rps", None)
+    if rate is None:
+        return None
+    metric = next((m for m in ("ttft_ms", "e2e_ms") if slo.tightest(m) is not None), None)
+    level = next((lv for lv in reversed(levels) if lv.rate_rps == rate and lv.status == "pass"), None)
+    if metric is None or level is None or not level.window_s or level.window_s <= 0:
+        return None
+    limit, p95 = slo.tightest(metric), level.metric(metric).percentile("p95")
+    if not math.isfinite(p95) or p95 >= limit:
+        return None
+    hidden = (limit - p95) / 1000.0 / level.window_s
+    if hidden < HIDDEN_OVERLOAD:
+        return None
+    return (
+        f"at {rate:g} req/s the {metric.removesuffix('_ms').upper()} p95 left {limit - p95:.0f} ms under its limit "
+        f"over a {level.window_s:.0f} s window: a rate up to {hidden:.0%} above what the server sustains would "
+        f"still pass a level this short (its queue grows too slowly to break the limit in time), so the "
+        f"sustainable rate may be as low as {rate / (1 + hidden):.3g} req/s; confirm the capacity with one "
+        "longer level at it (docs/method.md, open loop)"
+    )

@@ -156,3 +156,18 @@ def test_a_request_still_in_flight_has_waited_since_its_scheduled_time():
     assert late.verdict == "fail", late  # 200 certain misses (350 ms > 200 ms) outnumber 100 on-time requests
     closed = decide_level(done, _run(), slo, level, 1010.0, 0.95, running.assign(schedule_lag_ms=None))
     assert closed.verdict != "fail"  # without the lag, 100 ms of waiting says nothing yet
+
+
+def test_a_short_level_far_under_its_wait_limit_warns_that_an_overload_would_still_pass():
+    """A 10 s level at TTFT p95 20 ms under a 1000 ms limit: a rate ~10% above what the server
+    sustains grows the wait by ~0.1 s a second, ~1 s by the level's end, and might still pass. The
+    capacity is then not confirmed to better than that, and the warning says so; with a tight margin
+    (limit 100 ms: under 1% hidden) it does not."""
+    loose = analyze(_records([1.0] * 100), _run(), SloSpec.from_dict({"ttft_ms": {"p95": 1000}}))
+    said = [w for w in loose.warnings if "would still pass a level this short" in w]
+    assert loose.capacity.rate_rps == 10.0 and len(said) == 1, loose.warnings
+    assert "up to 10% above" in said[0] and "as low as 9.11 req/s" in said[0], said[0]
+    tight = analyze(_records([1.0] * 100), _run(), SloSpec.from_dict({"ttft_ms": {"p95": 100}}))
+    assert tight.capacity.rate_rps == 10.0 and not [w for w in tight.warnings if "level this short" in w]
+    closed = analyze(_records([1.0] * 100, scheduled=False), {**_run(None)}, SloSpec.from_dict({"ttft_ms": {"p95": 1000}}))
+    assert not [w for w in closed.warnings if "level this short" in w]  # closed loop: no queue grows unseen
