@@ -210,6 +210,18 @@ def describe_check(check: Check, *, with_ci: bool = False, confidence: float = 0
     return f"{label} is {value}{ci} against a {check.limit:g} ms limit"
 
 
+def _error_kinds(check: Check, level: LevelResult) -> str:
+    """What the failures were, when the error budget binds: `` (rate_limited 12, timeout 2)``.
+
+    A 16.7% error rate reads differently as 429s (a rate limiter in front: a quota, not the
+    server's capacity) than as timeouts or 5xx; the kinds are in summary.json, and belong here too.
+    """
+    if check.metric != ERROR_RATE_CHECK or check.class_name or not level.errors_by_kind:
+        return ""
+    kinds = sorted(level.errors_by_kind.items(), key=lambda kv: (-kv[1], kv[0]))
+    return " (" + ", ".join(f"{kind} {n}" for kind, n in kinds[:3]) + (", …" if len(kinds) > 3 else "") + ")"
+
+
 def _message(
     cap: Capacity,
     cap_level: LevelResult | None,
@@ -221,7 +233,8 @@ def _message(
     confidence: float,
 ) -> str:
     fail_part = (
-        f"at {_at(first_failing)} the {describe_check(binding)}" if first_failing and binding else ""
+        f"at {_at(first_failing)} the {describe_check(binding)}{_error_kinds(binding, first_failing)}"
+        if first_failing and binding else ""
     )
     if cap.verdict == "found":
         assert cap_level is not None
@@ -234,7 +247,7 @@ def _message(
         assert first_failing is not None
         return (
             f"Even the lowest tested level ({first_failing.label}) fails the SLOs: "
-            f"the {describe_check(binding) if binding else 'SLOs fail'}."
+            f"the {describe_check(binding) + _error_kinds(binding, first_failing) if binding else 'SLOs fail'}."
         )
     if cap.verdict == "uncertain":
         return _uncertain_message(cap, uncertain, fail_part, confidence)

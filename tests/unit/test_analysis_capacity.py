@@ -19,7 +19,7 @@ from support.synthetic import (
 
 
 def sweep(concurrencies, slo, *, itl=lambda c: 10.0 * c, ttft=lambda c: 100.0, seconds=20.0,
-          saturated=(), fail_every=None, warmup_s=0.0):
+          saturated=(), fail_every=None, warmup_s=0.0, fail_kind="http_5xx"):
     """A stepped run where each level's latency is a known function of its concurrency."""
     levels = level_plan(list(concurrencies), seconds)
     rows = []
@@ -27,7 +27,7 @@ def sweep(concurrencies, slo, *, itl=lambda c: 10.0 * c, ttft=lambda c: 100.0, s
         c = lv["concurrency"]
         rows += closed_loop_rows(
             lv["index"], c, lv["start_wall"], seconds * 0.8, ttft_ms=ttft(c), itl_ms=itl(c), chunks=8,
-            fail_every=(fail_every or {}).get(c, 0),
+            fail_every=(fail_every or {}).get(c, 0), fail_kind=fail_kind,
         )
         if c in saturated:
             lv["client"] = {"saturated": True, "reason": "event-loop lag p99 120 ms", "loop_lag_p99_ms": 120.0}
@@ -69,6 +69,12 @@ def test_error_rate_can_be_the_binding_slo():
     assert analysis.capacity.concurrency == 2
     assert analysis.capacity.binding == "error_rate"
     assert re.search(r"at 4 the error rate is (19|20)\.?\d*% against a 1% budget", analysis.capacity.message)
+    # what the failures were: 429s from a limiter in front read differently than the server's 5xx
+    errors = analysis.level(4).errors
+    assert f"against a 1% budget (http_5xx {errors})" in analysis.capacity.message, analysis.capacity.message
+    limited = sweep([1, 2, 4], {"itl_ms": {"p95": 45}, "max_error_rate": 0.01}, fail_every={4: 5},
+                    fail_kind="rate_limited")
+    assert f"(rate_limited {limited.level(4).errors})" in limited.capacity.message
 
 
 def test_at_least_when_every_level_passes():
