@@ -148,6 +148,14 @@ class Autoscaling:
     def best_signal(self) -> SignalRecommendation | None:
         return next((s for s in self.signals if s.metric == self.best), None)
 
+    def mean_concurrency_per_replica(self) -> float | None:
+        """Users per replica on average, capacity / replicas × (1 − headroom): what an autoscaler's
+        average, the running trigger and the cost forecast work with (``target_concurrency_per_replica``
+        is its whole number, rounded down, for users pinned to a replica)."""
+        if not self.capacity:
+            return None
+        return round(self.capacity / max(1, self.replicas or 1) * (1 - self.headroom), 2)
+
 
 def _level_at(levels: Sequence[LevelResult], concurrency: int | None, rate: float | None = None) -> LevelResult | None:
     """The level run at that concurrency, or open loop at that rate (the last one, if it ran twice)."""
@@ -314,7 +322,12 @@ def _closed_loop_sentences(result: Autoscaling, capacity: Capacity) -> list[str]
         parts.append(f"Every tested level held the SLOs (up to {cap} users), so these thresholds are a lower bound.")
     if capacity.verdict in ("uncertain", "client_saturated", "host_contended"):
         parts.append(f"The capacity verdict is {capacity.verdict.replace('_', ' ')}: treat the numbers below as provisional.")
-    parts.append(f"Headroom {result.headroom:.0%} ({result.headroom_source}): aim for {target} concurrent users per replica.")
+    mean = result.mean_concurrency_per_replica()
+    if mean is not None and mean != target:  # the forecast and the triggers work with the average
+        parts.append(f"Headroom {result.headroom:.0%} ({result.headroom_source}): aim for {mean:g} concurrent users "
+                     f"per replica on average ({target} where users are pinned to a replica).")
+    else:
+        parts.append(f"Headroom {result.headroom:.0%} ({result.headroom_source}): aim for {target} concurrent users per replica.")
     return parts
 
 

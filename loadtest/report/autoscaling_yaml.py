@@ -119,7 +119,7 @@ def render_autoscaling_yaml(analysis: Analysis) -> str:
              + (f"peak requests/s / {a.target_rate_rps_per_replica:g} (target rate per replica), rounded up "
                 "(or give --peak-rps)."
                 if a.target_rate_rps_per_replica is not None else
-                f"peak concurrent users / {a.target_concurrency_per_replica} (target concurrency per replica), "
+                f"peak concurrent users / {a.mean_concurrency_per_replica():g} (users per replica on average), "
                 "rounded up (or give --peak-users)."))
         ),
         "#\n",

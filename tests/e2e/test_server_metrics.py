@@ -138,6 +138,10 @@ def test_levels_get_the_server_signals_and_running_requests_drive_the_recommenda
     assert best.threshold == pytest.approx(6 * 0.8)
     assert best.at_capacity.p50 == 6 and best.at_first_failing.p50 == 8
     assert rec.target_concurrency_per_replica == 4  # floor(6 × 0.8)
+    # the sentence gives the average the trigger (running > 4.8) and the cost forecast work with, not only "4"
+    assert rec.mean_concurrency_per_replica() == pytest.approx(4.8)
+    assert "aim for 4.8 concurrent users per replica on average (4 where users are pinned" in rec.paragraph
+    assert "peak concurrent users / 4.8 (users per replica on average)" in render_autoscaling_yaml(a).replace("\n# ", " ")
     waiting = next(s for s in rec.signals if s.role == "waiting")
     assert not waiting.separates
     assert not [w for w in a.warnings if "in flight" in w]
