@@ -11,6 +11,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any, Callable
 from urllib.parse import urlsplit
 
 from loadtest.argtypes import port_number
@@ -20,44 +21,31 @@ from loadtest.redact import public_url
 def add_export_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("monitoring (Prometheus)")
     port = os.environ.get("LOADTEST_METRICS_PORT")
-    g.add_argument("--metrics-port", type=_port_from(port), default=port or None, metavar="P",  # argparse checks a str default
+    g.add_argument("--metrics-port", type=_from_env(port_number, "LOADTEST_METRICS_PORT", port), default=port or None, metavar="P",  # argparse checks a str default
                    help="serve the load generator's own metrics (TTFT/ITL/e2e histograms, requests, users, level, "
                         "verdicts) on this port while the run goes, on the master when distributed ($LOADTEST_METRICS_PORT)")
     g.add_argument("--metrics-host", default=os.environ.get("LOADTEST_METRICS_HOST", "127.0.0.1"),
                    help="interface for --metrics-port (default 127.0.0.1; 0.0.0.0 in a pod) ($LOADTEST_METRICS_HOST)")
     gateway = os.environ.get("LOADTEST_PUSHGATEWAY") or None
-    g.add_argument("--pushgateway", type=_gateway_from(gateway), default=gateway, metavar="URL",  # argparse checks a str default
+    g.add_argument("--pushgateway", type=_from_env(pushgateway_url, "LOADTEST_PUSHGATEWAY", gateway), default=gateway, metavar="URL",  # argparse checks a str default
                    help="push the summary (capacity, per-level percentiles, verdicts) to this Prometheus Pushgateway "
                         "when the run ends, http(s)://[user:password@]host[:port] or host:port; a user and password are sent as "
                         "HTTP Basic auth ($LOADTEST_PUSHGATEWAY)")
 
 
-def _port_from(env_value: str | None):
-    """``port_number``, whose error names $LOADTEST_METRICS_PORT when the bad value came from there."""
+def _from_env(parse: Callable[[str], Any], variable: str, env_value: str | None) -> Callable[[str], Any]:
+    """``parse``, whose error names ``$variable`` when the bad value came from it, not from the flag."""
 
-    def metrics_port(text: str) -> int:
+    def parse_from_env(text: str) -> Any:
         try:
-            return port_number(text)
+            return parse(text)
         except argparse.ArgumentTypeError as err:
             if env_value is not None and text == env_value:
-                raise argparse.ArgumentTypeError(f"{err} (from $LOADTEST_METRICS_PORT)") from None
+                raise argparse.ArgumentTypeError(f"{err} (from ${variable})") from None
             raise
 
-    return metrics_port
-
-
-def _gateway_from(env_value: str | None):
-    """``pushgateway_url``, whose error names $LOADTEST_PUSHGATEWAY when the bad value came from there."""
-
-    def pushgateway(text: str) -> str:
-        try:
-            return pushgateway_url(text)
-        except argparse.ArgumentTypeError as err:
-            if env_value is not None and text == env_value:
-                raise argparse.ArgumentTypeError(f"{err} (from $LOADTEST_PUSHGATEWAY)") from None
-            raise
-
-    return pushgateway
+    parse_from_env.__name__ = parse.__name__  # argparse names the type in its messages
+    return parse_from_env
 
 
 def pushgateway_url(text: str) -> str:
