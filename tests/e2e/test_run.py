@@ -13,6 +13,7 @@ import pytest
 
 from loadtest.mock.process import MockServer
 from loadtest.records import read_requests, read_run_json
+from support.procs import reap
 from support.runkit import level_rows, loadtest, start_run, summary, wait_for_flushes, write_scenario
 
 
@@ -254,9 +255,7 @@ def test_ctrl_c_during_the_preflight_is_one_line(tmp_path):
             proc.send_signal(signal.SIGINT)
             stdout, stderr = proc.communicate(timeout=30)
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate(timeout=10)
+            reap(proc)
     assert proc.returncode == 130, stderr
     lines = [line for line in stderr.splitlines() if line.strip() and not line.startswith("loadtest 0")]
     assert lines == ["loadtest run: interrupted"], stderr
