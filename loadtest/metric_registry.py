@@ -87,6 +87,9 @@ class Metric:
     #: Measured for an answer that is not streamed (embeddings): a column of its terminal table, an
     #: SLO it may have; False for the metrics that need a stream (first token, gaps between tokens).
     unary: bool = False
+    #: Counts the wait in the server's queue from the send (open loop: from the scheduled time), so
+    #: a queue that grows through a level shows in it first (analysis/open_loop.py's short-level warning).
+    queue_wait: bool = False
 
     @property
     def short_label(self) -> str:
@@ -99,7 +102,7 @@ METRICS: tuple[Metric, ...] = (
         "ttft_ms", "TTFT", "ms",
         "time from send to the first chunk with generated content; per request that started in the "
         "measured window; a failed request without a first token counts as +inf",
-        kind="latency", per="request", slo=True, sample_column="ttft_sample",
+        kind="latency", per="request", slo=True, sample_column="ttft_sample", queue_wait=True,
         terminal=True, per_class=True, report_figure=True, report_knee=True,
         report_table=("p50", "p95", "p99"), web_ui=("p50", "p95", "p99"), web_ui_table=("p50", "p95"),
     ),
@@ -123,7 +126,7 @@ METRICS: tuple[Metric, ...] = (
         "e2e_ms", "end-to-end latency", "ms",
         "send to last byte, for requests that started in the measured window (also those that ended after "
         "it); failures count as +inf; a request the harness cut after waiting past the e2e limit counts as +inf",
-        kind="latency", per="request", slo=True, sample_column="e2e_sample",
+        kind="latency", per="request", slo=True, sample_column="e2e_sample", queue_wait=True,
         per_class=True, report_figure=True, report_table=("p95",), unary=True, web_ui_unary=("p50", "p95", "p99"),
     ),
     Metric(

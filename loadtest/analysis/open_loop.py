@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from loadtest.analysis.windows import LevelWindow
+from loadtest.metric_registry import METRICS
 
 #: A send later than this (ms) counts as late.
 LATE_MS = 10.0
@@ -124,14 +125,14 @@ def short_level_caveat(levels: list, capacity: Any, slo: Any) -> str | None:
     At a rate ``R = (1 + e) C`` the queue grows and each request waits about ``e`` s more per
     second of the level (docs/method.md, "What a short level cannot see"), so a level of ``T``
     s fails on a wait limit only once ``e T`` exceeds the margin left under it. The margin
-    at the capacity level (the TTFT limit, else e2e's, less the p95 there) over its window
+    at the capacity level (the limit of the first metric that counts the queue's wait, TTFT then e2e, less the p95 there) over its window
     gives the overload that would still have passed: when that is 5% or more, the capacity
     may be that much above the sustainable rate, and the warning says how to confirm it.
     """
     rate = getattr(capacity, "rate_rps", None)
     if rate is None:
         return None
-    metric = next((m for m in ("ttft_ms", "e2e_ms") if slo.tightest(m) is not None), None)
+    metric = next((m.name for m in METRICS if m.queue_wait and slo.tightest(m.name) is not None), None)
     level = next((lv for lv in reversed(levels) if lv.rate_rps == rate and lv.status == "pass"), None)
     if metric is None or level is None or not level.window_s or level.window_s <= 0:
         return None

@@ -245,15 +245,18 @@ def test_ctrl_c_during_the_preflight_is_one_line(tmp_path):
     which printed ``KeyboardInterrupt`` and a timestamp before the CLI's own ``interrupted`` line."""
     arrivals = tmp_path / "arrivals.log"
     with MockServer(["--hang-rate", "1", "--arrival-log", str(arrivals)]) as mock:
-        scenario = write_scenario(tmp_path, mock.base_url, load={"levels": [1], "level_duration_s": 2, "warmup_s": 0.5})
+        # the preflight must still be waiting when the signal comes, however slowly this test runs
+        # beside others: a timeout longer than the wait for the arrival below (it gave exit 3 at 10 s)
+        scenario = write_scenario(tmp_path, mock.base_url, load={"levels": [1], "level_duration_s": 2, "warmup_s": 0.5},
+                                  target={"timeout_s": 120})
         proc = start_run(scenario, tmp_path / "run")
         try:
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + 60
             while time.monotonic() < deadline and not (arrivals.exists() and arrivals.stat().st_size):  # preflight sent
                 time.sleep(0.1)
             time.sleep(0.5)
             proc.send_signal(signal.SIGINT)
-            stdout, stderr = proc.communicate(timeout=30)
+            stdout, stderr = proc.communicate(timeout=60)
         finally:
             reap(proc)
     assert proc.returncode == 130, stderr
