@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from loadtest.analysis.cost import Served, forecast, replicas_for, unit_cost
+from loadtest.analysis.cost import Served, forecast, unit_cost
 
 
 def price_per_hour(run: Mapping[str, Any]) -> float | None:
@@ -71,9 +71,6 @@ def run_cost(analysis: Any) -> dict[str, Any] | None:
     if usd is None:
         return None
     level = _capacity_level(analysis)
-    # The price is per replica; a fleet's capacity and what it served are the whole fleet's. The fleet
-    # costs replicas × the price for what it served, and the forecast plans replicas of one share each.
-    replicas = max(1, int(getattr(analysis.autoscaling, "replicas", None) or 1))
     out: dict[str, Any] = {"usd_per_hour": usd, "capacity_concurrency": analysis.capacity.concurrency,
                            "capacity_rate_rps": analysis.capacity.rate_rps}
     if level is None:
@@ -81,7 +78,8 @@ def run_cost(analysis: Any) -> dict[str, Any] | None:
         out.update(usd_per_million_output_tokens=None, usd_per_million_tokens=None, usd_per_thousand_requests=None)
         return out
     served = served_at(analysis, level)
-    out.update(unit_cost(usd * replicas, served).to_dict())
+    # the price is per replica, what a fleet served the whole fleet's: it costs replicas × the price
+    out.update(unit_cost(usd * _replicas(analysis), served).to_dict())
     out.update(goodput_rps=served.goodput_rps, good_output_tokens_per_s=served.good_output_tokens_per_s,
                good_prompt_tokens_per_s=served.good_prompt_tokens_per_s)
     shape = ((run.get("scenario") or {}).get("cost") or {}).get("daily_shape")
@@ -104,7 +102,7 @@ def peak_plan(analysis: Any, served: Served | None = None) -> tuple[str, float, 
     options = (analysis.run or {}).get("cost_options") or {}
     headroom = getattr(analysis.autoscaling, "headroom", None)
     headroom = 0.2 if headroom is None else float(headroom)
-    replicas = max(1, int(getattr(analysis.autoscaling, "replicas", None) or 1))
+    replicas = _replicas(analysis)
     if options.get("peak_users") and analysis.capacity.concurrency:
         return "users", analysis.capacity.concurrency / replicas, float(options["peak_users"]), headroom
     if options.get("peak_rps"):
@@ -115,7 +113,6 @@ def peak_plan(analysis: Any, served: Served | None = None) -> tuple[str, float, 
     return None
 
 
-def peak_replicas(analysis: Any) -> int | None:
-    """Replicas for the peak (``--peak-users`` / ``--peak-rps``), or None without one."""
-    plan = peak_plan(analysis)
-    return None if plan is None else replicas_for(plan[2], plan[1], plan[3])
+def _replicas(analysis: Any) -> int:
+    """The replicas the capacity was measured on (a fleet's, declared or counted; else one)."""
+    return max(1, int(getattr(analysis.autoscaling, "replicas", None) or 1))

@@ -37,6 +37,8 @@ WINDOW_ENDS = "_window_ends"
 
 #: The live samples a level keeps, by their short names (``ttft_ms`` → ``ttft``).
 SAMPLED = ("ttft", "itl", "e2e")
+
+
 def quantiles_with_failures(values: np.ndarray) -> dict[str, float]:
     """Each registry percentile of ``values``, where +inf (a failure) may be among them: the
     analysis' own definition (:func:`loadtest.quantiles.quantile_sorted`), so a level's live line

@@ -22,7 +22,8 @@ import textwrap
 from pathlib import Path
 
 from loadtest.analysis.results import Analysis
-from loadtest.analysis.run_cost import peak_plan, peak_replicas
+from loadtest.analysis.cost import replicas_for
+from loadtest.analysis.run_cost import peak_plan
 from loadtest.records import replace_text
 
 AUTOSCALING_YAML = "autoscaling.yaml"
@@ -45,11 +46,12 @@ def autoscaler_target(best) -> float:
 
 def _max_replicas(analysis: Analysis) -> tuple[int, str | None]:
     """maxReplicas, and how the peak gave it (None: no peak was given, so it is a placeholder)."""
-    top = peak_replicas(analysis)
-    if top is None:
+    plan = peak_plan(analysis)  # the cost forecast's plan, with or without a price
+    if plan is None:
         return MAX_REPLICAS, None
-    unit, per, peak, headroom = peak_plan(analysis)
-    return max(1, top), f"{peak:g} peak {unit} / {per * (1 - headroom):.3g} per replica, rounded up"
+    unit, per, peak, headroom = plan
+    why = f"{peak:g} peak {unit} / {per * (1 - headroom):.3g} per replica, rounded up"
+    return max(1, replicas_for(peak, per, headroom)), why
 
 
 def _q(text: str) -> str:
