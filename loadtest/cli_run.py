@@ -19,10 +19,8 @@ from loadtest.argtypes import non_empty, port_number
 from loadtest.cli_common import (
     add_autoscaling_args, autoscaling_overrides, levels_arg, non_negative_float, positive_float, positive_int, rates_arg,
 )
-from loadtest.compare.engine import require_same_workload, side_fingerprint
 from loadtest.fingerprint import fingerprint
 from loadtest.compare.gate import add_gate_arguments, output_targets, run_gate
-from loadtest.compare.inputs import load_run
 from loadtest.compare.rules import parse_rules
 from loadtest.cost_cli import add_cost_args, cost_options
 from loadtest.deploy.operator_flags import add_master_flags, add_worker_flags
@@ -127,6 +125,10 @@ def _run_options(args: argparse.Namespace, out: Path, warmup: bool) -> RunOption
 
 def _check_baseline(args: argparse.Namespace, scenario) -> None:
     """Refuse before any load is sent: a missing baseline, or one of another workload (exit 2)."""
+    # start-up time: the comparison's stack (pandas, SciPy) only for a run with --baseline
+    from loadtest.compare.engine import require_same_workload, side_fingerprint
+    from loadtest.compare.inputs import load_run
+
     parse_rules([t for group in (args.tolerance or []) for t in group], args.fail_on or (), args.inconclusive)
     output_targets(args)
     for baseline in args.baseline:

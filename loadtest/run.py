@@ -92,7 +92,7 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
     import locust  # noqa: F401
     from rich.console import Console
 
-    from loadtest.load.orchestrate import check_file_descriptors
+    from loadtest.load.fdlimit import check_file_descriptors
     from loadtest.load.stopping import quiet_interrupts
     from loadtest.redact import install_for
     from loadtest.workload import prepare
@@ -126,16 +126,11 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
 
 def _run_in_folder(scenario: Scenario, options: RunOptions, run_dir: Path, guard: FolderGuard, console, api_key) -> RunOutcome:
     """Preflight, load, analysis and reports, in a run folder that exists."""
-    # After run_scenario's 'import locust' (gevent's patches first); the analysis and report
-    # stacks (pandas, plotly) are not for `loadtest --help` either.
+    # After run_scenario's 'import locust' (gevent's patches first). The load stage's, the analysis'
+    # and the report's stacks (pandas, pyarrow, plotly) load below, once the scraper is starting.
     from rich.console import Console
 
-    from loadtest.analysis import analyze_run
-    from loadtest.load.orchestrate import run_load, start_scraper, stop_scraper, web_control
-    from loadtest.load.user import UserSettings
     from loadtest.preflight import describe_adaptation, preflight, warm_up
-    from loadtest.report import write_reports
-    from loadtest.report.terminal import print_summary
 
     target = scenario.target
     state = RunState(run_dir, initial_record(scenario, options), guard=guard)
@@ -157,11 +152,21 @@ def _run_in_folder(scenario: Scenario, options: RunOptions, run_dir: Path, guard
         console.print(describe_adaptation(change))
     # Started before the warm-up so that its own start-up (an interpreter, imports) is over
     # before the first level is measured.
-    scraper = start_scraper(scenario, run_dir)
+    scraper = _start_scraper(scenario, run_dir)
     try:
+        # Start-up time: about half a second of imports, which run while the scraper's
+        # interpreter starts on the other core instead of before it (its first round is awaited
+        # below); nothing of them is needed before the warm-up.
+        from loadtest.analysis import analyze_run
+        from loadtest.load.orchestrate import run_load, stop_scraper, web_control
+        from loadtest.load.user import UserSettings
+        from loadtest.report import write_reports
+        from loadtest.report.terminal import print_summary
+
         warm = warm_up(scenario, api_key, pre.dialect, salt)
     except BaseException:
-        stop_scraper(scraper, state)
+        if scraper is not None:
+            scraper.stop()  # the run ends here: no levels, so no scrape health to record
         raise
     if scraper is not None:
         waited = scraper.wait_first_round()  # the first level's window then has its scrapes
@@ -204,6 +209,17 @@ def _run_in_folder(scenario: Scenario, options: RunOptions, run_dir: Path, guard
         if web is not None:
             web.close()
     return RunOutcome(run_dir, interrupted)
+
+
+def _start_scraper(scenario: Scenario, run_dir: Path) -> Any:
+    """The server-metrics scraper (a child process), unless the scenario turned it off."""
+    # after run_scenario's 'import locust': the parent's pipes and waits are gevent's from the start
+    from loadtest.analysis.signals import KNOWN_SIGNALS
+    from loadtest.scrape.process import ScraperProcess
+
+    if not scenario.target.metrics.enabled:
+        return None
+    return ScraperProcess(scenario.target, run_dir, [s.metric for s in KNOWN_SIGNALS]).start()
 
 
 def _folder_full(guard: FolderGuard, run_dir: Path) -> RunFolderFull:

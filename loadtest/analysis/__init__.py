@@ -19,330 +19,51 @@ The pipeline inside, one module per idea:
 ``signals`` / ``server``   the server's scraped metrics joined to the levels on wall time
 ``autoscaling``   scale-out thresholds from the capacity and the server's signals
 ``results``   the output dataclasses (``Analysis``, ``LevelResult``, ``Stats``, ``Check``, ``Capacity``)
+``pipeline``  :func:`analyze` and :func:`analyze_run`: the modules above, wired in order
 
 Public entry points: :func:`analyze` (data already in memory, e.g. for tests
 and the live runner) and :func:`analyze_run` (a run folder on disk).
+
+The names below are loaded on first use (PEP 562), for start-up time: the
+scenario imports ``loadtest.analysis.slo`` in every command, and importing
+a submodule runs this file first; the pipeline's stack (pandas, pyarrow)
+costs about half a second that ``loadtest run`` would otherwise spend before
+its server-metrics scraper starts, and ``loadtest mock`` or ``validate``
+never needs it.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, Iterable, Mapping
+import importlib
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pandas as pd
+if TYPE_CHECKING:
+    from loadtest.analysis.pipeline import analyze, analyze_run
+    from loadtest.analysis.refine import next_refine_level, next_refine_rate
+    from loadtest.analysis.results import Analysis, Capacity, Check, LevelResult, Stats
+    from loadtest.analysis.slo import SloCheck, SloSpec
 
-from loadtest.analysis.prefix_cache import level_prefix_cache
-from loadtest.analysis.trace_levels import mark_speedups
-from loadtest.analysis.autoscaling import AutoscalingOptions, recommend
-from loadtest.analysis.bootstrap import DEFAULT_RESAMPLES, rng_for
-from loadtest.analysis.capacity import find_capacity
-from loadtest.analysis.classes import class_slos as class_slos_for
-from loadtest.analysis.classes import class_model, judge_classes, scenario_classes
-from loadtest.analysis.caveats import MIN_COMPLETE, level_caveats, run_caveats
-from loadtest.analysis.client_error import judge_client
-from loadtest.analysis.host_contention import judge_host
-from loadtest.analysis.chunk_lists import ChunkSource, arrow_source, frame_source
-from loadtest.analysis.chunk_pass import chunk_pass
-from loadtest.analysis.open_loop import short_level_caveat
-from loadtest.analysis.columns import numeric, text
-from loadtest.analysis.frame import outcomes, request_frame, send_e2e_ms
-from loadtest.analysis.images import level_images
-from loadtest.analysis.hold_cut import cut_at_hold_end, hold_cut_ms
-from loadtest.analysis.metrics import describe, level_results
-from loadtest.analysis.refine import next_refine_level, next_refine_rate
-from loadtest.analysis.results import Analysis, Capacity, Check, LevelResult, Stats
-from loadtest.analysis.fleet import resolve_replicas
-from loadtest.analysis.server import server_view
-from loadtest.analysis.slo import SloCheck, SloSpec
-from loadtest.analysis.verdict import evaluate_level, honour_decision, verdict_confidence
-from loadtest.analysis.windows import level_windows
-from loadtest.errors import InputError
-
-__all__ = [
-    "Analysis",
-    "Capacity",
-    "Check",
-    "LevelResult",
-    "SloCheck",
-    "SloSpec",
-    "Stats",
-    "analyze",
-    "analyze_run",
-    "next_refine_level",
-    "next_refine_rate",
-]
+#: Each public name and the module that defines it.
+_HOMES = {
+    "Analysis": "results",
+    "Capacity": "results",
+    "Check": "results",
+    "LevelResult": "results",
+    "Stats": "results",
+    "SloCheck": "slo",
+    "SloSpec": "slo",
+    "analyze": "pipeline",
+    "analyze_run": "pipeline",
+    "next_refine_level": "refine",
+    "next_refine_rate": "refine",
+}
+__all__ = sorted(_HOMES)
 
 
-def analyze(
-    requests: pd.DataFrame,
-    run: Mapping[str, Any],
-    slo: SloSpec,
-    *,
-    seed: int = 0,
-    resamples: int = DEFAULT_RESAMPLES,
-    min_complete: int = MIN_COMPLETE,
-    class_slos: Mapping[str, SloSpec] | None = None,
-    confidence: float | None = None,
-    server_samples: pd.DataFrame | None = None,
-    autoscaling: AutoscalingOptions | None = None,
-    chunks: ChunkSource | None = None,
-) -> Analysis:
-    """Analyze one run's records against ``slo``.
-
-    ``requests`` has the columns of :data:`loadtest.records.SCHEMA` (as
-    returned by :func:`loadtest.records.read_requests`), or all but the chunk
-    lists when ``chunks`` yields those batch by batch (:func:`analyze_run`
-    streams them from requests.parquet); ``run`` is run.json as
-    a dict. Deterministic for a given ``seed``. Never raises on odd data
-    (empty frames, missing levels, all failures): such runs get a ``no_data``
-    or ``uncertain`` verdict and warnings instead. ``server_samples`` are the
-    scraped server metrics (``server_metrics.parquet``), None when not scraped;
-    ``autoscaling`` defaults to run.json's ``autoscaling`` options.
-
-    With request classes (a ``class`` column, ``workload.classes`` in the
-    run's scenario), each class is also analyzed alone and judged by its own
-    SLO (``class_slos``; by default the scenario's, else ``slo``), and a level
-    holds only if every class does (see :mod:`loadtest.analysis.classes`).
-    """
-    run = dict(run)
-    cut_ms = hold_cut_ms(requests, run)  # the chunk lists are cut where they are read
-    requests = cut_at_hold_end(requests, run, lists=False)
-    source = chunks if chunks is not None else frame_source(requests)
-    if confidence is None:
-        confidence = verdict_confidence(run)
-    windows, warnings = level_windows(run, requests)
-    frame, levels = _measure(requests, windows, slo, source, cut_ms, seed=seed, resamples=resamples, confidence=confidence)
-    mark_speedups(levels, run.get("trace"))
-    turns = numeric(requests, "turn")
-    frame["class"] = text(requests, "class")
-    frame["turn"] = turns
-
-    slos = dict(class_slos) if class_slos is not None else class_slos_for(run, slo)[1]
-    for name in sorted({c for c in frame["class"] if c is not None} - set(slos)):
-        slos[name] = slo  # a class in the records that the scenario does not name
-    if slos:
-        per_class = _measure_classes(
-            requests, frame["class"].to_numpy(), windows, slos, source, cut_ms, seed, resamples, confidence
-        )
-        own_slos = _judged_with_own_slos(run, slo, slos)
-        for position, level in enumerate(levels):
-            judge_classes(level, {name: lv[position] for name, lv in per_class.items()}, slos, slo)
-            if own_slos:
-                honour_decision(level)  # per-class checks too: the run climbed (or stopped) on them
-            judge_host(judge_client(level))
-    else:
-        own_slo = _judged_with_own_slo(run, slo)
-        for level in levels:
-            evaluate_level(level, slo)
-            if own_slo:
-                honour_decision(level)
-            judge_host(judge_client(level))
-    _attach_ttft_by_turn(levels, frame, turns, seed, resamples, confidence)
-    level_images(requests, frame, levels)
-    levels.sort(key=lambda lv: (lv.load, lv.index))
-    capacity = find_capacity(levels, slo, confidence)
-    if slos:
-        capacity.classes = {
-            name: find_capacity([lv.classes[name] for lv in levels], class_slo, confidence)
-            for name, class_slo in slos.items()
-        }
-
-    declared = scenario_classes(run)
-    capacity.binding_model = class_model(run, declared, capacity.binding_class)
-    for name, class_cap in capacity.classes.items():
-        class_cap.binding_model = class_model(run, declared, class_cap.binding_class)
-    if declared and slo.checks and all(isinstance(c.get("slo"), Mapping) for c in declared):
-        unused = ", ".join(c.name for c in slo.checks)
-        warnings.append(
-            f"the top-level SLO's latency checks ({unused}) judge no request class: every class has its own slo"
-        )
-    warnings += run_caveats(run, frame)
-    warnings += level_caveats(levels, slo, min_complete)
-    hidden = short_level_caveat(levels, capacity, slo)
-    if hidden:
-        warnings.append(hidden)
-    server = server_view(server_samples, levels, run.get("server_metrics"))
-    caches = level_prefix_cache(frame, numeric(requests, "cached_tokens"), server_samples,
-                                [(lv.index, lv.window_start, lv.end_wall) for lv in levels])
-    for level in levels:
-        level.prefix_cache = caches.get(level.index)
-    if server is not None:
-        warnings += server.warnings
-    options = autoscaling or AutoscalingOptions.from_dict(run.get("autoscaling"))
-    replicas, replicas_source, replicas_warning = resolve_replicas(
-        (run.get("target") or {}).get("replicas"), server.replica_count if server is not None else None
-    )
-    if replicas_warning:
-        warnings.append(replicas_warning)
-    # only successful requests carry final token counts
-    sources = frame.loc[frame["ok"], "token_source"].value_counts(dropna=True) if len(frame) else {}
-    # as for completion tokens: failures never got a usage chunk, so count successes
-    prompt_sources = pd.Series(text(requests, "prompt_token_source")[frame["ok"].to_numpy()]).value_counts(dropna=True)
-    if prompt_sources.get("estimate", 0):
-        warnings.append(
-            f"prompt tokens of {int(prompt_sources['estimate'])} successful requests are estimated from the "
-            "words sent (the server reported no usage.prompt_tokens)"
-        )
-
-    return Analysis(
-        name=str(run.get("name") or (run.get("scenario") or {}).get("name") or ""),
-        target=dict(run.get("target") or {}),
-        slo=slo,
-        levels=levels,
-        capacity=capacity,
-        warnings=warnings,
-        token_source={str(k): int(v) for k, v in sources.items()},
-        warmup_s=float(run.get("warmup_s") or 0.0),
-        run=run,
-        requests=frame,
-        confidence=confidence,
-        server=server,
-        autoscaling=recommend(levels, capacity, server, options, replicas, replicas_source),
-        class_slos=slos,
-        prompt_token_source={str(k): int(v) for k, v in prompt_sources.items()},
-    )
-
-
-def _measure(
-    requests: pd.DataFrame,
-    windows: list,
-    slo: SloSpec,
-    source: ChunkSource,
-    cut_ms: np.ndarray | None,
-    *,
-    rows: np.ndarray | None = None,
-    seed: int,
-    resamples: int,
-    confidence: float,
-) -> tuple[pd.DataFrame, list[LevelResult]]:
-    """Records → the per-request frame and one unjudged :class:`LevelResult` per window (window order).
-
-    ``source`` yields the chunk lists of every record, ``cut_ms`` (per record, NaN: none)
-    where the hold cut each (see :func:`hold_cut.hold_cut_ms`); ``rows`` (a bool per record
-    of the source) when ``requests`` are only those records.
-    """
-    ok, _kinds, _cancelled, failed = outcomes(requests)
-    reported = numeric(requests, "completion_tokens")
-    reported = np.where(ok & (reported > 0), reported, np.nan)  # final counts exist for successes only
-    # chunk times are relative to the actual send (open loop: not the scheduled time)
-    totals = chunk_pass(
-        source, windows, numeric(requests, "start_wall"), send_e2e_ms(requests), failed, reported,
-        rows=rows, cut_ms=cut_ms,
-    )
-    frame = request_frame(requests, windows, totals, slo)
-    levels = level_results(
-        frame, windows, totals.itl, totals.tokens_per_window, seed=seed, resamples=resamples, confidence=confidence
-    )
-    return frame, levels
-
-
-def _measure_classes(
-    requests: pd.DataFrame,
-    classes: np.ndarray,
-    windows: list,
-    slos: Mapping[str, SloSpec],
-    source: ChunkSource,
-    cut_ms: np.ndarray | None,
-    seed: int,
-    resamples: int,
-    confidence: float,
-) -> dict[str, list[LevelResult]]:
-    """Each class's own levels (window order): the same analysis on its records alone."""
-    out = {}
-    for name, class_slo in slos.items():
-        rows = classes == name
-        mine = requests.loc[rows].reset_index(drop=True)
-        out[name] = _measure(
-            mine, windows, class_slo, source, cut_ms, rows=rows, seed=seed, resamples=resamples, confidence=confidence
-        )[1]
-    return out
-
-
-def _attach_ttft_by_turn(
-    levels: list[LevelResult], frame: pd.DataFrame, turns: np.ndarray, seed: int, resamples: int, confidence: float
-) -> None:
-    """TTFT per conversation turn at each level (levels in window order, as ``frame["pos"]`` counts)."""
-    if np.isnan(turns).all():
-        return
-    pos = frame["pos"].to_numpy()
-    ttft = frame["ttft_sample"].to_numpy(dtype=float)
-    for position, level in enumerate(levels):
-        here = (pos == position) & ~np.isnan(ttft)
-        for turn in sorted({int(t) for t in turns[here & ~np.isnan(turns)]}):
-            values = ttft[here & (turns == turn)]
-            rng = rng_for(seed, level.index, "ttft_turn", turn)
-            level.ttft_by_turn[turn] = describe(values, rng, resamples, confidence=confidence)
-
-
-def _judged_with_own_slo(run: Mapping[str, Any], slo: SloSpec) -> bool:
-    """Is ``slo`` the one the run's looks judged with (run.json's scenario), not a re-analysis with others?"""
-    scenario = run.get("scenario")
-    if not isinstance(scenario, Mapping):
-        return False
-    try:
-        return SloSpec.from_dict(scenario.get("slo")) == slo
-    except InputError:
-        return False
-
-
-def _judged_with_own_slos(run: Mapping[str, Any], slo: SloSpec, slos: Mapping[str, SloSpec]) -> bool:
-    """With request classes: are the top-level SLO and every class's the ones the run's looks judged with?"""
-    if not _judged_with_own_slo(run, slo):
-        return False
-    own = class_slos_for(run, slo)[1]  # no overrides: the scenario's own class SLOs
-    return all(spec == own.get(name, slo) for name, spec in slos.items())
-
-
-def analyze_run(
-    run_dir: Path | str,
-    slo_overrides: Iterable[str] = (),
-    autoscaling_overrides: Mapping[str, float | None] | None = None,
-    **options: Any,
-) -> Analysis:
-    """Analyze a run folder: SLOs from ``run["scenario"]["slo"]``, then CLI overrides.
-
-    ``autoscaling_overrides`` (``headroom``, ``scale_up_s``, ``traffic_growth_per_min``)
-    replace run.json's ``autoscaling`` options where not None. ``slo_overrides`` may
-    name a request class (``summarize.e2e_ms.p95=15000``).
-
-    Raises :class:`InputError` when the folder is not a run or an override is bad.
-    """
-    # The one function here that reads files: pyarrow's parquet readers load when a run folder is
-    # analyzed, not for every import of the analysis (the live judge and the web UI import it).
-    # The chunk lists are not read here but streamed by the analysis, a batch at a time.
-    from loadtest.records import RUN_JSON, read_run_json
-    from loadtest.records_stream import chunk_batches, read_scalars
-    from loadtest.scrape.store import read_samples
-
-    run_dir = Path(run_dir)
-    if not (run_dir / RUN_JSON).is_file():
-        raise InputError(f"{run_dir}: not a run folder (no {RUN_JSON})")
-    try:
-        run = read_run_json(run_dir)
-    except ValueError as err:
-        raise InputError(f"{run_dir / RUN_JSON}: not valid JSON ({err})") from None
-    scenario = run.get("scenario") or {}
-    try:
-        slo = SloSpec.from_dict(scenario.get("slo") if isinstance(scenario, Mapping) else None)
-    except InputError as err:  # run.json changed by hand: say which file holds the bad limit
-        raise InputError(f"{run_dir / RUN_JSON}: scenario.{err}") from None
-    slo, slos = class_slos_for(run, slo, slo_overrides)
-    scaling = AutoscalingOptions.from_dict(run.get("autoscaling"))
-    if autoscaling_overrides:
-        o = autoscaling_overrides
-        scaling = scaling.with_overrides(o.get("headroom"), o.get("scale_up_s"), o.get("traffic_growth_per_min"))
-    samples, unreadable = None, None
-    try:
-        samples = read_samples(run_dir)
-    except (OSError, ValueError) as err:  # the server's metrics are an aside: the requests are still judged
-        unreadable = (f"the server's metrics (server_metrics.parquet) could not be read, so the server view is "
-                      f"left out: {' '.join(str(err).split())}")
-    analysis = analyze(
-        read_scalars(run_dir), run, slo, class_slos=slos, server_samples=samples,
-        autoscaling=scaling, chunks=arrow_source(lambda: chunk_batches(run_dir)), **options,
-    )
-    if unreadable:
-        analysis.warnings.append(unreadable)
-    return analysis
-
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'loadtest.analysis' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"loadtest.analysis.{home}"), name)
+    globals()[name] = value  # once
+    return value

@@ -5,14 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from loadtest.argtypes import int_at_least
-from loadtest.compare.engine import Comparison
 from loadtest.compare.noise import MIN_HISTORY_RUNS, UNKNOWN_NOISE_FACTOR
 from loadtest.compare.rules import parse_rules
 from loadtest.paths import output_file
 from loadtest.storage.remote import path_arg
+
+if TYPE_CHECKING:  # the engine (pandas, SciPy) loads only when the gate runs: see run_gate
+    from loadtest.compare.engine import Comparison
 
 
 def add_gate_arguments(p: argparse.ArgumentParser, *, default_outputs_note: str = "") -> None:

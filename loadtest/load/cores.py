@@ -27,6 +27,11 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+def local_worker_count(workers: int) -> int:
+    """``--workers N`` (-1: one per core this process may use, as ``--workers`` is bounded by)."""
+    return usable_cores() if workers < 0 else workers
+
+
 def check_local_workers(workers: int, cores: int | None = None) -> str | None:
     """Refuse a ``--workers`` count that is not a count or far past the cores; a warning above the cores.
 

@@ -20,8 +20,15 @@ from __future__ import annotations
 
 import math
 import resource
+from typing import TYPE_CHECKING
 
 from loadtest.errors import InputError
+from loadtest.load.cores import local_worker_count
+from loadtest.load.modes import load_mode
+
+if TYPE_CHECKING:
+    from loadtest.run_state import RunOptions
+    from loadtest.scenario import Scenario
 
 #: Descriptors a load process needs besides its users' connections (see above).
 BASELINE_FDS = 32
@@ -66,3 +73,19 @@ def ensure_fds(users: int, where: str = "this process") -> str | None:
 def _advice(need: int) -> int:
     """A round limit comfortably above the need (a power of two, at least 4096)."""
     return max(4096, 1 << (need - 1).bit_length())
+
+
+def check_file_descriptors(scenario: Scenario, options: RunOptions) -> str | None:
+    """A connection per user must fit under the open-file limit of the process that holds it.
+
+    Local workers inherit this process's (possibly raised) limit, so it is checked
+    here for the busiest worker's share; remote workers check their own share when
+    the master tells them the number of workers.
+    """
+    users = load_mode(scenario).max_users()
+    if options.master:
+        return ensure_fds(0, "the master")
+    if options.workers:
+        n = local_worker_count(options.workers)
+        return ensure_fds(users_per_process(users, n), f"each of the {n} worker processes")
+    return ensure_fds(users)

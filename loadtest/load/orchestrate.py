@@ -27,10 +27,8 @@ import pyarrow.parquet as pq
 from loadtest.client.unary import UNARY_APIS
 from loadtest.analysis import analyze_run
 from loadtest.analysis.server import scrape_health
-from loadtest.analysis.signals import KNOWN_SIGNALS
 from loadtest.diskfull import FolderGuard, full_disk_message, is_disk_full
 from loadtest.errors import InputError
-from loadtest.load.fdlimit import ensure_fds, users_per_process
 from loadtest.load.judge import LevelJudge
 from loadtest.load.levels import LevelClock
 from loadtest.load.live import LiveView
@@ -40,10 +38,9 @@ from loadtest.load.progress import RunProgress
 from loadtest.load.recorder import Recorder
 from loadtest.load.session import LoadSession
 from loadtest.load.sink import RunSink
-from loadtest.load.workers import local_worker_count, start_master, stop_workers
+from loadtest.load.workers import start_master, stop_workers
 from loadtest.records import REQUESTS_PARQUET, RequestWriter
 from loadtest.scenario import Scenario
-from loadtest.scrape.process import ScraperProcess
 from loadtest.scrape.store import read_samples
 
 if TYPE_CHECKING:  # the pipeline's types; the load stage does not import the pipeline
@@ -51,22 +48,6 @@ if TYPE_CHECKING:  # the pipeline's types; the load stage does not import the pi
 
 #: ``--refine``'s probes at most (bisection over any sane range ends far sooner).
 MAX_REFINE_PROBES = 32
-
-
-def check_file_descriptors(scenario: Scenario, options: RunOptions) -> str | None:
-    """A connection per user must fit under the open-file limit of the process that holds it.
-
-    Local workers inherit this process's (possibly raised) limit, so it is checked
-    here for the busiest worker's share; remote workers check their own share when
-    the master tells them the number of workers.
-    """
-    users = load_mode(scenario).max_users()
-    if options.master:
-        return ensure_fds(0, "the master")
-    if options.workers:
-        n = local_worker_count(options.workers)
-        return ensure_fds(users_per_process(users, n), f"each of the {n} worker processes")
-    return ensure_fds(users)
 
 
 def web_control(scenario: Scenario, options: RunOptions, state: RunState):
@@ -178,13 +159,6 @@ def in_flight_reader(recorder, sink):
         return sink.in_flight_frame()
 
     return read
-
-
-def start_scraper(scenario: Scenario, run_dir: Path):
-    """The server-metrics scraper (a child process), unless the scenario turned it off."""
-    if not scenario.target.metrics.enabled:
-        return None
-    return ScraperProcess(scenario.target, run_dir, [s.metric for s in KNOWN_SIGNALS]).start()
 
 
 def stop_scraper(scraper, state: RunState) -> None:

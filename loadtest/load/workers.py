@@ -20,14 +20,9 @@ from typing import Iterator
 
 import yaml
 
-from loadtest.load.cores import usable_cores
+from loadtest.load.cores import local_worker_count
 from loadtest.load.distributed import PARENT_ENV, MasterSession
 from loadtest.scenario import Scenario
-
-
-def local_worker_count(workers: int) -> int:
-    """``--workers N`` (-1: one per core this process may use, as ``--workers`` is bounded by)."""
-    return usable_cores() if workers < 0 else workers
 
 
 def start_master(scenario, options, state, clock, recorder, monitor, settings, sink, on_level_change, console):
