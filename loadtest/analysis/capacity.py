@@ -267,6 +267,9 @@ def _message(
         if cap.verdict == "host_contended":
             return (f"At {unit} {at} {'; '.join(reasons) or 'the host was busy'}, so results there are not "
                     f"trustworthy; taken at face value, {face}.")
+        if all(lv.client_near_limit for lv in saturated):  # a quiet client whose own error spans a limit
+            return (f"At {unit} {at} a verdict is within the client's own timing error of its limit{why}, though "
+                    f"the client was not busy; taken at face value, {face}.")
         return (
             f"The load generator was saturated at {unit} {at}{why}, so results there are not "
             f"trustworthy; taken at face value, {face}."

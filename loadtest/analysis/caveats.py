@@ -51,7 +51,18 @@ def level_caveats(levels: Sequence[LevelResult], slo: SloSpec, min_complete: int
     out: list[str] = []
     # open loop: levels are rates; "at concurrency 4" becomes "at rate (req/s) 4"
     unit = "rate (req/s)" if any(lv.rate_rps is not None for lv in levels) else "concurrency"
-    saturated = [lv for lv in levels if lv.client_saturated]
+    saturated = [lv for lv in levels if lv.client_saturated and not lv.client_near_limit]
+    near = [lv for lv in levels if lv.client_saturated and lv.client_near_limit]
+    if near:  # a quiet client whose own timing error spans a limit: not a call for more workers
+        reasons = sorted({str(lv.client.get("reason")) for lv in near if lv.client.get("reason")})
+        cpu = max((float(lv.client.get("cpu_pct") or 0.0) for lv in near), default=0.0)
+        out.append(
+            f"at {unit} {_levels([lv.load for lv in near])} a verdict sits within the client's own timing error "
+            f"of its limit" + (f" ({'; '.join(reasons)})" if reasons else "")
+            + f"; the client was not busy (at most {cpu:.0f}% of a core), so more --workers would not narrow "
+            "that error: its stamps were late by waking up on this host, which a load generator on a machine "
+            "apart from the server's narrows"
+        )
     if saturated:
         reasons = sorted({str(lv.client.get("reason")) for lv in saturated if lv.client.get("reason")})
         out.append(

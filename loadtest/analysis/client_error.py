@@ -94,6 +94,8 @@ def judge_client(level: LevelResult) -> LevelResult:
     client = level.client
     if not client or "stamp_delay_ms" not in client:
         return level
+    # the self-check's own flag (CPU, loop lag, reader): the client was busy, whatever the verdicts
+    busy = level.client_saturated or bool(client.get("saturated"))
     reasons = [str(client["reason"])] if client.get("saturated") and client.get("reason") else []
     for check in level.checks:
         if check.metric not in SPANS or check.percentile is None:
@@ -106,5 +108,6 @@ def judge_client(level: LevelResult) -> LevelResult:
             )
     if reasons:
         level.client_saturated = True
+        level.client_near_limit = not busy
         level.client = {**client, "saturated": True, "reason": "; ".join(reasons)}
     return level

@@ -99,6 +99,7 @@ def judge_host(level: LevelResult) -> LevelResult:
         return level
     message = contention_message(client)
     level.client_saturated = False
+    level.client_near_limit = False
     level.host_contended = True
     level.client = {**client, "host_contended": True, "saturated_reason": client.get("reason"), "reason": message}
     for sub in level.classes.values():  # a class's level shares the process and the host

@@ -126,6 +126,9 @@ class LevelResult:
     open_loop: dict[str, Any] | None = None
     #: The client's timing could not be trusted because the host was busy, not the client (:mod:`host_contention`).
     host_contended: bool = False
+    #: ``client_saturated`` only because a verdict sits within the client's timing error of its limit, while
+    #: the client's own self-check found it not busy (:mod:`client_error`): more workers would not help.
+    client_near_limit: bool = False
     #: Share of valid structured outputs (tool-call JSON, schema output) among the checked
     #: requests that succeeded; None when the workload asked for no structure (:mod:`output_validity`).
     valid_output_rate: float | None = None

@@ -172,7 +172,7 @@ def levels_table(analysis: Analysis) -> str:
         if lv.refine:
             flags.append("refine")
         if lv.client_saturated:
-            flags.append("client saturated")
+            flags.append("within the client's timing error" if lv.client_near_limit else "client saturated")
         if lv.host_contended:
             flags.append("host busy")
         err = f"{lv.errors} ({lv.error_rate:.1%})" if lv.requests else "–"

@@ -84,7 +84,7 @@ def _errors_cell(level: LevelResult, class_name: str | None = None) -> Text:
 def _verdict_cell(level: LevelResult) -> Text:
     text = Text(level.status.replace("_", " "), style=COLOURS.get(level.status, ""))
     if level.client_saturated:
-        text.append(" ⚠ client saturated", style="yellow")
+        text.append(" ⚠ within client error" if level.client_near_limit else " ⚠ client saturated", style="yellow")
     if level.host_contended:
         text.append(" ⚠ host busy", style="yellow")
     return text

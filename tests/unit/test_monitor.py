@@ -11,10 +11,12 @@ from array import array
 import numpy as np
 import pytest
 
+from loadtest.analysis import SloSpec, analyze
 from loadtest.analysis.client_error import could_flip, delay_for_percentile, judge_client
 from loadtest.analysis.results import Check
 from loadtest.client.reader_health import ReaderHealth
 from loadtest.load.monitor import merge_worker_health, stamp_delays, summarize
+from support.synthetic import closed_loop_rows, level_plan, run_dict, to_frame
 from test_analysis_capacity import sweep
 
 CALM = np.full(100, 0.3)
@@ -107,3 +109,46 @@ def test_the_error_a_percentile_allows_for_grows_with_the_percentile():
     assert delay_for_percentile(table, 0.95) == 3.0  # p95 for the p97.5 delay
     assert delay_for_percentile(table, 0.99) == 9.0  # p99 for the p99.5 delay
     assert delay_for_percentile(table, 0.999) == 20.0  # beyond the table: its max
+
+
+def _edge_run(client: dict):
+    """Level 4's ITL p95 sits 0.5 ms under its 40.5 ms limit, and its client's stamps are late by up to 1 ms."""
+    levels = level_plan([1, 2, 4, 8], 20.0)
+    rows = []
+    for lv in levels:
+        c = lv["concurrency"]
+        rows += closed_loop_rows(lv["index"], c, lv["start_wall"], 16.0, ttft_ms=100.0, itl_ms=10.0 * c, chunks=8)
+        lv["client"] = {"stamp_delay_ms": {"0.5": 0.1, "0.99": 0.3, "max": 0.4}, "send_delay_ms": {"0.5": 0.1, "max": 0.5},
+                        "cpu_pct": 5.0, "saturated": False, "reason": None}
+        if c == 4:
+            lv["client"] = client
+    return analyze(to_frame(rows), run_dict(levels), SloSpec.from_dict({"itl_ms": {"p95": 40.5}}))
+
+
+LATE_1MS = {"stamp_delay_ms": {"0.5": 0.1, "0.975": 1.0, "max": 1.2}, "send_delay_ms": {"0.5": 0.1, "max": 0.5}}
+
+
+def test_a_quiet_client_whose_error_spans_the_limit_is_not_called_saturated():
+    """The demo's case on a quiet host: 8% CPU, ITL p95 1 ms under its limit, stamps late by up to 1 ms.
+
+    The level cannot be judged (client_saturated stays the flag), but the words say why: the
+    verdict is within the client's timing error, the client was not busy, and more --workers
+    (the saturated client's advice) would not narrow it."""
+    analysis = _edge_run({**LATE_1MS, "cpu_pct": 8.0, "saturated": False, "reason": None})
+    level = analysis.level(4)
+    assert level.client_saturated and level.client_near_limit
+    assert analysis.capacity.verdict == "client_saturated"
+    assert analysis.capacity.message.startswith("At concurrency 4 a verdict is within the client's own timing error")
+    assert "though the client was not busy" in analysis.capacity.message
+    warning = next(w for w in analysis.warnings if "timing error" in w)
+    assert "was not busy (at most 8% of a core)" in warning and "would not narrow" in warning
+    assert not any("run it with --workers" in w for w in analysis.warnings)
+
+
+def test_a_busy_client_near_the_limit_keeps_the_saturated_words_and_the_workers_advice():
+    busy = {**LATE_1MS, "cpu_pct": 97.0, "saturated": True, "reason": "CPU 97% of a core"}
+    analysis = _edge_run(busy)
+    level = analysis.level(4)
+    assert level.client_saturated and not level.client_near_limit
+    assert analysis.capacity.message.startswith("The load generator was saturated at concurrency 4")
+    assert any("run it with --workers" in w for w in analysis.warnings)
