@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from loadtest import __version__
+from loadtest.analysis.capacity_limit import capacity_limit
 from loadtest.analysis.results import REPORTED, Analysis, Capacity, Check, LevelResult, Stats
 from loadtest.analysis.run_cost import run_cost
 from loadtest.fingerprint import fingerprint_of_run
@@ -340,6 +341,7 @@ def summary_dict(analysis: Analysis) -> dict[str, Any]:
             for lv in sorted(analysis.levels, key=lambda lv: lv.concurrency)
         ],
         "decode_fit": decode_fit,
+        "capacity_limit": capacity_limit(analysis),
         "cost": run_cost(analysis),
         "token_source": {
             "primary": max(sources, key=sources.__getitem__) if sources else None,

@@ -169,6 +169,8 @@ class SummaryRecord(_Strict):
     run: dict[str, Any]
     definitions: dict[str, Any]
     fingerprint: Optional[dict[str, Any]]
+    #: why the capacity stops where it does (analysis/capacity_limit.py); added after format 1's first keys
+    capacity_limit: Optional[dict[str, Any]] = None
 
 
 def check_summary(summary: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -1,5 +1,8 @@
 """summary.json's ``decode_fit`` and ``levels[].bound``: what limits an ordinary run's levels.
 
+The terminal's line also names why the capacity stops where it does
+(:mod:`loadtest.analysis.capacity_limit`, summary.json's ``capacity_limit``).
+
 Thin glue between :mod:`loadtest.analysis.bounds` (the fit and the bounds)
 and the summary: the fit as a dict with its plain-words sentence, and each
 level's bound keyed by level index.
@@ -11,6 +14,7 @@ import math
 from typing import Any
 
 from loadtest.analysis.bounds import fit_run, level_bounds
+from loadtest.analysis.capacity_limit import capacity_limit
 from loadtest.analysis.decode_fit import describe_decode
 from loadtest.analysis.roofline import bound_words
 from loadtest.analysis.run_cost import run_cost
@@ -50,6 +54,9 @@ def limits_line(analysis: Any) -> str:
     """The terminal's line on what limits the capacity and what it costs ('' when nothing to say)."""
     fit, _ = why(analysis)
     parts = []
+    limit = capacity_limit(analysis)
+    if limit is not None:
+        parts.append(f"why it stops there: {limit['sentence']}")
     if fit is not None:
         at = f"; at capacity the step is {bound_words(fit['bound_at_capacity'])}" if fit.get("bound_at_capacity") else ""
         parts.append(f"what limits it: {fit['sentence']}{at}")

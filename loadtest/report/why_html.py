@@ -1,4 +1,4 @@
-"""report.html's "What limits it, and what it costs" section: the decode fit, each level's bound, the cost.
+"""report.html's "What limits it, and what it costs" section: why the capacity stops there, the decode fit, each level's bound, the cost.
 
 Reads the same dicts summary.json writes (:func:`loadtest.report.why.why`,
 :func:`loadtest.analysis.run_cost.run_cost`), so the page and the JSON agree.
@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from loadtest.analysis.capacity_limit import capacity_limit
 from loadtest.analysis.roofline import bound_words
 from loadtest.analysis.run_cost import run_cost
 from loadtest.report.why import why
@@ -56,9 +57,12 @@ def why_section(analysis: Any) -> str:
     """The section's HTML ('' when there is neither a fit nor a price)."""
     fit, bounds = why(analysis)
     cost = run_cost(analysis)
-    if fit is None and cost is None:
+    limit = capacity_limit(analysis)
+    if fit is None and cost is None and limit is None:
         return ""
     parts = ["<section id='why'><h2>What limits it, and what it costs</h2>"]
+    if limit is not None:
+        parts.append(f"<p class='headline'>Why it stops there: {html.escape(limit['sentence'])}.</p>")
     if fit is not None:
         parts.append(f"<p class='headline'>{html.escape(fit['sentence'])}</p>")
         if fit.get("bound_at_capacity"):

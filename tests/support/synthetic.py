@@ -157,17 +157,22 @@ def closed_loop_rows(
     fail_kind: str = "http_5xx",
     seed: int = 0,
     jitter: float = 0.0,
+    stagger: bool = False,
 ) -> list[dict[str, Any]]:
     """Records of ``concurrency`` users sending back-to-back requests for ``duration_s``.
 
     Latencies are exact (``jitter=0``) or scaled by ``1 + jitter·N(0,1)``
     (clipped at 10%). Every ``fail_every``-th request fails fast (50 ms) with
-    ``fail_kind``. The warmup flag is set as the load shape would.
+    ``fail_kind``. The warmup flag is set as the load shape would. The users start
+    together (1 ms apart), or with ``stagger`` spread evenly over one request, as
+    real closed-loop users drift apart: then at any moment each is at another point
+    of its request.
     """
     rng = np.random.default_rng(seed)
     rows: list[dict[str, Any]] = []
+    spread_s = (ttft_ms + itl_ms * (chunks - 1)) / 1000.0 / concurrency if stagger else 0.001
     for user in range(concurrency):
-        t = start_wall + user * 0.001
+        t = start_wall + user * spread_s
         while t < start_wall + duration_s:
             seq = len(rows)
             common = {

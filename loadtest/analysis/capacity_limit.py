@@ -1,0 +1,153 @@
+"""Why the capacity stops where it does: a slot queue, the decode step, or the prompts' compute.
+
+The capacity names the check that failed first (``capacity.binding``); this module
+names the mechanism behind it, from what the run measured at the first failing level,
+so that a pre-launch test answers "why there" as well as "how many":
+
+``slots``
+    The server's own waiting count (vLLM's ``num_requests_waiting``, SGLang's queue,
+    TGI's queue size, llama.cpp's deferred requests) read a request or more at the first
+    failing level, and a waiting-time check (TTFT, e2e: the registry's ``queue_wait``)
+    failed: requests waited for a slot, so that time grew with the queue, not with the
+    step. Room for more sequences (KV-cache memory, the batch limit) moves this capacity;
+    a faster step does little.
+``queue_or_prefill``
+    No waiting count was scraped, a waiting-time check failed, and fewer of this client's
+    requests were in the server's batch than there were users, by a sequence or more
+    (:func:`loadtest.analysis.bounds.running_sequences`: a request joins the batch a step
+    before its first token). The client cannot tell a request waiting for a slot from one
+    whose prompt is being computed: both are time before the first token, so it says
+    which two, and that the server's waiting count would tell them apart.
+``decode_step``
+    A per-token check (ITL, TPOT) failed, or an e2e check with no queue where the first
+    token is under half of a request's time: each step takes longer as the batch grows,
+    and the decode fit (``decode_fit``) says at what cost per sequence.
+``prefill``
+    A waiting-time check failed with every request in the batch, and the first token took
+    more than three decode steps at the median. Without a queue a newcomer waits for the
+    step running when it arrives (half a step on average) and then its own step, which
+    computes its prompt: about 1.5 steps, plus the prompt's compute. Past three steps that
+    compute is more than half of the time to the first token: prefill dominates.
+``first_step``
+    The same, but within three steps: the time to the first token is mostly steps, and a
+    step grows with the batch.
+``errors``
+    The error budget failed first (its kinds are in the headline).
+
+None where there is no first failing level, or the run is open loop or a trace (their
+levels are rates: a later issue), or a check of another kind (valid output) bound it.
+The figures are per replica for a fleet, as :func:`running_sequences` counts them.
+Pure functions over :class:`~loadtest.analysis.results.Analysis`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from loadtest.analysis.bounds import running_sequences
+from loadtest.metric_registry import LABELS, names
+
+#: Without the server's waiting count, a wait before the batch is claimed when the batch is short of
+#: the users by at least this many sequences.
+QUEUED_SEQUENCES = 1.0
+#: The first token past this many steps, with no queue, is mostly the prompts' compute (module doc).
+PREFILL_STEPS = 3.0
+#: What a newcomer waits without a queue, in steps: half the running one, then its own.
+_STEPS_WITHOUT_PREFILL = 1.5
+
+_PER_TOKEN = ("itl_ms", "tpot_ms")
+
+
+def capacity_limit(analysis: Any) -> dict[str, Any] | None:
+    """``{kind, users, sequences, waiting, binding, sentence}`` at the first failing level, or None."""
+    cap = analysis.capacity
+    if cap.first_failing is None or cap.binding is None or cap.rate_rps is not None or cap.speedup is not None:
+        return None
+    level = next((lv for lv in analysis.levels if lv.rate_rps is None and lv.concurrency == cap.first_failing), None)
+    if level is None:
+        return None
+    binding = cap.binding.split(".")[0]
+    replicas = _replicas(analysis)
+    users = level.concurrency / replicas
+    sequences = running_sequences(analysis, level) if math.isfinite(level.itl_ms.p50) else math.nan
+    waiting = _waiting(analysis, level)
+    out: dict[str, Any] = {
+        "kind": None, "users": _r(users), "sequences": _r(sequences), "waiting": _r(waiting) if waiting is not None else None,
+        "binding": cap.binding, "sentence": "",
+    }
+    per = " per replica" if replicas > 1 else ""
+    at = f"at {level.concurrency} users" + (f" ({users:g} a replica)" if replicas > 1 else "")
+    pct = cap.binding.split(".")[1] if "." in cap.binding else ""
+    label = f"{pct} {LABELS.get(binding, binding)}".strip()
+    if binding == "error_rate":
+        out["kind"] = "errors"
+        out["sentence"] = f"errors: {at} the error budget is spent before any latency limit"
+        return out
+    if binding in _PER_TOKEN:
+        out["kind"] = "decode_step"
+        out["sentence"] = (f"the decode step: {at} each token's step grows with the batch"
+                           + (f" of about {sequences:.0f} sequences{per}" if math.isfinite(sequences) else "")
+                           + f", and the {label} crosses its limit (decode_fit gives the cost per sequence)")
+        return out
+    if binding not in names(queue_wait=True) or not math.isfinite(sequences):
+        return None
+    queued = users - sequences
+    if waiting is not None and waiting >= 1:
+        out["kind"] = "slots"
+        out["sentence"] = (f"slots: the server ran about {sequences:.0f} of these requests at once{per}, and {at} "
+                           f"its waiting count read {waiting:g}, so the {label} grew with the queue, not the step "
+                           "(room for more sequences, e.g. KV-cache memory or the batch limit, moves it; a faster "
+                           "step does little)")
+        return out
+    if waiting is None and queued >= QUEUED_SEQUENCES:
+        out["kind"] = "queue_or_prefill"
+        out["sentence"] = (f"a slot queue or the prompts' compute: {at} only about {sequences:.0f} of these requests "
+                           f"were in the server's batch at once{per} (a request joins it a step before its first "
+                           f"token); the rest waited for a slot or for their prompt's compute, and the {label} grew "
+                           "with that wait (the server's waiting count, not scraped here, would tell which)")
+        return out
+    step, first = level.itl_ms.p50, level.ttft_ms.p50
+    if not (math.isfinite(step) and step > 0 and math.isfinite(first)):
+        return None
+    steps = first / step
+    no_queue = ("no request waited for a slot (the server's waiting count read 0)" if waiting is not None
+                else "every request was in the batch (no slot queue)")
+    whole = level.e2e_ms.p50
+    if binding == "e2e_ms" and math.isfinite(whole) and whole > 0 and first < whole / 2:
+        out["kind"] = "decode_step"
+        out["sentence"] = (f"the decode step: {at} {no_queue}, and a request's time is mostly its tokens' steps "
+                           f"(the first token {first / whole:.0%} of it at the median), which grow with the batch "
+                           "(decode_fit gives the cost per sequence)")
+    elif steps > PREFILL_STEPS:
+        out["kind"] = "prefill"
+        beyond = first - _STEPS_WITHOUT_PREFILL * step
+        out["sentence"] = (f"the prompts' compute (prefill): {at} {no_queue}, but the first token took "
+                           f"{steps:.1f} decode steps at the median ({first:.0f} ms, a step {step:.0f} ms): about "
+                           f"{beyond:.0f} ms beyond the 1.5 steps a newcomer waits without its prompt")
+    else:
+        out["kind"] = "first_step"
+        out["sentence"] = (f"the step itself: {at} {no_queue}, and the first token took {steps:.1f} decode steps "
+                           f"at the median (a step {step:.0f} ms); the step grows with the batch")
+    return out
+
+
+def _replicas(analysis: Any) -> int:
+    server = getattr(analysis, "server", None)
+    fleet = getattr(server, "fleet", None) if server is not None else None
+    return max(1, int(server.replica_count)) if fleet is not None else 1
+
+
+def _waiting(analysis: Any, level: Any) -> float | None:
+    """The server's waiting gauge over the level (p50; a fleet's per-pod mean), where scraped."""
+    server = getattr(analysis, "server", None)
+    signal = server.first_of_role("waiting") if server is not None else None
+    if signal is None:
+        return None
+    stats = server.pod_stats(level.index, signal.metric)
+    return float(stats.p50) if stats is not None and stats.n and math.isfinite(stats.p50) else None
+
+
+def _r(value: float) -> float | None:
+    return round(float(value), 2) if math.isfinite(value) else None
+

@@ -1,0 +1,98 @@
+"""Why the capacity stops where it does (analysis/capacity_limit.py), on synthetic runs with known causes.
+
+Each run is a closed loop whose latencies are a known function of the users, with or without
+the server's own running and waiting gauges beside it, so each cause has one right answer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from loadtest.analysis import SloSpec, analyze
+from loadtest.analysis.capacity_limit import capacity_limit
+from loadtest.report.summary import summary_dict
+from loadtest.report.why import limits_line
+from loadtest.scrape.store import UP
+from support.synthetic import closed_loop_rows, level_plan, run_dict, to_frame
+
+LEVELS = [2, 4, 6, 8]
+LEVEL_S = 10.0
+
+
+def _run(slo, *, ttft=lambda c: 20.0, itl=lambda c: 10.0 + c, gauges=None, fail_every=None):
+    """``gauges(c) -> (running, waiting)`` adds the server's scrapes; None: none scraped."""
+    plan = level_plan(LEVELS, LEVEL_S)
+    rows = []
+    for lv in plan:
+        c = lv["concurrency"]
+        rows += closed_loop_rows(lv["index"], c, lv["start_wall"], LEVEL_S, ttft_ms=ttft(c), itl_ms=itl(c),
+                                 warmup_s=1.0, fail_every=(fail_every or {}).get(c, 0), stagger=True)
+    run = run_dict(plan, warmup_s=1.0, slo=slo)
+    samples = None
+    if gauges is not None:
+        run["server_metrics"] = {"enabled": True, "url": "http://127.0.0.1:9000/metrics", "urls": [],
+                                 "interval_s": 0.5, "signals": []}
+        points = []
+        for lv in plan:
+            running, waiting = gauges(lv["concurrency"])
+            for t in np.arange(lv["start_wall"] + 0.25, lv["end_wall"], 0.5):
+                for metric, value in (("vllm:num_requests_running", running), ("vllm:num_requests_waiting", waiting),
+                                      (UP, 1.0)):
+                    points.append({"wall": t, "metric": metric, "labels": "{}", "value": value, "type": "gauge",
+                                   "replica": ""})
+        samples = pd.DataFrame(points)
+    return analyze(to_frame(rows), run, SloSpec.from_dict(slo), server_samples=samples, resamples=100)
+
+
+def test_an_itl_limit_is_the_decode_step():
+    analysis = _run({"itl_ms": {"p95": 15.0}})  # ITL 10 + c: 14 at 4 users holds, 16 at 6 fails
+    limit = capacity_limit(analysis)
+    assert analysis.capacity.concurrency == 4
+    assert limit["kind"] == "decode_step" and limit["users"] == 6 and limit["binding"] == "itl_ms.p95"
+    assert "p95 ITL crosses its limit" in limit["sentence"]
+
+
+def test_a_ttft_limit_with_requests_waiting_at_the_server_is_its_slots():
+    """Four slots: past four users the server's waiting count reads the rest, and TTFT jumps."""
+    analysis = _run({"ttft_ms": {"p95": 100.0}}, ttft=lambda c: 20.0 if c <= 4 else 300.0,
+                    gauges=lambda c: (min(c, 4), max(0, c - 4)))
+    limit = capacity_limit(analysis)
+    assert analysis.capacity.concurrency == 4
+    assert limit["kind"] == "slots" and limit["users"] == 6 and limit["waiting"] == 2
+    assert "its waiting count read 2" in limit["sentence"] and "grew with the queue" in limit["sentence"]
+    # the terminal and summary.json say the same
+    assert f"why it stops there: {limit['sentence']}" in limits_line(analysis)
+    assert summary_dict(analysis)["capacity_limit"] == limit
+
+
+def test_without_a_waiting_count_a_short_batch_is_a_queue_or_the_prompts_compute():
+    """The same queue with nothing scraped: the client sees fewer of its requests in the batch than users,
+    and cannot tell a slot wait from a prompt's compute, so it names both."""
+    analysis = _run({"ttft_ms": {"p95": 100.0}}, ttft=lambda c: 20.0 if c <= 4 else 300.0)
+    limit = capacity_limit(analysis)
+    assert limit["kind"] == "queue_or_prefill" and limit["waiting"] is None
+    assert limit["sequences"] <= limit["users"] - 1
+    assert "waited for a slot or for their prompt's compute" in limit["sentence"]
+
+
+def test_a_long_first_token_with_nobody_waiting_is_the_prompts_compute():
+    """Every request is running (the waiting count reads 0) and the first token takes 10 steps: prefill."""
+    analysis = _run({"ttft_ms": {"p95": 90.0}}, ttft=lambda c: 25.0 * c, gauges=lambda c: (c, 0))
+    limit = capacity_limit(analysis)
+    assert analysis.capacity.concurrency == 2  # 50 ms at 2 holds, 100 at 4 fails
+    assert limit["kind"] == "prefill" and limit["waiting"] == 0
+    assert "the server's waiting count read 0" in limit["sentence"] and "decode steps at the median" in limit["sentence"]
+
+
+def test_a_first_token_of_a_step_or_two_with_nobody_waiting_is_the_step():
+    analysis = _run({"ttft_ms": {"p95": 21.0}}, ttft=lambda c: 16.0 + c, itl=lambda c: 10.0 + c,
+                    gauges=lambda c: (c, 0))
+    limit = capacity_limit(analysis)
+    assert analysis.capacity.concurrency == 4 and limit["kind"] == "first_step"
+
+
+def test_the_error_budget_first_is_errors_and_no_failing_level_is_none():
+    analysis = _run({"itl_ms": {"p95": 1000.0}, "max_error_rate": 0.01}, fail_every={6: 3, 8: 3})
+    assert capacity_limit(analysis)["kind"] == "errors"
+    assert capacity_limit(_run({"itl_ms": {"p95": 1000.0}})) is None  # every level holds
