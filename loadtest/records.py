@@ -21,7 +21,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from loadtest.redact import scrub_any
-from loadtest.run_record import normalized
 
 if TYPE_CHECKING:  # the frames are Arrow's to_pandas(): pandas loads only in a process that reads them
     import pandas as pd
@@ -226,4 +225,8 @@ def count_records(run_dir: Path) -> int:
 
 def read_run_json(run_dir: Path) -> dict[str, Any]:
     """run.json read through its model (:mod:`loadtest.run_record`): every defined key present."""
+    # start-up time: the scraper and record-writer children import this module for the part files,
+    # never for run.json, and the model's pydantic classes cost them 0.1 s before their first write
+    from loadtest.run_record import normalized
+
     return normalized(json.loads((Path(run_dir) / RUN_JSON).read_text()))

@@ -121,16 +121,17 @@ def run_load(scenario: Scenario, options: RunOptions, state: RunState, settings,
             web.analyzing()
         session.close()
         # The judge and the scraper exit on their own once their input closes (an interpreter's
-        # teardown each): they end together, while the rest stops, rather than one after the other.
+        # teardown each): they end together, while the rest stops, rather than one after the other;
+        # the scraper is awaited only once the records are closed, its teardown and merge meanwhile.
         judge.end_input()
         if scraper is not None:
             scraper.end_input()
-        stop_scraper(scraper, state)
         live.stop()
         monitor.stop()
         recorder.stop()
         stop_workers(workers)
         sink.close()  # drained, and the record writer process ended
+        stop_scraper(scraper, state)
         judge.close()  # ended by now, as a rule
         _close_records(writer, guard)
         if live_export is not None:
