@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Callable, NoReturn
+import re
+from typing import Any, Callable, NoReturn
 
 
 def positive(kind: type) -> Callable[[str], float]:
@@ -81,6 +82,14 @@ class OneLineParser(argparse.ArgumentParser):
     its message, which buries the one line that says what was wrong. Sub-command
     parsers are made of the same class (argparse makes them ``type(parent)``).
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # A word that starts with a minus and a digit is a value, never an option: argparse knows only
+        # plain negative numbers (-5, -0.5), so ``--tolerance -5%`` read "-5%" as an unknown option and
+        # said "expected at least one argument" instead of the flag's own line on a negative tolerance.
+        # No option of ours looks like one (``-h`` is the only short option), so nothing is lost.
+        self._negative_number_matcher = re.compile(r"^-\.?\d")
 
     def error(self, message: str) -> "NoReturn":
         self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} --help)\n")

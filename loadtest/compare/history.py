@@ -11,7 +11,7 @@ compared.
 
 The page shows capacity over time (each run's point with its certain bracket,
 see :mod:`loadtest.compare.capacity`) and the SLO's percentiles at each fixed
-level of the sweep over time, with their 95% intervals; regressed runs are
+level of the sweep over time, with their intervals (at each run's confidence); regressed runs are
 marked. The table goes to the terminal (and ``--json``).
 """
 
@@ -38,7 +38,7 @@ from loadtest.compare.rules import ERROR_RATE, THROUGHPUT, Rules
 from loadtest.errors import InputError, LoadtestError
 from loadtest.paths import PathError, read_run_json, run_records
 from loadtest.report.page import PAGE_STYLE as page_style
-from loadtest.report.plotting import figure_html
+from loadtest.report.plotting import figure_html, summaries_ci_label
 
 REGRESSED = "regression"
 
@@ -206,9 +206,10 @@ def value_at(run: HistoryRun, check: str, level: int) -> tuple[float | None, flo
 def history_figure(runs: Sequence[HistoryRun], shifts: Sequence[ChangePoint] = ()) -> go.Figure:
     checks = key_checks(runs)
     levels = runs[-1].levels or sorted({lv["concurrency"] for lv in runs[-1].summary.get("levels") or []})
+    bars = summaries_ci_label(r.summary for r in runs)  # each run's intervals are at the confidence it was judged at
     fig = make_subplots(rows=1 + len(checks), cols=1, shared_xaxes=True, vertical_spacing=min(0.06, 0.5 / (1 + len(checks))),
                         subplot_titles=["capacity (concurrent users; bar: certain bracket)"]
-                        + [f"{c} at each level (ms; bars: 95% CI)" for c in checks])
+                        + [f"{c} at each level (ms; bars: {bars})" for c in checks])
     xs = [datetime.fromtimestamp(r.started_wall, tz=timezone.utc) for r in runs]
     caps = [r.capacity for r in runs]
     lows = [r.bounds.lower for r in runs]

@@ -2,7 +2,7 @@
 
 One self-contained page (plotly.js inlined once, like ``report.html``, whose
 plotting helpers it shares): the verdict and warnings first, then one panel
-per compared metric against concurrency (each run's value with its 95% band),
+per compared metric against concurrency (each run's value with its interval band),
 the candidate's regressed points marked with a red ×, inconclusive ones with
 an amber ◇, then the table of every check.
 """
@@ -23,7 +23,7 @@ from loadtest.compare.outputs import write_text
 from loadtest.compare.rules import ERROR_RATE, THROUGHPUT
 from loadtest.report.page import PAGE_STYLE as page_style
 from loadtest.report.page import esc as _e
-from loadtest.report.plotting import figure_html, rgba
+from loadtest.report.plotting import figure_html, rgba, summaries_ci_label
 
 
 BASELINE_COLOUR = "#6e7781"
@@ -143,7 +143,8 @@ def render_compare_html(cmp: Comparison) -> str:
     if cmp.warnings:
         body.append("<h2>Warnings</h2><ul class='warnings'>" + "".join(f"<li>{_e(w)}</li>" for w in cmp.warnings) + "</ul>")
     if any(ch.level is not None for ch in cmp.changes):
-        body.append("<h2>Curves</h2><p class='dim'>Grey: baseline; blue: candidate; bands: each run's 95% CI. "
+        bands = summaries_ci_label([b.summary, c.summary])  # as each side was analyzed (its summary's confidence)
+        body.append(f"<h2>Curves</h2><p class='dim'>Grey: baseline; blue: candidate; bands: each run's {bands}. "
                     "Red ×: regression; amber ◇: inconclusive.</p>" + figure_html(overlay_figure(cmp)))
     body.append("<h2>Every check</h2>" + _checks_table(cmp))
     return (

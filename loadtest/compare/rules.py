@@ -76,7 +76,7 @@ def parse_rules(
     for raw in tolerances:
         if not raw.replace(",", " ").strip():
             raise InputError(f"--tolerance {raw!r}: expected a tolerance such as 5% or itl_ms.p95=3%")
-        for item in raw.replace(",", " ").split():
+        for item in _items(raw, "--tolerance", "5%,itl_ms.p95=3%"):
             key, eq, value = item.partition("=")
             if not eq:
                 glob = _fraction(key, where=f"--tolerance {item!r}")
@@ -88,7 +88,7 @@ def parse_rules(
         if not raw.replace(",", " ").strip():  # --fail-on "" (an unset CI variable): not "all" by accident
             raise InputError(f"--fail-on {raw!r}: name what fails the gate: {', '.join(sorted(GROUPS))}, "
                              "a check such as itl_ms.p95, all or none")
-        for item in raw.replace(",", " ").split():
+        for item in _items(raw, "--fail-on", "capacity,latency"):
             name = item.strip()
             if name in GROUPS or name in ("all", "none"):
                 groups.add(name)
@@ -102,6 +102,18 @@ def parse_rules(
         fail_on=frozenset(groups or {"all"}),
         inconclusive=inconclusive or "exit_6",
     )
+
+
+def _items(raw: str, flag: str, example: str) -> list[str]:
+    """One value of a list flag, split at its commas and spaces; an empty item is refused, naming the flag.
+
+    ``--fail-on capacity,`` or ``--fail-on "capacity,$EXTRA"`` with the variable unset is a typo or
+    a list cut short: dropping the empty item silently would gate on less than was meant, and say
+    nothing (as ``--levels 1,,2`` is refused, see cli_common.py)."""
+    parts = raw.split(",")
+    if any(not part.strip() for part in parts):
+        raise InputError(f"{flag} {raw!r}: an empty item in the comma-separated list; expected e.g. {flag} {example}")
+    return [item for part in parts for item in part.split()]
 
 
 def _check_name(key: str, *, where: str) -> str:
@@ -127,6 +139,9 @@ def _fraction(text: str, *, where: str) -> float:
     except ValueError:
         raise InputError(f"{where}: expected a tolerance like 5% or 0.05, got {text!r}") from None
     value = value / 100.0 if percent else value
-    if not math.isfinite(value) or value < 0:
-        raise InputError(f"{where}: a tolerance must be ≥ 0, got {text!r}")
+    if not math.isfinite(value):
+        raise InputError(f"{where}: expected a tolerance like 5% or 0.05, got {text!r}")
+    if value < 0:  # the band is ± the tolerance (docs/gate.md): a negative one has no inside, so no meaning
+        raise InputError(f"{where}: a tolerance is how far a check may move either way and still be unchanged, "
+                         f"so 0 or more (e.g. 5% or 0.05), got {text!r}")
     return value

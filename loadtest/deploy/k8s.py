@@ -35,13 +35,21 @@ SETTINGS_NAME = "loadtest-settings"
 #: README's CI example's (examples/nightly-regression.yml), with GitHub's ``${{ … }}`` expressions
 #: as the pod's variables; a test checks that they stay equal and runs this script against the mock.
 #: The baseline moves forward only on a pass (exit 0): a regression (1), an undecided night (6)
-#: or an incomparable run (2) leaves it where it is.
+#: or an incomparable run (2) leaves it where it is. A baseline that ``baseline exists`` cannot
+#: read (exit 2), or cannot reach, ends the night there: taken for no baseline, the night would run
+#: without the gate and promote itself over it.
 NIGHTLY_SCRIPT = r"""set +e
 RUN_DIR="${RESULTS_URL%/}/nightly-$(date -u +%Y%m%dT%H%M%SZ)"
 BASELINE="${BASELINE:-${RESULTS_URL%/}/baseline}"
 GITHUB_STEP_SUMMARY="${GITHUB_STEP_SUMMARY:-$(mktemp)}"
 : > "$GITHUB_STEP_SUMMARY"
-if loadtest baseline exists "$BASELINE"; then
+loadtest baseline exists "$BASELINE"
+have=$?
+if [ "$have" -gt 1 ]; then
+  echo "loadtest nightly gate: exit $have (the baseline $BASELINE cannot be read; no run)"
+  exit "$have"
+fi
+if [ "$have" -eq 0 ]; then
   loadtest run "$SCENARIO" --target "$TARGET_URL" --model "$MODEL" \
     --out "$RUN_DIR" --baseline "$BASELINE" \
     --junit "$RUN_DIR/compare.junit.xml" --markdown "$GITHUB_STEP_SUMMARY"

@@ -64,6 +64,11 @@ class LoadMode:
         """The planned levels in one phrase (``loadtest validate``)."""
         raise NotImplementedError
 
+    def level_load(self, level: Any) -> tuple[int, float | None]:
+        """A planned level as its span will record it: ``(concurrency, rate_rps)`` (see :mod:`levels`), what
+        the live view's :func:`~loadtest.load.live.level_label` names (the web UI's next level, say)."""
+        raise NotImplementedError
+
     def max_users(self) -> int:
         """The most users (each a connection) this mode runs at once, over all processes."""
         raise NotImplementedError
@@ -91,6 +96,9 @@ class ClosedLoop(LoadMode):
 
     def describe(self) -> str:
         return "levels " + ", ".join(str(level) for level in self.levels())  # users, in full: never 1e+20
+
+    def level_load(self, level: Any) -> tuple[int, float | None]:
+        return int(level), None
 
     def max_users(self) -> int:
         return max(self.levels())
@@ -120,6 +128,9 @@ class OpenLoop(LoadMode):
     def describe(self) -> str:
         rates = ", ".join(f"{level:g}" for level in self.levels())
         return f"rates {rates} req/s ({self.load.arrival} arrivals)"
+
+    def level_load(self, level: Any) -> tuple[int, float | None]:
+        return 0, float(level)  # a rate level holds no users of its own (the shape's span: concurrency 0)
 
     def max_users(self) -> int:
         return self.load.max_in_flight  # users are only senders: at most this many requests at once

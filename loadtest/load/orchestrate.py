@@ -56,7 +56,8 @@ def web_control(scenario: Scenario, options: RunOptions, state: RunState):
         return None
     from loadtest.load.webui import WebControl  # Locust's web UI (Flask): only with --web
 
-    return WebControl(scenario, state.spans, RunProgress(), host=options.web_host, port=options.web_port)
+    return WebControl(scenario, state.spans, RunProgress(), host=options.web_host, port=options.web_port,
+                      trace_rate_rps=(state.record.trace or {}).get("mean_rate_rps"))
 
 
 def run_load(scenario: Scenario, options: RunOptions, state: RunState, settings, console, scraper=None, web=None) -> bool:

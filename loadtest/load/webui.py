@@ -39,6 +39,8 @@ from flask import Response, jsonify, request, send_file
 from locust import argument_parser
 
 from loadtest.analysis.slo import SloSpec
+from loadtest.load.live import level_label
+from loadtest.load.modes import load_mode
 from loadtest.load.shape import SteppedShape
 from loadtest.load.webui_metrics import SHOWN_PERCENTILES, WebMetrics, cell_key, web_metrics
 from loadtest.load.webui_page import CHARTS_PAGE, plotly_js
@@ -74,15 +76,20 @@ class WebControl:
     """Locust's web UI for one ``loadtest run``: levels tab, data endpoint, charts, start/stop."""
 
     def __init__(
-        self, scenario: "Scenario", spans: list, progress: "RunProgress", *, host: str = "127.0.0.1", port: int = 8089
+        self, scenario: "Scenario", spans: list, progress: "RunProgress", *, host: str = "127.0.0.1", port: int = 8089,
+        trace_rate_rps: float | None = None,
     ) -> None:
         self.scenario = scenario
+        #: The load mode: its levels (users, rates or a trace's speedups) and how a planned one runs.
+        self.mode = load_mode(scenario)
+        #: Trace replay: the window's mean rate, so a level is named by its speedup, as on the terminal.
+        self.trace_rate_rps = trace_rate_rps
         #: The run's level spans (RunState.spans): appended as levels start, closed as they end.
         self.spans = spans
         self.progress = progress
         self.host = host
         self.port = port
-        self.planned = scenario.load.concurrency_levels()
+        self.planned = self.mode.levels()
         #: What is charted and tabulated: TTFT and ITL, or e2e for a kind that is not streamed.
         self.metrics: WebMetrics = web_metrics(scenario.target.api)
         self.slo = slo_lines(scenario, tuple(self.metrics.charts))
@@ -109,7 +116,8 @@ class WebControl:
         # A shape in place before the first batch tells Locust's form to hide its user count
         # and spawn rate fields: the scenario decides the levels.
         if env.shape_class is None:
-            env.shape_class = SteppedShape(self.planned, self.scenario.load.level_duration_s, session.clock)
+            env.shape_class = SteppedShape(self.scenario.load.concurrency_levels(), self.scenario.load.level_duration_s,
+                                           session.clock)
         env.locustfile = env.locustfile or f"loadtest: {self.scenario.name}"  # the UI's title
         _check_port_free(self.host, self.port)  # a busy port is one line, not a traceback from the server greenlet
         web_ui = env.create_web_ui(host=self.host, port=self.port, delayed_start=True)
@@ -191,6 +199,13 @@ class WebControl:
             self.web_ui = None
 
     # -- what the UI shows ------------------------------------------------------------
+    def _label(self, concurrency: int, rate_rps: float | None) -> str:
+        """A level named as the terminal names it: ``8 users``, ``4 req/s``, ``2× the trace window``."""
+        return level_label(concurrency, rate_rps, self.trace_rate_rps)
+
+    def _planned_label(self, level) -> str:
+        return self._label(*self.mode.level_load(level))
+
     def _status(self, span) -> str:
         if span.end_wall is None:
             return "running"
@@ -203,14 +218,14 @@ class WebControl:
             return None
         spans = list(self.spans)
         if not spans:
-            return str(self.planned[0]) if self.planned else None
+            return self._planned_label(self.planned[0]) if self.planned else None
         last = spans[-1]
         if last.refine:
             return "a refine probe chosen from this level's verdict"
         swept = [s for s in spans if not s.refine]
         position = len(swept)
         if position < len(self.planned):
-            return str(self.planned[position])
+            return self._planned_label(self.planned[position])
         return "refine probes, if --refine" if last.end_wall is None else None
 
     def levels_payload(self) -> dict[str, Any]:
@@ -226,6 +241,8 @@ class WebControl:
             row = {
                 "index": span.index,
                 "concurrency": span.concurrency,
+                "rate_rps": span.rate_rps,
+                "label": self._label(span.concurrency, span.rate_rps),
                 "refine": span.refine,
                 "status": self._status(span),
                 "finished": span.end_wall is not None,
@@ -262,7 +279,7 @@ class WebControl:
         for level in data["levels"]:
             rows.append({
                 "level": level["index"] + 1,
-                "users": level["concurrency"],
+                "load": level["label"],
                 "status": level["status"] + (" (refine)" if level["refine"] else ""),
                 "requests": level["requests"],
                 "errors": level["errors"],
@@ -270,7 +287,7 @@ class WebControl:
                 "ended": describe_ending(level["decision"]) if level["ended"] else f"{level['elapsed_s']:.0f} s so far",
             })
         if data["next"] is not None:
-            rows.append({"level": "next", "users": data["next"], "status": "planned"})
+            rows.append({"level": "next", "load": data["next"], "status": "planned"})
         if data["phase"] == "waiting":
             rows.append({"level": "-", "status": "press Start to begin the scenario's levels"})
         if data["phase"] == "done":
@@ -326,8 +343,7 @@ class WebControl:
         if self.phase != "waiting" or self.start_requested.is_set():
             return {"success": False, "message": "this run has started already; start another with loadtest run", "host": host}
         self.start_requested.set()
-        levels = ", ".join(map(str, self.planned))
-        return {"success": True, "message": f"loadtest run started: levels {levels}", "host": host}
+        return {"success": True, "message": f"loadtest run started: {self.mode.describe()}", "host": host}
 
     def _on_stop(self) -> dict[str, Any]:
         if self.phase == "done":

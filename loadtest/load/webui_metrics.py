@@ -47,7 +47,7 @@ class WebMetrics:
         """The levels tab's columns (Locust's extended table structure)."""
         return [
             {"key": "level", "title": "Level"},
-            {"key": "users", "title": "Users"},
+            {"key": "load", "title": "Load"},  # users, req/s or the trace's speedup: live.level_label
             {"key": "status", "title": "Status"},
             {"key": "requests", "title": "Requests"},
             {"key": "errors", "title": "Errors"},

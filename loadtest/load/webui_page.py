@@ -42,7 +42,7 @@ a{color:#0b63c5}
 const COLORS = {p50: "#1f77b4", p95: "#ff7f0e", p99: "#d62728"};
 function draw(data) {
   document.getElementById("name").textContent = data.scenario;
-  const cur = data.current ? `level ${data.current.index + 1}: ${data.current.concurrency} users (${data.current.elapsed_s.toFixed(0)} s)` : "none";
+  const cur = data.current ? `level ${data.current.index + 1}: ${data.current.label} (${data.current.elapsed_s.toFixed(0)} s)` : "none";
   let status = `phase: ${data.phase}; in force: ${cur}; next: ${data.next === null ? "none" : data.next}`;
   const el = document.getElementById("status");
   el.textContent = status;

@@ -9,12 +9,14 @@ live here, public, so that no page reaches into another page's privates.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import plotly.graph_objects as go
 import plotly.io as pio
 
+from loadtest.analysis.capacity import ci_label
 from loadtest.analysis.results import Analysis, LevelResult
+from loadtest.analysis.verdict import verdict_confidence
 
 
 VERDICT_COLOURS = {
@@ -39,6 +41,17 @@ def finite(values: Iterable[float]) -> list[float | None]:
 #: Labelled ticks closer than this share of the axis's log span would print on top of each other
 #: (a label is ~30 px on a subplot ~500 px wide).
 MIN_LABEL_GAP = 0.07
+
+
+def summaries_ci_label(summaries: Iterable[Mapping[str, Any]]) -> str:
+    """What the intervals read from these summaries are: ``97.5% CI`` (:func:`ci_label`).
+
+    Each ``summary.json`` holds the confidence its run was judged at (``confidence``: 95%, or
+    1 − 5%/K with K looks, see :mod:`loadtest.analysis.verdict`), read as the gate reads it; runs
+    judged at different confidences are named each (``95% CI or 97.5% CI``), never one for all.
+    """
+    levels = sorted({verdict_confidence({"verdict_confidence": s.get("confidence")}) for s in summaries})
+    return " or ".join(ci_label(c) for c in levels) or ci_label(verdict_confidence({}))
 
 
 def concurrency_axis(levels: Sequence[LevelResult]) -> dict[str, Any]:

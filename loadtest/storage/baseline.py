@@ -32,7 +32,8 @@ RUN_JSON = "run.json"
 def add_arguments(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("baseline", help="the nightly gate's baseline: does it exist, move it forward")
     verbs = p.add_subparsers(dest="baseline_command", required=True, metavar="VERB")
-    e = verbs.add_parser("exists", help="exit 0 if DIR holds a run (run.json), 1 if not")
+    e = verbs.add_parser("exists", help="exit 0 if DIR holds a run (run.json), 1 if not, 2 if its run.json or "
+                                        "summary.json cannot be read")
     e.add_argument("dir", type=path_arg, metavar="DIR", help="baseline folder, local or s3://bucket/prefix/baseline")
     e.set_defaults(func=_cmd_exists)
     m = verbs.add_parser("promote", help="make a finished run the baseline (replacing the old one)")
@@ -122,19 +123,40 @@ class _Folder:
             (self.path / rel).unlink(missing_ok=True)
 
 
-def _json_object(folder: _Folder, rel: str) -> dict:
-    """``rel`` in ``folder`` as a JSON object, or one line saying it is not one."""
+def _json_object(folder: _Folder, rel: str, outcome: str) -> dict:
+    """``rel`` in ``folder`` as a JSON object, or one line saying it is not one (and ``outcome``)."""
     try:
         data = json.loads(folder.read(rel))
     except (ValueError, UnicodeDecodeError) as err:
-        raise InputError(f"{folder}/{rel}: not valid JSON ({err}); not promoted") from None
+        raise InputError(f"{folder}/{rel}: not valid JSON ({err}); {outcome}") from None
     if not isinstance(data, dict):
-        raise InputError(f"{folder}/{rel}: expected a JSON object; not promoted")
+        raise InputError(f"{folder}/{rel}: expected a JSON object; {outcome}")
     return data
 
 
+def _check_summary(folder: _Folder, outcome: str) -> None:
+    """The folder's summary.json is one the gate can compare with: a JSON object with its ``levels``."""
+    if not isinstance(_json_object(folder, "summary.json", outcome).get("levels"), list):
+        raise InputError(f"{folder}/summary.json: not a loadtest summary (no 'levels'); {outcome}")
+
+
+#: Why ``exists`` refuses a baseline it cannot read, and what mends it.
+_UNUSABLE = "not a baseline the gate can compare with (promote a good run over it)"
+
+
 def _cmd_exists(args: argparse.Namespace) -> int:
-    return 0 if RUN_JSON in _Folder(args.dir).files() else 1
+    """0: a baseline; 1: none (no run.json); 2 (:class:`InputError`): a run.json or summary.json that
+    cannot be read, the checks ``promote`` makes of a run before it becomes the baseline. A nightly gate
+    that took such a folder for a baseline failed every night's compare; one that took it for no
+    baseline would run without the gate and promote over it."""
+    folder = _Folder(args.dir)
+    files = folder.files()
+    if RUN_JSON not in files:
+        return 1
+    _json_object(folder, RUN_JSON, _UNUSABLE)
+    if "summary.json" in files:  # without one (never promoted so) the gate analyzes the records
+        _check_summary(folder, _UNUSABLE)
+    return 0
 
 
 def _cmd_promote(args: argparse.Namespace) -> int:
@@ -145,14 +167,13 @@ def _cmd_promote(args: argparse.Namespace) -> int:
     files = src.files()
     if RUN_JSON not in files:
         raise InputError(f"{src}: not a run folder (no {RUN_JSON})")
-    run = _json_object(src, RUN_JSON)
+    run = _json_object(src, RUN_JSON, "not promoted")
     if not normalized(run).get("complete"):
         raise InputError(f"{src}: the run did not complete; an interrupted run is never a baseline")
     if "summary.json" not in files:
         raise InputError(f"{src}: no summary.json (the run was not analyzed)")
     # every later night compares against these files: a baseline its gate cannot read fails them all
-    if not isinstance(_json_object(src, "summary.json").get("levels"), list):
-        raise InputError(f"{src}/summary.json: not a loadtest summary (no 'levels'); not promoted")
+    _check_summary(src, "not promoted")
     if "requests.parquet" not in files and not any(f.startswith("requests.parts/") for f in files):
         raise InputError(f"{src}: no records (requests.parquet); a baseline is judged from its records; not promoted")
     keep = [f for f in files if f == "summary.json" or (f.endswith(".parquet") and "/" not in f)]

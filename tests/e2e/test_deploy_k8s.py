@@ -311,6 +311,23 @@ def test_the_cronjob_script_gates_each_night_and_moves_the_baseline_only_on_a_pa
 
 
 @pytest.mark.untimed
+def test_a_night_whose_baseline_cannot_be_read_fails_without_a_run_and_keeps_it(tmp_path):
+    """``baseline exists`` says 2 for a baseline whose run.json is corrupt: the night ends there, red,
+    rather than comparing with it (every night failing) or running as a first night and promoting over it."""
+    results = tmp_path / "results"
+    baseline = _finished_run(results / "baseline")
+    (baseline / "run.json").write_text('{"complete": tr')
+    kept = {p.name: p.read_bytes() for p in baseline.iterdir()}
+    # nothing listens there: the script must not get as far as a run (it would fail with exit 3, not 2)
+    night = nightly(str(results), tmp_path / "no-scenario.yaml", "http://127.0.0.1:9/v1")
+    assert night.returncode == 2, night.stdout + night.stderr
+    assert f"{baseline}/run.json: not valid JSON" in night.stderr and "Traceback" not in night.stderr
+    assert "nightly gate: exit 2 (the baseline" in night.stdout
+    assert sorted(p.name for p in results.iterdir()) == ["baseline"]  # no run folder
+    assert {p.name: p.read_bytes() for p in baseline.iterdir()} == kept
+
+
+@pytest.mark.untimed
 def test_promote_refuses_an_interrupted_run_and_replaces_the_old_baseline_whole(tmp_path):
     run, baseline = tmp_path / "night", tmp_path / "baseline"
     run.mkdir()

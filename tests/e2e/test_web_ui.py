@@ -114,7 +114,7 @@ def test_web_ui_starts_shows_levels_and_stops_like_ctrl_c(tmp_path: Path, worker
             assert stats["state"] == "ready"  # nothing runs before Start
             assert stats["extended_stats"][0]["key"] == "loadtest-levels"
             waiting = _levels(base)
-            assert waiting["phase"] == "waiting" and waiting["levels"] == [] and waiting["next"] == "1"
+            assert waiting["phase"] == "waiting" and waiting["levels"] == [] and waiting["next"] == "1 users"
             assert waiting["slo"] == {"ttft_ms": {"p95": 800.0}, "itl_ms": {"p95": 300.0}}
 
             started = _post(f"{base}/swarm", b"user_count=1&spawn_rate=1")
@@ -134,11 +134,11 @@ def test_web_ui_starts_shows_levels_and_stops_like_ctrl_c(tmp_path: Path, worker
                 assert data["current"]["status"] == "running"
                 planned = [1, 2, 4, 8, 16]
                 after = planned.index(data["current"]["concurrency"]) + 1
-                assert data["next"] == (str(planned[after]) if after < len(planned) else "refine probes, if --refine")
+                assert data["next"] == (f"{planned[after]} users" if after < len(planned) else "refine probes, if --refine")
             stats = json.loads(_get(f"{base}/stats/requests")[1])
             assert stats["state"] in ("running", "spawning") and stats["stats"][-1]["num_requests"] > 0
             rows = stats["extended_stats"][0]["data"]
-            assert rows[0]["users"] == 1 and rows[0]["status"].startswith("done")
+            assert rows[0]["load"] == "1 users" and rows[0]["status"].startswith("done")
             charts_status, charts = _get(f"{base}/loadtest/charts")
             assert charts_status == 200 and b"Plotly.react" in charts
             assert _get(f"{base}/loadtest/plotly.js")[0] == 200
@@ -167,6 +167,49 @@ def test_web_ui_starts_shows_levels_and_stops_like_ctrl_c(tmp_path: Path, worker
     assert len(frame) >= sum(l["requests"] for l in finished)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["levels"][0]["concurrency"] == 1
+
+
+# Untimed: labels, the order of levels and the exit code; whichever level is in force when it is read,
+# the first one's label is the same, and every wait is generous.
+@pytest.mark.untimed
+def test_an_open_loop_levels_are_named_by_their_rate_as_on_the_terminal(tmp_path: Path):
+    """An open-loop level has no users of its own (its span's concurrency is 0): the Levels tab said
+    "Users 0" for each. It names each level as the terminal does (live.level_label): ``2 req/s``."""
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    with MockServer(["--decode-base-ms", "10"]) as mock:
+        scenario = write_scenario(
+            tmp_path, mock.base_url,
+            load={"levels": None, "rates": [2, 4], "arrival": "constant", "max_in_flight": 8,  # no closed-loop default
+                  "level_duration_s": 3, "warmup_s": 0.5},
+        )
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "loadtest", "run", str(scenario), "--out", str(tmp_path / "run"),
+             "--web", "--web-port", str(port), "--web-linger", "60"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+        try:
+            _wait(lambda: proc.poll() is not None or _get(f"{base}/")[0] == 200, "the web UI")
+            assert proc.poll() is None, proc.communicate()[1]  # a refused scenario says why here, not as a timeout
+            waiting = _levels(base)
+            assert waiting["planned"] == [2.0, 4.0] and waiting["next"] == "2 req/s", waiting
+            started = _post(f"{base}/swarm", b"user_count=1&spawn_rate=1")
+            assert started["success"] is True and "rates 2, 4 req/s" in started["message"], started
+            data = _wait(lambda: (lambda d: d if d["levels"] else None)(_levels(base)), "the first level")
+            first = data["levels"][0]
+            assert (first["label"], first["rate_rps"], first["concurrency"]) == ("2 req/s", 2.0, 0), first
+            rows = json.loads(_get(f"{base}/stats/requests")[1])["extended_stats"][0]["data"]
+            assert rows[0]["load"] == "2 req/s", rows
+            assert all(row.get("load") not in (0, "0", "0 users") for row in rows), rows
+            nxt = [row["load"] for row in rows if row["level"] == "next"]
+            assert nxt in ([], ["4 req/s"], ["refine probes, if --refine"]), rows
+            assert _post(f"{base}/stop")["success"] is True
+            _wait(lambda: _levels(base)["phase"] == "done", "the report", timeout=120)
+            _post(f"{base}/stop")  # a Stop after the run closes the UI
+            _, stderr = proc.communicate(timeout=60)
+        finally:
+            _kill_if_running(proc)
+    _assert_interrupted_cleanly(proc, stderr)
+    assert "level 1 (2 req/s)" in stderr  # the terminal's name for the same level
 
 
 @pytest.mark.untimed

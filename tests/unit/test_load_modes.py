@@ -11,6 +11,7 @@ import ast
 from pathlib import Path
 
 from loadtest.analysis.refine import next_refine_level, next_refine_rate
+from loadtest.load.live import level_label
 from loadtest.load.modes import ClosedLoop, OpenLoop, load_mode
 from loadtest.run_record import RunRecord
 from loadtest.scenario import parse_scenario
@@ -44,6 +45,18 @@ def test_open_loop_levels_users_and_description_come_from_the_scenario():
     assert isinstance(mode, OpenLoop) and mode.name == "open_loop"
     assert mode.levels() == [1.0, 2.5] and mode.max_users() == 40
     assert mode.describe() == "rates 1, 2.5 req/s (poisson arrivals)"
+
+
+def test_a_planned_level_is_named_as_its_span_will_be_by_the_live_views_label():
+    """What the web UI names its next level with: the (concurrency, rate) the shape's span records, so
+    the label is the terminal's (live.level_label), never "0 users" for a rate."""
+    closed = load_mode(_scenario(levels=[2, 8]))
+    assert [closed.level_load(level) for level in closed.levels()] == [(2, None), (8, None)]
+    assert [level_label(*closed.level_load(level)) for level in closed.levels()] == ["2 users", "8 users"]
+    opened = load_mode(_scenario(rates=[1, 2.5]))
+    assert [opened.level_load(level) for level in opened.levels()] == [(0, 1.0), (0, 2.5)]
+    assert [level_label(*opened.level_load(level)) for level in opened.levels()] == ["1 req/s", "2.5 req/s"]
+    assert level_label(*opened.level_load(6.0), 3.0) == "2× the trace window"  # a trace replay's rate level
 
 
 def test_each_mode_refines_on_its_own_axis():

@@ -1,0 +1,63 @@
+"""``loadtest baseline exists``: 0 only for a baseline the gate can read, 1 for none, 2 for a broken one.
+
+A baseline folder whose run.json (or summary.json) could not be read was said to exist (exit 0):
+the nightly gate then compared every night with it and failed, or, had it taken the folder for
+none, would have run without the gate and promoted over it. ``exists`` now makes the checks
+``promote`` makes of a run's run.json and summary.json, and says which file in one line. Real
+folders and files, the command in-process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from pathlib import Path
+
+import pytest
+
+from loadtest.cli import main
+
+
+def _exists(folder: Path) -> tuple[int, str]:
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        code = main(["baseline", "exists", str(folder)])
+    return code, err.getvalue()
+
+
+def _baseline(folder: Path, run: str = '{"complete": true}', summary: str | None = '{"levels": []}') -> Path:
+    folder.mkdir()
+    (folder / "run.json").write_text(run)
+    if summary is not None:
+        (folder / "summary.json").write_text(summary)
+    return folder
+
+
+def test_a_readable_baseline_exists_and_no_run_json_is_none(tmp_path):
+    assert _exists(_baseline(tmp_path / "good")) == (0, "")
+    assert _exists(_baseline(tmp_path / "records-only", summary=None)) == (0, "")  # the gate analyzes its records
+    assert _exists(tmp_path / "missing") == (1, "")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "summary.json").write_text("{")  # no run.json: no baseline, whatever else lies there
+    assert _exists(tmp_path / "empty") == (1, "")
+
+
+@pytest.mark.parametrize("run, summary, file, says", [
+    ('{"complete": tr', '{"levels": []}', "run.json", "not valid JSON"),
+    ("[1, 2]", '{"levels": []}', "run.json", "expected a JSON object"),
+    (b"\xff\xfe\x00", '{"levels": []}', "run.json", "not valid JSON"),
+    ('{"complete": true}', '{"format": 1, "name": ', "summary.json", "not valid JSON"),
+    ('{"complete": true}', '{"capacity": {"concurrency": 4}}', "summary.json", "not a loadtest summary (no 'levels')"),
+])
+def test_a_baseline_whose_run_json_or_summary_cannot_be_read_is_exit_2_naming_the_file(tmp_path, run, summary, file, says):
+    folder = tmp_path / "baseline"
+    _baseline(folder, summary=summary)
+    if isinstance(run, bytes):
+        (folder / "run.json").write_bytes(run)
+    else:
+        (folder / "run.json").write_text(run)
+    code, err = _exists(folder)
+    assert code == 2, err
+    assert f"{folder}/{file}: {says}" in err and "promote a good run over it" in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert sorted(p.name for p in folder.iterdir()) == ["run.json", "summary.json"]  # left as it was
