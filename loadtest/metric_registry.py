@@ -160,7 +160,7 @@ METRICS: tuple[Metric, ...] = (
     ),
     Metric(
         "error_rate", "error rate", "fraction",
-        "failed / all requests that started in the measured window (warmup excluded); Wilson 95% CI",
+        "failed / all requests that started in the measured window (warmup excluded); Wilson interval at the run's confidence",
         kind="rate", per="window",
     ),
 )

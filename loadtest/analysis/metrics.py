@@ -13,7 +13,7 @@ Rates are per second of *measured window* (``end_wall − window_start``):
 * ``goodput_rps``: the subset of ``requests_per_s`` that met every
   per-request limit (see :func:`frame._meets_limits`);
 * ``error_rate``: failed / all requests that *started* in the window (not in
-  warmup), with a Wilson 95% interval. Requests the harness cancelled (users
+  warmup), with a Wilson interval at the run's confidence. Requests the harness cancelled (users
   stopped at a level change) are in neither count.
 """
 

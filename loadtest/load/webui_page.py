@@ -34,7 +34,7 @@ a{color:#0b63c5}
 <body>
 <h1>loadtest: <span id="name"></span></h1>
 <div id="status">waiting for the run…</div>
-<p class="how">Each point is a finished level: the percentile of its requests against concurrency. Dashed lines are the SLO limits; a point above its line fails it.</p>
+<p class="how">Each point is a finished level: the percentile of its requests against its load (users, or the offered rate of an open-loop or trace level). Dashed lines are the SLO limits; a point above its line fails it.</p>
 <p class="how" id="note"></p>
 <div id="charts"></div>
 <p><a href="../">Back to Locust's web UI</a></p>
@@ -51,7 +51,10 @@ function draw(data) {
     const a = document.createElement("a"); a.href = "./report"; a.textContent = "Open the report"; el.appendChild(a);
   }
   document.getElementById("note").textContent = data.note || "";  // a kind that is not streamed: why no TTFT/ITL
-  const done = data.levels.filter(l => l.finished).sort((a, b) => a.concurrency - b.concurrency);
+  // a level's load: its users, or for an open-loop or trace level its offered rate (such a level holds no users)
+  const load = l => (l.rate_rps === null || l.rate_rps === undefined) ? l.concurrency : l.rate_rps;
+  const done = data.levels.filter(l => l.finished).sort((a, b) => load(a) - load(b));
+  const rates = data.levels.some(l => l.rate_rps !== null && l.rate_rps !== undefined);
   for (const metric of Object.keys(data.metric_labels)) {  // one chart per metric the server sends
     if (!document.getElementById(metric)) {
       const div = document.createElement("div"); div.id = metric; div.className = "plot";
@@ -59,17 +62,17 @@ function draw(data) {
     }
     const traces = [], shapes = [];
     for (const pct of done.length ? Object.keys(done[0][metric]) : []) {  // the percentiles the server sends
-      traces.push({x: done.map(l => l.concurrency), y: done.map(l => l[metric][pct]), name: pct,
+      traces.push({x: done.map(load), y: done.map(l => l[metric][pct]), name: pct,
                    mode: "lines+markers", line: {color: COLORS[pct]}});
     }
     const limits = data.slo[metric] || {};
     for (const [pct, limit] of Object.entries(limits)) {
-      traces.push({x: [Math.min(...data.planned, ...done.map(l => l.concurrency)), Math.max(...data.planned, ...done.map(l => l.concurrency))],
+      traces.push({x: [Math.min(...data.planned, ...done.map(load)), Math.max(...data.planned, ...done.map(load))],
                    y: [limit, limit], name: `SLO ${pct} ≤ ${limit} ms`, mode: "lines",
                    line: {color: COLORS[pct] || "#000", dash: "dash"}});
     }
     Plotly.react(metric, traces, {title: {text: `${data.metric_labels[metric]} per finished level`},
-      xaxis: {title: {text: "concurrent users"}, type: "log", tickvals: done.map(l => l.concurrency)},
+      xaxis: {title: {text: rates ? "offered rate (requests/s)" : "concurrent users"}, type: "log", tickvals: done.map(load)},
       yaxis: {title: {text: "ms"}, rangemode: "tozero"}, margin: {t: 40}});
   }
 }

@@ -85,6 +85,24 @@ def _charts_draw_in_a_browser(url: str, tmp_path: Path) -> None:
         assert plot["with_data"] >= 4 and plot["traces_with_paths"] >= plot["with_data"], plot  # p50/p95/p99 + SLO
 
 
+def _rate_level_is_plotted_at_its_rate(url: str, rate: float) -> None:
+    """In a real Chromium: the TTFT chart's percentile traces sit at the level's rate, on a rate axis."""
+    from support.browser import Chromium, find_chromium
+
+    binary = find_chromium()
+    if binary is None:
+        return  # tests/e2e/test_report_browser.py says how to install it; the HTTP checks still ran
+    with Chromium(binary, offline=False) as chromium:
+        page = chromium.open(url, settle_s=3.0)  # the page polls the data endpoint every 2 s
+        drawn = chromium.evaluate(
+            "(() => { const p = document.getElementById('ttft_ms');"
+            " return {x: p.data.filter(t => /^p\\d+$/.test(t.name)).map(t => t.x),"
+            " title: p.layout.xaxis.title.text}; })()")
+    assert page.console_errors == [] and page.exceptions == []
+    assert drawn["x"] and all(xs == [rate] for xs in drawn["x"]), drawn
+    assert drawn["title"] == "offered rate (requests/s)", drawn
+
+
 def _levels(base: str) -> dict:
     return json.loads(_get(f"{base}/loadtest/levels")[1])
 
@@ -172,6 +190,7 @@ def test_web_ui_starts_shows_levels_and_stops_like_ctrl_c(tmp_path: Path, worker
 # Untimed: labels, the order of levels and the exit code; whichever level is in force when it is read,
 # the first one's label is the same, and every wait is generous.
 @pytest.mark.untimed
+@pytest.mark.browser  # the charts page is also drawn in Chromium (skipped without it; the HTTP checks still run)
 def test_an_open_loop_levels_are_named_by_their_rate_as_on_the_terminal(tmp_path: Path):
     """An open-loop level has no users of its own (its span's concurrency is 0): the Levels tab said
     "Users 0" for each. It names each level as the terminal does (live.level_label): ``2 req/s``."""
@@ -202,6 +221,9 @@ def test_an_open_loop_levels_are_named_by_their_rate_as_on_the_terminal(tmp_path
             assert all(row.get("load") not in (0, "0", "0 users") for row in rows), rows
             nxt = [row["load"] for row in rows if row["level"] == "next"]
             assert nxt in ([], ["4 req/s"], ["refine probes, if --refine"]), rows
+            # the charts plot a finished rate level at its rate, not at 0 users (off a log axis, so nothing drew)
+            _wait(lambda: any(lv["finished"] for lv in _levels(base)["levels"]), "the first level's end", timeout=60)
+            _rate_level_is_plotted_at_its_rate(f"{base}/loadtest/charts", rate=2.0)
             assert _post(f"{base}/stop")["success"] is True
             _wait(lambda: _levels(base)["phase"] == "done", "the report", timeout=120)
             _post(f"{base}/stop")  # a Stop after the run closes the UI
