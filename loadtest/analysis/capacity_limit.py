@@ -34,9 +34,11 @@ so that a pre-launch test answers "why there" as well as "how many":
 ``errors``
     The error budget failed first (its kinds are in the headline).
 
-None where there is no first failing level, or the run is open loop or a trace (their
-levels are rates: a later issue), or a check of another kind (valid output) bound it.
-The figures are per replica for a fleet, as :func:`running_sequences` counts them.
+None where there is no first failing level, or a check of another kind (valid output)
+bound it. For a rate level (open loop, trace replay) the "users" are the requests in flight
+there (the time average, ``open_loop.mean_in_flight``: queued and running alike), which the
+batch is then compared with. The figures are per replica for a fleet, as
+:func:`running_sequences` counts them.
 Pure functions over :class:`~loadtest.analysis.results.Analysis`.
 """
 
@@ -62,14 +64,16 @@ _PER_TOKEN = ("itl_ms", "tpot_ms")
 def capacity_limit(analysis: Any) -> dict[str, Any] | None:
     """``{kind, users, sequences, waiting, binding, sentence}`` at the first failing level, or None."""
     cap = analysis.capacity
-    if cap.first_failing is None or cap.binding is None or cap.rate_rps is not None or cap.speedup is not None:
-        return None
-    level = next((lv for lv in analysis.levels if lv.rate_rps is None and lv.concurrency == cap.first_failing), None)
-    if level is None:
+    level = _first_failing(analysis)
+    if level is None or cap.binding is None:
         return None
     binding = cap.binding.split(".")[0]
     replicas = _replicas(analysis)
-    users = level.concurrency / replicas
+    rate = level.rate_rps is not None
+    in_flight = (level.open_loop or {}).get("mean_in_flight") if rate else level.concurrency
+    if in_flight is None or not math.isfinite(float(in_flight)):
+        return None
+    users = float(in_flight) / replicas
     sequences = running_sequences(analysis, level) if math.isfinite(level.itl_ms.p50) else math.nan
     waiting = _waiting(analysis, level)
     out: dict[str, Any] = {
@@ -77,7 +81,10 @@ def capacity_limit(analysis: Any) -> dict[str, Any] | None:
         "binding": cap.binding, "sentence": "",
     }
     per = " per replica" if replicas > 1 else ""
-    at = f"at {level.concurrency} users" + (f" ({users:g} a replica)" if replicas > 1 else "")
+    if rate:  # a rate level holds no users: name it by its load, and its requests in flight
+        at = f"at {_load(level)} ({users:.1f} requests in flight on average{per})"
+    else:
+        at = f"at {level.concurrency} users" + (f" ({users:g} a replica)" if replicas > 1 else "")
     pct = cap.binding.split(".")[1] if "." in cap.binding else ""
     label = f"{pct} {LABELS.get(binding, binding)}".strip()
     if binding == "error_rate":
@@ -130,6 +137,23 @@ def capacity_limit(analysis: Any) -> dict[str, Any] | None:
         out["sentence"] = (f"the step itself: {at} {no_queue}, and the first token took {steps:.1f} decode steps "
                            f"at the median (a step {step:.0f} ms); the step grows with the batch")
     return out
+
+
+def _first_failing(analysis: Any) -> Any:
+    """The first failing level as the capacity names it: by users, rate or speedup."""
+    cap = analysis.capacity
+    if cap.first_failing_speedup is not None:
+        return next((lv for lv in analysis.levels if lv.speedup == cap.first_failing_speedup), None)
+    if cap.first_failing_rate_rps is not None:
+        return next((lv for lv in analysis.levels if lv.speedup is None and lv.rate_rps == cap.first_failing_rate_rps),
+                    None)
+    if cap.first_failing is not None:
+        return next((lv for lv in analysis.levels if lv.rate_rps is None and lv.concurrency == cap.first_failing), None)
+    return None
+
+
+def _load(level: Any) -> str:
+    return f"{level.speedup:g}× the trace window" if level.speedup is not None else f"{level.rate_rps:g} req/s"
 
 
 def _replicas(analysis: Any) -> int:

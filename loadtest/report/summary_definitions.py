@@ -35,7 +35,8 @@ DEFINITIONS = {
     "capacity_limit": "at the first failing level: errors (the error budget failed first), decode_step (ITL or TPOT), "
     "else TTFT or e2e with: slots (the server's waiting count p50 >= 1), queue_or_prefill (no waiting count scraped, "
     "and this client's requests in the server's batch, median over the window, at least one short of the users), "
-    "prefill (no queue, the first token over 3 decode steps at the median) or first_step (within 3)",
+    "prefill (no queue, the first token over 3 decode steps at the median) or first_step (within 3); for a rate level "
+    "users is the mean requests in flight",
     "bound": "per level: memory | compute | overhead from the roofline floors when hardware: and model: are known "
     "(overhead: measured above 3 x the higher floor), else memory below the fit's knee and compute past it (basis: fit)",
     "cost": "usd_per_hour divided by what the capacity level served within the SLO per hour (goodput: requests that met "
