@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -193,6 +193,23 @@ def level_bounds(
         if fit is not None:
             out[lv.index] = LevelBound(lv.concurrency, n, fit_bound(fit.side(n)), "fit", context)
     return out
+
+
+def slot_limit(batches: Sequence[tuple[float, float]]) -> float | None:
+    """The most sequences the server ran at once, where the levels show it stop growing; else None.
+
+    ``batches`` are (users, batch) per closed-loop level (:func:`running_sequences`). A
+    level's batch a sequence or more short of its users means its other requests waited
+    before the batch; that is a slot (or batch) limit, not a long prompt's compute, when
+    a level with fewer users already ran as large a batch (within half a sequence): the
+    batch stopped growing while the users grew. The limit is then that batch.
+    """
+    for users, batch in sorted(batches):
+        if users - batch < 1.0:
+            continue
+        if any(u < users and b >= batch - 0.5 for u, b in batches):
+            return round(batch, 1)
+    return None
 
 
 def fit_run(analysis: Any) -> DecodeFit | None:

@@ -21,6 +21,7 @@ from plotly.offline import get_plotlyjs
 from rich.table import Table
 
 from loadtest import __version__
+from loadtest.analysis.bounds import slot_limit
 from loadtest.analysis.decode_fit import describe_decode
 from loadtest.analysis.prefill_fit import describe_prefill
 from loadtest.analysis.roofline import Ceilings, ModelSize, fit_bound, read_decode, read_prefill
@@ -95,8 +96,14 @@ def profile_dict(data: ProfileData, ceilings: Ceilings | None, model: ModelSize 
             "points": points,
             "server_ms_per_token_1": _r(data.server_ms_per_token_1),
             "server_running_check": data.running_check,
+            "slots": slot_limit(data.batches),
         }
         sentences.append(describe_decode(d, bound_low, bound_high))
+        if decode["slots"] is not None:
+            sentences.append(
+                f"the server ran at most about {decode['slots']:g} sequences at once (its slots or batch limit): "
+                "levels with more users queued for a slot, so the decode curve ends there, and a larger "
+                "--max-batch measures nothing more")
     if data.prefill is not None:
         text = describe_prefill(data.prefill)
         if prefill and prefill.get("bound"):

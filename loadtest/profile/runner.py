@@ -51,6 +51,8 @@ class ProfileData:
     runs: list[str] = field(default_factory=list)
     #: Decode points with the server's own running count beside the users (where scraped).
     running_check: list[dict[str, Any]] = field(default_factory=list)
+    #: (users, batch) of every decode level: where the batch stops growing, the server's slots.
+    batches: list[tuple[float, float]] = field(default_factory=list)
     #: The server's own view of the same requests (llama.cpp ``timings``), where it sends them:
     #: the same linear fit of its prompt_ms, and its median ms per generated token at one user.
     server_prefill: PrefillFit | None = None
@@ -83,6 +85,7 @@ def _decode_points(analysis, data: ProfileData) -> list[DecodePoint]:
     points = decode_points(analysis)
     for lv in analysis.levels:
         n = running_sequences(analysis, lv)
+        data.batches.append((float(lv.concurrency), n))
         c = mean_context(analysis, lv)
         if math.isfinite(c):
             data.contexts[n] = c

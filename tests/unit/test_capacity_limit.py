@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from loadtest.analysis import SloSpec, analyze
+from loadtest.analysis.bounds import slot_limit
 from loadtest.analysis.capacity_limit import capacity_limit
 from loadtest.report.summary import summary_dict
 from loadtest.report.why import limits_line
@@ -96,3 +97,13 @@ def test_the_error_budget_first_is_errors_and_no_failing_level_is_none():
     analysis = _run({"itl_ms": {"p95": 1000.0}, "max_error_rate": 0.01}, fail_every={6: 3, 8: 3})
     assert capacity_limit(analysis)["kind"] == "errors"
     assert capacity_limit(_run({"itl_ms": {"p95": 1000.0}})) is None  # every level holds
+
+
+def test_the_profile_names_the_slots_where_the_batch_stops_growing():
+    """(users, batch) per level, as the profile's ladder measures them."""
+    assert slot_limit([(1, 1), (2, 2), (4, 4), (8, 8), (16, 8.0)]) == 8  # 16 users, still 8 running
+    assert slot_limit([(1, 1), (2, 2), (4, 4), (8, 8)]) is None  # every user in the batch
+    # fewer in the batch than users, but the batch still grows with them: long prompts, not slots
+    assert slot_limit([(1, 1), (2, 1.2), (4, 2.1), (8, 4.3)]) is None
+    # a count a sequence short at one level with nothing before it that large is not a plateau
+    assert slot_limit([(8, 8), (10, 9)]) is None
