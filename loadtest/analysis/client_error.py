@@ -44,6 +44,12 @@ import numpy as np
 from loadtest.analysis.results import Check, LevelResult
 from loadtest.analysis.slo import METRIC_LABELS, PERCENTILES
 
+#: Below this share of a core, a client flagged only by a verdict within its timing error of a limit is
+#: called quiet (``client_near_limit``): its stamps were late by waking up on the host, not by its own work.
+#: Between this and the self-check's CPU limit (80%), its own work may be part of the delay: the
+#: saturated client's words, and the --workers advice, stay.
+QUIET_CLIENT_CPU_PCT = 50.0
+
 #: Per metric: does a send start it (send delay adds), and can the client only inflate it?
 SPANS = {
     "ttft_ms": (True, True),
@@ -108,6 +114,8 @@ def judge_client(level: LevelResult) -> LevelResult:
             )
     if reasons:
         level.client_saturated = True
-        level.client_near_limit = not busy
+        cpu = client.get("cpu_pct")
+        # a quiet client: its own work is not what made its stamps late, so more workers would not help
+        level.client_near_limit = not busy and cpu is not None and float(cpu) < QUIET_CLIENT_CPU_PCT
         level.client = {**client, "saturated": True, "reason": "; ".join(reasons)}
     return level

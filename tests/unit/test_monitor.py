@@ -152,3 +152,10 @@ def test_a_busy_client_near_the_limit_keeps_the_saturated_words_and_the_workers_
     assert level.client_saturated and not level.client_near_limit
     assert analysis.capacity.message.startswith("The load generator was saturated at concurrency 4")
     assert any("run it with --workers" in w for w in analysis.warnings)
+
+
+def test_a_client_at_two_thirds_of_a_core_is_not_called_quiet():
+    """Not flagged by its own self-check (under 80%), but busy enough that its own work may be in the delay."""
+    analysis = _edge_run({**LATE_1MS, "cpu_pct": 65.0, "saturated": False, "reason": None})
+    assert analysis.level(4).client_saturated and not analysis.level(4).client_near_limit
+    assert any("run it with --workers" in w for w in analysis.warnings)
