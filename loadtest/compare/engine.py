@@ -284,8 +284,9 @@ def _latency_checks(*slos: SloSpec, medians: bool = False) -> list[str]:
     shared 2-core machine; ``benchmarks/RESULTS.md``). Judged against the run-to-run noise of a
     history, the medians are the steadier witnesses of the same slowdown: on the same kept runs
     they raised the detection of a 20% slowdown from 3 to 6 of 12 with no false alarm added. They
-    join only when there is run-to-run noise to judge them by (``--history`` or several
-    baselines): judged by within-run intervals alone, a median's narrow interval would turn every
+    join only when there is run-to-run noise to judge them by (at least ``--min-history`` reference
+    runs: the baselines and the history's; :func:`loadtest.compare.groups.compare_groups` counts
+    them): judged by within-run intervals alone, a median's narrow interval would turn every
     run's drift into an alarm.
     """
     names: list[str] = []

@@ -63,16 +63,17 @@ def compare_groups(
     """
     if not baselines or not candidates:
         raise InputError("compare: at least one baseline and one candidate run are needed")
-    # the SLO metrics' medians join the checks when there is run-to-run noise to judge them by
+    # the SLO metrics' medians join the checks only when there is run-to-run noise to judge them by:
+    # enough reference runs, not merely --history (one earlier run, as `history` gives a series' second)
     cmp = compare_runs(baselines[0], candidates[0], rules, seed=seed, args=args,
-                       medians=bool(history) or len(baselines) > 1)
+                       medians=_noise_known(baselines, candidates, history, min_history, args))
     # each path named in errors as the user gave it: the first by its side, the others by --also-*
     base = [_summary_side(p, args[0] if i == 0 else "--also-baseline") for i, p in enumerate(baselines)]
     cand = [_summary_side(p, args[1] if i == 0 else "--also-candidate") for i, p in enumerate(candidates)]
     # the first of each group is used as the engine judged it (cmp.baseline / cmp.candidate)
     for (path, side), which in [(b, "--also-baseline") for b in base[1:]] + [(c, "--also-candidate") for c in cand[1:]]:
         require_same_workload(cmp.fingerprint, side_fingerprint(side, which), prefix=f"{which} {path}: ")
-    ref = _reference(cmp, base, cand, history)
+    ref = _reference(cmp.fingerprint.get("hash"), cmp.baseline.summary, base, cand, history)
     cmp.baselines = [str(p) for p, _ in base]
     cmp.candidates = [str(p) for p, _ in cand]
     cmp.history_runs = len(ref)
@@ -127,13 +128,33 @@ def _summary_side(path: Path | str, which: str) -> tuple[Path, RunInput]:
     return Path(path), side
 
 
-def _reference(cmp: Comparison, base, cand, history: Sequence[Path | str]) -> list[tuple[str, dict[str, Any]]]:
-    """(folder, summary) of every reference run: the baselines, then the history's runs of this fingerprint."""
+def _noise_known(baselines: Sequence[Path | str], candidates: Sequence[Path | str], history: Sequence[Path | str],
+                 min_history: int, args: tuple[str, str]) -> bool:
+    """Will the reference runs number ``min_history`` or more (so that the run-to-run noise is known)?
+
+    Counted before the comparison, which needs the answer for its checks; any input it cannot read
+    here is left for the comparison to refuse in its own words (False).
+    """
+    if not history and len(baselines) < min_history:
+        return False
+    try:
+        base = [_summary_side(p, args[0] if i == 0 else "--also-baseline") for i, p in enumerate(baselines)]
+        cand = [_summary_side(p, args[1] if i == 0 else "--also-candidate") for i, p in enumerate(candidates)]
+        fp_hash = side_fingerprint(base[0][1], "baseline").get("hash")
+        return len(_reference(fp_hash, base[0][1].summary or {}, base, cand, history)) >= min_history
+    except InputError:
+        return False
+
+
+def _reference(fp_hash: str | None, first_summary: dict[str, Any], base, cand,
+               history: Sequence[Path | str]) -> list[tuple[str, dict[str, Any]]]:
+    """(folder, summary) of every reference run: the baselines (the first's as ``first_summary``),
+    then the history's runs of the fingerprint ``fp_hash``."""
     seen = {_key(p) for p, _ in base}
     exclude = {_key(p) for p, _ in cand}
     before = min((s.started_wall for _, s in cand if s.started_wall is not None), default=math.inf)
     out: list[tuple[str, dict[str, Any], float]] = [
-        (str(p), (s.summary or {}) if i else cmp.baseline.summary, s.started_wall or 0.0) for i, (p, s) in enumerate(base)
+        (str(p), (s.summary or {}) if i else first_summary, s.started_wall or 0.0) for i, (p, s) in enumerate(base)
     ]
     found: list[tuple[str, dict[str, Any], float]] = []
     for folder in find_runs([Path(h) for h in history], "--history") if history else []:
@@ -141,7 +162,7 @@ def _reference(cmp: Comparison, base, cand, history: Sequence[Path | str]) -> li
         if key in seen or key in exclude:
             continue
         seen.add(key)
-        item = _history_run(folder, cmp.fingerprint.get("hash"))
+        item = _history_run(folder, fp_hash)
         if item is not None and item[2] < before:
             found.append(item)
     found.sort(key=lambda t: t[2])
