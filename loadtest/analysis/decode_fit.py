@@ -215,17 +215,18 @@ def probes_between(lo: float, hi: float, count: int = 3) -> list[int]:
 def describe_decode(fit: DecodeFit, bound_low: str | None = None, bound_high: str | None = None) -> str:
     """The plain-words sentence: what the curve means for adding users."""
     base = fit.fixed_ms + fit.per_seq_ms
+    per_seq = max(0.0, fit.per_seq_ms)  # a fit a hair below zero (a flat curve) reads 0.00, not -0.00
     if fit.knee_sequences is None:
         n_max = max(p.sequences for p in fit.points)
         label = f": {bound_low}-bound" if bound_low else ""
         return (
-            f"decode step {base:.1f} ms at 1 sequence; each extra sequence adds {fit.per_seq_ms:.2f} ms "
+            f"decode step {base:.1f} ms at 1 sequence; each extra sequence adds {per_seq:.2f} ms "
             f"up to the {n_max:g} tested (no knee seen){label}"
         )
     low = f"{bound_low}-bound" if bound_low else "nearly free"
     high = f": {bound_high}-bound" if bound_high else ""
     return (
         f"decode is {low} up to about {fit.knee_sequences:.0f} sequences (each extra sequence adds "
-        f"{fit.per_seq_ms:.2f} ms to a {base:.1f} ms step); past that each adds "
+        f"{per_seq:.2f} ms to a {base:.1f} ms step); past that each adds "
         f"{fit.compute_ms_per_seq:.2f} ms{high}"
     )

@@ -93,7 +93,8 @@ def parse_rules(
             if name in GROUPS or name in ("all", "none"):
                 groups.add(name)
             else:
-                groups.add(_check_name(name, where=f"--fail-on {item!r}"))
+                groups.add(_check_name(name, where=f"--fail-on {item!r}",
+                                       also=f"a group ({', '.join(GROUPS)}), all or none"))
     if inconclusive not in (None, "pass", "fail"):
         raise InputError(f"--inconclusive {inconclusive!r}: expected pass or fail")
     return Rules(
@@ -116,7 +117,8 @@ def _items(raw: str, flag: str, example: str) -> list[str]:
     return [item for part in parts for item in part.split()]
 
 
-def _check_name(key: str, *, where: str) -> str:
+def _check_name(key: str, *, where: str, also: str = "") -> str:
+    """A check's name as the gate knows it; ``also`` names what else the flag accepts (--fail-on's groups)."""
     if key in _THROUGHPUT_ALIASES:
         return THROUGHPUT
     if key in ABSOLUTE:
@@ -127,6 +129,7 @@ def _check_name(key: str, *, where: str) -> str:
     raise InputError(
         f"{where}: unknown check {key!r}; expected METRIC or METRIC.PERCENTILE (metrics {', '.join(METRICS)}; "
         f"percentiles {', '.join(PERCENTILES)}), throughput, error_rate or {VALID_OUTPUT}"
+        + (f"; or {also}" if also else "")
     )
 
 

@@ -46,7 +46,7 @@ def level_label(concurrency: int, rate_rps: float | None, trace_rate_rps: float 
         return f"{round(float(rate_rps) / float(trace_rate_rps), 3):g}× the trace window"
     if rate_rps is not None:
         return f"{rate_rps:g} req/s"
-    return f"{concurrency} users"
+    return f"{concurrency} user" + ("" if concurrency == 1 else "s")
 
 
 def progress_line(

@@ -44,6 +44,13 @@ def autoscaler_target(best) -> float:
     return best.threshold
 
 
+def _trigger(best) -> str:
+    """The trigger in words: "> threshold", or for waiting requests at the any-request-waits threshold, "≥ 1"."""
+    if best.role == "waiting" and best.threshold == 1:
+        return f"{best.metric} >= 1 (any request waits)"
+    return f"{best.metric} > {best.threshold:g}"
+
+
 def _max_replicas(analysis: Analysis) -> tuple[int, str | None]:
     """maxReplicas, and how the peak gave it (None: no peak was given, so it is a placeholder)."""
     plan = peak_plan(analysis)  # the cost forecast's plan, with or without a price
@@ -104,7 +111,7 @@ def render_autoscaling_yaml(analysis: Analysis) -> str:
     out = [
         head,
         _comment(_capacity_line(cap, a)),
-        _comment(f"Trigger: {best.metric} > {best.threshold:g} per replica. Why: {best.why}"
+        _comment(f"Trigger: {_trigger(best)} per replica. Why: {best.why}"
                  + (f" The manifests aim for {threshold:g} waiting per replica: both autoscalers add a replica "
                     "only when ceil(total / target) exceeds the replicas running, so at 1 one waiting request "
                     "would not add one." if threshold != best.threshold else "")),

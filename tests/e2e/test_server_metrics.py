@@ -156,6 +156,9 @@ def test_waiting_requests_become_the_signal_when_running_is_pinned_at_the_batch_
     running = next(s for s in rec.signals if s.role == "running")
     assert not running.separates  # 6 at capacity, 6 when failing
     assert "when any request waits" in rec.paragraph
+    # the manifest's header says the same: at least one waiting, not "> 1" (two or more)
+    header = render_autoscaling_yaml(a)
+    assert "Trigger: vllm:num_requests_waiting >= 1 (any request waits) per replica" in header, header[:600]
 
 
 def test_a_server_that_sees_half_the_users_is_flagged():

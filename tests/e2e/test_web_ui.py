@@ -132,7 +132,7 @@ def test_web_ui_starts_shows_levels_and_stops_like_ctrl_c(tmp_path: Path, worker
             assert stats["state"] == "ready"  # nothing runs before Start
             assert stats["extended_stats"][0]["key"] == "loadtest-levels"
             waiting = _levels(base)
-            assert waiting["phase"] == "waiting" and waiting["levels"] == [] and waiting["next"] == "1 users"
+            assert waiting["phase"] == "waiting" and waiting["levels"] == [] and waiting["next"] == "1 user"
             assert waiting["slo"] == {"ttft_ms": {"p95": 800.0}, "itl_ms": {"p95": 300.0}}
 
             started = _post(f"{base}/swarm", b"user_count=1&spawn_rate=1")
@@ -156,7 +156,7 @@ def test_web_ui_starts_shows_levels_and_stops_like_ctrl_c(tmp_path: Path, worker
             stats = json.loads(_get(f"{base}/stats/requests")[1])
             assert stats["state"] in ("running", "spawning") and stats["stats"][-1]["num_requests"] > 0
             rows = stats["extended_stats"][0]["data"]
-            assert rows[0]["load"] == "1 users" and rows[0]["status"].startswith("done")
+            assert rows[0]["load"] == "1 user" and rows[0]["status"].startswith("done")
             charts_status, charts = _get(f"{base}/loadtest/charts")
             assert charts_status == 200 and b"Plotly.react" in charts
             assert _get(f"{base}/loadtest/plotly.js")[0] == 200

@@ -79,3 +79,11 @@ def test_the_lists_still_take_commas_spaces_and_repeats():
     assert parse_rules(["0%"]).tolerance == 0  # no change tolerated: a meaning, so taken
     with pytest.raises(InputError, match="expected a tolerance like 5% or 0.05, got 'nan%'"):
         parse_rules(["nan%"])
+
+
+def test_an_unknown_fail_on_item_names_the_groups_too():
+    """gate.md lists capacity, latency, all and none beside the checks; so does the refusal."""
+    with pytest.raises(InputError) as err:
+        parse_rules([], ["latncy"], None)
+    text = str(err.value)
+    assert "--fail-on 'latncy'" in text and "capacity, latency" in text and "all or none" in text

@@ -53,6 +53,7 @@ def test_a_planned_level_is_named_as_its_span_will_be_by_the_live_views_label():
     closed = load_mode(_scenario(levels=[2, 8]))
     assert [closed.level_load(level) for level in closed.levels()] == [(2, None), (8, None)]
     assert [level_label(*closed.level_load(level)) for level in closed.levels()] == ["2 users", "8 users"]
+    assert level_label(1, None) == "1 user"
     opened = load_mode(_scenario(rates=[1, 2.5]))
     assert [opened.level_load(level) for level in opened.levels()] == [(0, 1.0), (0, 2.5)]
     assert [level_label(*opened.level_load(level)) for level in opened.levels()] == ["1 req/s", "2.5 req/s"]

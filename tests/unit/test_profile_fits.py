@@ -49,6 +49,13 @@ def test_a_straight_line_has_no_knee():
     assert "no knee seen" in describe_decode(fit)
 
 
+def test_a_flat_curve_a_hair_below_zero_reads_zero():
+    """A slot-limited run's levels all run the same batch: the slope comes out -0.004 ms, said as 0.00."""
+    fit = fit_decode(_points(lambda n: 20.0 - 0.004 * n, [1, 2, 4], noise=0.0))
+    assert fit.per_seq_ms < 0
+    assert "adds 0.00 ms" in describe_decode(fit) and "-0.00" not in describe_decode(fit)
+
+
 def test_one_point_past_the_knee_uses_the_line_through_the_origin():
     step = lambda n: max(20 + 0.5 * n, 2.5 * n)  # noqa: E731  knee 10
     fit = fit_decode(_points(step, [1, 2, 4, 8, 16]))
