@@ -14,7 +14,7 @@ from pathlib import Path
 from loadtest.cli_common import add_autoscaling_args, autoscaling_overrides
 from loadtest.compare.gate import add_gate_arguments, run_gate
 from loadtest.compare.rules import parse_rules
-from loadtest.cost_cli import add_cost_args, cost_options, merge_cost_options
+from loadtest.cost_cli import add_cost_args, check_peak_for_mode, cost_options, merge_cost_options
 from loadtest.load.modes import load_mode
 from loadtest.errors import InputError
 from loadtest.paths import read_run_json, run_folder, run_records
@@ -63,6 +63,7 @@ def _analyze(args: argparse.Namespace) -> int:
         raise InputError(f"run_dir {args.run_dir}: the run stopped at its preflight, before any load "
                          f"({stopped.get('stop_error') or 'no reason kept'}); there is nothing to analyze")
     run_records(args.run_dir, "run_dir")
+    check_peak_for_mode(cost_options(args), stopped.get("load_mode"))
     analysis = analyze_run(args.run_dir, slo_overrides=args.slo or (), autoscaling_overrides=autoscaling_overrides(args))
     analysis.run["cost_options"] = merge_cost_options(analysis.run.get("cost_options"), cost_options(args))
     paths = write_reports(args.run_dir, analysis)

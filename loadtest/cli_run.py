@@ -22,11 +22,12 @@ from loadtest.cli_common import (
 from loadtest.fingerprint import fingerprint
 from loadtest.compare.gate import add_gate_arguments, output_targets, run_gate
 from loadtest.compare.rules import parse_rules
-from loadtest.cost_cli import add_cost_args, cost_options
+from loadtest.cost_cli import add_cost_args, check_peak_for_mode, cost_options
 from loadtest.deploy.operator_flags import add_master_flags, add_worker_flags
 from loadtest.errors import InputError
 from loadtest.export.flags import add_export_arguments, check_metrics_port, check_port_free, push_after_run
 from loadtest.load.cores import check_local_workers
+from loadtest.load.modes import load_mode
 from loadtest.paths import output_folder
 from loadtest.redact import ScrubbingFormatter, install_for, remember, url_secrets
 from loadtest.repeats import plan, warmup_default
@@ -50,6 +51,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _run_and_gate(args: argparse.Namespace, scenario) -> int:
     if args.levels is not None and args.rates is not None:
         raise InputError("--levels and --rates: choose one (--levels is closed loop, --rates open loop)")
+    check_peak_for_mode(cost_options(args), load_mode(scenario).name)
     if args.baseline is not None:
         _check_baseline(args, scenario)
     else:

@@ -10,6 +10,7 @@ import argparse
 from typing import Any
 
 from loadtest.argtypes import positive
+from loadtest.errors import InputError
 
 
 _positive = positive(float)
@@ -27,6 +28,14 @@ def cost_options(args: argparse.Namespace) -> dict[str, Any]:
     """The flags given, as run.json's ``cost_options`` (absent ones left out)."""
     names = ("usd_per_hour", "peak_users", "peak_rps")
     return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
+
+
+def check_peak_for_mode(options: dict[str, Any], load_mode: str | None) -> None:
+    """Refuse ``--peak-users`` for a run whose levels are rates (open loop, trace replay): its capacity is a
+    rate, so a peak in users has nothing to be divided by, and the forecast would be left out unsaid."""
+    if options.get("peak_users") is not None and load_mode not in (None, "closed_loop"):
+        raise InputError(f"--peak-users {options['peak_users']:g}: the levels are rates ({load_mode}), so the "
+                         "capacity is a rate; give the peak as --peak-rps")
 
 
 def merge_cost_options(stored: dict[str, Any] | None, given: dict[str, Any]) -> dict[str, Any]:

@@ -272,7 +272,9 @@ def print_summary(analysis: Analysis, console: Console | None = None) -> None:
             Text("ran: < ended early once decided, + run longer until decided, +? still undecided at the limit", style="dim")
         )
     scaling = analysis.autoscaling
-    if scaling is not None and scaling.capacity is not None:
+    # a capacity in users, or in open loop (and trace replay) a rate to aim for per replica
+    if scaling is not None and scaling.paragraph and (
+            scaling.capacity is not None or scaling.target_rate_rps_per_replica is not None):
         console.print(Text(f"autoscaling: {scaling.paragraph}"))
 
     line = limits_line(analysis)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from loadtest.analysis.cost import DAYS_PER_MONTH, Served, change, forecast, replicas_for, unit_cost
+from loadtest.cost_cli import check_peak_for_mode
+from loadtest.errors import InputError
 
 
 def test_unit_cost_on_goodput_is_dearer_than_on_throughput():
@@ -58,3 +60,14 @@ def test_forecast_autoscaled_against_static():
 def test_change():
     assert change(3.10, 2.21) == pytest.approx(-0.287, abs=1e-3)
     assert change(None, 2.0) is None and change(0.0, 1.0) is None
+
+
+def test_a_peak_in_users_is_refused_for_a_run_of_rates():
+    """An open-loop run's capacity is a rate: --peak-users was ignored without a word (no forecast)."""
+    with pytest.raises(InputError, match="--peak-users 40: the levels are rates .open_loop.*--peak-rps"):
+        check_peak_for_mode({"peak_users": 40.0}, "open_loop")
+    with pytest.raises(InputError, match="trace_replay"):
+        check_peak_for_mode({"peak_users": 40.0}, "trace_replay")
+    check_peak_for_mode({"peak_users": 40.0}, "closed_loop")  # users for users
+    check_peak_for_mode({"peak_users": 40.0}, None)  # a run from before load_mode was kept: closed loop
+    check_peak_for_mode({"peak_rps": 40.0}, "open_loop")
