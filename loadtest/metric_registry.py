@@ -90,6 +90,9 @@ class Metric:
     #: Counts the wait in the server's queue from the send (open loop: from the scheduled time), so
     #: a queue that grows through a level shows in it first (analysis/open_loop.py's short-level warning).
     queue_wait: bool = False
+    #: Grows with the decode step (each token's time in the batch), not with a wait before the first
+    #: token: a limit on it is the decode step's (analysis/capacity_limit.py).
+    decode_step: bool = False
 
     @property
     def short_label(self) -> str:
@@ -110,7 +113,7 @@ METRICS: tuple[Metric, ...] = (
         "itl_ms", "ITL", "ms per token",
         "gap between consecutive content chunks, divided evenly over the later chunk's tokens (per "
         "token); assigned to the window in which the chunk arrived; a stream that broke adds one +inf sample",
-        kind="latency", per="gap", slo=True,
+        kind="latency", per="gap", slo=True, decode_step=True,
         terminal=True, per_class=True, report_figure=True, report_knee=True,
         report_table=("p50", "p95", "p99"), web_ui=("p50", "p95", "p99"), web_ui_table=("p50", "p95"),
     ),
@@ -119,7 +122,7 @@ METRICS: tuple[Metric, ...] = (
         "(e2e - ttft) / (completion_tokens - first chunk's tokens) per request with tokens after its "
         "first chunk that started in the measured window (one token a chunk: completion_tokens - 1); "
         "failed such requests count as +inf",
-        kind="latency", per="request", slo=True, sample_column="tpot_sample",
+        kind="latency", per="request", slo=True, sample_column="tpot_sample", decode_step=True,
         terminal=True, per_class=True, report_figure=True, report_table=("p95",),
     ),
     Metric(

@@ -58,8 +58,6 @@ PREFILL_STEPS = 3.0
 #: What a newcomer waits without a queue, in steps: half the running one, then its own.
 _STEPS_WITHOUT_PREFILL = 1.5
 
-_PER_TOKEN = ("itl_ms", "tpot_ms")
-
 
 def capacity_limit(analysis: Any) -> dict[str, Any] | None:
     """``{kind, users, sequences, waiting, binding, sentence}`` at the first failing level, or None."""
@@ -91,7 +89,7 @@ def capacity_limit(analysis: Any) -> dict[str, Any] | None:
         out["kind"] = "errors"
         out["sentence"] = f"errors: {at} the error budget is spent before any latency limit"
         return out
-    if binding in _PER_TOKEN:
+    if binding in names(decode_step=True):
         out["kind"] = "decode_step"
         out["sentence"] = (f"the decode step: {at} each token's step grows with the batch"
                            + (f" of about {sequences:.0f} sequences{per}" if math.isfinite(sequences) else "")

@@ -11,8 +11,8 @@ compared.
 
 The page shows capacity over time (each run's point with its certain bracket,
 see :mod:`loadtest.compare.capacity`) and the SLO's percentiles at each fixed
-level of the sweep over time, with their intervals (at each run's confidence); regressed runs are
-marked. The table goes to the terminal (and ``--json``).
+level of the sweep over time, with their intervals (at each run's confidence); regressed runs
+are marked. The table goes to the terminal (and ``--json``).
 """
 
 from __future__ import annotations
@@ -206,7 +206,7 @@ def value_at(run: HistoryRun, check: str, level: int) -> tuple[float | None, flo
 def history_figure(runs: Sequence[HistoryRun], shifts: Sequence[ChangePoint] = ()) -> go.Figure:
     checks = key_checks(runs)
     levels = runs[-1].levels or sorted({lv["concurrency"] for lv in runs[-1].summary.get("levels") or []})
-    bars = summaries_ci_label(r.summary for r in runs)  # each run's intervals are at the confidence it was judged at
+    bars = summaries_ci_label(r.summary for r in runs)  # each run's intervals: at the confidence it was judged at
     fig = make_subplots(rows=1 + len(checks), cols=1, shared_xaxes=True, vertical_spacing=min(0.06, 0.5 / (1 + len(checks))),
                         subplot_titles=["capacity (concurrent users; bar: certain bracket)"]
                         + [f"{c} at each level (ms; bars: {bars})" for c in checks])

@@ -86,7 +86,8 @@ def _charts_draw_in_a_browser(url: str, tmp_path: Path) -> None:
 
 
 def _rate_level_is_plotted_at_its_rate(url: str, rate: float) -> None:
-    """In a real Chromium: the TTFT chart's percentile traces sit at the level's rate, on a rate axis."""
+    """In a real Chromium: the TTFT chart's percentile traces start at the first level's rate (the next
+    level offers twice it), on a rate axis."""
     from support.browser import Chromium, find_chromium
 
     binary = find_chromium()
@@ -99,7 +100,8 @@ def _rate_level_is_plotted_at_its_rate(url: str, rate: float) -> None:
             " return {x: p.data.filter(t => /^p\\d+$/.test(t.name)).map(t => t.x),"
             " title: p.layout.xaxis.title.text}; })()")
     assert page.console_errors == [] and page.exceptions == []
-    assert drawn["x"] and all(xs == [rate] for xs in drawn["x"]), drawn
+    # the finished levels so far: the first, and the second too if the page drew after it (a busy host)
+    assert drawn["x"] and all(xs and xs[0] == rate and set(xs) <= {rate, 2 * rate} for xs in drawn["x"]), drawn
     assert drawn["title"] == "offered rate (requests/s)", drawn
 
 
