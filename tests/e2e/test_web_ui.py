@@ -206,7 +206,7 @@ def test_an_open_loop_levels_are_named_by_their_rate_as_on_the_terminal(tmp_path
         )
         proc = subprocess.Popen(
             [sys.executable, "-m", "loadtest", "run", str(scenario), "--out", str(tmp_path / "run"),
-             "--web", "--web-port", str(port), "--web-linger", "60"],
+             "--web", "--web-port", str(port), "--web-linger", "120"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
         try:
             _wait(lambda: proc.poll() is not None or _get(f"{base}/")[0] == 200, "the web UI")
@@ -223,11 +223,13 @@ def test_an_open_loop_levels_are_named_by_their_rate_as_on_the_terminal(tmp_path
             assert all(row.get("load") not in (0, "0", "0 users") for row in rows), rows
             nxt = [row["load"] for row in rows if row["level"] == "next"]
             assert nxt in ([], ["4 req/s"], ["refine probes, if --refine"]), rows
-            # the charts plot a finished rate level at its rate, not at 0 users (off a log axis, so nothing drew)
+            # stopped once a level has finished (the run would end on its own otherwise: then the Stop
+            # below would close the UI); the UI then lingers with the finished levels for the charts
             _wait(lambda: any(lv["finished"] for lv in _levels(base)["levels"]), "the first level's end", timeout=60)
-            _rate_level_is_plotted_at_its_rate(f"{base}/loadtest/charts", rate=2.0)
             assert _post(f"{base}/stop")["success"] is True
             _wait(lambda: _levels(base)["phase"] == "done", "the report", timeout=120)
+            # the charts plot a finished rate level at its rate, not at 0 users (off a log axis, so nothing drew)
+            _rate_level_is_plotted_at_its_rate(f"{base}/loadtest/charts", rate=2.0)
             _post(f"{base}/stop")  # a Stop after the run closes the UI
             _, stderr = proc.communicate(timeout=60)
         finally:
