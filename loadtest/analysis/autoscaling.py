@@ -157,7 +157,7 @@ class Autoscaling:
         return round(self.capacity / max(1, self.replicas or 1) * (1 - self.headroom), 2)
 
 
-def _level_at(levels: Sequence[LevelResult], concurrency: int | None, rate: float | None = None) -> LevelResult | None:
+def level_at(levels: Sequence[LevelResult], concurrency: int | None, rate: float | None = None) -> LevelResult | None:
     """The level run at that concurrency, or open loop at that rate (the last one, if it ran twice)."""
     if concurrency is None and rate is None:
         return None
@@ -254,8 +254,8 @@ def recommend(
     )
     if capacity.rate_rps is not None:
         result.target_rate_rps_per_replica = round(capacity.rate_rps / share * (1 - headroom), 3)
-    cap_level = _level_at(levels, capacity.concurrency, capacity.rate_rps)
-    fail_level = _level_at(levels, capacity.first_failing, capacity.first_failing_rate_rps)
+    cap_level = level_at(levels, capacity.concurrency, capacity.rate_rps)
+    fail_level = level_at(levels, capacity.first_failing, capacity.first_failing_rate_rps)
     if server is not None and server.fleet is not None and cap_level is not None:
         result.imbalance_at_capacity = server.fleet.imbalance.get(cap_level.index)
         result.fleet_sentence = imbalance_sentence(

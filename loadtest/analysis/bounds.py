@@ -72,7 +72,7 @@ def running_sequences(analysis: Any, level: Any) -> float:
         return max(1.0, gauge)
     own = client_in_batch(analysis, level)
     if math.isfinite(own) and own > 0:
-        replicas = _replicas(analysis)
+        replicas = fleet_replicas(analysis)
         own = own / replicas if replicas else own
         return max(1.0, gauge if gauge is not None and gauge >= own + 1.0 else own)
     return max(1.0, gauge if gauge is not None else float(level.concurrency))
@@ -80,14 +80,19 @@ def running_sequences(analysis: Any, level: Any) -> float:
 
 def gauge_sequences(analysis: Any, level: Any) -> float | None:
     """The server's running gauge over the level (p50; a fleet's per-pod mean), or None where not scraped."""
+    p50 = gauge_p50(analysis, level, "running")
+    return p50 if p50 is not None and p50 > 0 else None
+
+
+def gauge_p50(analysis: Any, level: Any, role: str) -> float | None:
+    """The p50 over the level of the server's first signal of ``role`` (a fleet's per-pod mean), or None
+    where none was scraped."""
     server = getattr(analysis, "server", None)
-    if server is not None:
-        signal = server.first_of_role("running")
-        if signal is not None:
-            stats = server.pod_stats(level.index, signal.metric)
-            if stats is not None and stats.n and math.isfinite(stats.p50) and stats.p50 > 0:
-                return float(stats.p50)
-    return None
+    signal = server.first_of_role(role) if server is not None else None
+    if signal is None:
+        return None
+    stats = server.pod_stats(level.index, signal.metric)
+    return float(stats.p50) if stats is not None and stats.n and math.isfinite(stats.p50) else None
 
 
 #: Moments per level at which :func:`client_in_batch` counts the batch.
@@ -126,7 +131,7 @@ def client_in_batch(analysis: Any, level: Any) -> float:
     return float(np.median(counts))
 
 
-def _replicas(analysis: Any) -> int | None:
+def fleet_replicas(analysis: Any) -> int | None:
     """Replicas the client's requests were spread over, where the metrics name them (a fleet)."""
     server = getattr(analysis, "server", None)
     if server is None or getattr(server, "fleet", None) is None:

@@ -47,7 +47,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from loadtest.analysis.bounds import running_sequences
+from loadtest.analysis.autoscaling import level_at
+from loadtest.analysis.bounds import fleet_replicas, gauge_p50, running_sequences
 from loadtest.metric_registry import LABELS, names
 
 #: Without the server's waiting count, a wait before the batch is claimed when the batch is short of
@@ -62,25 +63,25 @@ _STEPS_WITHOUT_PREFILL = 1.5
 def capacity_limit(analysis: Any) -> dict[str, Any] | None:
     """``{kind, users, sequences, waiting, binding, sentence}`` at the first failing level, or None."""
     cap = analysis.capacity
-    level = _first_failing(analysis)
+    level = level_at(analysis.levels, cap.first_failing, cap.first_failing_rate_rps)  # a trace's levels have rates
     if level is None or cap.binding is None:
         return None
     binding = cap.binding.split(".")[0]
-    replicas = _replicas(analysis)
+    replicas = fleet_replicas(analysis) or 1  # as running_sequences counts the batch: per replica
     rate = level.rate_rps is not None
     in_flight = (level.open_loop or {}).get("mean_in_flight") if rate else level.concurrency
     if in_flight is None or not math.isfinite(float(in_flight)):
         return None
     users = float(in_flight) / replicas
     sequences = running_sequences(analysis, level) if math.isfinite(level.itl_ms.p50) else math.nan
-    waiting = _waiting(analysis, level)
+    waiting = gauge_p50(analysis, level, "waiting")
     out: dict[str, Any] = {
         "kind": None, "users": _r(users), "sequences": _r(sequences), "waiting": _r(waiting) if waiting is not None else None,
         "binding": cap.binding, "sentence": "",
     }
     per = " per replica" if replicas > 1 else ""
     if rate:  # a rate level holds no users: name it by its load, and its requests in flight
-        at = f"at {_load(level)} ({users:.1f} requests in flight on average{per})"
+        at = f"at {level.label} ({users:.1f} requests in flight on average{per})"
     else:
         at = f"at {level.concurrency} users" + (f" ({users:g} a replica)" if replicas > 1 else "")
     pct = cap.binding.split(".")[1] if "." in cap.binding else ""
@@ -135,39 +136,6 @@ def capacity_limit(analysis: Any) -> dict[str, Any] | None:
         out["sentence"] = (f"the step itself: {at} {no_queue}, and the first token took {steps:.1f} decode steps "
                            f"at the median (a step {step:.0f} ms); the step grows with the batch")
     return out
-
-
-def _first_failing(analysis: Any) -> Any:
-    """The first failing level as the capacity names it: by users, rate or speedup."""
-    cap = analysis.capacity
-    if cap.first_failing_speedup is not None:
-        return next((lv for lv in analysis.levels if lv.speedup == cap.first_failing_speedup), None)
-    if cap.first_failing_rate_rps is not None:
-        return next((lv for lv in analysis.levels if lv.speedup is None and lv.rate_rps == cap.first_failing_rate_rps),
-                    None)
-    if cap.first_failing is not None:
-        return next((lv for lv in analysis.levels if lv.rate_rps is None and lv.concurrency == cap.first_failing), None)
-    return None
-
-
-def _load(level: Any) -> str:
-    return f"{level.speedup:g}× the trace window" if level.speedup is not None else f"{level.rate_rps:g} req/s"
-
-
-def _replicas(analysis: Any) -> int:
-    server = getattr(analysis, "server", None)
-    fleet = getattr(server, "fleet", None) if server is not None else None
-    return max(1, int(server.replica_count)) if fleet is not None else 1
-
-
-def _waiting(analysis: Any, level: Any) -> float | None:
-    """The server's waiting gauge over the level (p50; a fleet's per-pod mean), where scraped."""
-    server = getattr(analysis, "server", None)
-    signal = server.first_of_role("waiting") if server is not None else None
-    if signal is None:
-        return None
-    stats = server.pod_stats(level.index, signal.metric)
-    return float(stats.p50) if stats is not None and stats.n and math.isfinite(stats.p50) else None
 
 
 def _r(value: float) -> float | None:
