@@ -34,7 +34,11 @@ def pages(tmp_path_factory):
                           "--decode-max-tokens", "32", timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     ladder = folder / "profile" / "decode-ladder"
-    priced = loadtest("analyze", str(ladder), "--usd-per-hour", "2", "--peak-users", "10")
+    # The ladder's own limit is twice one user's ITL p50 (where the profile stops climbing). A clean-clone CI
+    # run beside the timing tests once saw even its 2-user level miss that, leaving no capacity and so no
+    # price; these tests are about what the page shows, so the re-analysis sets a limit no host misses.
+    priced = loadtest("analyze", str(ladder), "--usd-per-hour", "2", "--peak-users", "10",
+                      "--slo", "itl_ms.p50=60000")
     assert priced.returncode == 0, priced.stderr
     return {"profile": folder / "profile" / "report.html", "run": ladder / "report.html"}
 
