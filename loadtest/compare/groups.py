@@ -38,6 +38,7 @@ from loadtest.compare import joint, noise
 from loadtest.compare.capacity import CapacityBounds, capacity_change
 from loadtest.compare.change import Change, classify, describe_change, untrusted_note
 from loadtest.compare.change import severity as _severity
+from loadtest.compare.client_trust import client_explains, level_of
 from loadtest.compare.engine import Comparison, compare_runs, require_same_workload, side_fingerprint
 from loadtest.fingerprint import fingerprint_of_run
 from loadtest.compare.inputs import RUN_JSON, SUMMARY_JSON, RunInput, find_runs, load_run
@@ -265,7 +266,8 @@ def _judge(c: _Check, cmp: Comparison, base: list[RunInput], cand: list[RunInput
     else:
         change.noise = "unknown"
     summaries = [cmp.baseline.summary, cmp.candidate.summary] + [s.summary for s in base[1:] + cand[1:]]
-    saturated = any(_level_flag(s, level, "client_saturated") for s in summaries)
+    saturated, trusted_note = client_explains([level_of(s, level) for s in summaries], change.check, change.kind,
+                                              change.candidate - change.baseline)
     contended = any(_level_flag(s, level, "host_contended") for s in summaries)
     if (saturated or contended) and verdict == "regression":
         verdict = "inconclusive"  # the numbers include the load generator's own delay, or the busy host's
@@ -274,7 +276,7 @@ def _judge(c: _Check, cmp: Comparison, base: list[RunInput], cand: list[RunInput
         verdict, may_regress, was_unknown = "inconclusive", True, True
     change.verdict, change.may_regress = verdict, may_regress
     change.message = (describe_change(change, conf) + _noise_words(change, min_history, was_unknown, relative)
-                      + extra + untrusted_note(saturated, contended))
+                      + extra + untrusted_note(saturated, contended) + trusted_note)
     hold_drifting(change, {**cmp.baseline.drifting, **cmp.candidate.drifting})
     return was_unknown
 

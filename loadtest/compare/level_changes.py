@@ -4,7 +4,8 @@ With records on both sides the interval is a bootstrap of the requests (see
 :mod:`delta`), each run's replicates drawn from its own samples, one run at a
 time (see :mod:`draws`); without, it is approximated from the summaries' own
 intervals by the delta method. A level where either run's load generator was
-saturated or its host busy cannot prove a regression.
+saturated or its host busy cannot prove a regression, unless the client was quiet
+and the change is larger than its measured timing error (:mod:`client_trust`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy as np
 
 from loadtest.compare import delta
 from loadtest.compare.change import Change, classify, describe_change, untrusted_note
+from loadtest.compare.client_trust import client_explains
 from loadtest.compare.draws import draw_run, kind as _kind, plan, values
 from loadtest.compare.rules import ABSOLUTE, ERROR_RATE, THROUGHPUT, VALID_OUTPUT, Rules
 from loadtest.compare.samples import LevelSamples
@@ -61,11 +63,19 @@ def level_changes(
         warnings.append(
             "levels measured by one run only are not compared: " + ", ".join(str(c) for c in only)
         )
-    saturated = [c for c in common if levels_b[c].get("client_saturated") or levels_c[c].get("client_saturated")]
+    flagged = {c: [lv for lv in (levels_b[c], levels_c[c]) if lv.get("client_saturated")] for c in common}
+    near = [c for c, lvs in flagged.items() if lvs and all(lv.get("client_near_limit") for lv in lvs)]
+    saturated = [c for c, lvs in flagged.items() if lvs and c not in near]
     if saturated:
         warnings.append(
             "the load generator was saturated at " + ", ".join(str(c) for c in saturated)
             + " users in at least one run: changes there may be the client's, not the server's"
+        )
+    if near:
+        warnings.append(
+            "a verdict sat within the quiet load generator's timing error of its limit at "
+            + ", ".join(str(c) for c in near) + " users in at least one run: only changes larger than that "
+            "error are judged there"
         )
     contended = [c for c in common if levels_b[c].get("host_contended") or levels_c[c].get("host_contended")]
     if contended:
@@ -131,7 +141,7 @@ def _level_change(
             ci = _approx_absolute(_pair(lb.get(f"{check}_ci")), _pair(lc.get(f"{check}_ci")), point, confidence)
         badness = (point, ci[0], ci[1]) if check == ERROR_RATE else (-point, -ci[1], -ci[0])
     verdict, may_regress = classify(badness[1], badness[2], tol)
-    saturated = bool(lb.get("client_saturated") or lc.get("client_saturated"))
+    saturated, trusted_note = client_explains((lb, lc), check, kind, vc - vb)
     contended = bool(lb.get("host_contended") or lc.get("host_contended"))
     if (saturated or contended) and verdict == "regression":
         verdict = "inconclusive"  # the numbers include the load generator's own delay, or the busy host's
@@ -140,7 +150,7 @@ def _level_change(
         relative=kind not in ABSOLUTE, tolerance=tol, verdict=verdict, may_regress=may_regress,
         gating=rules.gates(check, kind),
     )
-    change.message = describe_change(change, confidence) + untrusted_note(saturated, contended)
+    change.message = describe_change(change, confidence) + untrusted_note(saturated, contended) + trusted_note
     return change
 
 

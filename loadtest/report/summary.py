@@ -129,6 +129,9 @@ def level_dict(level: LevelResult) -> dict[str, Any]:
         "status": level.status,
         "passed": level.passed,
         "client_saturated": level.client_saturated,
+        # ... only because a verdict sat within a quiet client's timing error of its limit (the gate may still
+        # judge a change larger than that error here: compare/client_trust.py)
+        "client_near_limit": level.client_near_limit,
         # the host (other processes), not the client, made this level's timing untrustworthy
         "host_contended": level.host_contended,
         "client": level.client,

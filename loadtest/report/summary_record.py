@@ -101,6 +101,8 @@ class LevelRecord(_LevelBase):  # type: ignore[misc,valid-type]
     status: str
     passed: Optional[bool]
     client_saturated: bool
+    #: (added later: summaries written before it say nothing, read as False)
+    client_near_limit: bool = False
     host_contended: bool
     client: Optional[dict[str, Any]]
     decision: Optional[dict[str, Any]]

@@ -419,6 +419,49 @@ def test_a_slowdown_where_the_load_generator_was_saturated_is_only_inconclusive(
     assert itl4["verdict"] == "inconclusive" and "saturated" in itl4["message"]
 
 
+def _flag_near_limit(run: Path, level: int, stamp_ms: float, near: bool = True) -> None:
+    """Flag ``level`` of ``run``'s summary as a quiet client's within-error verdict, its stamps late by ``stamp_ms``."""
+    summary = json.loads((run / "summary.json").read_text())
+    table = {"0.5": stamp_ms / 4, "0.75": stamp_ms / 2, "0.975": stamp_ms, "0.9975": stamp_ms, "max": 2 * stamp_ms}
+    for lv in summary["levels"]:
+        if lv["concurrency"] == level:
+            lv.update(client_saturated=True, client_near_limit=near)
+            lv["client"] = {**(lv.get("client") or {}), "stamp_delay_ms": table, "send_delay_ms": table,
+                            "cpu_pct": 6.0, "saturated": True, "reason": "within error"}
+    (run / "summary.json").write_text(json.dumps(summary))
+
+
+@pytest.mark.parametrize("stamp_ms, near, verdict", [
+    (1.0, True, "regression"),     # +8 ms at 4 users against at most 2 ms of the client's: the server's
+    (10.0, True, "inconclusive"),  # the client's 20 ms could be all of it
+    (1.0, False, "inconclusive"),  # a busy client (or a run before the flag): its delay has no bound
+])
+def test_a_quiet_clients_near_limit_level_still_shows_a_change_larger_than_its_timing_error(
+        pair, tmp_path, stamp_ms, near, verdict):
+    """Bare summaries (with records the comparison re-analyses them; the flag itself comes from the
+    analysis, tests/unit/test_monitor.py)."""
+    _, base, _, slow = pair
+    (tmp_path / "base").mkdir()
+    (tmp_path / "cand").mkdir()
+    shutil.copy(base / "summary.json", tmp_path / "base" / "summary.json")
+    shutil.copy(slow / "summary.json", tmp_path / "cand" / "summary.json")
+    _flag_near_limit(tmp_path / "cand", 4, stamp_ms, near)
+    code, out, _ = cli("compare", str(tmp_path / "base" / "summary.json"), str(tmp_path / "cand" / "summary.json"),
+                       "--json", str(tmp_path / "c.json"))
+    checks = json.loads((tmp_path / "c.json").read_text())["checks"]
+    itl4 = next(c for c in checks if c["name"] == "itl_ms.p95 @ 4 users")
+    assert itl4["verdict"] == verdict, itl4["message"]
+    assert code == 1  # the other levels' +20% still fail the gate
+    if verdict == "regression":
+        assert "cannot explain this change" in itl4["message"] and "at most 2.0 ms" in itl4["message"]
+        errors4 = next(c for c in checks if c["name"] == "error_rate @ 4 users")
+        assert "quiet" in errors4["message"]
+        warnings = json.loads((tmp_path / "c.json").read_text())["warnings"]
+        assert any("quiet load generator's timing error" in w and "at 4 users" in w for w in warnings), warnings
+    else:
+        assert "saturated" in itl4["message"]
+
+
 @pytest.mark.parametrize("q", [0.5, 0.95, 0.99])
 def test_percentile_replicates_equal_the_quantile_of_the_expanded_resample(q):
     """Each replicate is numpy's quantile of the drawn requests' pooled samples, exactly."""

@@ -143,6 +143,10 @@ def test_a_quiet_client_whose_error_spans_the_limit_is_not_called_saturated():
     warning = next(w for w in analysis.warnings if "timing error" in w)
     assert "was not busy (at most 8% of a core)" in warning and "would not narrow" in warning
     assert not any("run it with --workers" in w for w in analysis.warnings)
+    # summary.json says so (the gate reads it: compare/client_trust.py), and only at that level
+    from loadtest.report.summary import summary_dict
+    flags = {lv["concurrency"]: lv["client_near_limit"] for lv in summary_dict(analysis)["levels"]}
+    assert flags == {1: False, 2: False, 4: True, 8: False}
 
 
 def test_a_busy_client_near_the_limit_keeps_the_saturated_words_and_the_workers_advice():
