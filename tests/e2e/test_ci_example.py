@@ -61,6 +61,17 @@ def test_the_ci_example_runs_as_written(tmp_path):
     # same-server runs alone on the cores): any verdict may come, and the step must publish it.
     assert nights[0] == "code=0" and nights[1] in {f"code={c}" for c in GATE_VERDICTS}, nights
     assert (tmp_path / "reports" / "second" / "compare.junit.xml").is_file()
+    # A baseline that is there but cannot be read stops the night before any run (exit 2 for the
+    # Verdict step to fail on): taken for "no baseline", the night would run without the gate.
+    broken = tmp_path / "broken-baseline"
+    shutil.copytree(tmp_path / "baseline", broken)
+    (broken / "run.json").write_text("{not json")
+    run_dir = tmp_path / "reports" / "broken"
+    done = subprocess.run(["bash", "-e", "-c", script], env={**env, "BASELINE": str(broken), "RUN_DIR": str(run_dir)},
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    assert output.read_text().strip().splitlines()[-1] == "code=2" and not run_dir.exists()
+    assert "run.json" in done.stderr, done.stderr
     assert "loadtest compare" in summary.read_text()  # the Markdown went to the job summary
     for code, step_exit in (("0", 0), ("6", 0), ("1", 1), ("2", 1)):
         verdict = _step_script(workflow, "Verdict", {"steps.gate.outputs.code": code})
