@@ -65,16 +65,23 @@ def compare_groups(
     if not baselines or not candidates:
         raise InputError("compare: at least one baseline and one candidate run are needed")
     # the SLO metrics' medians join the checks only when there is run-to-run noise to judge them by:
-    # enough reference runs, not merely --history (one earlier run, as `history` gives a series' second)
+    # enough reference runs, not merely --history (one earlier run, as `history` gives a series' second).
+    # So the groups and the history are read first (once: on s3:// each read is a request); an input
+    # that cannot be read here is left for the comparison to refuse in its own words.
+    try:
+        groups: _Groups | None = _read_groups(baselines, candidates, history, args)
+    except InputError:
+        groups = None
     cmp = compare_runs(baselines[0], candidates[0], rules, seed=seed, args=args,
-                       medians=_noise_known(baselines, candidates, history, min_history, args))
+                       medians=groups is not None and len(groups.reference) >= min_history)
+    if groups is None or groups.fp_hash != cmp.fingerprint.get("hash"):
+        groups = _read_groups(baselines, candidates, history, args, cmp.fingerprint.get("hash"))
+    base, cand = groups.base, groups.cand
     # each path named in errors as the user gave it: the first by its side, the others by --also-*
-    base = [_summary_side(p, args[0] if i == 0 else "--also-baseline") for i, p in enumerate(baselines)]
-    cand = [_summary_side(p, args[1] if i == 0 else "--also-candidate") for i, p in enumerate(candidates)]
     # the first of each group is used as the engine judged it (cmp.baseline / cmp.candidate)
     for (path, side), which in [(b, "--also-baseline") for b in base[1:]] + [(c, "--also-candidate") for c in cand[1:]]:
         require_same_workload(cmp.fingerprint, side_fingerprint(side, which), prefix=f"{which} {path}: ")
-    ref = _reference(cmp.fingerprint.get("hash"), cmp.baseline.summary, base, cand, history)
+    ref = [(groups.reference[0][0], cmp.baseline.summary or {}), *groups.reference[1:]]
     cmp.baselines = [str(p) for p, _ in base]
     cmp.candidates = [str(p) for p, _ in cand]
     cmp.history_runs = len(ref)
@@ -129,22 +136,25 @@ def _summary_side(path: Path | str, which: str) -> tuple[Path, RunInput]:
     return Path(path), side
 
 
-def _noise_known(baselines: Sequence[Path | str], candidates: Sequence[Path | str], history: Sequence[Path | str],
-                 min_history: int, args: tuple[str, str]) -> bool:
-    """Will the reference runs number ``min_history`` or more (so that the run-to-run noise is known)?
+@dataclass
+class _Groups:
+    """Both groups' runs as read (path, side) and the reference runs (folder, summary), the first baseline's first."""
 
-    Counted before the comparison, which needs the answer for its checks; any input it cannot read
-    here is left for the comparison to refuse in its own words (False).
-    """
-    if not history and len(baselines) < min_history:
-        return False
-    try:
-        base = [_summary_side(p, args[0] if i == 0 else "--also-baseline") for i, p in enumerate(baselines)]
-        cand = [_summary_side(p, args[1] if i == 0 else "--also-candidate") for i, p in enumerate(candidates)]
+    base: list[tuple[Any, Any]]
+    cand: list[tuple[Any, Any]]
+    fp_hash: str | None
+    reference: list[tuple[str, dict[str, Any]]]
+
+
+def _read_groups(baselines: Sequence[Path | str], candidates: Sequence[Path | str], history: Sequence[Path | str],
+                 args: tuple[str, str], fp_hash: str | None = None) -> _Groups:
+    """Read every run of both groups, and the history's runs of the first baseline's fingerprint
+    (``fp_hash``: the comparison's, once it is known)."""
+    base = [_summary_side(p, args[0] if i == 0 else "--also-baseline") for i, p in enumerate(baselines)]
+    cand = [_summary_side(p, args[1] if i == 0 else "--also-candidate") for i, p in enumerate(candidates)]
+    if fp_hash is None:
         fp_hash = side_fingerprint(base[0][1], "baseline").get("hash")
-        return len(_reference(fp_hash, base[0][1].summary or {}, base, cand, history)) >= min_history
-    except InputError:
-        return False
+    return _Groups(base, cand, fp_hash, _reference(fp_hash, base[0][1].summary or {}, base, cand, history))
 
 
 def _reference(fp_hash: str | None, first_summary: dict[str, Any], base, cand,
