@@ -79,7 +79,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
-    from loadtest.compare.history import run_history  # plotly and rich: only for the page it draws
+    from loadtest.compare.history_page import run_history  # plotly and rich: only for the page it draws
 
     rules = parse_rules([t for group in (args.tolerance or []) for t in group])
     with remote_io(args, inputs=("dirs",), outputs=("html", "json")):

@@ -12,6 +12,7 @@ verdicts and pages out); never imports :mod:`loadtest.load`. One module per idea
 ``engine``       the comparison itself, its verdicts and exit code
 ``outputs``      compare.json, JUnit XML, Markdown, terminal text
 ``page``         compare.html (curves overlaid)
-``history``      every run of a scenario over time: table and page
+``history``      every run of a scenario over time, each judged against the ones before it
+``history_page`` ``loadtest history``: its table, its page and the command
 ``gate``         the command-line glue shared by ``compare`` and ``run --baseline``
 """

@@ -522,7 +522,8 @@ def test_history_says_plainly_when_a_run_measured_no_level():
     and the table quoted its percentiles at "@None"."""
     from pathlib import Path
 
-    from loadtest.compare.history import HistoryRun, table_rows
+    from loadtest.compare.history import HistoryRun
+    from loadtest.compare.history_page import table_rows
 
     empty = CapacityBounds.from_levels([{"concurrency": 4, "status": "no_data"}])
     assert empty.text() == "no level measured"
