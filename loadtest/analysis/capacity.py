@@ -179,9 +179,14 @@ def fmt_pct(value: float) -> str:
     return f"{value * 100:.2g}%" if value < 0.01 else f"{value * 100:.1f}%"
 
 
+def confidence_pct(confidence: float) -> str:
+    """``"95%"``, ``"98.75%"``, ``"98.33%"``: a confidence as every page and message spells it."""
+    return f"{confidence * 100:.4g}%"
+
+
 def ci_label(confidence: float) -> str:
     """``"95% CI"``, ``"98.75% CI"``."""
-    return f"{confidence * 100:.4g}% CI"
+    return f"{confidence_pct(confidence)} CI"
 
 
 def describe_check(check: Check, *, with_ci: bool = False, confidence: float = 0.95) -> str:

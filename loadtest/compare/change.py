@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from loadtest.analysis.capacity import confidence_pct
 from loadtest.analysis.bootstrap import CONFIDENCE
 from loadtest.compare.rules import ABSOLUTE, CAPACITY
 
@@ -125,7 +126,7 @@ def describe_change(change: Change, confidence: float = CONFIDENCE) -> str:
     )
     return (
         f"{change.check} at {change.level} users: {_fmt_value(change.kind, change.baseline)} → "
-        f"{_fmt_value(change.kind, change.candidate)}, {fmt_change(change)} at {confidence * 100:g}% ({tol})"
+        f"{_fmt_value(change.kind, change.candidate)}, {fmt_change(change)} at {confidence_pct(confidence)} ({tol})"
     )
 
 

@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from loadtest.analysis.capacity import confidence_pct
 from loadtest import __version__
 from loadtest.compare.change import Change, fmt_change
 from loadtest.compare.engine import Comparison
@@ -174,7 +175,7 @@ def markdown(cmp: Comparison, *, rows: int = MARKDOWN_ROWS) -> str:
         f"**{cmp.headline}** Exit code {cmp.exit_code}.",
         "",
         f"Baseline `{b.label}` ({_when(b.started_wall)}), candidate `{c.label}` ({_when(c.started_wall)}); "
-        f"{cmp.confidence * 100:g}% intervals, tolerance {cmp.rules.tolerance * 100:g}% "
+        f"{confidence_pct(cmp.confidence)} intervals, tolerance {cmp.rules.tolerance * 100:g}% "
         f"(error rate {cmp.rules.error_rate_tolerance * 100:g} pp).",
         "",
     ]

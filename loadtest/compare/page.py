@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
+from loadtest.analysis.capacity import confidence_pct
 from loadtest.compare.change import fmt_change
 from loadtest.compare.engine import Comparison
 from loadtest.compare.noise import fmt_interval
@@ -129,7 +130,7 @@ def render_compare_html(cmp: Comparison) -> str:
     body = [
         f"<h1>{_e(c.name or 'loadtest')}: baseline vs candidate</h1>",
         f"<div class='verdict' style='border-color:{colour}'><div class='message'>{_e(cmp.headline)}</div>"
-        f"<div class='dim'>exit code {cmp.exit_code}; {cmp.confidence * 100:g}% bootstrap intervals (requests "
+        f"<div class='dim'>exit code {cmp.exit_code}; {confidence_pct(cmp.confidence)} bootstrap intervals (requests "
         f"resampled); tolerance {cmp.rules.tolerance * 100:g}%</div></div>",
         "<table class='facts'>"
         f"<tr><th>baseline</th><td>{_e(b.label)}: capacity {_e(b.bounds.text())}</td></tr>"
