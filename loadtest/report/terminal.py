@@ -227,9 +227,10 @@ def describe_ending(decision: dict) -> str:
 
 def describe_hold(hold: dict | None) -> str:
     """``"held 1.2 s for 4 requests"`` / ``"held 30 s (cap): 2 cut"``: the level's hold (load/hold.py), or ""."""
-    if not hold:
-        return ""
-    text = f"held {float(hold.get('held_s') or 0):.1f} s for {int(hold.get('waited_for') or 0)} requests"
+    waited = int((hold or {}).get("waited_for") or 0)
+    if not hold or (waited == 0 and hold.get("ended") == "drained"):
+        return ""  # nothing outlived the window: the next level started at once ("held 0.1 s for 0 requests")
+    text = f"held {float(hold.get('held_s') or 0):.1f} s for {waited} request{'' if waited == 1 else 's'}"
     if hold.get("ended") == "cap":
         text += f" (cap): {int(hold.get('censored') or 0)} cut"
     elif hold.get("ended") == "stopped":

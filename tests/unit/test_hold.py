@@ -169,3 +169,14 @@ def test_a_class_look_is_not_carried_to_another_slo():
     top, slos = class_slos(run, SloSpec.from_dict({"max_error_rate": 0.5}), ["long.tpot_ms.p95=138"])
     level = analyze(frame, run, top, class_slos=slos).levels[1]
     assert level.status == "uncertain" and level.classes["long"].status == "uncertain"
+
+
+def test_the_hold_is_told_in_words_only_when_it_waited_for_something():
+    """A level whose requests all ended in its window read "held 0.1 s for 0 requests" beside its spillover."""
+    from loadtest.report.terminal import describe_hold
+
+    hold = {"held_s": 0.1, "waited_for": 0, "ended": "drained", "censored": 0, "cap_s": 30.0}
+    assert describe_hold(hold) == "" and describe_hold(None) == ""
+    assert describe_hold({**hold, "held_s": 1.24, "waited_for": 1}) == "held 1.2 s for 1 request"
+    assert describe_hold({**hold, "held_s": 30.0, "waited_for": 4, "ended": "cap", "censored": 2}) == \
+        "held 30.0 s for 4 requests (cap): 2 cut"
