@@ -61,13 +61,14 @@ class Change:
         return self.gating and self.verdict == "inconclusive" and self.may_regress
 
 
-def untrusted_note(saturated: bool, contended: bool) -> str:
-    """What a check's message adds when a level's numbers include the client's or the host's delay."""
+def untrusted_note(saturated: bool, contended: bool, quiet: str = "") -> str:
+    """What a check's message adds when a level's numbers include the client's or the host's delay
+    (``quiet``: else, why a quiet client's flag did not hold the check, :mod:`client_trust`)."""
     if saturated:
         return "; the load generator was saturated at this level, so a slowdown here may be the client's"
     if contended:
         return "; the host running the load generator was busy at this level, so a slowdown here may be the host's"
-    return ""
+    return quiet
 
 
 def classify(bad_lo: float, bad_hi: float, tolerance: float) -> tuple[Verdict, bool]:

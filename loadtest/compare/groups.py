@@ -286,7 +286,7 @@ def _judge(c: _Check, cmp: Comparison, base: list[RunInput], cand: list[RunInput
         verdict, may_regress, was_unknown = "inconclusive", True, True
     change.verdict, change.may_regress = verdict, may_regress
     change.message = (describe_change(change, conf) + _noise_words(change, min_history, was_unknown, relative)
-                      + extra + untrusted_note(saturated, contended) + trusted_note)
+                      + extra + untrusted_note(saturated, contended, trusted_note))
     hold_drifting(change, {**cmp.baseline.drifting, **cmp.candidate.drifting})
     return was_unknown
 

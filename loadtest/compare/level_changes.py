@@ -150,7 +150,7 @@ def _level_change(
         relative=kind not in ABSOLUTE, tolerance=tol, verdict=verdict, may_regress=may_regress,
         gating=rules.gates(check, kind),
     )
-    change.message = describe_change(change, confidence) + untrusted_note(saturated, contended) + trusted_note
+    change.message = describe_change(change, confidence) + untrusted_note(saturated, contended, trusted_note)
     return change
 
 
