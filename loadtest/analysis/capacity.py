@@ -33,6 +33,7 @@ around it). Levels above the first failure do not change the answer.
 from __future__ import annotations
 
 import math
+import re
 from typing import Sequence
 
 from loadtest.analysis.results import Capacity, CapacityVerdict, Check, LevelResult
@@ -184,6 +185,23 @@ def confidence_pct(confidence: float) -> str:
     return f"{confidence * 100:.4g}%"
 
 
+def level_reasons(levels: Sequence[LevelResult]) -> list[str]:
+    """The levels' client/host reasons, each kind once: levels whose reasons differ only in their
+    figures (the host busy at 9 and at 10 users) give the first level's, with the others named."""
+    groups: dict[str, list[LevelResult]] = {}
+    for lv in levels:
+        reason = (lv.client or {}).get("reason")
+        if reason:
+            groups.setdefault(re.sub(r"\d+(?:\.\d+)?", "#", str(reason)), []).append(lv)
+    out = []
+    for same in groups.values():
+        text = str(same[0].client["reason"])
+        if len(same) > 1:
+            text += f" (at {same[0].load:g}; alike at {', '.join(f'{lv.load:g}' for lv in same[1:])})"
+        out.append(text)
+    return out
+
+
 def ci_label(confidence: float) -> str:
     """``"95% CI"``, ``"98.75% CI"``."""
     return f"{confidence_pct(confidence)} CI"
@@ -258,7 +276,7 @@ def _message(
         return _uncertain_message(cap, uncertain, fail_part, confidence)
     if cap.verdict in ("client_saturated", "host_contended"):
         at = ", ".join(_at(lv) for lv in saturated)
-        reasons = sorted({str(lv.client.get("reason")) for lv in saturated if lv.client.get("reason")})
+        reasons = level_reasons(saturated)
         why = f" ({'; '.join(reasons)})" if reasons else ""
         if cap_level is None:
             face = "even the lowest level fails"

@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
+from loadtest.analysis.capacity import level_reasons
 from loadtest.analysis.results import Check, LevelResult
 from loadtest.analysis.slo import SloSpec
 
@@ -54,7 +55,7 @@ def level_caveats(levels: Sequence[LevelResult], slo: SloSpec, min_complete: int
     saturated = [lv for lv in levels if lv.client_saturated and not lv.client_near_limit]
     near = [lv for lv in levels if lv.client_saturated and lv.client_near_limit]
     if near:  # a quiet client whose own timing error spans a limit: not a call for more workers
-        reasons = sorted({str(lv.client.get("reason")) for lv in near if lv.client.get("reason")})
+        reasons = level_reasons(near)
         cpu = max((float(lv.client.get("cpu_pct") or 0.0) for lv in near), default=0.0)
         out.append(
             f"at {unit} {_levels([lv.load for lv in near])} a verdict sits within the client's own timing error "
@@ -64,7 +65,7 @@ def level_caveats(levels: Sequence[LevelResult], slo: SloSpec, min_complete: int
             "apart from the server's narrows"
         )
     if saturated:
-        reasons = sorted({str(lv.client.get("reason")) for lv in saturated if lv.client.get("reason")})
+        reasons = level_reasons(saturated)
         out.append(
             f"the load generator was saturated at {unit} {_levels([lv.load for lv in saturated])}"
             + (f" ({'; '.join(reasons)})" if reasons else "")
@@ -72,7 +73,7 @@ def level_caveats(levels: Sequence[LevelResult], slo: SloSpec, min_complete: int
         )
     contended = [lv for lv in levels if lv.host_contended]
     if contended:  # the host's fault, not the client's: never the --workers advice
-        reasons = sorted({str(lv.client.get("reason")) for lv in contended if lv.client.get("reason")})
+        reasons = level_reasons(contended)
         out.append(
             f"the host was busy at {unit} {_levels([lv.load for lv in contended])}, so latencies there include "
             "waiting for a CPU that other processes held (host_contended, not client_saturated)"

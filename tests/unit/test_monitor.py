@@ -163,3 +163,24 @@ def test_a_client_at_two_thirds_of_a_core_is_not_called_quiet():
     analysis = _edge_run({**LATE_1MS, "cpu_pct": 65.0, "saturated": False, "reason": None})
     assert analysis.level(4).client_saturated and not analysis.level(4).client_near_limit
     assert any("run it with --workers" in w for w in analysis.warnings)
+
+
+def test_two_busy_levels_give_their_reason_once_with_both_levels_named():
+    """The demo beside other work read "At concurrency 9, 10 the host was busy (…98%…14%…89%…): …; the
+    host was busy (…98%…14%…91%…): …", the whole reason twice for two levels that differed only in figures."""
+    levels = level_plan([1, 2, 4, 8], 20.0)
+    rows = []
+    for lv in levels:
+        c = lv["concurrency"]
+        rows += closed_loop_rows(lv["index"], c, lv["start_wall"], 16.0, ttft_ms=100.0, itl_ms=10.0 * c, chunks=8)
+        lv["client"] = {"stamp_delay_ms": {"0.5": 0.1, "max": 0.4}, "send_delay_ms": {"0.5": 0.1, "max": 0.5},
+                        "cpu_pct": 4.0, "saturated": False, "reason": None}
+        if c >= 4:  # the host busy, the client idle: figures differ from level to level
+            lv["client"].update(saturated=True, host_cores=2, host_others_pct=90.0 + c, host_cpu_pressure_pct=80.0 + c,
+                                client_run_delay_pct=10.0 + c)
+    analysis = analyze(to_frame(rows), run_dict(levels), SloSpec.from_dict({"itl_ms": {"p95": 1000}}))
+    assert analysis.capacity.verdict == "host_contended"
+    message = analysis.capacity.message
+    assert message.count("the host was busy") == 1 and "alike at 8" in message, message
+    warning = next(w for w in analysis.warnings if "host_contended" in w)
+    assert warning.count("other processes used") == 1 and "alike at 8" in warning, warning
