@@ -41,7 +41,9 @@ def test_the_ci_example_runs_as_written(tmp_path):
     workflow = yaml.safe_load(EXAMPLE.read_text())
     summary, output = tmp_path / "summary.md", tmp_path / "output"
     with MockServer([*MOCK, "--decode-per-seq-ms", str(PER_SEQ_MS)]) as mock:
-        scenario = _scenario(tmp_path, mock.base_url)
+        # one short level: the workflow's steps, not the verdict, are judged here
+        scenario = _scenario(tmp_path, mock.base_url,
+                             load={"levels": [2], "level_duration_s": 2, "warmup_s": 0.5, "min_level_duration_s": 2})
         env = {**os.environ, "SCENARIO": str(scenario), "BASELINE": str(tmp_path / "baseline"),
                "GITHUB_STEP_SUMMARY": str(summary), "GITHUB_OUTPUT": str(output), "PYTHONPATH": os.pathsep.join(sys.path)}
         env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env["PATH"]
