@@ -139,7 +139,8 @@ METRICS: tuple[Metric, ...] = (
     ),
     Metric(
         "requests_per_s", "requests/s", "requests/s",
-        "successful requests that ended in the measured window, per second of window",
+        "successful requests served in the measured window, each counted by the share of its life (send to "
+        "end) inside the window, per second of window",
         kind="rate", per="window",
     ),
     Metric(
@@ -149,7 +150,7 @@ METRICS: tuple[Metric, ...] = (
     ),
     Metric(
         "goodput_rps", "goodput", "requests/s",
-        "successful requests that ended in the window and met every per-request limit "
+        "successful requests served in the window (counted as requests_per_s counts them) that met every per-request limit "
         "(ttft <= tightest TTFT limit, ttfb <= tightest TTFB limit, tpot <= tightest ITL/TPOT limit, "
         "e2e <= tightest e2e limit), per second",
         kind="rate", per="window",

@@ -6,11 +6,13 @@ Inputs are the per-request frame (:mod:`frame`) and the per-token ITL samples
 
 Rates are per second of *measured window* (``end_wall − window_start``):
 
-* ``requests_per_s``: successful requests that *ended* in the window. This is
-  the rate at which the endpoint delivered answers at this concurrency,
-  whichever level the request started in;
+* ``requests_per_s``: successful requests served in the window, each counted
+  by the share of its life (send to end) inside it
+  (:func:`windows.window_shares`: counting the ones that *ended* there miscounts
+  a short window by a batch of lock-step users). This is the rate at which the
+  endpoint delivered answers at this concurrency;
 * ``output_tokens_per_s``: tokens whose chunk *arrived* in the window;
-* ``goodput_rps``: the subset of ``requests_per_s`` that met every
+* ``goodput_rps``: the same for the requests that met every
   per-request limit (see :func:`frame._meets_limits`);
 * ``error_rate``: failed / all requests that *started* in the window (not in
   warmup), with a Wilson interval at the run's confidence. Requests the harness cancelled (users
@@ -44,7 +46,7 @@ from loadtest.analysis.intervals import (
 )
 from loadtest.quantiles import binned_order_statistics, lerp, low_n, order_statistics, position
 from loadtest.analysis.results import REPORTED, LevelResult, Stats
-from loadtest.analysis.windows import LevelWindow
+from loadtest.analysis.windows import LevelWindow, window_shares
 from loadtest.metric_registry import BY_NAME, LATENCY_METRICS, PERCENTILES
 
 #: Finite samples kept per level and metric for the report's box plots.
@@ -153,6 +155,7 @@ def level_results(
     kinds = frame["error_kind"].to_numpy(dtype=object)
     samples = {m: frame[BY_NAME[m].sample_column].to_numpy(dtype=float) for m in LATENCY_METRICS if BY_NAME[m].per == "request"}
     start = frame["start_wall"].to_numpy(dtype=float)
+    end = frame["end_wall"].to_numpy(dtype=float)
     valid = frame["output_valid"].to_numpy(dtype=float) if "output_valid" in frame else np.full(len(frame), np.nan)
 
     results: list[LevelResult] = []
@@ -164,6 +167,8 @@ def level_results(
         errors = int(failed_here.sum())
         by_kind = pd.Series(kinds[failed_here]).fillna("unknown").value_counts()
         ended_ok = ok & (end_pos == p)
+        # each success by the share of its life inside the window (windows.window_shares: why not by its end)
+        served = np.where(ok, window_shares(start, end, window.window_start, window.end_wall), 0.0)
         duration = window.duration_s
 
         stats: dict[str, Stats] = {}
@@ -208,9 +213,9 @@ def level_results(
                 complete=int((complete & (pos == p)).sum()),
                 spillover=int((spill & here).sum()),
                 cancelled=int((here & cancelled).sum()),
-                requests_per_s=_rate(float(ended_ok.sum()), duration),
+                requests_per_s=_rate(float(served.sum()), duration),
                 output_tokens_per_s=_rate(float(tokens_in_window[p]) if p < len(tokens_in_window) else 0.0, duration),
-                goodput_rps=_rate(float((ended_ok & good).sum()), duration),
+                goodput_rps=_rate(float(served[good].sum()), duration),
                 client_saturated=window.client_saturated or bool(loop and loop["client_late"]),
                 client=client,
                 decision=dict(window.decision),
@@ -228,5 +233,5 @@ def level_results(
         if results[-1].valid_output_rate is not None:
             n_valid = round(results[-1].valid_output_rate * results[-1].valid_output_checked)
             results[-1].valid_output_ci = wilson_interval(n_valid, results[-1].valid_output_checked, confidence)
-        results[-1].input_tokens_per_s, results[-1].items_per_s = input_rates(frame, ended_ok, duration)
+        results[-1].input_tokens_per_s, results[-1].items_per_s = input_rates(frame, served, duration)
     return results

@@ -40,17 +40,23 @@ def valid_output_rate(valid: np.ndarray, here: np.ndarray) -> tuple[float | None
     return (rate if math.isfinite(rate) else None), n
 
 
-def input_rates(frame: pd.DataFrame, ended_ok: np.ndarray, duration_s: float) -> tuple[float | None, float | None]:
-    """(prompt tokens/s, inputs/s) of the successful requests that ended in the window.
+def input_rates(frame: pd.DataFrame, served: np.ndarray, duration_s: float) -> tuple[float | None, float | None]:
+    """(prompt tokens/s, inputs/s) of the successful requests served in the window.
 
-    Counted like ``requests_per_s`` (where a request ended), so for embeddings, whose
-    output is no tokens, these are the throughput. Items are None without an ``items``
-    column (chat, completions); tokens None when no request had a count.
+    ``served``: each request's share of its life inside the window (0 for a failure), as
+    ``requests_per_s`` counts it (:func:`loadtest.analysis.windows.window_shares`), so for
+    embeddings, whose output is no tokens, these are the throughput. Items are None without an
+    ``items`` column (chat, completions); tokens None when no request had a count.
     """
     if duration_s <= 0:
         return None, None
-    tokens = frame["prompt_tokens"].to_numpy(dtype=float)[ended_ok] if "prompt_tokens" in frame else np.empty(0)
-    items = frame["items"].to_numpy(dtype=float)[ended_ok] if "items" in frame else np.empty(0)
-    token_rate = float(np.nansum(tokens)) / duration_s if np.isfinite(tokens).any() else None
-    item_rate = float(np.nansum(items)) / duration_s if np.isfinite(items).any() else None
-    return token_rate, item_rate
+    weights = np.asarray(served, dtype=float)
+
+    def rate(column: str) -> float | None:
+        if column not in frame:
+            return None
+        values = frame[column].to_numpy(dtype=float)
+        known = np.isfinite(values) & (weights > 0)
+        return float(np.sum(values[known] * weights[known])) / duration_s if known.any() else None
+
+    return rate("prompt_tokens"), rate("items")

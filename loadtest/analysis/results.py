@@ -135,7 +135,8 @@ class LevelResult:
     valid_output_checked: int = 0
     #: Wilson interval of ``valid_output_rate`` at the run's confidence (None when nothing was checked).
     valid_output_ci: tuple[float, float] | None = None
-    #: Prompt tokens and inputs of the successful requests that ended in the window, per second
+    #: Prompt tokens and inputs of the successful requests served in the window (each by the share of its
+    #: life inside it, as ``requests_per_s``), per second
     #: (the throughput of embeddings; items None for chat/completions).
     input_tokens_per_s: float | None = None
     items_per_s: float | None = None

@@ -16,6 +16,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from loadtest.analysis.cost import Served, forecast, unit_cost
+from loadtest.analysis.windows import window_shares
 
 
 def price_per_hour(run: Mapping[str, Any]) -> float | None:
@@ -36,14 +37,16 @@ def price_per_hour(run: Mapping[str, Any]) -> float | None:
 def served_at(analysis: Any, level: Any) -> Served:
     """What the level served per second: goodput and the good requests' tokens, and all successes."""
     frame = analysis.requests
-    order = sorted(lv.index for lv in analysis.levels)
-    position = order.index(level.index)
     out_good = prompt_good = 0.0
-    if frame is not None and len(frame) and "end_pos" in frame:
-        mask = frame["ok"].to_numpy() & frame["good"].to_numpy() & (frame["end_pos"].to_numpy() == position)
-        out_good = float(np.nansum(frame["completion_tokens"].to_numpy(dtype=float)[mask]))
+    if frame is not None and len(frame) and "end_wall" in frame and level.window_start is not None:
+        # the good requests' tokens, each request by the share of its life in the level's window, as
+        # goodput_rps counts it (windows.window_shares: a short window's lock-step batches)
+        share = window_shares(frame["start_wall"].to_numpy(dtype=float), frame["end_wall"].to_numpy(dtype=float),
+                              level.window_start, level.end_wall)
+        share = np.where(frame["ok"].to_numpy() & frame["good"].to_numpy(), share, 0.0)
+        out_good = float(np.nansum(frame["completion_tokens"].to_numpy(dtype=float) * share))
         if "prompt_tokens" in frame:
-            prompt_good = float(np.nansum(frame["prompt_tokens"].to_numpy(dtype=float)[mask]))
+            prompt_good = float(np.nansum(frame["prompt_tokens"].to_numpy(dtype=float) * share))
     seconds = level.window_s if level.window_s and level.window_s > 0 else math.nan
     return Served(
         goodput_rps=level.goodput_rps,
