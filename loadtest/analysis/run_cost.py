@@ -82,7 +82,10 @@ def run_cost(analysis: Any) -> dict[str, Any] | None:
         return out
     served = served_at(analysis, level)
     # the price is per replica, what a fleet served the whole fleet's: it costs replicas × the price
-    out.update(unit_cost(usd * _replicas(analysis), served).to_dict())
+    replicas = _replicas(analysis)
+    out.update(unit_cost(usd * replicas, served).to_dict())
+    # usd_per_hour stays the price given (per replica); what the measured fleet cost is beside it
+    out.update(usd_per_hour=usd, replicas=replicas, usd_per_hour_fleet=usd * replicas)
     out.update(goodput_rps=served.goodput_rps, good_output_tokens_per_s=served.good_output_tokens_per_s,
                good_prompt_tokens_per_s=served.good_prompt_tokens_per_s)
     shape = ((run.get("scenario") or {}).get("cost") or {}).get("daily_shape")

@@ -62,8 +62,10 @@ def limits_line(analysis: Any) -> str:
         parts.append(f"what limits it: {fit['sentence']}{at}")
     cost = run_cost(analysis)
     if cost and cost.get("usd_per_million_output_tokens") is not None:
+        fleet = (f", ${cost['usd_per_hour_fleet']:g}/h for the {cost['replicas']} replicas measured"
+                 if (cost.get("replicas") or 1) > 1 else "")
         text = (f"cost: ${cost['usd_per_million_output_tokens']:.2f} per million output tokens on goodput "
-                f"(${cost['usd_per_hour']:g}/h per replica)")
+                f"(${cost['usd_per_hour']:g}/h per replica{fleet})")
         fc = cost.get("forecast")
         if fc:
             text += (f"; {fc['peak']:g} peak {fc['unit']}: {fc['peak_replicas']} replicas, "

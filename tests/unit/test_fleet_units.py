@@ -229,5 +229,10 @@ def test_a_fleets_cost_is_priced_per_replica_and_forecast_in_replicas_of_one_sha
     assert fleet["cost"]["forecast"]["per_replica"] == pytest.approx(2.4)
     assert fleet["cost"]["forecast"]["peak_replicas"] == 15 and single["cost"]["forecast"]["peak_replicas"] == 8
     # compare re-plans each side in replicas of its own share
-    replan = cost_change(single, fleet)["forecast"]["replicas"]
-    assert replan == {"baseline": 8, "candidate": 15}
+    replan = cost_change(single, fleet)["forecast"]
+    assert replan["replicas"] == {"baseline": 8, "candidate": 15}
+    # the price stays the one given, per replica (the fleet's summary said $8/h "per replica"), and the
+    # re-plan prices its replicas at it: the same monthly bill as the run's own forecast
+    assert (fleet["cost"]["usd_per_hour"], fleet["cost"]["replicas"], fleet["cost"]["usd_per_hour_fleet"]) == (4.0, 2, 8.0)
+    assert (single["cost"]["usd_per_hour"], single["cost"]["replicas"]) == (4.0, 1)
+    assert replan["monthly_usd_static"]["candidate"] == pytest.approx(fleet["cost"]["forecast"]["monthly_usd_static"])
