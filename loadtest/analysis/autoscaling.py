@@ -139,7 +139,7 @@ class Autoscaling:
     target_rate_rps_per_replica: float | None = None
     #: Replicas the capacity was measured on (declared or counted); thresholds are per pod.
     replicas: int | None = None
-    replicas_source: str | None = None  # "declared" (target.replicas) or "metrics" (counted)
+    replicas_source: str | None = None  # "declared" (target.replicas), "metrics" (counted) or "processes"
     #: How unevenly the balancer spread running requests at the capacity level (several replicas).
     imbalance_at_capacity: Imbalance | None = None
     #: The plain sentence on the balancer at capacity ("" for one replica).

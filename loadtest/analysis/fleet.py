@@ -170,11 +170,13 @@ def imbalance_sentence(replicas: int, users: float | None, imb: Imbalance | None
     return head + ": the balancer spread the load evenly, so each replica carried its share."
 
 
-def resolve_replicas(declared: int | None, counted: int | None) -> tuple[int | None, str | None, str | None]:
-    """(replicas, where the number came from, a warning when the two disagree).
+def resolve_replicas(declared: int | None, counted: int | None,
+                     counted_from: str = "metrics") -> tuple[int | None, str | None, str | None]:
+    """(replicas, where the number came from, a warning when the two disagree or the count is a guess).
 
     ``declared`` is ``target.replicas``; ``counted`` the replicas seen in the metrics (1 for a
-    single URL answered by one process; None when it is unknown, e.g. a balancer's URL).
+    single URL answered by one process; the processes answering a balancer's URL, ``counted_from``
+    ``processes``; None when it is unknown).
     """
     if declared:
         warning = None
@@ -184,6 +186,12 @@ def resolve_replicas(declared: int | None, counted: int | None) -> tuple[int | N
                 f"the per-replica figures use the declared {declared}."
             )
         return declared, "declared", warning
+    if counted is not None and counted_from == "processes":
+        return counted, "processes", (
+            f"server metrics: {counted} processes answered the one metrics URL (their start times), so the "
+            f"capacity is taken as {counted} replicas' and the per-replica figures, the cost and the forecast "
+            "as one of them; declare target.replicas if the balancer did not reach every replica"
+        )
     if counted is not None:
         return counted, "metrics", None
     return None, None, None

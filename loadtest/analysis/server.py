@@ -27,7 +27,7 @@ import pandas as pd
 from loadtest.analysis.fleet import FleetView, fleet_view, replicas_in
 from loadtest.analysis.results import LevelResult
 from loadtest.analysis.signals import KNOWN_SIGNALS, Signal, role_rank, signal_for
-from loadtest.scrape.mixed import mixed_sources, mixed_warning
+from loadtest.scrape.mixed import mixed_sources, mixed_warning, process_counts
 from loadtest.scrape.store import UP
 
 #: Below this share of the client's users in flight on the server, something queues in between.
@@ -71,6 +71,8 @@ class ServerView:
     fleet: FleetView | None = None
     #: Sources whose scrapes came from several processes: replica id ('' = the single URL) -> evidence.
     mixed: dict[str, str] = field(default_factory=dict)
+    #: Of those, how many processes answered (by ``process_start_time_seconds``), where that is known.
+    processes: dict[str, int] = field(default_factory=dict)
 
     def stats(self, level_index: int, metric: str) -> SignalStats | None:
         return self.levels.get(level_index, {}).get(metric)
@@ -83,12 +85,20 @@ class ServerView:
 
     @property
     def replica_count(self) -> int | None:
-        """Replicas counted from the metrics: the named ones, 1 for one URL answered by one process, else None."""
+        """Replicas counted from the metrics: the named ones, 1 for one URL answered by one process, the
+        processes answering one balancer's URL where their start times tell how many, else None."""
         if self.fleet is not None:
             return len(self.fleet.replicas)
-        if self.mixed or self.total.scrapes == self.total.failed:
+        if self.mixed:
+            return self.processes.get("") if set(self.mixed) == {""} else None
+        if self.total.scrapes == self.total.failed:
             return None
         return 1
+
+    @property
+    def replica_source(self) -> str:
+        """Where :attr:`replica_count` came from: ``metrics`` (sources named or one process) or ``processes``."""
+        return "processes" if self.fleet is None and self.mixed else "metrics"
 
     def first_of_role(self, role: str) -> Signal | None:
         return next((s for s in self.signals if s.role == role), None)
@@ -188,6 +198,7 @@ def server_view(
     view = ServerView(
         url=url, signals=signals, levels=per_level, health=health, total=total,
         series={m: _downsample(*xy) for m, xy in series.items()}, fleet=fleet, mixed=mixed_sources(samples),
+        processes=process_counts(samples),
     )
     where = {"": url or "the metrics endpoint"}
     view.warnings = (

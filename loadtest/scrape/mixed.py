@@ -50,6 +50,23 @@ def mixing_evidence(samples: pd.DataFrame) -> str | None:
     return None
 
 
+def process_counts(samples: pd.DataFrame) -> dict[str, int]:
+    """Replica id -> how many processes answered it, where ``process_start_time_seconds`` shows several.
+
+    Behind a balancer that reaches every replica (round robin, or random over a few dozen scrapes)
+    that is the replicas' count; with only a counter going backwards as evidence there is none.
+    """
+    if not len(samples):
+        return {}
+    out = {}
+    replica = samples["replica"] if "replica" in samples else pd.Series([""] * len(samples), index=samples.index)
+    for rid, rows in samples[samples["metric"] == PROCESS_START].groupby(replica.fillna(""), sort=True):
+        distinct = rows.sort_values("wall").groupby("wall")["value"].max().to_numpy(dtype=float)
+        if _changes(distinct) >= CHANGES:
+            out[str(rid)] = len(set(distinct.tolist()))
+    return out
+
+
 def mixed_sources(samples: pd.DataFrame) -> dict[str, str]:
     """Replica id ('' for the single default URL) -> the evidence that several processes answer it."""
     if not len(samples):

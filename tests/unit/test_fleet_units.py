@@ -150,7 +150,18 @@ def test_the_mixed_warning_says_what_to_configure():
     warning = next(w for w in a.warnings if "several processes" in w)
     assert "http://127.0.0.1:8000/metrics" in warning
     assert "target.metrics.urls" in warning and "target.metrics.prometheus" in warning
-    assert summary_dict(a)["target"]["replicas"] is None  # a balancer's URL counts no replicas
+    # the two processes' start times count the replicas behind the balancer, and a warning says so: the
+    # capacity is theirs together, so the plan is in replicas of half of it (a trial's 3-replica fleet
+    # was planned as one replica: 6 replicas where 17 were needed)
+    target = summary_dict(a)["target"]
+    assert (target["replicas"], target["replicas_source"]) == (2, "processes")
+    assert any("2 processes answered the one metrics URL" in w for w in a.warnings)
+    # only a counter going backwards: mixed, no count, and the figures are said to take one replica
+    counters = samples[samples["metric"] != "process_start_time_seconds"].copy()
+    counters.loc[counters["metric"] == "vllm:request_success_total", "value"] = [5, 9, 3, 12, 4, 15, 2, 20]
+    b = analyze(requests, run, SloSpec.from_dict(run["scenario"]["slo"]), server_samples=counters, resamples=50)
+    assert summary_dict(b)["target"]["replicas"] is None
+    assert any("replicas behind the metrics URL are unknown" in w and "target.replicas" in w for w in b.warnings)
 
 
 # -- Prometheus and the scenario -------------------------------------------------------------------------
