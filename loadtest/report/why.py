@@ -37,6 +37,11 @@ def why(analysis: Any) -> tuple[dict[str, Any] | None, dict[int, dict[str, Any]]
     roof = ceilings is not None and model is not None
     bound_low = max(set(low), key=low.count) if roof and low else None
     bound_high = max(set(high), key=high.count) if roof and high else None
+    if bound_low == "compute" and fit.knee_sequences is not None:
+        # the roofline's word where the measured curve is flat: "compute-bound up to 13 sequences; past that
+        # compute-bound" (a profile's sub-run). Below a measured knee a step is not compute-bound by its
+        # shape, whatever the declared ceilings say: the shape's own words instead
+        bound_low = None
     cap = analysis.capacity.concurrency
     at_cap = next((b for b in bounds.values() if b.concurrency == cap), None)
     out = {

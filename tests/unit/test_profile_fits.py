@@ -172,3 +172,30 @@ def test_a_flat_curve_gets_no_knee_at_its_last_point():
     fit = fit_decode(points)
     assert fit.knee_sequences is None
     assert fit.per_seq_ms == pytest.approx(0.0, abs=0.01)
+
+
+def test_the_sentence_never_calls_a_flat_stretch_compute_bound(monkeypatch):
+    """A profile's sub-run printed "decode is compute-bound up to about 13 sequences (each extra sequence
+    adds 1.35 ms …); past that … compute-bound; at capacity the step is memory-bound": the declared
+    ceilings' word where the measured curve is flat. Below a measured knee the shape's words are used."""
+    from types import SimpleNamespace
+
+    from loadtest.report import why as why_module
+
+    step = lambda n: max(21 + 0.4 * n, 1.8 * n)  # noqa: E731
+    fit = fit_decode(_points(step, [1, 2, 4, 8, 12, 14, 16, 20, 24, 32]))
+
+    def bounds(words):
+        return {i: SimpleNamespace(bound=b, sequences=n, concurrency=n, to_dict=lambda: {})
+                for i, (n, b) in enumerate(words)}
+
+    analysis = SimpleNamespace(run={}, capacity=SimpleNamespace(concurrency=8))
+    monkeypatch.setattr(why_module, "fit_run", lambda a: fit)
+    monkeypatch.setattr(why_module, "resolve_run", lambda run: (object(), object()))  # ceilings and a model
+    every_compute = [(8, "compute"), (12, "compute"), (24, "compute")]
+    monkeypatch.setattr(why_module, "level_bounds", lambda *a: bounds(every_compute))
+    sentence = why_module.why(analysis)[0]["sentence"]
+    assert sentence.startswith("decode is nearly free up to about 15") and sentence.endswith("compute-bound"), sentence
+    agreeing = [(8, "memory"), (12, "memory"), (24, "compute")]
+    monkeypatch.setattr(why_module, "level_bounds", lambda *a: bounds(agreeing))
+    assert why_module.why(analysis)[0]["sentence"].startswith("decode is memory-bound up to about 15")
