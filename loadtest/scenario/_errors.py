@@ -6,6 +6,7 @@ editing a YAML file, not a Python model.
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Any
 
@@ -145,9 +146,41 @@ def _one_problem(depth: int, group: list[dict[str, Any]]) -> tuple[dict[str, Any
     return group[0], f"must be {' or '.join(kinds)} (got {_as_yaml(group[0].get('input'))})"
 
 
+def _field_names() -> set[str]:
+    """Every key the scenario's models know (for "did you mean")."""
+    names, todo = set(), [_Strict]
+    while todo:
+        cls = todo.pop()
+        for sub in cls.__subclasses__():
+            for name, info in sub.model_fields.items():
+                names.add(info.alias or name)
+            todo.append(sub)
+    return names
+
+
+def _did_you_mean(error: dict[str, Any], errors: list[dict[str, Any]]) -> str:
+    """For an unknown key: the known key it most likely misspells (a missing sibling first), or ''."""
+    key = error["loc"][-1] if error["loc"] else None
+    if not isinstance(key, str):
+        return ""
+    parent = tuple(error["loc"][:-1])
+    missing = [e["loc"][-1] for e in errors if e["type"] == "missing" and tuple(e["loc"][:-1]) == parent]
+    for pool in (missing, sorted(_field_names())):
+        match = difflib.get_close_matches(key, [str(k) for k in pool], n=1, cutoff=0.75)
+        if match and match[0] != key:
+            return f" (did you mean '{match[0]}'?)"
+    return ""
+
+
 def format_validation_error(err: ValidationError) -> str:
-    """The first problem, as ``yaml.path: what is wrong`` (one line)."""
-    problems = _problems(err.errors(include_url=False))
+    """The first problem, as ``yaml.path: what is wrong`` (one line).
+
+    An unknown key comes first: it is usually the cause of the rest (``loads:`` for ``load:``
+    also makes ``load`` missing), and it says which key to fix.
+    """
+    errors = err.errors(include_url=False)
+    problems = _problems(errors)
+    problems.sort(key=lambda p: 0 if any(e["type"] == "extra_forbidden" for e in p[1]) else 1)
     first, union_text = _one_problem(*problems[0])
     path = _yaml_path(tuple(first["loc"]))
     more = len(problems) - 1
@@ -157,6 +190,8 @@ def format_validation_error(err: ValidationError) -> str:
         below = f".{slo.path}" if slo.path else ""
         return f"{path}{below}: {slo.message}{suffix}"
     described = union_text or _describe(first)
+    if first["type"] == "extra_forbidden":
+        described += _did_you_mean(first, errors)
     if path == "(top level)" and _NAMES_ITS_PATH.match(described):
         return f"{described}{suffix}"  # a whole-scenario check that names the field itself
     return f"{path}: {described}{suffix}"

@@ -98,20 +98,29 @@ class Load(_Strict):
             raise ValueError(f"'start/step/max' needs all three; missing {', '.join(missing)}")
         if self.levels is not None and not self.levels:
             raise ValueError("'levels' must not be empty")
+        # a value the scenario did not give is named as the default it is, not taken for a typo of the user's
+        warm, level = f"{self.warmup_s:g}{self._default('warmup_s')}", f"{self.level_duration_s:g}{self._default('level_duration_s')}"
         if self.warmup_s >= self.level_duration_s:
-            raise ValueError(f"'warmup_s' ({self.warmup_s:g}) must be shorter than 'level_duration_s' ({self.level_duration_s:g})")
+            raise ValueError(f"'warmup_s' ({warm}) must be shorter than 'level_duration_s' ({level})")
         lo, hi = self.min_duration_s, self.max_duration_s
         if lo <= self.warmup_s:
-            raise ValueError(f"'min_level_duration_s' ({lo:g}) must be longer than 'warmup_s' ({self.warmup_s:g})")
+            raise ValueError(f"'min_level_duration_s' ({lo:g}{self._default('min_level_duration_s')}) must be longer "
+                             f"than 'warmup_s' ({warm})")
         if lo > self.level_duration_s:
-            raise ValueError(f"'min_level_duration_s' ({lo:g}) must not exceed 'level_duration_s' ({self.level_duration_s:g})")
+            raise ValueError(f"'min_level_duration_s' ({lo:g}{self._default('min_level_duration_s')}) must not exceed "
+                             f"'level_duration_s' ({level})")
         if hi < self.level_duration_s:
-            raise ValueError(f"'max_level_duration_s' ({hi:g}) must be at least 'level_duration_s' ({self.level_duration_s:g})")
+            raise ValueError(f"'max_level_duration_s' ({hi:g}{self._default('max_level_duration_s')}) must be at least "
+                             f"'level_duration_s' ({level})")
         if ranged and self.start > self.max:
             raise ValueError(f"'start' ({self.start}) must not exceed 'max' ({self.max})")
         if ranged and self.step_mode == "multiply" and self.step <= 1:
             raise ValueError("'step' must be greater than 1 when step_mode is multiply")
         return self
+
+    def _default(self, name: str) -> str:
+        """' by default' for a field the scenario did not set (its message then names no value of the user's)."""
+        return "" if name in self.model_fields_set else " by default"
 
     def _check_rates(self, rate_ranged: list[str]) -> None:
         if self.rates is None and not rate_ranged:

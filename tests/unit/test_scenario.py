@@ -90,7 +90,7 @@ UNION = [
     ("abc", "workload.max_tokens: must be an integer or a mapping of keys (got 'abc')"),
     (-3, "workload.max_tokens: must be a positive integer"),
     ({"mean": -16, "stddev": 4}, "workload.max_tokens.mean: must be a positive integer"),
-    ({"mean": 16, "stdev": 4}, "workload.max_tokens.stdev: unknown key"),
+    ({"mean": 16, "stdev": 4}, "workload.max_tokens.stdev: unknown key (did you mean 'stddev'?)"),
     ({"mean": "abc"}, "workload.max_tokens.mean: must be an integer (got 'abc')"),
 ]
 
@@ -121,7 +121,31 @@ def test_a_plain_number_is_a_length_without_spread_wherever_a_length_is_a_distri
 def test_a_second_field_is_still_counted():
     with pytest.raises(InputError) as err:
         parse_scenario({"name": "x", "load": {"levels": [1]}, "workload": {"max_tokens": -3, "bogus": 1}})
-    assert str(err.value).endswith("workload.max_tokens: must be a positive integer (and 1 more problem)")
+    # an unknown key first: it is usually the cause of the others (and says which key to fix)
+    assert str(err.value).endswith("workload.bogus: unknown key (and 1 more problem)")
+
+
+def test_a_misspelt_key_is_named_first_with_the_key_it_misspells():
+    """A trial: ``loads:`` read "load: is required (and 1 more problem)", the typo hidden in the count."""
+    with pytest.raises(InputError) as err:
+        parse_scenario({"name": "x", "loads": {"levels": [1]}})
+    assert str(err.value).endswith("loads: unknown key (did you mean 'load'?) (and 1 more problem)"), err.value
+    with pytest.raises(InputError) as err:
+        parse_scenario({"name": "x", "load": {"levels": [1]}, "workload": {"max_token": 8}})
+    assert str(err.value).endswith("workload.max_token: unknown key (did you mean 'max_tokens'?)"), err.value
+    with pytest.raises(InputError) as err:  # nothing like it: no guess
+        parse_scenario({"name": "x", "load": {"levels": [1]}, "workload": {"zzzqqq": 8}})
+    assert str(err.value).endswith("workload.zzzqqq: unknown key"), err.value
+
+
+def test_a_default_in_a_message_is_named_as_one():
+    """``warmup_s (5) must be shorter than level_duration_s (4)``: the 5 was a default the user never wrote."""
+    with pytest.raises(InputError) as err:
+        parse_scenario({"name": "x", "load": {"levels": [1], "level_duration_s": 4}})
+    assert "'warmup_s' (5 by default) must be shorter than 'level_duration_s' (4)" in str(err.value)
+    with pytest.raises(InputError) as err:
+        parse_scenario({"name": "x", "load": {"levels": [1], "level_duration_s": 4, "warmup_s": 6}})
+    assert "'warmup_s' (6) must be shorter than 'level_duration_s' (4)" in str(err.value)
 
 
 def test_overrides_are_validated():
