@@ -141,18 +141,29 @@ def level_caveats(levels: Sequence[LevelResult], slo: SloSpec, min_complete: int
     return out
 
 
+#: A failed budget or floor resting on this many bad answers or more is no artefact of a small sample.
+FEW_BAD = 3
+
+
 def _low_n_matters(check: Check) -> bool:
     """A small sample is worth a warning only where it weighs on the verdict.
 
     The error budget: only when the level had a failure (with none, it passes
     whatever n). A percentile: only when it is not a certain failure (failures
-    past the percentile decide it however few samples there are).
+    past the percentile decide it however few samples there are). The same for
+    the budget and the floor once a failure rests on :data:`FEW_BAD` bad answers or
+    more (3 invalid of 8 under a 90% floor is not in doubt, and "lengthen the levels"
+    beside "fail, decided early" read as a contradiction); one or two bad answers
+    failing a fine floor on few requests is what the warning is for.
     """
     if check.name == "error_rate":
-        return check.value > 0
-    if check.name == "valid_output_rate":  # the floor: only when an answer was invalid
-        return check.value < 1
-    return check.verdict != "fail"
+        bad = check.value * check.n if math.isfinite(check.value) else 0.0
+    elif check.name == "valid_output_rate":  # the floor: only when an answer was invalid
+        bad = (1.0 - check.value) * check.n if math.isfinite(check.value) else 0.0
+    else:
+        return check.verdict != "fail"
+    # a failure that rests on a few bad answers is the resolution's doing; on several, it is not in doubt
+    return bad > 0.5 and not (check.verdict == "fail" and bad >= FEW_BAD)
 
 
 def _worker_loss(loss: Any) -> str:

@@ -135,8 +135,21 @@ def test_compare_calls_a_faster_server_with_broken_json_a_regression(pair, tmp_p
 
 def test_a_floor_too_high_for_the_answers_checked_says_so():
     """A 0.999 floor on ~100 answers: one invalid answer already puts the share under it (low_n)."""
-    analysis = _analysis(SloSpec.from_dict({"min_valid_output_rate": 0.999}))
+    rows, plan = _rows(broken_every=0)
+    measured = [r for r in rows if r["level_index"] == 2 and r["start_wall"] > plan[2]["start_wall"] + 2]
+    measured[0]["output_valid"] = False  # one invalid answer at 4 users
+    analysis = analyze(to_frame(rows), run_dict(plan, warmup_s=1.0), SloSpec.from_dict({"min_valid_output_rate": 0.999}),
+                       resamples=200)
     broken = analysis.levels[2].check("valid_output_rate")
     assert broken.low_n and analysis.levels[0].check("valid_output_rate").low_n  # both levels hold ~100 answers
     words = [w for w in analysis.warnings if w.startswith("valid_output_rate is judged on so few checked answers")]
     assert len(words) == 1 and " 4 " in words[0], analysis.warnings  # only the level with an invalid answer
+
+
+def test_a_floor_failed_by_many_invalid_answers_is_not_said_to_want_longer_levels():
+    """A trial: "fail, decided early" beside "judged on so few checked answers … lengthen the levels". A third
+    of the answers invalid fails a 0.999 floor whatever the sample: no low-n warning."""
+    analysis = _analysis(SloSpec.from_dict({"min_valid_output_rate": 0.999}))
+    broken = analysis.levels[2].check("valid_output_rate")
+    assert broken.low_n and broken.verdict == "fail"
+    assert not [w for w in analysis.warnings if "so few checked answers" in w], analysis.warnings
