@@ -279,7 +279,10 @@ def _message(
         reasons = level_reasons(saturated)
         why = f" ({'; '.join(reasons)})" if reasons else ""
         if cap_level is None:
-            face = "even the lowest level fails"
+            # no level passed: a failure at the lowest, or only undecided levels (an embeddings run on a
+            # busy host read "even the lowest level fails" over a lowest level that was uncertain)
+            lowest_failed = first_failing is not None and not any(u.load < first_failing.load for u in uncertain)
+            face = "even the lowest level fails" if lowest_failed else "no level passed with confidence"
         elif first_failing is None:
             face = f"capacity ≥ max tested ({_max_tested(cap)})"
         else:

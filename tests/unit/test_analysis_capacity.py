@@ -263,3 +263,26 @@ def test_a_level_where_every_request_failed_is_not_blamed_on_single_chunk_answer
     rows = closed_loop_rows(0, 1, levels[0]["start_wall"], 8.0, chunks=1)
     analysis = analyze(to_frame(rows), run_dict(levels), SloSpec.from_dict({"itl_ms": {"p95": 45}}))
     assert any("single chunk" in w for w in analysis.warnings), analysis.warnings
+
+
+def test_a_busy_host_over_undecided_levels_does_not_say_the_lowest_fails():
+    """An embeddings run on a busy host: "taken at face value, even the lowest level fails" over a lowest
+    level that was uncertain, not failed."""
+    from types import SimpleNamespace
+
+    from loadtest.analysis.capacity import _message
+    from loadtest.analysis.results import Capacity
+
+    def level(load, reason="the host was busy"):
+        return SimpleNamespace(concurrency=load, load=load, rate_rps=None, speedup=None, label=f"{load} users",
+                               client={"reason": reason}, client_near_limit=False)
+
+    one, two = level(1), level(2)
+    cap = Capacity(concurrency=None, verdict="host_contended", message="", max_tested=2)
+    slo = SloSpec.from_dict({"itl_ms": {"p95": 50}})
+    undecided = _message(cap, None, None, None, [one, two], [one, two], slo, 0.95)
+    assert "no level passed with confidence" in undecided and "lowest level fails" not in undecided, undecided
+    failed = _message(cap, None, one, None, [], [one], slo, 0.95)
+    assert "even the lowest level fails" in failed, failed
+    above_undecided = _message(cap, None, two, None, [one], [one, two], slo, 0.95)
+    assert "no level passed with confidence" in above_undecided, above_undecided
