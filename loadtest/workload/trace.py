@@ -143,9 +143,10 @@ def _mooncake_rows(fh: io.BufferedReader, path: str, digest: Any) -> Iterator[tu
         if not raw.strip():
             continue
         try:
-            obj = orjson.loads(raw)
+            obj = orjson.loads(raw.rstrip(b"\r\n"))
         except orjson.JSONDecodeError as err:
-            raise InputError(f"{_where(path, number)}: not valid JSON ({err})") from None
+            # the parser's own position is within this one line ("line 2 column 1" read as the file's line 2)
+            raise InputError(f"{_where(path, number)}: not valid JSON ({err.msg} at column {err.colno})") from None
         if not isinstance(obj, dict):
             raise InputError(f"{_where(path, number)}: expected a JSON object with timestamp, input_length, output_length")
         missing = [k for k in ("timestamp", "input_length", "output_length") if k not in obj]

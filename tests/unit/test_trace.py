@@ -55,6 +55,8 @@ def test_each_format_reads_times_from_the_first_row_and_the_lengths(tmp_path, fm
     [
         ("mooncake", "", "the trace is empty"),
         ("mooncake", '{"timestamp": 0, "input_length": 3, "output_length": 1}\nnot json\n', "line 2: not valid JSON"),
+        # the parser's position is within the line: not "line 2 column 1" of a one-line buffer
+        ("mooncake", '{"timestamp": 0, "input_length": 3,\n', "line 1: not valid JSON (unexpected end of data at column 36)"),
         ("mooncake", '{"timestamp": 0, "input_length": 3}\n', "line 1: missing 'output_length'"),
         ("mooncake", '{"timestamp": 0, "input_length": -3, "output_length": 1}\n', "line 1: 'input_length' must be a non-negative integer"),
         ("mooncake", '{"timestamp": 0, "input_length": 3, "output_length": 1, "hash_ids": "x"}\n', "line 1: 'hash_ids' must be a list"),
