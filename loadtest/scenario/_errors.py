@@ -24,7 +24,6 @@ _MESSAGES = {
     "missing": "is required",
     "bool_parsing": "must be true or false",
     "literal_error": "must be one of {expected}",
-    "string_pattern_mismatch": "must be letters, digits, '.', '_' or '-'",
     "finite_number": "must be a finite number",
 }
 
@@ -93,6 +92,9 @@ def _describe(error: dict[str, Any]) -> str:
         return "must be a list"
     if kind in ("string_type",):
         return "must be a string"
+    if kind == "string_pattern_mismatch":  # said from the pattern itself: names differ in what they allow
+        allowed = [w for c, w in ((".", "'.'"), ("_", "'_'"), ("-", "'-'")) if c in str(ctx.get("pattern", ""))]
+        return "must be letters, digits" + (", " + ", ".join(allowed[:-1]) + " or " + allowed[-1] if allowed else "")
     if kind in _MESSAGES:
         try:
             return _MESSAGES[kind].format(**ctx)

@@ -199,3 +199,14 @@ def test_rate_levels_from_a_range_and_the_command_line_override():
     opened = closed.with_overrides(rates=[3, 6.5])
     assert opened.load.open_loop and opened.load.rate_levels() == [3, 6.5] and opened.load.levels is None
     assert not opened.with_overrides(levels=[4]).load.open_loop
+
+
+def test_a_bad_name_is_told_what_its_own_pattern_allows():
+    """A class name allows no '.', and its error said it did (one message for every pattern)."""
+    with pytest.raises(InputError) as err:
+        parse_scenario({"name": "x y", "load": {"levels": [1]}})
+    assert str(err.value).endswith("name: must be letters, digits, '.', '_' or '-'"), err.value
+    with pytest.raises(InputError) as err:
+        parse_scenario({"name": "x", "load": {"levels": [1]},
+                        "workload": {"classes": [{"name": "a.b", "weight": 1}]}})
+    assert str(err.value).endswith("workload.classes[0].name: must be letters, digits, '_' or '-'"), err.value
