@@ -98,7 +98,10 @@ def _records_sent(log_text: str) -> int:
     return counts[-1] if counts else 0
 
 
-@pytest.mark.untimed
+# Not untimed: worker 0 must be stopped inside level 8's spawn wait (a 2 ms poll of the log), and the master
+# must find it missing (Locust's heartbeats, seconds of its own loop) and move its users early enough in the
+# 8 s level for each of the 8 to send a request. At the idle class the master and this process can each go
+# seconds without a core, which moves that race past the level's end.
 def test_a_worker_lost_during_a_levels_spawn_still_has_its_users_moved(tmp_path):
     """Locust moves a missing worker's users only once its last spawn has completed; a worker lost
     while the master waits for that spawn's reports left the level at 4 of its 8 users (seen in a
@@ -152,7 +155,12 @@ def test_a_worker_lost_during_a_levels_spawn_still_has_its_users_moved(tmp_path)
 def test_worker_killed_mid_run(tmp_path):
     port = _free_port()
     with MockServer(["--decode-base-ms", "10", "--decode-per-seq-ms", "0"]) as mock:
-        scenario = write_scenario(tmp_path, mock.base_url, load={"levels": [4, 8], "level_duration_s": 8, "warmup_s": 1})
+        # Level 8 must run, with the loss found before it: limits no starved host misses (a certain failure
+        # at 4 users would end the sweep there), and a level 4 that lasts its 8 s (it may end at half
+        # once decided), so the kill early in it is found while it runs, even at the idle class.
+        scenario = write_scenario(tmp_path, mock.base_url, target={"timeout_s": 60},
+                                  load={"levels": [4, 8], "level_duration_s": 8, "min_level_duration_s": 8, "warmup_s": 1},
+                                  slo={"ttft_ms": {"p95": 60000}, "itl_ms": {"p95": 60000}})
         out = tmp_path / "run"
         master = subprocess.Popen(
             [sys.executable, "-m", "loadtest", "run", str(scenario), "--out", str(out), "--master",

@@ -317,19 +317,21 @@ def test_metrics_count_every_request() -> None:
 
 
 def test_client_disconnect_frees_the_slot() -> None:
-    """With one slot, a client that leaves mid-stream must not block the next one."""
+    """With one slot, a client that leaves mid-stream must not block the next one.
+
+    The first request would hold the slot for 100 000 steps of 5 ms (over 8 minutes), so the second
+    one's 60 s timeout is what shows the slot was freed; a wall-clock bound on it (it was < 1 s)
+    measures the idle class's starvation in make test's untimed pass, not the mock."""
     with MockServer(config=ONE_SLOT) as mock:
-        with httpx.Client(base_url=mock.base_url, trust_env=False, timeout=10) as http:
+        with httpx.Client(base_url=mock.base_url, trust_env=False, timeout=60) as http:
             body = {"model": "m", "prompt": "x", "max_tokens": 100_000, "stream": True}
             with http.stream("POST", "/completions", json=body) as resp:
                 lines = resp.iter_lines()
                 for _ in range(3):
                     next(lines)
-            # The connection is closed now. The next request gets the slot at once.
-            t0 = time.perf_counter()
+            # The connection is closed now. The next request gets the slot (not after the first's 8 minutes).
             r = http.post("/completions", json={"model": "m", "prompt": "x", "max_tokens": 2})
             assert r.status_code == 200
-            assert time.perf_counter() - t0 < 1.0
             assert mock.metrics()['vllm:num_requests_running{model_name="mock-model"}'] == 0
 
 
@@ -340,8 +342,8 @@ def test_non_streaming_client_disconnect_frees_the_slot() -> None:
             body = {"model": "m", "prompt": "x", "max_tokens": 100_000}
             with pytest.raises(asyncio.TimeoutError):
                 await asyncio.wait_for(probe(mock.host, mock.port, "/v1/completions", body), 0.3)
-            r = await probe(
-                mock.host, mock.port, "/v1/completions", {**body, "max_tokens": 2}, timeout=5
+            r = await probe(  # 60 s, not 5: a starved idle-class mock still answers well inside it
+                mock.host, mock.port, "/v1/completions", {**body, "max_tokens": 2}, timeout=60
             )
             assert r.status == 200 and r.complete
 

@@ -21,7 +21,7 @@ from loadtest.report.html import plain_verdict
 from support.runkit import loadtest, write_scenario
 
 CHROMIUM = find_chromium()
-#: asserts nothing about time (how the report renders; its SLO limits (5 s / 1 s) are far above the mock's): runs in make test's parallel pass
+#: asserts nothing about time (how the report renders; its SLO limits (60 s) no starved host misses): runs in make test's parallel pass
 pytestmark = [pytest.mark.untimed, pytest.mark.browser, pytest.mark.skipif(CHROMIUM is None, reason=f"Chromium not found; {INSTALL_HINT}")]
 
 
@@ -31,15 +31,18 @@ def refined_run(tmp_path_factory) -> Path:
 
     The crowded levels are given, not left to --refine to find: where a bisection
     lands depends on timings, and the test must see a crowded axis every time.
-    Every level holds the loose SLOs, so the sweep runs them all.
+    Every level holds the loose SLOs, so the sweep runs them all: a level that failed would stop it
+    (test_concurrency_tick_labels_do_not_overlap needs 20-24) and name a "p95" in the headline. At the
+    idle class beside the timing tests a 3 s level can go without a core for a second or more, so the
+    limits (and the request timeout) are 60 s, which no starved host reaches, not 5 s / 1 s.
     """
     folder = tmp_path_factory.mktemp("browser")
     with MockServer(["--decode-base-ms", "10", "--decode-per-seq-ms", "2", "--prefill-per-token-ms", "0"]) as mock:
         scenario = write_scenario(
-            folder, mock.base_url,
+            folder, mock.base_url, target={"timeout_s": 60},
             load={"levels": [4, 8, 16, 20, 22, 23, 24, 32], "level_duration_s": 3, "warmup_s": 0.5,
                   "min_level_duration_s": 3, "max_level_duration_s": 3},
-            slo={"ttft_ms": {"p95": 5000}, "itl_ms": {"p95": 1000}, "max_error_rate": 0.05},
+            slo={"ttft_ms": {"p95": 60000}, "itl_ms": {"p95": 60000}, "max_error_rate": 0.05},
         )
         result = loadtest("run", str(scenario), "--out", str(folder / "run"), timeout=300)
     assert result.returncode == 0, result.stderr

@@ -199,10 +199,17 @@ def test_an_open_loop_levels_are_named_by_their_rate_as_on_the_terminal(tmp_path
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
     with MockServer(["--decode-base-ms", "10"]) as mock:
+        # The Stop below must come while the second level runs: were the run to end on its own first,
+        # that Stop would close the UI before the "done" it waits for. At the idle class beside the timing
+        # tests this process and the run can each go seconds without a core, so: an ITL limit no starved
+        # host misses (a certain failure at 2 req/s would end the sweep with the first level) and no TTFT
+        # objective (its 20-request looks keep nothing here), and 8 s levels that never end early
+        # (min_level_duration_s), which leave 8 s between the first level's end and the second's.
         scenario = write_scenario(
-            tmp_path, mock.base_url,
+            tmp_path, mock.base_url, target={"timeout_s": 60},
             load={"levels": None, "rates": [2, 4], "arrival": "constant", "max_in_flight": 8,  # no closed-loop default
-                  "level_duration_s": 3, "warmup_s": 0.5},
+                  "level_duration_s": 8, "min_level_duration_s": 8, "warmup_s": 0.5},
+            slo={"ttft_ms": {}, "itl_ms": {"p95": 60000}},
         )
         proc = subprocess.Popen(
             [sys.executable, "-m", "loadtest", "run", str(scenario), "--out", str(tmp_path / "run"),
