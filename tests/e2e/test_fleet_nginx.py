@@ -216,6 +216,11 @@ def test_scraping_the_balancers_own_url_warns_that_replicas_are_mixed(tmp_path):
     assert f"{origin}/metrics" in warning and "process_start_time_seconds" in warning
     assert "target.metrics.urls" in warning and "target.metrics.prometheus" in warning
     assert "several processes" in result.stdout + result.stderr
-    assert s["target"]["replicas"] is None and s["capacity"]["per_replica"] is None
+    # the two processes behind the URL count the replicas (their start times), and a warning says so: the
+    # capacity is theirs together, so a replica's share is half of it
+    assert (s["target"]["replicas"], s["target"]["replicas_source"]) == (2, "processes")
+    assert any("2 processes answered the one metrics URL" in w for w in s["warnings"])
+    if s["capacity"]["concurrency"] is not None:
+        assert s["capacity"]["per_replica"] == s["capacity"]["concurrency"] / 2
     run_json = json.loads((tmp_path / "run" / "run.json").read_text())
     assert run_json["server_metrics"]["url"] == f"{origin}/metrics"
