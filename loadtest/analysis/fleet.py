@@ -176,7 +176,8 @@ def resolve_replicas(declared: int | None, counted: int | None,
 
     ``declared`` is ``target.replicas``; ``counted`` the replicas seen in the metrics (1 for a
     single URL answered by one process; the processes answering a balancer's URL, ``counted_from``
-    ``processes``; None when it is unknown).
+    ``processes``; None when it is unknown, and with ``counted_from`` ``processes`` a balancer's URL
+    whose processes could not be counted).
     """
     if declared:
         warning = None
@@ -194,4 +195,9 @@ def resolve_replicas(declared: int | None, counted: int | None,
         )
     if counted is not None:
         return counted, "metrics", None
+    if counted_from == "processes":
+        return None, None, (
+            "server metrics: the replicas behind the metrics URL are unknown, so the per-replica figures, "
+            "the cost and the forecast take the whole capacity as one replica's; declare target.replicas"
+        )
     return None, None, None

@@ -142,11 +142,6 @@ def analyze(
         (run.get("target") or {}).get("replicas"), server.replica_count if server is not None else None,
         server.replica_source if server is not None else "metrics",
     )
-    if replicas is None and server is not None and server.mixed:
-        replicas_warning = (
-            "server metrics: the replicas behind the metrics URL are unknown, so the per-replica figures, "
-            "the cost and the forecast take the whole capacity as one replica's; declare target.replicas"
-        )
     if replicas_warning:
         warnings.append(replicas_warning)
     # only successful requests carry final token counts
