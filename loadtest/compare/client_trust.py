@@ -27,12 +27,6 @@ from loadtest.analysis.client_error import SPANS, error_bound
 from loadtest.analysis.slo import PERCENTILES
 
 
-def level_of(summary: Mapping[str, Any] | None, level: int) -> Mapping[str, Any] | None:
-    """The summary's entry for ``level`` users (the one with the most requests, as the comparison does)."""
-    found = [lv for lv in (summary or {}).get("levels") or [] if lv.get("concurrency") == level]
-    return max(found, key=lambda lv: lv.get("requests") or 0) if found else None
-
-
 def timing_error_ms(levels: Sequence[Mapping[str, Any]], check: str) -> float | None:
     """The most the client's error could move ``check`` (``metric.pN``) between two of these runs (ms).
 

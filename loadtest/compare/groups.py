@@ -38,12 +38,13 @@ from loadtest.compare import joint, noise
 from loadtest.compare.capacity import CapacityBounds, capacity_change
 from loadtest.compare.change import Change, classify, describe_change, untrusted_note
 from loadtest.compare.change import severity as _severity
-from loadtest.compare.client_trust import client_explains, level_of
+from loadtest.compare.client_trust import client_explains
 from loadtest.compare.engine import Comparison, compare_runs, require_same_workload, side_fingerprint
 from loadtest.fingerprint import fingerprint_of_run
 from loadtest.compare.inputs import RUN_JSON, SUMMARY_JSON, RunInput, find_runs, load_run
 from loadtest.compare.rules import CAPACITY, VALID_OUTPUT, Rules
 from loadtest.compare.stationarity import hold_drifting
+from loadtest.compare.summary_values import levels_by_concurrency
 from loadtest.errors import InputError
 from loadtest.run_record import normalized
 
@@ -276,7 +277,7 @@ def _judge(c: _Check, cmp: Comparison, base: list[RunInput], cand: list[RunInput
     else:
         change.noise = "unknown"
     summaries = [cmp.baseline.summary, cmp.candidate.summary] + [s.summary for s in base[1:] + cand[1:]]
-    saturated, trusted_note = client_explains([level_of(s, level) for s in summaries], change.check, change.kind,
+    saturated, trusted_note = client_explains([levels_by_concurrency(s).get(level) for s in summaries], change.check, change.kind,
                                               change.candidate - change.baseline)
     contended = any(_level_flag(s, level, "host_contended") for s in summaries)
     if (saturated or contended) and verdict == "regression":

@@ -24,18 +24,8 @@ from loadtest.compare.rules import ABSOLUTE, ERROR_RATE, THROUGHPUT, VALID_OUTPU
 from loadtest.compare.samples import LevelSamples
 from loadtest.compare.stationarity import hold_drifting
 from loadtest.compare.summary_values import ci as _ci
+from loadtest.compare.summary_values import levels_by_concurrency
 from loadtest.compare.summary_values import pair as _pair
-
-
-def _levels_by_concurrency(summary: Mapping[str, Any]) -> dict[int, dict[str, Any]]:
-    out: dict[int, dict[str, Any]] = {}
-    for level in summary.get("levels") or []:
-        if level.get("status") == "no_data" or level.get("concurrency") is None:
-            continue
-        previous = out.get(int(level["concurrency"]))
-        if previous is None or (level.get("requests") or 0) > (previous.get("requests") or 0):
-            out[int(level["concurrency"])] = level
-    return out
 
 
 def level_changes(
@@ -55,8 +45,8 @@ def level_changes(
     (None: the run has no records); they are called one after the other, and
     each run's samples are dropped once its replicates are drawn.
     """
-    levels_b = _levels_by_concurrency(side_b.summary)
-    levels_c = _levels_by_concurrency(side_c.summary)
+    levels_b = levels_by_concurrency(side_b.summary)
+    levels_c = levels_by_concurrency(side_c.summary)
     common = sorted(set(levels_b) & set(levels_c))
     only = sorted(set(levels_b) ^ set(levels_c))
     if only:

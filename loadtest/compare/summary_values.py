@@ -32,3 +32,14 @@ def point(level: Mapping[str, Any], metric: str, pct: str) -> float:
 def ci(level: Mapping[str, Any], metric: str, pct: str) -> tuple[float, float]:
     return pair(((level.get(metric) or {}).get("ci") or {}).get(pct))
 
+
+def levels_by_concurrency(summary: Mapping[str, Any] | None) -> dict[int, dict[str, Any]]:
+    """Each measured concurrency's level: where a level ran twice, the entry with more requests (the one compared)."""
+    out: dict[int, dict[str, Any]] = {}
+    for level in (summary or {}).get("levels") or []:
+        if level.get("status") == "no_data" or level.get("concurrency") is None:
+            continue
+        previous = out.get(int(level["concurrency"]))
+        if previous is None or (level.get("requests") or 0) > (previous.get("requests") or 0):
+            out[int(level["concurrency"])] = level
+    return out
