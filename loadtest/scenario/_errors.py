@@ -44,15 +44,19 @@ def _is_union_tag(part: Any) -> bool:
             or part in _model_names())
 
 
-def _model_names() -> set[str]:
-    """The scenario's model classes, whose names tag a union member's errors."""
-    names, todo = set(), [_Strict]
+def _models() -> list[type[_Strict]]:
+    """The scenario's model classes (every subclass of the strict base)."""
+    out, todo = [], [_Strict]
     while todo:
-        cls = todo.pop()
-        for sub in cls.__subclasses__():
-            names.add(sub.__name__)
+        for sub in todo.pop().__subclasses__():
+            out.append(sub)
             todo.append(sub)
-    return names
+    return out
+
+
+def _model_names() -> set[str]:
+    """The scenario's model classes' names, which tag a union member's errors."""
+    return {cls.__name__ for cls in _models()}
 
 
 def _yaml_path(loc: tuple[Any, ...]) -> str:
@@ -150,14 +154,7 @@ def _one_problem(depth: int, group: list[dict[str, Any]]) -> tuple[dict[str, Any
 
 def _field_names() -> set[str]:
     """Every key the scenario's models know (for "did you mean")."""
-    names, todo = set(), [_Strict]
-    while todo:
-        cls = todo.pop()
-        for sub in cls.__subclasses__():
-            for name, info in sub.model_fields.items():
-                names.add(info.alias or name)
-            todo.append(sub)
-    return names
+    return {info.alias or name for cls in _models() for name, info in cls.model_fields.items()}
 
 
 def _did_you_mean(error: dict[str, Any], errors: list[dict[str, Any]]) -> str:
