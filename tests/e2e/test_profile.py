@@ -25,8 +25,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
+from loadtest.mock.parse import count_words
 from loadtest.mock.process import MockServer
 from support.runkit import loadtest, write_scenario
 
@@ -64,22 +67,62 @@ def _profile(folder: Path, mock_args: list[str], *extra: str, **sections) -> tup
 @pytest.fixture(scope="module")
 def roofline(tmp_path_factory):
     folder = tmp_path_factory.mktemp("profile-roofline")
-    # hardware and model declared as the mock's; the parameter count comes from its /v1/models meta
+    # hardware and model declared as the mock's; the parameter count comes from its /v1/models meta.
+    # The mock's request log is its own account of each TTFT, for the prefill fit to be held against.
     return _profile(
-        folder, ROOFLINE, "--max-batch", "32",
+        folder, [*ROOFLINE, "--request-log", str(folder / "requests.jsonl")], "--max-batch", "32",
         hardware={"hbm_gbps": 1000, "tflops": 16}, model={"kv_bytes_per_token": 4e6},
     ) + (folder,)
 
 
+def _server_prefill_view(folder: Path) -> tuple[float, float, float]:
+    """The prefill sweep as the mock saw it: (fixed ms, ms per token, transport ms).
+
+    The line goes through the mock's own TTFT p50 per prompt length (its request log), over the
+    sweep's measured requests. The sweep sends one request at a time, so the client's records and
+    the log's entries pair up in order; transport is the median of the client's TTFT less the
+    mock's for the same request: the time outside the mock's stamps (its HTTP parsing before
+    ``arrival``, its write after ``first_token``, the client's send and read).
+    """
+    records = pd.read_parquet(folder / "profile" / "prefill" / "requests.parquet").sort_values("start_wall")
+    entries = [json.loads(line) for line in (folder / "requests.jsonl").read_text().splitlines()]
+    # the sweep's prompts are the only ones of 100 words or more (the decode runs send 8); the
+    # mock counts a word as a token (count_words)
+    entries = sorted((e for e in entries if count_words(e.get("prompt") or "") >= 100), key=lambda e: e["arrival"])
+    assert len(entries) == len(records), (len(entries), len(records))
+    by_length: dict[int, list[float]] = {}
+    transport = []
+    for row, entry in zip(records.itertuples(), entries):
+        assert count_words(entry["prompt"]) == row.prompt_tokens
+        if not row.warmup:
+            by_length.setdefault(int(row.prompt_tokens), []).append(entry["ttft_ms"])
+            transport.append(row.ttft_ms - entry["ttft_ms"])
+    lengths = sorted(by_length)
+    assert len(lengths) >= 3, lengths
+    slope, fixed = np.polyfit(lengths, [float(np.median(by_length[n])) for n in lengths], 1)
+    return float(fixed), float(slope), float(np.median(transport))
+
+
 @SLOPE_WITHIN_10_PCT
 def test_prefill_per_token_cost_is_recovered(roofline):
-    profile, _, _ = roofline
+    profile, _, folder = roofline
     p = profile["prefill"]
     assert p["ms_per_token"] == pytest.approx(1.0, rel=0.10)
     assert p["tokens_per_s"] == pytest.approx(1000, rel=0.10)
     lo, hi = p["ms_per_token_ci"]
     assert lo <= p["ms_per_token"] <= hi
-    assert 0 <= p["fixed_ms"] < 10  # the 0.5 ms overhead plus the client's and server's own costs
+    # The fixed part is the 0.5 ms overhead plus the mock's own per-request work and the trip
+    # there and back: 7-11 ms on an idle 2-core host, 11 ms on CI's slower cores, so no wall-clock
+    # bound holds it. It is held against the mock's own account instead: the line through the
+    # mock's TTFTs (3-4 ms fixed: its steps run a little late) plus the measured time outside its
+    # stamps (4-7 ms, the same with a raw-socket client: the mock's, not Locust's).
+    # The fit's interval is wide (±2-4 ms: three prompt lengths, 5-10 requests each).
+    server_fixed, server_slope, transport = _server_prefill_view(folder)
+    assert 0 <= transport < 0.1 * p["points"][0]["ttft_p50_ms"], transport
+    # within the fit's own interval (a millisecond of slack: the two lines' p50s are of different draws)
+    fixed_lo, fixed_hi = p["fixed_ms_ci"]
+    assert fixed_lo - 1.0 <= server_fixed + transport <= fixed_hi + 1.0, (p["fixed_ms_ci"], server_fixed, transport)
+    assert p["ms_per_token"] == pytest.approx(server_slope, rel=0.03)
     assert [pt["prompt_tokens"] for pt in p["points"]][:3] == [128, 256, 512] or p["points"][0]["prompt_tokens"] >= 128
     assert p["bound"] == "compute"
 
