@@ -277,9 +277,10 @@ def _judge(c: _Check, cmp: Comparison, base: list[RunInput], cand: list[RunInput
     else:
         change.noise = "unknown"
     summaries = [cmp.baseline.summary, cmp.candidate.summary] + [s.summary for s in base[1:] + cand[1:]]
-    saturated, trusted_note = client_explains([levels_by_concurrency(s).get(level) for s in summaries], change.check, change.kind,
-                                              change.candidate - change.baseline)
-    contended = any(_level_flag(s, level, "host_contended") for s in summaries)
+    # the entry compared at this concurrency in each run (a level that ran twice: the larger one), for both flags
+    compared = [levels_by_concurrency(s).get(level) for s in summaries]
+    saturated, trusted_note = client_explains(compared, change.check, change.kind, change.candidate - change.baseline)
+    contended = any(lv.get("host_contended") for lv in compared if lv)
     if (saturated or contended) and verdict == "regression":
         verdict = "inconclusive"  # the numbers include the load generator's own delay, or the busy host's
     was_unknown = False
@@ -339,11 +340,6 @@ def _noise_words(change: Change, min_history: int, unknown: bool, relative: bool
         return (f"; inconclusive: run-to-run noise unknown ({change.noise_runs} reference run(s) of this workload, "
                 f"{min_history} needed: add --history with {need} more)")
     return ""
-
-
-def _level_flag(summary: dict[str, Any] | None, level: int, flag: str) -> bool:
-    """``flag`` (client_saturated, host_contended) set at ``level`` in a run's summary."""
-    return any(lv.get(flag) for lv in (summary or {}).get("levels") or [] if lv.get("concurrency") == level)
 
 
 def _f(x: float | None) -> float:

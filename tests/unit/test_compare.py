@@ -533,3 +533,29 @@ def test_history_says_plainly_when_a_run_measured_no_level():
     rows = table_rows(runs)
     assert [row["bracket"] for row in rows] == [measured.text(), "no level measured"]
     assert not any("None" in key for row in rows for key in row)
+
+
+def test_a_busy_host_at_a_repeated_levels_smaller_entry_does_not_hold_back_the_compared_one(pair, tmp_path):
+    """A concurrency that ran twice is compared at its larger entry; a host_contended flag on the other
+    (a short first try) must not turn that entry's regression into an inconclusive one, as the
+    client's flag already does not (both read levels_by_concurrency)."""
+    _, base, _, slow = pair
+    (tmp_path / "base").mkdir()
+    (tmp_path / "cand").mkdir()
+    shutil.copy(base / "summary.json", tmp_path / "base" / "summary.json")
+    cand = json.loads((slow / "summary.json").read_text())
+    at4 = next(lv for lv in cand["levels"] if lv["concurrency"] == 4)
+    short = {**at4, "requests": max(1, (at4.get("requests") or 2) // 10), "host_contended": True}
+    cand["levels"].insert(0, short)
+    (tmp_path / "cand" / "summary.json").write_text(json.dumps(cand))
+    code, out, _ = cli("compare", str(tmp_path / "base" / "summary.json"), str(tmp_path / "cand" / "summary.json"),
+                       "--json", str(tmp_path / "c.json"))
+    itl4 = next(c for c in json.loads((tmp_path / "c.json").read_text())["checks"] if c["name"] == "itl_ms.p95 @ 4 users")
+    assert itl4["verdict"] == "regression", itl4["message"]
+    assert code == 1
+    # and the flag on the compared entry itself still holds it back
+    short["host_contended"], at4["host_contended"] = False, True
+    (tmp_path / "cand" / "summary.json").write_text(json.dumps(cand))
+    cli("compare", str(tmp_path / "base" / "summary.json"), str(tmp_path / "cand" / "summary.json"), "--json", str(tmp_path / "c.json"))
+    itl4 = next(c for c in json.loads((tmp_path / "c.json").read_text())["checks"] if c["name"] == "itl_ms.p95 @ 4 users")
+    assert itl4["verdict"] == "inconclusive", itl4["message"]
