@@ -68,6 +68,29 @@ class ProfilePlan:
             out = [max(8, cap // 4), max(16, cap)]
         return out
 
+    def short_level_note(self, itl_p50_ms_1: float) -> str | None:
+        """A note when a decode request outlasts the decode levels (None when it fits).
+
+        The decode fit reads chunk gaps, so it needs no finished request; but each sub-run's own
+        table counts requests that ended in a level's window, and shows a level none ended in as
+        having no data. The ladder runs until the step has grown ``itl_growth_stop`` times, so its
+        last levels' requests take that much longer than one user's.
+        """
+        if not itl_p50_ms_1 > 0:
+            return None
+        one_s = itl_p50_ms_1 * self.decode_max_tokens / 1000.0
+        longest_s = one_s * self.itl_growth_stop
+        window_s = self.decode_level_s - self.warmup_s
+        if longest_s <= window_s:
+            return None
+        return (
+            f"a decode request takes about {one_s:.1f} s at one user ({self.decode_max_tokens} tokens at "
+            f"{itl_p50_ms_1:.1f} ms) and up to {longest_s:.1f} s at the ladder's top, longer than a decode level's "
+            f"{window_s:g} s window: the fit reads chunk gaps and is unaffected, but the sub-runs' tables count only "
+            f"requests that ended in a level and may show no data (--decode-level-s above "
+            f"{longest_s + self.warmup_s:.0f} or a smaller --decode-max-tokens gives them their requests)"
+        )
+
     def batch_ladder(self) -> list[int]:
         out, value = [], 2
         while value <= self.max_batch:

@@ -139,6 +139,8 @@ def _profile(scenario: Scenario, plan: ProfilePlan, data: ProfileData) -> None:
     if len(per_token):
         data.server_ms_per_token_1 = float(np.median(per_token))
     data.one_user = base
+    if base is not None and (note := plan.short_level_note(base.itl_p50_ms)):
+        data.notes.append(note)
     if stop or base is None:
         data.interrupted = stop
         if base is None:

@@ -135,3 +135,17 @@ def test_behind_a_balancers_own_url_the_gauge_is_one_replicas_batch():
     server = _Server({0: 5.0})
     server.mixed = True
     assert running_sequences(SimpleNamespace(server=server, requests=frame), level) == 5.0
+
+
+def test_a_decode_request_longer_than_the_levels_is_noted_and_one_that_fits_is_not():
+    """A trial with 4 s decode levels saw its sub-runs' tables read "no data": a 256-token request
+    at 30 ms takes 7.7 s. The profile now says why, and how long the levels would need to be."""
+    plan = ProfilePlan(decode_level_s=4.0, warmup_s=1.0, decode_max_tokens=256)
+    note = plan.short_level_note(30.0)
+    assert note is not None
+    assert "about 7.7 s at one user" in note and "up to 15.4 s" in note and "3 s window" in note
+    assert "--decode-level-s above 16" in note
+    # the ladder's top takes twice one user's time: 96 tokens at 17 ms is 1.6 s, 3.3 s there, in a 5 s window
+    assert ProfilePlan(decode_level_s=6.0, warmup_s=1.0, decode_max_tokens=96).short_level_note(17.0) is None
+    assert ProfilePlan(decode_level_s=4.0, warmup_s=1.0, decode_max_tokens=96).short_level_note(17.0) is not None
+    assert plan.short_level_note(math.nan) is None
