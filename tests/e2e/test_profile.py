@@ -94,7 +94,7 @@ def _server_prefill_view(folder: Path) -> tuple[float, float, float]:
     transport = []
     for row, entry in zip(records.itertuples(), entries):
         assert count_words(entry["prompt"]) == row.prompt_tokens
-        if not row.warmup:
+        if not row.warmup and row.ok and entry["outcome"] == "finished":  # the sweep's end cancels its last request
             by_length.setdefault(int(row.prompt_tokens), []).append(entry["ttft_ms"])
             transport.append(row.ttft_ms - entry["ttft_ms"])
     lengths = sorted(by_length)
@@ -118,7 +118,7 @@ def test_prefill_per_token_cost_is_recovered(roofline):
     # stamps (4-7 ms, the same with a raw-socket client: the mock's, not Locust's).
     # The fit's interval is wide (±2-4 ms: three prompt lengths, 5-10 requests each).
     server_fixed, server_slope, transport = _server_prefill_view(folder)
-    assert 0 <= transport < 0.1 * p["points"][0]["ttft_p50_ms"], transport
+    assert 0 <= transport < 0.2 * p["points"][0]["ttft_p50_ms"], transport  # 4-8 ms here
     # within the fit's own interval (a millisecond of slack: the two lines' p50s are of different draws)
     fixed_lo, fixed_hi = p["fixed_ms_ci"]
     assert fixed_lo - 1.0 <= server_fixed + transport <= fixed_hi + 1.0, (p["fixed_ms_ci"], server_fixed, transport)

@@ -34,9 +34,15 @@ def _signal(s, role):
     return next(x for x in s["autoscaling"]["signals"] if x["role"] == role)
 
 
-@pytest.mark.solo  # its limit is 5 ms from 5 and 6 users' modelled ITL
+@pytest.mark.solo  # its limit is 5 ms from 5 and 6 users' modelled ITL p50
 def test_running_requests_at_capacity_equal_the_capacity_and_set_the_threshold(tmp_path):
-    """ITL = 10 + 10 × users: 5 users give 60 ms, 6 give 70 ms, so p95 <= 65 holds up to 5."""
+    """ITL = 10 + 10 × users: 5 users give 60 ms, 6 give 70 ms, so p50 <= 65 holds up to 5.
+
+    A p50, not a p95: this test is about the running gauge at capacity, and a median gap sits on
+    the modelled step, where a p95 runs 3-7 ms above it (the mock's own late steps) and the
+    client's error bound for it (its p97.5 stamp delay) adds as much: 5 ms from the limit, a
+    p95 could leave 5 users undecided on slower cores.
+    """
     s, _ = run_against_mock(
         tmp_path,
         ["--decode-base-ms", "10", "--decode-per-seq-ms", "10", "--prefill-per-token-ms", "0"],
@@ -48,7 +54,7 @@ def test_running_requests_at_capacity_equal_the_capacity_and_set_the_threshold(t
         # 2 users, which then waited 16 s for theirs, now end at 8 s. Every window holds 28 scrapes.
         load={"levels": [1, 2, 4, 8], "level_duration_s": 8, "warmup_s": 1, "min_level_duration_s": 8,
               "max_level_duration_s": 16},
-        slo={"ttft_ms": {}, "itl_ms": {"p95": 65}, "max_error_rate": 0.01},
+        slo={"ttft_ms": {}, "itl_ms": {"p50": 65}, "max_error_rate": 0.01},
     )
     cap = s["capacity"]
     assert (cap["concurrency"], cap["first_failing"]) == (5, 6), cap
