@@ -75,15 +75,21 @@ def test_no_measured_request_ends_after_its_levels_hold(long_answers):
     assert all("hold" in lv["decision"] for lv in summary(out)["levels"])
 
 
+#: A long request's steps are not all d(c): a user sits out about one step between two requests,
+#: one step in 5 of a chat request's (4 tokens) and one in 17 of a long one's, so with the classes
+#: drawn alike about 9% of the time, and a long request's mean step at c users is d(0.91 c): 118 ms
+#: at 6, 135 ms at 7, its TPOT p95 a few ms above (122 and 140 ms measured). A limit set from d(c)
+#: itself (137 ms, between 128 and 146) sat 3 ms under 7 users' p95 in a suite run, inside the
+#: client's own error bound; the limit is now midway between the two measured values.
 CLASSES = [
-    # chat: ITL p95 <= 191 holds to 9 users (182 ms), fails at 10 (200 ms)
+    # chat: ITL p95 <= 191 holds to 9 users (a full batch's step, 182 ms), fails at 10 (200 ms)
     {"name": "chat", "weight": 1, "max_tokens": 4, "slo": {"itl_ms": {"p95": 191}}},
-    # long: TPOT p95 <= 137 holds to 6 users (128 ms), fails at 7 (146 ms)
-    {"name": "long", "weight": 1, "max_tokens": 16, "slo": {"tpot_ms": {"p95": 137}}},
+    # long: TPOT p95 <= 131 holds to 6 users (122 ms), fails at 7 (140 ms)
+    {"name": "long", "weight": 1, "max_tokens": 16, "slo": {"tpot_ms": {"p95": 131}}},
 ]
 
 
-@pytest.mark.solo  # each class's limit is 9 ms from its levels' modelled values
+@pytest.mark.solo  # each class's limit is 9 ms from its levels' measured values
 def test_two_classes_give_capacity_six_bound_by_long_and_agree_with_the_looks(tmp_path):
     with MockServer(MOCK) as mock:
         scenario = write_scenario(
