@@ -45,11 +45,20 @@ class Change:
     noise_ci: tuple[float | None, float | None] | None = None
     noise_runs: int = 0
     noise: str = ""
+    #: Worse than the reference runs' mean by more than the tolerance, yet within the run-to-run
+    #: noise (see :attr:`within_noise_only`).
+    beyond_tolerance_in_noise: bool = False
 
     @property
     def name(self) -> str:
         """The JUnit test name: ``itl_ms.p95 @ 4 users`` or ``capacity``."""
         return self.check if self.level is None else f"{self.check} @ {self.level} users"
+
+    @property
+    def within_noise_only(self) -> bool:
+        """Unchanged only because the run-to-run noise is wider than the change. Said apart from
+        "within tolerance": a few reference runs give wide noise, and more narrow it."""
+        return self.beyond_tolerance_in_noise and self.verdict == "unchanged"
 
     @property
     def fails_gate(self) -> bool:

@@ -140,7 +140,20 @@ class Comparison:
             return f"INCONCLUSIVE: {first.message}{tail}; {self.hint}."
         better = sum(1 for c in self.changes if c.verdict == "improvement")
         extra = f", {better} improved" if better else ""
-        return f"No regression: {n} checks within tolerance or better{extra}."
+        # what each check's verdict rests on, counted apart: a change that only wide noise calls
+        # unchanged, or a level not compared, is not "within tolerance"
+        noise_only = sum(1 for c in self.changes if c.within_noise_only)
+        undecided = sum(1 for c in self.changes if c.verdict == "inconclusive")
+        if not noise_only and not undecided:
+            return f"No regression: {n} checks within tolerance or better{extra}."
+        within = n - noise_only - undecided - better
+        parts = [f"{within} of {n} checks within tolerance"]
+        if noise_only:
+            parts.append(f"{noise_only} worse by more than the tolerance but within the run-to-run noise "
+                         f"(more reference runs in --history narrow it)")
+        if undecided:
+            parts.append(f"{undecided} inconclusive without holding the gate")
+        return f"No regression: {', '.join(parts)}{extra}."
 
 
 # -- the comparison ---------------------------------------------------------------------------

@@ -103,6 +103,7 @@ def compare_groups(
     for c in checks:
         if _judge(c, cmp, [s for _, s in base], [s for _, s in cand], joint_noise, min_history):
             unknown += 1
+    _baseline_drift_words(cmp, len(ref))
     cmp.hint = history_hint(cmp.changes, len(ref), min_history, unknown) or cmp.hint
     cmp.changes.sort(key=_severity)
     return cmp
@@ -270,6 +271,7 @@ def _judge(c: _Check, cmp: Comparison, base: list[RunInput], cand: list[RunInput
         change.noise_ci = (unscale(centre + ends[0]), unscale(centre + ends[1]))
         change.noise = "history"
         verdict, may_regress, extra = _beyond_noise(c, joint_noise, tol, relative)
+        change.beyond_tolerance_in_noise = verdict == "unchanged" and bool(extra)
     elif c.noise.n >= min_history:  # the reference runs never moved (no errors, ever): the tolerance decides
         centre = unscale(c.d - c.noise.deviation)
         change.noise_ci = (centre, centre)
@@ -289,8 +291,24 @@ def _judge(c: _Check, cmp: Comparison, base: list[RunInput], cand: list[RunInput
     change.verdict, change.may_regress = verdict, may_regress
     change.message = (describe_change(change, conf) + _noise_words(change, min_history, was_unknown, relative)
                       + extra + untrusted_note(saturated, contended, trusted_note))
-    hold_drifting(change, {**cmp.baseline.drifting, **cmp.candidate.drifting})
+    # Judged against the reference runs' noise, the baseline is one run of them: a level that drifted in
+    # it is in their mean and spread, so only the candidates' own drift holds the check (else one
+    # drifted baseline level blinds that level in every later comparison, whatever the history).
+    drifts = dict(cmp.candidate.drifting) if change.noise == "history" else {**cmp.baseline.drifting, **cmp.candidate.drifting}
+    hold_drifting(change, drifts)
     return was_unknown
+
+
+def _baseline_drift_words(cmp: Comparison, reference_runs: int) -> None:
+    """Reword the baseline's drift warnings for the levels judged against the reference runs' noise."""
+    for level, drift in cmp.baseline.drifting.items():
+        judged = [c for c in cmp.changes if c.level == level]
+        if not judged or any(c.noise != "history" for c in judged):
+            continue
+        old = f"{cmp.baseline.label}: {drift.text()}; its checks are inconclusive"
+        new = (f"{cmp.baseline.label}: {drift.text()}; it is one of the {reference_runs} reference runs, so the "
+               f"level is judged against their mean and spread")
+        cmp.warnings = [new if w == old else w for w in cmp.warnings]
 
 
 def _beyond_noise(c: _Check, joint_noise: joint.JointNoise, tol: float, relative: bool) -> tuple[str, bool, str]:
@@ -310,6 +328,8 @@ def _beyond_noise(c: _Check, joint_noise: joint.JointNoise, tol: float, relative
         return "unchanged", False, where + ", beyond the run-to-run noise but within the tolerance"
     if joint_noise.better(c.slot, z) and bad_vs_ref < -tol:
         return "improvement", False, where
+    if bad_vs_ref > tol:  # unchanged, but only because the noise is wide: said so (Change.within_noise_only)
+        return "unchanged", False, where + ", beyond the tolerance but within the run-to-run noise"
     return "unchanged", False, ""
 
 

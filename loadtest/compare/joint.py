@@ -146,6 +146,11 @@ class CheckNoise:
         return 0.0 if bad == 0 else math.copysign(math.inf, bad)
 
 
+#: A threshold for one check alone past this many of its standard deviations is said to be wide (a
+#: real llama-server trial: ±9.5 from 5 reference runs passed a 35% TTFT rise at the top level).
+WIDE_ALONE = 6.0
+
+
 @dataclass(frozen=True)
 class JointNoise:
     """The thresholds for one comparison's checks, and where the candidates stand."""
@@ -204,7 +209,9 @@ class JointNoise:
     def describe(self) -> str:
         return (f"run-to-run noise from {self.runs} reference runs, {self.checks} checks judged together: "
                 f"composite {self.composite:+.1f} (beyond ±{self.composite_critical:.1f} means the run as a whole "
-                f"moved), one check beyond ±{self.max_critical:.1f} alone; {self.false_alarms:.0%} false alarms")
+                f"moved), one check beyond ±{self.max_critical:.1f} alone; {self.false_alarms:.0%} false alarms"
+                + (f"; with {self.runs} runs one check must stray far to fail alone, and more reference runs "
+                   f"(--history) narrow that" if self.max_critical > WIDE_ALONE else ""))
 
 
 def calibrate(checks: Sequence[CheckNoise], rng: np.random.Generator, *, false_alarms: float = FALSE_ALARMS,

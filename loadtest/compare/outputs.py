@@ -62,6 +62,7 @@ def change_dict(change: Change) -> dict[str, Any]:
         "noise_ci": list(change.noise_ci) if change.noise_ci is not None else None,
         "noise_runs": change.noise_runs,
         "noise": change.noise or None,
+        "within_noise_only": change.within_noise_only,
     }
 
 
@@ -241,12 +242,15 @@ def terminal_text(cmp: Comparison, *, rows: int = 15) -> str:
     lines += [f"warning: {w}" for w in cmp.warnings]
     if cmp.cost:
         lines.append(f"cost: {cmp.cost['sentence']}")
-    shown = [ch for ch in cmp.changes if ch.verdict != "unchanged"][:rows]
+    # a change beyond the tolerance that only the run-to-run noise calls unchanged is shown too
+    shown = [ch for ch in cmp.changes if ch.verdict != "unchanged" or ch.within_noise_only][:rows]
     for ch in shown:
         mark = "FAIL" if ch.fails_gate else ("HOLD" if ch.holds_gate else "    ")
         lines.append(f"  {mark} {ch.verdict:<12} {ch.message}")
-    unchanged = sum(1 for ch in cmp.changes if ch.verdict == "unchanged")
-    lines.append(f"  {unchanged} of {len(cmp.changes)} checks unchanged within tolerance")
+    noise_only = sum(1 for ch in cmp.changes if ch.within_noise_only)
+    unchanged = sum(1 for ch in cmp.changes if ch.verdict == "unchanged") - noise_only
+    tail = f"; {noise_only} within the run-to-run noise only" if noise_only else ""
+    lines.append(f"  {unchanged} of {len(cmp.changes)} checks unchanged within tolerance{tail}")
     return "\n".join(lines)
 
 
