@@ -166,6 +166,9 @@ def _reference(fp_hash: str | None, first_summary: dict[str, Any], base, cand,
     seen = {_key(p) for p, _ in base}
     exclude = {_key(p) for p, _ in cand}
     before = min((s.started_wall for _, s in cand if s.started_wall is not None), default=math.inf)
+    # a copy of a compared run elsewhere (a nightly's baseline committed from a night the history
+    # also keeps) is that run: by its start, to the microsecond, it would count twice
+    compared_starts = {s.started_wall for _, s in base + cand if s.started_wall}
     out: list[tuple[str, dict[str, Any], float]] = [
         (str(p), (s.summary or {}) if i else first_summary, s.started_wall or 0.0) for i, (p, s) in enumerate(base)
     ]
@@ -176,7 +179,7 @@ def _reference(fp_hash: str | None, first_summary: dict[str, Any], base, cand,
             continue
         seen.add(key)
         item = _history_run(folder, fp_hash)
-        if item is not None and item[2] < before:
+        if item is not None and item[2] < before and item[2] not in compared_starts:
             found.append(item)
     found.sort(key=lambda t: t[2])
     room = max(0, noise.MAX_REFERENCE_RUNS - len(out))

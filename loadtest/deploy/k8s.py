@@ -41,6 +41,7 @@ SETTINGS_NAME = "loadtest-settings"
 NIGHTLY_SCRIPT = r"""set +e
 RUN_DIR="${RESULTS_URL%/}/nightly-$(date -u +%Y%m%dT%H%M%SZ)"
 BASELINE="${BASELINE:-${RESULTS_URL%/}/baseline}"
+HISTORY="${HISTORY:-${RESULTS_URL%/}/}"
 GITHUB_STEP_SUMMARY="${GITHUB_STEP_SUMMARY:-$(mktemp)}"
 : > "$GITHUB_STEP_SUMMARY"
 loadtest baseline exists "$BASELINE"
@@ -51,7 +52,7 @@ if [ "$have" -gt 1 ]; then
 fi
 if [ "$have" -eq 0 ]; then
   loadtest run "$SCENARIO" --target "$TARGET_URL" --model "$MODEL" \
-    --out "$RUN_DIR" --baseline "$BASELINE" \
+    --out "$RUN_DIR" --baseline "$BASELINE" --history "$HISTORY" \
     --junit "$RUN_DIR/compare.junit.xml" --markdown "$GITHUB_STEP_SUMMARY"
 else
   echo "No baseline at $BASELINE yet: this run becomes the baseline if it completes." >> "$GITHUB_STEP_SUMMARY"

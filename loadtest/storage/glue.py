@@ -28,7 +28,13 @@ def _say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def _fetch(url: RemotePath, into: Path) -> Path:
+#: Inputs read for their runs' summaries only: a gate's history gives the reference runs' values
+#: (run.json for the fingerprint and start, summary.json for the values), so a nightly prefix of
+#: many runs is not downloaded with its records.
+SUMMARIES_ONLY = {"history": ("run.json", "summary.json")}
+
+
+def _fetch(url: RemotePath, into: Path, only: tuple[str, ...] | None = None) -> Path:
     """Download a run folder, a summary.json or a tree of run folders; the local path that stands for it."""
     local = into / url.replace("://", "/", 1).rstrip("/")
     if url.endswith(".json"):
@@ -37,7 +43,7 @@ def _fetch(url: RemotePath, into: Path) -> Path:
             raise InputError(f"{url}: no such run folder or summary.json")
         local.write_bytes(remote.read_bytes(url))
         return local
-    if not remote.download_tree(url, local):
+    if not remote.download_tree(url, local, only=only):
         raise InputError(f"{url}: no such run folder (nothing under it)")
     return local
 
@@ -68,7 +74,7 @@ def remote_io(args: argparse.Namespace, inputs: tuple[str, ...] = (), outputs: t
         for name in (*inputs, *write_back):
             value = getattr(args, name, None)
             values = _values(args, name)
-            local = [_fetch(url, tmp / "in") if (url := as_remote(v)) else v for v in values]
+            local = [_fetch(url, tmp / "in", SUMMARIES_ONLY.get(name)) if (url := as_remote(v)) else v for v in values]
             if any(as_remote(v) for v in values):
                 setattr(args, name, local if isinstance(value, list) else local[0])
                 if name in write_back:

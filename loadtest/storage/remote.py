@@ -137,12 +137,17 @@ def delete(url: str) -> None:
         fs.delete_file(path)
 
 
-def download_tree(url: str, dest: Path, skip: Iterable[str] = SKIP_SUFFIXES) -> list[Path]:
-    """Copy every file under ``url`` into ``dest`` (keeping the layout); return the files written."""
+def download_tree(url: str, dest: Path, skip: Iterable[str] = SKIP_SUFFIXES,
+                  only: Iterable[str] | None = None) -> list[Path]:
+    """Copy every file under ``url`` into ``dest`` (keeping the layout); return the files written.
+
+    ``only``: the file names to copy, wherever they are under ``url`` (None: all but ``skip``).
+    """
     skip = tuple(skip)
+    names = set(only) if only is not None else None
     out = []
     for rel in sorted(list_files(url)):
-        if rel.endswith(skip):
+        if rel.endswith(skip) or (names is not None and rel.rsplit("/", 1)[-1] not in names):
             continue
         target = Path(dest) / rel
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -45,6 +45,7 @@ def test_the_ci_example_runs_as_written(tmp_path):
         scenario = _scenario(tmp_path, mock.base_url,
                              load={"levels": [2], "level_duration_s": 2, "warmup_s": 0.5, "min_level_duration_s": 2})
         env = {**os.environ, "SCENARIO": str(scenario), "BASELINE": str(tmp_path / "baseline"),
+               "HISTORY": str(tmp_path / "reports"),
                "GITHUB_STEP_SUMMARY": str(summary), "GITHUB_OUTPUT": str(output), "PYTHONPATH": os.pathsep.join(sys.path)}
         env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env["PATH"]
         script = _step_script(workflow, "Run the scenario", {"secrets.STAGING_URL": mock.base_url,

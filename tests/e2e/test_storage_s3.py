@@ -188,6 +188,9 @@ def test_the_nightly_gate_keeps_its_runs_and_baseline_in_the_bucket(s3):
     assert len(nights) == 2
     assert f"nightly/{nights[1]}/compare.junit.xml" in objects  # --junit "$RUN_DIR/…" with RUN_DIR in the bucket
     assert f"nightly/{nights[1]}/compare.json" in objects and f"nightly/{nights[1]}/compare.html" in objects
+    # the gate's --history is the bucket's prefix: the first night, promoted to the baseline, is that run
+    # twice (baseline/ and its own folder) and counts once; the second night, the candidate, not at all
+    assert json.loads(get_bytes(aws, "results", f"nightly/{nights[1]}/compare.json"))["history_runs"] == 1
     assert "nightly/baseline/run.json" in objects and "nightly/baseline/requests.parquet" in objects
     base = json.loads(get_bytes(aws, "results", "nightly/baseline/run.json"))
     promoted = nights[1] if code == 0 else nights[0]

@@ -255,3 +255,14 @@ def test_a_baseline_level_that_drifted_is_judged_among_the_reference_runs_not_he
     code, out, _ = cli("compare", str(base), str(drifted), "--history", str(tmp_path / "history"), "--json", str(tmp_path / "d.json"))
     at4 = [c for c in json.loads((tmp_path / "d.json").read_text())["checks"] if c["level"] == 4]
     assert all(c["verdict"] == "inconclusive" and "drifted within the run" in c["message"] for c in at4)
+
+
+def test_a_copy_of_the_baseline_in_the_history_counts_once(drifting, tmp_path):
+    """A nightly's baseline is a night committed from the runs the history also keeps: the same run in
+    two folders. Counted twice, it would weigh double in the reference mean and narrow the spread."""
+    root, base, same, _ = drifting
+    history = tmp_path / "history"
+    shutil.copytree(root / "history", history)
+    shutil.copytree(base, history / "the-baseline-night")
+    cli("compare", str(base), str(same), "--history", str(history), "--json", str(tmp_path / "c.json"))
+    assert json.loads((tmp_path / "c.json").read_text())["history_runs"] == 1 + len(DRIFT)
