@@ -86,6 +86,10 @@ def compare_groups(
     cmp.baselines = [str(p) for p, _ in base]
     cmp.candidates = [str(p) for p, _ in cand]
     cmp.history_runs = len(ref)
+    if history and len(ref) == len(base):  # the user asked for a history and it gave nothing: say so
+        folders = find_runs([Path(h) for h in history], "--history")
+        cmp.warnings.append(f"--history: its {len(folders)} run folder(s) add no earlier complete run of this workload "
+                            f"(besides the compared runs themselves), so the run-to-run noise has the baseline run(s) only")
     if len(base) > 1 or len(cand) > 1:
         cmp.warnings.append(f"{len(base)} baseline and {len(cand)} candidate runs: each check compares the groups' means")
         _group_capacity(cmp, [s for _, s in base], [s for _, s in cand], rules)

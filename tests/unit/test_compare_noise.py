@@ -266,3 +266,16 @@ def test_a_copy_of_the_baseline_in_the_history_counts_once(drifting, tmp_path):
     shutil.copytree(base, history / "the-baseline-night")
     cli("compare", str(base), str(same), "--history", str(history), "--json", str(tmp_path / "c.json"))
     assert json.loads((tmp_path / "c.json").read_text())["history_runs"] == 1 + len(DRIFT)
+
+
+def test_a_history_that_gives_no_run_of_this_workload_is_said(drifting, tmp_path):
+    """An empty --history folder, or one of another workload's runs, contributed nothing: a trial's gate
+    said only "1 reference run(s)", with no word that the folder it was given was no use."""
+    root, base, same, _ = drifting
+    (tmp_path / "empty").mkdir()
+    code, out, _ = cli("compare", str(base), str(same), "--history", str(tmp_path / "empty"), "--json", str(tmp_path / "c.json"))
+    warnings = json.loads((tmp_path / "c.json").read_text())["warnings"]
+    assert any(w.startswith("--history: its 0 run folder(s) add no earlier complete run") for w in warnings), warnings
+    # a history that gives runs says nothing of the kind
+    cli("compare", str(base), str(same), "--history", str(root / "history"), "--json", str(tmp_path / "h.json"))
+    assert not any(w.startswith("--history:") for w in json.loads((tmp_path / "h.json").read_text())["warnings"])
