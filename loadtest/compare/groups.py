@@ -277,8 +277,7 @@ def _judge(c: _Check, cmp: Comparison, base: list[RunInput], cand: list[RunInput
         ends = sorted(c.noise.sign * x for x in (lo, hi))
         change.noise_ci = (unscale(centre + ends[0]), unscale(centre + ends[1]))
         change.noise = "history"
-        verdict, may_regress, extra = _beyond_noise(c, joint_noise, tol, relative)
-        change.beyond_tolerance_in_noise = verdict == "unchanged" and bool(extra)
+        verdict, may_regress, extra, change.beyond_tolerance_in_noise = _beyond_noise(c, joint_noise, tol, relative)
     elif c.noise.n >= min_history:  # the reference runs never moved (no errors, ever): the tolerance decides
         centre = unscale(c.d - c.noise.deviation)
         change.noise_ci = (centre, centre)
@@ -318,11 +317,16 @@ def _baseline_drift_words(cmp: Comparison, reference_runs: int) -> None:
         cmp.warnings = [new if w == old else w for w in cmp.warnings]
 
 
-def _beyond_noise(c: _Check, joint_noise: joint.JointNoise, tol: float, relative: bool) -> tuple[str, bool, str]:
+def _beyond_noise(c: _Check, joint_noise: joint.JointNoise, tol: float,
+                  relative: bool) -> tuple[str, bool, str, bool]:
     """The verdict once the run-to-run noise is known (see :mod:`joint`): a regression is beyond the noise of
     all checks judged together *and* worse than the reference mean by more than the tolerance (the
     minimum effect worth failing for). The within-run interval is not asked again: every reference run's
-    value carries its own within-run noise, so the run-to-run spread already holds it (and is floored by it)."""
+    value carries its own within-run noise, so the run-to-run spread already holds it (and is floored by it).
+
+    Returns (verdict, may_regress, words for the message, within the noise only): the last is True only
+    for a change worse than the tolerance that the noise alone calls unchanged
+    (:attr:`Change.within_noise_only`), not for one beyond the noise but within the tolerance."""
     z = c.noise.z
     alone = joint_noise.alone[c.slot] if 0 <= c.slot < len(joint_noise.alone) else z
     # relative to the reference mean (a throughput drop of x% is a badness of x%), or in points
@@ -331,13 +335,13 @@ def _beyond_noise(c: _Check, joint_noise: joint.JointNoise, tol: float, relative
     where = f"; {bad_vs_ref * 100:+.1f}{unit} worse than the mean of the {c.noise.n} reference runs (z {z:+.1f}, alone {alone:+.1f})"
     if joint_noise.beyond(c.slot, z):
         if bad_vs_ref > tol:
-            return "regression", True, where
-        return "unchanged", False, where + ", beyond the run-to-run noise but within the tolerance"
+            return "regression", True, where, False
+        return "unchanged", False, where + ", beyond the run-to-run noise but within the tolerance", False
     if joint_noise.better(c.slot, z) and bad_vs_ref < -tol:
-        return "improvement", False, where
+        return "improvement", False, where, False
     if bad_vs_ref > tol:  # unchanged, but only because the noise is wide: said so (Change.within_noise_only)
-        return "unchanged", False, where + ", beyond the tolerance but within the run-to-run noise"
-    return "unchanged", False, ""
+        return "unchanged", False, where + ", beyond the tolerance but within the run-to-run noise", True
+    return "unchanged", False, "", False
 
 
 def _point(summary: dict[str, Any] | None, change: Change, level: int, conf: float, folder: str = "") -> noise.RunPoint | None:

@@ -279,3 +279,22 @@ def test_a_history_that_gives_no_run_of_this_workload_is_said(drifting, tmp_path
     # a history that gives runs says nothing of the kind
     cli("compare", str(base), str(same), "--history", str(root / "history"), "--json", str(tmp_path / "h.json"))
     assert not any(w.startswith("--history:") for w in json.loads((tmp_path / "h.json").read_text())["warnings"])
+
+
+@pytest.mark.parametrize(("candidate", "alone", "verdict", "noise_only"), [
+    (math.log(1.03), 5.0, "unchanged", False),  # beyond the noise, 3% worse: within the 5% tolerance
+    (math.log(1.08), 0.5, "unchanged", True),   # within the noise, 8% worse: past the tolerance
+    (math.log(1.08), 5.0, "regression", False),
+    (math.log(1.02), 0.5, "unchanged", False),  # within both
+])
+def test_within_the_noise_only_is_said_of_a_change_past_the_tolerance_and_of_nothing_else(candidate, alone, verdict, noise_only):
+    """Both unchanged-with-words branches of the verdict exist: only the one whose change is past the
+    tolerance, inside the noise, is ``within_noise_only`` (the other is beyond the noise, within tolerance)."""
+    from loadtest.compare.groups import _beyond_noise, _Check
+
+    reference = [noise.RunPoint(v, 0.0, f"r{i}") for i, v in enumerate([0.0, 0.01, -0.01, 0.005, -0.005])]
+    check = _Check(change=None, noise=joint.CheckNoise(reference, [candidate]), d=candidate, within=(0.0, 0.0), slot=0)
+    thresholds = joint.JointNoise(checks=1, runs=5, max_critical=2.0, marginal_critical=2.0, composite_critical=2.0,
+                                  composite=0.0, false_alarms=0.05, alone=(alone,))
+    got, _, words, within_noise_only = _beyond_noise(check, thresholds, 0.05, relative=True)
+    assert (got, within_noise_only) == (verdict, noise_only), words
