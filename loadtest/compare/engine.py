@@ -255,7 +255,7 @@ def _judge(
     The samples are made later, when :func:`level_changes` draws this run's replicates: a run's ITL
     samples are one per token, so only one run's are held at a time, and never while a run is analyzed.
     """
-    from loadtest.compare.stationarity import drifting_levels  # scipy: only with records
+    from loadtest.compare.stationarity import drift_warning, drifting_levels  # scipy: only with records
 
     samples: Callable[[], dict[int, LevelSamples]] | None = None
     drifting: dict[int, Any] = {}
@@ -274,7 +274,7 @@ def _judge(
         scalars, run, frame = side.scalars, analysis.run, analysis.requests
         samples = partial(level_samples, scalars, run, frame, chunks)  # the analysis itself is dropped
         drifting = drifting_levels(scalars, run, frame, tolerance)
-        warnings += [f"{side.label}: {d.text()}; its checks are inconclusive" for d in drifting.values()]
+        warnings += [drift_warning(side.label, d) for d in drifting.values()]
     else:
         summary = dict(side.summary or {})
         warnings.append(

@@ -43,7 +43,7 @@ from loadtest.compare.engine import Comparison, compare_runs, require_same_workl
 from loadtest.fingerprint import fingerprint_of_run
 from loadtest.compare.inputs import RUN_JSON, SUMMARY_JSON, RunInput, find_runs, load_run
 from loadtest.compare.rules import CAPACITY, VALID_OUTPUT, Rules
-from loadtest.compare.stationarity import hold_drifting
+from loadtest.compare.stationarity import drift_warning, hold_drifting
 from loadtest.compare.summary_values import levels_by_concurrency
 from loadtest.errors import InputError
 from loadtest.run_record import normalized
@@ -311,9 +311,7 @@ def _baseline_drift_words(cmp: Comparison, reference_runs: int) -> None:
         judged = [c for c in cmp.changes if c.level == level]
         if not judged or any(c.noise != "history" for c in judged):
             continue
-        old = f"{cmp.baseline.label}: {drift.text()}; its checks are inconclusive"
-        new = (f"{cmp.baseline.label}: {drift.text()}; it is one of the {reference_runs} reference runs, so the "
-               f"level is judged against their mean and spread")
+        old, new = drift_warning(cmp.baseline.label, drift), drift_warning(cmp.baseline.label, drift, reference_runs)
         cmp.warnings = [new if w == old else w for w in cmp.warnings]
 
 

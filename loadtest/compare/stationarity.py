@@ -72,6 +72,15 @@ def drifting_levels(requests: pd.DataFrame, run: dict, frame: pd.DataFrame, tole
     return out
 
 
+def drift_warning(label: str, drift: Drift, reference_runs: int | None = None) -> str:
+    """The comparison's warning for a side's drifting level: its checks are held, or (``reference_runs``:
+    a baseline judged among a history's runs) judged against those runs' mean and spread."""
+    if reference_runs is None:
+        return f"{label}: {drift.text()}; its checks are inconclusive"
+    return (f"{label}: {drift.text()}; it is one of the {reference_runs} reference runs, so the level is judged "
+            f"against their mean and spread")
+
+
 def hold_drifting(change, drifts: dict[int, Drift]) -> None:
     """Make a check at a drifting level inconclusive (it may hide a regression when its interval
     reaches past the worse tolerance, as any inconclusive check), with the reason in its message."""
