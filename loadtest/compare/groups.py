@@ -87,8 +87,7 @@ def compare_groups(
     cmp.candidates = [str(p) for p, _ in cand]
     cmp.history_runs = len(ref)
     if history and len(ref) == len(base):  # the user asked for a history and it gave nothing: say so
-        folders = find_runs([Path(h) for h in history], "--history")
-        cmp.warnings.append(f"--history: its {len(folders)} run folder(s) add no earlier complete run of this workload "
+        cmp.warnings.append(f"--history: its {groups.history_folders} run folder(s) add no earlier complete run of this workload "
                             f"(besides the compared runs themselves), so the run-to-run noise has the baseline run(s) only")
     if len(base) > 1 or len(cand) > 1:
         cmp.warnings.append(f"{len(base)} baseline and {len(cand)} candidate runs: each check compares the groups' means")
@@ -150,6 +149,7 @@ class _Groups:
     cand: list[tuple[Any, Any]]
     fp_hash: str | None
     reference: list[tuple[str, dict[str, Any]]]
+    history_folders: int  # run folders found under --history, of any workload
 
 
 def _read_groups(baselines: Sequence[Path | str], candidates: Sequence[Path | str], history: Sequence[Path | str],
@@ -160,13 +160,13 @@ def _read_groups(baselines: Sequence[Path | str], candidates: Sequence[Path | st
     cand = [_summary_side(p, args[1] if i == 0 else "--also-candidate") for i, p in enumerate(candidates)]
     if fp_hash is None:
         fp_hash = side_fingerprint(base[0][1], "baseline").get("hash")
-    return _Groups(base, cand, fp_hash, _reference(fp_hash, base[0][1].summary or {}, base, cand, history))
+    return _Groups(base, cand, fp_hash, *_reference(fp_hash, base[0][1].summary or {}, base, cand, history))
 
 
 def _reference(fp_hash: str | None, first_summary: dict[str, Any], base, cand,
-               history: Sequence[Path | str]) -> list[tuple[str, dict[str, Any]]]:
+               history: Sequence[Path | str]) -> tuple[list[tuple[str, dict[str, Any]]], int]:
     """(folder, summary) of every reference run: the baselines (the first's as ``first_summary``),
-    then the history's runs of the fingerprint ``fp_hash``."""
+    then the history's runs of the fingerprint ``fp_hash``; and how many run folders the history holds."""
     seen = {_key(p) for p, _ in base}
     exclude = {_key(p) for p, _ in cand}
     before = min((s.started_wall for _, s in cand if s.started_wall is not None), default=math.inf)
@@ -177,7 +177,8 @@ def _reference(fp_hash: str | None, first_summary: dict[str, Any], base, cand,
         (str(p), (s.summary or {}) if i else first_summary, s.started_wall or 0.0) for i, (p, s) in enumerate(base)
     ]
     found: list[tuple[str, dict[str, Any], float]] = []
-    for folder in find_runs([Path(h) for h in history], "--history") if history else []:
+    folders = find_runs([Path(h) for h in history], "--history") if history else []
+    for folder in folders:
         key = _key(folder)
         if key in seen or key in exclude:
             continue
@@ -188,7 +189,7 @@ def _reference(fp_hash: str | None, first_summary: dict[str, Any], base, cand,
     found.sort(key=lambda t: t[2])
     room = max(0, noise.MAX_REFERENCE_RUNS - len(out))
     found = found[len(found) - room:] if room else []  # the newest
-    return [(f, s) for f, s, _ in out + found]
+    return [(f, s) for f, s, _ in out + found], len(folders)
 
 
 def _history_run(folder: Path, fp_hash: str | None) -> tuple[str, dict[str, Any], float] | None:
