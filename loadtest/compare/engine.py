@@ -107,6 +107,11 @@ class Comparison:
         return [c for c in self.changes if c.holds_gate]
 
     @property
+    def within_noise_only(self) -> list[Change]:
+        """Unchanged only because the run-to-run noise is wider than their change (:attr:`Change.within_noise_only`)."""
+        return [c for c in self.changes if c.within_noise_only]
+
+    @property
     def outcome(self) -> str:
         """``regression``, ``inconclusive`` or ``pass``: what the gate decided."""
         if self.regressions:
@@ -142,7 +147,7 @@ class Comparison:
         extra = f", {better} improved" if better else ""
         # what each check's verdict rests on, counted apart: a change that only wide noise calls
         # unchanged, or a level not compared, is not "within tolerance"
-        noise_only = sum(1 for c in self.changes if c.within_noise_only)
+        noise_only = len(self.within_noise_only)
         undecided = sum(1 for c in self.changes if c.verdict == "inconclusive")
         if not noise_only and not undecided:
             return f"No regression: {n} checks within tolerance or better{extra}."

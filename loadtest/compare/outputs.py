@@ -247,7 +247,7 @@ def terminal_text(cmp: Comparison, *, rows: int = 15) -> str:
     for ch in shown:
         mark = "FAIL" if ch.fails_gate else ("HOLD" if ch.holds_gate else "    ")
         lines.append(f"  {mark} {ch.verdict:<12} {ch.message}")
-    noise_only = sum(1 for ch in cmp.changes if ch.within_noise_only)
+    noise_only = len(cmp.within_noise_only)
     unchanged = sum(1 for ch in cmp.changes if ch.verdict == "unchanged") - noise_only
     tail = f"; {noise_only} within the run-to-run noise only" if noise_only else ""
     lines.append(f"  {unchanged} of {len(cmp.changes)} checks unchanged within tolerance{tail}")
