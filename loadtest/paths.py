@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from loadtest.errors import InputError
+from loadtest.run_files import RUN_JSON
 from loadtest.run_record import RUN_FORMAT as RUN_RECORD_FORMAT, normalized
 
 #: The run.json ``format`` this loadtest writes, and the oldest it still reads.
@@ -126,7 +127,7 @@ def read_run_json(folder: Path | str, arg: str) -> dict[str, Any]:
     it was stamped) is read if it has what the analysis needs.
     """
     folder = input_folder(folder, arg, kind="run folder")
-    run_json = folder / "run.json"
+    run_json = folder / RUN_JSON
     if not run_json.exists() and not run_json.is_symlink():
         raise _fail(arg, folder, "not a run folder (no run.json)")
     text = read_text(run_json, arg)

@@ -21,11 +21,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from loadtest.redact import scrub_any
+from loadtest.run_files import RUN_JSON
 
 if TYPE_CHECKING:  # the frames are Arrow's to_pandas(): pandas loads only in a process that reads them
     import pandas as pd
 
-RUN_JSON = "run.json"
 REQUESTS_PARQUET = "requests.parquet"
 PARTS_DIR = "requests.parts"
 

@@ -28,9 +28,8 @@ from loadtest import paths
 from loadtest.errors import InputError
 from loadtest.paths import input_folder, read_text
 from loadtest.records_stream import chunk_batches, read_scalars
+from loadtest.run_files import RUN_JSON, SUMMARY_JSON
 
-SUMMARY_JSON = "summary.json"
-RUN_JSON = "run.json"
 REQUESTS_PARQUET = "requests.parquet"
 PARTS_DIR = "requests.parts"
 

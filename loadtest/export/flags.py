@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from loadtest.argtypes import port_number
 from loadtest.redact import public_url
+from loadtest.run_files import SUMMARY_JSON
 
 
 def add_export_arguments(p: argparse.ArgumentParser) -> None:
@@ -117,7 +118,7 @@ def push_after_run(gateway: str, run_dir: Path) -> None:
     from loadtest.export.push import push_summary
 
     shown = public_url(gateway)
-    summary = Path(run_dir) / "summary.json"
+    summary = Path(run_dir) / SUMMARY_JSON
     if not summary.is_file():
         print(f"warning: --pushgateway {shown}: no summary.json in {run_dir}; nothing pushed", file=sys.stderr)
         return

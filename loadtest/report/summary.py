@@ -61,8 +61,8 @@ from loadtest.report.fleet_summary import (
 )
 from loadtest.report.summary_definitions import DEFINITIONS
 from loadtest.report.why import why
+from loadtest.run_files import SUMMARY_JSON
 
-SUMMARY_JSON = "summary.json"
 FORMAT = 1
 
 #: A stats block per level for each latency metric (the registry's ``kind == "latency"`` ones).

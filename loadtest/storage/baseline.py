@@ -22,11 +22,11 @@ import json
 from pathlib import Path
 
 from loadtest.errors import InputError
+from loadtest.run_files import RUN_JSON, SUMMARY_JSON
 from loadtest.run_record import normalized
 from loadtest.storage import remote
 from loadtest.storage.remote import as_remote, path_arg
 
-RUN_JSON = "run.json"
 
 
 def add_arguments(sub: argparse._SubParsersAction) -> None:
@@ -51,7 +51,7 @@ _RUN_FOLDER_FILES = frozenset({"report.html", "autoscaling.yaml", "scraper.log",
 def _promoted(rel: str) -> bool:
     """A file a promote writes (or its temporary), or one a run folder holds: one a later promote may replace."""
     name = rel[:-len(".tmp")] if rel.endswith(".tmp") else rel
-    return (name in (RUN_JSON, "summary.json") or (name.endswith(".parquet") and "/" not in name)
+    return (name in (RUN_JSON, SUMMARY_JSON) or (name.endswith(".parquet") and "/" not in name)
             or name.startswith(("requests.parts/", "server_metrics.parts/")) or name in _RUN_FOLDER_FILES
             or _worker_log(name))
 
@@ -136,7 +136,7 @@ def _json_object(folder: _Folder, rel: str, outcome: str) -> dict:
 
 def _check_summary(folder: _Folder, outcome: str) -> None:
     """The folder's summary.json is one the gate can compare with: a JSON object with its ``levels``."""
-    if not isinstance(_json_object(folder, "summary.json", outcome).get("levels"), list):
+    if not isinstance(_json_object(folder, SUMMARY_JSON, outcome).get("levels"), list):
         raise InputError(f"{folder}/summary.json: not a loadtest summary (no 'levels'); {outcome}")
 
 
@@ -154,7 +154,7 @@ def _cmd_exists(args: argparse.Namespace) -> int:
     if RUN_JSON not in files:
         return 1
     _json_object(folder, RUN_JSON, _UNUSABLE)
-    if "summary.json" in files:  # without one (never promoted so) the gate analyzes the records
+    if SUMMARY_JSON in files:  # without one (never promoted so) the gate analyzes the records
         _check_summary(folder, _UNUSABLE)
     return 0
 
@@ -170,13 +170,13 @@ def _cmd_promote(args: argparse.Namespace) -> int:
     run = _json_object(src, RUN_JSON, "not promoted")
     if not normalized(run).get("complete"):
         raise InputError(f"{src}: the run did not complete; an interrupted run is never a baseline")
-    if "summary.json" not in files:
+    if SUMMARY_JSON not in files:
         raise InputError(f"{src}: no summary.json (the run was not analyzed)")
     # every later night compares against these files: a baseline its gate cannot read fails them all
     _check_summary(src, "not promoted")
     if "requests.parquet" not in files and not any(f.startswith("requests.parts/") for f in files):
         raise InputError(f"{src}: no records (requests.parquet); a baseline is judged from its records; not promoted")
-    keep = [f for f in files if f == "summary.json" or (f.endswith(".parquet") and "/" not in f)]
+    keep = [f for f in files if f == SUMMARY_JSON or (f.endswith(".parquet") and "/" not in f)]
     if "requests.parquet" not in keep:
         keep += [f for f in files if f.startswith("requests.parts/")]  # a run whose merge failed: its parts
     old = dst.files()

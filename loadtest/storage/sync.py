@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from loadtest.parent_pipe import watch_for_eof
+from loadtest.run_files import RUN_JSON
 from loadtest.storage import remote
 
 INTERVAL_S = 1.0
@@ -78,7 +79,7 @@ class Mirror:
         """One pass: upload new and changed files (parts first), then remove what went locally."""
         files = local_files(self.local)
         changed = sorted((rel for rel, stamp in files.items() if self.sent.get(rel) != stamp),
-                         key=lambda rel: (not rel.startswith("requests.parts/"), rel != "run.json", rel))
+                         key=lambda rel: (not rel.startswith("requests.parts/"), rel != RUN_JSON, rel))
         for rel in changed:
             try:
                 remote.upload_file(self.local / rel, f"{self.url}/{rel}")
