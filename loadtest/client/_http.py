@@ -54,7 +54,32 @@ class PiecedResponse(HTTPSocketPoolResponse):
     def __init__(self, sock: Any, pool: Any, **kw: Any) -> None:
         self._early_pieces: list = []
         self._on_body = self._early_pieces.append
+        self._head_bytes: list | None = []  # what the parser is fed while the head is read (head_bytes)
         super().__init__(sock, pool, **kw)
+        self._reading_head = False
+
+    _reading_head = True  # (a class default: the library feeds the head from inside __init__)
+
+    def feed(self, data: Any) -> None:
+        if self._reading_head and self._head_bytes is not None:
+            self._head_bytes.append(bytes(data))
+        super().feed(data)
+
+
+def head_bytes(response: Any) -> bytes | None:
+    """Every byte the parser was fed with a chunked response's head (the head and the body that came
+    with it), once; None for a response that is not chunked or did not keep them.
+
+    Why: the compiled scanner de-frames the usual reads itself, and to know where the framing
+    stands it reads it from the head's end (``Scanner.frame`` in ``_scanner.c``).
+    """
+    raw = response.__dict__.pop("_head_bytes", None)
+    if not raw:
+        return None
+    encoding = response.get("transfer-encoding")
+    if not isinstance(encoding, str) or encoding.strip().lower() != "chunked":
+        return None
+    return b"".join(raw)
 
 
 def buffer_body(response: Any) -> None:

@@ -70,7 +70,7 @@ import gevent.event
 from gevent import monkey
 from geventhttpclient.response import HTTPParseError
 
-from loadtest.client._http import collect_body, parser_feed
+from loadtest.client._http import collect_body, head_bytes, parser_feed
 from loadtest.client.arrival import ANCILLARY_SIZE, arrival_time, enable_arrival_stamps
 from loadtest.client.decode import StreamDecoder
 from loadtest.client.poller import make_poller
@@ -320,10 +320,12 @@ class Reactor:
 
     def _start(self, stream: _Stream) -> None:
         stream.pieces = collect_body(stream.response)
+        head = head_bytes(stream.response)
+        early = b""
         if stream.pieces:  # bytes that came with the response head
-            chunk = b"".join(stream.pieces)
+            early = b"".join(stream.pieces)
             stream.pieces.clear()
-            if not stream.decoder.feed(chunk, stream.first_at):
+            if not stream.decoder.feed(early, stream.first_at):
                 self._end(stream, stream.first_at)
                 return
         if stream.response.message_complete:
@@ -332,6 +334,7 @@ class Reactor:
         if stream.tls is not None:  # no kernel stamps: SSL_read reads the socket itself
             pending = stream.tls.pending()  # decrypted with the head's record: it arrived with the head
             if pending:
+                head = None  # parsed past the head's bytes: the scanner does not follow the framing
                 self._consume(stream, stream.tls.read(pending), stream.first_at)
                 if stream.ended:
                     return
@@ -341,6 +344,8 @@ class Reactor:
         if scanner is not None:  # the compiled read: the raw socket's, or the OpenSSL object's over TLS
             scanner.attach(stream.fd, stream.rx_stamps, parser_feed, stream.response, stream.pieces, HTTPParseError,
                            stream.tls)
+            if head is not None:  # whole-chunk reads are then de-framed by the scanner, not the parser
+                scanner.frame(head, early)
             stream.scanner = scanner
         self._streams[stream.fd] = stream
         self._poll.register(stream.fd, _EPOLLIN)

@@ -106,6 +106,8 @@ def _run(api: str, head: bytes, writes: list[bytes], compiled: bool, close_early
         decoder.scanner = None
     response = HTTPResponse()
     parser_feed(response, head)
+    if compiled:  # as _http.PiecedResponse keeps them: the scanner de-frames whole-chunk reads from the head's end
+        response.__dict__["_head_bytes"] = [head]
     stream = _Stream(ours, response, decoder, 100.0, ours._sslobj if tls else None)
     reactor._start(stream)
     ended_at_start = stream.ended
@@ -135,6 +137,7 @@ def _run(api: str, head: bytes, writes: list[bytes], compiled: bool, close_early
         ours.close()
         if not close_early:
             theirs.close()
+    _run.deframed = stream.scanner.deframed if stream.scanner is not None else 0
     return rec, reads, stream.ended
 
 
@@ -143,7 +146,10 @@ _same = assert_same_record
 
 def _both(api: str, head: bytes, writes: list[bytes], close_early: bool | str = False,
           tls: tuple | None = None) -> RequestRecord:
+    """The compiled read and the Python read give the same record; ``_both.deframed``: the compiled
+    scanner's reads it de-framed itself (the HTTP parser not fed)."""
     c_rec, c_reads, c_ended = _run(api, head, writes, True, close_early, tls)
+    _both.deframed = _run.deframed
     p_rec, p_reads, p_ended = _run(api, head, writes, False, close_early, tls)
     _same(c_rec, p_rec)
     assert (c_reads, c_ended) == (p_reads, p_ended)
@@ -170,6 +176,40 @@ def test_the_usual_stream_is_read_whole_and_clean():
     writes = [b"%x\r\n%s\r\n" % (len(w), w) for w in fixture.writes] + [b"0\r\n\r\n"]
     rec = _both(fixture.api, HEAD, writes)
     assert rec.ok and len(rec.chunk_ms) == len(fixture.chunk_writes)
+    # every whole-chunk read was de-framed by the scanner; the last chunk went to the parser, which ended it
+    assert _both.deframed == len(writes) - 1
+
+
+def test_the_framing_is_followed_across_a_chunk_cut_by_a_read():
+    """Body bytes with the head and a chunk cut by the reads: those reads go to the parser, the next whole ones not."""
+    fixture = next(f for f in STREAMS if f.name == "vllm-continuous-usage")
+    chunks = [b"%x\r\n%s\r\n" % (len(w), w) for w in fixture.writes]
+    head = HEAD + chunks[0] + chunks[1][:7]  # one whole chunk and a cut one came with the head
+    writes = [chunks[1][7:20], chunks[1][20:]] + chunks[2:] + [b"0\r\n\r\n"]
+    rec = _both(fixture.api, head, writes)
+    assert rec.ok and len(rec.chunk_ms) == len(fixture.chunk_writes)
+    assert _both.deframed == len(chunks) - 2  # not the two reads of the cut chunk, nor the last chunk
+
+
+@pytest.mark.parametrize("odd", [b"%x;ext=1\r\n%s\r\n", b"%x \r\n%s\r\n", b"%x\n%s\r\n"])
+def test_framing_it_does_not_read_strictly_goes_to_the_parser_for_the_rest(odd):
+    """An extension, whitespace, a bare LF: the parser reads the stream from there on (and judges it), never this."""
+    fixture = next(f for f in STREAMS if f.name == "vllm-continuous-usage")
+    chunks = [b"%x\r\n%s\r\n" % (len(w), w) for w in fixture.writes]
+    writes = chunks[:2] + [odd % (len(fixture.writes[2]), fixture.writes[2])] + chunks[3:] + [b"0\r\n\r\n"]
+    _both(fixture.api, HEAD, writes)
+    assert _both.deframed == 2
+
+
+def test_frame_follows_only_what_the_parser_handed_over():
+    """``Scanner.frame``: the framing from the head's end must give exactly the body the parser gave."""
+    scanner_ = StreamDecoder(RequestRecord(start_wall=0.0, start_perf=100.0), "chat").scanner
+    head = HEAD + b"5\r\nhello\r\n3\r\nab"
+    assert scanner_.frame(head, b"helloab")
+    assert not scanner_.frame(head, b"helloax")  # a different body: the parser alone
+    assert not scanner_.frame(head + b"c\r\n0\r\n", b"helloabc")  # the last chunk: nothing to follow
+    assert not scanner_.frame(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n", b"")  # no head end
+    assert scanner_.frame(HEAD, b"")
 
 
 @pytest.mark.parametrize("bad", [b"zz\r\n", b"3\r\nabcXY", b"-1\r\n"])
