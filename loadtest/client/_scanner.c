@@ -1288,90 +1288,129 @@ append_double(PyObject *arr, double v)
     return 0;
 }
 
-/* read_ready(ready, i, streams, wake, now, wall_now, waited, bound_ms, measured, woken, bounds) -> (i, outcome)
-
-   The reactor's loop over one epoll batch, from ready[i] on, for the streams that have a
-   scanner: each one's read (Scanner.read) and the stamp delay it counts, exactly as the
-   loop in reactor.py does it. It stops at the first item the loop must see: the wake-up
-   pipe, a stream read in Python, or a read whose outcome the reactor settles (its end, a
-   failure); it returns that item's index and the outcome (None when nothing was read yet),
-   or (len(ready), None) at the end. */
-static PyObject *
-read_ready(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+/* The stamp delay of one read that stamped content chunks (added > 0), counted as the reactor's
+   loop counts it (reactor.py): against the kernel's arrival stamp where there is one, else 0 for a
+   read whose epoll call waited, else the bound. 0, or -1 on a Python error. */
+static int
+count_delay(Scanner *scan, PyObject *arrived, Py_ssize_t added, int waited, double wall_now, double bound_ms,
+            PyObject *measured, PyObject *woken, PyObject *bounds)
 {
-    if (nargs != 11 || !PyList_Check(args[0]) || !PyDict_Check(args[2])) {
+    if (arrived != Py_None) {
+        double ms = (wall_now - PyFloat_AsDouble(arrived)) * 1000.0;
+        if (!waited && ms < bound_ms) {
+            int partial = added > 1;
+            if (!partial) {
+                PyObject *hp = PyObject_GetAttr(scan->pieces_owner, s_has_partial);
+                partial = hp == NULL ? -1 : PyObject_IsTrue(hp);
+                Py_XDECREF(hp);
+            }
+            if (partial < 0) return -1;
+            if (partial) ms = bound_ms;
+        }
+        return append_double(measured, ms > 0.0 ? ms : 0.0);
+    }
+    return waited ? append_double(woken, 0.0) : append_double(bounds, bound_ms);
+}
+
+#ifdef __linux__
+#include <sys/epoll.h>
+
+#define MAX_EVENTS 1023 /* select.epoll.poll's default (FD_SETSIZE - 1) */
+
+static PyObject *perf_counter_fn, *wall_time_fn; /* time.perf_counter and time.time: the Python loop's own clocks */
+
+/* wait_read(epfd, timeout_ms, streams, wake, before, last_return, waited_s, measured, woken, bounds)
+       -> (now, wall_now, ready, rest)
+
+   One turn of the reactor's loop but its bookkeeping: the epoll_wait (the GIL released, as
+   select.epoll.poll releases it), one stamp for the whole batch taken as it returns (perf_counter
+   and the wall clock, the very functions the Python loop calls), then every ready stream that has
+   a scanner read with its stamp delay counted, as reactor.py counts it. Why in C: per wake-up, the
+   Python loop's list of (fd, events) tuples and its lines cost about as much as a paced chunk's
+   decode. ``ready``: how many streams the call returned; ``rest``: what the Python loop must see,
+   in the batch's order, as (fd, outcome): the wake-up pipe and streams read in Python (outcome
+   None), and reads whose outcome the reactor settles (an end, a failure). */
+static PyObject *
+wait_read(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 10 || !PyDict_Check(args[2])) {
         PyErr_SetString(PyExc_TypeError,
-                        "read_ready(ready: list, i, streams: dict, wake, now, wall_now, waited, bound_ms, measured, woken, bounds)");
+                        "wait_read(epfd, timeout_ms, streams: dict, wake, before, last_return, waited_s, measured, woken, bounds)");
         return NULL;
     }
-    PyObject *ready = args[0], *streams = args[2], *now = args[4];
-    Py_ssize_t i = PyLong_AsSsize_t(args[1]);
+    int epfd = (int)PyLong_AsLong(args[0]);
+    int timeout = (int)PyLong_AsLong(args[1]);
+    PyObject *streams = args[2];
     long wake = PyLong_AsLong(args[3]);
-    double wall_now = PyFloat_AsDouble(args[5]);
-    int waited = PyObject_IsTrue(args[6]);
-    double bound_ms = PyFloat_AsDouble(args[7]);
-    PyObject *measured = args[8], *woken = args[9], *bounds = args[10];
-    if (PyErr_Occurred() || waited < 0) return NULL;
-    for (; i < PyList_GET_SIZE(ready); i++) {
-        PyObject *item = PyList_GET_ITEM(ready, i);
-        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) < 1) break;
-        PyObject *fd = PyTuple_GET_ITEM(item, 0);
-        long fdv = PyLong_AsLong(fd);
-        if (fdv == -1 && PyErr_Occurred()) return NULL;
-        if (fdv == wake) break;
-        PyObject *stream = PyDict_GetItemWithError(streams, fd); /* borrowed */
-        if (stream == NULL) {
-            if (PyErr_Occurred()) return NULL;
-            continue; /* not (or no longer) ours */
-        }
-        PyObject *sc = PyObject_GetAttr(stream, s_scanner);
-        if (sc == NULL) return NULL;
-        if (!PyObject_TypeCheck(sc, &ScannerType)) {
-            Py_DECREF(sc);
-            break; /* read in Python */
-        }
-        Scanner *scan = (Scanner *)sc;
-        PyObject *outcome = Scanner_read(scan, now);
-        if (outcome == NULL) {
-            Py_DECREF(sc);
-            return NULL;
-        }
-        if (PyTuple_GET_SIZE(outcome) != 2) {
-            Py_DECREF(sc);
-            PyObject *r = Py_BuildValue("(nO)", i, outcome);
-            Py_DECREF(outcome);
-            return r;
-        }
-        Py_ssize_t added = PyLong_AsSsize_t(PyTuple_GET_ITEM(outcome, 0));
-        PyObject *arrived = PyTuple_GET_ITEM(outcome, 1);
-        int rc = 0;
-        if (added > 0) {
-            if (arrived != Py_None) {
-                /* the read's delay against the kernel's arrival stamp (see reactor.py) */
-                double ms = (wall_now - PyFloat_AsDouble(arrived)) * 1000.0;
-                if (!waited && ms < bound_ms) {
-                    int partial = added > 1;
-                    if (!partial) {
-                        PyObject *hp = PyObject_GetAttr(scan->pieces_owner, s_has_partial);
-                        partial = hp == NULL ? -1 : PyObject_IsTrue(hp);
-                        Py_XDECREF(hp);
-                    }
-                    if (partial < 0) rc = -1;
-                    else if (partial) ms = bound_ms;
-                }
-                if (rc == 0) rc = append_double(measured, ms > 0.0 ? ms : 0.0);
-            } else if (waited) {
-                rc = append_double(woken, 0.0);
-            } else {
-                rc = append_double(bounds, bound_ms);
-            }
-        }
-        Py_DECREF(outcome);
-        Py_DECREF(sc);
-        if (rc < 0 || PyErr_Occurred()) return NULL;
+    double before = PyFloat_AsDouble(args[4]), last_return = PyFloat_AsDouble(args[5]);
+    double waited_s = PyFloat_AsDouble(args[6]);
+    PyObject *measured = args[7], *woken = args[8], *bounds = args[9];
+    if (PyErr_Occurred()) return NULL;
+    struct epoll_event ev[MAX_EVENTS];
+    int n;
+    Py_BEGIN_ALLOW_THREADS
+    n = epoll_wait(epfd, ev, MAX_EVENTS, timeout);
+    Py_END_ALLOW_THREADS
+    if (n < 0) {
+        if (errno != EINTR) return PyErr_SetFromErrno(PyExc_OSError);
+        n = 0; /* a signal: an empty batch (the loop comes back at once) */
     }
-    return Py_BuildValue("(nO)", i, Py_None);
+    PyObject *now_obj = PyObject_CallNoArgs(perf_counter_fn);
+    PyObject *wall_obj = now_obj ? PyObject_CallNoArgs(wall_time_fn) : NULL;
+    PyObject *rest = wall_obj ? PyList_New(0) : NULL;
+    if (rest == NULL) goto fail;
+    double now = PyFloat_AsDouble(now_obj), wall_now = PyFloat_AsDouble(wall_obj);
+    if (PyErr_Occurred()) goto fail;
+    int waited = now - before > waited_s;
+    double bound_ms = (now - last_return) * 1000.0;
+    for (int i = 0; i < n; i++) {
+        int fd = ev[i].data.fd;
+        PyObject *outcome = NULL; /* NULL: the Python loop reads it (or it is the wake-up pipe) */
+        if (fd != wake) {
+            PyObject *key = PyLong_FromLong(fd);
+            if (key == NULL) goto fail;
+            PyObject *stream = PyDict_GetItemWithError(streams, key); /* borrowed */
+            Py_DECREF(key);
+            if (stream == NULL) {
+                if (PyErr_Occurred()) goto fail;
+                continue; /* not (or no longer) ours */
+            }
+            PyObject *sc = PyObject_GetAttr(stream, s_scanner);
+            if (sc == NULL) goto fail;
+            if (PyObject_TypeCheck(sc, &ScannerType)) {
+                Scanner *scan = (Scanner *)sc;
+                PyObject *out = Scanner_read(scan, now_obj);
+                if (out == NULL) {
+                    Py_DECREF(sc);
+                    goto fail;
+                }
+                if (PyTuple_GET_SIZE(out) == 2) {
+                    Py_ssize_t added = PyLong_AsSsize_t(PyTuple_GET_ITEM(out, 0));
+                    int rc = added > 0 ? count_delay(scan, PyTuple_GET_ITEM(out, 1), added, waited, wall_now, bound_ms,
+                                                     measured, woken, bounds) : 0;
+                    Py_DECREF(out);
+                    Py_DECREF(sc);
+                    if (rc < 0 || PyErr_Occurred()) goto fail;
+                    continue;
+                }
+                outcome = out; /* the reactor settles it */
+            }
+            Py_DECREF(sc);
+        }
+        PyObject *item = Py_BuildValue("(iN)", fd, outcome ? outcome : Py_NewRef(Py_None));
+        if (item == NULL) goto fail;
+        int r = PyList_Append(rest, item);
+        Py_DECREF(item);
+        if (r < 0) goto fail;
+    }
+    return Py_BuildValue("(NNiN)", now_obj, wall_obj, n, rest);
+fail:
+    Py_XDECREF(now_obj);
+    Py_XDECREF(wall_obj);
+    Py_XDECREF(rest);
+    return NULL;
 }
+#endif
 
 /* plain(events, i, now) -> int: StreamDecoder._plain over a list of events (the general path's). */
 static PyObject *
@@ -1470,8 +1509,11 @@ static PyTypeObject ScannerType = {
 static PyMethodDef module_methods[] = {
     {"recv_stamped", (PyCFunction)(void (*)(void))recv_stamped, METH_FASTCALL,
      "recv_stamped(fd, size) -> (bytes, arrival wall-clock seconds or None)"},
-    {"read_ready", (PyCFunction)(void (*)(void))read_ready, METH_FASTCALL,
-     "read_ready(ready, i, streams, wake, now, wall_now, waited, bound_ms, measured, woken, bounds) -> (i, outcome)"},
+#ifdef __linux__
+    {"wait_read", (PyCFunction)(void (*)(void))wait_read, METH_FASTCALL,
+     "wait_read(epfd, timeout_ms, streams, wake, before, last_return, waited_s, measured, woken, bounds)"
+     " -> (now, wall_now, ready, rest): one epoll wait and the scanners' reads of its batch."},
+#endif
     {"usual", (PyCFunction)(void (*)(void))usual, METH_FASTCALL,
      "usual(payload, chat) -> None, or (completion count or None, prompt count or None)"},
     {NULL, NULL, 0, NULL},
@@ -1508,6 +1550,14 @@ PyInit__scanner(void)
     INTERN(s_start_perf, "start_perf");
     if ((read_size = PyLong_FromLong(READ_SIZE)) == NULL) return NULL;
     if ((one = PyLong_FromLong(1)) == NULL || (minus_one = PyLong_FromLong(-1)) == NULL) return NULL;
+#ifdef __linux__
+    PyObject *time_mod = PyImport_ImportModule("time");
+    if (time_mod == NULL) return NULL;
+    perf_counter_fn = PyObject_GetAttrString(time_mod, "perf_counter");
+    wall_time_fn = PyObject_GetAttrString(time_mod, "time");
+    Py_DECREF(time_mod);
+    if (perf_counter_fn == NULL || wall_time_fn == NULL) return NULL;
+#endif
     if (PyType_Ready(&ScannerType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;

@@ -75,7 +75,7 @@ from loadtest.client.arrival import ANCILLARY_SIZE, arrival_time, enable_arrival
 from loadtest.client.decode import StreamDecoder
 from loadtest.client.poller import make_poller
 from loadtest.client.reader_health import WAITED_S, ReaderHealth
-from loadtest.client.scanner import read_ready
+from loadtest.client.scanner import wait_read
 from loadtest.client.tls_read import read_tls
 
 _READ_SIZE = 65536
@@ -173,6 +173,8 @@ class Reactor:
         wake = self._wake_r
         perf = time.perf_counter
         wall = time.time
+        # the compiled turn of the loop (an epoll's batch read in C), where there is an epoll and the scanner
+        epfd = poll.fileno() if wait_read is not None and hasattr(poll, "fileno") else None
         next_tick = perf() + _TICK_S
         last_return = perf()
         while True:
@@ -180,11 +182,19 @@ class Reactor:
             # is at the next millisecond boundary after the tick, not the tick.
             before = perf()
             wait_ms = math.ceil(max(0.0, next_tick - before) * 1000.0)
-            ready = poll.poll(wait_ms / 1000.0)
-            # One stamp for the whole batch, taken before any of it is processed:
-            # every stream in it already had its bytes in the kernel by now, so
-            # the stamp does not depend on the order the batch is read in.
-            now = perf()
+            if epfd is not None:
+                # One C call: the wait, one stamp for the batch, and every scanner's read with its
+                # delay counted as below; ``rest`` is what this loop must see (the wake-up, a
+                # Python read, a read's end or failure to settle), in the batch's order.
+                now, wall_now, count, rest = wait_read(epfd, wait_ms, streams, wake, before, last_return, WAITED_S,
+                                                       self.measured_ms, self.woken_tail_ms, self.waiting_bound_ms)
+            else:
+                ready = poll.poll(wait_ms / 1000.0)
+                # One stamp for the whole batch, taken before any of it is processed:
+                # every stream in it already had its bytes in the kernel by now, so
+                # the stamp does not depend on the order the batch is read in.
+                now, wall_now, count = perf(), wall(), len(ready)  # (the kernel's arrival stamps are wall-clock)
+                rest = [(fd, None) for fd, _ in ready]
             promised = before + wait_ms / 1000.0
             if now >= promised:
                 # How late this thread ran past a wake-up the kernel promised: the
@@ -196,30 +206,23 @@ class Reactor:
             # large one. Reads that stamp no content (a role chunk, usage, [DONE]) time nothing.
             waited = now - before > WAITED_S
             waiting_bound_ms = (now - last_return) * 1000.0
-            wall_now = wall()  # the kernel's arrival stamps are wall-clock
             last_return = now
             measured = self.measured_ms  # (health() swaps the arrays: fetched per batch)
-            i, n = 0, len(ready)
-            while i < n:
-                outcome = None
-                if read_ready is not None:
-                    # The compiled loop reads the scanners' streams and counts their delays, as below;
-                    # it stops at whatever this loop must see (the wake-up, a Python read, an end).
-                    i, outcome = read_ready(ready, i, streams, wake, now, wall_now, waited, waiting_bound_ms,
-                                            measured, self.woken_tail_ms, self.waiting_bound_ms)
-                    if i >= n:
-                        break
-                fd = ready[i][0]
-                i += 1
+            for fd, outcome in rest:
                 if fd == wake:
                     self._take_inbox()
                     continue
                 stream = streams.get(fd)
                 if stream is None:
                     continue
+                if outcome is None and stream.scanner is not None:  # poll(2), not epoll: the compiled read alone
+                    outcome = stream.scanner.read(now)
+                    if len(outcome) == 2:
+                        added, arrived = outcome
+                        outcome = None
                 if outcome is not None:  # the compiled read ended or failed the stream: settle it here
                     added, arrived = self._settle(stream, outcome, now)
-                else:
+                elif stream.scanner is None:
                     added, arrived = self._read_python(stream, now)
                 if not added:
                     continue  # no content chunk was stamped (a role chunk, usage, [DONE]): no delay to count
@@ -235,7 +238,7 @@ class Reactor:
                     self.woken_tail_ms.append(0.0)
                 else:
                     self.waiting_bound_ms.append(waiting_bound_ms)
-            if ready:
+            if count:
                 spent = perf() - now
                 self.busy_s += spent
                 self.batch_ms.append(spent * 1000.0)

@@ -19,14 +19,17 @@ from typing import Any
 ENV = "LOADTEST_SCANNER"
 
 Scanner: Any = None
-read_ready: Any = None
+wait_read: Any = None  # Linux only (epoll)
 recv_stamped: Any = None
 usual: Any = None
 if os.environ.get(ENV, "").strip().lower() != "python":
     try:
-        from loadtest.client._scanner import Scanner, read_ready, recv_stamped, usual  # noqa: F401
+        from loadtest.client import _scanner
+        from loadtest.client._scanner import Scanner, recv_stamped, usual  # noqa: F401
     except ImportError:  # not built here (no compiler at install): the Python path does the same work
         pass
+    else:
+        wait_read = getattr(_scanner, "wait_read", None)  # built on Linux only (it waits in epoll)
 
 
 def active() -> str:

@@ -14,6 +14,8 @@ or without it.
 
 from __future__ import annotations
 
+import os
+import select
 import socket
 import ssl
 import threading
@@ -32,6 +34,7 @@ from loadtest.client._http import parser_feed
 from loadtest.client.arrival import enable_arrival_stamps
 from loadtest.client.decode import StreamDecoder
 from loadtest.client.reactor import Reactor, _Stream
+from loadtest.client.reader_health import WAITED_S
 from loadtest.client.record import RequestRecord
 from loadtest.mock.tls import self_signed_cert
 from support.same_record import assert_same_record
@@ -42,6 +45,8 @@ pytestmark = [pytest.mark.untimed,
 
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 STREAMS = [f for f in ZOO if f.status == 200 and f.api in ("chat", "completions", "responses")]
+#: the ``mock`` fixture's server (tests/conftest.py), for the reactor-on-poll(2) test: quick steps, untimed
+MOCK_ARGS = ["--decode-base-ms", "2", "--decode-per-seq-ms", "0", "--prefill-per-token-ms", "0"]
 
 
 class _Quiet:
@@ -262,9 +267,11 @@ def test_the_arrival_stamp_is_the_kernels():
             s.close()
 
 
-def test_the_compiled_batch_loop_reads_counts_and_stops_where_the_reactor_must_see():
-    """``read_ready``: the scanners' reads of one epoll batch and their delays, as the reactor's loop counts them."""
+@pytest.mark.skipif(scanner.wait_read is None, reason="the compiled epoll turn is built on Linux only")
+def test_the_compiled_loop_turn_reads_counts_and_hands_back_what_the_reactor_must_see():
+    """``wait_read``: one epoll wait, the scanners' reads of its batch and their delays, as the reactor's loop counts them."""
     reactor = _reactor()
+    poll = select.epoll()
     pairs, streams = [], []
     for _ in range(3):
         ours, theirs = socket.socketpair()
@@ -273,35 +280,56 @@ def test_the_compiled_batch_loop_reads_counts_and_stops_where_the_reactor_must_s
         parser_feed(response, HEAD)
         stream = _Stream(ours, response, StreamDecoder(RequestRecord(start_wall=0.0, start_perf=100.0), "chat"), 100.0)
         reactor._start(stream)
+        poll.register(stream.fd, select.EPOLLIN)
         pairs.append((ours, theirs))
         streams.append(stream)
+    stranger, stranger_peer = socket.socketpair()  # ready, but not a stream of this reactor: skipped
+    wake_r, wake_w = os.pipe()
+    poll.register(stranger.fileno(), select.EPOLLIN)
+    poll.register(wake_r, select.EPOLLIN)
     python_read = streams[1]
-    python_read.scanner = None  # as if this one were read in Python: the loop must stop there
+    python_read.scanner = None  # as if this one were read in Python: handed back
+    measured, woken, bounds = array("d"), array("d"), array("d")
+
+    def turn(before: float) -> tuple:
+        return scanner.wait_read(poll.fileno(), 1000, reactor._streams, wake_r, before, time.perf_counter(),
+                                 WAITED_S, measured, woken, bounds)
+
     try:
         usual = next(f for f in STREAMS if f.name == "vllm-continuous-usage").writes[1]
         for _, theirs in pairs:
             theirs.sendall(b"%x\r\n%s\r\n" % (len(usual), usual))
-        ready = [(s.fd, 1) for s in streams] + [(999, 1)]
-        measured, woken, bounds = array("d"), array("d"), array("d")
-        args = (reactor._streams, -1, 100.5, 0.0, True, 3.0, measured, woken, bounds)
-        assert scanner.read_ready(ready, 0, *args) == (1, None)  # stopped at the Python read
-        assert len(streams[0].decoder.rec.chunk_ms) == 1 and list(woken) == [0.0]  # waited: late by the wake only
-        assert scanner.read_ready(ready, 2, *args) == (4, None)  # the unknown fd is skipped
-        assert len(streams[2].decoder.rec.chunk_ms) == 1 and list(woken) == [0.0, 0.0]
-        assert not python_read.decoder.rec.chunk_ms
-        pairs[0][1].sendall(b"zz\r\n")
-        i, outcome = scanner.read_ready(ready, 0, reactor._streams, -1, 100.6, 0.0, False, 3.0, measured, woken, bounds)
-        assert i == 0 and outcome[0] == "http"  # a failed read: the reactor settles it
+        stranger_peer.sendall(b"x")
+        os.write(wake_w, b"\0")
+        time.sleep(0.05)
+        t0 = time.perf_counter()
+        now, wall_now, ready, rest = turn(before=t0 - 1.0)  # "waited": late by the wake-up only
+        assert t0 <= now <= time.perf_counter() and abs(wall_now - time.time()) < 1.0
+        assert ready == 5
+        assert sorted(rest) == sorted([(python_read.fd, None), (wake_r, None)])  # what the Python loop must see
+        assert [len(s.decoder.rec.chunk_ms) for s in streams] == [1, 0, 1]
+        assert list(woken) == [0.0, 0.0] and not bounds and not measured
+        os.read(wake_r, 16)
+        stranger.recv(16)
+        python_read.raw.recv(65536)
+        pairs[0][1].sendall(b"zz\r\n")  # bad framing: handed back to be settled
         pairs[2][1].sendall(b"%x\r\n%s\r\n" % (len(usual), usual))
-        assert scanner.read_ready(ready, 2, reactor._streams, -1, 100.7, 0.0, False, 3.0, measured, woken,
-                                  bounds) == (4, None)
-        assert list(bounds) == [3.0] and not measured  # the data was waiting: its bound is the delay
-        assert scanner.read_ready([(999, 1)], 0, reactor._streams, 999, 100.6, 0.0, False, 3.0, measured, woken,
-                                  bounds) == (0, None)
+        time.sleep(0.05)
+        _, _, ready, rest = turn(before=1e12)  # the data was waiting: its bound is the delay
+        assert ready == 2 and len(rest) == 1
+        fd, outcome = rest[0]
+        assert fd == streams[0].fd and outcome[0] == "http"
+        assert len(streams[2].decoder.rec.chunk_ms) == 2 and len(bounds) == 1 and bounds[0] >= 0.0
+        _, _, ready, rest = scanner.wait_read(poll.fileno(), 0, reactor._streams, wake_r, 0.0, 0.0, WAITED_S,
+                                              measured, woken, bounds)
+        assert (ready, rest) == (0, [])  # nothing left to read: an empty batch at the timeout
     finally:
-        for ours, theirs in pairs:
+        for ours, theirs in pairs + [(stranger, stranger_peer)]:
             ours.close()
             theirs.close()
+        os.close(wake_r)
+        os.close(wake_w)
+        poll.close()
 
 
 @pytest.fixture(scope="module")
@@ -367,3 +395,30 @@ def test_a_tls_read_takes_every_record_that_waits(tls_contexts):
     finally:
         ours.close()
         theirs.close()
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["scanner", "python"])
+def test_the_reactor_on_poll_reads_as_on_epoll(mock, monkeypatch, compiled):
+    """Where there is no epoll (not Linux) the reactor's loop polls with poll(2) and reads each ready
+    stream itself, with the compiled scanner's read or in Python: the same records as on epoll.
+
+    (In this untimed file: the reactor threads it starts stay, idle, for the rest of the process.)
+    """
+    from loadtest.client import poller
+    from loadtest.client import reactor as reactor_module
+    from loadtest.client.stream import StreamingClient
+    from loadtest.client.wire import build_body
+
+    if not compiled:
+        monkeypatch.setattr("loadtest.client.decode.Scanner", None)
+    monkeypatch.setattr(reactor_module, "make_poller", lambda: poller._PollAsEpoll(select.poll()))
+    monkeypatch.setattr(reactor_module, "_instance", reactor_module.Reactor())  # a reactor thread on poll(2)
+    client = StreamingClient(mock.base_url, "chat")
+    recs = [client.send(build_body("chat", "mock-model", "one two three", 12, continuous_usage=True)) for _ in range(3)]
+    client.close()
+    on_poll = reactor_module._instance
+    assert isinstance(on_poll._poll, poller._PollAsEpoll) and on_poll.batch_ms  # that reactor read them
+    for rec in recs:
+        assert rec.ok, rec.error
+        assert len(rec.chunk_ms) == 12 and list(rec.chunk_tokens) == [1] * 12
+        assert rec.token_source == "continuous_usage" and rec.completion_tokens == 12 and rec.prompt_tokens == 3
