@@ -22,6 +22,9 @@
    - Scanner.read() over TLS (attach()'s tls): the connection's OpenSSL object's own read, called
      from here as tls_read.read_tls calls it from Python (the same records, the same ends), then
      the same parse as a plain read; no kernel stamp (SSL_read reads the socket itself).
+   - Scanner.frame(): the read's chunked framing taken off here, not by geventhttpclient's parser,
+     where the read is whole chunks (see "chunked framing" below); the parser does every other read.
+   - wait_read() (Linux): one turn of the reactor's loop, the epoll wait and the batch's reads.
 
    The GIL is kept during recvmsg: the socket is non-blocking (the call takes a few µs), and
    releasing it would invite the hub's thread in between the stamp and the parse. */
