@@ -172,6 +172,7 @@ def compare_runs(baseline: Path | str, candidate: Path | str, rules: Rules, *, s
     ``medians``: also judge each SLO metric's p50 at every level (see :func:`_latency_checks`).
     """
     base, cand = load_run(baseline, arg=args[0]), load_run(candidate, arg=args[1])
+    refuse_the_same_run(base, cand, args)
     fp_b, fp = side_fingerprint(base, "baseline"), side_fingerprint(cand, "candidate")
     require_same_workload(fp_b, fp)
     warnings: list[str] = []
@@ -214,6 +215,19 @@ def _confidence(side: RunInput) -> float:
         return verdict_confidence(side.run)
     value = (side.summary or {}).get("confidence")
     return verdict_confidence({"verdict_confidence": value}) if value is not None else CONFIDENCE
+
+
+def refuse_the_same_run(base: RunInput, cand: RunInput, args: tuple[str, str]) -> None:
+    """:class:`InputError` when both paths are one run (the same folder, or a folder and its summary.json).
+
+    Why refuse rather than compare: a run compared with itself passes every check, so a nightly
+    job whose candidate path points back at its baseline (a variable left unset, a promotion run
+    twice) would report "No regression" every night without measuring anything.
+    """
+    same_folder = base.folder is not None and cand.folder is not None and base.folder.resolve() == cand.folder.resolve()
+    if same_folder or base.label == cand.label:
+        raise InputError(f"{args[1]} {cand.label} is the same run as {args[0]} {base.label}: "
+                         f"compare a new run with its baseline")
 
 
 def side_fingerprint(side: RunInput, which: str) -> dict[str, Any]:

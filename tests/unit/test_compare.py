@@ -241,6 +241,11 @@ def test_incomparable_runs_and_bad_input_exit_2_with_one_line(pair, tmp_path):
     assert code == 2 and "no such run folder" in err
     code, _, err = cli("compare", str(base), str(base), "--tolerance", "itl_ms.p97=3%")
     assert code == 2 and "p97" in err
+    # a run compared with itself would pass every check: refused, as a folder or its summary.json
+    for same in (str(base), str(base / "summary.json"), str(base) + "/"):
+        code, out, err = cli("compare", str(base), same)
+        assert code == 2 and len(err.strip().splitlines()) == 1 and "is the same run as" in err, err
+        assert "Traceback" not in err and "No regression" not in out
 
 
 def test_warnings_for_a_different_slo_model_or_version_reach_every_output(pair, tmp_path):
