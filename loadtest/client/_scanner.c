@@ -33,6 +33,8 @@
 #include <Python.h>
 #include <structmember.h>
 #include <errno.h>
+#include <limits.h>
+#include <math.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -46,9 +48,9 @@
 
 #define READ_SIZE 65536 /* the reactor's _READ_SIZE */
 
-/* The arrival stamp in a recvmsg's control data (arrival.arrival_time): a new float, or None. */
-static PyObject *
-arrival(struct msghdr *msg)
+/* The arrival stamp in a recvmsg's control data (arrival.arrival_time), or NAN when there is none. */
+static double
+arrival_stamp(struct msghdr *msg)
 {
     for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c != NULL; c = CMSG_NXTHDR(msg, c)) {
         if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_TIMESTAMPING
@@ -56,11 +58,20 @@ arrival(struct msghdr *msg)
             long long stamp[2];
             memcpy(stamp, CMSG_DATA(c), sizeof stamp);
             if (stamp[0]) /* sec + nsec * 1e-9: the same float operations as arrival_time */
-                return PyFloat_FromDouble((double)stamp[0] + (double)stamp[1] * 1e-9);
+                return (double)stamp[0] + (double)stamp[1] * 1e-9;
             /* a zero stamp: look further, as arrival_time does */
         }
     }
-    Py_RETURN_NONE;
+    return NAN;
+}
+
+/* The same as a new float, or None. */
+static PyObject *
+arrival(struct msghdr *msg)
+{
+    double stamp = arrival_stamp(msg);
+    if (isnan(stamp)) Py_RETURN_NONE;
+    return PyFloat_FromDouble(stamp);
 }
 
 /* One recvmsg(2) of up to size bytes (retried on EINTR), with the arrival stamp when stamps is set:
@@ -651,11 +662,19 @@ typedef struct {
     PyObject *tls_pending;
     Framing framing;        /* the chunked framing as this module follows it (FR_OFF: the parser alone) */
     Py_ssize_t deframed;    /* reads de-framed here, the parser not fed (the tests and benchmarks count them) */
+    /* Content chunks the reactor's reads took and the record does not hold yet (see "held chunks"). */
+    double *held_ms;
+    int *held_usage;
+    Py_ssize_t held, held_cap;
+    long long last_usage, prompt; /* decoder.last_usage and rec.prompt_tokens to set, when *_due */
+    int last_usage_due, prompt_due;
+    int sse_empty;          /* the SSE parser is known to hold nothing (nothing but this module read since) */
+    PyObject *ms_frombytes, *tokens_frombytes, *usage_frombytes;
 } Scanner;
 
 static PyTypeObject ScannerType;
 static PyObject *s_ttft_ms, *s_last_usage, *s_prompt_tokens, *s_pieces, *s_cr, *s_feed_python, *s_rest,
-    *s_append, *s_chunk_ms, *s_chunk_tokens, *s_chunk_usage, *s_rec, *s_parser, *s_chat, *s_start_perf, *s_plain, *s_message_complete, *s_scanner, *s_has_partial;
+    *s_append, *s_chunk_ms, *s_chunk_tokens, *s_chunk_usage, *s_rec, *s_parser, *s_chat, *s_start_perf, *s_plain, *s_message_complete, *s_scanner, *s_has_partial, *s_frombytes;
 static PyObject *one, *minus_one;
 
 /* The decoder holds its scanner and the scanner its decoder: a cycle the collector must see
@@ -676,6 +695,9 @@ Scanner_traverse(Scanner *self, visitproc visit, void *arg)
     Py_VISIT(self->parse_error);
     Py_VISIT(self->tls_read);
     Py_VISIT(self->tls_pending);
+    Py_VISIT(self->ms_frombytes);
+    Py_VISIT(self->tokens_frombytes);
+    Py_VISIT(self->usage_frombytes);
     return 0;
 }
 
@@ -695,6 +717,9 @@ Scanner_clear(Scanner *self)
     Py_CLEAR(self->parse_error);
     Py_CLEAR(self->tls_read);
     Py_CLEAR(self->tls_pending);
+    Py_CLEAR(self->ms_frombytes);
+    Py_CLEAR(self->tokens_frombytes);
+    Py_CLEAR(self->usage_frombytes);
     self->fd = -1;
     return 0;
 }
@@ -704,15 +729,17 @@ Scanner_dealloc(Scanner *self)
 {
     PyObject_GC_UnTrack(self);
     Scanner_clear(self);
+    PyMem_Free(self->held_ms);
+    PyMem_Free(self->held_usage);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 static PyObject *
-get_attr_method(PyObject *owner, PyObject *name)
+get_attr_method(PyObject *owner, PyObject *name, PyObject *method)
 {
     PyObject *obj = PyObject_GetAttr(owner, name);
     if (obj == NULL) return NULL;
-    PyObject *m = PyObject_GetAttr(obj, s_append);
+    PyObject *m = PyObject_GetAttr(obj, method);
     Py_DECREF(obj);
     return m;
 }
@@ -728,10 +755,14 @@ Scanner_init(Scanner *self, PyObject *args, PyObject *kwds)
     Py_XSETREF(self->rec, rec);
     Py_XSETREF(self->pieces_owner, PyObject_GetAttr(decoder, s_parser));
     Py_XSETREF(self->chunk_ms, PyObject_GetAttr(rec, s_chunk_ms));
-    Py_XSETREF(self->ms_append, get_attr_method(rec, s_chunk_ms));
-    Py_XSETREF(self->tokens_append, get_attr_method(rec, s_chunk_tokens));
-    Py_XSETREF(self->usage_append, get_attr_method(decoder, s_chunk_usage));
-    if (!self->pieces_owner || !self->chunk_ms || !self->ms_append || !self->tokens_append || !self->usage_append)
+    Py_XSETREF(self->ms_append, get_attr_method(rec, s_chunk_ms, s_append));
+    Py_XSETREF(self->tokens_append, get_attr_method(rec, s_chunk_tokens, s_append));
+    Py_XSETREF(self->usage_append, get_attr_method(decoder, s_chunk_usage, s_append));
+    Py_XSETREF(self->ms_frombytes, get_attr_method(rec, s_chunk_ms, s_frombytes));
+    Py_XSETREF(self->tokens_frombytes, get_attr_method(rec, s_chunk_tokens, s_frombytes));
+    Py_XSETREF(self->usage_frombytes, get_attr_method(decoder, s_chunk_usage, s_frombytes));
+    if (!self->pieces_owner || !self->chunk_ms || !self->ms_append || !self->tokens_append || !self->usage_append
+        || !self->ms_frombytes || !self->tokens_frombytes || !self->usage_frombytes)
         return -1;
     PyObject *chat = PyObject_GetAttr(decoder, s_chat);
     if (chat == NULL) return -1;
@@ -769,22 +800,116 @@ set_int(PyObject *owner, PyObject *name, long long v)
     return r;
 }
 
-/* Take one usual chunk into the record, as _plain does. */
+/* ---------------------------------------------------------------- held chunks
+
+   Why hold them: the reactor's read of a usual chunk handed the record three array appends and,
+   with usage in every chunk (vLLM's continuous usage), two attribute sets: five Python calls per
+   paced chunk, more than the rest of its decode. A chunk the reactor's read takes (wait_read) is
+   kept here instead and handed to the record, in bulk and in order, by flush(): before any of
+   the decoder's Python code runs (it may append chunks of its own, or read the last usage), when
+   a read's outcome goes back to the reactor to settle (an end, a failure), at the decoder's
+   close() and when the reactor drops a stream. Nothing reads a record's chunks while the reactor
+   still reads its stream, and every other entry (feed(), read(), plain()) leaves nothing held. */
+
 static int
-take(Scanner *self, Chunk *c, PyObject *t)
+hold(Scanner *self, double t, int usage)
 {
+    if (self->held == self->held_cap) {
+        Py_ssize_t cap = self->held_cap ? self->held_cap * 2 : 128;
+        double *ms = PyMem_Realloc(self->held_ms, (size_t)cap * sizeof(double));
+        if (ms == NULL) return PyErr_NoMemory(), -1;
+        self->held_ms = ms;
+        int *us = PyMem_Realloc(self->held_usage, (size_t)cap * sizeof(int));
+        if (us == NULL) return PyErr_NoMemory(), -1;
+        self->held_usage = us;
+        self->held_cap = cap;
+    }
+    self->held_ms[self->held] = t;
+    self->held_usage[self->held] = usage;
+    self->held++;
+    return 0;
+}
+
+static int
+call_frombytes(PyObject *frombytes, const void *data, Py_ssize_t size)
+{
+    PyObject *b = PyBytes_FromStringAndSize((const char *)data, size);
+    if (b == NULL) return -1;
+    int r = call1(frombytes, b);
+    Py_DECREF(b);
+    return r;
+}
+
+/* Hand the held chunks and usage to the record and the decoder (see "held chunks"). 0, or -1. */
+static int
+flush(Scanner *self)
+{
+    Py_ssize_t n = self->held;
+    if (n && self->decoder != NULL) {
+        self->held = 0;
+        int *ones = PyMem_Malloc((size_t)n * sizeof(int));
+        if (ones == NULL) return PyErr_NoMemory(), -1;
+        for (Py_ssize_t i = 0; i < n; i++) ones[i] = 1;
+        int r = call_frombytes(self->ms_frombytes, self->held_ms, n * (Py_ssize_t)sizeof(double));
+        if (r == 0) r = call_frombytes(self->tokens_frombytes, ones, n * (Py_ssize_t)sizeof(int));
+        if (r == 0) r = call_frombytes(self->usage_frombytes, self->held_usage, n * (Py_ssize_t)sizeof(int));
+        PyMem_Free(ones);
+        if (r < 0) return -1;
+    }
+    if (self->last_usage_due) {
+        self->last_usage_due = 0;
+        if (set_int(self->decoder, s_last_usage, self->last_usage) < 0) return -1;
+    }
+    if (self->prompt_due) {
+        self->prompt_due = 0;
+        if (set_int(self->rec, s_prompt_tokens, self->prompt) < 0) return -1;
+    }
+    return 0;
+}
+
+static PyObject *
+Scanner_flush(Scanner *self, PyObject *Py_UNUSED(ignored))
+{
+    if (flush(self) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* Take one usual chunk into the record, as _plain does: at once, or held (see "held chunks").
+   t: its stamp in ms since the request's start. */
+static int
+take(Scanner *self, Chunk *c, double t, int held)
+{
+    Py_ssize_t before = PyObject_Size(self->chunk_ms);
+    if (before < 0) return -1;
+    if (c->usage && (c->count > INT_MAX || c->count < INT_MIN)) held = 0; /* array("i") refuses it, as in Python */
+    if (before + self->held == 0) { /* the first content chunk: its stamp is the TTFT */
+        PyObject *tf = PyFloat_FromDouble(t);
+        if (tf == NULL) return -1;
+        int r = PyObject_SetAttr(self->rec, s_ttft_ms, tf);
+        Py_DECREF(tf);
+        if (r < 0) return -1;
+    }
+    if (held) {
+        if (c->usage) {
+            self->last_usage = c->count, self->last_usage_due = 1;
+            if (c->has_prompt) self->prompt = c->prompt, self->prompt_due = 1;
+        }
+        return hold(self, t, c->usage ? (int)c->count : -1);
+    }
+    if (flush(self) < 0) return -1; /* (nothing is held outside the reactor's reads) */
     if (c->usage) {
         if (set_int(self->decoder, s_last_usage, c->count) < 0) return -1;
         if (c->has_prompt && set_int(self->rec, s_prompt_tokens, c->prompt) < 0) return -1;
     }
-    Py_ssize_t before = PyObject_Size(self->chunk_ms);
-    if (before < 0) return -1;
-    if (before == 0 && PyObject_SetAttr(self->rec, s_ttft_ms, t) < 0) return -1;
-    if (call1(self->ms_append, t) < 0 || call1(self->tokens_append, one) < 0) return -1;
+    PyObject *tf = PyFloat_FromDouble(t);
+    if (tf == NULL) return -1;
+    int r = call1(self->ms_append, tf);
+    Py_DECREF(tf);
+    if (r < 0 || call1(self->tokens_append, one) < 0) return -1;
     if (!c->usage) return call1(self->usage_append, minus_one);
     PyObject *count = PyLong_FromLongLong(c->count);
     if (count == NULL) return -1;
-    int r = call1(self->usage_append, count);
+    r = call1(self->usage_append, count);
     Py_DECREF(count);
     return r;
 }
@@ -826,43 +951,54 @@ next_event(const char *buf, Py_ssize_t n, Py_ssize_t *p, Py_ssize_t *start, Py_s
     return 1;
 }
 
-static PyObject *feed(Scanner *self, PyObject *data, PyObject *now_obj);
-
-/* feed(data, now) -> bool: StreamDecoder.feed, as documented at the top of this file. */
-static PyObject *
-Scanner_feed(Scanner *self, PyObject *const *args, Py_ssize_t nargs)
+/* The decoder's own method (feed_python or feed_events) for what this module does not take: held
+   chunks first, then the call. 1: read on, 0: stop, -1: a Python error. */
+static int
+to_python(Scanner *self, PyObject *method, PyObject *arg, PyObject *now_obj)
 {
-    if (nargs != 2 || !PyBytes_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "feed(data: bytes, now: float)");
-        return NULL;
-    }
-    return feed(self, args[0], args[1]);
+    if (flush(self) < 0) return -1;
+    self->sse_empty = 0; /* the Python parser may hold a partial event from now on */
+    PyObject *r = PyObject_CallMethodObjArgs(self->decoder, method, arg, now_obj, NULL);
+    if (r == NULL) return -1;
+    int go_on = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    return go_on;
 }
 
-static PyObject *
-feed(Scanner *self, PyObject *data, PyObject *now_obj)
+static int
+to_python_bytes(Scanner *self, const char *buf, Py_ssize_t len, PyObject *data, PyObject *now_obj)
+{
+    if (data != NULL) return to_python(self, s_feed_python, data, now_obj);
+    PyObject *b = PyBytes_FromStringAndSize(buf, len);
+    if (b == NULL) return -1;
+    int r = to_python(self, s_feed_python, b, now_obj);
+    Py_DECREF(b);
+    return r;
+}
+
+/* StreamDecoder.feed for buf[0:len] (the de-framed body of one read; data: the same bytes as an
+   object, or NULL), stamped now. held: the usual chunks may stay held (see "held chunks").
+   1: read on, 0: stop (the decoder said so), -1: a Python error. */
+static int
+feed_buf(Scanner *self, const char *buf, Py_ssize_t len, PyObject *data, PyObject *now_obj, double now, int held)
 {
     if (self->decoder == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "the scanner was cleared");
-        return NULL;
+        return -1;
     }
-    double now = PyFloat_AsDouble(now_obj);
-    if (now == -1.0 && PyErr_Occurred()) return NULL;
-    if (!self->plain) return PyObject_CallMethodObjArgs(self->decoder, s_feed_python, data, now_obj, NULL);
-    const char *buf = PyBytes_AS_STRING(data);
-    Py_ssize_t len = PyBytes_GET_SIZE(data);
+    if (!self->plain) return to_python_bytes(self, buf, len, data, now_obj);
     /* SSEParser.feed's first case: whole events, nothing carried over, no "\r". */
-    int whole = len >= 2 && buf[len - 1] == '\n' && buf[len - 2] == '\n' && memchr(buf, '\r', len) == NULL;
-    if (whole) {
+    int whole = len >= 2 && buf[len - 1] == '\n' && buf[len - 2] == '\n' && memchr(buf, '\r', (size_t)len) == NULL;
+    if (whole && !self->sse_empty) {
         int e = parser_empty(self);
-        if (e < 0) return NULL;
-        whole = e;
+        if (e < 0) return -1;
+        whole = self->sse_empty = e;
     }
     /* _split_events' first case: every event one "data: " line. Checked over the whole read first
        (nothing may change before the read is known to be of this shape), then taken event by event. */
     Py_ssize_t text = len - 2;
     if (whole) {
-        if (text == 0) Py_RETURN_TRUE; /* no event at all (what the Python path finds too) */
+        if (text == 0) return 1; /* no event at all (what the Python path finds too) */
         Py_ssize_t start, end, p = 0;
         while (p >= 0) {
             if (!next_event(buf, text, &p, &start, &end)) {
@@ -872,25 +1008,20 @@ feed(Scanner *self, PyObject *data, PyObject *now_obj)
         }
     }
     if (!whole) /* the general path does it all, as before (its _plain is this module's plain()) */
-        return PyObject_CallMethodObjArgs(self->decoder, s_feed_python, data, now_obj, NULL);
-    PyObject *t = PyFloat_FromDouble((now - self->start) * 1000.0);
-    if (t == NULL) return NULL;
-    Py_ssize_t start, end, p = 0;
+        return to_python_bytes(self, buf, len, data, now_obj);
+    double t = (now - self->start) * 1000.0;
+    Py_ssize_t start = 0, end = 0, p = 0;
     while (p >= 0) {
         Py_ssize_t at = p;
         next_event(buf, text, &p, &start, &end);
         Chunk c;
         if (usual_chunk(buf + start, end - start, self->chat, &c)) {
-            if (take(self, &c, t) < 0) {
-                Py_DECREF(t);
-                return NULL;
-            }
+            if (take(self, &c, t, held) < 0) return -1;
             continue;
         }
         /* Not the usual chunk: the decoder's loop takes the events from this one on, in order. */
-        Py_DECREF(t);
         PyObject *rest = PyList_New(0);
-        if (rest == NULL) return NULL;
+        if (rest == NULL) return -1;
         p = at;
         while (p >= 0) {
             next_event(buf, text, &p, &start, &end);
@@ -898,16 +1029,30 @@ feed(Scanner *self, PyObject *data, PyObject *now_obj)
             if (payload == NULL || PyList_Append(rest, payload) < 0) {
                 Py_XDECREF(payload);
                 Py_DECREF(rest);
-                return NULL;
+                return -1;
             }
             Py_DECREF(payload);
         }
-        PyObject *r = PyObject_CallMethodObjArgs(self->decoder, s_rest, rest, now_obj, NULL);
+        int r = to_python(self, s_rest, rest, now_obj);
         Py_DECREF(rest);
         return r;
     }
-    Py_DECREF(t);
-    Py_RETURN_TRUE;
+    return 1;
+}
+
+/* feed(data, now) -> bool: StreamDecoder.feed, as documented at the top of this file. */
+static PyObject *
+Scanner_feed(Scanner *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "feed(data: bytes, now: float)");
+        return NULL;
+    }
+    double now = PyFloat_AsDouble(args[1]);
+    if (now == -1.0 && PyErr_Occurred()) return NULL;
+    int r = feed_buf(self, PyBytes_AS_STRING(args[0]), PyBytes_GET_SIZE(args[0]), args[0], args[1], now, 0);
+    if (r < 0) return NULL;
+    return PyBool_FromLong(r);
 }
 
 /* ssl's SSLWantReadError, SSLZeroReturnError and SSLEOFError: imported at the first TLS attach(). */
@@ -959,6 +1104,7 @@ Scanner_attach(Scanner *self, PyObject *const *args, Py_ssize_t nargs)
     self->fd = fd;
     self->stamps = stamps;
     self->framing.state = FR_OFF; /* until frame() says the framing can be followed */
+    self->sse_empty = 0;          /* checked at the first read */
     Py_XSETREF(self->parser_feed, Py_NewRef(args[2]));
     Py_XSETREF(self->response, Py_NewRef(args[3]));
     Py_XSETREF(self->pieces, Py_NewRef(args[4]));
@@ -1120,96 +1266,142 @@ Scanner_frame(Scanner *self, PyObject *const *args, Py_ssize_t nargs)
     return PyBool_FromLong(ok);
 }
 
-/* read(now) -> (added, arrived) or (kind, exception, added, arrived): one reactor read of this stream.
+static _Thread_local char read_buf[READ_SIZE];   /* a plain read's bytes (one reactor thread uses it) */
+static _Thread_local char body_buf[READ_SIZE];   /* their chunks' data, de-framed */
 
-   Does what the reactor's loop did per ready stream: recvmsg (with the arrival stamp when the
-   socket has them), the HTTP parser's feed (geventhttpclient's C parser strips the chunked
-   framing into the pieces list), the decode of what it handed over (feed above), and the
-   check for the message's end. ``added``: how many content chunks the read stamped;
-   ``arrived``: the kernel's wall-clock stamp of the newest bytes, or None. The second form
-   says what the reactor must settle: "blocked" (nothing to read after all), "oserror" (the
-   read failed), "eof", "http" (bad framing), "error" (the decode raised), "end" (the stream
-   is over: the decoder said stop, or the message is complete). */
+/* One recvmsg(2) into buf (retried on EINTR) and the arrival stamp (NAN when none): the byte count,
+   or -1 with errno set. recv_into's, without a bytes object. */
+static Py_ssize_t
+recv_raw(int fd, int stamps, char *buf, Py_ssize_t size, double *arrived)
+{
+    union {
+        char bytes[CMSG_SPACE(3 * sizeof(struct timespec))];
+        struct cmsghdr align;
+    } control;
+    struct iovec iov = {buf, (size_t)size};
+    struct msghdr msg;
+    ssize_t n;
+    for (;;) {
+        memset(&msg, 0, sizeof msg);
+        msg.msg_iov = &iov;
+        msg.msg_iovlen = 1;
+        if (stamps) {
+            msg.msg_control = control.bytes;
+            msg.msg_controllen = sizeof control.bytes;
+        }
+        n = recvmsg(fd, &msg, 0);
+        if (n >= 0 || errno != EINTR) break;
+    }
+    *arrived = NAN;
+    if (n > 0 && stamps) *arrived = arrival_stamp(&msg);
+    return n;
+}
+
 static PyObject *
-Scanner_read(Scanner *self, PyObject *now_obj)
+stamp_object(double arrived)
+{
+    if (isnan(arrived)) Py_RETURN_NONE;
+    return PyFloat_FromDouble(arrived);
+}
+
+/* An outcome for the reactor to settle, the held chunks handed over first (it may end the stream). */
+static PyObject *
+settle(Scanner *self, const char *kind, PyObject *exc, Py_ssize_t added, double arrived)
+{
+    if (strcmp(kind, "blocked") != 0 && flush(self) < 0) {
+        Py_XDECREF(exc);
+        return NULL;
+    }
+    PyObject *stamp = stamp_object(arrived);
+    if (stamp == NULL) {
+        Py_XDECREF(exc);
+        return NULL;
+    }
+    return outcome(kind, exc, added, stamp);
+}
+
+/* One reactor read of this stream; what read() does, but for the usual outcome (Py_None, with
+   *added: the content chunks it stamped, *arrived: the kernel's wall-clock stamp of the newest
+   bytes or NAN) no objects are made, and the chunks it took may stay held (see "held chunks").
+   Any other outcome is read()'s (kind, exception, added, arrived), held chunks handed over first
+   except for "blocked". NULL on a Python error. */
+static PyObject *
+read_once(Scanner *self, PyObject *now_obj, double now, Py_ssize_t *added, double *arrived)
 {
     if (self->fd < 0 || self->pieces == NULL || self->decoder == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "read() before attach()");
         return NULL;
     }
-    PyObject *data, *arrived;
+    *added = 0;
+    *arrived = NAN;
+    PyObject *data = NULL; /* the read's bytes as an object, once needed (always over TLS) */
+    const char *buf;
     int closed = 0; /* over TLS: the peer closed after (or without) these bytes */
     Py_ssize_t n;
     if (self->tls_read != NULL) {
         int r = tls_read_all(self, &data, &closed);
-        if (r == 1) return outcome("blocked", NULL, 0, Py_NewRef(Py_None));
+        if (r == 1) return settle(self, "blocked", NULL, 0, NAN);
         if (r < 0) {
             PyObject *exc = caught();
             if (exc == NULL) return NULL;
-            return outcome(PyObject_TypeCheck(exc, (PyTypeObject *)PyExc_OSError) ? "oserror" : "error", exc, 0,
-                           Py_NewRef(Py_None));
+            return settle(self, PyObject_TypeCheck(exc, (PyTypeObject *)PyExc_OSError) ? "oserror" : "error", exc, 0, NAN);
         }
-        arrived = Py_NewRef(Py_None);
+        buf = PyBytes_AS_STRING(data);
         n = PyBytes_GET_SIZE(data);
     } else {
-        n = recv_into(self->fd, READ_SIZE, self->stamps, &data, &arrived);
-        if (n == -1) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK) return outcome("blocked", NULL, 0, Py_NewRef(Py_None));
+        n = recv_raw(self->fd, self->stamps, read_buf, READ_SIZE, arrived);
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return settle(self, "blocked", NULL, 0, NAN);
             PyErr_SetFromErrno(PyExc_OSError);
-            return outcome("oserror", caught(), 0, Py_NewRef(Py_None));
+            return settle(self, "oserror", caught(), 0, NAN);
         }
-        if (n < 0) return NULL;
+        buf = read_buf;
     }
     if (n == 0) {
-        Py_DECREF(data);
-        Py_DECREF(arrived);
-        return outcome("eof", NULL, 0, Py_NewRef(Py_None));
+        Py_XDECREF(data);
+        return settle(self, "eof", NULL, 0, NAN);
     }
     Py_ssize_t before = PyObject_Size(self->chunk_ms);
     if (before < 0) {
-        Py_DECREF(data);
-        Py_DECREF(arrived);
+        Py_XDECREF(data);
         return NULL;
     }
+    before += self->held;
     /* The read's chunk data: de-framed here when the read is whole chunks between two chunks'
        starts (the parser is not fed: it stays between two chunks), else through the parser. */
-    PyObject *chunk = NULL;
-    int parsed = 1; /* the parser was fed (and may have ended the message) */
+    const char *body = NULL;
+    Py_ssize_t body_len = 0;
+    PyObject *chunk = NULL;   /* the parser's de-framed pieces, joined */
+    char *spill = NULL;       /* a de-framed read too long for body_buf (a TLS read of many records) */
+    int parsed = 1;           /* the parser was fed (and may have ended the message) */
     if (AT_BOUNDARY(self->framing)) {
         Framing f = self->framing;
-        PyObject *body = PyBytes_FromStringAndSize(NULL, n);
-        Py_ssize_t len = 0;
-        if (body == NULL) {
-            Py_DECREF(data);
-            Py_DECREF(arrived);
-            return NULL;
+        char *out = body_buf;
+        if (n > READ_SIZE && (out = spill = PyMem_Malloc((size_t)n)) == NULL) {
+            Py_XDECREF(data);
+            return PyErr_NoMemory();
         }
-        if (deframe(&f, PyBytes_AS_STRING(data), n, PyBytes_AS_STRING(body), &len) == 0 && AT_BOUNDARY(f)) {
+        if (deframe(&f, buf, n, out, &body_len) == 0 && AT_BOUNDARY(f)) {
             self->framing = f;
             self->deframed++;
             parsed = 0;
-            if (_PyBytes_Resize(&body, len) < 0) {
-                Py_DECREF(data);
-                Py_DECREF(arrived);
-                return NULL;
-            }
-            chunk = body;
-        } else {
-            Py_DECREF(body);
+            body = out;
         }
     }
     if (parsed) {
+        if (data == NULL && (data = PyBytes_FromStringAndSize(buf, n)) == NULL) {
+            PyMem_Free(spill);
+            return NULL;
+        }
         PyObject *argv[2] = {self->response, data};
         PyObject *r = PyObject_Vectorcall(self->parser_feed, argv, 2, NULL);
         if (r == NULL) {
             Py_DECREF(data);
+            PyMem_Free(spill);
             PyObject *exc = caught();
-            if (exc == NULL) {
-                Py_DECREF(arrived);
-                return NULL;
-            }
+            if (exc == NULL) return NULL;
             int framing = PyErr_GivenExceptionMatches(exc, self->parse_error);
-            return outcome(framing ? "http" : "error", exc, 0, arrived);
+            return settle(self, framing ? "http" : "error", exc, 0, *arrived);
         }
         Py_DECREF(r);
         Py_ssize_t npieces = PyList_GET_SIZE(self->pieces);
@@ -1224,85 +1416,101 @@ Scanner_read(Scanner *self, PyObject *now_obj)
             if (chunk == NULL || PyList_SetSlice(self->pieces, 0, npieces, NULL) < 0) {
                 Py_XDECREF(chunk);
                 Py_DECREF(data);
-                Py_DECREF(arrived);
+                PyMem_Free(spill);
                 return NULL;
             }
+            body = PyBytes_AS_STRING(chunk);
+            body_len = PyBytes_GET_SIZE(chunk);
         }
         if (follow(self, data, chunk) < 0) {
             Py_XDECREF(chunk);
             Py_DECREF(data);
-            Py_DECREF(arrived);
+            PyMem_Free(spill);
             return NULL;
         }
     }
-    Py_DECREF(data);
-    if (chunk != NULL) {
-        PyObject *fed = feed(self, chunk, now_obj);
-        Py_DECREF(chunk);
-        Py_ssize_t added = PyObject_Size(self->chunk_ms) - before;
-        if (fed == NULL) {
-            PyObject *exc = caught();
-            if (exc == NULL) {
-                Py_DECREF(arrived);
-                return NULL;
-            }
-            return outcome("error", exc, added, arrived);
+    Py_XDECREF(data);
+    if (body != NULL) {
+        int fed = feed_buf(self, body, body_len, chunk, now_obj, now, 1);
+        Py_XDECREF(chunk);
+        PyMem_Free(spill);
+        PyObject *exc = NULL;
+        if (fed < 0 && (exc = caught()) == NULL) return NULL;
+        Py_ssize_t size = PyObject_Size(self->chunk_ms);
+        if (size < 0) {
+            Py_XDECREF(exc);
+            return NULL;
         }
-        int go_on = PyObject_IsTrue(fed);
-        Py_DECREF(fed);
-        if (go_on <= 0) return outcome("end", NULL, added, arrived);
+        *added = size + self->held - before;
+        if (exc != NULL) return settle(self, "error", exc, *added, *arrived);
+        if (fed == 0) return settle(self, "end", NULL, *added, *arrived);
+    } else {
+        PyMem_Free(spill);
     }
-    Py_ssize_t added = PyObject_Size(self->chunk_ms) - before;
     int done = 0;
     if (parsed) { /* else the parser was not fed: the message cannot have ended */
         PyObject *complete = PyObject_GetAttr(self->response, s_message_complete);
-        if (complete == NULL) {
-            Py_DECREF(arrived);
-            return NULL;
-        }
+        if (complete == NULL) return NULL;
         done = PyObject_IsTrue(complete);
         Py_DECREF(complete);
     }
-    if (done || closed) return outcome("end", NULL, added, arrived); /* closed: as _read_python ends it */
-    PyObject *out = PyTuple_New(2);
-    PyObject *count = PyLong_FromSsize_t(added);
-    if (out == NULL || count == NULL) {
-        Py_XDECREF(out);
-        Py_XDECREF(count);
-        Py_DECREF(arrived);
-        return NULL;
-    }
-    PyTuple_SET_ITEM(out, 0, count);
-    PyTuple_SET_ITEM(out, 1, arrived);
-    return out;
+    if (done || closed) return settle(self, "end", NULL, *added, *arrived); /* closed: as _read_python ends it */
+    Py_RETURN_NONE;
 }
 
+/* read(now) -> (added, arrived) or (kind, exception, added, arrived): one reactor read of this stream.
 
-/* Append a float to an array("d") (its append method: arrays have no C API). */
-static int
-append_double(PyObject *arr, double v)
+   Does what the reactor's loop did per ready stream: recvmsg (with the arrival stamp when the
+   socket has them), the chunked framing taken off (here, or by geventhttpclient's C parser into
+   the pieces list), the decode of the body, and the check for the message's end.
+   ``added``: how many content chunks the read stamped; ``arrived``: the kernel's wall-clock stamp
+   of the newest bytes, or None. The second form says what the reactor must settle: "blocked"
+   (nothing to read after all), "oserror" (the read failed), "eof", "http" (bad framing), "error"
+   (the decode raised), "end" (the stream is over: the decoder said stop, or the message is
+   complete). The record holds every chunk read when this returns, unless ``held`` is true: then
+   the usual chunks may stay held as the reactor's reads leave them (wait_read; the tests read
+   that way to check the order they reach the record in). */
+static PyObject *
+Scanner_read(Scanner *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *f = PyFloat_FromDouble(v);
-    if (f == NULL) return -1;
-    PyObject *r = PyObject_CallMethodOneArg(arr, s_append, f);
-    Py_DECREF(f);
-    if (r == NULL) return -1;
-    Py_DECREF(r);
-    return 0;
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "read(now, held=False)");
+        return NULL;
+    }
+    PyObject *now_obj = args[0];
+    double now = PyFloat_AsDouble(now_obj);
+    if (now == -1.0 && PyErr_Occurred()) return NULL;
+    int held = nargs == 2 ? PyObject_IsTrue(args[1]) : 0;
+    if (held < 0) return NULL;
+    Py_ssize_t added;
+    double arrived;
+    PyObject *out = read_once(self, now_obj, now, &added, &arrived);
+    if (out != Py_None) return out;
+    Py_DECREF(out);
+    if (!held && flush(self) < 0) return NULL;
+    PyObject *stamp = stamp_object(arrived);
+    if (stamp == NULL) return NULL;
+    return Py_BuildValue("(nN)", added, stamp);
 }
 
 /* The stamp delay of one read that stamped content chunks (added > 0), counted as the reactor's
-   loop counts it (reactor.py): against the kernel's arrival stamp where there is one, else 0 for a
-   read whose epoll call waited, else the bound. 0, or -1 on a Python error. */
+   loop counts it (reactor.py): against the kernel's arrival stamp where there is one (into
+   measured), else 0 for a read whose epoll call waited (woken), else the bound (bounds). Each
+   array here is a local run of values, handed to the reactor's arrays once per batch. 0, or -1. */
+typedef struct {
+    double *v;
+    int n;
+} Run;
+
 static int
-count_delay(Scanner *scan, PyObject *arrived, Py_ssize_t added, int waited, double wall_now, double bound_ms,
-            PyObject *measured, PyObject *woken, PyObject *bounds)
+count_delay(Scanner *scan, double arrived, Py_ssize_t added, int waited, double wall_now, double bound_ms,
+            Run *measured, Run *woken, Run *bounds)
 {
-    if (arrived != Py_None) {
-        double ms = (wall_now - PyFloat_AsDouble(arrived)) * 1000.0;
+    if (!isnan(arrived)) {
+        double ms = (wall_now - arrived) * 1000.0;
         if (!waited && ms < bound_ms) {
             int partial = added > 1;
-            if (!partial) {
+            if (!partial && !scan->sse_empty) { /* (a parser known to be empty holds no partial event) */
                 PyObject *hp = PyObject_GetAttr(scan->pieces_owner, s_has_partial);
                 partial = hp == NULL ? -1 : PyObject_IsTrue(hp);
                 Py_XDECREF(hp);
@@ -1310,9 +1518,28 @@ count_delay(Scanner *scan, PyObject *arrived, Py_ssize_t added, int waited, doub
             if (partial < 0) return -1;
             if (partial) ms = bound_ms;
         }
-        return append_double(measured, ms > 0.0 ? ms : 0.0);
+        measured->v[measured->n++] = ms > 0.0 ? ms : 0.0;
+    } else if (waited) {
+        woken->v[woken->n++] = 0.0;
+    } else {
+        bounds->v[bounds->n++] = bound_ms;
     }
-    return waited ? append_double(woken, 0.0) : append_double(bounds, bound_ms);
+    return 0;
+}
+
+/* A run of delays onto its array("d") of the reactor (one frombytes call). */
+static int
+extend(PyObject *arr, Run *run)
+{
+    if (run->n == 0) return 0;
+    PyObject *b = PyBytes_FromStringAndSize((const char *)run->v, (Py_ssize_t)run->n * (Py_ssize_t)sizeof(double));
+    if (b == NULL) return -1;
+    PyObject *r = PyObject_CallMethodOneArg(arr, s_frombytes, b);
+    Py_DECREF(b);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    run->n = 0;
+    return 0;
 }
 
 #ifdef __linux__
@@ -1366,6 +1593,8 @@ wait_read(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (PyErr_Occurred()) goto fail;
     int waited = now - before > waited_s;
     double bound_ms = (now - last_return) * 1000.0;
+    double mv[MAX_EVENTS], wv[MAX_EVENTS], bv[MAX_EVENTS]; /* at most one delay per ready stream */
+    Run m = {mv, 0}, w = {wv, 0}, b = {bv, 0};
     for (int i = 0; i < n; i++) {
         int fd = ev[i].data.fd;
         PyObject *outcome = NULL; /* NULL: the Python loop reads it (or it is the wake-up pipe) */
@@ -1382,18 +1611,18 @@ wait_read(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             if (sc == NULL) goto fail;
             if (PyObject_TypeCheck(sc, &ScannerType)) {
                 Scanner *scan = (Scanner *)sc;
-                PyObject *out = Scanner_read(scan, now_obj);
+                Py_ssize_t added;
+                double arrived;
+                PyObject *out = read_once(scan, now_obj, now, &added, &arrived);
                 if (out == NULL) {
                     Py_DECREF(sc);
                     goto fail;
                 }
-                if (PyTuple_GET_SIZE(out) == 2) {
-                    Py_ssize_t added = PyLong_AsSsize_t(PyTuple_GET_ITEM(out, 0));
-                    int rc = added > 0 ? count_delay(scan, PyTuple_GET_ITEM(out, 1), added, waited, wall_now, bound_ms,
-                                                     measured, woken, bounds) : 0;
+                if (out == Py_None) { /* the usual: its delay counted here, its chunks maybe held */
                     Py_DECREF(out);
+                    int rc = added > 0 ? count_delay(scan, arrived, added, waited, wall_now, bound_ms, &m, &w, &b) : 0;
                     Py_DECREF(sc);
-                    if (rc < 0 || PyErr_Occurred()) goto fail;
+                    if (rc < 0) goto fail;
                     continue;
                 }
                 outcome = out; /* the reactor settles it */
@@ -1406,6 +1635,7 @@ wait_read(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         Py_DECREF(item);
         if (r < 0) goto fail;
     }
+    if (extend(measured, &m) < 0 || extend(woken, &w) < 0 || extend(bounds, &b) < 0) goto fail;
     return Py_BuildValue("(NNiN)", now_obj, wall_obj, n, rest);
 fail:
     Py_XDECREF(now_obj);
@@ -1431,20 +1661,15 @@ Scanner_plain(Scanner *self, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t i = PyLong_AsSsize_t(args[1]);
     double now = PyFloat_AsDouble(args[2]);
     if (PyErr_Occurred()) return NULL;
-    PyObject *t = NULL;
+    double t = (now - self->start) * 1000.0;
     for (; i < PyList_GET_SIZE(events); i++) {
         PyObject *payload = PyList_GET_ITEM(events, i);
         Chunk c;
         if (!PyBytes_CheckExact(payload)
             || !usual_chunk(PyBytes_AS_STRING(payload), PyBytes_GET_SIZE(payload), self->chat, &c))
             break;
-        if (t == NULL && (t = PyFloat_FromDouble((now - self->start) * 1000.0)) == NULL) return NULL;
-        if (take(self, &c, t) < 0) {
-            Py_DECREF(t);
-            return NULL;
-        }
+        if (take(self, &c, t, 0) < 0) return NULL;
     }
-    Py_XDECREF(t);
     return PyLong_FromSsize_t(i);
 }
 
@@ -1478,10 +1703,12 @@ static PyMethodDef Scanner_methods[] = {
      "feed(data, now) -> bool: StreamDecoder.feed for one read (False: stop reading)."},
     {"attach", (PyCFunction)(void (*)(void))Scanner_attach, METH_FASTCALL,
      "attach(fd, stamps, parser_feed, response, pieces, parse_error[, tls]): the stream read() reads."},
+    {"flush", (PyCFunction)Scanner_flush, METH_NOARGS,
+     "flush(): hand the chunks the reactor's reads hold to the record (see \"held chunks\" in _scanner.c)."},
     {"frame", (PyCFunction)(void (*)(void))Scanner_frame, METH_FASTCALL,
      "frame(head, body) -> bool: de-frame the usual reads here, following the framing from the head's end."},
-    {"read", (PyCFunction)Scanner_read, METH_O,
-     "read(now) -> (added, arrived) or (kind, exception, added, arrived): one read of the attached stream."},
+    {"read", (PyCFunction)(void (*)(void))Scanner_read, METH_FASTCALL,
+     "read(now, held=False) -> (added, arrived) or (kind, exception, added, arrived): one read of the attached stream."},
     {"plain", (PyCFunction)(void (*)(void))Scanner_plain, METH_FASTCALL,
      "plain(events, i, now) -> int: StreamDecoder._plain in C."},
     {NULL, NULL, 0, NULL},
@@ -1490,6 +1717,8 @@ static PyMethodDef Scanner_methods[] = {
 static PyMemberDef Scanner_members[] = {
     {"deframed", T_PYSSIZET, offsetof(Scanner, deframed), READONLY,
      "How many reads this scanner de-framed itself (the HTTP parser not fed: see frame())."},
+    {"held", T_PYSSIZET, offsetof(Scanner, held), READONLY,
+     "Content chunks the reactor's reads took that the record does not hold yet (see flush())."},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -1540,6 +1769,7 @@ PyInit__scanner(void)
     INTERN(s_feed_python, "feed_python");
     INTERN(s_rest, "feed_events");
     INTERN(s_append, "append");
+    INTERN(s_frombytes, "frombytes");
     INTERN(s_chunk_ms, "chunk_ms");
     INTERN(s_chunk_tokens, "chunk_tokens");
     INTERN(s_chunk_usage, "chunk_usage");

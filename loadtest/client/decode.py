@@ -232,6 +232,8 @@ class StreamDecoder:
 
     def close(self, now: float) -> None:
         """The stream ended (cleanly or not): stamp e2e and settle the token counts."""
+        if self.scanner is not None:
+            self.scanner.flush()  # the chunks the reactor's reads hold in C (_scanner.c, "held chunks")
         rec = self.rec
         rec.e2e_ms = (now - rec.start_perf) * 1000.0
         if not self.failed and not (self.done or self.finished):

@@ -375,6 +375,11 @@ class Reactor:
 
     def _drop(self, stream: _Stream) -> None:
         self._unregister(stream)
+        if stream.scanner is not None:  # the record keeps the chunks seen: hand over those the scanner holds
+            try:
+                stream.scanner.flush()
+            except Exception as err:  # a bug must cost one stream, never the reader thread
+                stream.decoder.rec.fail("malformed", f"could not settle the stream: {type(err).__name__}: {err}")
         self._outbox.append(stream)
         self._async.send()
 

@@ -100,8 +100,11 @@ def _close(theirs: socket.socket, how: bool | str) -> None:
     theirs.close()  # an SSLSocket's close sends no close_notify: the ragged close most servers make
 
 
-def _run(api: str, head: bytes, writes: list[bytes], compiled: bool, close_early: bool | str,
+def _run(api: str, head: bytes, writes: list[bytes], compiled: bool | str, close_early: bool | str,
          tls: tuple | None = None) -> tuple:
+    """One stream read as the reactor reads it: ``compiled`` False (Python), True (the scanner's
+    read, the record complete after each), or ``"held"`` (the scanner's read leaving the usual
+    chunks held, as the reactor's loop does, until a read goes to Python, an end, or the close)."""
     ours, theirs = _tls_pair(tls) if tls else socket.socketpair()
     ours.setblocking(False)
     reactor = _reactor()
@@ -131,13 +134,15 @@ def _run(api: str, head: bytes, writes: list[bytes], compiled: bool, close_early
                 break
             now = 100.0 + (i + 1) * 0.01
             if stream.scanner is not None:
-                outcome = stream.scanner.read(now)
+                outcome = stream.scanner.read(now, compiled == "held")
                 added, _ = outcome if len(outcome) == 2 else reactor._settle(stream, outcome, now)
             else:
                 added, _ = reactor._read_python(stream, now)
             reads.append(added)
         # the compiled read is the one under test (unless the head already held the whole stream)
-        assert (stream.scanner is not None) == (compiled and not ended_at_start)
+        assert (stream.scanner is not None) == (bool(compiled) and not ended_at_start)
+        if not stream.ended:  # the reads stopped before the stream's end: the reactor's drop hands over the rest
+            reactor._drop(stream)
     finally:
         ours.close()
         if not close_early:
@@ -155,6 +160,9 @@ def _both(api: str, head: bytes, writes: list[bytes], close_early: bool | str = 
     scanner's reads it de-framed itself (the HTTP parser not fed)."""
     c_rec, c_reads, c_ended = _run(api, head, writes, True, close_early, tls)
     _both.deframed = _run.deframed
+    h_rec, h_reads, h_ended = _run(api, head, writes, "held", close_early, tls)
+    _same(h_rec, c_rec)  # held chunks reach the record as the read's own do, in order
+    assert (h_reads, h_ended) == (c_reads, c_ended)
     p_rec, p_reads, p_ended = _run(api, head, writes, False, close_early, tls)
     _same(c_rec, p_rec)
     assert (c_reads, c_ended) == (p_reads, p_ended)
@@ -307,7 +315,12 @@ def test_the_compiled_loop_turn_reads_counts_and_hands_back_what_the_reactor_mus
         assert t0 <= now <= time.perf_counter() and abs(wall_now - time.time()) < 1.0
         assert ready == 5
         assert sorted(rest) == sorted([(python_read.fd, None), (wake_r, None)])  # what the Python loop must see
-        assert [len(s.decoder.rec.chunk_ms) for s in streams] == [1, 0, 1]
+        # the chunks are held in C until the record is read: a flush (the decoder's close, a drop) hands them over
+        assert [len(s.decoder.rec.chunk_ms) for s in streams] == [0, 0, 0]
+        assert (streams[0].scanner.held, streams[2].scanner.held) == (1, 1)
+        streams[0].scanner.flush()
+        assert len(streams[0].decoder.rec.chunk_ms) == 1 and streams[0].scanner.held == 0
+        assert streams[0].decoder.rec.ttft_ms == streams[0].decoder.rec.chunk_ms[0]
         assert list(woken) == [0.0, 0.0] and not bounds and not measured
         os.read(wake_r, 16)
         stranger.recv(16)
@@ -319,7 +332,9 @@ def test_the_compiled_loop_turn_reads_counts_and_hands_back_what_the_reactor_mus
         assert ready == 2 and len(rest) == 1
         fd, outcome = rest[0]
         assert fd == streams[0].fd and outcome[0] == "http"
-        assert len(streams[2].decoder.rec.chunk_ms) == 2 and len(bounds) == 1 and bounds[0] >= 0.0
+        assert streams[2].scanner.held == 2 and len(bounds) == 1 and bounds[0] >= 0.0
+        streams[2].decoder.close(100.9)  # the close hands over what is held, in order
+        assert len(streams[2].decoder.rec.chunk_ms) == 2 and list(streams[2].decoder.rec.chunk_tokens) == [1, 1]
         _, _, ready, rest = scanner.wait_read(poll.fileno(), 0, reactor._streams, wake_r, 0.0, 0.0, WAITED_S,
                                               measured, woken, bounds)
         assert (ready, rest) == (0, [])  # nothing left to read: an empty batch at the timeout
