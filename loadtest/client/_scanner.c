@@ -24,7 +24,7 @@
      the same parse as a plain read; no kernel stamp (SSL_read reads the socket itself).
    - Scanner.frame(): the read's chunked framing taken off here, not by geventhttpclient's parser,
      where the read is whole chunks (see "chunked framing" below); the parser does every other read.
-   - wait_read() (Linux): one turn of the reactor's loop, the epoll wait and the batch's reads.
+   - run_turns() (Linux): the reactor's loop, its epoll waits and their batches' reads, in C.
 
    The GIL is kept during recvmsg: the socket is non-blocking (the call takes a few µs), and
    releasing it would invite the hub's thread in between the stamp and the parse. */
@@ -804,7 +804,7 @@ set_int(PyObject *owner, PyObject *name, long long v)
 
    Why hold them: the reactor's read of a usual chunk handed the record three array appends and,
    with usage in every chunk (vLLM's continuous usage), two attribute sets: five Python calls per
-   paced chunk, more than the rest of its decode. A chunk the reactor's read takes (wait_read) is
+   paced chunk, more than the rest of its decode. A chunk the reactor's read takes (run_turns) is
    kept here instead and handed to the record, in bulk and in order, by flush(): before any of
    the decoder's Python code runs (it may append chunks of its own, or read the last usage), when
    a read's outcome goes back to the reactor to settle (an end, a failure), at the decoder's
@@ -1468,7 +1468,7 @@ read_once(Scanner *self, PyObject *now_obj, double now, Py_ssize_t *added, doubl
    (nothing to read after all), "oserror" (the read failed), "eof", "http" (bad framing), "error"
    (the decode raised), "end" (the stream is over: the decoder said stop, or the message is
    complete). The record holds every chunk read when this returns, unless ``held`` is true: then
-   the usual chunks may stay held as the reactor's reads leave them (wait_read; the tests read
+   the usual chunks may stay held as the reactor's reads leave them (run_turns; the tests read
    that way to check the order they reach the record in). */
 static PyObject *
 Scanner_read(Scanner *self, PyObject *const *args, Py_ssize_t nargs)
@@ -1547,101 +1547,208 @@ extend(PyObject *arr, Run *run)
 
 #define MAX_EVENTS 1023 /* select.epoll.poll's default (FD_SETSIZE - 1) */
 
-static PyObject *perf_counter_fn, *wall_time_fn; /* time.perf_counter and time.time: the Python loop's own clocks */
+static PyObject *s_batch_ms, *s_tick_lag_ms, *s_measured_ms, *s_woken_tail_ms, *s_waiting_bound_ms;
 
-/* wait_read(epfd, timeout_ms, streams, wake, before, last_return, waited_s, measured, woken, bounds)
-       -> (now, wall_now, ready, rest)
+/* The clocks of time.perf_counter and time.time, read here (no float objects per turn). Linux's
+   perf_counter is CLOCK_MONOTONIC in ns, as a double divided by 1e9: the same value to the bit as
+   Python's (checked at import: own_clocks is 0, and Python's functions are called, if not). */
+static int own_clocks = 1;
+static PyObject *perf_counter_fn, *wall_time_fn;
 
-   One turn of the reactor's loop but its bookkeeping: the epoll_wait (the GIL released, as
-   select.epoll.poll releases it), one stamp for the whole batch taken as it returns (perf_counter
-   and the wall clock, the very functions the Python loop calls), then every ready stream that has
-   a scanner read with its stamp delay counted, as reactor.py counts it. Why in C: per wake-up, the
-   Python loop's list of (fd, events) tuples and its lines cost about as much as a paced chunk's
-   decode. ``ready``: how many streams the call returned; ``rest``: what the Python loop must see,
-   in the batch's order, as (fd, outcome): the wake-up pipe and streams read in Python (outcome
-   None), and reads whose outcome the reactor settles (an end, a failure). */
-static PyObject *
-wait_read(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+static double
+clock_s(clockid_t id, PyObject *fallback)
 {
-    if (nargs != 10 || !PyDict_Check(args[2])) {
+    if (!own_clocks) {
+        PyObject *r = PyObject_CallNoArgs(fallback);
+        double v = r ? PyFloat_AsDouble(r) : NAN;
+        Py_XDECREF(r);
+        return v;
+    }
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    long long ns = (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+    return (double)ns / 1e9;
+}
+
+#define PERF() clock_s(CLOCK_MONOTONIC, perf_counter_fn)
+#define WALL() clock_s(CLOCK_REALTIME, wall_time_fn)
+
+static int
+append_to(PyObject *owner, PyObject *name, double v)
+{
+    PyObject *arr = PyObject_GetAttr(owner, name);
+    if (arr == NULL) return -1;
+    PyObject *f = PyFloat_FromDouble(v);
+    PyObject *r = f ? PyObject_CallMethodOneArg(arr, s_append, f) : NULL;
+    Py_XDECREF(f);
+    Py_DECREF(arr);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+static int
+extend_attr(PyObject *owner, PyObject *name, Run *run)
+{
+    if (run->n == 0) return 0;
+    PyObject *arr = PyObject_GetAttr(owner, name);
+    if (arr == NULL) return -1;
+    int r = extend(arr, run);
+    Py_DECREF(arr);
+    return r;
+}
+
+/* run_turns(epfd, streams, wake, reactor, clock, waited_s, tick_s, max_turns)
+       -> (now, wall_now, waited, bound_ms, ready, rest)
+
+   The reactor's loop (reactor.py says what it measures and why), turn after turn, in C: the wait
+   for the next 10 ms tick (epoll counts whole ms, rounding up), the GIL released as
+   select.epoll.poll releases it; one stamp for the whole batch as the wait returns; the tick's
+   lateness when the wait ran to its end (reactor.tick_lag_ms); every ready stream that has a
+   scanner read, its chunks held (see "held chunks") and its stamp delay counted
+   (reactor.measured_ms, woken_tail_ms or waiting_bound_ms); the batch's time (reactor.batch_ms).
+   Why in C: per wake-up the Python loop's own lines and epoll.poll's list of tuples cost as much
+   as a paced chunk's decode. It returns after a turn whose batch held something the Python loop
+   must see -- ``rest``: (fd, outcome) in the batch's order, for the wake-up pipe and streams read
+   in Python (outcome None) and the reads whose outcome the reactor settles -- with that turn's
+   stamps, whether its wait waited, and the bound of a read whose data was waiting; that turn's
+   batch time is then the caller's to add. Or after ``max_turns`` turns (0: no limit), with an
+   empty ``rest``. clock: array("d") [next tick, last return], kept across calls. */
+static PyObject *
+run_turns(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8 || !PyDict_Check(args[1])) {
         PyErr_SetString(PyExc_TypeError,
-                        "wait_read(epfd, timeout_ms, streams: dict, wake, before, last_return, waited_s, measured, woken, bounds)");
+                        "run_turns(epfd, streams: dict, wake, reactor, clock: array('d'), waited_s, tick_s, max_turns)");
         return NULL;
     }
     int epfd = (int)PyLong_AsLong(args[0]);
-    int timeout = (int)PyLong_AsLong(args[1]);
-    PyObject *streams = args[2];
-    long wake = PyLong_AsLong(args[3]);
-    double before = PyFloat_AsDouble(args[4]), last_return = PyFloat_AsDouble(args[5]);
-    double waited_s = PyFloat_AsDouble(args[6]);
-    PyObject *measured = args[7], *woken = args[8], *bounds = args[9];
+    PyObject *streams = args[1];
+    long wake = PyLong_AsLong(args[2]);
+    PyObject *reactor = args[3];
+    double waited_s = PyFloat_AsDouble(args[5]), tick_s = PyFloat_AsDouble(args[6]);
+    long max_turns = PyLong_AsLong(args[7]);
     if (PyErr_Occurred()) return NULL;
+    Py_buffer clock;
+    if (PyObject_GetBuffer(args[4], &clock, PyBUF_WRITABLE | PyBUF_FORMAT) < 0) return NULL;
+    if (clock.len != 2 * (Py_ssize_t)sizeof(double) || clock.format == NULL || strcmp(clock.format, "d") != 0) {
+        PyBuffer_Release(&clock);
+        PyErr_SetString(PyExc_TypeError, "clock: array('d', [next_tick, last_return])");
+        return NULL;
+    }
+    double *state = (double *)clock.buf; /* [next tick, last return] */
     struct epoll_event ev[MAX_EVENTS];
-    int n;
-    Py_BEGIN_ALLOW_THREADS
-    n = epoll_wait(epfd, ev, MAX_EVENTS, timeout);
-    Py_END_ALLOW_THREADS
-    if (n < 0) {
-        if (errno != EINTR) return PyErr_SetFromErrno(PyExc_OSError);
-        n = 0; /* a signal: an empty batch (the loop comes back at once) */
-    }
-    PyObject *now_obj = PyObject_CallNoArgs(perf_counter_fn);
-    PyObject *wall_obj = now_obj ? PyObject_CallNoArgs(wall_time_fn) : NULL;
-    PyObject *rest = wall_obj ? PyList_New(0) : NULL;
-    if (rest == NULL) goto fail;
-    double now = PyFloat_AsDouble(now_obj), wall_now = PyFloat_AsDouble(wall_obj);
-    if (PyErr_Occurred()) goto fail;
-    int waited = now - before > waited_s;
-    double bound_ms = (now - last_return) * 1000.0;
     double mv[MAX_EVENTS], wv[MAX_EVENTS], bv[MAX_EVENTS]; /* at most one delay per ready stream */
-    Run m = {mv, 0}, w = {wv, 0}, b = {bv, 0};
-    for (int i = 0; i < n; i++) {
-        int fd = ev[i].data.fd;
-        PyObject *outcome = NULL; /* NULL: the Python loop reads it (or it is the wake-up pipe) */
-        if (fd != wake) {
-            PyObject *key = PyLong_FromLong(fd);
-            if (key == NULL) goto fail;
-            PyObject *stream = PyDict_GetItemWithError(streams, key); /* borrowed */
-            Py_DECREF(key);
-            if (stream == NULL) {
-                if (PyErr_Occurred()) goto fail;
-                continue; /* not (or no longer) ours */
+    PyObject *rest = NULL, *now_obj = NULL;
+    for (long turn = 1;; turn++) {
+        double before = PERF();
+        double wait = state[0] - before;
+        int wait_ms = wait > 0.0 ? (int)ceil(wait * 1000.0) : 0;
+        int n;
+        Py_BEGIN_ALLOW_THREADS
+        n = epoll_wait(epfd, ev, MAX_EVENTS, wait_ms);
+        Py_END_ALLOW_THREADS
+        if (n < 0) {
+            if (errno != EINTR) {
+                PyErr_SetFromErrno(PyExc_OSError);
+                goto fail;
             }
-            PyObject *sc = PyObject_GetAttr(stream, s_scanner);
-            if (sc == NULL) goto fail;
-            if (PyObject_TypeCheck(sc, &ScannerType)) {
-                Scanner *scan = (Scanner *)sc;
-                Py_ssize_t added;
-                double arrived;
-                PyObject *out = read_once(scan, now_obj, now, &added, &arrived);
-                if (out == NULL) {
-                    Py_DECREF(sc);
-                    goto fail;
-                }
-                if (out == Py_None) { /* the usual: its delay counted here, its chunks maybe held */
-                    Py_DECREF(out);
-                    int rc = added > 0 ? count_delay(scan, arrived, added, waited, wall_now, bound_ms, &m, &w, &b) : 0;
-                    Py_DECREF(sc);
-                    if (rc < 0) goto fail;
-                    continue;
-                }
-                outcome = out; /* the reactor settles it */
-            }
-            Py_DECREF(sc);
+            n = 0; /* a signal: an empty batch */
         }
-        PyObject *item = Py_BuildValue("(iN)", fd, outcome ? outcome : Py_NewRef(Py_None));
-        if (item == NULL) goto fail;
-        int r = PyList_Append(rest, item);
-        Py_DECREF(item);
-        if (r < 0) goto fail;
+        double now = PERF(), wall_now = WALL();
+        if (PyErr_Occurred()) goto fail;
+        double promised = before + wait_ms / 1000.0;
+        if (now >= promised) { /* how late this thread ran past a wake-up the kernel promised */
+            if (append_to(reactor, s_tick_lag_ms, (now - promised) * 1000.0) < 0) goto fail;
+            state[0] = now + tick_s;
+        }
+        int waited = now - before > waited_s;
+        double bound_ms = (now - state[1]) * 1000.0;
+        state[1] = now;
+        if ((now_obj = PyFloat_FromDouble(now)) == NULL || (rest = PyList_New(0)) == NULL) goto fail;
+        Run m = {mv, 0}, w = {wv, 0}, b = {bv, 0};
+        for (int i = 0; i < n; i++) {
+            int fd = ev[i].data.fd;
+            PyObject *outcome = NULL; /* NULL: the Python loop reads it (or it is the wake-up pipe) */
+            if (fd != wake) {
+                PyObject *key = PyLong_FromLong(fd);
+                if (key == NULL) goto fail;
+                PyObject *stream = PyDict_GetItemWithError(streams, key); /* borrowed */
+                Py_DECREF(key);
+                if (stream == NULL) {
+                    if (PyErr_Occurred()) goto fail;
+                    continue; /* not (or no longer) ours */
+                }
+                PyObject *sc = PyObject_GetAttr(stream, s_scanner);
+                if (sc == NULL) goto fail;
+                if (PyObject_TypeCheck(sc, &ScannerType)) {
+                    Scanner *scan = (Scanner *)sc;
+                    Py_ssize_t added;
+                    double arrived;
+                    PyObject *out = read_once(scan, now_obj, now, &added, &arrived);
+                    if (out == NULL) {
+                        Py_DECREF(sc);
+                        goto fail;
+                    }
+                    if (out == Py_None) { /* the usual: its delay counted here, its chunks maybe held */
+                        Py_DECREF(out);
+                        int rc = added > 0 ? count_delay(scan, arrived, added, waited, wall_now, bound_ms, &m, &w, &b) : 0;
+                        Py_DECREF(sc);
+                        if (rc < 0) goto fail;
+                        continue;
+                    }
+                    outcome = out; /* the reactor settles it */
+                }
+                Py_DECREF(sc);
+            }
+            PyObject *item = Py_BuildValue("(iN)", fd, outcome ? outcome : Py_NewRef(Py_None));
+            if (item == NULL) goto fail;
+            int r = PyList_Append(rest, item);
+            Py_DECREF(item);
+            if (r < 0) goto fail;
+        }
+        if (extend_attr(reactor, s_measured_ms, &m) < 0 || extend_attr(reactor, s_woken_tail_ms, &w) < 0
+            || extend_attr(reactor, s_waiting_bound_ms, &b) < 0)
+            goto fail;
+        if (PyList_GET_SIZE(rest) || (max_turns > 0 && turn >= max_turns)) {
+            if (!PyList_GET_SIZE(rest) && n && append_to(reactor, s_batch_ms, (PERF() - now) * 1000.0) < 0) goto fail;
+            PyBuffer_Release(&clock);
+            PyObject *wall_obj = PyFloat_FromDouble(wall_now);
+            if (wall_obj == NULL) goto fail_released;
+            return Py_BuildValue("(NNidiN)", now_obj, wall_obj, waited, bound_ms, n, rest);
+        }
+        if (n && append_to(reactor, s_batch_ms, (PERF() - now) * 1000.0) < 0) goto fail;
+        Py_CLEAR(now_obj);
+        Py_CLEAR(rest);
     }
-    if (extend(measured, &m) < 0 || extend(woken, &w) < 0 || extend(bounds, &b) < 0) goto fail;
-    return Py_BuildValue("(NNiN)", now_obj, wall_obj, n, rest);
 fail:
+    PyBuffer_Release(&clock);
+fail_released:
     Py_XDECREF(now_obj);
-    Py_XDECREF(wall_obj);
     Py_XDECREF(rest);
     return NULL;
+}
+
+/* Whether this module's clocks read what time.perf_counter and time.time read (see own_clocks). */
+static int
+check_clocks(void)
+{
+    for (int i = 0; i < 3; i++) {
+        PyObject *a = PyObject_CallNoArgs(perf_counter_fn);
+        if (a == NULL) return -1;
+        double mine = clock_s(CLOCK_MONOTONIC, NULL);
+        PyObject *c = PyObject_CallNoArgs(perf_counter_fn);
+        if (c == NULL) {
+            Py_DECREF(a);
+            return -1;
+        }
+        double lo = PyFloat_AsDouble(a), hi = PyFloat_AsDouble(c);
+        Py_DECREF(a);
+        Py_DECREF(c);
+        if (lo <= mine && mine <= hi) return 0;
+    }
+    own_clocks = 0;
+    return 0;
 }
 #endif
 
@@ -1742,9 +1849,9 @@ static PyMethodDef module_methods[] = {
     {"recv_stamped", (PyCFunction)(void (*)(void))recv_stamped, METH_FASTCALL,
      "recv_stamped(fd, size) -> (bytes, arrival wall-clock seconds or None)"},
 #ifdef __linux__
-    {"wait_read", (PyCFunction)(void (*)(void))wait_read, METH_FASTCALL,
-     "wait_read(epfd, timeout_ms, streams, wake, before, last_return, waited_s, measured, woken, bounds)"
-     " -> (now, wall_now, ready, rest): one epoll wait and the scanners' reads of its batch."},
+    {"run_turns", (PyCFunction)(void (*)(void))run_turns, METH_FASTCALL,
+     "run_turns(epfd, streams, wake, reactor, clock, waited_s, tick_s, max_turns)"
+     " -> (now, wall_now, waited, bound_ms, ready, rest): the reactor's loop until it must see something."},
 #endif
     {"usual", (PyCFunction)(void (*)(void))usual, METH_FASTCALL,
      "usual(payload, chat) -> None, or (completion count or None, prompt count or None)"},
@@ -1790,6 +1897,12 @@ PyInit__scanner(void)
     wall_time_fn = PyObject_GetAttrString(time_mod, "time");
     Py_DECREF(time_mod);
     if (perf_counter_fn == NULL || wall_time_fn == NULL) return NULL;
+    INTERN(s_batch_ms, "batch_ms");
+    INTERN(s_tick_lag_ms, "tick_lag_ms");
+    INTERN(s_measured_ms, "measured_ms");
+    INTERN(s_woken_tail_ms, "woken_tail_ms");
+    INTERN(s_waiting_bound_ms, "waiting_bound_ms");
+    if (check_clocks() < 0) return NULL;
 #endif
     if (PyType_Ready(&ScannerType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);

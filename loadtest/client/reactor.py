@@ -75,7 +75,7 @@ from loadtest.client.arrival import ANCILLARY_SIZE, arrival_time, enable_arrival
 from loadtest.client.decode import StreamDecoder
 from loadtest.client.poller import make_poller
 from loadtest.client.reader_health import WAITED_S, ReaderHealth
-from loadtest.client.scanner import wait_read
+from loadtest.client.scanner import run_turns
 from loadtest.client.tls_read import read_tls
 
 _READ_SIZE = 65536
@@ -134,7 +134,6 @@ class Reactor:
         #: Per read whose arrival the kernel stamped: how late the stamp was, measured (ms;
         #: for a read whose ``epoll`` call returned at once, at least its bound).
         self.measured_ms = array("d")
-        self.busy_s = 0.0
         _start_thread(self._run, ())
 
     # -- called from greenlets (the hub's thread) ------------------------------
@@ -168,13 +167,23 @@ class Reactor:
 
     # -- the reactor thread ------------------------------------------------------
     def _run(self) -> None:
+        perf = time.perf_counter
+        if run_turns is not None and hasattr(self._poll, "fileno"):  # the loop in C (_scanner.run_turns)
+            epfd, streams, wake = self._poll.fileno(), self._streams, self._wake_r
+            clock = array("d", [perf() + _TICK_S, perf()])  # [next tick, last return]
+            while True:
+                # Turns of the loop below, in C, until a batch holds what this code must see.
+                now, wall_now, waited, bound_ms, _, rest = run_turns(epfd, streams, wake, self, clock, WAITED_S, _TICK_S, 0)
+                self._see(rest, now, wall_now, waited, bound_ms)
+                self.batch_ms.append((perf() - now) * 1000.0)
+        else:
+            self._run_python()
+
+    def _run_python(self) -> None:
+        """The loop where there is no epoll or no compiled scanner: what ``run_turns`` does, in Python."""
         poll = self._poll
-        streams = self._streams
-        wake = self._wake_r
         perf = time.perf_counter
         wall = time.time
-        # the compiled turn of the loop (an epoll's batch read in C), where there is an epoll and the scanner
-        epfd = poll.fileno() if wait_read is not None and hasattr(poll, "fileno") else None
         next_tick = perf() + _TICK_S
         last_return = perf()
         while True:
@@ -182,66 +191,66 @@ class Reactor:
             # is at the next millisecond boundary after the tick, not the tick.
             before = perf()
             wait_ms = math.ceil(max(0.0, next_tick - before) * 1000.0)
-            if epfd is not None:
-                # One C call: the wait, one stamp for the batch, and every scanner's read with its
-                # delay counted as below; ``rest`` is what this loop must see (the wake-up, a
-                # Python read, a read's end or failure to settle), in the batch's order.
-                now, wall_now, count, rest = wait_read(epfd, wait_ms, streams, wake, before, last_return, WAITED_S,
-                                                       self.measured_ms, self.woken_tail_ms, self.waiting_bound_ms)
-            else:
-                ready = poll.poll(wait_ms / 1000.0)
-                # One stamp for the whole batch, taken before any of it is processed:
-                # every stream in it already had its bytes in the kernel by now, so
-                # the stamp does not depend on the order the batch is read in.
-                now, wall_now, count = perf(), wall(), len(ready)  # (the kernel's arrival stamps are wall-clock)
-                rest = [(fd, None) for fd, _ in ready]
+            ready = poll.poll(wait_ms / 1000.0)
+            # One stamp for the whole batch, taken before any of it is processed:
+            # every stream in it already had its bytes in the kernel by now, so
+            # the stamp does not depend on the order the batch is read in.
+            now = perf()
+            wall_now = wall()  # the kernel's arrival stamps are wall-clock
             promised = before + wait_ms / 1000.0
             if now >= promised:
                 # How late this thread ran past a wake-up the kernel promised: the
                 # wait for a CPU and for the GIL, which every stamp also suffers.
                 self.tick_lag_ms.append((now - promised) * 1000.0)
                 next_tick = now + _TICK_S
-            # One delay per stream read that stamped a content chunk, not per batch: a
-            # percentile of gaps weighs every chunk alike, and a late batch is usually a
-            # large one. Reads that stamp no content (a role chunk, usage, [DONE]) time nothing.
             waited = now - before > WAITED_S
             waiting_bound_ms = (now - last_return) * 1000.0
             last_return = now
-            measured = self.measured_ms  # (health() swaps the arrays: fetched per batch)
-            for fd, outcome in rest:
-                if fd == wake:
-                    self._take_inbox()
-                    continue
-                stream = streams.get(fd)
-                if stream is None:
-                    continue
-                if outcome is None and stream.scanner is not None:  # poll(2), not epoll: the compiled read alone
-                    outcome = stream.scanner.read(now)
-                    if len(outcome) == 2:
-                        added, arrived = outcome
-                        outcome = None
-                if outcome is not None:  # the compiled read ended or failed the stream: settle it here
-                    added, arrived = self._settle(stream, outcome, now)
-                elif stream.scanner is None:
-                    added, arrived = self._read_python(stream, now)
-                if not added:
-                    continue  # no content chunk was stamped (a role chunk, usage, [DONE]): no delay to count
-                if arrived is not None:
-                    # The read's delay measured against the kernel's arrival stamp. That stamp is
-                    # the newest packet's; a chunk that ended in an earlier one waited longer,
-                    # though never from before the previous return.
-                    measured_ms = (wall_now - arrived) * 1000.0
-                    if not waited and (added > 1 or stream.decoder.parser.has_partial) and measured_ms < waiting_bound_ms:
-                        measured_ms = waiting_bound_ms
-                    measured.append(measured_ms if measured_ms > 0.0 else 0.0)
-                elif waited:
-                    self.woken_tail_ms.append(0.0)
-                else:
-                    self.waiting_bound_ms.append(waiting_bound_ms)
-            if count:
-                spent = perf() - now
-                self.busy_s += spent
-                self.batch_ms.append(spent * 1000.0)
+            self._see([(fd, None) for fd, _ in ready], now, wall_now, waited, waiting_bound_ms)
+            if ready:
+                self.batch_ms.append((perf() - now) * 1000.0)
+
+    def _see(self, rest: list, now: float, wall_now: float, waited: bool, waiting_bound_ms: float) -> None:
+        """A batch's items in order, (fd, outcome): the wake-up, reads (the compiled read's outcome
+        to settle, or None: read here) and each read's stamp delay.
+
+        One delay per stream read that stamped a content chunk, not per batch: a
+        percentile of gaps weighs every chunk alike, and a late batch is usually a
+        large one. Reads that stamp no content (a role chunk, usage, [DONE]) time nothing.
+        """
+        streams = self._streams
+        wake = self._wake_r
+        measured = self.measured_ms  # (health() swaps the arrays: fetched per batch)
+        for fd, outcome in rest:
+            if fd == wake:
+                self._take_inbox()
+                continue
+            stream = streams.get(fd)
+            if stream is None:
+                continue
+            if outcome is None and stream.scanner is not None:  # poll(2), not epoll: the compiled read alone
+                outcome = stream.scanner.read(now)
+                if len(outcome) == 2:
+                    added, arrived = outcome
+                    outcome = None
+            if outcome is not None:  # the compiled read ended or failed the stream: settle it here
+                added, arrived = self._settle(stream, outcome, now)
+            elif stream.scanner is None:
+                added, arrived = self._read_python(stream, now)
+            if not added:
+                continue  # no content chunk was stamped (a role chunk, usage, [DONE]): no delay to count
+            if arrived is not None:
+                # The read's delay measured against the kernel's arrival stamp. That stamp is
+                # the newest packet's; a chunk that ended in an earlier one waited longer,
+                # though never from before the previous return.
+                measured_ms = (wall_now - arrived) * 1000.0
+                if not waited and (added > 1 or stream.decoder.parser.has_partial) and measured_ms < waiting_bound_ms:
+                    measured_ms = waiting_bound_ms
+                measured.append(measured_ms if measured_ms > 0.0 else 0.0)
+            elif waited:
+                self.woken_tail_ms.append(0.0)
+            else:
+                self.waiting_bound_ms.append(waiting_bound_ms)
 
     def _read_python(self, stream: _Stream, now: float) -> tuple[int, float | None]:
         """One read of a ready stream in Python: content chunks it stamped, and the kernel's arrival stamp.
@@ -385,12 +394,12 @@ class Reactor:
 
     def health(self) -> ReaderHealth:
         """Take the figures gathered since the last call."""
+        batch_ms = self.batch_ms
         health = ReaderHealth(
-            self.batch_ms, self.tick_lag_ms, self.waiting_bound_ms, self.woken_tail_ms, self.busy_s, self.measured_ms
+            batch_ms, self.tick_lag_ms, self.waiting_bound_ms, self.woken_tail_ms, sum(batch_ms) / 1000.0, self.measured_ms
         )
         self.batch_ms, self.tick_lag_ms = array("d"), array("d")
         self.waiting_bound_ms, self.woken_tail_ms, self.measured_ms = array("d"), array("d"), array("d")
-        self.busy_s = 0.0
         return health
 
 

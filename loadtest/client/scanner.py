@@ -19,7 +19,7 @@ from typing import Any
 ENV = "LOADTEST_SCANNER"
 
 Scanner: Any = None
-wait_read: Any = None  # Linux only (epoll)
+run_turns: Any = None  # Linux only (epoll)
 recv_stamped: Any = None
 usual: Any = None
 if os.environ.get(ENV, "").strip().lower() != "python":
@@ -29,7 +29,7 @@ if os.environ.get(ENV, "").strip().lower() != "python":
     except ImportError:  # not built here (no compiler at install): the Python path does the same work
         pass
     else:
-        wait_read = getattr(_scanner, "wait_read", None)  # built on Linux only (it waits in epoll)
+        run_turns = getattr(_scanner, "run_turns", None)  # built on Linux only (it waits in epoll)
 
 
 def active() -> str:

@@ -275,10 +275,12 @@ def test_the_arrival_stamp_is_the_kernels():
             s.close()
 
 
-@pytest.mark.skipif(scanner.wait_read is None, reason="the compiled epoll turn is built on Linux only")
-def test_the_compiled_loop_turn_reads_counts_and_hands_back_what_the_reactor_must_see():
-    """``wait_read``: one epoll wait, the scanners' reads of its batch and their delays, as the reactor's loop counts them."""
+@pytest.mark.skipif(scanner.run_turns is None, reason="the compiled loop is built on Linux only")
+def test_the_compiled_loop_reads_counts_and_hands_back_what_the_reactor_must_see():
+    """``run_turns``: epoll waits, the scanners' reads of each batch and their delays, as the reactor's loop counts them."""
     reactor = _reactor()
+    for name in ("batch_ms", "tick_lag_ms", "measured_ms", "woken_tail_ms", "waiting_bound_ms"):
+        setattr(reactor, name, array("d"))
     poll = select.epoll()
     pairs, streams = [], []
     for _ in range(3):
@@ -297,47 +299,68 @@ def test_the_compiled_loop_turn_reads_counts_and_hands_back_what_the_reactor_mus
     poll.register(wake_r, select.EPOLLIN)
     python_read = streams[1]
     python_read.scanner = None  # as if this one were read in Python: handed back
-    measured, woken, bounds = array("d"), array("d"), array("d")
+    usual = next(f for f in STREAMS if f.name == "vllm-continuous-usage").writes[1]
+    framed = b"%x\r\n%s\r\n" % (len(usual), usual)
 
-    def turn(before: float) -> tuple:
-        return scanner.wait_read(poll.fileno(), 1000, reactor._streams, wake_r, before, time.perf_counter(),
-                                 WAITED_S, measured, woken, bounds)
+    def delays() -> dict:
+        return {k: list(getattr(reactor, k)) for k in ("measured_ms", "woken_tail_ms", "waiting_bound_ms")}
 
     try:
-        usual = next(f for f in STREAMS if f.name == "vllm-continuous-usage").writes[1]
-        for _, theirs in pairs:
-            theirs.sendall(b"%x\r\n%s\r\n" % (len(usual), usual))
-        stranger_peer.sendall(b"x")
-        os.write(wake_w, b"\0")
-        time.sleep(0.05)
+        # 1. Nothing is ready when the loop starts: it waits (the tick is 2 s away), and the writes wake it.
+        def send() -> None:
+            time.sleep(0.05)
+            for _, theirs in pairs:
+                theirs.sendall(framed)
+            stranger_peer.sendall(b"x")
+            os.write(wake_w, b"\0")
+        writer = threading.Thread(target=send)
+        clock = array("d", [time.perf_counter() + 2.0, time.perf_counter()])
         t0 = time.perf_counter()
-        now, wall_now, ready, rest = turn(before=t0 - 1.0)  # "waited": late by the wake-up only
-        assert t0 <= now <= time.perf_counter() and abs(wall_now - time.time()) < 1.0
-        assert ready == 5
-        assert sorted(rest) == sorted([(python_read.fd, None), (wake_r, None)])  # what the Python loop must see
+        writer.start()
+        now, wall_now, waited, bound_ms, ready, rest = scanner.run_turns(
+            poll.fileno(), reactor._streams, wake_r, reactor, clock, WAITED_S, 0.01, 0)
+        writer.join()
+        assert t0 + 0.04 <= now <= time.perf_counter() and abs(wall_now - time.time()) < 1.0
+        assert clock[1] == now and clock[0] > now  # the last return kept; the tick not reached yet: still ahead
+        assert ready >= 1 and rest  # it returns only with something to hand back (no max_turns)
+        # the writes may land in one batch or several (the loop went on until it had something to hand back)
+        while len(rest) < 2:
+            now, _, _, _, _, more = scanner.run_turns(poll.fileno(), reactor._streams, wake_r, reactor, clock,
+                                                     WAITED_S, 0.01, 0)
+            rest += more
+        assert sorted(rest) == sorted([(python_read.fd, None), (wake_r, None)])
         # the chunks are held in C until the record is read: a flush (the decoder's close, a drop) hands them over
         assert [len(s.decoder.rec.chunk_ms) for s in streams] == [0, 0, 0]
         assert (streams[0].scanner.held, streams[2].scanner.held) == (1, 1)
         streams[0].scanner.flush()
         assert len(streams[0].decoder.rec.chunk_ms) == 1 and streams[0].scanner.held == 0
         assert streams[0].decoder.rec.ttft_ms == streams[0].decoder.rec.chunk_ms[0]
-        assert list(woken) == [0.0, 0.0] and not bounds and not measured
+        d = delays()
+        assert len(d["woken_tail_ms"]) + len(d["waiting_bound_ms"]) == 2 and not d["measured_ms"]  # (a socketpair: no kernel stamps)
         os.read(wake_r, 16)
         stranger.recv(16)
         python_read.raw.recv(65536)
+        # 2. Data already waiting, the tick past: the turn returns at once, counts the tick's lateness and a bound.
         pairs[0][1].sendall(b"zz\r\n")  # bad framing: handed back to be settled
-        pairs[2][1].sendall(b"%x\r\n%s\r\n" % (len(usual), usual))
+        pairs[2][1].sendall(framed)
         time.sleep(0.05)
-        _, _, ready, rest = turn(before=1e12)  # the data was waiting: its bound is the delay
-        assert ready == 2 and len(rest) == 1
+        clock[0] = time.perf_counter() - 0.001
+        lags = len(reactor.tick_lag_ms)
+        now, _, waited, bound_ms, ready, rest = scanner.run_turns(poll.fileno(), reactor._streams, wake_r, reactor, clock,
+                                                               WAITED_S, 0.01, 0)
+        assert ready == 2 and len(rest) == 1 and bound_ms >= 50.0 and not waited
         fd, outcome = rest[0]
         assert fd == streams[0].fd and outcome[0] == "http"
-        assert streams[2].scanner.held == 2 and len(bounds) == 1 and bounds[0] >= 0.0
+        assert len(reactor.tick_lag_ms) == lags + 1 and abs(clock[0] - (now + 0.01)) < 1e-9
+        assert streams[2].scanner.held == 2 and delays()["waiting_bound_ms"][-1] == pytest.approx(bound_ms)
         streams[2].decoder.close(100.9)  # the close hands over what is held, in order
         assert len(streams[2].decoder.rec.chunk_ms) == 2 and list(streams[2].decoder.rec.chunk_tokens) == [1, 1]
-        _, _, ready, rest = scanner.wait_read(poll.fileno(), 0, reactor._streams, wake_r, 0.0, 0.0, WAITED_S,
-                                              measured, woken, bounds)
-        assert (ready, rest) == (0, [])  # nothing left to read: an empty batch at the timeout
+        # 3. max_turns: an empty batch comes back after that many turns, with nothing to see.
+        batches = len(reactor.batch_ms)
+        clock[0] = time.perf_counter() + 0.005
+        _, _, _, _, ready, rest = scanner.run_turns(poll.fileno(), reactor._streams, wake_r, reactor, clock,
+                                                    WAITED_S, 0.01, 1)
+        assert (ready, rest) == (0, []) and len(reactor.batch_ms) == batches  # (an empty batch has no batch time)
     finally:
         for ours, theirs in pairs + [(stranger, stranger_peer)]:
             ours.close()
