@@ -673,6 +673,38 @@ typedef struct {
 } Scanner;
 
 static PyTypeObject ScannerType;
+
+/* The attached scanners by socket: run_turns finds a ready stream's scanner here, not through the
+   reactor's dict and the stream's attribute (a key object, a look-up and an attribute per read).
+   Borrowed references: attach() sets an entry, detach() (the reactor's unregister) and the
+   scanner's own clear or dealloc remove it, so an entry never outlives its scanner or its
+   stream's registration. */
+static Scanner **by_fd;
+static int by_fd_cap;
+
+static int
+table_set(int fd, Scanner *scan)
+{
+    if (fd < 0) return 0;
+    if (fd >= by_fd_cap) {
+        int cap = by_fd_cap ? by_fd_cap : 256;
+        while (cap <= fd) cap *= 2;
+        Scanner **t = PyMem_Realloc(by_fd, (size_t)cap * sizeof(Scanner *));
+        if (t == NULL) return PyErr_NoMemory(), -1;
+        memset(t + by_fd_cap, 0, (size_t)(cap - by_fd_cap) * sizeof(Scanner *));
+        by_fd = t;
+        by_fd_cap = cap;
+    }
+    by_fd[fd] = scan;
+    return 0;
+}
+
+static void
+table_drop(Scanner *scan)
+{
+    if (scan->fd >= 0 && scan->fd < by_fd_cap && by_fd[scan->fd] == scan) by_fd[scan->fd] = NULL;
+}
+
 static PyObject *s_ttft_ms, *s_last_usage, *s_prompt_tokens, *s_pieces, *s_cr, *s_feed_python, *s_rest,
     *s_append, *s_chunk_ms, *s_chunk_tokens, *s_chunk_usage, *s_rec, *s_parser, *s_chat, *s_start_perf, *s_plain, *s_message_complete, *s_scanner, *s_has_partial, *s_frombytes;
 static PyObject *one, *minus_one;
@@ -720,6 +752,7 @@ Scanner_clear(Scanner *self)
     Py_CLEAR(self->ms_frombytes);
     Py_CLEAR(self->tokens_frombytes);
     Py_CLEAR(self->usage_frombytes);
+    table_drop(self);
     self->fd = -1;
     return 0;
 }
@@ -865,6 +898,14 @@ flush(Scanner *self)
         if (set_int(self->rec, s_prompt_tokens, self->prompt) < 0) return -1;
     }
     return 0;
+}
+
+/* detach(): the reactor no longer reads this stream (its unregister): run_turns must not find it. */
+static PyObject *
+Scanner_detach(Scanner *self, PyObject *Py_UNUSED(ignored))
+{
+    table_drop(self);
+    Py_RETURN_NONE;
 }
 
 static PyObject *
@@ -1100,6 +1141,12 @@ Scanner_attach(Scanner *self, PyObject *const *args, Py_ssize_t nargs)
             return NULL;
         }
         stamps = 0; /* SSL_read reads the socket itself: no control data */
+    }
+    table_drop(self);
+    if (table_set(fd, self) < 0) {
+        Py_XDECREF(tls_read);
+        Py_XDECREF(tls_pending);
+        return NULL;
     }
     self->fd = fd;
     self->stamps = stamps;
@@ -1671,16 +1718,18 @@ run_turns(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             int fd = ev[i].data.fd;
             PyObject *outcome = NULL; /* NULL: the Python loop reads it (or it is the wake-up pipe) */
             if (fd != wake) {
-                PyObject *key = PyLong_FromLong(fd);
-                if (key == NULL) goto fail;
-                PyObject *stream = PyDict_GetItemWithError(streams, key); /* borrowed */
-                Py_DECREF(key);
-                if (stream == NULL) {
-                    if (PyErr_Occurred()) goto fail;
-                    continue; /* not (or no longer) ours */
+                PyObject *sc = fd < by_fd_cap && by_fd[fd] != NULL ? Py_NewRef((PyObject *)by_fd[fd]) : NULL;
+                if (sc == NULL) { /* not a scanner's: a stream read in Python, or not (or no longer) ours */
+                    PyObject *key = PyLong_FromLong(fd);
+                    if (key == NULL) goto fail;
+                    PyObject *stream = PyDict_GetItemWithError(streams, key); /* borrowed */
+                    Py_DECREF(key);
+                    if (stream == NULL) {
+                        if (PyErr_Occurred()) goto fail;
+                        continue;
+                    }
+                    if ((sc = PyObject_GetAttr(stream, s_scanner)) == NULL) goto fail;
                 }
-                PyObject *sc = PyObject_GetAttr(stream, s_scanner);
-                if (sc == NULL) goto fail;
                 if (PyObject_TypeCheck(sc, &ScannerType)) {
                     Scanner *scan = (Scanner *)sc;
                     Py_ssize_t added;
@@ -1810,6 +1859,8 @@ static PyMethodDef Scanner_methods[] = {
      "feed(data, now) -> bool: StreamDecoder.feed for one read (False: stop reading)."},
     {"attach", (PyCFunction)(void (*)(void))Scanner_attach, METH_FASTCALL,
      "attach(fd, stamps, parser_feed, response, pieces, parse_error[, tls]): the stream read() reads."},
+    {"detach", (PyCFunction)Scanner_detach, METH_NOARGS,
+     "detach(): the reactor stopped reading this stream (run_turns finds it no more)."},
     {"flush", (PyCFunction)Scanner_flush, METH_NOARGS,
      "flush(): hand the chunks the reactor's reads hold to the record (see \"held chunks\" in _scanner.c)."},
     {"frame", (PyCFunction)(void (*)(void))Scanner_frame, METH_FASTCALL,

@@ -366,6 +366,8 @@ class Reactor:
     def _unregister(self, stream: _Stream) -> None:
         if stream.registered:
             stream.registered = False
+            if stream.scanner is not None:
+                stream.scanner.detach()  # the compiled loop finds a stream's scanner by its socket
             self._streams.pop(stream.fd, None)
             try:
                 self._poll.unregister(stream.fd)
