@@ -1532,9 +1532,13 @@ Scanner_read(Scanner *self, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t added;
     double arrived;
     PyObject *out = read_once(self, now_obj, now, &added, &arrived);
+    if (out == NULL) return NULL;
+    if (!held && flush(self) < 0) { /* (an outcome other than "blocked" has flushed already) */
+        Py_DECREF(out);
+        return NULL;
+    }
     if (out != Py_None) return out;
     Py_DECREF(out);
-    if (!held && flush(self) < 0) return NULL;
     PyObject *stamp = stamp_object(arrived);
     if (stamp == NULL) return NULL;
     return Py_BuildValue("(nN)", added, stamp);

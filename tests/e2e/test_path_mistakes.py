@@ -80,6 +80,14 @@ def _yaml_with(env: Env, scratch: Path, field: str, path: Path) -> Path:
     return out
 
 
+def _other_run(env: Env, scratch: Path) -> Path:
+    """A copy of the good run, for a candidate: a run compared with itself is refused before any output."""
+    out = scratch / "candidate run"
+    if not out.exists():
+        shutil.copytree(env.run, out)
+    return out
+
+
 ARGS: list[Arg] = [
     Arg("validate", "scenario", "scenario", lambda e, p, d: ["validate", str(p)]),
     Arg("run", "scenario", "scenario", lambda e, p, d: ["run", str(p), "--out", str(d / "out")], run_load=True),
@@ -97,7 +105,8 @@ ARGS: list[Arg] = [
     Arg("analyze", "run_dir", "run_folder", lambda e, p, d: ["analyze", str(p)]),
     Arg("compare", "baseline", "run_folder", lambda e, p, d: ["compare", str(p), str(e.run), "--json", str(d / "c.json")]),
     Arg("compare", "candidate", "run_folder", lambda e, p, d: ["compare", str(e.run), str(p), "--json", str(d / "c.json")]),
-    *[Arg("compare", f"--{flag}", "out_file", lambda e, p, d, flag=flag: ["compare", str(e.run), str(e.run), f"--{flag}", str(p)])
+    *[Arg("compare", f"--{flag}", "out_file",
+          lambda e, p, d, flag=flag: ["compare", str(e.run), str(_other_run(e, d)), f"--{flag}", str(p)])
       for flag in ("junit", "markdown", "html", "json")],
     Arg("history", "DIR", "history_dir", lambda e, p, d: ["history", str(p), "--html", str(d / "h.html")]),
     Arg("history", "--html", "out_file", lambda e, p, d: ["history", str(e.run), "--html", str(p)]),
