@@ -16,9 +16,10 @@ geventhttpclient; for a 200 event stream it hands the socket over with
 gets the socket back to return it to the keep-alive pool itself, on the hub's
 thread, since gevent's pool is not thread-safe.
 
-Where the compiled scanner is built (:mod:`loadtest.client.scanner`), each read and the
-batch's delay bookkeeping below run in C, with the same stamps and the same records. A TLS
-stream is read through its OpenSSL object (:mod:`loadtest.client.tls_read`; in C too, where built).
+Where the compiled scanner is built (:mod:`loadtest.client.scanner`), this loop runs in C
+(``run_turns`` in ``_scanner.c``) with the same stamps, delays and records; it comes back here
+for the wake-up, Python reads and ends. A TLS stream is read through its OpenSSL object
+(:mod:`loadtest.client.tls_read`; in C too, where built).
 
 The thread and its epoll are the unpatched originals (Locust monkey-patches
 ``threading`` and ``select`` for gevent). It is a daemon: it dies with the
@@ -187,20 +188,16 @@ class Reactor:
         next_tick = perf() + _TICK_S
         last_return = perf()
         while True:
-            # epoll counts whole milliseconds, rounding up: the wake-up it promises
-            # is at the next millisecond boundary after the tick, not the tick.
+            # epoll counts whole ms, rounding up: the wake-up it promises is the next ms after the tick.
             before = perf()
             wait_ms = math.ceil(max(0.0, next_tick - before) * 1000.0)
             ready = poll.poll(wait_ms / 1000.0)
-            # One stamp for the whole batch, taken before any of it is processed:
-            # every stream in it already had its bytes in the kernel by now, so
-            # the stamp does not depend on the order the batch is read in.
+            # One stamp for the whole batch, before any of it is read: every stream in it had its
+            # bytes in the kernel by now, so a stamp does not depend on the order of the reads.
             now = perf()
             wall_now = wall()  # the kernel's arrival stamps are wall-clock
             promised = before + wait_ms / 1000.0
-            if now >= promised:
-                # How late this thread ran past a wake-up the kernel promised: the
-                # wait for a CPU and for the GIL, which every stamp also suffers.
+            if now >= promised:  # how late the thread ran past a promised wake-up (CPU and GIL waits)
                 self.tick_lag_ms.append((now - promised) * 1000.0)
                 next_tick = now + _TICK_S
             waited = now - before > WAITED_S
@@ -240,9 +237,8 @@ class Reactor:
             if not added:
                 continue  # no content chunk was stamped (a role chunk, usage, [DONE]): no delay to count
             if arrived is not None:
-                # The read's delay measured against the kernel's arrival stamp. That stamp is
-                # the newest packet's; a chunk that ended in an earlier one waited longer,
-                # though never from before the previous return.
+                # Against the kernel's arrival stamp: the newest packet's (a chunk that ended in an
+                # earlier one waited longer, though never from before the previous return).
                 measured_ms = (wall_now - arrived) * 1000.0
                 if not waited and (added > 1 or stream.decoder.parser.has_partial) and measured_ms < waiting_bound_ms:
                     measured_ms = waiting_bound_ms
@@ -253,10 +249,7 @@ class Reactor:
                 self.waiting_bound_ms.append(waiting_bound_ms)
 
     def _read_python(self, stream: _Stream, now: float) -> tuple[int, float | None]:
-        """One read of a ready stream in Python: content chunks it stamped, and the kernel's arrival stamp.
-
-        What :meth:`loadtest.client._scanner.Scanner.read` does in one C call, where it is built.
-        """
+        """One read in Python (what ``Scanner.read`` does in C): content chunks stamped, the kernel's stamp."""
         closed = False
         try:
             if stream.tls is not None:  # decrypted records: no kernel stamp for them (tls_read.py)
