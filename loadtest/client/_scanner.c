@@ -65,28 +65,16 @@ arrival_stamp(struct msghdr *msg)
     return NAN;
 }
 
-/* The same as a new float, or None. */
-static PyObject *
-arrival(struct msghdr *msg)
-{
-    double stamp = arrival_stamp(msg);
-    if (isnan(stamp)) Py_RETURN_NONE;
-    return PyFloat_FromDouble(stamp);
-}
-
-/* One recvmsg(2) of up to size bytes (retried on EINTR), with the arrival stamp when stamps is set:
-   the bytes in *data (resized to what came) and the stamp in *arrived (a float or None). Returns
-   the byte count; -1 with errno set (no Python error, nothing allocated); -2 on a Python error. */
+/* One recvmsg(2) into buf (retried on EINTR) and the arrival stamp (NAN when none): the byte count,
+   or -1 with errno set. The reactor's reads and recv_stamped both read with it. */
 static Py_ssize_t
-recv_into(int fd, Py_ssize_t size, int stamps, PyObject **data, PyObject **arrived)
+recv_raw(int fd, int stamps, char *buf, Py_ssize_t size, double *arrived)
 {
-    PyObject *buf = PyBytes_FromStringAndSize(NULL, size);
-    if (buf == NULL) return -2;
     union {
         char bytes[CMSG_SPACE(3 * sizeof(struct timespec))];
         struct cmsghdr align;
     } control;
-    struct iovec iov = {PyBytes_AS_STRING(buf), (size_t)size};
+    struct iovec iov = {buf, (size_t)size};
     struct msghdr msg;
     ssize_t n;
     for (;;) {
@@ -100,23 +88,16 @@ recv_into(int fd, Py_ssize_t size, int stamps, PyObject **data, PyObject **arriv
         n = recvmsg(fd, &msg, 0);
         if (n >= 0 || errno != EINTR) break;
     }
-    if (n < 0) {
-        int saved = errno;
-        Py_DECREF(buf);
-        errno = saved;
-        return -1;
-    }
-    *arrived = stamps ? arrival(&msg) : Py_NewRef(Py_None);
-    if (*arrived == NULL) {
-        Py_DECREF(buf);
-        return -2;
-    }
-    if (n != size && _PyBytes_Resize(&buf, n) < 0) {
-        Py_CLEAR(*arrived);
-        return -2;
-    }
-    *data = buf;
+    *arrived = NAN;
+    if (n > 0 && stamps) *arrived = arrival_stamp(&msg);
     return n;
+}
+
+static PyObject *
+stamp_object(double arrived)
+{
+    if (isnan(arrived)) Py_RETURN_NONE;
+    return PyFloat_FromDouble(arrived);
 }
 
 static PyObject *
@@ -130,12 +111,22 @@ recv_stamped(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t size = PyLong_AsSsize_t(args[1]);
     if (PyErr_Occurred())
         return NULL;
-    PyObject *data, *arrived;
-    Py_ssize_t n = recv_into(fd, size, 1, &data, &arrived);
-    if (n == -1)
+    PyObject *data = PyBytes_FromStringAndSize(NULL, size);
+    if (data == NULL) return NULL;
+    double stamp;
+    Py_ssize_t n = recv_raw(fd, 1, PyBytes_AS_STRING(data), size, &stamp);
+    if (n < 0) {
+        int saved = errno;
+        Py_DECREF(data);
+        errno = saved;
         return PyErr_SetFromErrno(PyExc_OSError); /* EAGAIN becomes BlockingIOError, as socket.recvmsg's */
-    if (n < 0)
+    }
+    if (n != size && _PyBytes_Resize(&data, n) < 0) return NULL;
+    PyObject *arrived = stamp_object(stamp);
+    if (arrived == NULL) {
+        Py_DECREF(data);
         return NULL;
+    }
     PyObject *out = PyTuple_Pack(2, data, arrived);
     Py_DECREF(data);
     Py_DECREF(arrived);
@@ -1315,41 +1306,6 @@ Scanner_frame(Scanner *self, PyObject *const *args, Py_ssize_t nargs)
 
 static _Thread_local char read_buf[READ_SIZE];   /* a plain read's bytes (one reactor thread uses it) */
 static _Thread_local char body_buf[READ_SIZE];   /* their chunks' data, de-framed */
-
-/* One recvmsg(2) into buf (retried on EINTR) and the arrival stamp (NAN when none): the byte count,
-   or -1 with errno set. recv_into's, without a bytes object. */
-static Py_ssize_t
-recv_raw(int fd, int stamps, char *buf, Py_ssize_t size, double *arrived)
-{
-    union {
-        char bytes[CMSG_SPACE(3 * sizeof(struct timespec))];
-        struct cmsghdr align;
-    } control;
-    struct iovec iov = {buf, (size_t)size};
-    struct msghdr msg;
-    ssize_t n;
-    for (;;) {
-        memset(&msg, 0, sizeof msg);
-        msg.msg_iov = &iov;
-        msg.msg_iovlen = 1;
-        if (stamps) {
-            msg.msg_control = control.bytes;
-            msg.msg_controllen = sizeof control.bytes;
-        }
-        n = recvmsg(fd, &msg, 0);
-        if (n >= 0 || errno != EINTR) break;
-    }
-    *arrived = NAN;
-    if (n > 0 && stamps) *arrived = arrival_stamp(&msg);
-    return n;
-}
-
-static PyObject *
-stamp_object(double arrived)
-{
-    if (isnan(arrived)) Py_RETURN_NONE;
-    return PyFloat_FromDouble(arrived);
-}
 
 /* An outcome for the reactor to settle, the held chunks handed over first (it may end the stream). */
 static PyObject *
