@@ -660,6 +660,12 @@ typedef struct {
     long long last_usage, prompt; /* decoder.last_usage and rec.prompt_tokens to set, when *_due */
     int last_usage_due, prompt_due;
     int sse_empty;          /* the SSE parser is known to hold nothing (nothing but this module read since) */
+    /* What reached the record through this scanner, counted here so that a read need not ask the
+       record's array its length (a cold cache line per read): the chunks take() took (held or
+       not), and those the decoder's Python methods appended when called from here (to_python).
+       has_content: the record is known to hold a content chunk (it never loses one). */
+    Py_ssize_t taken, py_added;
+    int has_content;
     PyObject *ms_frombytes, *tokens_frombytes, *usage_frombytes;
 } Scanner;
 
@@ -779,6 +785,7 @@ Scanner_init(Scanner *self, PyObject *args, PyObject *kwds)
     Py_XSETREF(self->rec, rec);
     Py_XSETREF(self->pieces_owner, PyObject_GetAttr(decoder, s_parser));
     Py_XSETREF(self->chunk_ms, PyObject_GetAttr(rec, s_chunk_ms));
+    self->taken = self->py_added = 0, self->has_content = 0; /* a new record: asked afresh */
     Py_XSETREF(self->ms_append, get_attr_method(rec, s_chunk_ms, s_append));
     Py_XSETREF(self->tokens_append, get_attr_method(rec, s_chunk_tokens, s_append));
     Py_XSETREF(self->usage_append, get_attr_method(decoder, s_chunk_usage, s_append));
@@ -911,22 +918,27 @@ Scanner_flush(Scanner *self, PyObject *Py_UNUSED(ignored))
 static int
 take(Scanner *self, Chunk *c, double t, int held)
 {
-    Py_ssize_t before = PyObject_Size(self->chunk_ms);
-    if (before < 0) return -1;
     if (c->usage && (c->count > INT_MAX || c->count < INT_MIN)) held = 0; /* array("i") refuses it, as in Python */
-    if (before + self->held == 0) { /* the first content chunk: its stamp is the TTFT */
-        PyObject *tf = PyFloat_FromDouble(t);
-        if (tf == NULL) return -1;
-        int r = PyObject_SetAttr(self->rec, s_ttft_ms, tf);
-        Py_DECREF(tf);
-        if (r < 0) return -1;
+    if (!self->has_content) { /* the record's array is asked only until it holds a chunk */
+        Py_ssize_t before = PyObject_Size(self->chunk_ms);
+        if (before < 0) return -1;
+        if (before + self->held == 0) { /* the first content chunk: its stamp is the TTFT */
+            PyObject *tf = PyFloat_FromDouble(t);
+            if (tf == NULL) return -1;
+            int r = PyObject_SetAttr(self->rec, s_ttft_ms, tf);
+            Py_DECREF(tf);
+            if (r < 0) return -1;
+        }
+        self->has_content = 1; /* (this one is about to be) */
     }
     if (held) {
         if (c->usage) {
             self->last_usage = c->count, self->last_usage_due = 1;
             if (c->has_prompt) self->prompt = c->prompt, self->prompt_due = 1;
         }
-        return hold(self, t, c->usage ? (int)c->count : -1);
+        int r = hold(self, t, c->usage ? (int)c->count : -1);
+        if (r == 0) self->taken++;
+        return r;
     }
     if (flush(self) < 0) return -1; /* (nothing is held outside the reactor's reads) */
     if (c->usage) {
@@ -937,6 +949,7 @@ take(Scanner *self, Chunk *c, double t, int held)
     if (tf == NULL) return -1;
     int r = call1(self->ms_append, tf);
     Py_DECREF(tf);
+    if (r == 0) self->taken++;
     if (r < 0 || call1(self->tokens_append, one) < 0) return -1;
     if (!c->usage) return call1(self->usage_append, minus_one);
     PyObject *count = PyLong_FromLongLong(c->count);
@@ -990,7 +1003,22 @@ to_python(Scanner *self, PyObject *method, PyObject *arg, PyObject *now_obj)
 {
     if (flush(self) < 0) return -1;
     self->sse_empty = 0; /* the Python parser may hold a partial event from now on */
+    Py_ssize_t size = PyObject_Size(self->chunk_ms);
+    if (size < 0) return -1;
+    size += self->held - self->taken; /* (the Python path may call plain(), whose takes are counted there) */
     PyObject *r = PyObject_CallMethodObjArgs(self->decoder, method, arg, now_obj, NULL);
+    PyObject *type, *exc, *tb; /* (kept aside while the array is asked its length) */
+    PyErr_Fetch(&type, &exc, &tb);
+    Py_ssize_t after = PyObject_Size(self->chunk_ms);
+    if (after < 0) {
+        Py_XDECREF(r);
+        Py_XDECREF(type);
+        Py_XDECREF(exc);
+        Py_XDECREF(tb);
+        return -1;
+    }
+    self->py_added += after + self->held - self->taken - size;
+    PyErr_Restore(type, exc, tb);
     if (r == NULL) return -1;
     int go_on = PyObject_IsTrue(r);
     Py_DECREF(r);
@@ -1364,12 +1392,7 @@ read_once(Scanner *self, PyObject *now_obj, double now, Py_ssize_t *added, doubl
         Py_XDECREF(data);
         return settle(self, "eof", NULL, 0, NAN);
     }
-    Py_ssize_t before = PyObject_Size(self->chunk_ms);
-    if (before < 0) {
-        Py_XDECREF(data);
-        return NULL;
-    }
-    before += self->held;
+    Py_ssize_t before = self->taken + self->py_added; /* the record's chunks, held ones included, from here */
     /* The read's chunk data: de-framed here when the read is whole chunks between two chunks'
        starts (the parser is not fed: it stays between two chunks), else through the parser. */
     const char *body = NULL;
@@ -1439,12 +1462,7 @@ read_once(Scanner *self, PyObject *now_obj, double now, Py_ssize_t *added, doubl
         PyMem_Free(spill);
         PyObject *exc = NULL;
         if (fed < 0 && (exc = caught()) == NULL) return NULL;
-        Py_ssize_t size = PyObject_Size(self->chunk_ms);
-        if (size < 0) {
-            Py_XDECREF(exc);
-            return NULL;
-        }
-        *added = size + self->held - before;
+        *added = self->taken + self->py_added - before;
         if (exc != NULL) return settle(self, "error", exc, *added, *arrived);
         if (fed == 0) return settle(self, "end", NULL, *added, *arrived);
     } else {
@@ -1503,7 +1521,7 @@ Scanner_read(Scanner *self, PyObject *const *args, Py_ssize_t nargs)
 /* The stamp delay of one read that stamped content chunks (added > 0), counted as the reactor's
    loop counts it (reactor.py): against the kernel's arrival stamp where there is one (into
    measured), else 0 for a read whose epoll call waited (woken), else the bound (bounds). Each
-   array here is a local run of values, handed to the reactor's arrays once per batch. 0, or -1. */
+   array here is a local run of values, handed to the reactor's arrays every few turns (run_turns). 0, or -1. */
 typedef struct {
     double *v;
     int n;
@@ -1556,6 +1574,7 @@ extend(PyObject *arr, Run *run)
 
 static PyObject *s_batch_ms, *s_tick_lag_ms, *s_measured_ms, *s_woken_tail_ms, *s_waiting_bound_ms;
 
+
 /* The clocks of time.perf_counter and time.time, read here (no float objects per turn). Linux's
    perf_counter is CLOCK_MONOTONIC in ns, as a double divided by 1e9: the same value to the bit as
    Python's (checked at import: own_clocks is 0, and Python's functions are called, if not). */
@@ -1581,20 +1600,6 @@ clock_s(clockid_t id, PyObject *fallback)
 #define WALL() clock_s(CLOCK_REALTIME, wall_time_fn)
 
 static int
-append_to(PyObject *owner, PyObject *name, double v)
-{
-    PyObject *arr = PyObject_GetAttr(owner, name);
-    if (arr == NULL) return -1;
-    PyObject *f = PyFloat_FromDouble(v);
-    PyObject *r = f ? PyObject_CallMethodOneArg(arr, s_append, f) : NULL;
-    Py_XDECREF(f);
-    Py_DECREF(arr);
-    if (r == NULL) return -1;
-    Py_DECREF(r);
-    return 0;
-}
-
-static int
 extend_attr(PyObject *owner, PyObject *name, Run *run)
 {
     if (run->n == 0) return 0;
@@ -1603,6 +1608,27 @@ extend_attr(PyObject *owner, PyObject *name, Run *run)
     int r = extend(arr, run);
     Py_DECREF(arr);
     return r;
+}
+
+/* The turns' figures: the stamp delays (measured, woken, bounds), the tick's lateness and the batch
+   times of many turns are kept here and handed to the reactor's arrays together, at most
+   HAND_OVER_S after the first, whenever run_turns returns, and before a buffer could overflow. One
+   turn is usually one or two paced chunks, and a hand-over per turn (an attribute, a bytes object
+   and a method call per array) cost as much as those chunks' parse. The figures are the same, in
+   the same order; the monitor (load/monitor.py) sees a turn's up to 20 ms later, and a level's
+   last few ms of figures may count in the next level's (or go with its warmup). */
+#define ACC (4 * MAX_EVENTS)
+#define HAND_OVER_S 0.02
+static _Thread_local double acc_measured[ACC], acc_woken[ACC], acc_bounds[ACC], acc_lag[ACC], acc_batch[ACC];
+
+/* figures: measured, woken, bounds, lag, batch (run_turns' order). 0, or -1 on a Python error. */
+static int
+hand_over(PyObject *reactor, Run **figures)
+{
+    PyObject *names[] = {s_measured_ms, s_woken_tail_ms, s_waiting_bound_ms, s_tick_lag_ms, s_batch_ms};
+    for (int i = 0; i < 5; i++)
+        if (extend_attr(reactor, names[i], figures[i]) < 0) return -1;
+    return 0;
 }
 
 /* run_turns(epfd, streams, wake, reactor, clock, waited_s, tick_s, max_turns)
@@ -1645,7 +1671,10 @@ run_turns(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     double *state = (double *)clock.buf; /* [next tick, last return] */
     struct epoll_event ev[MAX_EVENTS];
-    double mv[MAX_EVENTS], wv[MAX_EVENTS], bv[MAX_EVENTS]; /* at most one delay per ready stream */
+    /* The turns' figures, handed to the reactor's arrays together (see "the turns' figures") */
+    Run m = {acc_measured, 0}, w = {acc_woken, 0}, b = {acc_bounds, 0}, lag = {acc_lag, 0}, batch = {acc_batch, 0};
+    Run *figures[] = {&m, &w, &b, &lag, &batch};
+    double handed = PERF(); /* when they were last handed over */
     PyObject *rest = NULL, *now_obj = NULL;
     for (long turn = 1;; turn++) {
         double before = PERF();
@@ -1665,15 +1694,18 @@ run_turns(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         double now = PERF(), wall_now = WALL();
         if (PyErr_Occurred()) goto fail;
         double promised = before + wait_ms / 1000.0;
+        if (m.n + n > ACC || w.n + n > ACC || b.n + n > ACC || lag.n >= ACC || batch.n >= ACC) {
+            if (hand_over(reactor, figures) < 0) goto fail; /* room for this turn's */
+            handed = now;
+        }
         if (now >= promised) { /* how late this thread ran past a wake-up the kernel promised */
-            if (append_to(reactor, s_tick_lag_ms, (now - promised) * 1000.0) < 0) goto fail;
+            lag.v[lag.n++] = (now - promised) * 1000.0;
             state[0] = now + tick_s;
         }
         int waited = now - before > waited_s;
         double bound_ms = (now - state[1]) * 1000.0;
         state[1] = now;
-        if ((now_obj = PyFloat_FromDouble(now)) == NULL || (rest = PyList_New(0)) == NULL) goto fail;
-        Run m = {mv, 0}, w = {wv, 0}, b = {bv, 0};
+        if ((now_obj = PyFloat_FromDouble(now)) == NULL) goto fail;
         for (int i = 0; i < n; i++) {
             int fd = ev[i].data.fd;
             PyObject *outcome = NULL; /* NULL: the Python loop reads it (or it is the wake-up pipe) */
@@ -1710,25 +1742,31 @@ run_turns(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 }
                 Py_DECREF(sc);
             }
+            if (rest == NULL && (rest = PyList_New(0)) == NULL) {
+                Py_XDECREF(outcome);
+                goto fail;
+            }
             PyObject *item = Py_BuildValue("(iN)", fd, outcome ? outcome : Py_NewRef(Py_None));
             if (item == NULL) goto fail;
             int r = PyList_Append(rest, item);
             Py_DECREF(item);
             if (r < 0) goto fail;
         }
-        if (extend_attr(reactor, s_measured_ms, &m) < 0 || extend_attr(reactor, s_woken_tail_ms, &w) < 0
-            || extend_attr(reactor, s_waiting_bound_ms, &b) < 0)
-            goto fail;
-        if (PyList_GET_SIZE(rest) || (max_turns > 0 && turn >= max_turns)) {
-            if (!PyList_GET_SIZE(rest) && n && append_to(reactor, s_batch_ms, (PERF() - now) * 1000.0) < 0) goto fail;
+        if (rest != NULL || (max_turns > 0 && turn >= max_turns)) {
+            if (rest == NULL && n) batch.v[batch.n++] = (PERF() - now) * 1000.0; /* else the caller's, after rest */
+            if (hand_over(reactor, figures) < 0) goto fail;
+            if (rest == NULL && (rest = PyList_New(0)) == NULL) goto fail;
             PyBuffer_Release(&clock);
             PyObject *wall_obj = PyFloat_FromDouble(wall_now);
             if (wall_obj == NULL) goto fail_released;
             return Py_BuildValue("(NNidiN)", now_obj, wall_obj, waited, bound_ms, n, rest);
         }
-        if (n && append_to(reactor, s_batch_ms, (PERF() - now) * 1000.0) < 0) goto fail;
+        if (n) batch.v[batch.n++] = (PERF() - now) * 1000.0;
+        if (now - handed >= HAND_OVER_S) {
+            if (hand_over(reactor, figures) < 0) goto fail;
+            handed = now;
+        }
         Py_CLEAR(now_obj);
-        Py_CLEAR(rest);
     }
 fail:
     PyBuffer_Release(&clock);
