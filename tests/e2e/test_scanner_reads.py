@@ -371,6 +371,28 @@ def test_the_compiled_loop_reads_counts_and_hands_back_what_the_reactor_must_see
         _, _, _, _, ready, rest = scanner.run_turns(poll.fileno(), reactor._streams, wake_r, reactor, clock,
                                                     WAITED_S, 0.01, 1)
         assert (ready, rest) == (0, []) and len(reactor.batch_ms) == batches  # (an empty batch has no batch time)
+        # 4. Turns that hand nothing back: their figures reach the reactor's arrays while the loop goes
+        #    on (every 20 ms or so), not only when it returns; all of them by the time it returns.
+        returned: list = []
+        loop = threading.Thread(target=lambda: returned.append(scanner.run_turns(
+            poll.fileno(), reactor._streams, wake_r, reactor, array("d", [time.perf_counter() + 2.0, 0.0]),
+            WAITED_S, 0.01, 0)))
+        bounds0, held0 = len(reactor.waiting_bound_ms) + len(reactor.woken_tail_ms), streams[2].scanner.held
+        loop.start()
+        seen_running, sent, deadline = False, 0, time.monotonic() + 20
+        while time.monotonic() < deadline and not seen_running:
+            pairs[2][1].sendall(framed)  # one usual chunk: held, nothing to hand back
+            sent += 1
+            time.sleep(0.01)
+            seen_running = len(reactor.batch_ms) > batches and loop.is_alive()
+        os.write(wake_w, b"\0")
+        loop.join(20)
+        assert seen_running and not loop.is_alive() and returned
+        assert streams[2].scanner.held == held0 + sent  # every chunk sent was read and held, once
+        # one delay per read, one batch time per turn that read (the last turn's, if it also had the
+        # wake-up, is the caller's to add): nothing was lost in the hand-overs
+        delays = len(reactor.waiting_bound_ms) + len(reactor.woken_tail_ms) - bounds0
+        assert delays >= 1 and 0 <= delays - (len(reactor.batch_ms) - batches) <= 1
     finally:
         for ours, theirs in pairs + [(stranger, stranger_peer)]:
             ours.close()
