@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
 
@@ -27,3 +28,22 @@ def reap(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         proc.kill()
         proc.wait()
+
+
+def communicate_or_dump(proc: subprocess.Popen, timeout: float) -> tuple[str, str]:
+    """``proc.communicate(timeout)``; if it is still running then, fail with its threads' Python stacks.
+
+    For a child started with ``PYTHONFAULTHANDLER=1`` (``runkit.start_run`` starts runs so):
+    SIGABRT makes faulthandler print every thread's stack to stderr before the process dies, so a
+    run that hangs says where, rather than only that it timed out.
+    """
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        try:
+            _, stderr = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, stderr = proc.communicate()
+        raise AssertionError(f"still running {timeout:g} s on; its threads then:\n{(stderr or '')[-8000:]}") from None

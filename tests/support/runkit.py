@@ -7,6 +7,7 @@ Everything here drives the real CLI in a subprocess against a real
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -69,10 +70,12 @@ def loadtest(*args: str, timeout: float = 180, env: dict[str, str] | None = None
 
 
 def start_run(scenario: Path, out: Path) -> subprocess.Popen:
-    """``loadtest run`` in the background (for tests that stop it mid-way)."""
+    """``loadtest run`` in the background (for tests that stop it mid-way), with faulthandler on:
+    ``procs.communicate_or_dump`` can then show where a run that does not stop is stuck."""
     return subprocess.Popen(
         [sys.executable, "-m", "loadtest", "run", str(scenario), "--out", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+        env={**os.environ, "PYTHONFAULTHANDLER": "1"},
     )
 
 
