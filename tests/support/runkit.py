@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -71,12 +73,24 @@ def loadtest(*args: str, timeout: float = 180, env: dict[str, str] | None = None
 
 def start_run(scenario: Path, out: Path) -> subprocess.Popen:
     """``loadtest run`` in the background (for tests that stop it mid-way), with faulthandler on:
-    ``procs.communicate_or_dump`` can then show where a run that does not stop is stuck."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "loadtest", "run", str(scenario), "--out", str(out)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-        env={**os.environ, "PYTHONFAULTHANDLER": "1"},
-    )
+    ``procs.communicate_or_dump`` can then show where a run that does not stop is stuck.
+
+    The run gets SIGINT's default handling even when this process ignores SIGINT: a shell without
+    job control starts a background command (``make test &``) with SIGINT ignored, a child keeps an
+    ignored signal ignored across exec, and Python then installs no KeyboardInterrupt handler, so
+    a test's Ctrl-C would never reach the run (found when a clean-clone suite was started so)."""
+    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN and threading.current_thread() is threading.main_thread()
+    if ignored:  # (a handled signal is reset to its default at exec, an ignored one is not)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-m", "loadtest", "run", str(scenario), "--out", str(out)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+            env={**os.environ, "PYTHONFAULTHANDLER": "1"},
+        )
+    finally:
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def wait_for_flushes(out: Path, parts: int, timeout: float = 60) -> None:
