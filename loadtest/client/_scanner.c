@@ -660,12 +660,11 @@ typedef struct {
     long long last_usage, prompt; /* decoder.last_usage and rec.prompt_tokens to set, when *_due */
     int last_usage_due, prompt_due;
     int sse_empty;          /* the SSE parser is known to hold nothing (nothing but this module read since) */
-    /* What reached the record through this scanner, counted here so that a read need not ask the
-       record's array its length (a cold cache line per read): the chunks take() took (held or
-       not), and those the decoder's Python methods appended when called from here (to_python).
-       has_content: the record is known to hold a content chunk (it never loses one). */
-    Py_ssize_t taken, py_added;
-    int has_content;
+    /* The content chunks that reached the record through this scanner (held ones included), counted
+       here so that a read need not ask the record's array its length (a cold cache line per read):
+       take()'s, and those the decoder's Python methods appended when called from here (to_python).
+       Above 0, the record is known to hold a chunk (it never loses one). */
+    Py_ssize_t reached;
     PyObject *ms_frombytes, *tokens_frombytes, *usage_frombytes;
 } Scanner;
 
@@ -785,7 +784,7 @@ Scanner_init(Scanner *self, PyObject *args, PyObject *kwds)
     Py_XSETREF(self->rec, rec);
     Py_XSETREF(self->pieces_owner, PyObject_GetAttr(decoder, s_parser));
     Py_XSETREF(self->chunk_ms, PyObject_GetAttr(rec, s_chunk_ms));
-    self->taken = self->py_added = 0, self->has_content = 0; /* a new record: asked afresh */
+    self->reached = 0; /* a new record: asked afresh */
     Py_XSETREF(self->ms_append, get_attr_method(rec, s_chunk_ms, s_append));
     Py_XSETREF(self->tokens_append, get_attr_method(rec, s_chunk_tokens, s_append));
     Py_XSETREF(self->usage_append, get_attr_method(decoder, s_chunk_usage, s_append));
@@ -919,7 +918,7 @@ static int
 take(Scanner *self, Chunk *c, double t, int held)
 {
     if (c->usage && (c->count > INT_MAX || c->count < INT_MIN)) held = 0; /* array("i") refuses it, as in Python */
-    if (!self->has_content) { /* the record's array is asked only until it holds a chunk */
+    if (self->reached == 0) { /* the record's array is asked only until a chunk is known to be in it */
         Py_ssize_t before = PyObject_Size(self->chunk_ms);
         if (before < 0) return -1;
         if (before + self->held == 0) { /* the first content chunk: its stamp is the TTFT */
@@ -929,7 +928,6 @@ take(Scanner *self, Chunk *c, double t, int held)
             Py_DECREF(tf);
             if (r < 0) return -1;
         }
-        self->has_content = 1; /* (this one is about to be) */
     }
     if (held) {
         if (c->usage) {
@@ -937,7 +935,7 @@ take(Scanner *self, Chunk *c, double t, int held)
             if (c->has_prompt) self->prompt = c->prompt, self->prompt_due = 1;
         }
         int r = hold(self, t, c->usage ? (int)c->count : -1);
-        if (r == 0) self->taken++;
+        if (r == 0) self->reached++;
         return r;
     }
     if (flush(self) < 0) return -1; /* (nothing is held outside the reactor's reads) */
@@ -949,7 +947,7 @@ take(Scanner *self, Chunk *c, double t, int held)
     if (tf == NULL) return -1;
     int r = call1(self->ms_append, tf);
     Py_DECREF(tf);
-    if (r == 0) self->taken++;
+    if (r == 0) self->reached++;
     if (r < 0 || call1(self->tokens_append, one) < 0) return -1;
     if (!c->usage) return call1(self->usage_append, minus_one);
     PyObject *count = PyLong_FromLongLong(c->count);
@@ -1005,7 +1003,7 @@ to_python(Scanner *self, PyObject *method, PyObject *arg, PyObject *now_obj)
     self->sse_empty = 0; /* the Python parser may hold a partial event from now on */
     Py_ssize_t size = PyObject_Size(self->chunk_ms);
     if (size < 0) return -1;
-    size += self->held - self->taken; /* (the Python path may call plain(), whose takes are counted there) */
+    Py_ssize_t other = size + self->held - self->reached; /* the record's chunks not counted here */
     PyObject *r = PyObject_CallMethodObjArgs(self->decoder, method, arg, now_obj, NULL);
     PyObject *type, *exc, *tb; /* (kept aside while the array is asked its length) */
     PyErr_Fetch(&type, &exc, &tb);
@@ -1017,7 +1015,7 @@ to_python(Scanner *self, PyObject *method, PyObject *arg, PyObject *now_obj)
         Py_XDECREF(tb);
         return -1;
     }
-    self->py_added += after + self->held - self->taken - size;
+    self->reached = after + self->held - other; /* (plain()'s takes, from the Python path, included) */
     PyErr_Restore(type, exc, tb);
     if (r == NULL) return -1;
     int go_on = PyObject_IsTrue(r);
@@ -1392,7 +1390,7 @@ read_once(Scanner *self, PyObject *now_obj, double now, Py_ssize_t *added, doubl
         Py_XDECREF(data);
         return settle(self, "eof", NULL, 0, NAN);
     }
-    Py_ssize_t before = self->taken + self->py_added; /* the record's chunks, held ones included, from here */
+    Py_ssize_t before = self->reached;
     /* The read's chunk data: de-framed here when the read is whole chunks between two chunks'
        starts (the parser is not fed: it stays between two chunks), else through the parser. */
     const char *body = NULL;
@@ -1462,7 +1460,7 @@ read_once(Scanner *self, PyObject *now_obj, double now, Py_ssize_t *added, doubl
         PyMem_Free(spill);
         PyObject *exc = NULL;
         if (fed < 0 && (exc = caught()) == NULL) return NULL;
-        *added = self->taken + self->py_added - before;
+        *added = self->reached - before;
         if (exc != NULL) return settle(self, "error", exc, *added, *arrived);
         if (fed == 0) return settle(self, "end", NULL, *added, *arrived);
     } else {
@@ -1573,7 +1571,6 @@ extend(PyObject *arr, Run *run)
 #define MAX_EVENTS 1023 /* select.epoll.poll's default (FD_SETSIZE - 1) */
 
 static PyObject *s_batch_ms, *s_tick_lag_ms, *s_measured_ms, *s_woken_tail_ms, *s_waiting_bound_ms;
-
 
 /* The clocks of time.perf_counter and time.time, read here (no float objects per turn). Linux's
    perf_counter is CLOCK_MONOTONIC in ns, as a double divided by 1e9: the same value to the bit as
