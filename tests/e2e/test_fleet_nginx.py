@@ -21,6 +21,7 @@ One run per fleet, shared by the assertions (module fixtures); levels of 3 s.
 from __future__ import annotations
 
 import json
+import re
 import sys
 import threading
 from pathlib import Path
@@ -182,7 +183,11 @@ def test_round_robin_with_mixed_lengths_is_uneven_and_holds_less_than_n_times_on
         return
     assert at_capacity["ratio"] == pytest.approx(levels[capacity]["imbalance"], abs=0.01)
     assert message.startswith(f"3 replicas; at {capacity} users the busiest ran "), message
-    assert f"(imbalance {at_capacity['ratio']:.2f})" in message
+    # The sentence prints the unrounded ratio to 2 decimals and summary.json keeps it to 3, so they
+    # can differ by one in the second decimal (1.2349 is "1.23" there and 1.235 here; CI saw it).
+    said = re.search(r"\(imbalance (\d+\.\d\d)\)", message)
+    assert said, message
+    assert abs(float(said.group(1)) - at_capacity["ratio"]) <= 0.0055, (said.group(1), at_capacity)
     verdict = ("the balancer, not the servers, set the capacity" if at_capacity["ratio"] >= 1.15
                else "the balancer spread the load evenly")
     assert verdict in message, message
