@@ -10,6 +10,10 @@ verdicts and pages out); never imports :mod:`loadtest.load`. One module per idea
 ``rules``        tolerances and ``--fail-on``
 ``capacity``     capacity brackets, and when a drop is certain
 ``engine``       the comparison itself, its verdicts and exit code
+``noise``        run-to-run noise: each reference run's value of a check, and its spread
+``joint``        the thresholds for all checks at once, from the reference runs' correlation
+``counts``       a rate whose reference runs never went wrong: an exact count test
+``groups``       several baselines and candidates, and the history, through the noise
 ``outputs``      compare.json, JUnit XML, Markdown, terminal text
 ``page``         compare.html (curves overlaid)
 ``history``      every run of a scenario over time, each judged against the ones before it

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from loadtest.analysis.bootstrap import rng_for
-from loadtest.compare import joint, noise
+from loadtest.compare import counts, joint, noise
 from loadtest.compare.capacity import CapacityBounds, capacity_change
 from loadtest.compare.change import Change, classify, describe_change, untrusted_note
 from loadtest.compare.change import severity as _severity
@@ -98,6 +98,9 @@ def compare_groups(
     family = [c for c in checks if c.change.gating and len(c.noise.reference) >= min_history]
     for i, c in enumerate(family):
         c.slot = i
+    counted = [c for c in family if c.count is not None]
+    for c in counted:
+        c.count_alpha = counts.COUNT_ALARMS / len(counted)
     joint_noise = joint.calibrate([c.noise for c in family], rng_for(seed, "noise"))
     if joint_noise is not None:
         cmp.noise_confidence = joint_noise.confidence()
@@ -225,6 +228,8 @@ class _Check:
     d: float  # change of the group means, on the noise scale
     within: tuple[float, float]
     slot: int = -1  # its place among the checks judged together (-1: not one of them)
+    count: counts.CleanCount | None = None  # a rate whose reference runs never went wrong (:mod:`counts`)
+    count_alpha: float = 0.0  # the count test's level for this check (its share of counts.COUNT_ALARMS)
 
 
 def _prepare(change: Change, cmp: Comparison, base: list[RunInput], cand: list[RunInput],
@@ -248,8 +253,8 @@ def _prepare(change: Change, cmp: Comparison, base: list[RunInput], cand: list[R
         within = (scale(_f(change.ci[0])), scale(_f(change.ci[1])))
     reference = [p for p in (_point(s, change, level, conf, f) for f, s in ref) if p is not None]
     sign = -1.0 if change.kind in ("throughput", VALID_OUTPUT) else 1.0  # badness: worse is positive (fewer valid answers too)
-    noise_c = joint.CheckNoise(reference, [p.value for p in pts_c], sign, [p.se for p in pts_c])  # type: ignore[union-attr]
-    return _Check(change, noise_c, d, within)
+    noise_c = joint.CheckNoise(reference, [p.value for p in pts_c], sign, noise.candidate_ses(pts_c, reference, conf))  # type: ignore[arg-type]
+    return _Check(change, noise_c, d, within, count=counts.clean_count(pts_c, reference, sign > 0))  # type: ignore[arg-type]
 
 
 def _judge(c: _Check, cmp: Comparison, base: list[RunInput], cand: list[RunInput], joint_noise: joint.JointNoise | None,
@@ -275,6 +280,8 @@ def _judge(c: _Check, cmp: Comparison, base: list[RunInput], cand: list[RunInput
         # group) ± the max threshold; the verdict from the candidates' distance to the reference mean
         centre = c.d - c.noise.deviation
         lo, hi = joint_noise.band(c.slot, c.noise)  # in badness: worse positive
+        if c.count is not None and (x := c.count.smallest_flagged(c.count_alpha)) is not None:
+            hi = min(hi, x / c.count.trials)  # the count test's own edge (the reference runs' share was 0)
         ends = sorted(c.noise.sign * x for x in (lo, hi))
         change.noise_ci = (unscale(centre + ends[0]), unscale(centre + ends[1]))
         change.noise = "history"
@@ -332,7 +339,10 @@ def _beyond_noise(c: _Check, joint_noise: joint.JointNoise, tol: float,
     bad_vs_ref = c.noise.sign * (noise.to_relative(c.noise.deviation) if relative else c.noise.deviation)
     unit = "%" if relative else " pp"
     where = f"; {bad_vs_ref * 100:+.1f}{unit} worse than the mean of the {c.noise.n} reference runs (z {z:+.1f}, alone {alone:+.1f})"
-    if joint_noise.beyond(c.slot, z):
+    if c.count is not None and c.count.p <= c.count_alpha:
+        where += (f"; {c.count.bad} of {c.count.trials} requests went wrong against none of the reference runs' "
+                  f"{c.count.reference_trials} (exact p {c.count.p:.2g})")
+    if joint_noise.beyond(c.slot, z) or (c.count is not None and c.count.p <= c.count_alpha):
         if bad_vs_ref > tol:
             return "regression", True, where, False
         return "unchanged", False, where + ", beyond the run-to-run noise but within the tolerance", False

@@ -53,6 +53,25 @@ class RunPoint:
     value: float
     se: float
     folder: str = ""
+    trials: int = 0  # the requests behind a rate (its binomial's n); 0 for the other checks
+
+
+def rate_se(rate: float, trials: int, confidence: float) -> float:
+    """The standard error a rate of ``trials`` requests has when its true value is ``rate``: the Wilson
+    interval's half-width over z (at 0 it is z / (2 (n + z²)), the width a run of no failures reports).
+
+    A candidate's rate is judged against the noise it would show if nothing had changed, that is at
+    the reference runs' rate. Its own interval is the wrong yardstick: a binomial's spread grows with
+    the rate, so 10 failures of 100 against clean references (0 of 500) carried an interval of
+    ±6 points, which put the change within the noise (a z of 3 against a threshold of 6).
+    """
+    if trials <= 0 or not math.isfinite(rate):
+        return math.nan
+    p = min(1.0, max(0.0, rate))
+    z = z_of(confidence)
+    z2n = z * z / trials
+    half = z * math.sqrt(p * (1.0 - p) / trials + z * z / (4.0 * trials * trials)) / (1.0 + z2n)
+    return half / z
 
 
 def z_of(confidence: float) -> float:
@@ -83,7 +102,8 @@ def run_point(summary: Mapping[str, Any], check: str, kind: str, level: int, con
         if not math.isfinite(value):
             return None
         se = (ci[1] - ci[0]) / (2 * z) if all(math.isfinite(c) for c in ci) else 0.0
-        return RunPoint(value, max(se, 0.0), folder)
+        trials = _num(lv.get("requests" if kind == "error_rate" else "valid_output_checked"))
+        return RunPoint(value, max(se, 0.0), folder, int(trials) if math.isfinite(trials) and trials > 0 else 0)
     else:
         return None
     if not math.isfinite(value) or value <= 0:
@@ -92,6 +112,19 @@ def run_point(summary: Mapping[str, Any], check: str, kind: str, level: int, con
     if all(math.isfinite(c) and c > 0 for c in ci) and ci[1] >= ci[0]:
         se = (math.log(ci[1]) - math.log(ci[0])) / (2 * z)
     return RunPoint(math.log(value), se, folder)
+
+
+def candidate_ses(candidates: Sequence[RunPoint], reference: Sequence[RunPoint], confidence: float) -> list[float]:
+    """Each candidate's within-run standard error as the noise judges it.
+
+    A latency or throughput keeps its own. A rate (failed requests, valid outputs) takes the error it
+    would have at the reference runs' mean rate (:func:`rate_se`), not its own: its own grows with the
+    change being judged, and hid 0 → 10% failures within the run-to-run noise.
+    """
+    if not reference or not all(p.trials for p in candidates):
+        return [p.se for p in candidates]
+    rate = float(np.mean([p.value for p in reference]))
+    return [rate_se(rate, p.trials, confidence) for p in candidates]
 
 
 def group_change(base: Sequence[RunPoint], cand: Sequence[RunPoint], confidence: float) -> tuple[float, tuple[float, float]]:
