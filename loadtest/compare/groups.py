@@ -284,6 +284,9 @@ def _judge(c: _Check, cmp: Comparison, base: list[RunInput], cand: list[RunInput
             hi = min(hi, x / c.count.trials)  # the count test's own edge (the reference runs' share was 0)
         ends = sorted(c.noise.sign * x for x in (lo, hi))
         change.noise_ci = (unscale(centre + ends[0]), unscale(centre + ends[1]))
+        if not relative:  # a share's change stays where the candidate's share is one (0 to 100%)
+            b = float(change.baseline)
+            change.noise_ci = (max(change.noise_ci[0], 0.0 - b), min(change.noise_ci[1], 1.0 - b))  # type: ignore[type-var]
         change.noise = "history"
         verdict, may_regress, extra, change.beyond_tolerance_in_noise = _beyond_noise(c, joint_noise, tol, relative)
     elif c.noise.n >= min_history:  # the reference runs never moved (no errors, ever): the tolerance decides

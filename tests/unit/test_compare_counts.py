@@ -101,6 +101,8 @@ def test_a_server_that_starts_failing_one_request_in_ten_fails_the_gate(clean_hi
         assert c["noise"] == "history" and "against none of the reference runs'" in c["message"], c["message"]
         # the band the page shows ends where the count test turns, below the candidate's 10%
         assert c["noise_ci"][1] < c["candidate"], c
+        # and its better end stops where the share would be 0 (it read -29 points below a rate of 0)
+        assert c["noise_ci"][0] == 0.0 - c["baseline"], c
     # nothing else moved: the failures are the only regression
     assert all(c["name"].startswith("error_rate") for c in json.loads(out_json.read_text())["checks"]
                if c["verdict"] == "regression")
