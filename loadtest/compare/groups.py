@@ -110,28 +110,9 @@ def compare_groups(
         if _judge(c, cmp, [s for _, s in base], [s for _, s in cand], joint_noise, min_history):
             unknown += 1
     _baseline_drift_words(cmp, len(ref))
-    cmp.hint = history_hint(cmp.changes, len(ref), min_history, unknown) or cmp.hint
+    cmp.hint = noise.history_hint(cmp.changes, len(ref), min_history, unknown) or cmp.hint
     cmp.changes.sort(key=_severity)
     return cmp
-
-
-def history_hint(changes: Sequence[Change], reference_runs: int, min_history: int, unknown: bool) -> str | None:
-    """What an inconclusive headline says when too few reference runs left the run-to-run noise unknown.
-
-    ``unknown``: a check was held only for that (a change beyond the tolerance, not beyond twice
-    it). Otherwise a held level check judged without that noise (its within-run interval straddles
-    the tolerance) could be decided by longer levels, or by the history, which judges it against
-    the noise instead: the headline names both and how many runs are missing, as gate.md says.
-    None: the default hint stands.
-    """
-    need = max(min_history - reference_runs, 1)
-    if unknown:
-        return (f"run-to-run noise is unknown with {reference_runs} reference run(s): give --history with at least "
-                f"{need} more run(s) of this workload")
-    if reference_runs < min_history and any(c.holds_gate and c.noise == "unknown" for c in changes):
-        return (f"longer levels would decide, or --history with at least {need} more run(s) of this workload "
-                f"({reference_runs} reference run(s), {min_history} needed to judge by the run-to-run noise)")
-    return None
 
 
 # -- the runs ---------------------------------------------------------------------------------
@@ -306,7 +287,7 @@ def _judge(c: _Check, cmp: Comparison, base: list[RunInput], cand: list[RunInput
     if change.noise == "unknown" and verdict == "regression" and bad_point < noise.UNKNOWN_NOISE_FACTOR * tol:
         verdict, may_regress, was_unknown = "inconclusive", True, True
     change.verdict, change.may_regress = verdict, may_regress
-    change.message = (describe_change(change, conf) + _noise_words(change, min_history, was_unknown, relative)
+    change.message = (describe_change(change, conf) + noise.noise_words(change, min_history, was_unknown, relative)
                       + extra + untrusted_note(saturated, contended, trusted_note))
     # Judged against the reference runs' noise, the baseline is one run of them: a level that drifted in
     # it is in their mean and spread, so only the candidates' own drift holds the check (else one
@@ -365,24 +346,6 @@ def _point(summary: dict[str, Any] | None, change: Change, level: int, conf: flo
 def _group_value(points: list[noise.RunPoint], relative: bool) -> float:
     mean = statistics.fmean(p.value for p in points)
     return math.exp(mean) if relative else mean
-
-
-def _noise_words(change: Change, min_history: int, unknown: bool, relative: bool) -> str:
-    unit = "%" if relative else " pp"
-
-    def pct(x: float | None) -> str:
-        return "?" if x is None or math.isnan(x) else f"{x * 100:+.1f}{unit}"
-
-    w = change.within_ci or (math.nan, math.nan)
-    if change.noise == "history" and change.noise_ci is not None:
-        n = change.noise_ci
-        return (f"; within-run [{pct(w[0])}, {pct(w[1])}], run-to-run noise [{pct(n[0])}, {pct(n[1])}] "
-                f"from {change.noise_runs} runs")
-    if unknown:
-        need = max(min_history - change.noise_runs, 1)
-        return (f"; inconclusive: run-to-run noise unknown ({change.noise_runs} reference run(s) of this workload, "
-                f"{min_history} needed: add --history with {need} more)")
-    return ""
 
 
 def _f(x: float | None) -> float:

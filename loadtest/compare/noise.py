@@ -26,11 +26,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
 from loadtest.compare.summary_values import num as _num, pair as _pair  # one reading of a summary's numbers
+
+if TYPE_CHECKING:
+    from loadtest.compare.change import Change
 
 #: Fewer reference runs than this and the run-to-run noise is unknown.
 MIN_HISTORY_RUNS = 3
@@ -174,3 +177,41 @@ def _level(summary: Mapping[str, Any], level: int) -> Mapping[str, Any] | None:
             if best is None or (lv.get("requests") or 0) > (best.get("requests") or 0):
                 best = lv
     return best
+
+
+def history_hint(changes: Sequence[Change], reference_runs: int, min_history: int, unknown: bool) -> str | None:
+    """What an inconclusive headline says when too few reference runs left the run-to-run noise unknown.
+
+    ``unknown``: a check was held only for that (a change beyond the tolerance, not beyond twice
+    it). Otherwise a held level check judged without that noise (its within-run interval straddles
+    the tolerance) could be decided by longer levels, or by the history, which judges it against
+    the noise instead: the headline names both and how many runs are missing, as gate.md says.
+    None: the default hint stands.
+    """
+    need = max(min_history - reference_runs, 1)
+    if unknown:
+        return (f"run-to-run noise is unknown with {reference_runs} reference run(s): give --history with at least "
+                f"{need} more run(s) of this workload")
+    if reference_runs < min_history and any(c.holds_gate and c.noise == "unknown" for c in changes):
+        return (f"longer levels would decide, or --history with at least {need} more run(s) of this workload "
+                f"({reference_runs} reference run(s), {min_history} needed to judge by the run-to-run noise)")
+    return None
+
+
+def noise_words(change: Change, min_history: int, unknown: bool, relative: bool) -> str:
+    """The message's words on the noise: both intervals side by side, or what is missing to know it."""
+    unit = "%" if relative else " pp"
+
+    def pct(x: float | None) -> str:
+        return "?" if x is None or math.isnan(x) else f"{x * 100:+.1f}{unit}"
+
+    w = change.within_ci or (math.nan, math.nan)
+    if change.noise == "history" and change.noise_ci is not None:
+        n = change.noise_ci
+        return (f"; within-run [{pct(w[0])}, {pct(w[1])}], run-to-run noise [{pct(n[0])}, {pct(n[1])}] "
+                f"from {change.noise_runs} runs")
+    if unknown:
+        need = max(min_history - change.noise_runs, 1)
+        return (f"; inconclusive: run-to-run noise unknown ({change.noise_runs} reference run(s) of this workload, "
+                f"{min_history} needed: add --history with {need} more)")
+    return ""
