@@ -62,6 +62,9 @@ def test_a_candidate_rate_is_judged_by_its_spread_at_the_reference_rate():
     latency = [noise.RunPoint(math.log(20), 0.05, "c")]
     assert noise.candidate_ses(latency, ref, 0.95) == [0.05]  # a latency keeps its own
     assert counts.clean_count(cand, ref, worse_high=True) == counts.CleanCount(10, 100, 500)
+    # the share of valid answers is worse low: its bad requests are the invalid ones
+    valid_ref = [noise.RunPoint(1.0, 0.01, f"r{i}", 100) for i in range(5)]
+    assert counts.clean_count([noise.RunPoint(0.9, 0.03, "c", 100)], valid_ref, worse_high=False) == counts.CleanCount(10, 100, 500)
     dirty = [*ref[:-1], noise.RunPoint(0.01, 0.01, "r4", 100)]
     assert counts.clean_count(cand, dirty, worse_high=True) is None  # a reference run that failed once
 
