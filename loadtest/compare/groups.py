@@ -234,8 +234,11 @@ def _prepare(change: Change, cmp: Comparison, base: list[RunInput], cand: list[R
         within = (scale(_f(change.ci[0])), scale(_f(change.ci[1])))
     reference = [p for p in (_point(s, change, level, conf, f) for f, s in ref) if p is not None]
     sign = -1.0 if change.kind in ("throughput", VALID_OUTPUT) else 1.0  # badness: worse is positive (fewer valid answers too)
-    noise_c = joint.CheckNoise(reference, [p.value for p in pts_c], sign, noise.candidate_ses(pts_c, reference, conf))  # type: ignore[arg-type]
-    return _Check(change, noise_c, d, within, count=counts.clean_count(pts_c, reference, sign > 0))  # type: ignore[arg-type]
+    conf_c = float((cmp.candidate.summary or {}).get("confidence") or conf)  # as its own interval was taken
+    noise_c = joint.CheckNoise(reference, [p.value for p in pts_c], sign, noise.candidate_ses(pts_c, reference, conf_c))  # type: ignore[arg-type]
+    cand_levels = [levels_by_concurrency(s.summary if i else cmp.candidate.summary).get(level) for i, s in enumerate(cand)]
+    count = counts.clean_count(pts_c, reference, sign > 0, counts.burst_size(cand_levels))  # type: ignore[arg-type]
+    return _Check(change, noise_c, d, within, count=count)
 
 
 def _judge(c: _Check, cmp: Comparison, base: list[RunInput], cand: list[RunInput], joint_noise: joint.JointNoise | None,
@@ -262,7 +265,7 @@ def _judge(c: _Check, cmp: Comparison, base: list[RunInput], cand: list[RunInput
         centre = c.d - c.noise.deviation
         lo, hi = joint_noise.band(c.slot, c.noise)  # in badness: worse positive
         if c.count is not None and (x := c.count.smallest_flagged(c.count_alpha)) is not None:
-            hi = min(hi, x / c.count.trials)  # the count test's own edge (the reference runs' share was 0)
+            hi = min(hi, x / c.count.trials)  # the count test's own edge (pooled; the reference runs' share was 0)
         ends = sorted(c.noise.sign * x for x in (lo, hi))
         change.noise_ci = (unscale(centre + ends[0]), unscale(centre + ends[1]))
         if not relative:  # a share's change stays where the candidate's share is one (0 to 100%)
@@ -323,10 +326,12 @@ def _beyond_noise(c: _Check, joint_noise: joint.JointNoise, tol: float,
     bad_vs_ref = c.noise.sign * (noise.to_relative(c.noise.deviation) if relative else c.noise.deviation)
     unit = "%" if relative else " pp"
     where = f"; {bad_vs_ref * 100:+.1f}{unit} worse than the mean of the {c.noise.n} reference runs (z {z:+.1f}, alone {alone:+.1f})"
-    if c.count is not None and c.count.p <= c.count_alpha:
-        where += (f"; {c.count.bad} of {c.count.trials} requests went wrong against none of the reference runs' "
-                  f"{c.count.reference_trials} (exact p {c.count.p:.2g})")
-    if joint_noise.beyond(c.slot, z) or (c.count is not None and c.count.p <= c.count_alpha):
+    if c.count is not None and c.count.flagged(c.count_alpha) and c.count.rate > tol:
+        what = "failed" if c.change.check == "error_rate" else "gave an invalid answer"
+        return "regression", True, where + (
+            f"; {c.count.bad} of the candidates' {c.count.trials} requests {what} against none of the reference runs' "
+            f"{c.count.reference_trials} (exact p {c.count.p_text()}, counted in bursts of {c.count.burst:g})"), False
+    if joint_noise.beyond(c.slot, z):
         if bad_vs_ref > tol:
             return "regression", True, where, False
         return "unchanged", False, where + ", beyond the run-to-run noise but within the tolerance", False
