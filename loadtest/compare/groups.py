@@ -42,7 +42,7 @@ from loadtest.compare.client_trust import client_explains
 from loadtest.compare.engine import Comparison, compare_runs, require_same_workload, side_fingerprint
 from loadtest.fingerprint import fingerprint_of_run
 from loadtest.compare.inputs import RUN_JSON, SUMMARY_JSON, RunInput, find_runs, load_run
-from loadtest.compare.rules import CAPACITY, VALID_OUTPUT, Rules
+from loadtest.compare.rules import ABSOLUTE, CAPACITY, ERROR_RATE, VALID_OUTPUT, Rules
 from loadtest.compare.stationarity import drift_warning, hold_drifting
 from loadtest.compare.summary_values import levels_by_concurrency
 from loadtest.errors import InputError
@@ -236,8 +236,10 @@ def _prepare(change: Change, cmp: Comparison, base: list[RunInput], cand: list[R
     sign = -1.0 if change.kind in ("throughput", VALID_OUTPUT) else 1.0  # badness: worse is positive (fewer valid answers too)
     conf_c = float((cmp.candidate.summary or {}).get("confidence") or conf)  # as its own interval was taken
     noise_c = joint.CheckNoise(reference, [p.value for p in pts_c], sign, noise.candidate_ses(pts_c, reference, conf_c))  # type: ignore[arg-type]
-    cand_levels = [levels_by_concurrency(s.summary if i else cmp.candidate.summary).get(level) for i, s in enumerate(cand)]
-    count = counts.clean_count(pts_c, reference, sign > 0, counts.burst_size(cand_levels))  # type: ignore[arg-type]
+    count = None
+    if change.kind in ABSOLUTE:  # a rate: its candidates' levels say how many requests one blip can fail
+        cand_levels = [levels_by_concurrency(s.summary if i else cmp.candidate.summary).get(level) for i, s in enumerate(cand)]
+        count = counts.clean_count(pts_c, reference, sign > 0, counts.burst_size(cand_levels))  # type: ignore[arg-type]
     return _Check(change, noise_c, d, within, count=count)
 
 
@@ -327,7 +329,7 @@ def _beyond_noise(c: _Check, joint_noise: joint.JointNoise, tol: float,
     unit = "%" if relative else " pp"
     where = f"; {bad_vs_ref * 100:+.1f}{unit} worse than the mean of the {c.noise.n} reference runs (z {z:+.1f}, alone {alone:+.1f})"
     if c.count is not None and c.count.flagged(c.count_alpha) and c.count.rate > tol:
-        what = "failed" if c.change.check == "error_rate" else "gave an invalid answer"
+        what = "failed" if c.change.check == ERROR_RATE else "gave an invalid answer"
         return "regression", True, where + (
             f"; {c.count.bad} of the candidates' {c.count.trials} requests {what} against none of the reference runs' "
             f"{c.count.reference_trials} (exact p {c.count.p_text()}, counted in bursts of {c.count.burst:g})"), False
