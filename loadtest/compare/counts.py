@@ -105,11 +105,6 @@ def log_tail_p(bad: float, trials: float, reference_trials: float) -> float:
             - math.lgamma(trials + reference_trials + 1) + math.lgamma(trials + reference_trials - bad + 1))
 
 
-def tail_p(bad: int, trials: int, reference_trials: int) -> float:
-    """``C(trials, bad) / C(trials + reference_trials, bad)`` (1 with no bad request)."""
-    return math.exp(log_tail_p(bad, trials, reference_trials))
-
-
 def burst_size(levels: Sequence[Mapping[str, Any] | None]) -> float:
     """The most requests one blip can fail at once in any of these summary levels (at least 1).
 

@@ -31,13 +31,13 @@ LENIENT = {"ttft_ms": {"p95": 10_000}, "itl_ms": {"p95": 10_000}, "max_error_rat
 def test_the_p_is_the_hypergeometric_tail(bad, n, r):
     """All ``bad`` failures among the candidates' ``n`` of ``n + r`` requests: hypergeom's P(X = bad)."""
     expected = hypergeom(n + r, bad, n).pmf(bad) if bad else 1.0
-    assert counts.tail_p(bad, n, r) == pytest.approx(expected, rel=1e-9)
+    assert counts.CleanCount(bad, n, r).p == pytest.approx(expected, rel=1e-9)
 
 
 def test_the_smallest_flagged_count_is_the_edge_of_the_test():
     c = counts.CleanCount(bad=0, trials=100, reference_trials=500)
     x = c.smallest_flagged(0.01 / 5)
-    assert x is not None and counts.tail_p(x, 100, 500) <= 0.002 < counts.tail_p(x - 1, 100, 500)
+    assert x is not None and counts.CleanCount(x, 100, 500).p <= 0.002 < counts.CleanCount(x - 1, 100, 500).p
     assert counts.CleanCount(0, 3, 1).smallest_flagged(1e-6) is None  # 3 requests can never be that sure
 
 
