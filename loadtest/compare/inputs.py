@@ -17,6 +17,7 @@ comparison: the largest part of its memory for big runs.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
@@ -102,8 +103,27 @@ def find_runs(dirs: Iterable[Path], arg: str = "DIR") -> list[Path]:
         root = input_folder(root, arg)
         if (root / RUN_JSON).is_file():
             found.add(root.resolve())
-        found.update(p.parent.resolve() for p in root.rglob(RUN_JSON))
+        found.update(folder.resolve() for folder in _folders_with_run_json(root))
     return sorted(found)
+
+
+def _folders_with_run_json(root: Path) -> Iterator[Path]:
+    """The folders under ``root`` that hold a run.json, following links to folders.
+
+    Why not ``Path.rglob``: it does not descend into a symbolic link to a folder, and a history
+    kept as links to dated run folders (``history/night-3 -> ../runs/2026-12-03``) is a usual
+    layout; ``--history`` then found none of them, and the gate judged without its noise. Each
+    real folder is walked once, so a link back to an ancestor cannot loop.
+    """
+    seen: set[Path] = set()
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        real = Path(dirpath).resolve()
+        if real in seen:
+            dirnames[:] = []
+            continue
+        seen.add(real)
+        if RUN_JSON in filenames:
+            yield Path(dirpath)
 
 
 def load_run(path: Path | str, *, records: bool = True, arg: str = "") -> RunInput:
