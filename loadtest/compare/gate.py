@@ -33,8 +33,9 @@ def add_gate_arguments(p: argparse.ArgumentParser, *, default_outputs_note: str 
                         "run-to-run noise, and a regression must be outside it")
     g.add_argument("--min-history", type=_min_history, default=None, metavar="N",
                    help=f"reference runs (history plus baselines) needed to know the run-to-run noise "
-                        f"(default {MIN_HISTORY_RUNS}); with fewer, a change of less than "
-                        f"{UNKNOWN_NOISE_FACTOR:g}x the tolerance is inconclusive")
+                        f"(default {MIN_HISTORY_RUNS}); with fewer, a latency or throughput change past the tolerance "
+                        f"is inconclusive whatever its size, and an error or valid-output rate's change of less "
+                        f"than {UNKNOWN_NOISE_FACTOR:g}x its tolerance")
     g.add_argument("--junit", type=Path, metavar="FILE", help="write JUnit XML (one testcase per check)")
     g.add_argument("--markdown", type=Path, metavar="FILE", help="write a short Markdown summary (e.g. $GITHUB_STEP_SUMMARY)")
     g.add_argument("--html", type=Path, metavar="FILE", help="write the overlay page (compare.html)")

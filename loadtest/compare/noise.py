@@ -37,8 +37,10 @@ if TYPE_CHECKING:
 
 #: Fewer reference runs than this and the run-to-run noise is unknown.
 MIN_HISTORY_RUNS = 3
-#: Without known run-to-run noise, a regression needs a change beyond this many tolerances
-#: (a change the within-run interval calls certain but that barely passes the tolerance is inconclusive).
+#: Without known run-to-run noise, a rate's (error or valid output: ``rules.ABSOLUTE``) regression
+#: needs a change beyond this many tolerances (a change the within-run interval calls certain but
+#: that barely passes the tolerance is inconclusive). A latency or throughput change is then
+#: inconclusive whatever its size: see :mod:`loadtest.compare.groups`.
 UNKNOWN_NOISE_FACTOR = 2.0
 #: At most this many reference runs, the newest (an old series may describe an older server).
 MAX_REFERENCE_RUNS = 30
@@ -182,8 +184,8 @@ def _level(summary: Mapping[str, Any], level: int) -> Mapping[str, Any] | None:
 def history_hint(changes: Sequence[Change], reference_runs: int, min_history: int, unknown: bool) -> str | None:
     """What an inconclusive headline says when too few reference runs left the run-to-run noise unknown.
 
-    ``unknown``: a check was held only for that (a change beyond the tolerance, not beyond twice
-    it). Otherwise a held level check judged without that noise (its within-run interval straddles
+    ``unknown``: a check was held only for that (a speed's change beyond the tolerance, or a
+    rate's not beyond twice it). Otherwise a held level check judged without that noise (its within-run interval straddles
     the tolerance) could be decided by longer levels, or by the history, which judges it against
     the noise instead: the headline names both and how many runs are missing, as gate.md says.
     None: the default hint stands.

@@ -95,9 +95,9 @@ def test_same_mock_same_scenario_passes_every_repeat(runs):
 
 
 def test_slower_decode_is_a_regression_with_a_failing_testcase(runs, tmp_path):
-    """+12% at 4 users is little more than twice the tolerance: without a history a change that
-    small is "inconclusive: run-to-run noise unknown" as soon as noise puts it below 10%, so the
-    gate runs as a nightly one should, with the same-server runs as its history."""
+    """+12% at 4 users: without a history any speed change is "inconclusive: run-to-run noise
+    unknown" (docs/gate.md), so the gate runs as a nightly one should, with the same-server runs
+    as its history."""
     folder, outs = runs
     with MockServer([*MOCK, "--decode-per-seq-ms", str(PER_SEQ_MS * 1.15)]) as mock:
         out = tmp_path / "slow"

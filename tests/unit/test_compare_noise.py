@@ -82,7 +82,7 @@ def drifting(tmp_path_factory):
     return root, base, same, slow
 
 
-def test_without_history_a_change_barely_past_the_tolerance_is_inconclusive_and_says_what_is_needed(drifting, tmp_path):
+def test_without_history_a_change_past_the_tolerance_is_inconclusive_and_says_what_is_needed(drifting, tmp_path):
     root, base, same, slow = drifting
     code, out, _ = cli("compare", str(base), str(same), "--json", str(tmp_path / "c.json"))
     assert code == 6, out
@@ -95,8 +95,11 @@ def test_without_history_a_change_barely_past_the_tolerance_is_inconclusive_and_
     assert "--history" in report["headline"] and report["history_runs"] == 1
     # without run-to-run noise, only the SLO's own percentiles are judged (no medians)
     assert not [c for c in report["checks"] if c["name"].startswith(("itl_ms.p50", "ttft_ms.p50"))]
-    # A slowdown far past the tolerance still fails without history.
-    assert cli("compare", str(base), str(slow))[0] == 1
+    # So does a slowdown far past the tolerance (+35%): a real server drifts that far (a vLLM's
+    # throughput +22%, a llama-server's TTFT p50 -37% between two runs); with the history it fails.
+    code, out, _ = cli("compare", str(base), str(slow), "--json", str(tmp_path / "s.json"))
+    assert code == 6 and json.loads((tmp_path / "s.json").read_text())["counts"]["regression"] == 0, out
+    assert cli("compare", str(base), str(slow), "--history", str(root / "history"))[0] == 1
 
 
 def test_a_history_of_too_few_runs_adds_no_medians(drifting, tmp_path):
