@@ -12,16 +12,21 @@ at every level while the workload stays the same.
 * **Detection**: for each slowdown, ``--detect`` runs against the slower mock,
   each compared with a different same-server run as its baseline. A pair the
   gate calls *regression* is detected.
+* **History**: ``--history-runs`` more same-server runs, made first, are the
+  run-to-run noise: every pair is judged without and with ``--history`` (the
+  ``history`` column). Without it no latency or throughput change is a
+  regression (the noise is unknown: inconclusive), so the "no" rows count only
+  what still fails without one: a certain capacity drop, or a rate of errors.
 
 Comparisons are cheap (no load), so every pair is judged at each tolerance in
 ``--tolerances``: a 5% slowdown cannot be "worse than a 5% tolerance", so it is
 only expected to be caught at a tighter one, where false alarms are likelier.
 Inconclusive verdicts (exit 6) are counted apart: neither an alarm nor a catch.
 
-    python benchmarks/bench_gate.py [--pairs 20] [--detect 10] [--slowdowns 5,10,20]
+    python benchmarks/bench_gate.py [--pairs 20] [--detect 10] [--slowdowns 5,10,20] [--history-runs 4]
                                     [--tolerances 5,2.5] [--level-duration 4] [--json PATH] [--keep DIR]
 
-The default run makes 51 runs of about 20 s each (about 17 minutes).
+The default run makes 55 runs of about 20 s each (about 18 minutes).
 """
 
 from __future__ import annotations
@@ -66,7 +71,7 @@ def mock_args(slowdown: float) -> list[str]:
 
 
 def make_runs(work: Path, slowdown: float, count: int, level_duration: float, tag: str) -> list[Path]:
-    """``count`` runs of the scenario against one mock slowed by ``slowdown``."""
+    """``count`` runs of the scenario against one mock slowed by ``slowdown``, in ``work/tag-NN``."""
     outs = []
     with MockServer(mock_args(slowdown)) as mock:
         path = work / f"{tag}.yaml"
@@ -83,9 +88,11 @@ def make_runs(work: Path, slowdown: float, count: int, level_duration: float, ta
     return outs
 
 
-def judge(baseline: Path, candidate: Path, tolerance: float) -> tuple[str, str]:
+def judge(baseline: Path, candidate: Path, tolerance: float, history: Path | None = None) -> tuple[str, str]:
+    extra = ["--history", str(history)] if history is not None else []
     done = subprocess.run(
-        [sys.executable, "-m", "loadtest", "compare", str(baseline), str(candidate), "--tolerance", f"{tolerance:g}%"],
+        [sys.executable, "-m", "loadtest", "compare", str(baseline), str(candidate), "--tolerance", f"{tolerance:g}%",
+         *extra],
         capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
     )
     outcome = OUTCOMES.get(done.returncode, f"exit {done.returncode}")
@@ -101,6 +108,7 @@ COLUMNS = [
     Column("inconclusive", "inconclusive"),
     Column("pass", "pass"),
     Column("rate", "rate", left=True),
+    Column("history", "history", left=True),  # added last: earlier tables stay comparable
 ]
 
 
@@ -110,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--detect", type=int, default=10, help="pairs per slowdown (default 10)")
     ap.add_argument("--slowdowns", default="5,10,20", help="slowdowns in percent (default 5,10,20)")
     ap.add_argument("--tolerances", default="5,2.5", help="gate tolerances in percent (default 5,2.5)")
+    ap.add_argument("--history-runs", type=int, default=4,
+                    help="same-server runs made first, as --history (default 4; 0: judge without only)")
     ap.add_argument("--level-duration", type=float, default=4.0, help="seconds per level (default 4)")
     ap.add_argument("--json", type=Path, metavar="PATH")
     ap.add_argument("--keep", type=Path, metavar="DIR", help="keep the run folders here")
@@ -122,6 +132,12 @@ def main(argv: list[str] | None = None) -> int:
         work = args.keep or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         started = time.perf_counter()
+        history = None
+        if args.history_runs:
+            print(f"history: {args.history_runs} same-server runs", flush=True)
+            history = work / "history"
+            history.mkdir(exist_ok=True)
+            make_runs(history, 0.0, args.history_runs, args.level_duration, "h")
         print(f"same server: {needed} runs", flush=True)
         same = make_runs(work, 0.0, needed, args.level_duration, "same")
         slow = {}
@@ -134,23 +150,28 @@ def main(argv: list[str] | None = None) -> int:
             cases = [("same server", [(same[i], same[i + 1]) for i in range(args.pairs)], "false alarms")]
             cases += [(f"{s:g}% slower", list(zip(same, slow[s])), "detected") for s in slowdowns]
             for case, pairs, what in cases:
-                outcomes = Counter()
-                for base, cand in pairs:
-                    outcome, headline = judge(base, cand, tol)
-                    outcomes[outcome] += 1
-                    details.append({"case": case, "tolerance_pct": tol, "baseline": base.name,
-                                    "candidate": cand.name, "outcome": outcome, "headline": headline})
-                n = len(pairs)
-                rows.append({"case": case, "tolerance_pct": tol, "pairs": n, "regression": outcomes["regression"],
-                             "inconclusive": outcomes["inconclusive"], "pass": outcomes["pass"],
-                             "rate": f"{what} {outcomes['regression']}/{n}"})
+                for with_history in ([False, True] if history is not None else [False]):
+                    outcomes = Counter()
+                    for base, cand in pairs:
+                        outcome, headline = judge(base, cand, tol, history if with_history else None)
+                        outcomes[outcome] += 1
+                        details.append({"case": case, "tolerance_pct": tol, "baseline": base.name,
+                                        "candidate": cand.name, "history": with_history,
+                                        "outcome": outcome, "headline": headline})
+                    n = len(pairs)
+                    rows.append({"case": case, "tolerance_pct": tol, "pairs": n, "regression": outcomes["regression"],
+                                 "inconclusive": outcomes["inconclusive"], "pass": outcomes["pass"],
+                                 "rate": f"{what} {outcomes['regression']}/{n}",
+                                 "history": "yes" if with_history else "no"})
         elapsed = time.perf_counter() - started
 
     print()
     print(format_table(rows, COLUMNS))
-    print(f"\n{len(same) + sum(len(v) for v in slow.values())} runs, {elapsed / 60:.1f} min")
+    runs = args.history_runs + len(same) + sum(len(v) for v in slow.values())
+    print(f"\n{runs} runs, {elapsed / 60:.1f} min")
     if args.json:
         write_json(args.json, {"config": {"pairs": args.pairs, "detect": args.detect, "slowdowns": slowdowns,
+                                          "history_runs": args.history_runs,
                                           "tolerances": tolerances, "level_duration_s": args.level_duration},
                                "rows": rows, "pairs": details})
     return 0
