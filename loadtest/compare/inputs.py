@@ -113,17 +113,36 @@ def _folders_with_run_json(root: Path) -> Iterator[Path]:
     Why not ``Path.rglob``: it does not descend into a symbolic link to a folder, and a history
     kept as links to dated run folders (``history/night-3 -> ../runs/2026-12-03``) is a usual
     layout; ``--history`` then found none of them, and the gate judged without its noise. Each
-    real folder is walked once, so a link back to an ancestor cannot loop.
+    real folder (device and inode) is walked once, so a link back into the tree cannot loop, and a
+    link to the root or above it is not followed: it would walk everything there (``rglob`` never
+    left the root). A broken link is skipped, as before.
     """
-    seen: set[Path] = set()
+    top = root.resolve()
+    seen: set[tuple[int, int]] = set()
     for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
-        real = Path(dirpath).resolve()
-        if real in seen:
+        try:
+            st = os.stat(dirpath)
+        except OSError:
             dirnames[:] = []
             continue
-        seen.add(real)
+        if (st.st_dev, st.st_ino) in seen:
+            dirnames[:] = []
+            continue
+        seen.add((st.st_dev, st.st_ino))
+        dirnames[:] = [d for d in dirnames if not _links_above(os.path.join(dirpath, d), top)]
         if RUN_JSON in filenames:
             yield Path(dirpath)
+
+
+def _links_above(path: str, top: Path) -> bool:
+    """Whether ``path`` is a link to ``top`` or to a folder above it."""
+    if not os.path.islink(path):
+        return False
+    try:
+        target = Path(path).resolve(strict=True)
+    except OSError:  # broken, or a loop of links
+        return True
+    return top.is_relative_to(target)
 
 
 def load_run(path: Path | str, *, records: bool = True, arg: str = "") -> RunInput:

@@ -38,8 +38,10 @@ def scenario_dict(name="nightly", levels=(1, 2, 4), slo=None, max_tokens=16):
     }
 
 
-def write_run(folder: Path, *, scale=1.0, seed=0, t0=T0, jitter=0.03, duration=10.0, itl_per_user=10.0, **scenario):
-    """A run folder whose latencies grow with concurrency, times ``scale`` (1.2 = 20% slower)."""
+def write_run(folder: Path, *, scale=1.0, seed=0, t0=T0, jitter=0.03, duration=10.0, itl_per_user=10.0, fail_every=0,
+              **scenario):
+    """A run folder whose latencies grow with concurrency, times ``scale`` (1.2 = 20% slower);
+    every ``fail_every``-th request an HTTP 5xx."""
     sc = scenario_dict(**scenario)
     plan = level_plan(sc["load"]["levels"], duration, t0=t0)
     rows = []
@@ -47,7 +49,7 @@ def write_run(folder: Path, *, scale=1.0, seed=0, t0=T0, jitter=0.03, duration=1
         c = lv["concurrency"]
         rows += closed_loop_rows(lv["index"], c, lv["start_wall"], duration, ttft_ms=40.0 * c * scale,
                                  itl_ms=itl_per_user * c * scale, chunks=16, warmup_s=1.0, seed=seed + 7 * lv["index"],
-                                 jitter=jitter)
+                                 jitter=jitter, fail_every=fail_every)
     return write_folder(folder, rows, plan, sc)
 
 
@@ -223,6 +225,22 @@ def test_without_the_run_to_run_noise_a_large_slowdown_is_inconclusive_not_a_reg
     assert "--history with at least 2 more run(s)" in report["headline"], report["headline"]
     # a CI job that wants the old strictness says so
     assert cli("compare", str(base), str(slow), "--inconclusive", "fail")[0] == 1
+
+
+def test_without_the_run_to_run_noise_a_server_that_fails_a_request_in_five_still_fails_the_gate(pair, tmp_path):
+    """A failed request is not a speed that drifts: an error rate worse than twice its tolerance,
+    certain within the run, is a regression without a history, and so is a percentile that the
+    failures made infinite (a fifth of the requests failed: the TTFT p95 is a failure's)."""
+    _, base, _, _ = pair
+    with contextlib.redirect_stdout(io.StringIO()):
+        failing = write_run(tmp_path / "failing", seed=4, t0=T0 + 3 * 86_400, fail_every=5)
+    code, out, _ = cli("compare", str(base), str(failing), "--json", str(tmp_path / "c.json"))
+    assert code == 1, out
+    report = json.loads((tmp_path / "c.json").read_text())
+    regressed = [c for c in report["checks"] if c["verdict"] == "regression" and c["level"] is not None]
+    assert {c["check"] for c in regressed} >= {"error_rate"}, out
+    for c in regressed:  # a rate, or a percentile the failures made infinite; no finite speed change
+        assert c["check"] == "error_rate" or c["candidate"] is None or math.isinf(c["candidate"]), c["message"]
 
 
 def test_fail_on_and_per_metric_tolerance_choose_what_fails(pair):
@@ -402,6 +420,13 @@ def test_history_marks_the_run_that_regressed(pair, tmp_path):
     rows = json.loads((tmp_path / "h.json").read_text())["runs"]
     assert [Path(r["run"]).name for r in rows] == ["night-0", "night-1", "base", "same", "slow"]
     assert [r["vs_previous"] for r in rows] == ["first", "pass", "pass", "pass", "regression"]
+    # a series of three: the slow run's 2 earlier runs do not make the noise known, so +20% is held
+    short = tmp_path / "short"
+    for run in ("base", "same", "slow"):
+        shutil.copytree(root / run, short / run)
+    code, _, _ = cli("history", str(short), "--json", str(tmp_path / "s.json"), "--html", str(tmp_path / "s.html"))
+    assert code == 0
+    assert [r["vs_previous"] for r in json.loads((tmp_path / "s.json").read_text())["runs"]] == ["first", "pass", "inconclusive"]
     assert "regressed" in page.read_text()
     with contextlib.redirect_stdout(io.StringIO()):
         write_run(tmp_path / "runs" / "x", name="other")
@@ -614,6 +639,15 @@ def test_a_history_of_links_to_run_folders_is_read(pair, tmp_path):
         (links / run.name).symlink_to(run, target_is_directory=True)
     (links / "again").symlink_to(root / EARLIER, target_is_directory=True)  # the same runs by another path
     (links / "loop").symlink_to(links, target_is_directory=True)
+    (links / "broken").symlink_to(tmp_path / "nowhere", target_is_directory=True)
+    # a link above the history's folder is not followed: the run beside it is not part of the history
+    (links / "up").symlink_to(tmp_path, target_is_directory=True)
+    with contextlib.redirect_stdout(io.StringIO()):
+        write_run(tmp_path / "beside" / "night-x", seed=30, t0=T0 - 5 * 86_400)
     code, out, _ = cli("compare", str(base), str(same), "--history", str(links), "--json", str(tmp_path / "c.json"))
     assert code == 0, out
     assert json.loads((tmp_path / "c.json").read_text())["history_runs"] == 3  # the baseline and the 2 earlier runs
+    # given itself, that run's folder is read
+    code, out, _ = cli("compare", str(base), str(same), "--history", str(links), str(tmp_path / "beside"),
+                       "--json", str(tmp_path / "c.json"))
+    assert json.loads((tmp_path / "c.json").read_text())["history_runs"] == 4, out
