@@ -188,8 +188,16 @@ def history_hint(changes: Sequence[Change], reference_runs: int, min_history: in
     rate's not beyond twice it). Otherwise a held level check judged without that noise (its within-run interval straddles
     the tolerance) could be decided by longer levels, or by the history, which judges it against
     the noise instead: the headline names both and how many runs are missing, as gate.md says.
+    The runs counted are those that measured the held checks' levels: a level that only some
+    reference runs measured (a refine probe, a level cut short) is unknown with all of them given.
     None: the default hint stands.
     """
+    held = [c.noise_runs for c in changes if c.holds_gate and c.noise == "unknown" and c.level is not None]
+    measured = min(held, default=reference_runs)
+    if unknown and measured < reference_runs:
+        return (f"run-to-run noise is unknown where only {measured} of the {reference_runs} reference runs measured "
+                f"the level: give --history with at least {max(min_history - measured, 1)} more run(s) of this "
+                f"workload that measure it")
     need = max(min_history - reference_runs, 1)
     if unknown:
         return (f"run-to-run noise is unknown with {reference_runs} reference run(s): give --history with at least "

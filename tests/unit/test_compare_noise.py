@@ -301,3 +301,18 @@ def test_within_the_noise_only_is_said_of_a_change_past_the_tolerance_and_of_not
                                   composite=0.0, false_alarms=0.05, alone=(alone,))
     got, _, words, within_noise_only = _beyond_noise(check, thresholds, 0.05, relative=True)
     assert (got, within_noise_only) == (verdict, noise_only), words
+
+
+def test_the_hint_counts_the_runs_that_measured_the_held_level():
+    """A level that only 2 of 5 reference runs measured is judged without the run-to-run noise; the
+    headline said "unknown with 5 reference run(s): give 1 more", which no run of 5 explains."""
+    from loadtest.compare.change import Change
+
+    def held(level, runs):
+        return Change("itl_ms.p95", "latency", level, 10.0, 20.0, 1.0, (0.8, 1.2), True, 0.05, "inconclusive", True, True,
+                      noise_runs=runs, noise="unknown")
+
+    hint = noise.history_hint([held(8, 2)], 5, 3, True)
+    assert "only 2 of the 5 reference runs measured the level" in hint and "at least 1 more" in hint, hint
+    hint = noise.history_hint([held(8, 1)], 1, 3, True)
+    assert hint.startswith("run-to-run noise is unknown with 1 reference run(s)") and "at least 2 more" in hint, hint
