@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from loadtest.analysis.capacity import confidence_pct
 from loadtest.analysis.bootstrap import CONFIDENCE
-from loadtest.compare.rules import ABSOLUTE, CAPACITY
+from loadtest.compare.rules import ABSOLUTE, CAPACITY, VALID_OUTPUT
 
 Verdict = str  # "regression" | "improvement" | "unchanged" | "inconclusive"
 
@@ -141,6 +141,19 @@ def describe_change(change: Change, confidence: float = CONFIDENCE) -> str:
 
 
 _ORDER = {"regression": 0, "inconclusive": 1, "improvement": 2, "unchanged": 3}
+
+
+def worse_sign(kind: str) -> float:
+    """+1 where a higher value is worse (latency, the error rate), -1 where a lower one is
+    (throughput, the valid-output rate, capacity): a change times this is its badness."""
+    return -1.0 if kind in ("throughput", VALID_OUTPUT, CAPACITY) else 1.0
+
+
+def tolerances_worse(change: Change) -> float:
+    """How many tolerances worse the change's point is (a failure's infinity the most; unknown the least)."""
+    if change.change is None or math.isnan(change.change):
+        return -math.inf
+    return worse_sign(change.kind) * change.change / (change.tolerance or 1.0)
 
 
 def severity(change: Change) -> tuple:

@@ -43,13 +43,13 @@ from typing import Any, Sequence
 from loadtest.analysis.bootstrap import rng_for
 from loadtest.compare import counts, joint, noise
 from loadtest.compare.capacity import CapacityBounds, capacity_change
-from loadtest.compare.change import Change, classify, describe_change, untrusted_note
+from loadtest.compare.change import Change, classify, describe_change, untrusted_note, worse_sign
 from loadtest.compare.change import severity as _severity
 from loadtest.compare.client_trust import client_explains
 from loadtest.compare.engine import Comparison, compare_runs, require_same_workload, side_fingerprint
 from loadtest.fingerprint import fingerprint_of_run
 from loadtest.compare.inputs import RUN_JSON, SUMMARY_JSON, RunInput, find_runs, load_run
-from loadtest.compare.rules import ABSOLUTE, CAPACITY, ERROR_RATE, VALID_OUTPUT, Rules
+from loadtest.compare.rules import ABSOLUTE, CAPACITY, ERROR_RATE, Rules
 from loadtest.compare.stationarity import drift_warning, hold_drifting
 from loadtest.compare.summary_values import levels_by_concurrency
 from loadtest.errors import InputError
@@ -240,7 +240,7 @@ def _prepare(change: Change, cmp: Comparison, base: list[RunInput], cand: list[R
         d = scale(float(change.change))
         within = (scale(_f(change.ci[0])), scale(_f(change.ci[1])))
     reference = [p for p in (_point(s, change, level, conf, f) for f, s in ref) if p is not None]
-    sign = -1.0 if change.kind in ("throughput", VALID_OUTPUT) else 1.0  # badness: worse is positive (fewer valid answers too)
+    sign = worse_sign(change.kind)  # badness: worse is positive (fewer valid answers too)
     conf_c = float((cmp.candidate.summary or {}).get("confidence") or conf)  # as its own interval was taken
     noise_c = joint.CheckNoise(reference, [p.value for p in pts_c], sign, noise.candidate_ses(pts_c, reference, conf_c))  # type: ignore[arg-type]
     count = None

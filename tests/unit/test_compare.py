@@ -227,6 +227,25 @@ def test_without_the_run_to_run_noise_a_large_slowdown_is_inconclusive_not_a_reg
     assert cli("compare", str(base), str(slow), "--inconclusive", "fail")[0] == 1
 
 
+def test_the_inconclusive_headline_names_the_change_furthest_past_its_tolerance():
+    """It named the first held check by level: for an unchanged llama-server, "itl_ms.p95 at 2 users
+    +8.9% [-6.9%, +19.1%]", while the +198% at 4 users that only the unknown noise held came next."""
+    from loadtest.compare.change import Change
+    from loadtest.compare.engine import Comparison
+    from loadtest.compare.rules import parse_rules
+
+    def held(check, kind, level, change, tolerance=0.05):
+        return Change(check, kind, level, 1.0, 1.0 + change, change, (change - 0.1, change + 0.1), kind != "error_rate",
+                      tolerance, "inconclusive", True, True, message=f"{check} at {level} users {change:+.0%}")
+
+    changes = [held("itl_ms.p95", "latency", 2, 0.089), held("itl_ms.p95", "latency", 4, 1.98),
+               held("output_tokens_per_s", "throughput", 4, -0.3), held("error_rate", "error_rate", 4, 0.015, 0.01)]
+    cmp = Comparison(None, None, {}, {}, parse_rules([]), changes)  # type: ignore[arg-type]
+    assert cmp.headline.startswith("INCONCLUSIVE: itl_ms.p95 at 4 users +198% (and 3 more)"), cmp.headline
+    cmp.changes = changes + [held("ttft_ms.p95", "latency", 1, float("inf"))]  # a failure's infinity first
+    assert cmp.headline.startswith("INCONCLUSIVE: ttft_ms.p95 at 1 users"), cmp.headline
+
+
 def test_without_the_run_to_run_noise_a_server_that_fails_a_request_in_five_still_fails_the_gate(pair, tmp_path):
     """A failed request is not a speed that drifts: an error rate worse than twice its tolerance,
     certain within the run, is a regression without a history, and so is a percentile that the
