@@ -101,9 +101,7 @@ def find_runs(dirs: Iterable[Path], arg: str = "DIR") -> list[Path]:
     found: set[Path] = set()
     for root in dirs:
         root = input_folder(root, arg)
-        if (root / RUN_JSON).is_file():
-            found.add(root.resolve())
-        found.update(folder.resolve() for folder in _folders_with_run_json(root))
+        found.update(folder.resolve() for folder in _folders_with_run_json(root))  # the root itself too
     return sorted(found)
 
 
