@@ -18,7 +18,7 @@ from support.synthetic import closed_loop_rows, level_plan, write_run_folder
 from loadtest.cli import main
 from loadtest.compare.capacity import CapacityBounds, capacity_change
 from loadtest.compare.delta import percentile_replicates, relative_change
-from loadtest.compare.change import classify
+from loadtest.compare.change import Change, classify
 from loadtest.fingerprint import differences, fingerprint
 from loadtest.compare.rules import parse_rules
 from loadtest.compare.samples import Clustered
@@ -56,6 +56,12 @@ def write_run(folder: Path, *, scale=1.0, seed=0, t0=T0, jitter=0.03, duration=1
 def write_folder(folder: Path, rows: list, plan: list, sc: dict) -> Path:
     """Records, run.json (with its scenario) and an analysis: a run folder as ``loadtest run`` leaves it."""
     return write_run_folder(folder, rows, plan, sc)
+
+
+def held_change(check: str, kind: str, level: int, change: float, tolerance: float = 0.05, **extra) -> Change:
+    """A gating level check the gate held (inconclusive, may regress), its point ``change``."""
+    return Change(check, kind, level, 1.0, 1.0 + change, change, (change - 0.1, change + 0.1), kind != "error_rate",
+                  tolerance, "inconclusive", True, True, message=f"{check} at {level} users {change:+.0%}", **extra)
 
 
 def cli(*args: str) -> tuple[int, str, str]:
@@ -230,19 +236,14 @@ def test_without_the_run_to_run_noise_a_large_slowdown_is_inconclusive_not_a_reg
 def test_the_inconclusive_headline_names_the_change_furthest_past_its_tolerance():
     """It named the first held check by level: for an unchanged llama-server, "itl_ms.p95 at 2 users
     +8.9% [-6.9%, +19.1%]", while the +198% at 4 users that only the unknown noise held came next."""
-    from loadtest.compare.change import Change
     from loadtest.compare.engine import Comparison
-    from loadtest.compare.rules import parse_rules
 
-    def held(check, kind, level, change, tolerance=0.05):
-        return Change(check, kind, level, 1.0, 1.0 + change, change, (change - 0.1, change + 0.1), kind != "error_rate",
-                      tolerance, "inconclusive", True, True, message=f"{check} at {level} users {change:+.0%}")
-
-    changes = [held("itl_ms.p95", "latency", 2, 0.089), held("itl_ms.p95", "latency", 4, 1.98),
-               held("output_tokens_per_s", "throughput", 4, -0.3), held("error_rate", "error_rate", 4, 0.015, 0.01)]
+    changes = [held_change("itl_ms.p95", "latency", 2, 0.089), held_change("itl_ms.p95", "latency", 4, 1.98),
+               held_change("output_tokens_per_s", "throughput", 4, -0.3),
+               held_change("error_rate", "error_rate", 4, 0.015, 0.01)]
     cmp = Comparison(None, None, {}, {}, parse_rules([]), changes)  # type: ignore[arg-type]
     assert cmp.headline.startswith("INCONCLUSIVE: itl_ms.p95 at 4 users +198% (and 3 more)"), cmp.headline
-    cmp.changes = changes + [held("ttft_ms.p95", "latency", 1, float("inf"))]  # a failure's infinity first
+    cmp.changes = changes + [held_change("ttft_ms.p95", "latency", 1, float("inf"))]  # a failure's infinity first
     assert cmp.headline.startswith("INCONCLUSIVE: ttft_ms.p95 at 1 users"), cmp.headline
 
 

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from loadtest.compare import joint, noise
-from test_compare import T0, cli, write_run
+from test_compare import T0, cli, held_change, write_run
 
 DRIFT = [1.0, 1.07, 0.95, 1.04, 0.97, 1.09, 1.02]  # a server that moves by about ±5% from run to run
 
@@ -306,11 +306,8 @@ def test_within_the_noise_only_is_said_of_a_change_past_the_tolerance_and_of_not
 def test_the_hint_counts_the_runs_that_measured_the_held_level():
     """A level that only 2 of 5 reference runs measured is judged without the run-to-run noise; the
     headline said "unknown with 5 reference run(s): give 1 more", which no run of 5 explains."""
-    from loadtest.compare.change import Change
-
     def held(level, runs):
-        return Change("itl_ms.p95", "latency", level, 10.0, 20.0, 1.0, (0.8, 1.2), True, 0.05, "inconclusive", True, True,
-                      noise_runs=runs, noise="unknown")
+        return held_change("itl_ms.p95", "latency", level, 1.0, noise_runs=runs, noise="unknown")
 
     hint = noise.history_hint([held(8, 2)], 5, 3, True)
     assert "only 2 of the 5 reference runs measured the level" in hint and "at least 1 more" in hint, hint
