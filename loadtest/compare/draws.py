@@ -26,7 +26,7 @@ import numpy as np
 from loadtest.analysis.bootstrap import rng_for
 from loadtest.analysis.slo import PERCENTILES
 from loadtest.compare import delta
-from loadtest.compare.rules import ABSOLUTE, ERROR_RATE, THROUGHPUT
+from loadtest.compare.rules import ERROR_RATE, THROUGHPUT, check_kind
 from loadtest.compare.samples import LevelSamples
 from loadtest.compare.summary_values import num, point
 
@@ -34,16 +34,9 @@ from loadtest.compare.summary_values import num, point
 Draws = dict[int, dict[str, np.ndarray]]
 
 
-def kind(check: str) -> str:
-    """``latency`` (a percentile), ``throughput``, or the absolute share itself (``error_rate``, ``valid_output_rate``)."""
-    if check == THROUGHPUT:
-        return "throughput"
-    return check if check in ABSOLUTE else "latency"
-
-
 def values(check: str, lb: Mapping[str, Any], lc: Mapping[str, Any]) -> tuple[float, float] | None:
     """The baseline's and the candidate's figure for ``check`` at a level; None when either has none."""
-    k = kind(check)
+    k = check_kind(check)
     if k == "latency":
         metric, _, pct = check.partition(".")
         vb, vc = point(lb, metric, pct), point(lc, metric, pct)
@@ -87,7 +80,7 @@ def draw_run(
 
 
 def _draw(check: str, level: LevelSamples, own: Mapping[str, Any], rng: np.random.Generator) -> np.ndarray:
-    k = kind(check)
+    k = check_kind(check)
     if k == "latency":
         metric, _, pct = check.partition(".")
         return delta.percentile_replicates(level.latency[metric], PERCENTILES[pct], rng)

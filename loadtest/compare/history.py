@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from loadtest.compare.capacity import CapacityBounds
+from loadtest.compare.change import worse_sign
 from loadtest.compare.changepoints import ChangePoint, level_value, mark_newest, series_change_points
 from loadtest.fingerprint import fingerprint_of_run
 from loadtest.compare.groups import compare_groups
 from loadtest.compare.inputs import RUN_JSON, SUMMARY_JSON, find_runs
-from loadtest.compare.rules import ERROR_RATE, THROUGHPUT, Rules
+from loadtest.compare.rules import ABSOLUTE, ERROR_RATE, THROUGHPUT, Rules, check_kind
 from loadtest.errors import InputError, LoadtestError
 from loadtest.paths import PathError, read_run_json, run_records
 
@@ -169,8 +170,9 @@ def change_points(runs: Sequence[HistoryRun]) -> list[ChangePoint]:
     for check in key_checks(series) + [THROUGHPUT, ERROR_RATE]:
         for level in levels:
             values = [level_value(r.summary, check, level) for r in series]
-            out += series_change_points(check, level, values, where, higher_is_worse=check != THROUGHPUT,
-                                        relative=check != ERROR_RATE)
+            kind = check_kind(check)
+            out += series_change_points(check, level, values, where, higher_is_worse=worse_sign(kind) > 0,
+                                        relative=kind not in ABSOLUTE)
     return mark_newest(out, len(series))
 
 

@@ -17,10 +17,10 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from loadtest.compare import delta
-from loadtest.compare.change import Change, classify, describe_change, untrusted_note
+from loadtest.compare.change import Change, classify, describe_change, untrusted_note, worse_sign
 from loadtest.compare.client_trust import client_explains
-from loadtest.compare.draws import draw_run, kind as _kind, plan, values
-from loadtest.compare.rules import ABSOLUTE, ERROR_RATE, THROUGHPUT, VALID_OUTPUT, Rules
+from loadtest.compare.draws import draw_run, plan, values
+from loadtest.compare.rules import ABSOLUTE, ERROR_RATE, THROUGHPUT, VALID_OUTPUT, Rules, check_kind
 from loadtest.compare.samples import LevelSamples
 from loadtest.compare.stationarity import hold_drifting
 from loadtest.compare.summary_values import ci as _ci
@@ -100,36 +100,32 @@ def _level_change(
     confidence: float,
 ) -> Change | None:
     """One check's change at one level; ``db`` / ``dc``: each run's replicates at the level (None: no records)."""
-    kind = _kind(check)
+    kind = check_kind(check)
     tol = rules.tolerance_for(check)
     figures = values(check, lb, lc)
     if figures is None:  # a metric without samples in one run (e.g. TPOT of one-token replies), or
         return None  # valid_output_rate of a workload that asks for no structure
     vb, vc = figures
-    if kind == "latency":
-        metric, _, pct = check.partition(".")
-        point = float(delta.relative_change(vc, vb))
-        if db is not None and dc is not None:
-            ci = delta.central_interval(delta.relative_change(dc[check], db[check]), confidence)
-        else:
-            ci = _approx_relative(vb, vc, _ci(lb, metric, pct), _ci(lc, metric, pct), confidence)
-        badness = (point, ci[0], ci[1])
-    elif kind == "throughput":
-        point = float(delta.relative_change(vc, vb))
-        if db is not None and dc is not None:
-            ci = delta.central_interval(delta.relative_change(dc[check], db[check]), confidence)
-        else:
-            ci = (math.nan, math.nan)  # summaries hold no throughput interval
-        badness = (-point, -ci[1], -ci[0])
-        if math.isnan(ci[0]) and abs(point) <= tol:
-            badness = (-point, -point, -point)  # no interval, but the change itself is within tolerance
-    else:  # a share, absolute: failed requests (worse up) or valid outputs (worse down)
+    drawn = db is not None and dc is not None
+    if kind in ABSOLUTE:  # a share, absolute: failed requests or valid outputs
         point = vc - vb
-        if db is not None and dc is not None:
+        if drawn:
             ci = delta.central_interval(dc[check] - db[check], confidence)
         else:
             ci = _approx_absolute(_pair(lb.get(f"{check}_ci")), _pair(lc.get(f"{check}_ci")), point, confidence)
-        badness = (point, ci[0], ci[1]) if check == ERROR_RATE else (-point, -ci[1], -ci[0])
+    else:  # relative: a latency percentile or the throughput
+        point = float(delta.relative_change(vc, vb))
+        if drawn:
+            ci = delta.central_interval(delta.relative_change(dc[check], db[check]), confidence)
+        elif kind == "latency":
+            metric, _, pct = check.partition(".")
+            ci = _approx_relative(vb, vc, _ci(lb, metric, pct), _ci(lc, metric, pct), confidence)
+        else:
+            ci = (math.nan, math.nan)  # summaries hold no throughput interval
+    # badness: the change oriented so that worse is positive (change.worse_sign), with its interval
+    badness = (point, ci[0], ci[1]) if worse_sign(kind) > 0 else (-point, -ci[1], -ci[0])
+    if kind == "throughput" and math.isnan(ci[0]) and abs(point) <= tol:
+        badness = (badness[0],) * 3  # no interval, but the change itself is within tolerance
     verdict, may_regress = classify(badness[1], badness[2], tol)
     saturated, trusted_note = client_explains((lb, lc), check, kind, vc - vb)
     contended = bool(lb.get("host_contended") or lc.get("host_contended"))

@@ -40,6 +40,13 @@ GROUPS = ("capacity", "latency", "throughput", "error_rate", VALID_OUTPUT)
 _THROUGHPUT_ALIASES = {"throughput", THROUGHPUT}
 
 
+def check_kind(check: str) -> str:
+    """``latency`` (a percentile), ``throughput``, or the absolute share itself (``error_rate``, ``valid_output_rate``)."""
+    if check == THROUGHPUT:
+        return "throughput"
+    return check if check in ABSOLUTE else "latency"
+
+
 @dataclass(frozen=True)
 class Rules:
     """Tolerances per check and the checks that fail the gate."""
