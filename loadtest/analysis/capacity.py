@@ -320,6 +320,7 @@ def _uncertain_message(cap: Capacity, undecided: list[LevelResult], fail_part: s
     else:
         holds = "No tested level holds the SLOs with confidence"
     if upper is not None and upper != held:
-        holds += f", and up to {upper:g} if the undecided {'levels hold' if len(undecided) > 1 else 'level holds'}"
+        # in the held figure's unit (a trace replay's rate read "up to 6.16389" beside "1.562× the traffic")
+        holds += f", and up to {_amount(upper, level)} if the undecided {'levels hold' if len(undecided) > 1 else 'level holds'}"
     tail = f"; {fail_part}" if fail_part else ""
     return f"{holds}; the verdict is uncertain: {why}{tail}. Longer levels (load.max_level_duration_s) can decide it."

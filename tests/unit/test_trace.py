@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from loadtest.analysis import SloSpec, analyze
@@ -20,7 +21,7 @@ from loadtest.workload import Workload
 from loadtest.workload.trace import TraceArrival, TraceRow, read_trace
 from loadtest.workload.trace_prompt import trace_prompt
 from loadtest.workload.trace_synth import SynthSpec, synth_rows, write_trace
-from support.synthetic import closed_loop_rows, level_plan, run_dict, to_frame
+from support.synthetic import closed_loop_rows, level_plan, request_row, run_dict, to_frame
 
 ROWS = [(0.0, 10, 3, [1, 2]), (0.5, 12, 4, [1, 3]), (1.25, 7, 2, [])]
 
@@ -215,6 +216,25 @@ def test_capacity_is_a_speedup_and_the_sentence_says_so():
     assert cap.rate_rps == pytest.approx(7.2)
     assert cap.message.startswith("This endpoint holds 1.8× the traffic of the trace window within the SLOs; at 2× the p95 TTFT"), cap.message
 
+
+
+def test_an_uncertain_replay_gives_both_figures_as_speedups():
+    """1× passes, 1.5× straddles the limit, 2× fails: "holds 1× ..., and up to 1.5× ..." (the upper figure was a bare rate)."""
+    plan = level_plan([1, 2, 3], 60.0)
+    for lv, speedup in zip(plan, (1.0, 1.5, 2.0)):
+        lv["rate_rps"] = 4.0 * speedup
+    rows = closed_loop_rows(0, 1, plan[0]["start_wall"], 16.0, ttft_ms=100.0, itl_ms=10.0, chunks=8)
+    # 1.5×: 40 TTFTs evenly 400..600 ms, p95 590 ms exactly at the limit: its interval straddles it
+    rows += [request_row(request_id=f"a{i}", level=2, level_index=1, start_wall=plan[1]["start_wall"] + i,
+                         chunk_ms=[float(t), t + 10.0]) for i, t in enumerate(np.linspace(400, 600, 40))]
+    rows += closed_loop_rows(2, 3, plan[2]["start_wall"], 16.0, ttft_ms=2000.0, itl_ms=10.0, chunks=8)
+    run = run_dict(plan)
+    run["trace"] = {"mean_rate_rps": 4.0}
+    cap = analyze(to_frame(rows), run, SloSpec.from_dict({"ttft_ms": {"p95": 590}})).capacity
+    assert (cap.verdict, cap.speedup, cap.upper_bound_speedup) == ("uncertain", 1.0, 1.5)
+    assert cap.message.startswith("This endpoint holds 1× the traffic of the trace window within the SLOs with "
+                                  "confidence, and up to 1.5× the traffic of the trace window if the undecided "
+                                  "level holds;"), cap.message
 
 # -- the prefix cache: the mock's model and the per-level hit rate ---------------------------------
 
