@@ -129,11 +129,12 @@ def _check_baseline(args: argparse.Namespace, scenario) -> None:
     """Refuse before any load is sent: a missing baseline, or one of another workload (exit 2)."""
     # start-up time: the comparison's stack (pandas, SciPy) only for a run with --baseline
     from loadtest.compare.engine import require_same_workload, side_fingerprint
-    from loadtest.compare.inputs import load_run
+    from loadtest.compare.inputs import load_run, require_closed_loop
 
     parse_rules([t for group in (args.tolerance or []) for t in group], args.fail_on or (), args.inconclusive)
     output_targets(args)
     for baseline in args.baseline:
+        require_closed_loop({"load_mode": load_mode(scenario).name}, None, f"--baseline {baseline}: the scenario {args.scenario}")
         base = side_fingerprint(load_run(baseline, records=False, arg="--baseline"), "baseline")
         require_same_workload(base, fingerprint(scenario.public_dict()), prefix=f"--baseline {baseline}: ")
 

@@ -50,7 +50,7 @@ from loadtest.compare.capacity import CapacityBounds, capacity_change
 from loadtest.compare.change import Change, severity, tolerances_worse
 from loadtest.compare.cost import cost_change
 from loadtest.fingerprint import differences, fingerprint_of_run, unverified_datasets
-from loadtest.compare.inputs import RunInput, load_run
+from loadtest.compare.inputs import RunInput, load_run, require_closed_loop
 from loadtest.compare.rules import CAPACITY, Rules
 from loadtest.compare.level_changes import level_changes
 from loadtest.compare.samples import LevelSamples, level_samples
@@ -176,6 +176,8 @@ def compare_runs(baseline: Path | str, candidate: Path | str, rules: Rules, *, s
     ``medians``: also judge each SLO metric's p50 at every level (see :func:`_latency_checks`).
     """
     base, cand = load_run(baseline, arg=args[0]), load_run(candidate, arg=args[1])
+    for side, arg in ((base, args[0]), (cand, args[1])):
+        require_closed_loop(side.run, side.summary, f"{arg} {side.label}")
     refuse_the_same_run(base, cand, args)
     fp_b, fp = side_fingerprint(base, "baseline"), side_fingerprint(cand, "candidate")
     require_same_workload(fp_b, fp)

@@ -26,7 +26,7 @@ from loadtest.compare.change import worse_sign
 from loadtest.compare.changepoints import ChangePoint, level_value, mark_newest, series_change_points
 from loadtest.fingerprint import fingerprint_of_run
 from loadtest.compare.groups import compare_groups
-from loadtest.compare.inputs import RUN_JSON, SUMMARY_JSON, find_runs
+from loadtest.compare.inputs import RUN_JSON, SUMMARY_JSON, find_runs, load_mode_of, require_closed_loop
 from loadtest.compare.rules import ABSOLUTE, ERROR_RATE, THROUGHPUT, Rules, check_kind
 from loadtest.errors import InputError, LoadtestError
 from loadtest.paths import PathError, read_run_json, run_records
@@ -45,6 +45,7 @@ class HistoryRun:
     versus_previous: str = "first"  # first | pass | regression | inconclusive | workload changed | error
     detail: str = ""
     levels: list[int] = field(default_factory=list)
+    load_mode: str = "closed_loop"
 
     @property
     def capacity(self) -> int | None:
@@ -72,6 +73,8 @@ def load_history(dirs: Sequence[Path], scenario: str | None = None) -> list[Hist
     runs = sorted((r for r in runs if r.name == chosen), key=lambda r: r.started_wall)
     if not runs:
         raise InputError(f"--scenario {chosen}: no run of that scenario (found {', '.join(names)})")
+    for r in runs:  # levels by concurrent users: an open loop's would all be "0 users"
+        require_closed_loop({"load_mode": r.load_mode}, None, f"DIR: the run {r.folder}")
     _judge_in_order(runs)
     return runs
 
@@ -104,6 +107,7 @@ def _read(folder: Path, skipped: list[str]) -> HistoryRun | None:
         summary=summary,
         bounds=CapacityBounds.from_levels(summary.get("levels") or []),
         levels=list(fp.get("levels") or []),
+        load_mode=load_mode_of(run, summary),
     )
 
 

@@ -207,3 +207,41 @@ def _read_json(path: Path, arg: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise InputError(f"{arg} {path}: expected a JSON object")
     return data
+
+
+# -- the load modes compare can judge ------------------------------------------------------------
+
+#: How a refusal names a run of each mode that compare cannot judge yet.
+_NOT_JUDGED = {"open_loop": "an open-loop run (load.rates)", "trace_replay": "a trace replay (load.speedups)"}
+
+
+def load_mode_of(run: Mapping[str, Any], summary: Mapping[str, Any] | None) -> str:
+    """``closed_loop``, ``open_loop`` or ``trace_replay``: run.json's ``load_mode``, else what the
+    summary's levels are (a bare summary.json, or a run older than the field)."""
+    mode = run.get("load_mode")
+    if mode:
+        return str(mode)
+    levels = [lv for lv in (summary or {}).get("levels") or [] if isinstance(lv, Mapping)]
+    if any(lv.get("speedup") is not None for lv in levels):
+        return "trace_replay"
+    if any(lv.get("rate_rps") is not None for lv in levels):
+        return "open_loop"
+    return "closed_loop"
+
+
+def require_closed_loop(run: Mapping[str, Any], summary: Mapping[str, Any] | None, where: str) -> None:
+    """:class:`InputError` (exit 2, one line) for a run whose levels are rates or trace speedups.
+
+    Why refuse: compare, the gate and history match levels by their concurrent users (and a
+    capacity in users), and every level of an open loop has none. Its levels all fell on one
+    key, "0 users", and only the largest rate was compared: "No regression" said of levels
+    never judged. Until levels are matched by their rate, no answer is better than that one.
+    ``where`` names the argument and the path (``baseline runs/a``).
+    """
+    mode = load_mode_of(run, summary)
+    if mode in _NOT_JUDGED:
+        raise InputError(
+            f"{where} is {_NOT_JUDGED[mode]}: compare, the gate and history judge closed-loop runs "
+            "(load.levels of concurrent users) only, so far; its levels are rates"
+        )
+
