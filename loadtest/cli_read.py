@@ -8,7 +8,6 @@ are imported by the handlers that use them, so ``loadtest --help`` and
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from loadtest.cli_common import add_autoscaling_args, autoscaling_overrides
@@ -51,11 +50,9 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
 
 def _analyze(args: argparse.Namespace) -> int:
     # The analysis and report stacks (scipy, plotly, rich): only for the commands that draw them.
-    from rich.console import Console
-
     from loadtest.analysis import analyze_run
     from loadtest.report import write_reports
-    from loadtest.report.terminal import print_summary
+    from loadtest.report.terminal import print_summary, stdout_console
 
     run_folder(args.run_dir, "run_dir", writable=True)
     stopped = read_run_json(args.run_dir, "run_dir")
@@ -67,7 +64,7 @@ def _analyze(args: argparse.Namespace) -> int:
     analysis = analyze_run(args.run_dir, slo_overrides=args.slo or (), autoscaling_overrides=autoscaling_overrides(args))
     analysis.run["cost_options"] = merge_cost_options(analysis.run.get("cost_options"), cost_options(args))
     paths = write_reports(args.run_dir, analysis)
-    print_summary(analysis, console=Console(soft_wrap=True, width=None if sys.stdout.isatty() else 120))
+    print_summary(analysis, console=stdout_console())
     for path in paths.values():
         print(f"wrote {path}")
     return 0

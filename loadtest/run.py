@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 from dataclasses import dataclass
 from typing import Any
 from datetime import datetime, timezone
@@ -128,8 +127,6 @@ def _run_in_folder(scenario: Scenario, options: RunOptions, run_dir: Path, guard
     """Preflight, load, analysis and reports, in a run folder that exists."""
     # After run_scenario's 'import locust' (gevent's patches first). The load stage's, the analysis'
     # and the report's stacks (pandas, pyarrow, plotly) load below, once the scraper is starting.
-    from rich.console import Console
-
     from loadtest.preflight import describe_adaptation, preflight, warm_up
 
     target = scenario.target
@@ -158,10 +155,10 @@ def _run_in_folder(scenario: Scenario, options: RunOptions, run_dir: Path, guard
         # interpreter starts on the other core instead of before it (its first round is awaited
         # below); nothing of them is needed before the warm-up.
         from loadtest.analysis import analyze_run
-        from loadtest.load.orchestrate import run_load, stop_scraper, web_control
+        from loadtest.load.orchestrate import run_load, web_control
         from loadtest.load.user import UserSettings
         from loadtest.report import write_reports
-        from loadtest.report.terminal import print_summary
+        from loadtest.report.terminal import print_summary, stdout_console
 
         warm = warm_up(scenario, api_key, pre.dialect, salt)
     except BaseException:
@@ -195,7 +192,7 @@ def _run_in_folder(scenario: Scenario, options: RunOptions, run_dir: Path, guard
         # 3. analyze, 4. report
         analysis = analyze_run(run_dir)
         write_reports(run_dir, analysis)
-        print_summary(analysis, console=Console(soft_wrap=True, width=None if sys.stdout.isatty() else 120))
+        print_summary(analysis, console=stdout_console())
         console.print(f"report: {run_dir / 'report.html'}")
         if web is not None:
             web.finished(run_dir / "report.html", analysis.capacity.message)

@@ -47,11 +47,10 @@ def cmd_profile(args: argparse.Namespace) -> int:
     # gevent's patching before any socket opens, and only in the process that sends load; the
     # analysis and report stacks (scipy, plotly, rich) are not for `loadtest --help`.
     import locust  # noqa: F401
-    from rich.console import Console
-
     from loadtest.analysis.stack import resolve
     from loadtest.profile.output import print_profile, profile_dict, write_profile_html, write_profile_json
     from loadtest.profile.runner import ProfileOptions, run_profile
+    from loadtest.report.terminal import stdout_console
     from loadtest.run import check_secret_env
 
     scenario = load_scenario(args.scenario).with_overrides(target=args.target, model=args.model)
@@ -70,7 +69,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     profile = profile_dict(data, ceilings, model)
     write_profile_json(data.folder, profile)
     write_profile_html(data.folder, profile)
-    console = Console(soft_wrap=True)
+    console = stdout_console()
     print_profile(profile, console)
     console.print(f"profile: {data.folder / 'profile.json'} ({profile['wall_s']:.0f} s); report: {data.folder / 'report.html'}")
     return 130 if data.interrupted else 0

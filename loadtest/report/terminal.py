@@ -8,6 +8,7 @@ red fail. So the eye finds the binding constraint without reading numbers.
 from __future__ import annotations
 
 import math
+import sys
 
 from rich import box
 from rich.console import Console
@@ -248,6 +249,16 @@ def ran_cell(decision: dict) -> str:
     if ran is None:
         return "-"
     return f"{ran:.0f}s{RAN_MARKS.get(str(decision.get('ended')), '')}"
+
+
+#: Columns of a table printed to a pipe or a CI log (Rich's 80 cut a profile's "bound" cells to "memory_o…").
+PIPE_WIDTH = 120
+
+
+def stdout_console() -> Console:
+    """The console a command prints its tables to: the terminal's width, or PIPE_WIDTH columns when
+    standard output is not a terminal (a CI log, ``| tee``), so no cell is cut short there."""
+    return Console(soft_wrap=True, width=None if sys.stdout.isatty() else PIPE_WIDTH)
 
 
 def print_summary(analysis: Analysis, console: Console | None = None) -> None:

@@ -79,3 +79,19 @@ def test_terminal_shows_no_figures_for_a_level_without_a_measured_request():
     print_summary(analysis, console)
     row = next(line for line in console.export_text().splitlines() if line.strip().startswith("2 ") and "no data" in line)
     assert "35" not in row and row.count("–") >= 5, row
+
+
+def test_tables_printed_to_a_pipe_are_not_cut_to_80_columns(monkeypatch):
+    """`loadtest profile | tee` (a CI log) cut the decode table's cells: "memory_o…", "sequenc…"."""
+    from rich.table import Table
+
+    from loadtest.report.terminal import PIPE_WIDTH, stdout_console
+
+    monkeypatch.setattr("sys.stdout", io.StringIO())  # not a terminal
+    console = stdout_console()
+    assert console.width == PIPE_WIDTH == 120
+    table = Table(*["sequences", "ITL p50 ms", "ITL p95 ms", "fitted ms", "tokens/s", "bound", "efficiency"])
+    table.add_row("64", "42.00", "42.41", "42.00", "1529", "memory_or_overhead", "—")
+    with console.capture() as captured:
+        console.print(table)
+    assert "memory_or_overhead" in captured.get() and "sequences" in captured.get()
