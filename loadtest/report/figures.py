@@ -23,6 +23,7 @@ from loadtest.report.plotting import (
     concurrency_axis,
     finite,
     level_steps,
+    load_words,
     mark_capacity,
     rgba,
 )
@@ -84,7 +85,7 @@ def latency_figure(analysis: Analysis) -> go.Figure:
         mark_capacity(fig, analysis, legend=i == 0, row=row, col=col)
         fig.update_xaxes(**concurrency_axis(levels), row=row, col=col)
         fig.update_yaxes(title="ms", rangemode="tozero", row=row, col=col)
-    fig.update_layout(height=720, title="Latency against concurrency")
+    fig.update_layout(height=720, title=f"Latency against {load_words(levels)[2]}")
     return fig
 
 
@@ -102,7 +103,7 @@ def throughput_figure(analysis: Analysis) -> go.Figure:
     fig.update_xaxes(**concurrency_axis(levels))
     fig.update_yaxes(title="requests/s", rangemode="tozero", secondary_y=False)
     fig.update_yaxes(title="output tokens/s", rangemode="tozero", secondary_y=True)
-    fig.update_layout(height=420, title="Throughput and goodput against concurrency")
+    fig.update_layout(height=420, title=f"Throughput and goodput against {load_words(levels)[2]}")
     return fig
 
 
@@ -124,7 +125,7 @@ def knee_figure(analysis: Analysis) -> go.Figure:
                 marker=dict(color=[STATUS_COLOURS.get(lv.status, "#000") for lv in levels], size=9),
                 line=dict(color="#6e7781"),
                 showlegend=False,
-                hovertemplate="%{text} users: %{x:.0f} tok/s, p95 %{y:.1f} ms<extra></extra>",
+                hovertemplate=f"%{{text}} {load_words(levels)[1]}: %{{x:.0f}} tok/s, p95 %{{y:.1f}} ms<extra></extra>",
             ),
             row=1, col=col,
         )
@@ -134,7 +135,7 @@ def knee_figure(analysis: Analysis) -> go.Figure:
                               annotation_text=f"SLO ≤ {check.limit:g}", row=1, col=col)
         fig.update_xaxes(title="output tokens/s", rangemode="tozero", row=1, col=col)
         fig.update_yaxes(rangemode="tozero", row=1, col=col)
-    fig.update_layout(height=420, title="Latency against throughput (labels: concurrent users; colour: verdict)")
+    fig.update_layout(height=420, title=f"Latency against throughput (labels: {load_words(levels)[0]}; colour: verdict)")
     return fig
 
 
@@ -156,7 +157,7 @@ def distribution_figure(analysis: Analysis) -> go.Figure:
                 ),
                 row=1, col=col,
             )
-        fig.update_xaxes(title="concurrent users", type="category", row=1, col=col)
+        fig.update_xaxes(title=load_words(analysis.levels)[0], type="category", row=1, col=col)
         fig.update_yaxes(title="ms", row=1, col=col)
     fig.update_layout(height=440, title="Per-level distributions (subsample of successful samples; failures not shown)")
     return fig
@@ -174,7 +175,7 @@ def timeline_figure(analysis: Analysis) -> go.Figure:
     in_run = sorted(analysis.levels, key=lambda lv: lv.start_wall)
     if in_run:
         xs, ys = level_steps(in_run, origin)
-        fig.add_trace(go.Scatter(x=xs, y=ys, name="concurrent users", mode="lines", line_shape="hv",
+        fig.add_trace(go.Scatter(x=xs, y=ys, name=load_words(in_run)[0], mode="lines", line_shape="hv",
                                  line=dict(color="#6e7781")), secondary_y=True)
         for lv in in_run:
             if lv.window_start > lv.start_wall:
@@ -199,7 +200,7 @@ def timeline_figure(analysis: Analysis) -> go.Figure:
                                  opacity=0.7), secondary_y=False)
     fig.update_xaxes(title="seconds since start (grey: warmup, not measured)")
     fig.update_yaxes(title="per second", rangemode="tozero", secondary_y=False)
-    fig.update_yaxes(title="concurrent users", rangemode="tozero", secondary_y=True)
+    fig.update_yaxes(title=load_words(analysis.levels)[0], rangemode="tozero", secondary_y=True)
     fig.update_layout(height=400, title="Run timeline", bargap=0)
     return fig
 

@@ -31,7 +31,7 @@ from loadtest.report.figures import (
 )
 from loadtest.report.page import PAGE_STYLE, PRINT_SCRIPT
 from loadtest.report.page import esc as _e
-from loadtest.report.plotting import figure_html
+from loadtest.report.plotting import figure_html, load_words
 from loadtest.report.sections import (
     errors_section,
     header,
@@ -59,7 +59,7 @@ def render_html(analysis: Analysis) -> str:
     figures = []
     if has_data:
         figures = [
-            ("Latency against concurrency", latency_figure(analysis),
+            (f"Latency against {load_words(analysis.levels)[2]}", latency_figure(analysis),
              "Each point is a level; a point above its dashed SLO line fails it. Lines: percentiles per level. Shaded: the confidence interval of each percentile an SLO uses "
              "(blocks of time resampled; its level is in the checks table). "
              "Dashed horizontal: SLO limits. Green dashed: capacity; red dotted: first failing level."),

@@ -54,6 +54,18 @@ def summaries_ci_label(summaries: Iterable[Mapping[str, Any]]) -> str:
     return " or ".join(ci_label(c) for c in levels) or ci_label(verdict_confidence({}))
 
 
+def load_words(levels: Sequence[LevelResult]) -> tuple[str, str, str]:
+    """How the figures name the load of these levels: (axis title, unit after a value, noun).
+
+    ``("concurrent users", "users", "concurrency")``, or in an open loop (and a trace replay),
+    whose levels are rates, ``("offered rate (requests/s)", "req/s", "offered rate")``: an
+    open-loop report's box plots and timeline read "concurrent users" over its rates.
+    """
+    if any(lv.rate_rps is not None for lv in levels):
+        return "offered rate (requests/s)", "req/s", "offered rate"
+    return "concurrent users", "users", "concurrency"
+
+
 def concurrency_axis(levels: Sequence[LevelResult]) -> dict[str, Any]:
     """Log axis labelled at the swept levels when the sweep is geometric.
 
@@ -64,8 +76,7 @@ def concurrency_axis(levels: Sequence[LevelResult]) -> dict[str, Any]:
     offered rate in an open-loop run.
     """
     xs = sorted({lv.load for lv in levels if lv.load > 0})
-    open_loop = any(lv.rate_rps is not None for lv in levels)
-    axis: dict[str, Any] = {"title": "offered rate (requests/s)" if open_loop else "concurrent users"}
+    axis: dict[str, Any] = {"title": load_words(levels)[0]}
     if len(xs) >= 3 and xs[-1] / xs[0] >= 8:
         swept = sorted({lv.load for lv in levels if lv.load > 0 and not lv.refine}) or xs
         labelled = thin_log_ticks(swept, math.log10(xs[-1] / xs[0]))
@@ -138,10 +149,11 @@ def mark_capacity(fig: go.Figure, analysis: Analysis, *, legend: bool = True, **
             )
 
 
-def level_steps(levels: Sequence[LevelResult], origin: float) -> tuple[list[float], list[int]]:
-    """The users in force against time (seconds since ``origin``), as the corners of a step line."""
+def level_steps(levels: Sequence[LevelResult], origin: float) -> tuple[list[float], list[float]]:
+    """The load in force (users, or an open loop's offered rate) against time (seconds since
+    ``origin``), as the corners of a step line."""
     xs: list[float] = []
-    ys: list[int] = []
+    ys: list[float] = []
     for lv in levels:
         xs += [lv.start_wall - origin, lv.end_wall - origin]
         ys += [lv.load, lv.load]

@@ -95,3 +95,26 @@ def test_tables_printed_to_a_pipe_are_not_cut_to_80_columns(monkeypatch):
     with console.capture() as captured:
         console.print(table)
     assert "memory_or_overhead" in captured.get() and "sequences" in captured.get()
+
+
+def test_an_open_loop_report_names_its_levels_as_rates_not_users():
+    """The box plots' axis, the timeline's step line and the figure titles read "concurrent users"
+    over an open loop's rates."""
+    from loadtest.report.figures import distribution_figure, latency_figure, timeline_figure
+    from support.synthetic import closed_loop_rows
+
+    plan = level_plan([1, 2], 20.0)
+    rows = []
+    for lv, rate in zip(plan, (2.0, 4.0)):
+        lv["rate_rps"] = rate
+        rows += closed_loop_rows(lv["index"], lv["concurrency"], lv["start_wall"], 20.0, ttft_ms=50.0, itl_ms=10.0, chunks=8)
+    analysis = analyze(to_frame(rows), run_dict(plan), SloSpec.from_dict({"ttft_ms": {"p95": 500}}))
+    assert [lv.rate_rps for lv in analysis.levels] == [2.0, 4.0]
+    box = distribution_figure(analysis)
+    assert box.layout.xaxis.title.text == "offered rate (requests/s)"
+    assert latency_figure(analysis).layout.title.text == "Latency against offered rate"
+    timeline = timeline_figure(analysis)
+    assert timeline.data[0].name == "offered rate (requests/s)" and timeline.layout.yaxis2.title.text == "offered rate (requests/s)"
+    closed = analyze(to_frame(closed_loop_rows(0, 1, plan[0]["start_wall"], 20.0, ttft_ms=50.0, itl_ms=10.0, chunks=8)),
+                     run_dict(level_plan([1], 20.0)), SloSpec.from_dict({"ttft_ms": {"p95": 500}}))
+    assert distribution_figure(closed).layout.xaxis.title.text == "concurrent users"
