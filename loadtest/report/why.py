@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from loadtest.analysis.bounds import fit_run, level_bounds
+from loadtest.analysis.bounds import PREFILLS_IN_MEDIAN, fit_run, level_bounds, prefills_per_step
 from loadtest.analysis.capacity_limit import capacity_limit
 from loadtest.analysis.decode_fit import describe_decode
 from loadtest.analysis.roofline import bound_words
@@ -44,13 +44,24 @@ def why(analysis: Any) -> tuple[dict[str, Any] | None, dict[int, dict[str, Any]]
         bound_low = None
     cap = analysis.capacity.concurrency
     at_cap = next((b for b in bounds.values() if b.concurrency == cap), None)
+    sentence = describe_decode(fit, bound_low, bound_high)
+    # the levels past the knee: where most steps also prefilled a newcomer, that is what bent them
+    past = [prefills_per_step(lv) for lv in analysis.levels
+            if lv.index in bounds and fit.knee_sequences is not None and fit.side(bounds[lv.index].sequences) == "steep"]
+    prefills = max((p for p in past if math.isfinite(p)), default=None)
+    if prefills is not None and prefills > PREFILLS_IN_MEDIAN:
+        sentence += (f", but there most steps also computed a newcomer's prompt ({prefills:.1f} a step), which "
+                     "looks the same (`loadtest profile` tells them apart)")
     out = {
         "fixed_ms": _r(fit.fixed_ms), "per_seq_ms": _r(fit.per_seq_ms),
         "compute_ms_per_seq": _r(fit.compute_ms_per_seq), "compute_intercept_ms": _r(fit.compute_intercept_ms),
         "knee_sequences": _r(fit.knee_sequences, 2), "rms_ms": _r(fit.rms_ms),
         "basis": "roofline" if roof else "fit",
         "bound_at_capacity": at_cap.bound if at_cap else None,
-        "sentence": describe_decode(fit, bound_low, bound_high),
+        "sentence": sentence,
+        # past the knee, the most newcomers admitted a step (null without a knee): above ln 2 the
+        # knee may be the prefills' (analysis/bounds.py prefills_per_step)
+        "prefills_per_step_past_knee": _r(prefills, 2) if prefills is not None else None,
     }
     return out, {i: b.to_dict() for i, b in bounds.items()}
 
@@ -64,6 +75,8 @@ def limits_line(analysis: Any) -> str:
         parts.append(f"why it stops there: {limit['sentence']}")
     if fit is not None:
         at = f"; at capacity the step is {bound_words(fit['bound_at_capacity'])}" if fit.get("bound_at_capacity") else ""
+        if at and fit["bound_at_capacity"] == "compute" and (fit.get("prefills_per_step_past_knee") or 0) > PREFILLS_IN_MEDIAN:
+            at += " or slowed by those prompts"
         parts.append(f"what limits it: {fit['sentence']}{at}")
     cost = run_cost(analysis)
     if cost and cost.get("usd_per_million_output_tokens") is not None:

@@ -107,3 +107,30 @@ def test_the_profile_names_the_slots_where_the_batch_stops_growing():
     assert slot_limit([(1, 1), (2, 1.2), (4, 2.1), (8, 4.3)]) is None
     # a count a sequence short at one level with nothing before it that large is not a plateau
     assert slot_limit([(8, 8), (10, 9)]) is None
+
+
+def _knee_run(chunks: int):
+    """Steps of 10 + 0.5 ms a sequence up to 8 sequences, 1.5 ms a sequence past them (a knee at ~10)."""
+    levels = [1, 2, 4, 8, 16]
+    plan = level_plan(levels, LEVEL_S)
+    rows = []
+    for lv in plan:
+        c = lv["concurrency"]
+        rows += closed_loop_rows(lv["index"], c, lv["start_wall"], LEVEL_S, ttft_ms=20.0, itl_ms=max(10.0 + 0.5 * c, 1.5 * c),
+                                 chunks=chunks, warmup_s=1.0, stagger=True)
+    slo = {"itl_ms": {"p95": 1000.0}}
+    return analyze(to_frame(rows), run_dict(plan, warmup_s=1.0, slo=slo), SloSpec.from_dict(slo), resamples=100)
+
+
+def test_a_knee_made_where_most_steps_admit_a_newcomer_says_the_prompts_look_the_same():
+    """Four-token answers: at 16 users about four requests start each step, and their prompts'
+    compute lengthens most steps as a compute limit would (the quickstart's false knee)."""
+    short = _knee_run(chunks=4)
+    fit = summary_dict(short)["decode_fit"]
+    assert fit["knee_sequences"] is not None and fit["prefills_per_step_past_knee"] > 3
+    assert "but there most steps also computed a newcomer's prompt" in fit["sentence"]
+    assert fit["bound_at_capacity"] == "compute" and "compute-bound or slowed by those prompts" in limits_line(short)
+    long = _knee_run(chunks=200)  # 200-token answers: a newcomer every dozen steps
+    fit = summary_dict(long)["decode_fit"]
+    assert fit["knee_sequences"] is not None and fit["prefills_per_step_past_knee"] < 0.2
+    assert "newcomer" not in fit["sentence"] and "those prompts" not in limits_line(long)

@@ -189,7 +189,7 @@ def test_the_sentence_never_calls_a_flat_stretch_compute_bound(monkeypatch):
         return {i: SimpleNamespace(bound=b, sequences=n, concurrency=n, to_dict=lambda: {})
                 for i, (n, b) in enumerate(words)}
 
-    analysis = SimpleNamespace(run={}, capacity=SimpleNamespace(concurrency=8))
+    analysis = SimpleNamespace(run={}, capacity=SimpleNamespace(concurrency=8), levels=[])
     monkeypatch.setattr(why_module, "fit_run", lambda a: fit)
     monkeypatch.setattr(why_module, "resolve_run", lambda run: (object(), object()))  # ceilings and a model
     every_compute = [(8, "compute"), (12, "compute"), (24, "compute")]
