@@ -133,8 +133,9 @@ def _check_baseline(args: argparse.Namespace, scenario) -> None:
 
     parse_rules([t for group in (args.tolerance or []) for t in group], args.fail_on or (), args.inconclusive)
     output_targets(args)
+    if args.baseline:  # the scenario with its command-line overrides (--rates) is what would run
+        require_closed_loop({"load_mode": load_mode(scenario).name}, None, f"--baseline: the run of {args.scenario}")
     for baseline in args.baseline:
-        require_closed_loop({"load_mode": load_mode(scenario).name}, None, f"--baseline {baseline}: the scenario {args.scenario}")
         base = side_fingerprint(load_run(baseline, records=False, arg="--baseline"), "baseline")
         require_same_workload(base, fingerprint(scenario.public_dict()), prefix=f"--baseline {baseline}: ")
 

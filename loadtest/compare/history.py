@@ -26,10 +26,11 @@ from loadtest.compare.change import worse_sign
 from loadtest.compare.changepoints import ChangePoint, level_value, mark_newest, series_change_points
 from loadtest.fingerprint import fingerprint_of_run
 from loadtest.compare.groups import compare_groups
-from loadtest.compare.inputs import RUN_JSON, SUMMARY_JSON, find_runs, load_mode_of, require_closed_loop
+from loadtest.compare.inputs import RUN_JSON, SUMMARY_JSON, find_runs, load_mode_of
 from loadtest.compare.rules import ABSOLUTE, ERROR_RATE, THROUGHPUT, Rules, check_kind
 from loadtest.errors import InputError, LoadtestError
 from loadtest.paths import PathError, read_run_json, run_records
+from loadtest.run_record import RATE_MODE_WORDS
 
 REGRESSED = "regression"
 
@@ -45,7 +46,6 @@ class HistoryRun:
     versus_previous: str = "first"  # first | pass | regression | inconclusive | workload changed | error
     detail: str = ""
     levels: list[int] = field(default_factory=list)
-    load_mode: str = "closed_loop"
 
     @property
     def capacity(self) -> int | None:
@@ -73,8 +73,6 @@ def load_history(dirs: Sequence[Path], scenario: str | None = None) -> list[Hist
     runs = sorted((r for r in runs if r.name == chosen), key=lambda r: r.started_wall)
     if not runs:
         raise InputError(f"--scenario {chosen}: no run of that scenario (found {', '.join(names)})")
-    for r in runs:  # levels by concurrent users: an open loop's would all be "0 users"
-        require_closed_loop({"load_mode": r.load_mode}, None, f"DIR: the run {r.folder}")
     _judge_in_order(runs)
     return runs
 
@@ -90,6 +88,10 @@ def _read(folder: Path, skipped: list[str]) -> HistoryRun | None:
     if run.get("stopped_by") == "preflight":  # no load was sent: nothing in the series, but say so
         skipped.append(f"skipped {folder}: the run stopped at its preflight ({run.get('stop_error') or 'no reason kept'}); "
                        "no load was sent")
+        return None
+    mode = load_mode_of(run, None)  # read_run_json fills it in
+    if mode in RATE_MODE_WORDS:  # levels by concurrent users: an open loop's would all be "0 users"
+        skipped.append(f"skipped {folder}: {RATE_MODE_WORDS[mode]}; history compares closed-loop runs only, so far")
         return None
     summary = _summary(folder, run, skipped)
     if summary is None:
@@ -107,7 +109,6 @@ def _read(folder: Path, skipped: list[str]) -> HistoryRun | None:
         summary=summary,
         bounds=CapacityBounds.from_levels(summary.get("levels") or []),
         levels=list(fp.get("levels") or []),
-        load_mode=load_mode_of(run, summary),
     )
 
 

@@ -30,6 +30,7 @@ from loadtest.errors import InputError
 from loadtest.paths import input_folder, read_text
 from loadtest.records_stream import chunk_batches, read_scalars
 from loadtest.run_files import RUN_JSON, SUMMARY_JSON
+from loadtest.run_record import RATE_MODE_WORDS
 
 REQUESTS_PARQUET = "requests.parquet"
 PARTS_DIR = "requests.parts"
@@ -211,13 +212,10 @@ def _read_json(path: Path, arg: str) -> dict[str, Any]:
 
 # -- the load modes compare can judge ------------------------------------------------------------
 
-#: How a refusal names a run of each mode that compare cannot judge yet.
-_NOT_JUDGED = {"open_loop": "an open-loop run (load.rates)", "trace_replay": "a trace replay (load.speedups)"}
-
 
 def load_mode_of(run: Mapping[str, Any], summary: Mapping[str, Any] | None) -> str:
-    """``closed_loop``, ``open_loop`` or ``trace_replay``: run.json's ``load_mode``, else what the
-    summary's levels are (a bare summary.json, or a run older than the field)."""
+    """``closed_loop``, ``open_loop`` or ``trace_replay``: run.json's ``load_mode`` (which reading
+    run.json fills in), else, for a bare summary.json, what its levels are."""
     mode = run.get("load_mode")
     if mode:
         return str(mode)
@@ -239,9 +237,8 @@ def require_closed_loop(run: Mapping[str, Any], summary: Mapping[str, Any] | Non
     ``where`` names the argument and the path (``baseline runs/a``).
     """
     mode = load_mode_of(run, summary)
-    if mode in _NOT_JUDGED:
+    if mode in RATE_MODE_WORDS:
         raise InputError(
-            f"{where} is {_NOT_JUDGED[mode]}: compare, the gate and history judge closed-loop runs "
+            f"{where} is {RATE_MODE_WORDS[mode]}: compare, the gate and history judge closed-loop runs "
             "(load.levels of concurrent users) only, so far; its levels are rates"
         )
-

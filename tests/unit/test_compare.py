@@ -488,7 +488,6 @@ def test_run_refuses_gate_flags_without_a_baseline_and_a_missing_baseline(tmp_pa
     assert not (tmp_path / "run").exists()  # refused before anything was started
 
 
-
 def _as_open_loop(run: Path, out: Path, mode: str) -> Path:
     """A copy of ``run`` whose run.json says its levels were rates (``open_loop``) or speedups."""
     shutil.copytree(run, out)
@@ -513,7 +512,11 @@ def test_compare_and_history_refuse_runs_whose_levels_are_rates(pair, tmp_path, 
     code, _, err = cli("compare", str(base), str(b), "--history", str(tmp_path))
     assert code == 2 and f"candidate {b} is {words}" in err and "Traceback" not in err
     code, _, err = cli("history", str(tmp_path), "--html", str(tmp_path / "h.html"))
-    assert code == 2 and f"the run {a} is {words}" in err and not (tmp_path / "h.html").exists()
+    assert code == 2 and f"skipped {a}: {words}; history compares closed-loop runs only" in err, err
+    assert not (tmp_path / "h.html").exists()
+    shutil.copytree(same, tmp_path / "c")  # beside a closed-loop run of the scenario, the other is skipped, not fatal
+    code, out, err = cli("history", str(tmp_path), "--html", str(tmp_path / "h.html"))
+    assert code == 0 and f"skipped {b}: {words}" in err and " c" in out, (out, err)
 
 
 def test_a_bare_summary_of_rate_levels_is_refused_too(pair, tmp_path):
@@ -531,8 +534,9 @@ def test_run_with_a_baseline_refuses_a_rate_scenario_before_any_load(pair, tmp_p
     scenario = tmp_path / "rates.yaml"
     scenario.write_text(json.dumps({**scenario_dict(), "load": {"rates": [2, 4], "level_duration_s": 10, "warmup_s": 1}}))
     code, _, err = cli("run", str(scenario), "--baseline", str(pair[1]), "--out", str(tmp_path / "run"))
-    assert code == 2 and f"--baseline {pair[1]}: the scenario {scenario} is an open-loop run (load.rates)" in err, err
+    assert code == 2 and f"--baseline: the run of {scenario} is an open-loop run (load.rates)" in err, err
     assert not (tmp_path / "run").exists()  # refused before anything was started
+
 
 def test_a_slowdown_where_the_load_generator_was_saturated_is_only_inconclusive(pair, tmp_path):
     _, base, _, slow = pair
