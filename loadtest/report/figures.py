@@ -72,7 +72,7 @@ def latency_figure(analysis: Analysis) -> go.Figure:
                     legendgroup=pct,
                     showlegend=i == 0,
                     line=dict(color=colour),
-                    hovertemplate=f"{pct}: %{{y:.1f}} ms at %{{x}} users<extra></extra>",
+                    hovertemplate=f"{pct}: %{{y:.1f}} ms at %{{x}} {load_words(levels)[1]}<extra></extra>",
                 ),
                 row=row, col=col,
             )

@@ -18,7 +18,7 @@ from loadtest.analysis.fleet import UNEVEN
 from loadtest.analysis.results import Analysis
 from loadtest.report.latency_lines import SIGNAL_COLOURS, add_client_latency, origin_of
 from loadtest.report.page import esc as _e
-from loadtest.report.plotting import level_steps
+from loadtest.report.plotting import level_steps, load_words
 
 
 def replicas_time_figure(analysis: Analysis) -> go.Figure:
@@ -34,7 +34,7 @@ def replicas_time_figure(analysis: Analysis) -> go.Figure:
     levels = sorted(analysis.levels, key=lambda lv: lv.start_wall)
     xs, ys = level_steps(levels, origin)
     share = [y / len(fleet.replicas) if y is not None else None for y in ys]
-    fig.add_trace(go.Scatter(x=xs, y=share, name="users per replica", mode="lines", line_shape="hv",
+    fig.add_trace(go.Scatter(x=xs, y=share, name=f"{load_words(levels)[1]} per replica", mode="lines", line_shape="hv",
                              line=dict(color="#6e7781", width=3)), row=1, col=1)
     running = view.first_of_role("running")
     waiting = view.first_of_role("waiting")
@@ -64,7 +64,7 @@ def imbalance_table(analysis: Analysis) -> str:
     view = analysis.server
     fleet = view.fleet
     running = view.first_of_role("running")
-    head = "<tr><th>users</th><th>imbalance<br><span class='dim'>busiest / mean</span></th>" + "".join(
+    head = f"<tr><th>{load_words(analysis.levels)[1]}</th><th>imbalance<br><span class='dim'>busiest / mean</span></th>" + "".join(
         f"<th>{_e(rid)}<br><span class='dim'>running p50 (max)</span></th>" for rid in fleet.replicas) + "</tr>"
     rows = []
     for lv in sorted(analysis.levels, key=lambda lv: (lv.load, lv.index)):

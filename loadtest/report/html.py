@@ -89,7 +89,8 @@ def render_html(analysis: Analysis) -> str:
         if not unary:
             figures += _streaming_figures(analysis)
     figures.append(("Timeline", timeline_figure(analysis),
-                    "Grey steps: the users in force (right axis); blue: requests started per second; red bars: "
+                    f"Grey steps: the {load_words(analysis.levels)[0]} in force (right axis); blue: requests started "
+                    "per second; red bars: "
                     "failed requests. Shaded spans are warmups, not measured."))
     body = [f"<h1>{_e(analysis.name or 'Load test')}: capacity report</h1>", header(analysis)]
     body.append("<h2>Per level</h2>" + levels_table(analysis))
@@ -114,7 +115,7 @@ def _streaming_figures(analysis: Analysis) -> list:
     return [
         ("Latency against throughput", knee_figure(analysis),
          "Each point is a level, placed by the tokens/s it delivered and its latency. The knee: beyond it, "
-         "more users add latency but few tokens/s."),
+         "more load adds latency but few tokens/s."),
         ("Distributions", distribution_figure(analysis),
          "One box per level: the line is the median, the box the middle half of the samples, the whiskers "
          "the spread; a box that climbs and widens from level to level is a queue forming."),

@@ -16,7 +16,7 @@ from loadtest.analysis.capacity import ci_label, fmt_ms
 from loadtest.analysis.results import Analysis, LevelResult
 from loadtest.analysis.slo import SloSpec
 from loadtest.report.page import esc as _e
-from loadtest.report.plotting import STATUS_COLOURS, VERDICT_COLOURS
+from loadtest.report.plotting import STATUS_COLOURS, VERDICT_COLOURS, load_words
 from loadtest.metric_registry import METRICS
 from loadtest.report.terminal import describe_ending, describe_hold
 
@@ -268,7 +268,8 @@ def _checks_table(analysis: Analysis) -> str:
     label = ci_label(analysis.confidence)
     return (
         f"<details><summary>Every SLO check with its {label}</summary><table class='grid'>"
-        f"<tr><th>users</th><th>check</th><th>value</th><th>{label}</th><th>limit</th><th>n</th><th>verdict</th></tr>"
+        f"<tr><th>{load_words(analysis.levels)[1]}</th><th>check</th><th>value</th><th>{label}</th><th>limit</th><th>n</th>"
+        "<th>verdict</th></tr>"
         + "".join(rows) + "</table></details>"
     )
 
@@ -288,7 +289,8 @@ def errors_section(analysis: Analysis) -> str:
     )
     if not kinds:
         return "<p>No failed request in any measured window.</p>" + note
-    head = "<tr><th>users</th><th>requests</th><th>errors</th>" + "".join(f"<th>{_e(k)}</th>" for k in kinds) + "</tr>"
+    head = (f"<tr><th>{load_words(analysis.levels)[1]}</th><th>requests</th><th>errors</th>"
+            + "".join(f"<th>{_e(k)}</th>" for k in kinds) + "</tr>")
     rows = [
         f"<tr><td class='num'>{lv.load:g}</td><td class='num'>{lv.requests}</td><td class='num'>{lv.errors}</td>"
         + "".join(f"<td class='num'>{lv.errors_by_kind.get(k, 0)}</td>" for k in kinds)

@@ -21,7 +21,7 @@ from loadtest.report.autoscaling_yaml import render_autoscaling_yaml
 from loadtest.report.fleet_view import fleet_section
 from loadtest.report.latency_lines import SIGNAL_COLOURS, add_client_latency, origin_of as _origin
 from loadtest.report.page import esc as _e
-from loadtest.report.plotting import concurrency_axis, level_steps, mark_capacity
+from loadtest.report.plotting import concurrency_axis, level_steps, load_words, mark_capacity
 
 
 def signals_time_figure(analysis: Analysis) -> go.Figure:
@@ -30,11 +30,12 @@ def signals_time_figure(analysis: Analysis) -> go.Figure:
     origin = _origin(analysis)
     fig = make_subplots(
         rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06,
-        subplot_titles=["client users and the server's requests", "server cache usage", "client latency (median per bin)"],
+        subplot_titles=[f"client {load_words(analysis.levels)[0]} and the server's requests", "server cache usage",
+                        "client latency (median per bin)"],
     )
     levels = sorted(analysis.levels, key=lambda lv: lv.start_wall)
     xs, ys = level_steps(levels, origin)
-    fig.add_trace(go.Scatter(x=xs, y=ys, name="client users", mode="lines", line_shape="hv",
+    fig.add_trace(go.Scatter(x=xs, y=ys, name=f"client {load_words(levels)[0]}", mode="lines", line_shape="hv",
                              line=dict(color="#6e7781", width=3)), row=1, col=1)
     for i, signal in enumerate(view.signals):
         wall, value = view.series.get(signal.metric, (np.array([]), np.array([])))
@@ -65,9 +66,10 @@ def signals_per_level_figure(analysis: Analysis) -> go.Figure:
     """Each signal's p50 (marker) with p95 and max (bars) per level; request counts beside users."""
     view = analysis.server
     levels = [lv for lv in analysis.levels if lv.status != "no_data"]
-    fig = make_subplots(rows=1, cols=2, subplot_titles=["requests (server) against users (client)", "cache usage (%)"])
+    words = load_words(levels)
+    fig = make_subplots(rows=1, cols=2, subplot_titles=[f"requests (server) against {words[0]} (client)", "cache usage (%)"])
     xs = [lv.load for lv in levels]
-    if xs:
+    if xs and words[1] == "users":  # a closed loop's users are its requests; an open loop's rate is not
         fig.add_trace(go.Scatter(x=xs, y=xs, name="users = requests", mode="lines",
                                  line=dict(color="#d0d7de", dash="dot")), row=1, col=1)
     for i, signal in enumerate(view.signals):
@@ -108,7 +110,7 @@ def _fmt(value: float | None, fraction: bool) -> str:
 def levels_table(analysis: Analysis) -> str:
     view = analysis.server
     signals = view.signals
-    head = "<tr><th>users</th><th>scrapes (failed)</th>" + "".join(
+    head = f"<tr><th>{load_words(analysis.levels)[1]}</th><th>scrapes (failed)</th>" + "".join(
         f"<th>{_e(s.metric)}<br><span class='dim'>p50 / p95 / max</span></th>" for s in signals
     ) + "</tr>"
     rows = []

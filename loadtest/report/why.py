@@ -51,7 +51,7 @@ def why(analysis: Any) -> tuple[dict[str, Any] | None, dict[int, dict[str, Any]]
     prefills = max((p for p in past if math.isfinite(p)), default=None)
     if prefills is not None and prefills > PREFILLS_IN_MEDIAN:
         sentence += (f", but there most steps also computed a newcomer's prompt ({prefills:.1f} a step), which "
-                     "looks the same (`loadtest profile` tells them apart)")
+                     "looks the same (a loadtest profile tells them apart)")
     out = {
         "fixed_ms": _r(fit.fixed_ms), "per_seq_ms": _r(fit.per_seq_ms),
         "compute_ms_per_seq": _r(fit.compute_ms_per_seq), "compute_intercept_ms": _r(fit.compute_intercept_ms),
@@ -66,6 +66,14 @@ def why(analysis: Any) -> tuple[dict[str, Any] | None, dict[int, dict[str, Any]]
     return out, {i: b.to_dict() for i, b in bounds.items()}
 
 
+def capacity_bound_words(fit: dict[str, Any]) -> str:
+    """``decode_fit.bound_at_capacity`` in words, with the prefills' doubt where the knee has it."""
+    words = bound_words(fit["bound_at_capacity"])
+    if fit["bound_at_capacity"] == "compute" and (fit.get("prefills_per_step_past_knee") or 0) > PREFILLS_IN_MEDIAN:
+        words += " or slowed by those prompts"
+    return words
+
+
 def limits_line(analysis: Any) -> str:
     """The terminal's line on what limits the capacity and what it costs ('' when nothing to say)."""
     fit, _ = why(analysis)
@@ -74,9 +82,7 @@ def limits_line(analysis: Any) -> str:
     if limit is not None:
         parts.append(f"why it stops there: {limit['sentence']}")
     if fit is not None:
-        at = f"; at capacity the step is {bound_words(fit['bound_at_capacity'])}" if fit.get("bound_at_capacity") else ""
-        if at and fit["bound_at_capacity"] == "compute" and (fit.get("prefills_per_step_past_knee") or 0) > PREFILLS_IN_MEDIAN:
-            at += " or slowed by those prompts"
+        at = f"; at capacity the step is {capacity_bound_words(fit)}" if fit.get("bound_at_capacity") else ""
         parts.append(f"what limits it: {fit['sentence']}{at}")
     cost = run_cost(analysis)
     if cost and cost.get("usd_per_million_output_tokens") is not None:

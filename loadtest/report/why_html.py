@@ -11,9 +11,8 @@ import html
 from typing import Any
 
 from loadtest.analysis.capacity_limit import capacity_limit
-from loadtest.analysis.roofline import bound_words
 from loadtest.analysis.run_cost import run_cost
-from loadtest.report.why import why
+from loadtest.report.why import capacity_bound_words, why
 
 
 def _money(value: Any) -> str:
@@ -66,7 +65,7 @@ def why_section(analysis: Any) -> str:
     if fit is not None:
         parts.append(f"<p class='headline'>{html.escape(fit['sentence'])}</p>")
         if fit.get("bound_at_capacity"):
-            parts.append(f"<p>At capacity the decode step is <b>{html.escape(bound_words(fit['bound_at_capacity']))}</b>"
+            parts.append(f"<p>At capacity the decode step is <b>{html.escape(capacity_bound_words(fit))}</b>"
                          f" (read from the {html.escape(fit['basis'])}).</p>")
         rows = []
         for lv in sorted(analysis.levels, key=lambda lv: lv.concurrency):

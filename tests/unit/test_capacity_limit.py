@@ -130,6 +130,9 @@ def test_a_knee_made_where_most_steps_admit_a_newcomer_says_the_prompts_look_the
     assert fit["knee_sequences"] is not None and fit["prefills_per_step_past_knee"] > 3
     assert "but there most steps also computed a newcomer's prompt" in fit["sentence"]
     assert fit["bound_at_capacity"] == "compute" and "compute-bound or slowed by those prompts" in limits_line(short)
+    from loadtest.report.why_html import why_section
+
+    assert "compute-bound or slowed by those prompts</b>" in why_section(short)
     long = _knee_run(chunks=200)  # 200-token answers: a newcomer every dozen steps
     fit = summary_dict(long)["decode_fit"]
     assert fit["knee_sequences"] is not None and fit["prefills_per_step_past_knee"] < 0.2
