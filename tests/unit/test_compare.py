@@ -488,6 +488,17 @@ def test_run_refuses_gate_flags_without_a_baseline_and_a_missing_baseline(tmp_pa
     assert not (tmp_path / "run").exists()  # refused before anything was started
 
 
+def test_the_terminal_says_once_why_the_noise_is_unknown(pair):
+    """Without a history every held speed check ended with the same 100 characters on the unknown
+    noise; the terminal says them once, under the list, and each line keeps "(below)"."""
+    _, base, _, slow = pair
+    code, out, _ = cli("compare", str(base), str(slow))
+    assert code == 6, out
+    held = [line for line in out.splitlines()[1:] if line.startswith("  HOLD")]
+    assert len(held) >= 2 and all(line.endswith("; run-to-run noise unknown (below)") for line in held), out
+    said = "  (below) run-to-run noise unknown: 1 reference run(s) of this workload, 3 needed: add --history with 2 more"
+    assert out.splitlines().count(said) == 1 and out.count("add --history with 2 more") == 2, out  # and the headline
+
 def _as_open_loop(run: Path, out: Path, mode: str) -> Path:
     """A copy of ``run`` whose run.json says its levels were rates (``open_loop``) or speedups."""
     shutil.copytree(run, out)
