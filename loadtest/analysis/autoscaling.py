@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from loadtest.analysis.fleet import Imbalance, imbalance_sentence
-from loadtest.analysis.results import Capacity, LevelResult
+from loadtest.analysis.results import Capacity, LevelResult, fmt_rate
 from loadtest.analysis.server import ServerView, SignalStats
 from loadtest.analysis.signals import ROLE_LABELS, Signal, role_rank
 
@@ -300,14 +300,14 @@ def _paragraph(result: Autoscaling, capacity: Capacity, server: ServerView | Non
 def _open_loop_sentence(result: Autoscaling, capacity: Capacity) -> str:
     """Open loop: the rate that holds, the one that breaks, and the rate to aim for per replica."""
     held, fail = capacity.rate_rps, capacity.first_failing_rate_rps
-    text = f"At {held:g} req/s the SLOs hold"
-    text += f"; at {fail:g} req/s the {capacity.binding or 'SLO'} breaks." if fail is not None else (
+    text = f"At {fmt_rate(held)} req/s the SLOs hold"
+    text += f"; at {fmt_rate(fail)} req/s the {capacity.binding or 'SLO'} breaks." if fail is not None else (
         " (every tested rate held, so these thresholds are a lower bound).")
     if capacity.verdict in ("uncertain", "client_saturated", "host_contended"):
         text += f" The capacity verdict is {capacity.verdict.replace('_', ' ')}: treat the numbers below as provisional."
     in_flight = f" (at capacity {capacity.mean_in_flight:.1f} requests were in flight on average)" if capacity.mean_in_flight else ""
     return text + (f" Headroom {result.headroom:.0%} ({result.headroom_source}): aim for "
-                   f"{result.target_rate_rps_per_replica:g} req/s per replica{in_flight}.")
+                   f"{fmt_rate(result.target_rate_rps_per_replica)} req/s per replica{in_flight}.")
 
 
 def _closed_loop_sentences(result: Autoscaling, capacity: Capacity) -> list[str]:

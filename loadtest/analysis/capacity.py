@@ -36,7 +36,7 @@ import math
 import re
 from typing import Sequence
 
-from loadtest.analysis.results import Capacity, CapacityVerdict, Check, LevelResult
+from loadtest.analysis.results import Capacity, CapacityVerdict, Check, LevelResult, fmt_rate
 from loadtest.analysis.slo import METRIC_LABELS, SloSpec
 from loadtest.analysis.verdict import ERROR_RATE_CHECK, VALID_OUTPUT_CHECK
 
@@ -148,20 +148,20 @@ def _amount(value: float, like: LevelResult) -> str:
     """``value`` in the unit of ``like``'s mode: "12.5 req/s" or "8 concurrent users"."""
     if like.speedup is not None and like.rate_rps:
         return f"{value / like.rate_rps * like.speedup:g}× the traffic of the trace window"
-    return f"{value:g} req/s" if like.rate_rps is not None else _users(int(value))
+    return f"{fmt_rate(value)} req/s" if like.rate_rps is not None else _users(int(value))
 
 
 def _at(level: LevelResult) -> str:
     """How a sentence names a level after "at": "16", "12.5 req/s" or "2×" (trace replay)."""
     if level.speedup is not None:
         return f"{level.speedup:g}×"
-    return f"{level.rate_rps:g} req/s" if level.rate_rps is not None else str(level.concurrency)
+    return f"{fmt_rate(level.rate_rps)} req/s" if level.rate_rps is not None else str(level.concurrency)
 
 
 def _max_tested(cap: Capacity) -> str:
     if cap.max_tested_speedup is not None:
         return f"{cap.max_tested_speedup:g}× the trace window"
-    return f"{cap.max_tested_rate_rps:g} req/s" if cap.max_tested_rate_rps is not None else str(cap.max_tested)
+    return f"{fmt_rate(cap.max_tested_rate_rps)} req/s" if cap.max_tested_rate_rps is not None else str(cap.max_tested)
 
 
 def fmt_ms(value: float) -> str:

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from loadtest.analysis.results import fmt_rate
 from loadtest.analysis.windows import LevelWindow
 from loadtest.metric_registry import METRICS
 
@@ -143,7 +144,7 @@ def short_level_caveat(levels: list, capacity: Any, slo: Any) -> str | None:
     if hidden < HIDDEN_OVERLOAD:
         return None
     return (
-        f"at {rate:g} req/s the {metric.removesuffix('_ms').upper()} p95 left {limit - p95:.0f} ms under its limit "
+        f"at {fmt_rate(rate)} req/s the {metric.removesuffix('_ms').upper()} p95 left {limit - p95:.0f} ms under its limit "
         f"over a {level.window_s:.0f} s window: a rate up to {hidden:.0%} above what the server sustains would "
         f"still pass a level this short (its queue grows too slowly to break the limit in time), so the "
         f"sustainable rate may be as low as {rate / (1 + hidden):.3g} req/s; confirm the capacity with one "

@@ -24,6 +24,15 @@ CapacityVerdict = Literal["found", "at_least", "below_minimum", "uncertain", "cl
 REPORTED: tuple[str, ...] = tuple(PERCENTILES)
 
 
+def fmt_rate(value: float) -> str:
+    """A rate (requests/s) as a reader reads it: four significant digits, whole above 1,000.
+
+    ``:g`` printed six: a trace replay's rates are the window's mean rate × the speedup
+    ("5.50171 req/s", "7.04444 req/s"), and a refine probe's a bisection's.
+    """
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+
+
 @dataclass
 class Stats:
     """Distribution summary of one metric at one level.
@@ -154,7 +163,7 @@ class LevelResult:
         if self.speedup is not None:
             return f"{self.speedup:g}× the traffic of the trace window"
         if self.rate_rps is not None:
-            return f"{self.rate_rps:g} req/s"
+            return f"{fmt_rate(self.rate_rps)} req/s"
         return f"{self.concurrency} concurrent user" + ("" if self.concurrency == 1 else "s")
 
     @property

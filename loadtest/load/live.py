@@ -25,6 +25,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from loadtest.analysis.results import fmt_rate
 from loadtest.load.progress import LevelFigures, LevelProgress, RunProgress
 from loadtest.report.terminal import describe_ending
 
@@ -45,7 +46,7 @@ def level_label(concurrency: int, rate_rps: float | None, trace_rate_rps: float 
     if rate_rps is not None and trace_rate_rps:
         return f"{round(float(rate_rps) / float(trace_rate_rps), 3):g}× the trace window"
     if rate_rps is not None:
-        return f"{rate_rps:g} req/s"
+        return f"{fmt_rate(rate_rps)} req/s"
     return f"{concurrency} user" + ("" if concurrency == 1 else "s")
 
 

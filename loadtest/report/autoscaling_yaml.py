@@ -21,7 +21,7 @@ import json
 import textwrap
 from pathlib import Path
 
-from loadtest.analysis.results import Analysis
+from loadtest.analysis.results import Analysis, fmt_rate
 from loadtest.analysis.cost import replicas_for
 from loadtest.analysis.run_cost import peak_plan
 from loadtest.records import replace_text
@@ -86,10 +86,10 @@ def _capacity_line(cap, a) -> str:
     """The capacity the thresholds come from: users (closed loop) or requests/s (open loop)."""
     if cap.rate_rps is not None:
         return (
-            f"Capacity: {cap.rate_rps:g} req/s per replica within the SLOs"
-            + (f" (first failing rate {cap.first_failing_rate_rps:g} req/s, {cap.binding})."
+            f"Capacity: {fmt_rate(cap.rate_rps)} req/s per replica within the SLOs"
+            + (f" (first failing rate {fmt_rate(cap.first_failing_rate_rps)} req/s, {cap.binding})."
                if cap.first_failing_rate_rps is not None else " (no rate failed: a lower bound).")
-            + f" Target rate per replica: {a.target_rate_rps_per_replica:g} req/s."
+            + f" Target rate per replica: {fmt_rate(a.target_rate_rps_per_replica)} req/s."
         )
     return (
         f"Capacity: {cap.concurrency} concurrent users per replica within the SLOs"

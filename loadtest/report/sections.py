@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from loadtest.analysis.capacity import ci_label, fmt_ms
-from loadtest.analysis.results import Analysis, LevelResult
+from loadtest.analysis.results import Analysis, LevelResult, fmt_rate
 from loadtest.analysis.slo import SloSpec
 from loadtest.report.page import esc as _e
 from loadtest.report.plotting import STATUS_COLOURS, VERDICT_COLOURS, load_words
@@ -35,7 +35,7 @@ def header(analysis: Analysis) -> str:
         else "unknown date"
     )
     if cap.rate_rps is not None:
-        big = f"{'≥ ' if cap.verdict == 'at_least' else ''}{cap.rate_rps:g} requests/s"
+        big = f"{'≥ ' if cap.verdict == 'at_least' else ''}{fmt_rate(cap.rate_rps)} requests/s"
         if cap.mean_in_flight is not None:
             big += f" (mean {cap.mean_in_flight:.1f} in flight)"
     elif cap.concurrency is None:
@@ -73,7 +73,7 @@ def _binding_at(cap: Any) -> str:
     if not cap.binding:
         return "—"
     if cap.first_failing_rate_rps is not None:
-        return f"{cap.binding} at {cap.first_failing_rate_rps:g} req/s"
+        return f"{cap.binding} at {fmt_rate(cap.first_failing_rate_rps)} req/s"
     return f"{cap.binding} at {cap.first_failing} users"
 
 

@@ -171,3 +171,11 @@ def test_a_short_level_far_under_its_wait_limit_warns_that_an_overload_would_sti
     assert tight.capacity.rate_rps == 10.0 and not [w for w in tight.warnings if "level this short" in w]
     closed = analyze(_records([1.0] * 100, scheduled=False), {**_run(None)}, SloSpec.from_dict({"ttft_ms": {"p95": 1000}}))
     assert not [w for w in closed.warnings if "level this short" in w]  # closed loop: no queue grows unseen
+
+
+def test_rates_read_with_four_significant_digits():
+    """``:g`` printed six: a trace replay's "5.50171 req/s" (the window's mean rate × a speedup)."""
+    from loadtest.analysis.results import fmt_rate
+
+    assert [fmt_rate(x) for x in (5.501711, 7.044444, 12.5, 2.0, 0.25, 8.333333, 1234.5, 100000.0)] == [
+        "5.502", "7.044", "12.5", "2", "0.25", "8.333", "1,234", "100,000"]
