@@ -141,13 +141,6 @@ def group_change(base: Sequence[RunPoint], cand: Sequence[RunPoint], confidence:
     return d, (d - half, d + half)
 
 
-def run_to_run_sd(reference: Sequence[RunPoint]) -> float:
-    """The spread of the reference runs' values (sample standard deviation; NaN with fewer than 2)."""
-    if len(reference) < 2:
-        return math.nan
-    return float(np.std([p.value for p in reference], ddof=1))
-
-
 def to_relative(x: float) -> float:
     """A log-scale change as a relative one (``+0.1`` → ``+10.5%``)."""
     if math.isnan(x):
