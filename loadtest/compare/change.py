@@ -48,6 +48,9 @@ class Change:
     #: Worse than the reference runs' mean by more than the tolerance, yet within the run-to-run
     #: noise (see :attr:`within_noise_only`).
     beyond_tolerance_in_noise: bool = False
+    #: Held because the run-to-run noise is unknown: why, in the message's words
+    #: (noise.unknown_noise_reason); "" otherwise. The terminal says a shared reason once.
+    unknown_noise: str = ""
 
     @property
     def name(self) -> str:

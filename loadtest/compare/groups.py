@@ -301,6 +301,7 @@ def _judge(c: _Check, cmp: Comparison, base: list[RunInput], cand: list[RunInput
     if change.noise == "unknown" and verdict == "regression" and (relative or bad_point < noise.UNKNOWN_NOISE_FACTOR * tol):
         verdict, may_regress, was_unknown = "inconclusive", True, True
     change.verdict, change.may_regress = verdict, may_regress
+    change.unknown_noise = noise.unknown_noise_reason(change, min_history) if was_unknown else ""
     change.message = (describe_change(change, conf) + noise.noise_words(change, min_history, was_unknown, relative)
                       + extra + untrusted_note(saturated, contended, trusted_note))
     # Judged against the reference runs' noise, the baseline is one run of them: a level that drifted in

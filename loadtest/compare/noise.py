@@ -214,7 +214,16 @@ def noise_words(change: Change, min_history: int, unknown: bool, relative: bool)
         return (f"; within-run [{pct(w[0])}, {pct(w[1])}], run-to-run noise [{pct(n[0])}, {pct(n[1])}] "
                 f"from {change.noise_runs} runs")
     if unknown:
-        need = max(min_history - change.noise_runs, 1)
-        return (f"; inconclusive: run-to-run noise unknown ({change.noise_runs} reference run(s) of this workload, "
-                f"{min_history} needed: add --history with {need} more)")
+        return unknown_noise_words(unknown_noise_reason(change, min_history))
     return ""
+
+
+def unknown_noise_reason(change: Change, min_history: int) -> str:
+    """Why the run-to-run noise is unknown for ``change``, and what ``--history`` needs."""
+    need = max(min_history - change.noise_runs, 1)
+    return f"{change.noise_runs} reference run(s) of this workload, {min_history} needed: add --history with {need} more"
+
+
+def unknown_noise_words(reason: str) -> str:
+    """The message's words when the noise is unknown (the terminal finds them by this, to say them once)."""
+    return f"; inconclusive: run-to-run noise unknown ({reason})"

@@ -29,7 +29,7 @@ from loadtest import __version__
 from loadtest.compare.change import Change, fmt_change
 from loadtest.compare.engine import Comparison
 from loadtest.compare.rules import ABSOLUTE
-from loadtest.compare.noise import fmt_interval
+from loadtest.compare.noise import fmt_interval, unknown_noise_words
 from loadtest.report.summary import clean
 
 MARKDOWN_ROWS = 25
@@ -237,23 +237,6 @@ def write_markdown(path: Path, cmp: Comparison) -> Path:
 # -- terminal -------------------------------------------------------------------------------
 
 
-#: Where a message says why the run-to-run noise is unknown (noise.noise_words), up to its ")".
-_UNKNOWN_NOISE = "; inconclusive: run-to-run noise unknown ("
-
-
-def _unknown_noise_words(message: str) -> str | None:
-    """The message's "; inconclusive: run-to-run noise unknown (…)" words, or None."""
-    start = message.find(_UNKNOWN_NOISE)
-    if start < 0:
-        return None
-    depth = 0
-    for end in range(start + len(_UNKNOWN_NOISE) - 1, len(message)):  # to the ")" that closes it ("run(s)" inside)
-        depth += {"(": 1, ")": -1}.get(message[end], 0)
-        if depth == 0:
-            return message[start : end + 1]
-    return None
-
-
 def terminal_text(cmp: Comparison, *, rows: int = 15) -> str:
     lines = [cmp.headline]
     lines += [f"warning: {w}" for w in cmp.warnings]
@@ -263,14 +246,16 @@ def terminal_text(cmp: Comparison, *, rows: int = 15) -> str:
     shown = [ch for ch in cmp.changes if ch.verdict != "unchanged" or ch.within_noise_only][:rows]
     # Without a history every held speed check ends with the same words on the unknown noise: on
     # each of 14 lines they buried the figures. Said once under the list, each line keeps a mark.
-    said = [_unknown_noise_words(ch.message) for ch in shown]
-    repeated = {w for w in said if w is not None and said.count(w) > 1}
-    for ch, words in zip(shown, said):
+    said = [ch.unknown_noise for ch in shown]
+    repeated = {reason for reason in said if reason and said.count(reason) > 1}
+    for ch, reason in zip(shown, said):
         mark = "FAIL" if ch.fails_gate else ("HOLD" if ch.holds_gate else "    ")
-        message = ch.message.replace(words, "; run-to-run noise unknown (below)") if words in repeated else ch.message
+        message = ch.message
+        if reason in repeated:
+            message = message.replace(unknown_noise_words(reason), "; run-to-run noise unknown (below)")
         lines.append(f"  {mark} {ch.verdict:<12} {message}")
-    for words in sorted(repeated):
-        lines.append(f"  (below) run-to-run noise unknown: {words[len(_UNKNOWN_NOISE):-1]}")
+    for reason in sorted(repeated):
+        lines.append(f"  (below) run-to-run noise unknown: {reason}")
     noise_only = len(cmp.within_noise_only)
     unchanged = sum(1 for ch in cmp.changes if ch.verdict == "unchanged") - noise_only
     tail = f"; {noise_only} within the run-to-run noise only" if noise_only else ""
