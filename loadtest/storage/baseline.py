@@ -167,10 +167,10 @@ def _cmd_promote(args: argparse.Namespace) -> int:
     files = src.files()
     if RUN_JSON not in files:
         raise InputError(f"{src}: not a run folder (no {RUN_JSON})")
-    run = _json_object(src, RUN_JSON, "not promoted")
-    if not normalized(run).get("complete"):
+    run = normalized(_json_object(src, RUN_JSON, "not promoted"))
+    if not run.get("complete"):
         raise InputError(f"{src}: the run did not complete; an interrupted run is never a baseline")
-    mode = normalized(run).get("load_mode")
+    mode = run.get("load_mode")
     if mode in RATE_MODE_WORDS:  # every later night's `run --baseline` would refuse it (exit 2)
         raise InputError(f"{src}: {RATE_MODE_WORDS[mode]}; the gate compares closed-loop runs only, so far, "
                          "so it is never a baseline; not promoted")
