@@ -158,6 +158,11 @@ class LevelResult:
         return self.rate_rps if self.rate_rps is not None else float(self.concurrency)
 
     @property
+    def load_text(self) -> str:
+        """The load as a table cell or a figure's label prints it: ``"8"`` users, ``"5.502"`` req/s."""
+        return fmt_rate(self.rate_rps) if self.rate_rps is not None else str(self.concurrency)
+
+    @property
     def label(self) -> str:
         """``"8 concurrent users"`` or ``"12.5 req/s"``: how to name the level to a reader."""
         if self.speedup is not None:

@@ -117,7 +117,7 @@ def knee_figure(analysis: Analysis) -> go.Figure:
             go.Scatter(
                 x=finite(lv.output_tokens_per_s for lv in levels),
                 y=finite(lv.metric(metric).p95 for lv in levels),
-                text=[f"{lv.load:g}" for lv in levels],
+                text=[lv.load_text for lv in levels],
                 # refine probes sit close together: their label is in the hover only
                 texttemplate=["" if lv.refine else "%{text}" for lv in levels],
                 mode="lines+markers+text",
@@ -150,7 +150,7 @@ def distribution_figure(analysis: Analysis) -> go.Figure:
             fig.add_trace(
                 go.Box(
                     y=np.round(np.asarray(values, dtype=float), 2),
-                    name=f"{lv.load:g}",
+                    name=lv.load_text,
                     boxpoints=False,
                     marker_color=STATUS_COLOURS.get(lv.status, "#000"),
                     showlegend=False,

@@ -75,7 +75,7 @@ def imbalance_table(analysis: Analysis) -> str:
             cells.append("<td class='num'>–</td>" if st is None or not st.n
                          else f"<td class='num'>{_num(st.p50)} ({_num(st.max)})</td>")
         flag = " ⚠" if imb is not None and imb.ratio >= UNEVEN else ""
-        rows.append(f"<tr><td class='num'>{lv.load:g}</td><td class='num'>{_num(imb.ratio if imb else None)}{flag}</td>"
+        rows.append(f"<tr><td class='num'>{lv.load_text}</td><td class='num'>{_num(imb.ratio if imb else None)}{flag}</td>"
                     f"{''.join(cells)}</tr>")
     return f"<table class='grid'>{head}{''.join(rows)}</table>"
 

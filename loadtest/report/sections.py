@@ -178,7 +178,7 @@ def levels_table(analysis: Analysis) -> str:
         err = f"{lv.errors} ({lv.error_rate:.1%})" if lv.requests else "–"
         rows.append(
             "<tr>"
-            f"<td class='num'>{lv.load:g}</td><td class='num'>{lv.requests}</td><td class='num'>{_e(err)}</td>"
+            f"<td class='num'>{lv.load_text}</td><td class='num'>{lv.requests}</td><td class='num'>{_e(err)}</td>"
             + "".join(_cell_ms(lv, m.name, pct) for m, pct in _TABLE_CELLS)
             + f"<td class='num'>{_num(lv.requests_per_s, '.2f')}</td>"
             f"<td class='num'>{_num(lv.output_tokens_per_s, '.0f')}</td>"
@@ -204,7 +204,7 @@ def _open_loop_table(analysis: Analysis) -> str:
         if o["client_late"]:
             note = "; ".join(x for x in (note, "sends fell behind: client saturated") if x)
         rows.append(
-            f"<tr><td class='num'>{lv.load:g}</td><td class='num'>{_num(o['offered_rps'], '.2f')}</td>"
+            f"<tr><td class='num'>{lv.load_text}</td><td class='num'>{_num(o['offered_rps'], '.2f')}</td>"
             f"<td class='num'>{_num(o['sent_rps'], '.2f')}</td><td class='num'>{_num(o['completed_rps'], '.2f')}</td>"
             f"<td class='num'>{o['dropped']}</td><td class='num'>{_num(lag['p50'], '.2f')}</td>"
             f"<td class='num'>{_num(lag['p99'], '.2f')}</td><td class='num'>{lag['late']}</td>"
@@ -257,7 +257,7 @@ def _checks_table(analysis: Analysis) -> str:
                 ci = f"{fmt_ms(c.ci[0])} – {fmt_ms(c.ci[1])}" if not math.isnan(c.ci[0]) else "–"
                 limit = f"{c.limit:g}"
             rows.append(
-                f"<tr><td class='num'>{lv.load:g}</td><td>{_e(f'{c.class_name}: {c.name}' if c.class_name else c.name)}</td><td class='num'>{_e(value)}</td>"
+                f"<tr><td class='num'>{lv.load_text}</td><td>{_e(f'{c.class_name}: {c.name}' if c.class_name else c.name)}</td><td class='num'>{_e(value)}</td>"
                 f"<td class='num'>{_e(ci)}</td><td class='num'>{_e(limit)}</td><td class='num'>{c.n}"
                 f"{' (low n)' if c.low_n else ''}</td>"
                 f"<td style='color:{STATUS_COLOURS.get(c.verdict, '#000')}'>{_e(c.verdict)}"
@@ -292,7 +292,7 @@ def errors_section(analysis: Analysis) -> str:
     head = (f"<tr><th>{load_words(analysis.levels)[1]}</th><th>requests</th><th>errors</th>"
             + "".join(f"<th>{_e(k)}</th>" for k in kinds) + "</tr>")
     rows = [
-        f"<tr><td class='num'>{lv.load:g}</td><td class='num'>{lv.requests}</td><td class='num'>{lv.errors}</td>"
+        f"<tr><td class='num'>{lv.load_text}</td><td class='num'>{lv.requests}</td><td class='num'>{lv.errors}</td>"
         + "".join(f"<td class='num'>{lv.errors_by_kind.get(k, 0)}</td>" for k in kinds)
         + "</tr>"
         for lv in analysis.levels

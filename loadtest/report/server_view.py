@@ -125,7 +125,7 @@ def levels_table(analysis: Analysis) -> str:
                 else f"<td class='num'>{_fmt(st.p50, frac)} / {_fmt(st.p95, frac)} / {_fmt(st.max, frac)}</td>"
             )
         scrapes = f"{health.scrapes} ({health.failed})" if health else "–"
-        rows.append(f"<tr><td class='num'>{lv.load:g}</td><td class='num'>{scrapes}</td>{''.join(cells)}</tr>")
+        rows.append(f"<tr><td class='num'>{lv.load_text}</td><td class='num'>{scrapes}</td>{''.join(cells)}</tr>")
     return f"<table class='grid'>{head}{''.join(rows)}</table>"
 
 

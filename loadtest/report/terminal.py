@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from loadtest.analysis.capacity import fmt_ms
-from loadtest.analysis.results import Analysis, Check, LevelResult, fmt_rate
+from loadtest.analysis.results import Analysis, Check, LevelResult
 from loadtest.analysis.slo import METRIC_LABELS
 from loadtest.client.unary import UNARY_APIS
 from loadtest.metric_registry import BY_NAME, names
@@ -130,7 +130,7 @@ def build_table(analysis: Analysis) -> Table:
     table.add_column("verdict", min_width=4, no_wrap=True)
     capacity = analysis.capacity.rate_rps if open_loop else analysis.capacity.concurrency
     for level in analysis.levels:
-        users = Text((fmt_rate(level.load) if open_loop else f"{level.load:g}") + (" r" if level.refine else ""))
+        users = Text(level.load_text + (" r" if level.refine else ""))
         if capacity is not None and level.load == capacity:
             users.stylize("bold")
         # A level without a measured request (a run stopped as it began) has, at most, figures of
@@ -195,7 +195,7 @@ def build_class_table(analysis: Analysis) -> Table:
                 cell = _latency_cell(class_level, metric, pct, same_percentile=True, class_name=name)
                 cells.append(cell.append(f" {pct}", style="dim") if check else cell)
             table.add_row(
-                f"{level.load:g}", name, str(class_level.requests), _errors_cell(class_level, name), *cells,
+                level.load_text, name, str(class_level.requests), _errors_cell(class_level, name), *cells,
                 _verdict_cell(class_level),
             )
     return table
