@@ -82,7 +82,7 @@ def run_cost(analysis: Any) -> dict[str, Any] | None:
         return out
     served = served_at(analysis, level)
     # the price is per replica, what a fleet served the whole fleet's: it costs replicas × the price
-    replicas = _replicas(analysis)
+    replicas = measured_replicas(analysis)
     out.update(unit_cost(usd * replicas, served).to_dict())
     # usd_per_hour stays the price given (per replica); what the measured fleet cost is beside it
     out.update(usd_per_hour=usd, replicas=replicas, usd_per_hour_fleet=usd * replicas)
@@ -108,7 +108,7 @@ def peak_plan(analysis: Any, served: Served | None = None) -> tuple[str, float, 
     options = (analysis.run or {}).get("cost_options") or {}
     headroom = getattr(analysis.autoscaling, "headroom", None)
     headroom = 0.2 if headroom is None else float(headroom)
-    replicas = _replicas(analysis)
+    replicas = measured_replicas(analysis)
     if options.get("peak_users") and analysis.capacity.concurrency:
         return "users", analysis.capacity.concurrency / replicas, float(options["peak_users"]), headroom
     if options.get("peak_rps"):
@@ -119,6 +119,10 @@ def peak_plan(analysis: Any, served: Served | None = None) -> tuple[str, float, 
     return None
 
 
-def _replicas(analysis: Any) -> int:
-    """The replicas the capacity was measured on (a fleet's, declared or counted; else one)."""
+def measured_replicas(analysis: Any) -> int:
+    """The replicas the capacity was measured on (a fleet's, declared or counted; else one).
+
+    Every per-replica figure (the forecast, maxReplicas, the report's calculator and its
+    "at capacity" line) divides the fleet's by this one count.
+    """
     return max(1, int(getattr(analysis.autoscaling, "replicas", None) or 1))

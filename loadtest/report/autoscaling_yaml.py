@@ -83,16 +83,27 @@ def adapter_metric_name(metric: str) -> str:
 
 
 def _capacity_line(cap, a) -> str:
-    """The capacity the thresholds come from: users (closed loop) or requests/s (open loop)."""
+    """The capacity the thresholds come from: users (closed loop) or requests/s (open loop).
+
+    A fleet's capacity is the whole endpoint's: it is given as that, with each replica's share,
+    so that "per replica" is never said of the fleet's figure.
+    """
+    replicas = a.replicas if a.replicas and a.replicas > 1 else None
     if cap.rate_rps is not None:
+        held = (f"{fmt_rate(cap.rate_rps)} req/s for the {replicas} replicas "
+                f"({fmt_rate(cap.rate_rps / replicas)} req/s per replica)" if replicas else
+                f"{fmt_rate(cap.rate_rps)} req/s per replica")
         return (
-            f"Capacity: {fmt_rate(cap.rate_rps)} req/s per replica within the SLOs"
+            f"Capacity: {held} within the SLOs"
             + (f" (first failing rate {fmt_rate(cap.first_failing_rate_rps)} req/s, {cap.binding})."
                if cap.first_failing_rate_rps is not None else " (no rate failed: a lower bound).")
             + f" Target rate per replica: {fmt_rate(a.target_rate_rps_per_replica)} req/s."
         )
+    held = (f"{cap.concurrency} concurrent users for the {replicas} replicas "
+            f"({cap.concurrency / replicas:g} per replica)" if replicas else
+            f"{cap.concurrency} concurrent users per replica")
     return (
-        f"Capacity: {cap.concurrency} concurrent users per replica within the SLOs"
+        f"Capacity: {held} within the SLOs"
         + (f" (first failing level {cap.first_failing}, {cap.binding})." if cap.first_failing else " (no level failed: a lower bound).")
         + f" Target concurrency per replica: {a.target_concurrency_per_replica}."
     )

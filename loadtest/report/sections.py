@@ -14,6 +14,7 @@ import yaml
 
 from loadtest.analysis.capacity import ci_label, fmt_ms
 from loadtest.analysis.results import Analysis, LevelResult, fmt_rate
+from loadtest.analysis.run_cost import measured_replicas
 from loadtest.analysis.slo import SloSpec
 from loadtest.report.page import esc as _e
 from loadtest.report.plotting import STATUS_COLOURS, VERDICT_COLOURS, load_words
@@ -51,7 +52,7 @@ def header(analysis: Analysis) -> str:
     facts = [
         ("Verdict", cap.verdict.replace("_", " ")),
         ("Binding SLO", (f"{cap.binding_class}: " if cap.binding_class and cap.binding else "") + _binding_at(cap)),
-        ("At capacity", _at_capacity(cap)),
+        ("At capacity", _at_capacity(cap, analysis.autoscaling.replicas if analysis.autoscaling else None)),
         ("Target", f"{target.get('model', '?')} · {target.get('base_url', '?')} · {target.get('api', '?')}"),
         ("SLOs", slo),
         ("Date", date),
@@ -110,24 +111,49 @@ def _binding_words(analysis: Analysis) -> str:
     return "the error rate" if binding and "error" in str(binding) else f"{binding}"
 
 
-def _at_capacity(cap: Any) -> str:
+def _at_capacity(cap: Any, replicas: int | None) -> str:
+    """The traffic served at capacity: the endpoint's, and each replica's share when it is a fleet.
+
+    The figures are the whole endpoint's; calling them "per replica" was right only for one
+    replica (a fleet of 2 at 19.9 req/s read "19.9 req/s per replica").
+    """
     if cap.requests_per_s is None:
         return "—"
-    parts = [f"{cap.requests_per_s:.2f} req/s", f"{cap.output_tokens_per_s:.0f} output tok/s"]
-    if cap.goodput_rps is not None and math.isfinite(cap.goodput_rps):
-        parts.append(f"goodput {cap.goodput_rps:.2f} req/s")
-    return " · ".join(parts) + " per replica"
+    good = cap.goodput_rps if cap.goodput_rps is not None and math.isfinite(cap.goodput_rps) else None
+
+    def figures(share: float) -> str:
+        parts = [f"{cap.requests_per_s / share:.2f} req/s", f"{cap.output_tokens_per_s / share:.0f} output tok/s"]
+        if good is not None:
+            parts.append(f"goodput {good / share:.2f} req/s")
+        return " · ".join(parts)
+
+    if replicas and replicas > 1:
+        return f"{figures(1)} for the {replicas} replicas ({figures(replicas)} a replica)"
+    return figures(1) + (" (one replica)" if replicas == 1 else "")
 
 
 def _calculator(analysis: Analysis) -> str:
-    """A two-field replica estimate: peak users / capacity, peak req/s / goodput at capacity."""
+    """A two-field replica estimate, sized as the forecast and autoscaling.yaml's maxReplicas are.
+
+    Peak users over one replica's capacity (a fleet's, split over its replicas) less the
+    headroom, and peak req/s over one replica's goodput at capacity less the headroom, both
+    rounded up (:func:`loadtest.analysis.cost.replicas_for`): the page and ``--peak-users``
+    must give the same count for the same peak.
+    """
     cap = analysis.capacity
     if cap.concurrency is None or cap.verdict == "no_data":
         return ""
+    replicas = measured_replicas(analysis)
+    headroom = getattr(analysis.autoscaling, "headroom", None)
+    headroom = 0.2 if headroom is None else float(headroom)
     goodput = cap.goodput_rps if cap.goodput_rps is not None and math.isfinite(cap.goodput_rps) else 0.0
+    users_each = cap.concurrency / replicas * (1.0 - headroom)
+    good_each = goodput / replicas * (1.0 - headroom)
+    basis = (f"each replica at most {users_each:.3g} users or {good_each:.3g} req/s: its share of the "
+             f"capacity{f' of {replicas} replicas' if replicas > 1 else ''}, less the {headroom:.0%} headroom")
     return f"""
 <div class="calc">
-  <b>Replicas needed</b> (assumes identical replicas and an even load balancer):
+  <b>Replicas needed</b> (assumes identical replicas and an even load balancer; {_e(basis)}):
   peak concurrent users <input id="calc-users" type="number" min="0" value="{cap.concurrency * 4}">
   → <span id="calc-users-out"></span>;
   peak requests/s <input id="calc-rps" type="number" min="0" step="any" value="{max(1, round(goodput * 4, 1))}">
@@ -135,12 +161,13 @@ def _calculator(analysis: Analysis) -> str:
 </div>
 <script>
 (function() {{
-  var cap = {cap.concurrency}, good = {goodput:.6f};
+  var users = {users_each:.6f}, good = {good_each:.6f};
+  function need(load, each) {{ return load <= 0 ? 0 : Math.max(1, Math.ceil(load / each - 1e-9)); }}
   function upd() {{
     var u = parseFloat(document.getElementById('calc-users').value) || 0;
     var r = parseFloat(document.getElementById('calc-rps').value) || 0;
-    document.getElementById('calc-users-out').textContent = cap > 0 ? Math.ceil(u / cap) + ' replicas' : 'n/a';
-    document.getElementById('calc-rps-out').textContent = good > 0 ? Math.ceil(r / good) + ' replicas' : 'n/a';
+    document.getElementById('calc-users-out').textContent = users > 0 ? need(u, users) + ' replicas' : 'n/a';
+    document.getElementById('calc-rps-out').textContent = good > 0 ? need(r, good) + ' replicas' : 'n/a';
   }}
   document.getElementById('calc-users').addEventListener('input', upd);
   document.getElementById('calc-rps').addEventListener('input', upd);

@@ -4,6 +4,7 @@ imbalance, the mixed-replica check, the Prometheus query and the scenario's new 
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pandas as pd
@@ -247,3 +248,29 @@ def test_a_fleets_cost_is_priced_per_replica_and_forecast_in_replicas_of_one_sha
     assert (fleet["cost"]["usd_per_hour"], fleet["cost"]["replicas"], fleet["cost"]["usd_per_hour_fleet"]) == (4.0, 2, 8.0)
     assert (single["cost"]["usd_per_hour"], single["cost"]["replicas"]) == (4.0, 1)
     assert replan["monthly_usd_static"]["candidate"] == pytest.approx(fleet["cost"]["forecast"]["monthly_usd_static"])
+
+
+def test_a_fleets_report_and_manifest_split_the_capacity_over_its_replicas():
+    """The page's "At capacity" line called the fleet's 19.9 req/s "per replica", its replicas
+    calculator divided a peak by the fleet's capacity (4 replicas for 64 users where
+    ``--peak-users 64`` planned 10), and autoscaling.yaml's first line read "16 concurrent users
+    per replica" for 2 replicas. Each now gives the endpoint's figure and one replica's share, and
+    the calculator sizes as the forecast does (one replica's share less the headroom)."""
+    import re
+
+    from loadtest.report.autoscaling_yaml import render_autoscaling_yaml
+    from loadtest.report.html import render_html
+
+    requests, run, samples = _fleet_run([0.5, 0.5])
+    run["cost_options"] = {"peak_users": 36}
+    analysis = analyze(requests, run, SloSpec.from_dict(run["scenario"]["slo"]), server_samples=samples, resamples=200)
+    cap = analysis.capacity
+    assert analysis.autoscaling.replicas == 2 and cap.concurrency == 6
+    page = render_html(analysis)
+    at = re.search(r"At capacity</th><td>([^<]*)<", page).group(1)
+    assert "for the 2 replicas" in at and f"{cap.requests_per_s / 2:.2f} req/s" in at and "per replica" not in at
+    # the calculator's users per replica: 6 / 2 × 0.8 = 2.4, the forecast's (36 users: 15 replicas)
+    assert "var users = 2.400000" in page
+    manifest = render_autoscaling_yaml(analysis)
+    assert "Capacity: 6 concurrent users for the 2 replicas (3 per replica)" in manifest.replace("\n# ", " ")
+    assert f"maxReplicaCount: {math.ceil(36 / 2.4)}" in manifest  # 15, as --peak-users plans it
