@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from loadtest.quantiles import low_n
+from loadtest.quantiles import low_n, lower_unbounded
 
 #: Shortest block, in seconds: several decode steps of any real server.
 MIN_BLOCK_S = 0.25
@@ -263,5 +263,7 @@ def block_bootstrap_intervals(
         hi = float(np.quantile(high[at], 1 - alpha / 2, method="higher"))
         if m < MIN_BLOCKS or low_n(n, q):
             hi = math.inf
+        if lower_unbounded(n, q, confidence):  # durations: 0 is the bound that holds without samples
+            lo = 0.0
         out[name] = (lo, hi)
     return out

@@ -44,7 +44,7 @@ from loadtest.analysis.intervals import (
     block_ids,
     block_length_s,
 )
-from loadtest.quantiles import binned_order_statistics, lerp, low_n, order_statistics, position
+from loadtest.quantiles import binned_order_statistics, lerp, low_n, lower_unbounded, order_statistics, position
 from loadtest.analysis.results import REPORTED, LevelResult, Stats
 from loadtest.analysis.windows import LevelWindow, window_shares
 from loadtest.metric_registry import BY_NAME, LATENCY_METRICS, PERCENTILES
@@ -112,7 +112,8 @@ def _independent_interval(
     b_lo, b_hi, b_t = bootstrap_ranks(n, q, rng, resamples)
     drawn = order_statistics(values, np.concatenate([b_lo, b_hi]))
     lo, hi = percentile_interval(lerp(drawn[: len(b_lo)], drawn[len(b_lo) :], b_t), confidence)
-    return (lo, math.inf if low_n(n, q) else hi)
+    # durations: 0 is the bound that holds without samples (see quantiles.lower_unbounded)
+    return (0.0 if lower_unbounded(n, q, confidence) else lo, math.inf if low_n(n, q) else hi)
 
 
 def _rate(count: float, seconds: float) -> float:

@@ -35,8 +35,10 @@ run itself acted on.
 
 Every check also says *why* it is undecided (``reason``): ``too few
 samples`` when the percentile cannot be bounded from above with this many
-samples (p95 from fewer than 20 is the maximum), else ``interval straddles
-the limit``.
+samples (p95 from fewer than 20 is the maximum), or, for a value over its
+limit, from below (a median of fewer than 8 at 98.75%: all of them can lie
+above the true median too often, :func:`loadtest.quantiles.lower_unbounded`),
+else ``interval straddles the limit``.
 
 A level's status is ``fail`` if any check fails, else ``uncertain`` if any
 check is uncertain or has no data, else ``pass``; a level where no request
@@ -91,7 +93,10 @@ def latency_check(level: LevelResult, slo_check: SloCheck) -> Check:
     verdict: CheckVerdict = "no_data" if stats.n == 0 else interval_verdict(value, ci, slo_check.limit)
     reason = ""
     if verdict == "uncertain":
-        reason = TOO_FEW if math.isinf(ci[1]) and value <= slo_check.limit else STRADDLES
+        # too few either way: no upper bound under a passing value, or (quantiles.lower_unbounded) a lower
+        # bound of 0 under a failing one
+        few = math.isinf(ci[1]) if value <= slo_check.limit else ci[0] <= 0.0 < value
+        reason = TOO_FEW if few else STRADDLES
     return Check(
         name=slo_check.name,
         metric=slo_check.metric,

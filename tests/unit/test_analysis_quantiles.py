@@ -16,7 +16,7 @@ from loadtest.analysis.bootstrap import (
     wilson_interval,
 )
 from loadtest.analysis.metrics import describe
-from loadtest.quantiles import low_n, order_statistics, quantile_sorted
+from loadtest.quantiles import low_n, lower_unbounded, order_statistics, quantile_sorted
 
 
 def test_percentiles_match_numpy_linear():
@@ -111,3 +111,36 @@ def test_wilson_interval_known_values():
     lo, hi = wilson_interval(10, 100)
     assert lo == pytest.approx(0.0552, abs=1e-4) and hi == pytest.approx(0.1744, abs=1e-4)
     assert all(math.isnan(x) for x in wilson_interval(0, 0))
+
+
+@pytest.mark.parametrize("blocks", [False, True])
+def test_a_median_over_its_limit_fails_only_from_enough_samples(blocks):
+    """4 requests of a small class, all over a median's limit, were a certain failure (the
+    bootstrap put the lower bound at the smallest of them) and bound the run's capacity. At 98.75%
+    all 4 lie above a true median at the limit 1 time in 16: too few to fail. 8 are enough
+    ((1/2)^8 = 0.4% < 0.625%)."""
+    from loadtest.analysis.slo import SloCheck
+    from loadtest.analysis.verdict import TOO_FEW, latency_check
+
+    class Level:  # latency_check reads only the level's stats of the metric
+        def __init__(self, stats):
+            self.stats = stats
+
+        def metric(self, name):
+            return self.stats
+
+    check = SloCheck("e2e_ms", "p50", 1500.0)
+    for n, verdict in ((4, "uncertain"), (7, "uncertain"), (8, "fail"), (30, "fail")):
+        values = np.linspace(1894.0, 1910.0, n)
+        stats = describe(values, rng_for(0, n, "e2e_ms"), confidence=0.9875,
+                         blocks=np.arange(n) if blocks else None)
+        result = latency_check(Level(stats), check)
+        assert result.verdict == verdict, (n, stats.ci["p50"])
+        if verdict == "uncertain":
+            assert stats.ci["p50"][0] == 0.0 and result.reason == TOO_FEW
+        else:
+            assert stats.ci["p50"][0] > 1500.0
+    assert lower_unbounded(1, 0.95, 0.9875) and not lower_unbounded(2, 0.95, 0.9875)
+    assert lower_unbounded(2, 0.9, 0.9875) and not lower_unbounded(3, 0.9, 0.9875)
+    assert lower_unbounded(7, 0.5, 0.9875) and not lower_unbounded(8, 0.5, 0.9875)
+    assert lower_unbounded(5, 0.5, 0.95) and not lower_unbounded(6, 0.5, 0.95)  # (1/2)^6 = 1.6% < 2.5%
