@@ -48,7 +48,8 @@ def _workers_advice(levels: Sequence[LevelResult]) -> str:
     )
 
 
-def level_caveats(levels: Sequence[LevelResult], slo: SloSpec, min_complete: int = MIN_COMPLETE) -> list[str]:
+def level_caveats(levels: Sequence[LevelResult], slo: SloSpec, min_complete: int = MIN_COMPLETE,
+                  class_slos: Mapping[str, SloSpec] | None = None) -> list[str]:
     out: list[str] = []
     # open loop: levels are rates; "at concurrency 4" becomes "at rate (req/s) 4"
     unit = "rate (req/s)" if any(lv.rate_rps is not None for lv in levels) else "concurrency"
@@ -79,26 +80,7 @@ def level_caveats(levels: Sequence[LevelResult], slo: SloSpec, min_complete: int
             "waiting for a CPU that other processes held (host_contended, not client_saturated)"
             + (f": {'; '.join(reasons)}" if reasons else "")
         )
-    # e2e and TPOT need requests that ran their whole course at one level; warn only when they are judged
-    judged = any(c.metric in ("e2e_ms", "tpot_ms") for c in slo.checks)
-    short = [lv for lv in levels if lv.requests and lv.complete < min_complete] if judged else []
-    if short:
-        detail = ", ".join(f"{lv.load:g} ({lv.complete})" for lv in short)
-        out.append(
-            f"levels are too short for the output length: fewer than {min_complete} requests started and "
-            f"finished inside the measured window at {unit} {detail}; e2e and TPOT there are unreliable"
-        )
-    def spill_share(lv: LevelResult) -> float:
-        started = lv.requests + lv.cancelled
-        return lv.spillover / started if started else 0.0
-
-    spill = [lv for lv in levels if spill_share(lv) > SPILLOVER_SHARE] if judged else []
-    if spill:
-        detail = ", ".join(f"{lv.load:g} ({spill_share(lv):.0%})" for lv in spill)
-        out.append(
-            f"many requests outlived their level (spillover) at {unit} {detail}: their e2e and TPOT count "
-            "at the level they started in but were partly served under the next level's load; lengthen the levels"
-        )
+    out += _whole_request_caveats(levels, slo, class_slos or {}, unit, min_complete)
     low: dict[str, list[float]] = defaultdict(list)
     empty: dict[str, list[float]] = defaultdict(list)
     answered: dict[str, bool] = defaultdict(bool)  # did any of those levels have a request that succeeded?
@@ -144,6 +126,63 @@ def level_caveats(levels: Sequence[LevelResult], slo: SloSpec, min_complete: int
 #: A failed budget or floor resting on this many bad answers or more is no artefact of a small sample.
 FEW_BAD = 3
 
+
+
+def _judges_whole_requests(slo: SloSpec) -> bool:
+    """Whether an SLO judges e2e or TPOT, the metrics that need requests that ran their whole course."""
+    return any(c.metric in ("e2e_ms", "tpot_ms") for c in slo.checks)
+
+
+def _held(level: LevelResult) -> bool:
+    """The level's load was held until its measured requests ended (run.json ``levels[].hold``)."""
+    return bool(level.decision.get("hold"))
+
+
+def _whole_request_caveats(levels: Sequence[LevelResult], slo: SloSpec, class_slos: Mapping[str, SloSpec],
+                           unit: str, min_complete: int) -> list[str]:
+    """Warnings about e2e and TPOT, for each SLO that judges them: too few whole requests, spillover.
+
+    With request classes each class is judged by its own SLO (the top-level one only where a class
+    has none), so each class whose SLO judges e2e or TPOT is counted on its own requests: a
+    summarize class with 4 requests at a level was never warned about while the top-level SLO
+    judged no e2e. A level that held its load (the hold) served every measured request at that
+    load: its count is its measured requests, and its spillover ended in the hold, never under the
+    next level's load, so it gets no spillover warning.
+    """
+    groups: list[tuple[str, list[LevelResult]]] = []
+    if class_slos:
+        for name, class_slo in class_slos.items():
+            if _judges_whole_requests(class_slo):
+                groups.append((f"the {name} class: ", [lv.classes[name] for lv in levels if name in lv.classes]))
+    elif _judges_whole_requests(slo):
+        groups.append(("", list(levels)))
+    out: list[str] = []
+    for whose, group in groups:
+        def finished(lv: LevelResult) -> int:
+            return lv.requests if _held(lv) else lv.complete
+
+        short = [lv for lv in group if lv.requests and finished(lv) < min_complete]
+        if short:
+            detail = ", ".join(f"{lv.load:g} ({finished(lv)})" for lv in short)
+            out.append(
+                f"{whose}levels are too short for the output length: fewer than {min_complete} requests started "
+                f"and finished at their level's load (inside the measured window, or in the level's hold) at "
+                f"{unit} {detail}; e2e and TPOT there rest on too few requests"
+            )
+
+        def spill_share(lv: LevelResult) -> float:
+            started = lv.requests + lv.cancelled
+            return lv.spillover / started if started else 0.0
+
+        spill = [lv for lv in group if not _held(lv) and spill_share(lv) > SPILLOVER_SHARE]
+        if spill:
+            detail = ", ".join(f"{lv.load:g} ({spill_share(lv):.0%})" for lv in spill)
+            out.append(
+                f"{whose}many requests outlived their level (spillover) at {unit} {detail}: their e2e and TPOT "
+                "count at the level they started in but were partly served under the next level's load; "
+                "lengthen the levels"
+            )
+    return out
 
 def _low_n_matters(check: Check) -> bool:
     """A small sample is worth a warning only where it weighs on the verdict.

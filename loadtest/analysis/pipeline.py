@@ -126,7 +126,7 @@ def analyze(
             f"the top-level SLO's latency checks ({unused}) judge no request class: every class has its own slo"
         )
     warnings += run_caveats(run, frame)
-    warnings += level_caveats(levels, slo, min_complete)
+    warnings += level_caveats(levels, slo, min_complete, slos)
     hidden = short_level_caveat(levels, capacity, slo)
     if hidden:
         warnings.append(hidden)

@@ -366,3 +366,31 @@ def test_a_request_started_after_the_last_level_is_no_orphan_and_no_warning():
     analysis = analyze(to_frame(rows), run_dict(levels), NO_SLO)
     assert analysis.levels[0].requests == 5
     assert not any("level index" in w or "name a level" in w for w in analysis.warnings), analysis.warnings
+
+
+def test_whole_request_warnings_follow_the_class_slos_and_the_hold():
+    """A summarize class judged on e2e with 4 requests at a level got no warning (the top-level SLO
+    judged no e2e), and a held level's spillover was said to be "served under the next level's
+    load" though the hold kept its load until they ended."""
+    plan = level_plan([4], 10.0)
+    rows = []
+    for i in range(20):  # chat: short answers, many per level
+        rows.append(request_row(request_id=f"c{i}", start_wall=T0 + 0.45 * i, level=4) | {"class": "chat"})
+    for i in range(4):  # summarize: 4 long answers, each ending after the window (in the hold)
+        rows.append(request_row(request_id=f"s{i}", start_wall=T0 + 2 * i + 1, level=4,
+                                chunk_ms=[100.0, 9000.0]) | {"class": "summarize"})
+    classes = [{"name": "chat", "weight": 3, "slo": {"ttft_ms": {"p50": 300}}},
+               {"name": "summarize", "weight": 1, "slo": {"e2e_ms": {"p50": 15000}}}]
+    run = run_dict(plan, slo={"max_error_rate": 0.5})
+    run["scenario"]["workload"] = {"classes": classes}
+    slo = SloSpec.from_dict({"max_error_rate": 0.5})
+    unheld = analyze(to_frame(rows), run, slo).warnings
+    assert any(w.startswith("the summarize class: levels are too short") and "at concurrency 4 (0)" in w for w in unheld)
+    assert any(w.startswith("the summarize class: many requests outlived their level") for w in unheld)
+    assert not any(w.startswith("the chat class:") for w in unheld)  # its SLO judges no whole request
+    plan[0]["hold"] = {"start_wall": plan[0]["end_wall"], "end_wall": plan[0]["end_wall"] + 9.0, "held_s": 9.0,
+                       "waited_for": 4, "ended": "drained", "censored": 0, "cap_s": 30.0}
+    held = analyze(to_frame(rows), run, slo).warnings
+    # held: its 4 measured requests all ended at its load; still too few, and no spillover warning
+    assert any(w.startswith("the summarize class: levels are too short") and "at concurrency 4 (4)" in w for w in held)
+    assert not any("outlived their level" in w for w in held)
