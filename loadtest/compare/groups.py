@@ -48,7 +48,7 @@ from loadtest.compare.change import severity as _severity
 from loadtest.compare.client_trust import client_explains
 from loadtest.compare.engine import Comparison, compare_runs, require_same_workload, side_fingerprint
 from loadtest.fingerprint import fingerprint_of_run
-from loadtest.compare.inputs import RUN_JSON, SUMMARY_JSON, RunInput, find_runs, load_run
+from loadtest.compare.inputs import RUN_JSON, SUMMARY_JSON, RunIdentity, RunInput, find_runs, load_run, run_identity
 from loadtest.compare.rules import ABSOLUTE, CAPACITY, ERROR_RATE, Rules
 from loadtest.compare.stationarity import drift_warning, hold_drifting
 from loadtest.compare.summary_values import levels_by_concurrency
@@ -162,8 +162,8 @@ def _reference(fp_hash: str | None, first_summary: dict[str, Any], base, cand,
     exclude = {_key(p) for p, _ in cand}
     before = min((s.started_wall for _, s in cand if s.started_wall is not None), default=math.inf)
     # a copy of a compared run elsewhere (a nightly's baseline committed from a night the history
-    # also keeps) is that run: by its start, to the microsecond, it would count twice
-    compared_starts = {s.started_wall for _, s in base + cand if s.started_wall}
+    # also keeps), or a second copy of a history run, is that run (run_identity): it would count twice
+    runs_in: set[RunIdentity | None] = {s.identity for _, s in base + cand} - {None}
     out: list[tuple[str, dict[str, Any], float]] = [
         (str(p), (s.summary or {}) if i else first_summary, s.started_wall or 0.0) for i, (p, s) in enumerate(base)
     ]
@@ -175,16 +175,18 @@ def _reference(fp_hash: str | None, first_summary: dict[str, Any], base, cand,
             continue
         seen.add(key)
         item = _history_run(folder, fp_hash)
-        if item is not None and item[2] < before and item[2] not in compared_starts:
-            found.append(item)
+        if item is not None and item[2] < before and (item[3] is None or item[3] not in runs_in):
+            runs_in.add(item[3])
+            found.append(item[:3])
     found.sort(key=lambda t: t[2])
     room = max(0, noise.MAX_REFERENCE_RUNS - len(out))
     found = found[len(found) - room:] if room else []  # the newest
     return [(f, s) for f, s, _ in out + found], len(folders)
 
 
-def _history_run(folder: Path, fp_hash: str | None) -> tuple[str, dict[str, Any], float] | None:
-    """A history run of the same fingerprint, complete and not a warm-up run; None otherwise."""
+def _history_run(folder: Path, fp_hash: str | None) -> tuple[str, dict[str, Any], float, RunIdentity | None] | None:
+    """A history run of the same fingerprint, complete and not a warm-up run, as (folder, summary,
+    start, :func:`run_identity`); None otherwise."""
     try:
         run = normalized(json.loads((folder / RUN_JSON).read_text(encoding="utf-8")))  # through the run record
         summary = json.loads((folder / SUMMARY_JSON).read_text(encoding="utf-8"))
@@ -195,7 +197,7 @@ def _history_run(folder: Path, fp_hash: str | None) -> tuple[str, dict[str, Any]
     if fingerprint_of_run(run, summary).get("hash") != fp_hash:
         return None
     started = run.get("started_wall") or (summary.get("run") or {}).get("started_wall") or 0.0
-    return (str(folder), summary, float(started))
+    return (str(folder), summary, float(started), run_identity(run, summary))
 
 
 def _key(path: Path | str) -> str:

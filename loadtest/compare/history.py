@@ -7,7 +7,8 @@ rules, the runs before it as its history), so "regressed" here means exactly
 what it would have meant in CI. Change points over the series come from
 :mod:`changepoints`. A run whose workload differs from the
 previous one starts a new series ("workload changed") rather than being
-compared.
+compared. A run found in several folders (a nightly's baseline is a copy of a night; see
+:func:`one_row_per_run`) is one row, named by as much of its path as tells it from the others.
 
 The page, the table and the command itself are :mod:`history_page`.
 """
@@ -26,10 +27,11 @@ from loadtest.compare.change import worse_sign
 from loadtest.compare.changepoints import ChangePoint, level_value, mark_newest, series_change_points
 from loadtest.fingerprint import fingerprint_of_run
 from loadtest.compare.groups import compare_groups
-from loadtest.compare.inputs import RUN_JSON, SUMMARY_JSON, find_runs, load_mode_of
+from loadtest.compare.inputs import RUN_JSON, SUMMARY_JSON, RunIdentity, find_runs, load_mode_of, run_identity, run_name
 from loadtest.compare.rules import ABSOLUTE, ERROR_RATE, THROUGHPUT, Rules, check_kind
 from loadtest.errors import InputError, LoadtestError
 from loadtest.paths import PathError, read_run_json, run_records
+from loadtest.report.html import REPORT_HTML
 from loadtest.run_record import RATE_MODE_WORDS
 
 REGRESSED = "regression"
@@ -46,6 +48,14 @@ class HistoryRun:
     versus_previous: str = "first"  # first | pass | regression | inconclusive | workload changed | error
     detail: str = ""
     levels: list[int] = field(default_factory=list)
+    #: What the table and the page call it: the folder's name, or more of its path where another
+    #: row's folder has the same name (:func:`distinct_labels`).
+    label: str = ""
+    #: Which run this is, whichever folder holds it (:func:`run_identity`); None: never taken for another.
+    identity: RunIdentity | None = None
+
+    def __post_init__(self) -> None:
+        self.label = self.label or self.folder.name
 
     @property
     def capacity(self) -> int | None:
@@ -61,20 +71,71 @@ def load_history(dirs: Sequence[Path], scenario: str | None = None) -> list[Hist
     """The runs of one scenario, oldest first, each judged against the previous comparable one."""
     skipped: list[str] = []
     runs = [r for r in (_read(folder, skipped) for folder in find_runs(dirs)) if r is not None]
+    runs, copies = one_row_per_run(runs)
     names = sorted({r.name for r in runs})
     if not runs:
         why = f" ({len(skipped)} skipped; {skipped[0]})" if skipped else ""
         raise InputError(f"DIR {', '.join(str(d) for d in dirs)}: no run folders (with {RUN_JSON}) under it{why}")
     for line in skipped:  # a damaged, half-written or newer-format folder is skipped, not fatal: one line each
         print(f"loadtest history: {line}", file=sys.stderr)
+    for copy, kept in copies:
+        print(f"loadtest history: {copy.folder}: the same run as {kept.folder} "
+              "(a copy: the same name and started_wall), listed once", file=sys.stderr)
     if scenario is None and len(names) > 1:
         raise InputError(f"runs of several scenarios were found ({', '.join(names)}): choose one with --scenario")
     chosen = scenario or names[0]
     runs = sorted((r for r in runs if r.name == chosen), key=lambda r: r.started_wall)
     if not runs:
         raise InputError(f"--scenario {chosen}: no run of that scenario (found {', '.join(names)})")
+    for run, label in zip(runs, distinct_labels([r.folder for r in runs])):
+        run.label = label
     _judge_in_order(runs)
     return runs
+
+
+def one_row_per_run(runs: Sequence[HistoryRun]) -> tuple[list[HistoryRun], list[tuple[HistoryRun, HistoryRun]]]:
+    """One row per run, not per folder holding it, and each copy left out with the row it is: (runs, [(copy, kept)]).
+
+    Why: in the nightly layout the baseline folder is a copy of a night (``baseline promote``
+    copies run.json byte for byte), so a history over the results held that night twice, and
+    judged the second against the first, itself ("pass"). The run's identity is the gate's own
+    (:func:`run_identity`: its scenario and its start, to the microsecond), so ``history`` and
+    ``compare --history`` count the same runs.
+
+    Which copy is kept: the run's own folder, not a baseline promoted from it, so the row keeps
+    the name the run was made under (``nightly-…``, not ``baseline``). A promote copies run.json,
+    summary.json and the Parquet files only, so the copy holding the report ``loadtest run``
+    wrote (report.html) is the run's own. Among copies alike (plain copies, or a baseline
+    analyzed again), the first by path, so the row never depends on the order a disk lists folders.
+    """
+    copies: dict[object, list[HistoryRun]] = {}
+    for run in runs:
+        copies.setdefault(run.identity or id(run), []).append(run)
+    kept: list[HistoryRun] = []
+    left_out: list[tuple[HistoryRun, HistoryRun]] = []
+    for same in copies.values():
+        if len(same) > 1:
+            same = sorted(same, key=lambda r: (not (r.folder / REPORT_HTML).is_file(), str(r.folder)))
+            left_out += [(copy, same[0]) for copy in same[1:]]
+        kept.append(same[0])
+    return kept, left_out
+
+
+def distinct_labels(folders: Sequence[Path]) -> list[str]:
+    """Each folder's name, or as many of its last path parts as tell it from every other folder's.
+
+    Why: the table named a run by its folder's name alone, so two distinct runs in folders of one
+    name (``qs_b1`` and ``hist2/qs_b1``) read as one run listed twice. They now read
+    ``nightly/qs_b1`` and ``hist2/qs_b1``; a name no other row has stays as it was.
+    """
+    parts = [folder.parts for folder in folders]
+    labels = []
+    for i, mine in enumerate(parts):
+        k = 1
+        while k < len(mine) and any(other[-k:] == mine[-k:] for j, other in enumerate(parts) if j != i):
+            k += 1
+        labels.append(str(Path(*mine[-k:])))
+    return labels
 
 
 def _read(folder: Path, skipped: list[str]) -> HistoryRun | None:
@@ -96,19 +157,20 @@ def _read(folder: Path, skipped: list[str]) -> HistoryRun | None:
     summary = _summary(folder, run, skipped)
     if summary is None:
         return None
-    started = run.get("started_wall") or (summary.get("run") or {}).get("started_wall")
-    if started is None:
+    identity = run_identity(run, summary)  # (name, start): None when nothing says when it started
+    if identity is None:
         skipped.append(f"skipped {folder}: its run.json and summary.json say nothing of when it started")
         return None
     fp = fingerprint_of_run(run, summary)
     return HistoryRun(
         folder=folder,
-        name=str(run.get("name") or summary.get("name") or ""),
-        started_wall=float(started),
+        name=run_name(run, summary),
+        started_wall=identity[1],
         fingerprint=str(fp.get("hash")),
         summary=summary,
         bounds=CapacityBounds.from_levels(summary.get("levels") or []),
         levels=list(fp.get("levels") or []),
+        identity=identity,
     )
 
 
@@ -170,7 +232,7 @@ def change_points(runs: Sequence[HistoryRun]) -> list[ChangePoint]:
     """Every check's change points over the latest series (see :mod:`changepoints`), newest flagged."""
     series = latest_series(runs)
     levels = series[-1].levels or sorted({lv["concurrency"] for lv in series[-1].summary.get("levels") or []})
-    where = [(r.folder.name, r.when) for r in series]
+    where = [(r.label, r.when) for r in series]
     out: list[ChangePoint] = []
     for check in key_checks(series) + [THROUGHPUT, ERROR_RATE]:
         for level in levels:

@@ -20,7 +20,8 @@ from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
 from loadtest.compare.changepoints import ChangePoint, gate_failures
-from loadtest.compare.history import REGRESSED, HistoryRun, change_points, key_checks, latest_series, load_history, value_at
+from loadtest.compare.history import (REGRESSED, HistoryRun, change_points, distinct_labels, key_checks, latest_series,
+                                      load_history, value_at)
 from loadtest.compare.rules import Rules
 from loadtest.report.page import PAGE_STYLE as page_style
 from loadtest.report.plotting import figure_html, summaries_ci_label
@@ -42,7 +43,7 @@ def history_figure(runs: Sequence[HistoryRun], shifts: Sequence[ChangePoint] = (
         error_y=dict(type="data", symmetric=False,
                      array=[max(0, h - c) if c is not None else 0 for h, c in zip(highs, caps)],
                      arrayminus=[max(0, c - lo) if c is not None else 0 for lo, c in zip(lows, caps)]),
-        text=[f"{r.folder.name}: {r.bounds.text()}; {r.versus_previous}" for r in runs], hoverinfo="text+y",
+        text=[f"{r.label}: {r.bounds.text()}; {r.versus_previous}" for r in runs], hoverinfo="text+y",
     ), row=1, col=1)
     _mark_regressed(fig, runs, xs, caps, row=1, legend=True)
     legend_shown = False
@@ -133,21 +134,27 @@ def _reference_level(runs: Sequence[HistoryRun]) -> int | None:
 def print_table(rows: list[dict[str, Any]]) -> None:
     if not rows:
         return
+    rows = _shown(rows)
     keys = [k for k in rows[0] if k not in ("run", "fingerprint")] + ["run"]
-    text = [[_cell(row.get(k), k) for k in keys] for row in rows]
+    text = [[_cell(row.get(k)) for k in keys] for row in rows]
     widths = [max(len(k), *(len(t[i]) for t in text)) for i, k in enumerate(keys)]
     print("  ".join(k.ljust(w) for k, w in zip(keys, widths)))
     for t in text:
         print("  ".join(v.ljust(w) for v, w in zip(t, widths)))
 
 
-def _cell(value: Any, key: str) -> str:
+def _shown(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows as the terminal and the page show them: ``run`` the folder's name, or more of its path
+    where another row's folder has the same name (:func:`distinct_labels`); the JSON keeps whole paths."""
+    labels = distinct_labels([Path(str(row["run"])) for row in rows])
+    return [{**row, "run": label} for row, label in zip(rows, labels)]
+
+
+def _cell(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
         return f"{value:.1f}"
-    if key == "run":
-        return Path(str(value)).name
     return str(value)
 
 
@@ -155,11 +162,11 @@ def render_history_html(runs: Sequence[HistoryRun], shifts: Sequence[ChangePoint
     # stdlib html, imported here: `html` is also run_history's parameter (the page's path)
     import html
 
-    rows = table_rows(runs)
+    rows = _shown(table_rows(runs))
     head = "".join(f"<th>{html.escape(k)}</th>" for k in rows[0])
     body = "".join(
         "<tr" + (" style='color:#cf222e;font-weight:600'" if r["vs_previous"] == REGRESSED else "") + ">"
-        + "".join(f"<td>{html.escape(_cell(v, k))}</td>" for k, v in r.items()) + "</tr>"
+        + "".join(f"<td>{html.escape(_cell(v))}</td>" for v in r.values()) + "</tr>"
         for r in rows
     )
     name = html.escape(runs[-1].name)
@@ -210,7 +217,7 @@ def run_history(dirs: Sequence[Path], *, scenario: str | None, html: Path, json_
     failing = gate_failures(shifts, (rules or Rules()).tolerance_for)
     print_table(rows)
     for r in (r for r in runs if r.versus_previous == "error"):  # the table's "error" says no more than that
-        print(f"  {r.folder.name}: not compared with the previous run: {r.detail}")
+        print(f"  {r.label}: not compared with the previous run: {r.detail}")
     for cp in shifts:
         mark = "FAIL" if cp in failing else ("NEW " if cp.newest else "    ")
         print(f"  {mark} change point: {cp.text()}")

@@ -78,7 +78,7 @@ class RunInput:
 
     @property
     def name(self) -> str:
-        return str(self.run.get("name") or (self.summary or {}).get("name") or self.scenario.get("name") or "")
+        return run_name(self.run, self.summary)
 
     @property
     def started_wall(self) -> float | None:
@@ -88,6 +88,11 @@ class RunInput:
         return float(value) if value is not None else None
 
     @property
+    def identity(self) -> RunIdentity | None:
+        """Which run this is, whichever folder holds it (:func:`run_identity`)."""
+        return run_identity(self.run, self.summary)
+
+    @property
     def model(self) -> str | None:
         target = self.run.get("target") or (self.summary or {}).get("target") or {}
         return target.get("model")
@@ -95,6 +100,39 @@ class RunInput:
     @property
     def tool_version(self) -> str | None:
         return self.run.get("tool_version") or (self.summary or {}).get("tool_version")
+
+
+#: Which run a folder holds (:func:`run_identity`): its scenario's name and its start.
+RunIdentity = tuple[str, float]
+
+
+def run_name(run: Mapping[str, Any], summary: Mapping[str, Any] | None = None) -> str:
+    """The scenario's name: run.json's ``name``, else the summary's, else run.json's scenario's."""
+    scenario = run.get("scenario")
+    from_scenario = scenario.get("name") if isinstance(scenario, Mapping) else None
+    return str(run.get("name") or (summary or {}).get("name") or from_scenario or "")
+
+
+def run_identity(run: Mapping[str, Any], summary: Mapping[str, Any] | None = None) -> RunIdentity | None:
+    """Which run a folder holds, whichever folder holds it: (:func:`run_name`, its start), the start
+    being ``started_wall`` (run.json's, else the summary's ``run`` block) to the microsecond; None
+    when neither says when it started (such a run is never taken for another).
+
+    Why not the folder: a nightly's baseline is a copy of a night the history also keeps
+    (``baseline promote`` copies run.json byte for byte), and a history may hold other copies of a
+    run. Counted as two runs, a copy weighs double in the gate's reference runs, and ``history``
+    judged it against itself; both read this one identity. A copy keeps both parts, and no two
+    runs start on the same microsecond; the name keeps apart runs of other scenarios made up
+    with one start (tests' synthetic runs). run.json holds no other mark of a run that every copy
+    keeps: its ``prompt_salt`` is empty without ``workload.cache_bust``, and a bare summary.json
+    (a compared side may be one) has none.
+    """
+    value = run.get("started_wall") or ((summary or {}).get("run") or {}).get("started_wall")
+    try:
+        start = float(value) if value else None
+    except (TypeError, ValueError):  # a hand-edited run.json: no identity, rather than a traceback
+        return None
+    return (run_name(run, summary), start) if start else None
 
 
 def find_runs(dirs: Iterable[Path], arg: str = "DIR") -> list[Path]:
