@@ -21,13 +21,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from loadtest.redact import scrub_any
-from loadtest.run_files import RUN_JSON
+from loadtest.run_files import PARTS_DIR, REQUESTS_PARQUET, RUN_JSON
 
 if TYPE_CHECKING:  # the frames are Arrow's to_pandas(): pandas loads only in a process that reads them
     import pandas as pd
 
-REQUESTS_PARQUET = "requests.parquet"
-PARTS_DIR = "requests.parts"
 
 #: Columns every records file has held since the first format: a Parquet file without one of them
 #: is not a run's records (another table copied over it, a file of another tool), whatever its name.

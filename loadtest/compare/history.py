@@ -31,7 +31,7 @@ from loadtest.compare.inputs import RUN_JSON, SUMMARY_JSON, RunIdentity, find_ru
 from loadtest.compare.rules import ABSOLUTE, ERROR_RATE, THROUGHPUT, Rules, check_kind
 from loadtest.errors import InputError, LoadtestError
 from loadtest.paths import PathError, read_run_json, run_records
-from loadtest.report.html import REPORT_HTML
+from loadtest.run_files import REPORT_HTML
 from loadtest.run_record import RATE_MODE_WORDS
 
 REGRESSED = "regression"

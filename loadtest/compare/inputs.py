@@ -29,11 +29,9 @@ from loadtest import paths
 from loadtest.errors import InputError
 from loadtest.paths import input_folder, read_text
 from loadtest.records_stream import chunk_batches, read_scalars
-from loadtest.run_files import RUN_JSON, SUMMARY_JSON
+from loadtest.run_files import PARTS_DIR, REQUESTS_PARQUET, RUN_JSON, SUMMARY_JSON
 from loadtest.run_record import RATE_MODE_WORDS
 
-REQUESTS_PARQUET = "requests.parquet"
-PARTS_DIR = "requests.parts"
 
 
 @dataclass

@@ -27,13 +27,13 @@ from loadtest.analysis.prefill_fit import describe_prefill
 from loadtest.analysis.roofline import Ceilings, ModelSize, fit_bound, read_decode, read_prefill
 from loadtest.profile.runner import ProfileData
 from loadtest.records import replace_text
+from loadtest.run_files import REPORT_HTML
 from loadtest.redact import public_url, scrub
 from loadtest.report.page import PAGE_STYLE as page_style
 from loadtest.report.plotting import figure_html
 from loadtest.report.summary import clean
 
 PROFILE_JSON = "profile.json"
-REPORT_HTML = "report.html"
 
 
 def _r(value: float | None, digits: int = 4) -> float | None:

@@ -21,6 +21,7 @@ from plotly.offline import get_plotlyjs
 from loadtest.analysis.results import Analysis
 from loadtest.client.unary import UNARY_APIS
 from loadtest.records import replace_text
+from loadtest.run_files import REPORT_HTML
 from loadtest.redact import scrub
 from loadtest.report.figures import (
     distribution_figure,
@@ -49,7 +50,6 @@ from loadtest.report.workload_figures import class_figure, has_classes, has_turn
 
 __all__ = ["REPORT_HTML", "plain_verdict", "render_html", "write_html"]
 
-REPORT_HTML = "report.html"
 
 
 def render_html(analysis: Analysis) -> str:
