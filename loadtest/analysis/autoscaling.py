@@ -168,10 +168,12 @@ def level_at(levels: Sequence[LevelResult], concurrency: int | None, rate: float
     return max(same, key=lambda lv: lv.index) if same else None
 
 
-def _fmt(value: float, fraction: bool) -> str:
-    if math.isnan(value):
+def fmt_signal(value: float | None, fraction: bool) -> str:
+    """A server signal's value as the thresholds' sentences and the report's tables show it (one
+    format, so a threshold cell and its sentence agree: they once read 2.3% and "above 2%")."""
+    if value is None or math.isnan(value):
         return "–"
-    return f"{value:.0%}" if fraction else f"{value:g}"
+    return f"{value:.1%}" if fraction else f"{value:g}"
 
 
 def _typical_below(server: ServerView, levels: Sequence[LevelResult], capacity: float, metric: str) -> float:
@@ -194,9 +196,9 @@ def _threshold(
     if cap.n == 0 or math.isnan(cap.p50):
         return None, "no sample at the capacity level"
     frac = signal.is_fraction
-    at_cap = f"at capacity the server reports p50 {_fmt(cap.p50, frac)} (p95 {_fmt(cap.p95, frac)})"
+    at_cap = f"at capacity the server reports p50 {fmt_signal(cap.p50, frac)} (p95 {fmt_signal(cap.p95, frac)})"
     at_fail = (
-        f", at the first failing level p50 {_fmt(fail.p50, frac)} (p95 {_fmt(fail.p95, frac)})"
+        f", at the first failing level p50 {fmt_signal(fail.p50, frac)} (p95 {fmt_signal(fail.p95, frac)})"
         if fail is not None and fail.n
         else ""
     )
@@ -207,13 +209,17 @@ def _threshold(
             else:
                 why = "requests rarely wait while the SLO holds (median 0): scale out as soon as requests wait"
             return 1.0, f"{at_cap}{at_fail}; {why} (this fires at the edge, without headroom of its own)."
-        value = max(1.0, round(cap.p50 * (1 - headroom), 2))
+        below = round(cap.p50 * (1 - headroom), 2)
+        value = max(1.0, below)
+        # a count under 1 is no trigger: floored there, the threshold is not "20% below" anything
+        how = (f"{headroom:.0%} below" if below >= 1.0 else
+               f"the least a count of requests can trigger on; {headroom:.0%} below the median would be {below:g}")
         return value, (
             f"{at_cap}{at_fail}; requests already wait while the SLO holds (arrivals queue for the next step), "
-            f"so waiting is a weak trigger: scale out above {value:g} waiting per replica ({headroom:.0%} below)."
+            f"so waiting is a weak trigger: scale out above {value:g} waiting per replica ({how})."
         )
     value = round(cap.p50 * (1 - headroom), 3 if frac else 2)
-    return value, f"{at_cap}{at_fail}; scale out above {_fmt(value, frac)} per replica, {headroom:.0%} below the value at capacity."
+    return value, f"{at_cap}{at_fail}; scale out above {fmt_signal(value, frac)} per replica, {headroom:.0%} below the value at capacity."
 
 
 def _separation(signal: Signal, cap: SignalStats, fail: SignalStats | None, typical: float) -> float:
@@ -350,7 +356,7 @@ def _signal_sentences(result: Autoscaling, fail: float | None) -> list[str]:
     label = ROLE_LABELS.get(best.role, best.role)
     rule = (
         "when any request waits" if best.role == "waiting" and best.threshold == 1.0
-        else f"when {best.metric} > {_fmt(best.threshold, best.role == 'kv_cache')} per replica"
+        else f"when {best.metric} > {fmt_signal(best.threshold, best.role == 'kv_cache')} per replica"
     )
     extra = ""
     if running is not None and best.metric != running.metric and running.threshold is not None:

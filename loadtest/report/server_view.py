@@ -9,12 +9,12 @@ load the client sends?); the signals per level with the capacity marks
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from loadtest.analysis.autoscaling import fmt_signal
 from loadtest.analysis.results import Analysis
 from loadtest.analysis.signals import ROLE_LABELS
 from loadtest.report.autoscaling_yaml import render_autoscaling_yaml
@@ -101,12 +101,6 @@ def signals_per_level_figure(analysis: Analysis) -> go.Figure:
     return fig
 
 
-def _fmt(value: float | None, fraction: bool) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    return f"{value:.1%}" if fraction else f"{value:g}"
-
-
 def levels_table(analysis: Analysis) -> str:
     view = analysis.server
     signals = view.signals
@@ -122,7 +116,7 @@ def levels_table(analysis: Analysis) -> str:
             frac = s.is_fraction
             cells.append(
                 "<td class='num'>–</td>" if st is None or not st.n
-                else f"<td class='num'>{_fmt(st.p50, frac)} / {_fmt(st.p95, frac)} / {_fmt(st.max, frac)}</td>"
+                else f"<td class='num'>{fmt_signal(st.p50, frac)} / {fmt_signal(st.p95, frac)} / {fmt_signal(st.max, frac)}</td>"
             )
         scrapes = f"{health.scrapes} ({health.failed})" if health else "–"
         rows.append(f"<tr><td class='num'>{lv.load_text}</td><td class='num'>{scrapes}</td>{''.join(cells)}</tr>")
@@ -141,9 +135,9 @@ def recommendation_table(analysis: Analysis) -> str:
         best = " <b>(recommended)</b>" if s.metric == a.best else ""
         rows.append(
             f"<tr><td>{_e(s.metric)}{best}<br><span class='dim'>{_e(ROLE_LABELS.get(s.role, s.role))}, {_e(s.server)}</span></td>"
-            f"<td class='num'>{_fmt(cap.p50, frac) if cap.n else '–'} / {_fmt(cap.p95, frac) if cap.n else '–'}</td>"
-            f"<td class='num'>{_fmt(fail.p50, frac) if fail and fail.n else '–'} / {_fmt(fail.p95, frac) if fail and fail.n else '–'}</td>"
-            f"<td class='num'><b>{_fmt(s.threshold, frac)}</b></td><td>{_e(s.why)}</td></tr>"
+            f"<td class='num'>{fmt_signal(cap.p50, frac) if cap.n else '–'} / {fmt_signal(cap.p95, frac) if cap.n else '–'}</td>"
+            f"<td class='num'>{fmt_signal(fail.p50, frac) if fail and fail.n else '–'} / {fmt_signal(fail.p95, frac) if fail and fail.n else '–'}</td>"
+            f"<td class='num'><b>{fmt_signal(s.threshold, frac)}</b></td><td>{_e(s.why)}</td></tr>"
         )
     return (
         "<table class='grid'><tr><th>signal</th><th>at capacity p50 / p95</th><th>at first failing p50 / p95</th>"

@@ -1,0 +1,26 @@
+"""The scale-out thresholds' sentences say what the threshold cell shows, and why it is that value."""
+
+from __future__ import annotations
+
+from loadtest.analysis.autoscaling import _threshold, fmt_signal
+from loadtest.analysis.server import SignalStats
+from loadtest.analysis.signals import Signal
+
+
+def test_a_fraction_reads_the_same_in_the_sentence_and_the_cell():
+    """The KV cache's threshold cell read 2.3% (one decimal) and its sentence "above 2%" (none)."""
+    kv = Signal("vllm:kv_cache_usage_perc", "vLLM", "kv_cache")
+    value, why = _threshold(kv, SignalStats(p50=0.029, p95=0.031, max=0.031, n=20), None, 0.2, 0.02)
+    assert value == 0.023
+    assert f"scale out above {fmt_signal(value, True)} per replica" in why and fmt_signal(value, True) == "2.3%"
+
+
+def test_a_waiting_threshold_floored_at_one_does_not_claim_the_headroom():
+    """p50 0.5 waiting at capacity: 20% below is 0.4, so the trigger is floored at 1 request, which
+    the sentence once called "(20% below)"."""
+    waiting = Signal("vllm:num_requests_waiting", "vLLM", "waiting")
+    value, why = _threshold(waiting, SignalStats(p50=0.5, p95=2.0, max=3.0, n=20), None, 0.2, 0.5)
+    assert value == 1.0
+    assert "(20% below)" not in why and "20% below the median would be 0.4" in why
+    value, why = _threshold(waiting, SignalStats(p50=5.0, p95=6.0, max=7.0, n=20), None, 0.2, 5.0)
+    assert value == 4.0 and "scale out above 4 waiting per replica (20% below)" in why
