@@ -261,7 +261,9 @@ def crosscheck_warnings(view: ServerView, levels: Sequence[LevelResult]) -> list
             extra.append(f"{lv.concurrency} users → {in_flight:g}")
     name = running.metric + (f" + {waiting.metric}" if waiting else "")
     out = []
-    if short:
+    # a URL that several processes answer is already warned about by name (mixed_warning): each scrape
+    # reads one replica's share, and "something queues in between" would only guess at that again
+    if short and not view.mixed:
         out.append(
             f"server metrics: the server reports far fewer requests in flight ({name}, median) than the client has "
             f"users ({'; '.join(short)}): something queues in between (a proxy, a load balancer, a rate limiter, "

@@ -274,3 +274,27 @@ def test_a_fleets_report_and_manifest_split_the_capacity_over_its_replicas():
     manifest = render_autoscaling_yaml(analysis)
     assert "Capacity: 6 concurrent users for the 2 replicas (3 per replica)" in manifest.replace("\n# ", " ")
     assert f"maxReplicaCount: {math.ceil(36 / 2.4)}" in manifest  # 15, as --peak-users plans it
+
+
+def test_a_balanced_url_is_not_also_said_to_queue_in_between():
+    """Two replicas behind one metrics URL: each scrape reads one replica's half of the users. The
+    mixed warning names that; the in-flight shortfall warning ("something queues in between ...")
+    came too, guessing at the cause the first had found."""
+    requests, run, samples = _fleet_run([0.5, 0.5])
+    run["server_metrics"] = {"enabled": True, "url": "http://127.0.0.1:8000/metrics", "interval_s": 0.5, "signals": []}
+    starts = samples[samples["metric"] == UP].assign(metric="process_start_time_seconds", type="gauge")
+    second = (starts["replica"] != starts["replica"].iloc[0]).to_numpy()
+    starts["value"] = np.where(second, 101.0, 100.0)
+    one_url = pd.concat([samples, starts]).reset_index(drop=True)
+    # the balancer's scrapes alternate: the second replica answers the round after the first
+    one_url["wall"] += np.where(one_url["replica"] != one_url["replica"].iloc[0], 0.25, 0.0)
+    one_url = one_url.sort_values("wall", kind="stable").assign(replica="").reset_index(drop=True)
+    slo = SloSpec.from_dict(run["scenario"]["slo"])
+    mixed = analyze(requests, run, slo, server_samples=one_url, resamples=50).warnings
+    assert any("several processes" in w for w in mixed)
+    assert not any("something queues in between" in w for w in mixed)
+    # one process seeing half the users is still something in between
+    lone = one_url[one_url["metric"] != "process_start_time_seconds"]
+    lone = lone.drop_duplicates(["wall", "metric"]).reset_index(drop=True)
+    single = analyze(requests, run, slo, server_samples=lone, resamples=50).warnings
+    assert any("something queues in between" in w for w in single)
