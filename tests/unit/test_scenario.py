@@ -102,6 +102,28 @@ def test_a_union_field_is_one_problem_said_by_the_member_that_fits(value, messag
     assert str(err.value).endswith(message)
 
 
+#: A length that is only a {mean, stddev} model (``prompt_tokens``) takes a number too, so a value of
+#: neither type is said as the union ``max_tokens`` says it. A trial: ``prompt_tokens: "lots"`` read
+#: "must be a mapping of keys", without the integer form or the value.
+WRONG_LENGTH = [("lots", "'lots'"), (1.5, "1.5"), (True, "true"), ([1], "[1]")]
+
+
+@pytest.mark.parametrize("value,shown", WRONG_LENGTH, ids=[s for _, s in WRONG_LENGTH])
+@pytest.mark.parametrize("where", ["workload", "class", "query"])
+def test_a_wrong_length_says_both_forms_and_the_value_as_max_tokens_does(where, value, shown):
+    workload = {"workload": {"prompt_tokens": value},
+                "class": {"classes": [{"name": "a", "prompt_tokens": value}]},
+                "query": {"query_tokens": value}}[where]
+    path = {"workload": "workload.prompt_tokens", "class": "workload.classes[0].prompt_tokens",
+            "query": "workload.query_tokens"}[where]
+    with pytest.raises(InputError) as err:
+        parse_scenario({"name": "x", "load": {"levels": [1]}, "workload": workload})
+    assert str(err.value).endswith(f"{path}: must be an integer or a mapping of keys (got {shown})"), err.value
+    with pytest.raises(InputError) as err:  # the same words as the union field's
+        parse_scenario({"name": "x", "load": {"levels": [1]}, "workload": {"max_tokens": value}})
+    assert str(err.value).endswith(f"workload.max_tokens: must be an integer or a mapping of keys (got {shown})")
+
+
 def test_a_plain_number_is_a_length_without_spread_wherever_a_length_is_a_distribution():
     """``prompt_tokens: 1000`` was refused ("must be a mapping of keys") while ``max_tokens: 128`` was taken:
     a length given as a number is ``{mean: N, stddev: 0}`` in every {mean, stddev} field."""
