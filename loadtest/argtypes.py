@@ -80,7 +80,7 @@ class OneLineParser(argparse.ArgumentParser):
 
     argparse prints the whole usage block (about twenty lines for ``run``) before
     its message, which buries the one line that says what was wrong. Sub-command
-    parsers are made of the same class (argparse makes them ``type(parent)``).
+    parsers are a :class:`SubcommandParser` (see :meth:`add_subparsers`).
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -93,3 +93,25 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> "NoReturn":
         self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} --help)\n")
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        """Sub-commands (and their verbs) parsed by a :class:`SubcommandParser` unless told otherwise."""
+        kwargs.setdefault("parser_class", SubcommandParser)
+        return super().add_subparsers(**kwargs)
+
+
+class SubcommandParser(OneLineParser):
+    """A sub-command's parser: it refuses the words it does not know itself.
+
+    argparse has a sub-command parse only what it knows and hands the rest up to the top
+    parser, which said ``loadtest: error: unrecognized arguments: --bogus (see loadtest
+    --help)``, while every other mistake in a sub-command's arguments is said as
+    ``loadtest analyze: error: ... (see loadtest analyze --help)``: the help that lists
+    the options is the sub-command's.
+    """
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> tuple[argparse.Namespace, list[str]]:
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace, extras

@@ -64,7 +64,7 @@ def class_slos(run: Mapping[str, Any], top: SloSpec, overrides: Iterable[str] = 
         name = str(c["name"])
         own = c.get("slo")
         base = SloSpec.from_dict(own) if isinstance(own, Mapping) else top
-        out[name] = base.with_overrides(by_class.get(name, []))
+        out[name] = base.with_overrides(by_class.get(name, []), class_name=name)
     return top, out
 
 
@@ -86,14 +86,17 @@ def _refuse_floor_without_structure(run: Mapping[str, Any], overrides: Sequence[
 
 
 def split_overrides(overrides: Iterable[str], names: Sequence[str]) -> tuple[list[str], dict[str, list[str]]]:
-    """Route ``class.metric.pct=limit`` to its class and the rest to the top level."""
+    """Route ``class.metric.pct=limit`` to its class and the rest to the top level.
+
+    Each is kept as the user gave it, class prefix included: a message about it quotes it whole.
+    """
     top: list[str] = []
     by_class: dict[str, list[str]] = {}
     for raw in overrides:
         key = raw.partition("=")[0].strip()
         head, dot, rest = key.partition(".")
         if dot and head in names:
-            by_class.setdefault(head, []).append(raw.strip()[len(head) + 1 :])
+            by_class.setdefault(head, []).append(raw)
         elif dot and head not in METRICS and "." in rest:
             known = ", ".join(names) if names else "none in this run"
             raise InputError(f"bad --slo override {raw!r}: no request class named {head!r} (classes: {known})")

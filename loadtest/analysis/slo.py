@@ -168,25 +168,31 @@ class SloSpec(BaseModel):
             where = ".".join(str(part) for part in first["loc"])
             raise InputError(f"slo{'.' + where if where else ''}: {first['msg']}") from None
 
-    def with_overrides(self, overrides: Iterable[str]) -> "SloSpec":
+    def with_overrides(self, overrides: Iterable[str], *, class_name: str | None = None) -> "SloSpec":
         """Apply CLI overrides such as ``"itl_ms.p95=40"`` or ``"max_error_rate=0.05"``.
 
         ``"itl_ms.p95=off"`` (or ``none``) removes a check. Any malformed override
         raises :class:`InputError` naming the override and what was expected.
+        With ``class_name``, the overrides are that class's as the user typed them
+        (``chat.e2e_ms.p95=abc``): the prefix is dropped to apply one, and kept in
+        the message, which quotes the override as given, not a part of it.
         """
         spec = self
         for raw in overrides:
+            text = raw.strip()
+            if class_name is not None:
+                text = text.removeprefix(f"{class_name}.")
             try:
-                spec = spec._apply_override(raw)
+                spec = spec._apply_override(text, said=raw)
             except SloError as err:
                 raise InputError(f"--slo {raw!r}: {err.message}") from None
         return spec
 
-    def _apply_override(self, raw: str) -> "SloSpec":
-        text = raw.strip()
+    def _apply_override(self, text: str, *, said: str) -> "SloSpec":
+        """``text`` applied (``metric.pct=limit`` or ``rate_key=rate``); ``said``, as the user gave it, in errors."""
         if "=" not in text:
             raise InputError(
-                f"bad --slo override {raw!r}: expected METRIC.PERCENTILE=LIMIT (e.g. itl_ms.p95=40) "
+                f"bad --slo override {said!r}: expected METRIC.PERCENTILE=LIMIT (e.g. itl_ms.p95=40) "
                 f"or {ERROR_RATE}=RATE or {VALID_OUTPUT}=RATE"
             )
         key, _, value = (part.strip() for part in text.partition("="))
@@ -197,11 +203,11 @@ class SloSpec(BaseModel):
         metric, dot, pct = key.partition(".")
         if not dot:
             raise InputError(
-                f"bad --slo override {raw!r}: expected METRIC.PERCENTILE=LIMIT (e.g. itl_ms.p95=40)"
+                f"bad --slo override {said!r}: expected METRIC.PERCENTILE=LIMIT (e.g. itl_ms.p95=40)"
             )
         if metric not in METRICS:
             raise InputError(
-                f"bad --slo override {raw!r}: unknown metric {metric!r}; expected one of {', '.join(METRICS)}"
+                f"bad --slo override {said!r}: unknown metric {metric!r}; expected one of {', '.join(METRICS)}"
             )
         pct_name = _percentile(pct, where=key)
         kept = tuple(c for c in self.checks if not (c.metric == metric and c.percentile == pct_name))

@@ -53,6 +53,7 @@ from loadtest.fingerprint import differences, fingerprint_of_run, unverified_dat
 from loadtest.compare.inputs import RunInput, load_run, require_closed_loop
 from loadtest.compare.rules import CAPACITY, Rules
 from loadtest.compare.level_changes import level_changes
+from loadtest.compare.noise import MIN_HISTORY_RUNS
 from loadtest.compare.samples import LevelSamples, level_samples
 from loadtest.errors import InputError
 
@@ -94,6 +95,8 @@ class Comparison:
     candidates: list[str] = field(default_factory=list)
     #: Reference runs (history plus baselines) that gave the run-to-run noise; what decides a held check.
     history_runs: int = 0
+    #: Reference runs needed to know the run-to-run noise (``--min-history``): fewer, and it is unknown.
+    min_history: int = MIN_HISTORY_RUNS
     #: The level of each check's run-to-run prediction interval (see compare/joint.py: the single-check threshold as a t level).
     noise_confidence: float | None = None
     hint: str = "longer levels would decide"

@@ -93,6 +93,7 @@ def compare_groups(
     cmp.baselines = [str(p) for p, _ in base]
     cmp.candidates = [str(p) for p, _ in cand]
     cmp.history_runs = len(ref)
+    cmp.min_history = min_history
     if history and len(ref) == len(base):  # the user asked for a history and it gave nothing: say so
         cmp.warnings.append(f"--history: its {groups.history_folders} run folder(s) add no earlier complete run of this workload "
                             f"(besides the compared runs themselves), so the run-to-run noise has the baseline run(s) only")

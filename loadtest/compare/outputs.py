@@ -164,6 +164,18 @@ def write_junit(path: Path, cmp: Comparison) -> Path:
 
 # -- Markdown -------------------------------------------------------------------------------
 
+
+def reference_runs_text(cmp: Comparison) -> str:
+    """Where the run-to-run noise came from, and whether that is enough to know it.
+
+    One text for compare.md and compare.html: the Markdown said "from 1 reference run(s)" without
+    the page's "too few to know it", so a reader of the pull-request comment could take a held
+    check's noise for measured.
+    """
+    few = "" if cmp.history_runs >= cmp.min_history else "; too few to know it: give --history"
+    return (f"{cmp.history_runs} reference run(s) of this workload ({len(cmp.baselines) or 1} baseline(s), "
+            f"{len(cmp.candidates) or 1} candidate(s){few})")
+
 _ICONS = {"regression": "🔴", "inconclusive": "🟡", "improvement": "🟢", "unchanged": "⚪"}
 
 
@@ -190,8 +202,7 @@ def markdown(cmp: Comparison, *, rows: int = MARKDOWN_ROWS) -> str:
     lines.append(" · ".join(f"{_ICONS[v]} {n} {v}" for v, n in counts.items()))
     lines.append("")
     if cmp.history_runs:
-        lines += [f"Run-to-run noise from {cmp.history_runs} reference run(s) of this workload "
-                  f"({len(cmp.baselines) or 1} baseline(s), {len(cmp.candidates) or 1} candidate(s)).", ""]
+        lines += [f"Run-to-run noise from {reference_runs_text(cmp)}.", ""]
     notable = [ch for ch in cmp.changes if ch.verdict != "unchanged"]
     noise = any(ch.noise_ci is not None for ch in cmp.changes)
     if notable:

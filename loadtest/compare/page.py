@@ -20,7 +20,7 @@ from loadtest.analysis.capacity import confidence_pct
 from loadtest.compare.change import fmt_change
 from loadtest.compare.engine import Comparison
 from loadtest.compare.noise import fmt_interval
-from loadtest.compare.outputs import write_text
+from loadtest.compare.outputs import reference_runs_text, write_text
 from loadtest.compare.rules import ERROR_RATE, THROUGHPUT
 from loadtest.report.page import PAGE_STYLE as page_style
 from loadtest.report.page import esc as _e
@@ -136,8 +136,7 @@ def render_compare_html(cmp: Comparison) -> str:
         f"<tr><th>baseline</th><td>{_e(b.label)}: capacity {_e(b.bounds.text())}</td></tr>"
         f"<tr><th>candidate</th><td>{_e(c.label)}: capacity {_e(c.bounds.text())}</td></tr>"
         f"<tr><th>workload</th><td>fingerprint {_e(cmp.fingerprint.get('hash'))}</td></tr>"
-        f"<tr><th>run-to-run noise</th><td>{cmp.history_runs} reference run(s) of this workload"
-        f"{'' if cmp.history_runs >= 3 else ' (too few to know it: give --history)'}</td></tr></table>",
+        f"<tr><th>run-to-run noise</th><td>{_e(reference_runs_text(cmp))}</td></tr></table>",
     ]
     if cmp.cost:
         body.append(f"<h2 id='cost'>Cost</h2><p>{_e(cmp.cost['sentence'])}</p>")

@@ -7,8 +7,8 @@ is editing a YAML file, not a Python model.
 
 The models live in private modules, one section of the YAML each:
 ``_target`` (``target:``), ``_workload`` (``workload:``), ``_load`` (``load:``),
-``_model`` (the whole file and its reading) and ``_errors`` (the one-line
-messages). The ``slo:`` block is the one SLO type the analysis uses too,
+``_model`` (the whole file and its reading), ``_yaml`` (the YAML loader, which
+refuses a key given twice) and ``_errors`` (the one-line messages). The ``slo:`` block is the one SLO type the analysis uses too,
 :class:`~loadtest.analysis.slo.SloSpec`. Import from here.
 """
 

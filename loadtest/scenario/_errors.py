@@ -149,7 +149,13 @@ def _one_problem(depth: int, group: list[dict[str, Any]]) -> tuple[dict[str, Any
     if matched or len(group) == 1:
         return (matched or group)[0], None
     kinds = list(dict.fromkeys(_WRONG_TYPE[e["type"]] for e in group))
-    return group[0], f"must be {' or '.join(kinds)} (got {_as_yaml(group[0].get('input'))})"
+    return group[0], must_be_one_of(kinds, group[0].get("input"))
+
+
+def must_be_one_of(kinds: list[str], value: Any) -> str:
+    """``must be an integer or a mapping of keys (got 'lots')``: the words for a value of none of
+    the types a field takes, said alike by a union and by a model that also takes another type."""
+    return f"must be {' or '.join(kinds)} (got {_as_yaml(value)})"
 
 
 def _field_names() -> set[str]:

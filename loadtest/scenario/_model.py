@@ -20,6 +20,7 @@ from loadtest.analysis.slo import SloSpec
 from loadtest.scenario._target import Target
 from loadtest.scenario._kinds import kind_problem
 from loadtest.scenario._workload import RequestClass, Workload
+from loadtest.scenario._yaml import DuplicateKeyError, read_yaml
 
 
 class Scenario(_Strict):
@@ -143,10 +144,11 @@ def load_scenario(path: str | Path) -> Scenario:
     path = Path(path)
     text = read_text(path, "scenario", kind="scenario file")
     try:
-        data = yaml.safe_load(text)
+        data = read_yaml(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        # a duplicated key names both of its lines itself
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark and not isinstance(err, DuplicateKeyError) else ""
         problem = getattr(err, "problem", None) or "invalid YAML"
         raise InputError(f"{path}: {problem}{where}") from None
     _resolve_dataset_paths(data, path.parent)

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from loadtest.paths import yaml_file_problem
+from loadtest.scenario._errors import must_be_one_of
 from loadtest.scenario._base import Int, NonNegativeFloat, PositiveFloat, PositiveInt, _Strict
 from loadtest.scenario._structured import ResponseFormat, Tool, ToolChoice
 from loadtest.analysis.slo import SloSpec
@@ -39,6 +40,10 @@ class TokenDistribution(_Strict):
             if data < 1:  # named at the field the user wrote, not at a ``mean`` they did not
                 raise ValueError("must be a positive integer (a fixed length) or {mean, stddev}")
             return {"mean": data, "stddev": 0}
+        if not isinstance(data, (dict, TokenDistribution)):
+            # pydantic's own error would say "a mapping of keys" only, without the value:
+            # the words of a union field (``max_tokens: PositiveInt | TokenDistribution``) instead
+            raise ValueError(must_be_one_of(["an integer", "a mapping of keys"], data))
         return data
 
     def sample(self, rng: "random.Random") -> int:

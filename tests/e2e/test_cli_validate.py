@@ -35,6 +35,12 @@ def test_validate_command_exit_codes(tmp_path):
     out = _cli("validate", str(broken))
     assert out.returncode == 2 and "line" in out.stderr and "Traceback" not in out.stderr
 
+    twice = tmp_path / "twice.yaml"  # a key given twice: YAML would keep the last, silently
+    twice.write_text("name: x\nload:\n  levels: [1]\nload:\n  levels: [2]\n")
+    out = _cli("validate", str(twice))
+    assert out.returncode == 2 and "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    assert f"{twice}: load: the key is given twice, at lines 2 and 4" in out.stderr, out.stderr
+
     out = _cli("validate", str(tmp_path / "missing.yaml"))
     assert out.returncode == 2 and "no such scenario file" in out.stderr
 

@@ -499,6 +499,22 @@ def test_the_terminal_says_once_why_the_noise_is_unknown(pair):
     said = "  (below) run-to-run noise unknown: 1 reference run(s) of this workload, 3 needed: add --history with 2 more"
     assert out.splitlines().count(said) == 1 and out.count("add --history with 2 more") == 2, out  # and the headline
 
+@pytest.mark.parametrize("history, min_history, few", [((), (), True), (("history",), (), False),
+                                                       (("history",), ("--min-history", "4"), True)],
+                         ids=["alone", "with-history", "history-below-min-history"])
+def test_markdown_and_html_say_alike_whether_the_reference_runs_are_too_few(pair, tmp_path, history, min_history, few):
+    """compare.md said "Run-to-run noise from 1 reference run(s)" without the page's "too few to know
+    it: give --history", and the page counted against 3 whatever --min-history said."""
+    _, base, _, slow = pair
+    extra = [*(history_of(pair) if history else ()), *min_history]
+    cli("compare", str(base), str(slow), "--markdown", str(tmp_path / "c.md"), "--html", str(tmp_path / "c.html"), *extra)
+    runs = 3 if history else 1
+    said = f"{runs} reference run(s) of this workload (1 baseline(s), 1 candidate(s)"
+    said += "; too few to know it: give --history)" if few else ")"
+    assert f"Run-to-run noise from {said}." in (tmp_path / "c.md").read_text()
+    assert f"<th>run-to-run noise</th><td>{said}</td>" in (tmp_path / "c.html").read_text()
+
+
 def _as_open_loop(run: Path, out: Path, mode: str) -> Path:
     """A copy of ``run`` whose run.json says its levels were rates (``open_loop``) or speedups."""
     shutil.copytree(run, out)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from loadtest.load.modes import load_mode
 from loadtest.errors import InputError
@@ -100,6 +101,28 @@ def test_a_union_field_is_one_problem_said_by_the_member_that_fits(value, messag
     with pytest.raises(InputError) as err:
         parse_scenario({"name": "x", "load": {"levels": [1]}, "workload": {"max_tokens": value}})
     assert str(err.value).endswith(message)
+
+
+#: A length that is only a {mean, stddev} model (``prompt_tokens``) takes a number too, so a value of
+#: neither type is said as the union ``max_tokens`` says it. A trial: ``prompt_tokens: "lots"`` read
+#: "must be a mapping of keys", without the integer form or the value.
+WRONG_LENGTH = [("lots", "'lots'"), (1.5, "1.5"), (True, "true"), ([1], "[1]")]
+
+
+@pytest.mark.parametrize("value,shown", WRONG_LENGTH, ids=[s for _, s in WRONG_LENGTH])
+@pytest.mark.parametrize("where", ["workload", "class", "query"])
+def test_a_wrong_length_says_both_forms_and_the_value_as_max_tokens_does(where, value, shown):
+    workload = {"workload": {"prompt_tokens": value},
+                "class": {"classes": [{"name": "a", "prompt_tokens": value}]},
+                "query": {"query_tokens": value}}[where]
+    path = {"workload": "workload.prompt_tokens", "class": "workload.classes[0].prompt_tokens",
+            "query": "workload.query_tokens"}[where]
+    with pytest.raises(InputError) as err:
+        parse_scenario({"name": "x", "load": {"levels": [1]}, "workload": workload})
+    assert str(err.value).endswith(f"{path}: must be an integer or a mapping of keys (got {shown})"), err.value
+    with pytest.raises(InputError) as err:  # the same words as the union field's
+        parse_scenario({"name": "x", "load": {"levels": [1]}, "workload": {"max_tokens": value}})
+    assert str(err.value).endswith(f"workload.max_tokens: must be an integer or a mapping of keys (got {shown})")
 
 
 def test_a_plain_number_is_a_length_without_spread_wherever_a_length_is_a_distribution():
@@ -210,3 +233,36 @@ def test_a_bad_name_is_told_what_its_own_pattern_allows():
         parse_scenario({"name": "x", "load": {"levels": [1]},
                         "workload": {"classes": [{"name": "a.b", "weight": 1}]}})
     assert str(err.value).endswith("workload.classes[0].name: must be letters, digits, '_' or '-'"), err.value
+
+
+#: A key given twice in one mapping: YAML keeps the last silently, so the file is refused with the
+#: key's YAML path and both lines. A trial: two ``load:`` blocks validated, and ran the second.
+DUPLICATED = [
+    ("name: x\nload:\n  levels: [1]\nload:\n  levels: [2]\n", "load: the key is given twice, at lines 2 and 4"),
+    ("name: x\nload: {levels: [1]}\nslo:\n  ttft_ms: {p95: 500}\n  itl_ms: {p95: 50}\n  ttft_ms: {p95: 900}\n",
+     "slo.ttft_ms: the key is given twice, at lines 4 and 6"),
+    ("name: x\nload: {levels: [1]}\nworkload:\n  classes:\n    - {name: a}\n    - name: b\n      weight: 1\n      weight: 2\n",
+     "workload.classes[1].weight: the key is given twice, at lines 7 and 8"),
+    ("name: x\nload: {levels: [1]}\ntarget: {headers: {X-A: '1', X-A: '2'}}\n",
+     "target.headers.X-A: the key is given twice, at line 3"),
+]
+
+
+@pytest.mark.parametrize("text,message", DUPLICATED, ids=[m.split(":")[0] for _, m in DUPLICATED])
+def test_a_key_given_twice_is_refused_with_its_yaml_path_and_lines(tmp_path, text, message):
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    with pytest.raises(InputError) as err:
+        load_scenario(path)
+    assert str(err.value) == f"{path}: {message} (YAML would keep only the last, silently)"
+
+
+def test_keys_that_only_look_alike_and_merged_keys_are_not_duplicates():
+    """``1`` and ``"1"`` are two keys; a key after ``<<: *defaults`` overrides the merged one by design."""
+    from loadtest.scenario._yaml import read_yaml
+
+    assert read_yaml("a: {1: x, '1': y}\n") == {"a": {1: "x", "1": "y"}}
+    assert read_yaml("d: &d {p95: 1, p99: 2}\ns:\n  <<: *d\n  p95: 3\n") == {
+        "d": {"p95": 1, "p99": 2}, "s": {"p95": 3, "p99": 2}}
+    with pytest.raises(yaml.YAMLError, match="d.p99: the key is given twice"):  # checked where the anchor is
+        read_yaml("d: &d {p99: 1, p99: 2}\ns:\n  <<: *d\n")

@@ -191,6 +191,25 @@ def test_an_unknown_class_prefix_is_a_clear_error():
     assert split_overrides(["e2e_ms.p95=1"], ["chat"]) == (["e2e_ms.p95=1"], {})
 
 
+#: A class's override is quoted whole: ``--slo chat.e2e_ms.p95=abc`` read "--slo 'e2e_ms.p95=abc'",
+#: an override the user never typed (the class prefix was dropped before it was checked).
+CLASS_MISTAKES = [
+    ("chat.e2e_ms.p95=abc", "--slo 'chat.e2e_ms.p95=abc': expected a number, got 'abc'"),
+    ("chat.e2e_ms.p97=3", "--slo 'chat.e2e_ms.p97=3': unknown percentile 'p97'"),
+    ("batch.max_error_rate=2", "--slo 'batch.max_error_rate=2': an error rate is a fraction between 0 and 1"),
+    ("chat.bogus.p95=3", "bad --slo override 'chat.bogus.p95=3': unknown metric 'bogus'"),
+    ("chat.e2e_ms=3", "bad --slo override 'chat.e2e_ms=3': expected METRIC.PERCENTILE=LIMIT"),
+    ("chat.e2e_ms.p95", "bad --slo override 'chat.e2e_ms.p95': expected METRIC.PERCENTILE=LIMIT"),
+]
+
+
+@pytest.mark.parametrize("override,message", CLASS_MISTAKES, ids=[o for o, _ in CLASS_MISTAKES])
+def test_a_class_override_s_mistake_quotes_the_override_as_given(override, message):
+    with pytest.raises(InputError) as err:
+        class_slos(RUN, SloSpec.from_dict({"itl_ms": {"p95": 50}}), [override])
+    assert str(err.value).startswith(message), err.value
+
+
 def test_a_valid_output_floor_needs_a_run_that_asked_for_structured_output():
     """``analyze --slo min_valid_output_rate=…`` on a run whose answers were never checked judged
     nothing and passed every level; the scenario refuses the same floor in YAML."""
