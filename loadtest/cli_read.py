@@ -17,10 +17,23 @@ from loadtest.cost_cli import add_cost_args, check_peak_for_mode, cost_options, 
 from loadtest.load.modes import load_mode
 from loadtest.errors import InputError
 from loadtest.paths import read_run_json, run_folder, run_records
-from loadtest.scenario import load_scenario
+from loadtest.redact import public_url
+from loadtest.scenario import Scenario, load_scenario
 from loadtest.storage.glue import GATE_OUTPUTS, remote_io
 from loadtest.storage.remote import path_arg
 from loadtest.workload import prepare
+
+
+def _target_line(scenario: Scenario) -> str:
+    """Which endpoint ``run`` would load, and whether the file chose it.
+
+    A scenario without ``target.base_url`` validated as "ok" with no word of where its load would
+    go: the default is the built-in mock's address, which a user who forgot the key did not mean.
+    """
+    target = scenario.target
+    chosen = "base_url" in target.model_fields_set
+    return (f"target: {public_url(target.base_url)} ({target.api}, model {target.model})"
+            + ("" if chosen else ": the default, the built-in mock's address; set target.base_url or pass --target"))
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
@@ -30,6 +43,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     total = len(mode.levels()) * scenario.load.level_duration_s
     what = mode.describe()
     print(f"{args.scenario}: ok ({scenario.name}: {what}, about {total:g} s of load)")
+    print("  " + _target_line(scenario))
     for d in datasets:
         skipped = f", {d['skipped']} skipped" if d["skipped"] else ""
         print(f"  dataset {d['path']}: {d['rows']} {d['format']} prompts{skipped}")

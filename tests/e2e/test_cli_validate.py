@@ -75,3 +75,21 @@ def test_a_missing_dataset_is_named_by_its_yaml_path_and_fails_validate(tmp_path
     assert result.returncode == 2
     assert "workload.dataset.path: no such file" in result.stderr and "data/missing.jsonl" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+
+
+def test_validate_says_where_the_load_would_go_and_whether_the_file_chose_it(tmp_path):
+    """A scenario without target.base_url validated as "ok" without a word of where its load would
+    go (the built-in mock's default address)."""
+    bare = tmp_path / "bare.yaml"
+    bare.write_text("name: bare\nload:\n  levels: [1]\n  level_duration_s: 10\n")
+    out = _cli("validate", str(bare))
+    assert out.returncode == 0, out.stderr
+    assert "target: http://127.0.0.1:8000/v1 (chat, model mock-model): the default" in out.stdout
+    chosen = tmp_path / "chosen.yaml"
+    chosen.write_text("name: chosen\ntarget:\n  base_url: https://user:pw@llm.example/v1\n  model: m\n"
+                      "load:\n  levels: [1]\n  level_duration_s: 10\n")
+    out = _cli("validate", str(chosen))
+    assert out.returncode == 0, out.stderr
+    line = next(t for t in out.stdout.splitlines() if "target:" in t)
+    assert "llm.example/v1 (chat, model m)" in line and "the default" not in line
+    assert "pw" not in out.stdout  # the URL's password is not printed
