@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from loadtest.analysis.capacity import confidence_pct
 from loadtest.analysis.bootstrap import CONFIDENCE
-from loadtest.compare.rules import ABSOLUTE, CAPACITY, VALID_OUTPUT
+from loadtest.compare.rules import ABSOLUTE, CAPACITY, ERROR_RATE, VALID_OUTPUT
 
 Verdict = str  # "regression" | "improvement" | "unchanged" | "inconclusive"
 
@@ -127,6 +127,13 @@ def fmt_change(change: Change) -> str:
     lo, hi = change.ci
     if change.kind == CAPACITY:
         return f(change.change)
+    if change.kind in ABSOLUTE and change.baseline == change.candidate and lo == hi == 0.0 \
+            and change.baseline in (0.0, 1.0):
+        # both runs at the boundary (no failure, or every answer valid): resampled requests are all alike,
+        # so the interval collapses to [+0.0, +0.0], which read as a certainty 24 requests cannot give
+        none = "no request failed in either run" if change.kind == ERROR_RATE else \
+            "every checked answer was valid in both runs"
+        return f"{f(change.change)} ({none}, so no interval)"
     return f"{f(change.change)} [{f(lo)}, {f(hi)}]"
 
 

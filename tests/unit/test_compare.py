@@ -105,6 +105,24 @@ def test_classify_by_interval_and_tolerance():
     assert classify(math.nan, math.nan, 0.05) == ("inconclusive", True)
 
 
+def test_a_rate_with_no_event_in_either_run_claims_no_interval():
+    """0 failures of 24 against 0 of 27 read "+0.0 pp [+0.0 pp, +0.0 pp]": the resampled requests
+    are all alike, so the interval collapses, and a certainty 24 requests cannot give was printed."""
+    from loadtest.compare.change import describe_change
+
+    def change(kind, b, c, ci):
+        return Change(check=kind, kind=kind, level=4, baseline=b, candidate=c, change=c - b, ci=ci,
+                      relative=False, tolerance=0.01, verdict="unchanged", may_regress=False, gating=True)
+
+    text = describe_change(change("error_rate", 0.0, 0.0, (0.0, 0.0)), 0.9875)
+    assert "[+0.0 pp, +0.0 pp]" not in text and "no request failed in either run, so no interval" in text
+    text = describe_change(change("valid_output_rate", 1.0, 1.0, (0.0, 0.0)), 0.9875)
+    assert "every checked answer was valid in both runs, so no interval" in text
+    # an interval that the requests did give is printed as before
+    text = describe_change(change("error_rate", 0.02, 0.03, (-0.01, 0.03)), 0.9875)
+    assert "+1.0 pp [-1.0 pp, +3.0 pp]" in text
+
+
 def test_relative_change_edge_cases():
     got = relative_change(np.array([110.0, np.inf, 50.0, np.inf, 0.0]), np.array([100.0, 100.0, np.inf, np.inf, 0.0]))
     assert got[0] == pytest.approx(0.10)
