@@ -61,6 +61,13 @@ DEFAULT_TRAFFIC_GROWTH = 0.10  # per minute
 #: Waiting below this (p50) at capacity counts as "nothing waits": arrivals sit in the
 #: queue until the next engine step, so a scrape now and then sees one in passing.
 NOTHING_WAITS = 0.5
+#: A signal is said to rise from the capacity level to the first failing one only from this many
+#: scrapes at each: a trial's levels, decided in a few seconds at the default 1 s interval, had 3,
+#: whose medians aliased with the 1 s request cycle (running read 8 at both 8 and 10 users, waiting
+#: 0 then 2), and "scale out when any request waits" was recommended for a server where, over 16
+#: scrapes, one or two already waited at 8 users. With fewer, no signal separates, the most direct
+#: one is used, and the sentence says why.
+MIN_SEPARATING_SCRAPES = 8
 
 
 @dataclass(frozen=True)
@@ -274,7 +281,8 @@ def recommend(
             fail = server.pod_stats(fail_level.index, signal.metric) if fail_level is not None else None
             typical = _typical_below(server, levels, cap_level.load, signal.metric)
             threshold, why = _threshold(signal, cap, fail, headroom, typical)
-            sep = _separation(signal, cap, fail, typical)
+            few = cap.n < MIN_SEPARATING_SCRAPES or (fail is not None and 0 < fail.n < MIN_SEPARATING_SCRAPES)
+            sep = 0.0 if few else _separation(signal, cap, fail, typical)
             result.signals.append(
                 SignalRecommendation(signal.metric, signal.server, signal.role, cap, fail, threshold, why, sep > 0, sep)
             )
@@ -361,7 +369,12 @@ def _signal_sentences(result: Autoscaling, fail: float | None) -> list[str]:
     extra = ""
     if running is not None and best.metric != running.metric and running.threshold is not None:
         extra = f", or when running > {running.threshold:g} per replica"
+    scrapes = (best.at_capacity.n, best.at_first_failing.n if best.at_first_failing is not None else 0)
+    few = fail is not None and 0 < min(scrapes) < MIN_SEPARATING_SCRAPES
     why = "it is the most direct signal that rises from the capacity level to the first failing one" if best.separates else (
+        f"the levels had too few scrapes to tell the capacity level from the first failing one ({scrapes[0]} and "
+        f"{scrapes[1]}; at least {MIN_SEPARATING_SCRAPES} each: a shorter target.metrics.interval_s, or longer "
+        "levels), so the most direct one is used" if few else
         "no signal rises between the capacity and the first failing level, so the most direct one is used" if fail is not None
         else "it is the most direct measure of load"
     )

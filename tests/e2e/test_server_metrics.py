@@ -166,6 +166,26 @@ def test_waiting_requests_become_the_signal_when_running_is_pinned_at_the_batch_
     assert "Trigger: vllm:num_requests_waiting >= 1 (any request waits) per replica" in header, header[:600]
 
 
+def test_a_signal_seen_in_too_few_scrapes_is_not_said_to_rise():
+    """A trial's levels had 3 scrapes each (decided in seconds at the default 1 s interval): waiting
+    read 0 then 2, running 8 and 8, and "scale out when any request waits" was recommended on that.
+    With fewer than MIN_SEPARATING_SCRAPES at a level no signal separates, the most direct one is
+    used, and the sentence says why; with enough, the same run picks waiting as before."""
+    from loadtest.analysis.autoscaling import MIN_SEPARATING_SCRAPES
+
+    requests, run, samples = _run(max_batch=6)
+    walls = np.sort(samples["wall"].unique())
+    sparse = samples[samples["wall"].isin(walls[::4])].reset_index(drop=True)  # one scrape in 4: 4 or 5 a level
+    slo = SloSpec.from_dict(run["scenario"]["slo"])
+    a = analyze(requests, run, slo, server_samples=sparse, resamples=200)
+    rec = a.autoscaling
+    assert 0 < rec.best_signal().at_capacity.n < MIN_SEPARATING_SCRAPES
+    assert not any(s.separates for s in rec.signals)
+    assert rec.best == "vllm:num_requests_running"
+    assert "too few scrapes to tell the capacity level from the first failing one" in rec.paragraph
+    assert _analyze(max_batch=6).autoscaling.best == "vllm:num_requests_waiting"
+
+
 def test_a_server_that_sees_half_the_users_is_flagged():
     a = _analyze(in_flight_share=0.5)
     flagged = [w for w in a.warnings if "queues in between" in w]
