@@ -2,10 +2,11 @@
 
 The cost is the engine's own (MODEL.md): an embeddings request is a sequence
 of one step, admitted like any other, whose prefill is ``P`` per input token
-(all its inputs' words together). So a step that admits it lasts
-``B + S × r + P × L`` with ``L`` the batch's tokens, and with ``c`` closed-loop
-users the e2e latency is about ``c × P × L + 2 × B`` once the engine is busy
-(every user waits for the others' batches and then its own). vLLM's pooling
+(all its inputs' words together). So a step that admits ``k`` of them lasts
+``B + k × (S + P × L)`` with ``L`` each request's tokens, and with ``c``
+closed-loop users the e2e latency is about ``c × (P × L + S) + 2 × B`` once the
+engine is busy (every user waits for the step that admits the others' batches
+and then its own). vLLM's pooling
 runner works the same way: prefill only, batched by its scheduler.
 
 Vectors are ``--embedding-dim`` floats derived from the input's position, so a

@@ -10,7 +10,7 @@ data: [{index, object: score, score}], usage}``.
 The cost is the engine's, as for embeddings (:mod:`embeddings`): a cross-encoder reads each
 pair as one sequence of the query's and the document's tokens, so a request is one step whose
 prefill is ``P`` per token of all its pairs together, ``L = Σ (query + document_i)``; with ``c``
-closed-loop users the e2e latency is about ``c × P × L + 2 × B`` once the engine is busy.
+closed-loop users the e2e latency is about ``c × (P × L + S) + 2 × B`` once the engine is busy.
 ``usage.prompt_tokens`` is that ``L``.
 """
 
