@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from loadtest.analysis.slo import SloSpec
+from loadtest.client.unary import UNARY_APIS
 from loadtest.metric_registry import PERCENTILES
 
 CheckVerdict = Literal["pass", "fail", "uncertain", "no_data"]
@@ -266,3 +267,14 @@ class Analysis:
 
     def level(self, concurrency: int) -> LevelResult | None:
         return next((lv for lv in self.levels if lv.concurrency == concurrency), None)
+
+    @property
+    def unary(self) -> bool:
+        """Were the requests answered in one body (embeddings, rerank, score), not streamed?
+
+        Decided here once because every output must speak the same kind: a unary run has no first
+        token and no token gaps, and its throughput is input tokens/s and items/s, not output
+        tokens/s (which are 0). The report, the terminal and the cost line each asked the target
+        themselves, and the ones that did not spoke of a chat stream ("0 output tok/s").
+        """
+        return (self.target or {}).get("api") in UNARY_APIS

@@ -90,19 +90,22 @@ def latency_figure(analysis: Analysis) -> go.Figure:
 
 
 def throughput_figure(analysis: Analysis) -> go.Figure:
+    """Requests/s and goodput, and on the right axis the tokens: output tokens/s, or for a unary
+    run (embeddings, rerank, score: no output tokens) the input tokens/s it was sent."""
     levels = [lv for lv in analysis.levels if lv.status != "no_data"]
     xs = [lv.load for lv in levels]
+    tokens, attr = ("input tokens/s", "input_tokens_per_s") if analysis.unary else ("output tokens/s", "output_tokens_per_s")
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     fig.add_trace(go.Scatter(x=xs, y=finite(lv.requests_per_s for lv in levels), name="requests/s",
                              mode="lines+markers"), secondary_y=False)
     fig.add_trace(go.Scatter(x=xs, y=finite(lv.goodput_rps for lv in levels), name="goodput (requests/s within SLO)",
                              mode="lines+markers", line=dict(color="#1a7f37")), secondary_y=False)
-    fig.add_trace(go.Scatter(x=xs, y=finite(lv.output_tokens_per_s for lv in levels), name="output tokens/s",
+    fig.add_trace(go.Scatter(x=xs, y=finite(getattr(lv, attr) for lv in levels), name=tokens,
                              mode="lines+markers", line=dict(dash="dot", color="#8250df")), secondary_y=True)
     mark_capacity(fig, analysis)
     fig.update_xaxes(**concurrency_axis(levels))
     fig.update_yaxes(title="requests/s", rangemode="tozero", secondary_y=False)
-    fig.update_yaxes(title="output tokens/s", rangemode="tozero", secondary_y=True)
+    fig.update_yaxes(title=tokens, rangemode="tozero", secondary_y=True)
     fig.update_layout(height=420, title=f"Throughput and goodput against {load_words(levels)[2]}")
     return fig
 

@@ -19,7 +19,6 @@ from pathlib import Path
 from plotly.offline import get_plotlyjs
 
 from loadtest.analysis.results import Analysis
-from loadtest.client.unary import UNARY_APIS
 from loadtest.records import replace_text
 from loadtest.run_files import REPORT_HTML
 from loadtest.redact import scrub
@@ -55,7 +54,7 @@ __all__ = ["REPORT_HTML", "plain_verdict", "render_html", "write_html"]
 def render_html(analysis: Analysis) -> str:
     """The whole report as one HTML string (plotly.js inlined once)."""
     has_data = any(lv.status != "no_data" for lv in analysis.levels)
-    unary = (analysis.target or {}).get("api") in UNARY_APIS  # embeddings: no stream to plot
+    unary = analysis.unary  # embeddings, rerank, score: no stream to plot
     figures = []
     if has_data:
         figures = [

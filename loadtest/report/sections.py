@@ -21,8 +21,16 @@ from loadtest.report.plotting import STATUS_COLOURS, VERDICT_COLOURS, load_words
 from loadtest.metric_registry import METRICS
 from loadtest.report.terminal import describe_ending, describe_hold
 
-#: The latency cells of the per-level table: (metric, percentile), from the registry's ``report_table``.
+#: The latency cells of the per-level table: (metric, percentile), from the registry's ``report_table``;
+#: a unary run (embeddings, rerank, score) keeps those it measures (a stream's would be columns of dashes).
 _TABLE_CELLS = [(m, pct) for m in METRICS for pct in m.report_table]
+_UNARY_CELLS = [(m, pct) for m, pct in _TABLE_CELLS if m.unary]
+#: The per-level table's throughput columns (heading, LevelResult attribute, format): a stream's
+#: output tokens; a unary answer has none (0 tok/s), its throughput is what it was sent.
+_RATE_COLUMNS = {
+    False: (("tok/s", "output_tokens_per_s", ".0f"),),
+    True: (("input tok/s", "input_tokens_per_s", ".0f"), ("items/s", "items_per_s", ".1f")),
+}
 
 
 def header(analysis: Analysis) -> str:
@@ -52,13 +60,15 @@ def header(analysis: Analysis) -> str:
     facts = [
         ("Verdict", cap.verdict.replace("_", " ")),
         ("Binding SLO", (f"{cap.binding_class}: " if cap.binding_class and cap.binding else "") + _binding_at(cap)),
-        ("At capacity", _at_capacity(cap, analysis.autoscaling.replicas if analysis.autoscaling else None)),
+        ("At capacity", _at_capacity(cap, analysis.autoscaling.replicas if analysis.autoscaling else None,
+                                     analysis.unary)),
         ("Target", f"{target.get('model', '?')} · {target.get('base_url', '?')} · {target.get('api', '?')}"),
         ("SLOs", slo),
         ("Date", date),
         ("Token counts", sources),
-        ("ITL unit", "per token (a chunk's gap is spread over its tokens)"),
     ]
+    if not analysis.unary:  # an answer in one body has no gaps between tokens to give a unit
+        facts.append(("ITL unit", "per token (a chunk's gap is spread over its tokens)"))
     rows = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in facts)
     return f"""
 <section class="verdict" style="border-color:{colour}">
@@ -111,18 +121,24 @@ def _binding_words(analysis: Analysis) -> str:
     return "the error rate" if binding and "error" in str(binding) else f"{binding}"
 
 
-def _at_capacity(cap: Any, replicas: int | None) -> str:
+def _at_capacity(cap: Any, replicas: int | None, unary: bool = False) -> str:
     """The traffic served at capacity: the endpoint's, and each replica's share when it is a fleet.
 
     The figures are the whole endpoint's; calling them "per replica" was right only for one
-    replica (a fleet of 2 at 19.9 req/s read "19.9 req/s per replica").
+    replica (a fleet of 2 at 19.9 req/s read "19.9 req/s per replica"). A unary run's throughput
+    is input tokens/s and items/s: its output tokens/s is 0, which read as nothing served.
     """
     if cap.requests_per_s is None:
         return "—"
     good = cap.goodput_rps if cap.goodput_rps is not None and math.isfinite(cap.goodput_rps) else None
 
     def figures(share: float) -> str:
-        parts = [f"{cap.requests_per_s / share:.2f} req/s", f"{cap.output_tokens_per_s / share:.0f} output tok/s"]
+        parts = [f"{cap.requests_per_s / share:.2f} req/s"]
+        if unary:
+            parts += [f"{_num(_over(cap.input_tokens_per_s, share), '.0f')} input tok/s",
+                      f"{_num(_over(cap.items_per_s, share), '.1f')} items/s"]
+        else:
+            parts.append(f"{cap.output_tokens_per_s / share:.0f} output tok/s")
         if good is not None:
             parts.append(f"goodput {good / share:.2f} req/s")
         return " · ".join(parts)
@@ -130,6 +146,10 @@ def _at_capacity(cap: Any, replicas: int | None) -> str:
     if replicas and replicas > 1:
         return f"{figures(1)} for the {replicas} replicas ({figures(replicas)} a replica)"
     return figures(1) + (" (one replica)" if replicas == 1 else "")
+
+
+def _over(value: float | None, share: float) -> float | None:
+    return None if value is None else value / share
 
 
 def _calculator(analysis: Analysis) -> str:
@@ -188,10 +208,12 @@ def _cell_ms(level: LevelResult, metric: str, pct: str) -> str:
 
 def levels_table(analysis: Analysis) -> str:
     unit = "offered req/s" if any(lv.rate_rps is not None for lv in analysis.levels) else "users"
+    cells, rates = (_UNARY_CELLS, _RATE_COLUMNS[True]) if analysis.unary else (_TABLE_CELLS, _RATE_COLUMNS[False])
     head = (
         f"<tr><th>{unit}</th><th>requests</th><th>errors</th>"
-        + "".join(f"<th>{_e(m.short_label)} {pct}</th>" for m, pct in _TABLE_CELLS)
-        + "<th>req/s</th><th>tok/s</th><th>goodput</th><th>spillover</th><th>ran</th><th>verdict</th></tr>"
+        + "".join(f"<th>{_e(m.short_label)} {pct}</th>" for m, pct in cells)
+        + "<th>req/s</th>" + "".join(f"<th>{_e(name)}</th>" for name, _, _ in rates)
+        + "<th>goodput</th><th>spillover</th><th>ran</th><th>verdict</th></tr>"
     )
     rows = []
     for lv in analysis.levels:
@@ -206,10 +228,10 @@ def levels_table(analysis: Analysis) -> str:
         rows.append(
             "<tr>"
             f"<td class='num'>{lv.load_text}</td><td class='num'>{lv.requests}</td><td class='num'>{_e(err)}</td>"
-            + "".join(_cell_ms(lv, m.name, pct) for m, pct in _TABLE_CELLS)
+            + "".join(_cell_ms(lv, m.name, pct) for m, pct in cells)
             + f"<td class='num'>{_num(lv.requests_per_s, '.2f')}</td>"
-            f"<td class='num'>{_num(lv.output_tokens_per_s, '.0f')}</td>"
-            f"<td class='num'>{_num(lv.goodput_rps, '.2f')}</td><td class='num'>{lv.spillover}</td>"
+            + "".join(f"<td class='num'>{_num(getattr(lv, attr), fmt)}</td>" for _, attr, fmt in rates)
+            + f"<td class='num'>{_num(lv.goodput_rps, '.2f')}</td><td class='num'>{lv.spillover}</td>"
             + _ran_cell(lv.decision)
             + f"<td style='color:{STATUS_COLOURS.get(lv.status, '#000')}'><b>{_e(lv.status)}</b>"
             f"{' · ' + _e(', '.join(flags)) if flags else ''}</td></tr>"

@@ -18,7 +18,6 @@ from rich.text import Text
 from loadtest.analysis.capacity import fmt_ms
 from loadtest.analysis.results import Analysis, Check, LevelResult
 from loadtest.analysis.slo import METRIC_LABELS
-from loadtest.client.unary import UNARY_APIS
 from loadtest.metric_registry import BY_NAME, names
 from loadtest.report.why import limits_line
 
@@ -96,8 +95,11 @@ def _rate(value: float, fmt: str) -> str:
 
 
 def build_table(analysis: Analysis) -> Table:
+    """The per-level table; a unary run's (embeddings, rerank, score) has e2e and TTFB, input tok/s
+    and items/s instead of a stream's TTFT, ITL, TPOT and output tok/s, and no word on ITL's unit."""
+    unary = analysis.unary
     table = Table(
-        title=f"{analysis.name or 'run'}: per level (latency in ms, ITL per token)",
+        title=f"{analysis.name or 'run'}: per level (latency in ms{'' if unary else ', ITL per token'})",
         title_justify="left",
         box=box.SIMPLE_HEAD,
         pad_edge=False,
@@ -114,7 +116,6 @@ def build_table(analysis: Analysis) -> Table:
     table.add_column("reqs", justify="right", no_wrap=True)
     table.add_column("errors", justify="right", no_wrap=True)
     percentiles = {}
-    unary = (analysis.target or {}).get("api") in UNARY_APIS  # embeddings: no stream, e2e and input rates
     metrics = UNARY_METRICS if unary else TERMINAL_METRICS
     for metric in metrics:
         percentiles[metric] = _column_percentile(analysis, metric)

@@ -85,14 +85,41 @@ def limits_line(analysis: Any) -> str:
         at = f"; at capacity the step is {capacity_bound_words(fit)}" if fit.get("bound_at_capacity") else ""
         parts.append(f"what limits it: {fit['sentence']}{at}")
     cost = run_cost(analysis)
-    if cost and cost.get("usd_per_million_output_tokens") is not None:
-        fleet = (f", ${cost['usd_per_hour_fleet']:g}/h for the {cost['replicas']} replicas measured"
-                 if (cost.get("replicas") or 1) > 1 else "")
-        text = (f"cost: ${cost['usd_per_million_output_tokens']:.2f} per million output tokens on goodput "
-                f"(${cost['usd_per_hour']:g}/h per replica{fleet})")
-        fc = cost.get("forecast")
-        if fc:
-            text += (f"; {fc['peak']:g} peak {fc['unit']}: {fc['peak_replicas']} replicas, "
-                     f"${fc['monthly_usd_autoscaled']:,.0f} a month autoscaled, ${fc['monthly_usd_static']:,.0f} static")
+    text = cost_line(cost, analysis.unary) if cost else ""
+    if text:
         parts.append(text)
     return "\n".join(parts)
+
+
+def usd(value: float) -> str:
+    """A unit price small enough to need its digits: a unary run's cost a million input tokens or a
+    thousand requests is cents ($0.034), which two decimals would round to $0.03 or $0.00."""
+    return f"${value:.2f}" if value >= 0.1 else f"${value:.2g}"
+
+
+def cost_line(cost: dict[str, Any], unary: bool) -> str:
+    """The terminal's ``cost:`` line ('' when there is no unit price: no capacity level, nothing good).
+
+    A stream is priced per million output tokens. A unary run (embeddings, rerank, score) has no
+    output tokens, so it is priced per million input tokens (``usd_per_million_tokens``, prompt +
+    output) and per thousand requests: keyed on output tokens alone, its line was left out though
+    summary.json and the report had the cost.
+    """
+    fleet = (f", ${cost['usd_per_hour_fleet']:g}/h for the {cost['replicas']} replicas measured"
+             if (cost.get("replicas") or 1) > 1 else "")
+    per_hour = f"(${cost['usd_per_hour']:g}/h per replica{fleet})"
+    if unary:
+        tokens, requests = cost.get("usd_per_million_tokens"), cost.get("usd_per_thousand_requests")
+        if tokens is None or requests is None:
+            return ""
+        text = (f"cost: {usd(tokens)} per million input tokens, {usd(requests)} per thousand requests "
+                f"on goodput {per_hour}")
+    elif cost.get("usd_per_million_output_tokens") is not None:
+        text = f"cost: ${cost['usd_per_million_output_tokens']:.2f} per million output tokens on goodput {per_hour}"
+    else:
+        return ""
+    fc = cost.get("forecast")
+    if fc:
+        text += (f"; {fc['peak']:g} peak {fc['unit']}: {fc['peak_replicas']} replicas, "
+                 f"${fc['monthly_usd_autoscaled']:,.0f} a month autoscaled, ${fc['monthly_usd_static']:,.0f} static")
+    return text

@@ -12,21 +12,33 @@ from typing import Any
 
 from loadtest.analysis.capacity_limit import capacity_limit
 from loadtest.analysis.run_cost import run_cost
-from loadtest.report.why import capacity_bound_words, why
+from loadtest.report.why import capacity_bound_words, usd, why
 
 
 def _money(value: Any) -> str:
     return "—" if value is None else f"${value:,.2f}"
 
 
-def _cost_block(cost: dict[str, Any]) -> str:
-    rows = [
-        ("Price", f"{_money(cost['usd_per_hour'])} per replica-hour"),
+def _unit_prices(cost: dict[str, Any], unary: bool) -> list[tuple[str, str]]:
+    """The cost's unit prices. A unary run (embeddings, rerank, score) has no output tokens: its
+    rows are per million input tokens and per thousand requests, in cents' digits, not "—"."""
+    if unary:
+        return [(label, "—" if cost.get(key) is None else usd(cost[key])) for label, key in (
+            ("$ per million input tokens", "usd_per_million_tokens"),
+            ("$ per thousand requests", "usd_per_thousand_requests"))]
+    return [
         ("$ per million output tokens", _money(cost.get("usd_per_million_output_tokens"))
          + (f" (on all successful tokens, ignoring the SLO: {_money(cost.get('usd_per_million_output_tokens_throughput'))})"
             if cost.get("usd_per_million_output_tokens_throughput") is not None else "")),
         ("$ per million tokens (prompt + output)", _money(cost.get("usd_per_million_tokens"))),
         ("$ per thousand requests", _money(cost.get("usd_per_thousand_requests"))),
+    ]
+
+
+def _cost_block(cost: dict[str, Any], unary: bool = False) -> str:
+    rows = [
+        ("Price", f"{_money(cost['usd_per_hour'])} per replica-hour"),
+        *_unit_prices(cost, unary),
     ]
     out = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in rows)
     parts = [
@@ -83,6 +95,6 @@ def why_section(analysis: Any) -> str:
             "<th>read from</th><th>efficiency</th></tr>" + "".join(rows) + "</table>"
         )
     if cost is not None:
-        parts.append("<h3 id='cost'>Cost</h3>" + _cost_block(cost))
+        parts.append("<h3 id='cost'>Cost</h3>" + _cost_block(cost, analysis.unary))
     parts.append("</section>")
     return "\n".join(parts)
