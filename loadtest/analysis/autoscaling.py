@@ -352,7 +352,8 @@ def _signal_sentences(result: Autoscaling, fail: float | None) -> list[str]:
     waiting = next((s for s in result.signals if s.role == "waiting"), None)
     if running is not None and running.at_capacity.n:
         who = "each replica runs" if (result.replicas or 1) > 1 else "the server runs"
-        seen = f"{who} {running.at_capacity.p50:g} requests"
+        runs = running.at_capacity.p50
+        seen = f"{who} {runs:g} request{'' if runs == 1 else 's'}"
         if waiting is not None and waiting.at_capacity.n:
             seen += f" with {waiting.at_capacity.p50:g} waiting"
         where = f"the mean over replicas; {running.metric}" if who.startswith("each") else running.metric
