@@ -87,7 +87,7 @@ def run_load(scenario: Scenario, options: RunOptions, state: RunState, settings,
                 web.level_ended(previous.index)
         if current is not None:
             state.spans.append(current)
-            live.level_started(current.index, current.concurrency, current.refine, current.rate_rps)
+            live.level_started(current.index, current.concurrency, current.refine, current.rate_rps, span=current)
         state.save()
 
     workers: list[subprocess.Popen] = []
