@@ -142,9 +142,13 @@ class RunRecord(_Strict):
     warmup_requests: WarmupRequests | None = None
     #: Requests resent on a fresh connection after a stale keep-alive one (not failures).
     keepalive_resends: int | None = None
-    #: Why the run stopped early, when it did not end by itself ("disk_full").
+    #: Why the run stopped early, when it did not end by itself: "disk_full", "preflight" (no load
+    #: sent), "signal" (Ctrl-C or SIGTERM: the name is in ``stop_signal``) or "web_ui" (its Stop button).
+    #: None for a complete run, and for one that was killed or crashed (then ``ended_wall`` is None too).
     stopped_by: str | None = None
     stop_error: str | None = None
+    #: With ``stopped_by: "signal"``: which one ("SIGINT", "SIGTERM"); None otherwise.
+    stop_signal: str | None = None
     #: The model's own metadata (n_params, size, n_ctx_train) for the roofline (analysis/stack.py).
     #: Read there; this version's ``run`` does not write it (profile keeps it in its own output).
     model_meta: dict[str, Any] | None = None

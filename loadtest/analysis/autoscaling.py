@@ -102,20 +102,32 @@ def derived_headroom(scale_up_s: float, growth_per_min: float) -> float:
 
 
 def resolve_headroom(options: AutoscalingOptions) -> tuple[float, str]:
-    """The headroom to use, and one sentence saying where it came from."""
-    derived = None
-    if options.scale_up_s is not None:
-        derived = derived_headroom(options.scale_up_s, options.traffic_growth_per_min)
-        growth = (1 + options.traffic_growth_per_min) ** (options.scale_up_s / 60)
-        how = (
-            f"a new replica takes {options.scale_up_s:g} s to serve; traffic growing {options.traffic_growth_per_min:.0%}/min "
-            f"grows ×{growth:.2f} meanwhile, so the trigger must fire at 1/{growth:.2f} = {1 - derived:.0%} of capacity"
+    """The headroom to use, and one sentence saying where it came from.
+
+    The sentence goes inside brackets ("Headroom 30% (…)"), so it has none of its own; with both
+    flags it says what each gave, the larger one first (it was a nested "(larger than the one
+    derived from --scale-up-s)" that never said how large that one was).
+    """
+    if options.scale_up_s is None:
+        if options.headroom is not None:
+            return options.headroom, f"--headroom {options.headroom:.0%}"
+        return DEFAULT_HEADROOM, f"the default headroom of {DEFAULT_HEADROOM:.0%}"
+    derived = derived_headroom(options.scale_up_s, options.traffic_growth_per_min)
+    growth = (1 + options.traffic_growth_per_min) ** (options.scale_up_s / 60)
+    if options.headroom is not None and options.headroom >= derived:
+        return options.headroom, (
+            f"--headroom {options.headroom:.0%}, larger than the {derived:.1%} derived from --scale-up-s "
+            f"{options.scale_up_s:g}: traffic growing {options.traffic_growth_per_min:.0%}/min grows ×{growth:.2f} "
+            "while a new replica starts"
         )
-    if options.headroom is not None and (derived is None or options.headroom >= derived):
-        return options.headroom, f"--headroom {options.headroom:.0%}" + (" (larger than the one derived from --scale-up-s)" if derived is not None else "")
-    if derived is not None:
-        return derived, how
-    return DEFAULT_HEADROOM, f"the default headroom of {DEFAULT_HEADROOM:.0%}"
+    how = (
+        f"derived from --scale-up-s {options.scale_up_s:g}: a new replica takes {options.scale_up_s:g} s to serve, "
+        f"and traffic growing {options.traffic_growth_per_min:.0%}/min grows ×{growth:.2f} meanwhile, so the trigger "
+        f"must fire at 1/{growth:.2f} = {1 - derived:.0%} of capacity"
+    )
+    if options.headroom is not None:
+        how += f"; larger than --headroom {options.headroom:.0%}"
+    return derived, how
 
 
 @dataclass

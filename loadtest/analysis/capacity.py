@@ -323,4 +323,10 @@ def _uncertain_message(cap: Capacity, undecided: list[LevelResult], fail_part: s
         # in the held figure's unit (a trace replay's rate read "up to 6.16389" beside "1.562× the traffic")
         holds += f", and up to {_amount(upper, level)} if the undecided {'levels hold' if len(undecided) > 1 else 'level holds'}"
     tail = f"; {fail_part}" if fail_part else ""
+    if level.cut_short_by is not None:
+        # not too close to a limit: stopped before a look could decide it (its checks' own words say how far)
+        ran = max(0.0, level.end_wall - level.start_wall)
+        return (f"{holds}; the verdict is uncertain because {level.cut_short_by} stopped the run "
+                f"{ran:.1f} s into its level of {level.label}, before a look could decide it: {why}{tail}. "
+                "A run left to finish that level can decide it.")
     return f"{holds}; the verdict is uncertain: {why}{tail}. Longer levels (load.max_level_duration_s) can decide it."

@@ -37,6 +37,7 @@ from loadtest.analysis.results import Analysis, LevelResult
 from loadtest.analysis.fleet import resolve_replicas
 from loadtest.analysis.server import server_view
 from loadtest.analysis.slo import SloSpec
+from loadtest.analysis.stop import mark_cut_short
 from loadtest.analysis.verdict import evaluate_level, honour_decision, verdict_confidence
 from loadtest.analysis.windows import level_windows
 from loadtest.errors import InputError
@@ -109,6 +110,7 @@ def analyze(
     _attach_ttft_by_turn(levels, frame, turns, seed, resamples, confidence)
     level_images(requests, frame, levels)
     levels.sort(key=lambda lv: (lv.load, lv.index))
+    mark_cut_short(levels, run)  # before the verdict's words: a stopped level blames the stop
     capacity = find_capacity(levels, slo, confidence)
     if slos:
         capacity.classes = {

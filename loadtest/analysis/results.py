@@ -152,6 +152,10 @@ class LevelResult:
     items_per_s: float | None = None
     #: With workload.images: images and bytes per request, and TTFT by image count (:mod:`images`).
     images: dict[str, Any] | None = None
+    #: The stop that ended this level before it was decided, in words ("an interrupt (SIGINT)",
+    #: :mod:`loadtest.analysis.stop`); None for a level that ended by itself. Not in summary.json
+    #: (run.json's ``stopped_by`` and the level's empty ``decision`` say it there).
+    cut_short_by: str | None = None
 
     @property
     def load(self) -> float:

@@ -81,10 +81,12 @@ class Hold:
         self.start_wall = span.end_wall if span.end_wall is not None else time.time()
         self._start_perf = time.perf_counter() - max(0.0, time.time() - self.start_wall)
         self.waited_for = pending(span)
+        span.holding = self.waited_for
 
     def over(self) -> bool:
         """True (and the hold is written to the span) once no measured request runs, or at the cap."""
         running = self.waited_for if self.waited_for == 0 else self.pending(self.span)
+        self.span.holding = running
         if running == 0:
             self.finish("drained")
             return True
@@ -96,6 +98,7 @@ class Hold:
     def finish(self, ended: str, censored: int = 0) -> None:
         """Record the hold on the span (run.json ``levels[].hold``)."""
         end = time.time()
+        self.span.holding = None
         self.span.hold = {
             "start_wall": self.start_wall,
             "end_wall": end,

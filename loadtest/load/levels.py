@@ -36,6 +36,9 @@ class LevelSpan:
     #: ``--refine`` extrapolates from during the sweep. Not written to run.json, whose
     #: analysis recomputes every value from the records.
     observed: dict = field(default_factory=dict)
+    #: While the level's hold runs (:mod:`hold`), its measured requests still running; None outside
+    #: a hold. What the live view says of a level whose window has ended. Not written to run.json.
+    holding: int | None = None
 
     def to_json(self) -> dict:
         return {

@@ -4,6 +4,10 @@ While a level runs it shows its elapsed time, what is left, and the requests
 so far. What is left is said honestly: a level ends at its next look if that
 look finds it decided, and at the last look (``max_level_duration_s``) at
 the latest, so the view gives both ("next look in 4 s, at most 52 s left").
+Once its window has ended, the level's load is held until the requests it
+measured finish (:mod:`loadtest.load.hold`); the view then says so ("decided
+pass at 6.6 s; holding its load until its 7 measured requests finish"), not
+the looks that no longer come.
 
 On a terminal it is a rich ``Live`` table with a progress bar for the level in
 force (against its longest possible length), refreshed every second. Elsewhere
@@ -16,7 +20,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import gevent
 from rich.console import Console, Group
@@ -28,6 +32,9 @@ from rich.text import Text
 from loadtest.analysis.results import fmt_rate
 from loadtest.load.progress import LevelFigures, LevelProgress, RunProgress
 from loadtest.report.terminal import describe_ending
+
+if TYPE_CHECKING:
+    from loadtest.load.levels import LevelSpan
 
 #: How often a plain (non-terminal) progress line is printed while a level runs.
 PLAIN_EVERY_S = 10.0
@@ -75,6 +82,21 @@ def remaining_text(elapsed: float, looks: Sequence[float]) -> str:
     return f"next look in {upcoming[0] - elapsed:.0f} s (ends then if decided), at most {last - elapsed:.0f} s left"
 
 
+def hold_text(decision: dict, holding: int, held_s: float) -> str:
+    """What a level in its hold is doing: its window ended (how, and when), its load held for its requests."""
+    ran = decision.get("ran_s")
+    at = f" at {ran:.1f} s" if ran is not None else ""
+    ended = decision.get("ended")
+    if ended in ("decided", "decided_early", "decided_after_extension"):
+        head = f"decided {decision.get('verdict')}{at}"
+    elif ended == "undecided_at_max":
+        head = f"still undecided at its last look{at}"
+    else:
+        head = f"window ended{at}"
+    requests = f"{holding} measured request finishes" if holding == 1 else f"{holding} measured requests finish"
+    return f"{head}; holding its load until its {requests} ({held_s:.1f} s so far)"
+
+
 @dataclass
 class RunningLevel:
     """The level in force, as the live view needs it."""
@@ -85,9 +107,18 @@ class RunningLevel:
     refine: bool = False
     #: Open loop (and trace replay): the level's offered rate; None for a level of users.
     rate_rps: float | None = None
+    #: The load stage's span of the level: its decision, and its hold while one runs (None: unknown).
+    span: "LevelSpan | None" = None
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
+
+    def holding(self) -> int | None:
+        """The measured requests its hold still waits for, once its window has ended; None before."""
+        span = self.span
+        if span is None or span.holding is None or not span.decision.get("ended"):
+            return None
+        return span.holding
 
 
 class LiveView:
@@ -129,8 +160,11 @@ class LiveView:
                 self._print_plain()
 
     # -- the level in force ---------------------------------------------------------------
-    def level_started(self, index: int, concurrency: int, refine: bool = False, rate_rps: float | None = None) -> None:
-        self.current = RunningLevel(index, concurrency, time.monotonic(), refine, rate_rps)
+    def level_started(
+        self, index: int, concurrency: int, refine: bool = False, rate_rps: float | None = None,
+        span: "LevelSpan | None" = None,
+    ) -> None:
+        self.current = RunningLevel(index, concurrency, time.monotonic(), refine, rate_rps, span)
         if self._live is None:
             self._print_plain()
 
@@ -142,12 +176,14 @@ class LiveView:
         p = dict(self.progress.snapshot()).get(level.index)
         requests, errors = (p.requests, p.errors) if p is not None else (0, 0)
         kind = ", refine" if level.refine else ""
+        head = f"level {level.index + 1} ({level_label(level.concurrency, level.rate_rps, self.trace_rate_rps)}{kind})"
+        holding = level.holding()
+        if holding is not None and level.span is not None:  # its window has ended: no look is to come
+            held = max(0.0, time.time() - (level.span.end_wall or time.time()))
+            return f"{head}: {hold_text(level.span.decision, holding, held)}, {requests} requests measured ({errors} errors)"
         elapsed = level.elapsed()
         when = "started" if elapsed < 0.5 else f"{elapsed:.0f} s elapsed"
-        return (
-            f"level {level.index + 1} ({level_label(level.concurrency, level.rate_rps, self.trace_rate_rps)}{kind}): {when}, "
-            f"{remaining_text(elapsed, self.looks)}, {requests} requests so far ({errors} errors)"
-        )
+        return f"{head}: {when}, {remaining_text(elapsed, self.looks)}, {requests} requests so far ({errors} errors)"
 
     def _print_plain(self) -> None:
         line = self.running_line()
@@ -160,7 +196,9 @@ class LiveView:
         level = self.current
         if level is not None and self.looks:
             longest = self.looks[-1]
-            bar = ProgressBar(total=longest, completed=min(level.elapsed(), longest), width=40)
+            ran = level.span.decision.get("ran_s") if level.holding() is not None and level.span is not None else None
+            done = float(ran) if ran is not None else level.elapsed()  # in its hold, the window's length
+            bar = ProgressBar(total=longest, completed=min(done, longest), width=40)
             row = Table.grid(padding=(0, 1))
             row.add_row(bar, Text(self.running_line() or "", overflow="fold"))
             parts.append(row)

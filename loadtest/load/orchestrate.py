@@ -87,7 +87,7 @@ def run_load(scenario: Scenario, options: RunOptions, state: RunState, settings,
                 web.level_ended(previous.index)
         if current is not None:
             state.spans.append(current)
-            live.level_started(current.index, current.concurrency, current.refine, current.rate_rps)
+            live.level_started(current.index, current.concurrency, current.refine, current.rate_rps, span=current)
         state.save()
 
     workers: list[subprocess.Popen] = []
@@ -116,6 +116,8 @@ def run_load(scenario: Scenario, options: RunOptions, state: RunState, settings,
             _refine(session, state, recorder, sink, mode, options.rate_resolution)
     except KeyboardInterrupt:
         interrupted = True
+        if session.stop_cause is None:
+            session.stop_cause = ("signal", "SIGINT")
     finally:
         interrupted = interrupted or session.stop_requested.is_set()
         if web is not None:
@@ -147,6 +149,9 @@ def run_load(scenario: Scenario, options: RunOptions, state: RunState, settings,
         if guard.full:
             record.stopped_by = "disk_full"
             record.stop_error = full_disk_message(guard.error, run_dir)
+        elif interrupted and session.stop_cause is not None:
+            # an interrupt, not a crash: a reader (and the analysis' words) can tell the two apart
+            record.stopped_by, record.stop_signal = session.stop_cause
         guard.release_reserve()  # room for this last run.json on a full disk
         state.save()
     return interrupted
@@ -255,4 +260,4 @@ def _stop_on_signals(session) -> None:
     handler would land in gevent's hub, which prints a traceback.
     """
     for signum in (signal.SIGINT, signal.SIGTERM):
-        gevent.signal_handler(signum, session.stop_requested.set)
+        gevent.signal_handler(signum, session.request_stop, "signal", signal.Signals(signum).name)

@@ -87,6 +87,8 @@ class LoadSession:
     on_level_change: LevelChange | None = None
     #: Set (by a signal handler) to end the run early; records are kept.
     stop_requested: gevent.event.Event = field(default_factory=gevent.event.Event)
+    #: Who asked for that stop first (:meth:`request_stop`): run.json's ``stopped_by`` and ``stop_signal``.
+    stop_cause: tuple[str, str | None] | None = None
     #: Judges a running level on the records so far; None: every level lasts level_duration_s.
     decide: Decide | None = None
     #: The requests in flight now (see :data:`loadtest.analysis.decide.IN_FLIGHT_COLUMNS`).
@@ -108,6 +110,16 @@ class LoadSession:
         self.runner = self.create_runner()
         tick_often(self.runner)  # looks and holds end on time, not at Locust's next 1 s tick
         tune_interpreter()
+
+    def request_stop(self, by: str, signal_name: str | None = None) -> None:
+        """End the run early, as asked by ``by`` ("signal", with the signal's name, or "web_ui").
+
+        Only the first cause is kept: a second Ctrl-C, or a SIGTERM after a Stop, does not
+        rewrite why the run stopped.
+        """
+        if self.stop_cause is None:
+            self.stop_cause = (by, signal_name)
+        self.stop_requested.set()
 
     def create_runner(self) -> Runner:
         return self.env.create_local_runner()

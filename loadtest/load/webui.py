@@ -350,7 +350,7 @@ class WebControl:
             self.quit_requested.set()
             return {"success": True, "message": "loadtest has ended; the UI closes"}
         if self.session is not None:
-            self.session.stop_requested.set()  # the same path as Ctrl-C
+            self.session.request_stop("web_ui")  # the same path as Ctrl-C
         return {"success": True, "message": "stopping: the records are kept, analyzed and reported"}
 
 

@@ -67,7 +67,8 @@ def _q(text: str) -> str:
 
 
 def _comment(text: str, width: int = 96) -> str:
-    return "\n".join("# " + line for line in textwrap.wrap(text, width - 2)) + "\n"
+    # whole words: an option (--scale-up-s) cut at its hyphens cannot be copied from the comment
+    return "\n".join("# " + line for line in textwrap.wrap(text, width - 2, break_on_hyphens=False)) + "\n"
 
 
 def k8s_quantity(value: float) -> str:
@@ -109,6 +110,17 @@ def _capacity_line(cap, a) -> str:
     )
 
 
+def _scale_up_advice(scale_up_s: float | None) -> str:
+    """What the scale-up time covers, and (when --scale-up-s was not given) to measure and pass it."""
+    covers = ("the polling interval below, the HPA's sync period (15 s), scheduling, image pull and "
+              "model load")
+    if scale_up_s is None:
+        return (f"The time from a threshold crossing to a new replica serving includes {covers}: measure it "
+                "and pass it as --scale-up-s to derive the headroom.")
+    return (f"The time from a threshold crossing to a new replica serving was given as {scale_up_s:g} s "
+            f"(--scale-up-s); it includes {covers}.")
+
+
 def render_autoscaling_yaml(analysis: Analysis) -> str:
     a = analysis.autoscaling
     head = _comment(f"autoscaling.yaml, written by loadtest for run '{analysis.name}' from its measured capacity.")
@@ -143,11 +155,7 @@ def render_autoscaling_yaml(analysis: Analysis) -> str:
                 "rounded up (or give --peak-users)."))
         ),
         "#\n",
-        _comment(
-            f"Headroom {a.headroom:.0%} ({a.headroom_source}). The time from a threshold crossing to a new replica "
-            "serving includes the polling interval below, the HPA's sync period (15 s), scheduling, image pull and "
-            "model load: measure it and pass it as --scale-up-s to derive the headroom."
-        ),
+        _comment(f"Headroom {a.headroom:.0%} ({a.headroom_source}). {_scale_up_advice(a.options.scale_up_s)}"),
         "---\n",
         "# Option 1: KEDA ScaledObject with a Prometheus trigger.\n",
         "apiVersion: keda.sh/v1alpha1\n",

@@ -98,6 +98,9 @@ def plain_verdict(analysis: Analysis) -> str:
         words = "The endpoint met every SLO at every level tested: its real limit is higher than this run went."
     elif cap.verdict == "below_minimum":
         words = "The endpoint missed the SLOs even at the lowest level tested: under these SLOs it has no capacity."
+    elif cap.verdict == "uncertain" and (stopped := _stopped_undecided(analysis)) is not None:
+        words = (f"Not decided: {stopped} stopped the run while a level was still being measured, "
+                 "so the capacity is a range (below).")
     elif cap.verdict == "uncertain":
         words = ("Not decided: some levels were too close to their limits to call with confidence, "
                  "so the capacity is a range (below).")
@@ -111,6 +114,17 @@ def plain_verdict(analysis: Analysis) -> str:
     if analysis.run.get("complete") is False:
         words += " The run was stopped before it finished, so this is a partial result."
     return words
+
+
+def _stopped_undecided(analysis: Analysis) -> str | None:
+    """The stop, in words, when it cut short the undecided level the verdict waits on (else None).
+
+    That level is the lowest that neither passed nor lacks data, as :func:`find_capacity` takes it;
+    a level undecided at its last look below it keeps the "too close to their limits" words.
+    """
+    usable = sorted((lv for lv in analysis.levels if lv.status != "no_data"), key=lambda lv: lv.load)
+    blocker = next((lv for lv in usable if lv.status != "pass"), None)
+    return blocker.cut_short_by if blocker is not None and blocker.status == "uncertain" else None
 
 
 def _binding_words(analysis: Analysis) -> str:

@@ -363,8 +363,10 @@ def summary_dict(analysis: Analysis) -> dict[str, Any]:
             "started_wall": run.get("started_wall"),
             "ended_wall": run.get("ended_wall"),
             "complete": run.get("complete"),
-            # why an incomplete run stopped, when it could say: "disk_full" (else null)
+            # why an incomplete run stopped, when it could say: "disk_full", "signal", "web_ui" (else null)
             "stopped_by": run.get("stopped_by"),
+            # with stopped_by "signal": "SIGINT" or "SIGTERM" (else null)
+            "stop_signal": run.get("stop_signal"),
             "warmup_s": analysis.warmup_s,
             "workers": run.get("workers"),
             "workers_lost": run.get("workers_lost"),

@@ -278,6 +278,11 @@ def test_sigterm_stops_the_load_and_still_reports(tmp_path):
     assert "run interrupted" in stderr and "Traceback" not in stderr
     run = read_run_json(out)
     assert run["complete"] is False and run["ended_wall"] is not None
+    # an interrupt, not a crash: run.json says who stopped it, and the warning says so without a question mark
+    assert (run["stopped_by"], run["stop_signal"]) == ("signal", "SIGTERM")
     assert len(read_requests(out)) > 10
     assert (out / "summary.json").is_file() and (out / "report.html").is_file()
-    assert any("did not complete" in w for w in summary(out)["warnings"])
+    s = summary(out)
+    assert (s["run"]["stopped_by"], s["run"]["stop_signal"]) == ("signal", "SIGTERM")
+    incomplete = [w for w in s["warnings"] if "did not complete" in w]
+    assert incomplete and incomplete[0].startswith("the run did not complete: SIGTERM stopped it"), incomplete

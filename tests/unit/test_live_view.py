@@ -197,3 +197,43 @@ def test_the_live_percentiles_are_the_analysis_percentiles_with_failures_as_infi
         got = quantiles_with_failures(values)
         ordered = np.sort(values)
         assert got == {name: quantile_sorted(ordered, q) for name, q in PERCENTILES.items()}, (n, failures)
+
+
+def test_a_level_in_its_hold_says_so_not_the_looks_that_no_longer_come():
+    """From a user trial: a level decided after 6.6 s and held 3.9 s for its requests printed
+    "10 s elapsed, next look in 10 s (ends then if decided), at most 30 s left"."""
+    import time
+
+    from loadtest.load.hold import Hold
+    from loadtest.load.levels import LevelSpan
+
+    progress = RunProgress()
+    live = LiveView(progress, Console(file=io.StringIO(), width=200, color_system=None), looks=[4.0, 8.0, 20.0, 40.0])
+    span = LevelSpan(index=1, concurrency=8, start_wall=time.time() - 10.5)
+    live.level_started(1, 8, span=span)
+    progress.update(_records(1, 8, 150))
+    assert "next look in" in live.running_line()  # while its window runs: the looks
+    # a look decides it at 6.6 s; its window ends there, and its hold waits for 7 measured requests
+    span.decision = {"verdict": "pass", "ended": "decided_early", "ran_s": 6.6}
+    span.end_wall = span.start_wall + 6.6
+    running = iter([7, 5, 0])
+    hold = Hold(span, lambda _span: next(running), cap_s=30.0)
+    line = live.running_line()
+    assert line.startswith("level 2 (8 users): decided pass at 6.6 s; holding its load until its 7 measured "
+                           "requests finish (3."), line
+    assert line.endswith("s so far), 150 requests measured (0 errors)"), line
+    assert "next look" not in line and "at most" not in line and "elapsed" not in line
+    assert not hold.over() and "until its 5 measured requests finish" in live.running_line()
+    assert hold.over()  # drained: the hold is written to run.json, and the span is no longer holding
+    assert span.holding is None and "holding" not in (live.running_line() or "")
+
+
+def test_a_level_held_after_its_last_look_or_its_duration_says_how_its_window_ended():
+    from loadtest.load.live import hold_text
+
+    assert hold_text({"ended": "undecided_at_max", "verdict": "uncertain", "ran_s": 40.1}, 1, 2.0) == (
+        "still undecided at its last look at 40.1 s; holding its load until its 1 measured request finishes (2.0 s so far)"
+    )
+    assert hold_text({"ended": "duration", "ran_s": 6.0}, 3, 0.4).startswith("window ended at 6.0 s; holding")
+    assert hold_text({"ended": "decided_after_extension", "verdict": "fail", "ran_s": 16.1}, 2, 4.0).startswith(
+        "decided fail at 16.1 s; holding its load until its 2 measured requests finish")
