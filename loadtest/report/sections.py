@@ -14,8 +14,8 @@ import yaml
 
 from loadtest.analysis.capacity import ci_label, fmt_ms
 from loadtest.analysis.results import Analysis, LevelResult, fmt_rate
-from loadtest.analysis.run_cost import measured_replicas
 from loadtest.analysis.slo import SloSpec
+from loadtest.report.calculator import replicas_calculator
 from loadtest.report.page import esc as _e
 from loadtest.report.plotting import STATUS_COLOURS, VERDICT_COLOURS, load_words
 from loadtest.metric_registry import METRICS
@@ -76,7 +76,7 @@ def header(analysis: Analysis) -> str:
   <div class="cap" style="color:{colour}">Capacity: {_e(big)}</div>
   <p class="message">{_e(cap.message)}</p>
   <table class="facts">{rows}</table>
-  {_calculator(analysis)}
+  {replicas_calculator(analysis)}
 </section>"""
 
 
@@ -164,50 +164,6 @@ def _at_capacity(cap: Any, replicas: int | None, unary: bool = False) -> str:
 
 def _over(value: float | None, share: float) -> float | None:
     return None if value is None else value / share
-
-
-def _calculator(analysis: Analysis) -> str:
-    """A two-field replica estimate, sized as the forecast and autoscaling.yaml's maxReplicas are.
-
-    Peak users over one replica's capacity (a fleet's, split over its replicas) less the
-    headroom, and peak req/s over one replica's goodput at capacity less the headroom, both
-    rounded up (:func:`loadtest.analysis.cost.replicas_for`): the page and ``--peak-users``
-    must give the same count for the same peak.
-    """
-    cap = analysis.capacity
-    if cap.concurrency is None or cap.verdict == "no_data":
-        return ""
-    replicas = measured_replicas(analysis)
-    headroom = getattr(analysis.autoscaling, "headroom", None)
-    headroom = 0.2 if headroom is None else float(headroom)
-    goodput = cap.goodput_rps if cap.goodput_rps is not None and math.isfinite(cap.goodput_rps) else 0.0
-    users_each = cap.concurrency / replicas * (1.0 - headroom)
-    good_each = goodput / replicas * (1.0 - headroom)
-    basis = (f"each replica at most {users_each:.3g} users or {good_each:.3g} req/s: its share of the "
-             f"capacity{f' of {replicas} replicas' if replicas > 1 else ''}, less the {headroom:.0%} headroom")
-    return f"""
-<div class="calc">
-  <b>Replicas needed</b> (assumes identical replicas and an even load balancer; {_e(basis)}):
-  peak concurrent users <input id="calc-users" type="number" min="0" value="{cap.concurrency * 4}">
-  → <span id="calc-users-out"></span>;
-  peak requests/s <input id="calc-rps" type="number" min="0" step="any" value="{max(1, round(goodput * 4, 1))}">
-  → <span id="calc-rps-out"></span>
-</div>
-<script>
-(function() {{
-  var users = {users_each:.6f}, good = {good_each:.6f};
-  function need(load, each) {{ return load <= 0 ? 0 : Math.max(1, Math.ceil(load / each - 1e-9)); }}
-  function upd() {{
-    var u = parseFloat(document.getElementById('calc-users').value) || 0;
-    var r = parseFloat(document.getElementById('calc-rps').value) || 0;
-    document.getElementById('calc-users-out').textContent = users > 0 ? need(u, users) + ' replicas' : 'n/a';
-    document.getElementById('calc-rps-out').textContent = good > 0 ? need(r, good) + ' replicas' : 'n/a';
-  }}
-  document.getElementById('calc-users').addEventListener('input', upd);
-  document.getElementById('calc-rps').addEventListener('input', upd);
-  upd();
-}})();
-</script>"""
 
 
 def _cell_ms(level: LevelResult, metric: str, pct: str) -> str:
