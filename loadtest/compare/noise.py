@@ -133,9 +133,15 @@ def candidate_ses(candidates: Sequence[RunPoint], reference: Sequence[RunPoint],
 
 
 def group_change(base: Sequence[RunPoint], cand: Sequence[RunPoint], confidence: float) -> tuple[float, tuple[float, float]]:
-    """The change of the group means and its within-run interval (each run's own spread only)."""
+    """The change of the group means and its within-run interval (each run's own spread only).
+
+    No interval (NaN) when a run has none (``se`` 0: a summary keeps no throughput interval):
+    summing those zeros gave a point, "+13.5% [+13.5%, +13.5%]", a certainty nothing measured.
+    """
     z = z_of(confidence)
     d = float(np.mean([p.value for p in cand]) - np.mean([p.value for p in base]))
+    if any(not p.se > 0 for p in (*base, *cand)):
+        return d, (math.nan, math.nan)
     var = sum(p.se ** 2 for p in base) / len(base) ** 2 + sum(p.se ** 2 for p in cand) / len(cand) ** 2
     half = z * math.sqrt(var)
     return d, (d - half, d + half)

@@ -161,6 +161,20 @@ def test_several_candidates_are_gated_as_a_group_and_a_foreign_one_is_refused(dr
     assert f"--also-candidate {other}" in err  # named by the argument that gave it, not "candidate"
 
 
+def test_a_groups_throughput_has_no_within_run_interval_rather_than_a_point(drifting, tmp_path):
+    """Two runs a side: a summary keeps no throughput interval (each run's se is 0), and the groups'
+    change read "+13.5% [+13.5%, +13.5%]", a certainty nothing measured. It has no interval now; a
+    latency percentile's interval, from each run's own, is still there."""
+    root, base, same, _ = drifting
+    code, out, _ = cli("compare", str(base), str(same), "--also-candidate", str(root / "history" / "run-6"),
+                       "--json", str(tmp_path / "g.json"))
+    checks = json.loads((tmp_path / "g.json").read_text())["checks"]
+    throughput = [c for c in checks if c["check"] == "output_tokens_per_s"]
+    assert throughput and all(c["ci"] is None or all(x is None for x in c["ci"]) for c in throughput), throughput
+    latency = [c for c in checks if c["kind"] == "latency" and c["ci"] and all(x is not None for x in c["ci"])]
+    assert latency and all(c["ci"][0] < c["ci"][1] for c in latency)
+
+
 def test_gate_argument_mistakes_name_their_argument(drifting, tmp_path):
     """An empty --fail-on (a CI variable left unset) gated on everything; --history named itself "DIR"."""
     _, base, same, _ = drifting
