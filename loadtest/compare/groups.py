@@ -340,7 +340,10 @@ def _beyond_noise(c: _Check, joint_noise: joint.JointNoise, tol: float,
     # relative to the reference mean (a throughput drop of x% is a badness of x%), or in points
     bad_vs_ref = c.noise.sign * (noise.to_relative(c.noise.deviation) if relative else c.noise.deviation)
     unit = "%" if relative else " pp"
-    where = f"; {bad_vs_ref * 100:+.1f}{unit} worse than the mean of the {c.noise.n} reference runs (z {z:+.1f}, alone {alone:+.1f})"
+    # a negative badness is better: said so, not "-13.7% worse" (z and alone keep their sign: worse positive)
+    side = "worse" if bad_vs_ref >= 0 else "better"
+    where = (f"; {abs(bad_vs_ref) * 100:.1f}{unit} {side} than the mean of the {c.noise.n} reference runs "
+             f"(z {z:+.1f}, alone {alone:+.1f})")
     if c.count is not None and c.count.flagged(c.count_alpha) and c.count.rate > tol:
         what = "failed" if c.change.check == ERROR_RATE else "gave an invalid answer"
         return "regression", True, where + (

@@ -175,6 +175,19 @@ def test_a_groups_throughput_has_no_within_run_interval_rather_than_a_point(drif
     assert latency and all(c["ci"][0] < c["ci"][1] for c in latency)
 
 
+def test_a_check_better_than_the_reference_runs_is_said_better_not_negatively_worse(drifting, tmp_path):
+    """A real llama-server nightly read "improvement itl_ms.p50 at 1 users … -13.7% worse than the mean
+    of the 3 reference runs (z -4.5, alone -4.5)"."""
+    root, base, _, _ = drifting
+    with contextlib.redirect_stdout(io.StringIO()):
+        fast = write_run(tmp_path / "fast", seed=4, t0=T0 + 13 * 86_400, scale=0.7)
+    code, out, _ = cli("compare", str(base), str(fast), "--history", str(root / "history"), "--json", str(tmp_path / "f.json"))
+    better = [c for c in json.loads((tmp_path / "f.json").read_text())["checks"] if c["verdict"] == "improvement"
+              and "reference runs (z" in c["message"]]
+    assert better, out
+    assert all("better than the mean of the" in c["message"] and "% worse than" not in c["message"] for c in better)
+
+
 def test_gate_argument_mistakes_name_their_argument(drifting, tmp_path):
     """An empty --fail-on (a CI variable left unset) gated on everything; --history named itself "DIR"."""
     _, base, same, _ = drifting
