@@ -198,12 +198,18 @@ def markdown(cmp: Comparison, *, rows: int = MARKDOWN_ROWS) -> str:
         lines.append("")
     if cmp.cost:
         lines += [f"💲 Cost: {cmp.cost['sentence']}", ""]
+    # as the terminal counts and lists them: a change past the tolerance that only the run-to-run noise
+    # calls unchanged is named apart and shown (the headline speaks of it; the table had dropped it)
+    noise_only = [ch for ch in cmp.changes if ch.verdict == "unchanged" and ch.within_noise_only]
     counts = {v: sum(1 for ch in cmp.changes if ch.verdict == v) for v in _ICONS}
-    lines.append(" · ".join(f"{_ICONS[v]} {n} {v}" for v, n in counts.items()))
-    lines.append("")
+    counts["unchanged"] -= len(noise_only)
+    line = " · ".join(f"{_ICONS[v]} {n} {v}" for v, n in counts.items())
+    if noise_only:
+        line += f" · {_ICONS['unchanged']} {len(noise_only)} past the tolerance but within the run-to-run noise"
+    lines += [line, ""]
     if cmp.history_runs:
         lines += [f"Run-to-run noise from {reference_runs_text(cmp)}.", ""]
-    notable = [ch for ch in cmp.changes if ch.verdict != "unchanged"]
+    notable = [ch for ch in cmp.changes if ch.verdict != "unchanged" or ch.within_noise_only]
     noise = any(ch.noise_ci is not None for ch in cmp.changes)
     if notable:
         extra = " within-run | run-to-run noise |" if noise else ""

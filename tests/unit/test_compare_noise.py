@@ -260,6 +260,11 @@ def test_a_change_past_the_tolerance_inside_the_noise_is_not_called_within_toler
     # the terminal lists them with their numbers, and counts them apart
     assert any(line.strip().startswith("unchanged") for line in out.splitlines())
     assert f"; {len(noise_only)} within the run-to-run noise only" in out
+    # and so does the Markdown (a real llama-server's compare.md counted them "unchanged" and listed none)
+    code, _, _ = cli("compare", str(base), str(same), "--history", str(root / "history"), "--markdown", str(tmp_path / "c.md"))
+    md = (tmp_path / "c.md").read_text()
+    assert f"{len(noise_only)} past the tolerance but within the run-to-run noise" in md
+    assert all(f"| {c['name']} |" in md for c in noise_only[:10]), md
 
 
 def test_a_baseline_level_that_drifted_is_judged_among_the_reference_runs_not_held(tmp_path):
