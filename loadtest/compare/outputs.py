@@ -173,8 +173,11 @@ def reference_runs_text(cmp: Comparison) -> str:
     check's noise for measured.
     """
     few = "" if cmp.history_runs >= cmp.min_history else "; too few to know it: give --history"
-    return (f"{cmp.history_runs} reference run(s) of this workload ({len(cmp.baselines) or 1} baseline(s), "
-            f"{len(cmp.candidates) or 1} candidate(s){few})")
+    # the reference runs are the baselines and the history's runs; the candidates are judged, not counted
+    baselines = len(cmp.baselines) or 1
+    history = max(0, cmp.history_runs - baselines)
+    return (f"{cmp.history_runs} reference run(s) of this workload ({baselines} baseline(s) and {history} from "
+            f"--history; judged: {len(cmp.candidates) or 1} candidate(s){few})")
 
 _ICONS = {"regression": "🔴", "inconclusive": "🟡", "improvement": "🟢", "unchanged": "⚪"}
 

@@ -527,7 +527,9 @@ def test_markdown_and_html_say_alike_whether_the_reference_runs_are_too_few(pair
     extra = [*(history_of(pair) if history else ()), *min_history]
     cli("compare", str(base), str(slow), "--markdown", str(tmp_path / "c.md"), "--html", str(tmp_path / "c.html"), *extra)
     runs = 3 if history else 1
-    said = f"{runs} reference run(s) of this workload (1 baseline(s), 1 candidate(s)"
+    # the reference runs are the baseline and the history's (a trial's line read "3 reference run(s) (1
+    # baseline(s), 1 candidate(s))", as if the candidate were one of them and 2 runs came from nowhere)
+    said = f"{runs} reference run(s) of this workload (1 baseline(s) and {runs - 1} from --history; judged: 1 candidate(s)"
     said += "; too few to know it: give --history)" if few else ")"
     assert f"Run-to-run noise from {said}." in (tmp_path / "c.md").read_text()
     assert f"<th>run-to-run noise</th><td>{said}</td>" in (tmp_path / "c.html").read_text()
