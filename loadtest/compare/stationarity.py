@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from loadtest.analysis.capacity import fmt_ms
 from loadtest.analysis.windows import level_windows
 
 MAX_PVALUE = 0.001
@@ -40,7 +41,7 @@ class Drift:
 
     def text(self) -> str:
         return (f"the level at {self.concurrency} users drifted within the run: median {self.metric} "
-                f"{self.first:.1f} ms in its first half, {self.second:.1f} ms in its second "
+                f"{fmt_ms(self.first)} ms in its first half, {fmt_ms(self.second)} ms in its second "
                 f"({self.change * 100:+.1f}%, p = {self.pvalue:.1g})")
 
 

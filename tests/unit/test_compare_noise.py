@@ -345,3 +345,13 @@ def test_the_hint_counts_the_runs_that_measured_the_held_level():
     assert "only 2 of the 5 reference runs measured the level" in hint and "at least 1 more" in hint, hint
     hint = noise.history_hint([held(8, 1)], 1, 3, True)
     assert hint.startswith("run-to-run noise is unknown with 1 reference run(s)") and "at least 2 more" in hint, hint
+
+
+def test_a_drift_of_a_millisecond_step_is_printed_with_the_digits_that_show_it():
+    """A real llama-server's TPOT of about 1 ms read "1.0 ms in its first half, 1.0 ms in its second
+    (+6.7%)": the rounding hid the drift the line reported."""
+    from loadtest.compare.stationarity import Drift
+
+    text = Drift(4, "tpot_ms", 1.0, 1.067, 4e-5).text()
+    assert "1.00 ms in its first half, 1.07 ms in its second (+6.7%" in text
+    assert "20.1 ms in its first half, 27.9 ms in its second" in Drift(4, "tpot_ms", 20.1, 27.9, 1e-4).text()
