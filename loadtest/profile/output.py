@@ -152,6 +152,18 @@ def _fmt(value: Any, spec: str = ".2f") -> str:
     return "—" if value is None else format(value, spec)
 
 
+def _no_batching_words(decode: dict[str, Any]) -> str:
+    """Why a fixed cost below zero is printed, not hidden: each added sequence then costs more than
+    the whole step at one, so batching does not pay on this server (a 1-thread llama.cpp server's
+    fit read "fixed -1.32 ms + 2.250 ms/seq" with nothing said, while its tokens/s fell from 866
+    at one sequence to 567 at two)."""
+    fixed = decode.get("fixed_ms")
+    if fixed is None or not fixed < 0:
+        return ""
+    return ("; the fixed cost is below 0: each sequence adds more than the whole step at one, so batching "
+            "does not pay on this server (the step grows faster than the batch: its compute, or threads it shares)")
+
+
 def print_profile(profile: dict[str, Any], console: Any) -> None:
     """The terminal table: decode points with their bound, the fits, the sentences."""
     d = profile.get("decode")
@@ -169,6 +181,7 @@ def print_profile(profile: dict[str, Any], console: Any) -> None:
         console.print(
             f"decode fit: fixed {_fmt(d['fixed_ms'])} ms + {_fmt(d['per_seq_ms'], '.3f')} ms/seq; "
             f"past the knee {_fmt(d['compute_ms_per_seq'], '.3f')} ms/seq; knee {_fmt(d['knee_sequences'], '.1f')} sequences"
+            + _no_batching_words(d)
         )
     p = profile.get("prefill")
     if p:

@@ -153,6 +153,14 @@ def _profile(scenario: Scenario, plan: ProfilePlan, data: ProfileData) -> None:
         data.runs.append("decode-ladder")
         for p in _decode_points(analysis, data):
             points[p.sequences] = p
+        # the ladder's own levels (users), not the batches they ran (a slot limit caps those): say why the
+        # asked-for batch was not reached, which profile.json did not
+        ran = max((lv.concurrency for lv in getattr(analysis, "levels", None) or []), default=None)
+        if ran is not None and not stop and ran < max(ladder):
+            data.notes.append(
+                f"the decode ladder stopped at {ran} of {max(ladder)} sequences: its ITL p50 passed "
+                f"{plan.itl_growth_stop:g} × one sequence's ({limit:.2f} ms), where the ladder stops "
+                "(a larger batch there only lengthens every token's step)")
     for round_no in range(1, plan.knee_rounds + 1):
         fit = fit_decode(list(points.values()))
         bracket = knee_bracket(fit) if fit is not None else None

@@ -88,6 +88,25 @@ def test_the_profile_runs_its_ladder_whatever_the_gauge_read_at_one_user(monkeyp
     # One user's ms per token is the one-user run's, though its point is filed under the gauge's
     # batch (and at 2.0 the ladder's own 2-sequence point replaced it in the fit's points).
     assert profile_dict(data, None, None)["decode"]["ms_per_token_1"] == 16.7
+    assert not any("decode ladder stopped" in note for note in data.notes)  # it ran to its top, 4
+
+
+def test_a_decode_ladder_stopped_by_its_itl_limit_says_so(monkeypatch, tmp_path):
+    """A 1-thread llama.cpp server's ladder stopped at 2 of the 8 sequences asked for (ITL p50 past twice
+    one user's), and profile.json never said why."""
+    runs = {
+        "prefill": _analysis([], {}),
+        "decode-1": _analysis([_level(0, 1, 1.59)], {0: 1.0}),
+        "decode-ladder": _analysis([_level(0, 2, 3.18)], {0: 2.0}),  # failed its limit: the sweep stopped
+    }
+    monkeypatch.setattr(runner, "_run", lambda scenario, folder: (runs.get(folder.name, _analysis([], {})), False))
+    monkeypatch.setattr(runner, "_server_column", lambda folder, column: (np.array([]), np.array([])))
+    monkeypatch.setattr(runner, "prefill_scenario", lambda scenario, plan, lengths: None)
+    monkeypatch.setattr(runner, "decode_scenario", lambda scenario, plan, batch, name, limit=None: None)
+    scenario = SimpleNamespace(name="p", target=SimpleNamespace(base_url="http://127.0.0.1:1/v1", model="m", api="chat"))
+    data = runner.ProfileData(scenario=scenario, folder=tmp_path, server_facts={})
+    runner._profile(None, ProfilePlan(max_batch=8, knee_rounds=0), data)
+    assert any("decode ladder stopped at 2 of 8 sequences" in note and "(3.18 ms)" in note for note in data.notes), data.notes
 
 
 def _closed_loop(users: int, *, gap_s: float, duration_s: float = 1.0, ttft_s: float = 0.06, queued: int = 0):
@@ -149,3 +168,22 @@ def test_a_decode_request_longer_than_the_levels_is_noted_and_one_that_fits_is_n
     assert ProfilePlan(decode_level_s=6.0, warmup_s=1.0, decode_max_tokens=96).short_level_note(17.0) is None
     assert ProfilePlan(decode_level_s=4.0, warmup_s=1.0, decode_max_tokens=96).short_level_note(17.0) is not None
     assert plan.short_level_note(math.nan) is None
+
+
+def test_a_decode_fit_below_zero_says_batching_does_not_pay():
+    """A 1-thread llama.cpp server's profile printed "decode fit: fixed -1.32 ms + 2.250 ms/seq" and
+    nothing else, while its tokens/s fell from 866 at one sequence to 567 at two."""
+    import io
+
+    from rich.console import Console
+
+    from loadtest.profile.output import print_profile
+
+    def printed(fixed):
+        out = io.StringIO()
+        decode = {"points": [], "fixed_ms": fixed, "per_seq_ms": 2.25, "compute_ms_per_seq": None, "knee_sequences": None}
+        print_profile({"decode": decode}, Console(file=out, width=400))
+        return out.getvalue()
+
+    assert "batching does not pay on this server" in printed(-1.32)
+    assert "batching does not pay" not in printed(10.0)
