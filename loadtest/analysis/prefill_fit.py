@@ -111,10 +111,14 @@ def describe_prefill(fit: PrefillFit) -> str:
                 f"{fit.fixed_ms:.1f} ms at every length measured): prefill is too cheap to measure at these lengths; "
                 "longer prompts would show it")
     fixed = f"on top of {fit.fixed_ms:.1f} ms fixed" if fit.fixed_ms >= 0 else "(the line's intercept is below zero: the curve bends upward)"
+    # the example prompt is one the server took: 1,000 tokens, or the longest measured when that is
+    # shorter (a server whose context per slot is 1,024 was told what a 1,000-token prompt would wait)
+    longest = max((int(p.get("prompt_tokens") or 0) for p in fit.points), default=0)
+    example = 1000 if not 0 < longest < 1000 else longest
     text = (
         f"prefill costs {fit.ms_per_token:.3f} ms per prompt token ({fit.tokens_per_s:,.0f} tokens/s) "
-        f"{fixed}: a 1,000-token prompt waits about "
-        f"{fit.fixed_ms + 1000 * fit.ms_per_token:,.0f} ms for its first token at concurrency 1"
+        f"{fixed}: a {example:,}-token prompt{' (the longest measured)' if example != 1000 else ''} waits about "
+        f"{fit.fixed_ms + example * fit.ms_per_token:,.0f} ms for its first token at concurrency 1"
     )
     if fit.quadratic_matters:
         text += f"; long prompts grow faster than linearly ({fit.quadratic_ms_per_token2:.2e} ms per token²)"

@@ -87,6 +87,16 @@ def test_prefill_fit_recovers_fixed_and_per_token_with_intervals():
     assert [p["prompt_tokens"] for p in fit.points] == [128, 256, 512, 1024]
 
 
+def test_the_prefill_example_is_a_prompt_the_server_took():
+    """A llama-server with 1,024 tokens of context per slot (prompts capped at 958) was told what a
+    1,000-token prompt would wait: the example is now the longest measured prompt when that is shorter."""
+    lengths = [64, 128, 256, 512, 958] * 3
+    text = describe_prefill(fit_prefill(lengths, [10 + 0.35 * L for L in lengths]))
+    assert "a 958-token prompt (the longest measured) waits about 345 ms" in text, text
+    longer = [128, 256, 512, 1024] * 3
+    assert "a 1,000-token prompt waits about 360 ms" in describe_prefill(fit_prefill(longer, [10 + 0.35 * L for L in longer]))
+
+
 def test_prefill_quadratic_term_is_reported_when_it_matters():
     lengths = [128, 256, 512, 1024, 2048, 4096]
     fit = fit_prefill(lengths, [5 + 0.1 * L + 2e-5 * L * L for L in lengths])
