@@ -220,6 +220,9 @@ class _Check:
     within: tuple[float, float]
     slot: int = -1  # its place among the checks judged together (-1: not one of them)
     count: counts.CleanCount | None = None  # a rate whose reference runs never went wrong (:mod:`counts`)
+    #: The groups' runs hold no within-run interval for it (a summary keeps none for throughput): shown
+    #: without one, and judged on its point, as the zero-width interval summed from zeros once was.
+    point_only: bool = False
     count_alpha: float = 0.0  # the count test's level for this check (its share of counts.COUNT_ALARMS)
 
 
@@ -235,8 +238,10 @@ def _prepare(change: Change, cmp: Comparison, base: list[RunInput], cand: list[R
     if any(p is None for p in pts_b + pts_c):
         return None
     scale = noise.to_log if relative else (lambda x: x)
+    point_only = False
     if len(pts_b) > 1 or len(pts_c) > 1:
         d, within = noise.group_change(pts_b, pts_c, conf)  # type: ignore[arg-type]
+        point_only = math.isnan(within[0])
         change.baseline = _group_value(pts_b, relative)  # type: ignore[arg-type]
         change.candidate = _group_value(pts_c, relative)  # type: ignore[arg-type]
     else:
@@ -250,7 +255,7 @@ def _prepare(change: Change, cmp: Comparison, base: list[RunInput], cand: list[R
     if change.kind in ABSOLUTE:  # a rate: its candidates' levels say how many requests one blip can fail
         cand_levels = [levels_by_concurrency(s.summary if i else cmp.candidate.summary).get(level) for i, s in enumerate(cand)]
         count = counts.clean_count(pts_c, reference, sign > 0, counts.burst_size(cand_levels))  # type: ignore[arg-type]
-    return _Check(change, noise_c, d, within, count=count)
+    return _Check(change, noise_c, d, within, count=count, point_only=point_only)
 
 
 def _judge(c: _Check, cmp: Comparison, base: list[RunInput], cand: list[RunInput], joint_noise: joint.JointNoise | None,
@@ -267,7 +272,7 @@ def _judge(c: _Check, cmp: Comparison, base: list[RunInput], cand: list[RunInput
     bad = sorted(sign * x for x in (_f(change.ci[0]), _f(change.ci[1])))
     bad_point = sign * _f(change.change)
     tol = change.tolerance or 0.0
-    verdict, may_regress = classify(bad[0], bad[1], tol)
+    verdict, may_regress = classify(bad_point, bad_point, tol) if c.point_only else classify(bad[0], bad[1], tol)
     if math.isnan(bad[0]) and abs(bad_point) <= tol:
         verdict, may_regress = "unchanged", False  # no within-run interval, but the change is within tolerance
     extra = ""

@@ -173,6 +173,15 @@ def test_a_groups_throughput_has_no_within_run_interval_rather_than_a_point(drif
     assert throughput and all(c["ci"] is None or all(x is None for x in c["ci"]) for c in throughput), throughput
     latency = [c for c in checks if c["kind"] == "latency" and c["ci"] and all(x is not None for x in c["ci"])]
     assert latency and all(c["ci"][0] < c["ci"][1] for c in latency)
+    # without an interval it is still judged on its change, as before: a faster group's throughput is an
+    # improvement (not inconclusive, which held the gate at exit 6), with two baselines and no history
+    with contextlib.redirect_stdout(io.StringIO()):
+        fast = write_run(tmp_path / "fast", seed=4, t0=T0 + 13 * 86_400, scale=0.7)
+    code, out, _ = cli("compare", str(base), str(fast), "--also-baseline", str(root / "history" / "run-5"),
+                       "--json", str(tmp_path / "f.json"))
+    faster = [c for c in json.loads((tmp_path / "f.json").read_text())["checks"] if c["check"] == "output_tokens_per_s"]
+    assert faster and all(c["verdict"] == "improvement" and not c["holds_gate"] for c in faster), \
+        [(c["verdict"], c["message"]) for c in faster]
 
 
 def test_a_check_better_than_the_reference_runs_is_said_better_not_negatively_worse(drifting, tmp_path):
