@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from loadtest.errors import InputError
-from loadtest.run_files import RUN_JSON
+from loadtest.run_files import PARTS_DIR, REQUESTS_PARQUET, RUN_JSON
 from loadtest.run_record import RUN_FORMAT as RUN_RECORD_FORMAT, normalized
 
 #: The run.json ``format`` this loadtest writes, and the oldest it still reads.
@@ -170,8 +170,8 @@ def run_records(folder: Path | str, arg: str) -> list[Path]:
     from loadtest.records import REQUIRED_COLUMNS
 
     folder = Path(folder)
-    merged = folder / "requests.parquet"
-    files = [merged] if merged.exists() or merged.is_symlink() else sorted((folder / "requests.parts").glob("*.parquet"))
+    merged = folder / REQUESTS_PARQUET
+    files = [merged] if merged.exists() or merged.is_symlink() else sorted((folder / PARTS_DIR).glob("*.parquet"))
     if not files:
         raise _fail(arg, folder, "no records (neither requests.parquet nor requests.parts/*.parquet): "
                                  "nothing to analyze; the folder is left as it is")

@@ -28,6 +28,7 @@ from loadtest.run_record import WarmupRequests
 from loadtest.run_state import RunOptions, RunState, initial_record
 from loadtest.scenario import Scenario
 from loadtest.workload.image_server import serving_images
+from loadtest.run_files import REPORT_HTML
 
 __all__ = ["RunOptions", "RunOutcome", "RunState", "check_secret_env", "default_run_dir", "make_run_dir", "run_scenario"]
 
@@ -195,7 +196,7 @@ def _run_in_folder(scenario: Scenario, options: RunOptions, run_dir: Path, guard
         print_summary(analysis, console=stdout_console())
         console.print(f"report: {run_dir / 'report.html'}")
         if web is not None:
-            web.finished(run_dir / "report.html", analysis.capacity.message)
+            web.finished(run_dir / REPORT_HTML, analysis.capacity.message)
             if options.web_linger_s > 0:
                 console.print(
                     f"web UI: the report is at {web.url}loadtest/report for {options.web_linger_s:g} s "

@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 
 from loadtest.errors import InputError
-from loadtest.run_files import RUN_JSON, SUMMARY_JSON
+from loadtest.run_files import PARTS_DIR, REPORT_HTML, REQUESTS_PARQUET, RUN_JSON, SUMMARY_JSON
 from loadtest.run_record import RATE_MODE_WORDS, normalized
 from loadtest.storage import remote
 from loadtest.storage.remote import as_remote, path_arg
@@ -45,7 +45,7 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:
 #: What a run or ``analyze`` writes into a run folder beside what a promote copies: a baseline that
 #: was analyzed again (``analyze s3://…/baseline --slo …`` writes its report back) or copied
 #: whole from a run folder holds these, and a promote replaces them with the rest.
-_RUN_FOLDER_FILES = frozenset({"report.html", "autoscaling.yaml", "scraper.log", "locust.log"})
+_RUN_FOLDER_FILES = frozenset({REPORT_HTML, "autoscaling.yaml", "scraper.log", "locust.log"})
 
 
 def _promoted(rel: str) -> bool:
@@ -178,10 +178,10 @@ def _cmd_promote(args: argparse.Namespace) -> int:
         raise InputError(f"{src}: no summary.json (the run was not analyzed)")
     # every later night compares against these files: a baseline its gate cannot read fails them all
     _check_summary(src, "not promoted")
-    if "requests.parquet" not in files and not any(f.startswith("requests.parts/") for f in files):
+    if REQUESTS_PARQUET not in files and not any(f.startswith(f"{PARTS_DIR}/") for f in files):
         raise InputError(f"{src}: no records (requests.parquet); a baseline is judged from its records; not promoted")
     keep = [f for f in files if f == SUMMARY_JSON or (f.endswith(".parquet") and "/" not in f)]
-    if "requests.parquet" not in keep:
+    if REQUESTS_PARQUET not in keep:
         keep += [f for f in files if f.startswith("requests.parts/")]  # a run whose merge failed: its parts
     old = dst.files()
     foreign = [rel for rel in old if not _promoted(rel)]
