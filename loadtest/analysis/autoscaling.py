@@ -383,7 +383,7 @@ def _signal_sentences(result: Autoscaling, fail: float | None) -> list[str]:
     if running is not None and best.metric != running.metric and running.threshold is not None:
         extra = f", or when running > {running.threshold:g} per replica"
     scrapes = (best.at_capacity.n, best.at_first_failing.n if best.at_first_failing is not None else 0)
-    few = fail is not None and 0 < min(scrapes) < MIN_SEPARATING_SCRAPES
+    few = fail is not None and any(0 < n < MIN_SEPARATING_SCRAPES for n in scrapes)  # as recommend() counts them
     why = "it is the most direct signal that rises from the capacity level to the first failing one" if best.separates else (
         f"the levels had too few scrapes to tell the capacity level from the first failing one ({scrapes[0]} and "
         f"{scrapes[1]}; at least {MIN_SEPARATING_SCRAPES} each: a shorter target.metrics.interval_s, or longer "

@@ -256,7 +256,7 @@ def _incomplete(run: Mapping[str, Any]) -> str:
             ran = max(0.0, float(last.get("end_wall") or 0.0) - float(last.get("start_wall") or 0.0))
             return (f"the run did not complete: {words} stopped it {ran:.1f} s into its last level, which was "
                     "cut short before it could be decided; every record measured until then is kept")
-        return (f"the run did not complete: {words} stopped it after its last level had been decided; any "
+        return (f"the run did not complete: {words} stopped it after its last level had ended; any "
                 "levels still to come were not run, and every record measured until then is kept")
     # an older run.json, which did not record who stopped the run (Ctrl-C, SIGTERM or the web UI's Stop)
     return ("the run did not complete: it was stopped early (Ctrl-C, SIGTERM or the web UI's Stop; this run.json "

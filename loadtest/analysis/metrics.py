@@ -107,8 +107,8 @@ def _independent_interval(
 ) -> tuple[float, float]:
     """Bootstrap interval for independent samples (exact order-statistic draws, O(resamples))."""
     n = len(values)
-    if n == 1:
-        return (float(values[0]), math.inf)
+    if n == 1:  # one sample bounds nothing above, and below only where quantiles.lower_unbounded allows
+        return (0.0 if lower_unbounded(1, q, confidence) else float(values[0]), math.inf)
     b_lo, b_hi, b_t = bootstrap_ranks(n, q, rng, resamples)
     drawn = order_statistics(values, np.concatenate([b_lo, b_hi]))
     lo, hi = percentile_interval(lerp(drawn[: len(b_lo)], drawn[len(b_lo) :], b_t), confidence)

@@ -156,11 +156,12 @@ def _profile(scenario: Scenario, plan: ProfilePlan, data: ProfileData) -> None:
         # the ladder's own levels (users), not the batches they ran (a slot limit caps those): say why the
         # asked-for batch was not reached, which profile.json did not
         ran = max((lv.concurrency for lv in getattr(analysis, "levels", None) or []), default=None)
+        binding = getattr(getattr(analysis, "capacity", None), "binding", None)
         if ran is not None and not stop and ran < max(ladder):
-            data.notes.append(
-                f"the decode ladder stopped at {ran} of {max(ladder)} sequences: its ITL p50 passed "
-                f"{plan.itl_growth_stop:g} × one sequence's ({limit:.2f} ms), where the ladder stops "
-                "(a larger batch there only lengthens every token's step)")
+            why = (f"its ITL p50 passed {plan.itl_growth_stop:g} × one sequence's ({limit:.2f} ms), where the ladder "
+                   "stops (a larger batch there only lengthens every token's step)"
+                   if binding in (None, "itl_ms.p50") else f"its {binding} failed (see that run's folder)")
+            data.notes.append(f"the decode ladder stopped at {ran} of {max(ladder)} sequences: {why}")
     for round_no in range(1, plan.knee_rounds + 1):
         fit = fit_decode(list(points.values()))
         bracket = knee_bracket(fit) if fit is not None else None

@@ -81,7 +81,7 @@ def test_a_level_undecided_at_its_last_look_keeps_the_limits_words_though_the_ru
     analysis = _analyze(_run(undecided, stopped_by="signal", stop_signal="SIGINT"))
     assert "Longer levels (load.max_level_duration_s) can decide it." in analysis.capacity.message
     assert "too close to their limits" in plain_verdict(analysis)
-    assert any("stopped it after its last level had been decided" in w for w in analysis.warnings), analysis.warnings
+    assert any("stopped it after its last level had ended" in w for w in analysis.warnings), analysis.warnings
 
 
 def test_an_older_run_json_that_did_not_say_who_stopped_it_is_not_a_question():

@@ -107,6 +107,11 @@ def test_a_decode_ladder_stopped_by_its_itl_limit_says_so(monkeypatch, tmp_path)
     data = runner.ProfileData(scenario=scenario, folder=tmp_path, server_facts={})
     runner._profile(None, ProfilePlan(max_batch=8, knee_rounds=0), data)
     assert any("decode ladder stopped at 2 of 8 sequences" in note and "(3.18 ms)" in note for note in data.notes), data.notes
+    # stopped by another check of the ladder's SLO (its error budget): named, not blamed on the ITL
+    runs["decode-ladder"].capacity = SimpleNamespace(binding="error_rate")
+    data = runner.ProfileData(scenario=scenario, folder=tmp_path, server_facts={})
+    runner._profile(None, ProfilePlan(max_batch=8, knee_rounds=0), data)
+    assert any("stopped at 2 of 8 sequences: its error_rate failed" in note for note in data.notes), data.notes
 
 
 def _closed_loop(users: int, *, gap_s: float, duration_s: float = 1.0, ttft_s: float = 0.06, queued: int = 0):
