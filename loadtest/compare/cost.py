@@ -17,13 +17,17 @@ from loadtest.analysis.cost import change, forecast
 KEYS = ("usd_per_million_output_tokens", "usd_per_million_tokens", "usd_per_thousand_requests")
 
 
+def _replicas(summary: Mapping[str, Any]) -> int:
+    return max(1, int((summary.get("target") or {}).get("replicas") or 1))
+
+
 def _forecast_for(summary: Mapping[str, Any], capacity: Any, unit: str, peak: float, shape: Any) -> dict[str, Any] | None:
     cost = summary["cost"]
     own = cost.get("forecast") or {}
     per = capacity if unit == "users" else cost.get("goodput_rps")
     if not per:
         return None
-    per = float(per) / max(1, int((summary.get("target") or {}).get("replicas") or 1))  # a fleet's: one replica's share
+    per = float(per) / _replicas(summary)  # a fleet's: one replica's share
     headroom = own.get("headroom", 0.2)
     return forecast(cost["usd_per_hour"], float(per), peak, unit=unit, headroom=headroom, daily_shape=shape).to_dict()
 
@@ -37,6 +41,8 @@ def cost_change(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> di
     cap_c = (candidate.get("capacity") or {}).get("concurrency")
     out: dict[str, Any] = {
         "capacity": {"baseline": cap_b, "candidate": cap_c},
+        # each side's capacity is its whole endpoint's: a fleet's is split over these to compare per replica
+        "replicas": {"baseline": _replicas(baseline), "candidate": _replicas(candidate)},
         "usd_per_hour": {"baseline": cb.get("usd_per_hour"), "candidate": cc.get("usd_per_hour")},
     }
     for key in KEYS:
@@ -73,9 +79,19 @@ def _pct(value: Any) -> str:
 def cost_sentence(d: Mapping[str, Any]) -> str:
     """``capacity 10 → 14 users per replica: $/1M output tokens 3.10 → 2.21, −29%; at 36 peak users 4 → 3 replicas, $8,900 → $6,700 a month``."""
     cap = d["capacity"]
-    out = d["usd_per_million_output_tokens"]
-    text = (f"capacity {cap['baseline']} → {cap['candidate']} users per replica: $/1M output tokens "
-            f"{_usd(out['baseline'])} → {_usd(out['candidate'])}{_pct(out['change'])}")
+    replicas = d.get("replicas") or {"baseline": 1, "candidate": 1}
+    rb, rc = replicas["baseline"], replicas["candidate"]
+    # the capacities are the endpoints': "per replica" only where each side is one replica (a fleet of 2
+    # holding 16 read "16 users per replica"), else with the replicas and each one's share
+    held = f"capacity {cap['baseline']} → {cap['candidate']} users"
+    if rb == rc == 1:
+        held += " per replica"
+    elif cap["baseline"] is not None and cap["candidate"] is not None:
+        held += (f" ({rb} → {rc} replicas: {cap['baseline'] / rb:g} → {cap['candidate'] / rc:g} per replica)")
+    out, what = d["usd_per_million_output_tokens"], "output tokens"
+    if out["baseline"] is None and out["candidate"] is None and d.get("usd_per_million_tokens"):
+        out, what = d["usd_per_million_tokens"], "tokens"  # embeddings, rerank, score: no output tokens to price
+    text = f"{held}: $/1M {what} {_usd(out['baseline'])} → {_usd(out['candidate'])}{_pct(out['change'])}"
     fc = d.get("forecast")
     if fc:
         unit = "peak users" if fc["unit"] == "users" else "peak req/s"

@@ -90,3 +90,22 @@ def test_the_price_ignoring_the_slo_is_never_dearer_than_on_goodput():
     assert analysis.capacity.goodput_rps == pytest.approx(analysis.capacity.requests_per_s)
     cost = run_cost(analysis)
     assert cost["usd_per_million_output_tokens_throughput"] == pytest.approx(cost["usd_per_million_output_tokens"])
+
+
+def test_the_cost_change_sentence_says_a_fleets_capacity_and_a_unary_runs_price():
+    """compare's cost line called a fleet's capacity "users per replica" (16 for 2 replicas) and priced
+    an embeddings run in "$/1M output tokens n/a → n/a" (it has none)."""
+    from loadtest.compare.cost import cost_change
+
+    def summary(cap, replicas, out, tokens):
+        return {"capacity": {"concurrency": cap}, "target": {"replicas": replicas},
+                "cost": {"usd_per_hour": 4.0, "usd_per_million_output_tokens": out, "usd_per_million_tokens": tokens,
+                         "usd_per_thousand_requests": 0.02, "forecast": None}}
+
+    one = cost_change(summary(4, 1, 3.81, 1.0), summary(8, 1, 2.23, 0.6))
+    assert one["sentence"].startswith("capacity 4 → 8 users per replica: $/1M output tokens 3.81 → 2.23, −41%")
+    fleet = cost_change(summary(16, 2, 3.0, 1.0), summary(20, 2, 2.5, 0.9))
+    assert fleet["replicas"] == {"baseline": 2, "candidate": 2}
+    assert fleet["sentence"].startswith("capacity 16 → 20 users (2 → 2 replicas: 8 → 10 per replica): $/1M output tokens")
+    unary = cost_change(summary(6, 1, None, 0.05), summary(8, 1, None, 0.04))
+    assert unary["sentence"].startswith("capacity 6 → 8 users per replica: $/1M tokens 0.05 → 0.04, −20%")
