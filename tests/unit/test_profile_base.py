@@ -61,6 +61,23 @@ def _analysis(levels, p50s):
     return SimpleNamespace(levels=levels, server=_Server(p50s), requests=frame)
 
 
+def _profile(monkeypatch, tmp_path, runs, *, max_batch, ran=None):
+    """The profile's steps over canned analyses (``runs``, by run folder name); ``ran`` collects the folders."""
+    def fake_run(scenario, folder: Path):
+        if ran is not None:
+            ran.append(folder.name)
+        return runs.get(folder.name, _analysis([], {})), False
+
+    monkeypatch.setattr(runner, "_run", fake_run)
+    monkeypatch.setattr(runner, "_server_column", lambda folder, column: (np.array([]), np.array([])))
+    monkeypatch.setattr(runner, "prefill_scenario", lambda scenario, plan, lengths: None)
+    monkeypatch.setattr(runner, "decode_scenario", lambda scenario, plan, batch, name, limit=None: None)
+    scenario = SimpleNamespace(name="p", target=SimpleNamespace(base_url="http://127.0.0.1:1/v1", model="m", api="chat"))
+    data = runner.ProfileData(scenario=scenario, folder=tmp_path, server_facts={})
+    runner._profile(None, ProfilePlan(max_batch=max_batch, knee_rounds=0), data)
+    return data
+
+
 @pytest.mark.parametrize("gauge_at_one_user", [0.5, 1.0, 2.0])
 def test_the_profile_runs_its_ladder_whatever_the_gauge_read_at_one_user(monkeypatch, tmp_path, gauge_at_one_user):
     # 2.0: another client's request on the same server while the one-user run ran.
@@ -70,18 +87,7 @@ def test_the_profile_runs_its_ladder_whatever_the_gauge_read_at_one_user(monkeyp
         "decode-ladder": _analysis([_level(0, 2, 16.9), _level(1, 4, 17.3)], {0: 2.0, 1: 4.0}),
     }
     ran: list[str] = []
-
-    def fake_run(scenario, folder: Path):
-        ran.append(folder.name)
-        return runs.get(folder.name, _analysis([], {})), False
-
-    monkeypatch.setattr(runner, "_run", fake_run)
-    monkeypatch.setattr(runner, "_server_column", lambda folder, column: (np.array([]), np.array([])))
-    monkeypatch.setattr(runner, "prefill_scenario", lambda scenario, plan, lengths: None)
-    monkeypatch.setattr(runner, "decode_scenario", lambda scenario, plan, batch, name, limit=None: None)
-    scenario = SimpleNamespace(name="p", target=SimpleNamespace(base_url="http://127.0.0.1:1/v1", model="m", api="chat"))
-    data = runner.ProfileData(scenario=scenario, folder=tmp_path, server_facts={})
-    runner._profile(None, ProfilePlan(max_batch=4, knee_rounds=0), data)
+    data = _profile(monkeypatch, tmp_path, runs, max_batch=4, ran=ran)
     assert ran[:3] == ["prefill", "decode-1", "decode-ladder"]
     assert not any("no inter-token latency" in note for note in data.notes)
     assert data.decode is not None
@@ -99,18 +105,11 @@ def test_a_decode_ladder_stopped_by_its_itl_limit_says_so(monkeypatch, tmp_path)
         "decode-1": _analysis([_level(0, 1, 1.59)], {0: 1.0}),
         "decode-ladder": _analysis([_level(0, 2, 3.18)], {0: 2.0}),  # failed its limit: the sweep stopped
     }
-    monkeypatch.setattr(runner, "_run", lambda scenario, folder: (runs.get(folder.name, _analysis([], {})), False))
-    monkeypatch.setattr(runner, "_server_column", lambda folder, column: (np.array([]), np.array([])))
-    monkeypatch.setattr(runner, "prefill_scenario", lambda scenario, plan, lengths: None)
-    monkeypatch.setattr(runner, "decode_scenario", lambda scenario, plan, batch, name, limit=None: None)
-    scenario = SimpleNamespace(name="p", target=SimpleNamespace(base_url="http://127.0.0.1:1/v1", model="m", api="chat"))
-    data = runner.ProfileData(scenario=scenario, folder=tmp_path, server_facts={})
-    runner._profile(None, ProfilePlan(max_batch=8, knee_rounds=0), data)
+    data = _profile(monkeypatch, tmp_path, runs, max_batch=8)
     assert any("decode ladder stopped at 2 of 8 sequences" in note and "(3.18 ms)" in note for note in data.notes), data.notes
     # stopped by another check of the ladder's SLO (its error budget): named, not blamed on the ITL
     runs["decode-ladder"].capacity = SimpleNamespace(binding="error_rate")
-    data = runner.ProfileData(scenario=scenario, folder=tmp_path, server_facts={})
-    runner._profile(None, ProfilePlan(max_batch=8, knee_rounds=0), data)
+    data = _profile(monkeypatch, tmp_path, runs, max_batch=8)
     assert any("stopped at 2 of 8 sequences: its error_rate failed" in note for note in data.notes), data.notes
 
 
