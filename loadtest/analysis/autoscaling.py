@@ -241,6 +241,12 @@ def _threshold(
     return value, f"{at_cap}{at_fail}; scale out above {fmt_signal(value, frac)} per replica, {headroom:.0%} below the value at capacity."
 
 
+def _too_few_scrapes(cap: SignalStats, fail: SignalStats | None) -> bool:
+    """Too few scrapes at either level to say a signal rises between them (:data:`MIN_SEPARATING_SCRAPES`);
+    a level with none is not "few": a signal without samples there separates nothing anyway."""
+    return any(s is not None and 0 < s.n < MIN_SEPARATING_SCRAPES for s in (cap, fail))
+
+
 def _separation(signal: Signal, cap: SignalStats, fail: SignalStats | None, typical: float) -> float:
     if signal.role == "waiting" and not typical < NOTHING_WAITS:
         # Requests already queue at capacity (arrivals waiting for the next step): how many
@@ -293,8 +299,7 @@ def recommend(
             fail = server.pod_stats(fail_level.index, signal.metric) if fail_level is not None else None
             typical = _typical_below(server, levels, cap_level.load, signal.metric)
             threshold, why = _threshold(signal, cap, fail, headroom, typical)
-            few = cap.n < MIN_SEPARATING_SCRAPES or (fail is not None and 0 < fail.n < MIN_SEPARATING_SCRAPES)
-            sep = 0.0 if few else _separation(signal, cap, fail, typical)
+            sep = 0.0 if _too_few_scrapes(cap, fail) else _separation(signal, cap, fail, typical)
             result.signals.append(
                 SignalRecommendation(signal.metric, signal.server, signal.role, cap, fail, threshold, why, sep > 0, sep)
             )
@@ -383,7 +388,7 @@ def _signal_sentences(result: Autoscaling, fail: float | None) -> list[str]:
     if running is not None and best.metric != running.metric and running.threshold is not None:
         extra = f", or when running > {running.threshold:g} per replica"
     scrapes = (best.at_capacity.n, best.at_first_failing.n if best.at_first_failing is not None else 0)
-    few = fail is not None and any(0 < n < MIN_SEPARATING_SCRAPES for n in scrapes)  # as recommend() counts them
+    few = fail is not None and _too_few_scrapes(best.at_capacity, best.at_first_failing)
     why = "it is the most direct signal that rises from the capacity level to the first failing one" if best.separates else (
         f"the levels had too few scrapes to tell the capacity level from the first failing one ({scrapes[0]} and "
         f"{scrapes[1]}; at least {MIN_SEPARATING_SCRAPES} each: a shorter target.metrics.interval_s, or longer "
