@@ -128,7 +128,6 @@ def level_caveats(levels: Sequence[LevelResult], slo: SloSpec, min_complete: int
 FEW_BAD = 3
 
 
-
 def _judges_whole_requests(slo: SloSpec) -> bool:
     """Whether an SLO judges e2e or TPOT, the metrics that need requests that ran their whole course."""
     return any(c.metric in ("e2e_ms", "tpot_ms") for c in slo.checks)
@@ -137,6 +136,17 @@ def _judges_whole_requests(slo: SloSpec) -> bool:
 def _held(level: LevelResult) -> bool:
     """The level's load was held until its measured requests ended (run.json ``levels[].hold``)."""
     return bool(level.decision.get("hold"))
+
+
+def _finished(level: LevelResult) -> int:
+    """Requests that ran their whole course at the level's load: its window's, or with a hold every measured one."""
+    return level.requests if _held(level) else level.complete
+
+
+def _spill_share(level: LevelResult) -> float:
+    """The share of the level's requests that outlived its window."""
+    started = level.requests + level.cancelled
+    return level.spillover / started if started else 0.0
 
 
 def _whole_request_caveats(levels: Sequence[LevelResult], slo: SloSpec, class_slos: Mapping[str, SloSpec],
@@ -159,31 +169,24 @@ def _whole_request_caveats(levels: Sequence[LevelResult], slo: SloSpec, class_sl
         groups.append(("", list(levels)))
     out: list[str] = []
     for whose, group in groups:
-        def finished(lv: LevelResult) -> int:
-            return lv.requests if _held(lv) else lv.complete
-
-        short = [lv for lv in group if lv.requests and finished(lv) < min_complete]
+        short = [lv for lv in group if lv.requests and _finished(lv) < min_complete]
         if short:
-            detail = ", ".join(f"{lv.load:g} ({finished(lv)})" for lv in short)
+            detail = ", ".join(f"{lv.load:g} ({_finished(lv)})" for lv in short)
             out.append(
                 f"{whose}levels are too short for the output length: fewer than {min_complete} requests started "
                 f"and finished at their level's load (inside the measured window, or in the level's hold) at "
                 f"{unit} {detail}; e2e and TPOT there rest on too few requests"
             )
-
-        def spill_share(lv: LevelResult) -> float:
-            started = lv.requests + lv.cancelled
-            return lv.spillover / started if started else 0.0
-
-        spill = [lv for lv in group if not _held(lv) and spill_share(lv) > SPILLOVER_SHARE]
+        spill = [lv for lv in group if not _held(lv) and _spill_share(lv) > SPILLOVER_SHARE]
         if spill:
-            detail = ", ".join(f"{lv.load:g} ({spill_share(lv):.0%})" for lv in spill)
+            detail = ", ".join(f"{lv.load:g} ({_spill_share(lv):.0%})" for lv in spill)
             out.append(
                 f"{whose}many requests outlived their level (spillover) at {unit} {detail}: their e2e and TPOT "
                 "count at the level they started in but were partly served under the next level's load; "
                 "lengthen the levels"
             )
     return out
+
 
 def _low_n_matters(check: Check) -> bool:
     """A small sample is worth a warning only where it weighs on the verdict.
