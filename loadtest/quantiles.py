@@ -79,6 +79,17 @@ def lower_unbounded(n: int, q: float, confidence: float) -> bool:
     return n <= 0 or (1.0 - q) ** n > (1.0 - confidence) / 2.0 + 1e-12
 
 
+def sample_bounds(interval: tuple[float, float], n: int, q: float, confidence: float) -> tuple[float, float]:
+    """A percentile interval of durations limited to what ``n`` samples can bound, both sides at once.
+
+    Above: unbounded while fewer than one sample is expected past ``q`` (:func:`low_n`). Below: 0
+    while the samples cannot bound it (:func:`lower_unbounded`). The independent and the
+    time-block intervals both apply the two rules through here.
+    """
+    lo, hi = interval
+    return (0.0 if lower_unbounded(n, q, confidence) else lo, math.inf if low_n(n, q) else hi)
+
+
 def order_statistics(values: np.ndarray, ranks: np.ndarray, *, full_sort_below: int = 50_000) -> np.ndarray:
     """``np.sort(values)[ranks]`` without sorting everything.
 

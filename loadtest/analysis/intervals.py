@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from loadtest.quantiles import low_n, lower_unbounded
+from loadtest.quantiles import sample_bounds
 
 #: Shortest block, in seconds: several decode steps of any real server.
 MIN_BLOCK_S = 0.25
@@ -261,9 +261,7 @@ def block_bootstrap_intervals(
         at = np.minimum(ranks.bins_reaching(k), n_support - 1)
         lo = float(np.quantile(low[at], alpha / 2, method="lower"))
         hi = float(np.quantile(high[at], 1 - alpha / 2, method="higher"))
-        if m < MIN_BLOCKS or low_n(n, q):
+        if m < MIN_BLOCKS:  # too few blocks to estimate the variability above
             hi = math.inf
-        if lower_unbounded(n, q, confidence):  # durations: 0 is the bound that holds without samples
-            lo = 0.0
-        out[name] = (lo, hi)
+        out[name] = sample_bounds((lo, hi), n, q, confidence)
     return out

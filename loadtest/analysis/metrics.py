@@ -44,7 +44,7 @@ from loadtest.analysis.intervals import (
     block_ids,
     block_length_s,
 )
-from loadtest.quantiles import binned_order_statistics, lerp, low_n, lower_unbounded, order_statistics, position
+from loadtest.quantiles import binned_order_statistics, lerp, order_statistics, position, sample_bounds
 from loadtest.analysis.results import REPORTED, LevelResult, Stats
 from loadtest.analysis.windows import LevelWindow, window_shares
 from loadtest.metric_registry import BY_NAME, LATENCY_METRICS, PERCENTILES
@@ -108,12 +108,11 @@ def _independent_interval(
     """Bootstrap interval for independent samples (exact order-statistic draws, O(resamples))."""
     n = len(values)
     if n == 1:  # one sample bounds nothing above, and below only where quantiles.lower_unbounded allows
-        return (0.0 if lower_unbounded(1, q, confidence) else float(values[0]), math.inf)
+        return sample_bounds((float(values[0]), math.inf), 1, q, confidence)
     b_lo, b_hi, b_t = bootstrap_ranks(n, q, rng, resamples)
     drawn = order_statistics(values, np.concatenate([b_lo, b_hi]))
-    lo, hi = percentile_interval(lerp(drawn[: len(b_lo)], drawn[len(b_lo) :], b_t), confidence)
-    # durations: 0 is the bound that holds without samples (see quantiles.lower_unbounded)
-    return (0.0 if lower_unbounded(n, q, confidence) else lo, math.inf if low_n(n, q) else hi)
+    return sample_bounds(percentile_interval(lerp(drawn[: len(b_lo)], drawn[len(b_lo) :], b_t), confidence),
+                         n, q, confidence)
 
 
 def _rate(count: float, seconds: float) -> float:
