@@ -13,10 +13,6 @@ from typing import Any, Mapping, Sequence
 
 from loadtest.analysis.results import LevelResult
 
-#: The ``stopped_by`` values of a stop someone asked for (the others: "disk_full", "preflight").
-ASKED = ("signal", "web_ui")
-
-
 def stop_words(run: Mapping[str, Any]) -> str | None:
     """What stopped the run, for a sentence ("an interrupt (SIGINT)", "SIGTERM", "the web UI's Stop"),
     or None when it was not asked to stop (complete, killed, a full disk, an older run.json)."""
