@@ -33,7 +33,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from dataclasses import dataclass
@@ -47,13 +46,12 @@ from loadtest.compare.change import Change, classify, describe_change, untrusted
 from loadtest.compare.change import severity as _severity
 from loadtest.compare.client_trust import client_explains
 from loadtest.compare.engine import Comparison, compare_runs, require_same_workload, side_fingerprint
-from loadtest.fingerprint import fingerprint_of_run
-from loadtest.compare.inputs import RUN_JSON, SUMMARY_JSON, RunIdentity, RunInput, find_runs, load_run, run_identity
-from loadtest.compare.rules import ABSOLUTE, CAPACITY, ERROR_RATE, Rules
+from loadtest.compare.reference import RunGroups, read_groups
+from loadtest.compare.inputs import RunInput
+from loadtest.compare.rules import ABSOLUTE, CAPACITY, ERROR_RATE, VALID_OUTPUT, Rules
 from loadtest.compare.stationarity import drift_warning, hold_drifting
 from loadtest.compare.summary_values import levels_by_concurrency
 from loadtest.errors import InputError
-from loadtest.run_record import normalized
 
 
 def compare_groups(
@@ -77,13 +75,13 @@ def compare_groups(
     # So the groups and the history are read first (once: on s3:// each read is a request); an input
     # that cannot be read here is left for the comparison to refuse in its own words.
     try:
-        groups: _Groups | None = _read_groups(baselines, candidates, history, args)
+        groups: RunGroups | None = read_groups(baselines, candidates, history, args)
     except InputError:
         groups = None
     cmp = compare_runs(baselines[0], candidates[0], rules, seed=seed, args=args,
                        medians=groups is not None and len(groups.reference) >= min_history)
     if groups is None or groups.fp_hash != cmp.fingerprint.get("hash"):
-        groups = _read_groups(baselines, candidates, history, args, cmp.fingerprint.get("hash"))
+        groups = read_groups(baselines, candidates, history, args, cmp.fingerprint.get("hash"))
     base, cand = groups.base, groups.cand
     # each path named in errors as the user gave it: the first by its side, the others by --also-*
     # the first of each group is used as the engine judged it (cmp.baseline / cmp.candidate)
@@ -123,90 +121,6 @@ def compare_groups(
     return cmp
 
 
-# -- the runs ---------------------------------------------------------------------------------
-
-
-def _summary_side(path: Path | str, which: str) -> tuple[Path, RunInput]:
-    side = load_run(path, records=False, arg=which)
-    if side.summary is None:
-        raise InputError(f"{which} {path}: no summary.json (run `loadtest analyze {path}` first)")
-    return Path(path), side
-
-
-@dataclass
-class _Groups:
-    """Both groups' runs as read (path, side) and the reference runs (folder, summary), the first baseline's first."""
-
-    base: list[tuple[Any, Any]]
-    cand: list[tuple[Any, Any]]
-    fp_hash: str | None
-    reference: list[tuple[str, dict[str, Any]]]
-    history_folders: int  # run folders found under --history, of any workload
-
-
-def _read_groups(baselines: Sequence[Path | str], candidates: Sequence[Path | str], history: Sequence[Path | str],
-                 args: tuple[str, str], fp_hash: str | None = None) -> _Groups:
-    """Read every run of both groups, and the history's runs of the first baseline's fingerprint
-    (``fp_hash``: the comparison's, once it is known)."""
-    base = [_summary_side(p, args[0] if i == 0 else "--also-baseline") for i, p in enumerate(baselines)]
-    cand = [_summary_side(p, args[1] if i == 0 else "--also-candidate") for i, p in enumerate(candidates)]
-    if fp_hash is None:
-        fp_hash = side_fingerprint(base[0][1], "baseline").get("hash")
-    return _Groups(base, cand, fp_hash, *_reference(fp_hash, base[0][1].summary or {}, base, cand, history))
-
-
-def _reference(fp_hash: str | None, first_summary: dict[str, Any], base, cand,
-               history: Sequence[Path | str]) -> tuple[list[tuple[str, dict[str, Any]]], int]:
-    """(folder, summary) of every reference run: the baselines (the first's as ``first_summary``),
-    then the history's runs of the fingerprint ``fp_hash``; and how many run folders the history holds."""
-    seen = {_key(p) for p, _ in base}
-    exclude = {_key(p) for p, _ in cand}
-    before = min((s.started_wall for _, s in cand if s.started_wall is not None), default=math.inf)
-    # a copy of a compared run elsewhere (a nightly's baseline committed from a night the history
-    # also keeps), or a second copy of a history run, is that run (run_identity): it would count twice
-    runs_in: set[RunIdentity | None] = {s.identity for _, s in base + cand} - {None}
-    out: list[tuple[str, dict[str, Any], float]] = [
-        (str(p), (s.summary or {}) if i else first_summary, s.started_wall or 0.0) for i, (p, s) in enumerate(base)
-    ]
-    found: list[tuple[str, dict[str, Any], float]] = []
-    folders = find_runs([Path(h) for h in history], "--history") if history else []
-    for folder in folders:
-        key = _key(folder)
-        if key in seen or key in exclude:
-            continue
-        seen.add(key)
-        item = _history_run(folder, fp_hash)
-        if item is not None and item[2] < before and (item[3] is None or item[3] not in runs_in):
-            runs_in.add(item[3])
-            found.append(item[:3])
-    found.sort(key=lambda t: t[2])
-    room = max(0, noise.MAX_REFERENCE_RUNS - len(out))
-    found = found[len(found) - room:] if room else []  # the newest
-    return [(f, s) for f, s, _ in out + found], len(folders)
-
-
-def _history_run(folder: Path, fp_hash: str | None) -> tuple[str, dict[str, Any], float, RunIdentity | None] | None:
-    """A history run of the same fingerprint, complete and not a warm-up run, as (folder, summary,
-    start, :func:`run_identity`); None otherwise."""
-    try:
-        run = normalized(json.loads((folder / RUN_JSON).read_text(encoding="utf-8")))  # through the run record
-        summary = json.loads((folder / SUMMARY_JSON).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None  # a half-written or damaged folder is not part of the history
-    if run.get("warmup_run") or run.get("complete") is False:
-        return None
-    if fingerprint_of_run(run, summary).get("hash") != fp_hash:
-        return None
-    started = run.get("started_wall") or (summary.get("run") or {}).get("started_wall") or 0.0
-    return (str(folder), summary, float(started), run_identity(run, summary))
-
-
-def _key(path: Path | str) -> str:
-    p = Path(path)
-    p = p.parent if p.is_file() else p
-    return str(p.resolve())
-
-
 # -- one check ------------------------------------------------------------------------------
 
 
@@ -242,6 +156,10 @@ def _prepare(change: Change, cmp: Comparison, base: list[RunInput], cand: list[R
     if len(pts_b) > 1 or len(pts_c) > 1:
         d, within = noise.group_change(pts_b, pts_c, conf)  # type: ignore[arg-type]
         point_only = math.isnan(within[0])
+        if change.kind in ABSOLUTE and all(p.value == _BOUNDARY[change.kind] for p in pts_b + pts_c):  # type: ignore[union-attr]
+            # no run failed (or every answer was valid): as the pair's resampling gives, no change and no
+            # interval ("no request failed in either run"); the runs' Wilson widths held 0 → 0 as ±14 pp
+            d, within = 0.0, (0.0, 0.0)
         change.baseline = _group_value(pts_b, relative)  # type: ignore[arg-type]
         change.candidate = _group_value(pts_c, relative)  # type: ignore[arg-type]
     else:
@@ -363,6 +281,10 @@ def _beyond_noise(c: _Check, joint_noise: joint.JointNoise, tol: float,
     if bad_vs_ref > tol:  # unchanged, but only because the noise is wide: said so (Change.within_noise_only)
         return "unchanged", False, where + ", beyond the tolerance but within the run-to-run noise", True
     return "unchanged", False, "", False
+
+
+#: A rate's value when nothing went wrong in a run (no failed request, every checked answer valid).
+_BOUNDARY = {ERROR_RATE: 0.0, VALID_OUTPUT: 1.0}
 
 
 def _point(summary: dict[str, Any] | None, change: Change, level: int, conf: float, folder: str = "") -> noise.RunPoint | None:

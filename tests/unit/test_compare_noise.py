@@ -364,3 +364,23 @@ def test_a_drift_of_a_millisecond_step_is_printed_with_the_digits_that_show_it()
     text = Drift(4, "tpot_ms", 1.0, 1.067, 4e-5).text()
     assert "1.00 ms in its first half, 1.07 ms in its second (+6.7%" in text
     assert "20.1 ms in its first half, 27.9 ms in its second" in Drift(4, "tpot_ms", 20.1, 27.9, 1e-4).text()
+
+
+def test_a_groups_rate_with_no_failure_in_any_run_is_unchanged_as_the_pairs_is(tmp_path):
+    """Two baselines and one candidate, no request failed in any: each run's Wilson interval at 0 failures
+    of a few dozen requests was joined into "+0.0 pp [-14.0 pp, +14.0 pp]", inconclusive at a 1 pp
+    tolerance (exit 6 on a healthy server), where the pair of the same runs says unchanged. Now the
+    groups say what the pair says; a group in which a request did fail keeps its interval."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        runs = [write_run(tmp_path / f"r{i}", seed=40 + i, t0=T0 + i * 86_400, duration=3.0, levels=(1, 2))
+                for i in range(3)]
+        failing = write_run(tmp_path / "failing", seed=50, t0=T0 + 5 * 86_400, duration=3.0, levels=(1, 2), fail_every=7)
+    _, out, _ = cli("compare", str(runs[0]), str(runs[2]), "--also-baseline", str(runs[1]), "--json", str(tmp_path / "g.json"))
+    rates = [c for c in json.loads((tmp_path / "g.json").read_text())["checks"] if c["check"] == "error_rate"]
+    assert len(rates) == 2, out
+    for c in rates:
+        assert c["verdict"] == "unchanged" and not c["holds_gate"], c["message"]
+        assert "no request failed in either run, so no interval" in c["message"], c["message"]
+    _, out, _ = cli("compare", str(runs[0]), str(failing), "--also-baseline", str(runs[1]), "--json", str(tmp_path / "f.json"))
+    rates = [c for c in json.loads((tmp_path / "f.json").read_text())["checks"] if c["check"] == "error_rate"]
+    assert rates and all(c["ci"][0] < c["change"] < c["ci"][1] and "no interval" not in c["message"] for c in rates), out
