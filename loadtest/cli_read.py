@@ -65,14 +65,14 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
 def _analyze(args: argparse.Namespace) -> int:
     # The analysis and report stacks (scipy, plotly, rich): only for the commands that draw them.
     from loadtest.analysis import analyze_run
+    from loadtest.analysis.stop import no_load
     from loadtest.report import write_reports
     from loadtest.report.terminal import print_summary, stdout_console
 
     run_folder(args.run_dir, "run_dir", writable=True)
     stopped = read_run_json(args.run_dir, "run_dir")
-    if stopped.get("stopped_by") == "preflight":
-        raise InputError(f"run_dir {args.run_dir}: the run stopped at its preflight, before any load "
-                         f"({stopped.get('stop_error') or 'no reason kept'}); there is nothing to analyze")
+    if (why := no_load(stopped)) is not None:
+        raise InputError(f"run_dir {args.run_dir}: {why}; there is nothing to analyze")
     run_records(args.run_dir, "run_dir")
     check_peak_for_mode(cost_options(args), stopped.get("load_mode"))
     analysis = analyze_run(args.run_dir, slo_overrides=args.slo or (), autoscaling_overrides=autoscaling_overrides(args))

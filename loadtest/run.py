@@ -128,6 +128,7 @@ def _run_in_folder(scenario: Scenario, options: RunOptions, run_dir: Path, guard
     """Preflight, load, analysis and reports, in a run folder that exists."""
     # After run_scenario's 'import locust' (gevent's patches first). The load stage's, the analysis'
     # and the report's stacks (pandas, pyarrow, plotly) load below, once the scraper is starting.
+    from loadtest.load.stopping import signals_before_the_load
     from loadtest.preflight import describe_adaptation, preflight, warm_up
 
     target = scenario.target
@@ -140,36 +141,37 @@ def _run_in_folder(scenario: Scenario, options: RunOptions, run_dir: Path, guard
     # 1. preflight: one request first (and the body adapted to what the target accepts), then the warm-up
     console.print(f"loadtest {__version__}: {scenario.name} against {target.base_url} ({target.model}); writing {run_dir}")
     salt = state.record.prompt_salt
-    try:
-        pre = preflight(scenario, api_key, salt)
-    except LoadtestError as err:  # the folder says why it holds no load (history skips it, analyze says so)
-        state.record.stopped_by, state.record.stop_error = "preflight", " ".join(str(err).split())
-        state.save()
-        raise
-    for change in pre.adaptations:
-        console.print(describe_adaptation(change))
-    # Started before the warm-up so that its own start-up (an interpreter, imports) is over
-    # before the first level is measured.
-    scraper = _start_scraper(scenario, run_dir)
-    try:
-        # Start-up time: about half a second of imports, which run while the scraper's
-        # interpreter starts on the other core instead of before it (its first round is awaited
-        # below); nothing of them is needed before the warm-up.
-        from loadtest.analysis import analyze_run
-        from loadtest.load.orchestrate import run_load, web_control
-        from loadtest.load.user import UserSettings
-        from loadtest.report import write_reports
-        from loadtest.report.terminal import print_summary, stdout_console
+    with signals_before_the_load(state.record, state.save):  # a stop now is in run.json too
+        try:
+            pre = preflight(scenario, api_key, salt)
+        except LoadtestError as err:  # the folder says why it holds no load (history skips it, analyze says so)
+            state.record.stopped_by, state.record.stop_error = "preflight", " ".join(str(err).split())
+            state.save()
+            raise
+        for change in pre.adaptations:
+            console.print(describe_adaptation(change))
+        # Started before the warm-up so that its own start-up (an interpreter, imports) is over
+        # before the first level is measured.
+        scraper = _start_scraper(scenario, run_dir)
+        try:
+            # Start-up time: about half a second of imports, which run while the scraper's
+            # interpreter starts on the other core instead of before it (its first round is awaited
+            # below); nothing of them is needed before the warm-up.
+            from loadtest.analysis import analyze_run
+            from loadtest.load.orchestrate import run_load, web_control
+            from loadtest.load.user import UserSettings
+            from loadtest.report import write_reports
+            from loadtest.report.terminal import print_summary, stdout_console
 
-        warm = warm_up(scenario, api_key, pre.dialect, salt)
-    except BaseException:
-        if scraper is not None:
-            scraper.stop()  # the run ends here: no levels, so no scrape health to record
-        raise
-    if scraper is not None:
-        waited = scraper.wait_first_round()  # the first level's window then has its scrapes
-        if (late := scraper.first_round_warning(waited)) is not None:
-            console.print(f"[yellow]warning:[/] {late}")
+            warm = warm_up(scenario, api_key, pre.dialect, salt)
+            if scraper is not None:
+                waited = scraper.wait_first_round()  # the first level's window then has its scrapes
+                if (late := scraper.first_round_warning(waited)) is not None:
+                    console.print(f"[yellow]warning:[/] {late}")
+        except BaseException:
+            if scraper is not None:
+                scraper.stop()  # the run ends here: no levels, so no scrape health to record
+            raise
     state.record.preflight = pre.to_record()
     state.record.warmup_requests = WarmupRequests(sent=len(warm), failed=sum(1 for r in warm if not r.ok))
     console.print(

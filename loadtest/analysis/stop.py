@@ -41,3 +41,17 @@ def mark_cut_short(levels: Sequence[LevelResult], run: Mapping[str, Any]) -> Non
             level.cut_short_by = words
             for part in level.classes.values():
                 part.cut_short_by = words
+
+
+def no_load(run: Mapping[str, Any]) -> str | None:
+    """Why a run folder holds no load, when its run.json says: its preflight failed, or a stop
+    (Ctrl-C, SIGTERM, the web UI's Stop) came before its first level. None otherwise.
+
+    ``analyze`` and ``history`` give this reason rather than "no records".
+    """
+    if run.get("stopped_by") == "preflight":
+        return f"the run stopped at its preflight, before any load ({run.get('stop_error') or 'no reason kept'})"
+    words = stop_words(run)
+    if words is not None and not run.get("levels"):
+        return f"{words} stopped the run before its first level (in its preflight or warm-up): no load was measured"
+    return None

@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
+from loadtest.analysis.stop import no_load
 from loadtest.compare.capacity import CapacityBounds
 from loadtest.compare.change import worse_sign
 from loadtest.compare.changepoints import ChangePoint, level_value, mark_newest, series_change_points
@@ -146,9 +147,8 @@ def _read(folder: Path, skipped: list[str]) -> HistoryRun | None:
         return None
     if run.get("warmup_run"):
         return None  # a warm-up run (run --warmup-run) is not part of the series
-    if run.get("stopped_by") == "preflight":  # no load was sent: nothing in the series, but say so
-        skipped.append(f"skipped {folder}: the run stopped at its preflight ({run.get('stop_error') or 'no reason kept'}); "
-                       "no load was sent")
+    if (why := no_load(run)) is not None:  # nothing in the series, but say so
+        skipped.append(f"skipped {folder}: {why}")
         return None
     mode = load_mode_of(run, None)  # read_run_json fills it in
     if mode in RATE_MODE_WORDS:  # levels by concurrent users: an open loop's would all be "0 users"

@@ -17,7 +17,9 @@ outlived the first kill at every batch end, and a second kill took them at once.
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterable
+import signal
+from contextlib import contextmanager
+from typing import Any, Callable, Iterable, Iterator
 
 import gevent
 
@@ -70,3 +72,41 @@ def quiet_interrupts() -> None:
     hub = gevent.get_hub()
     if not issubclass(KeyboardInterrupt, hub.NOT_ERROR):
         hub.NOT_ERROR = (*hub.NOT_ERROR, KeyboardInterrupt)
+
+
+class StoppedBeforeTheLoad(KeyboardInterrupt):
+    """SIGTERM before the load began (the preflight, the warm-up): raised like Ctrl-C's KeyboardInterrupt,
+    so that the run folder records the stop and the CLI ends with its one line and exit 130."""
+
+    def __init__(self, signal_name: str) -> None:
+        super().__init__(signal_name)
+        self.signal_name = signal_name
+
+
+@contextmanager
+def signals_before_the_load(record: Any, save: Callable[[], None]) -> Iterator[None]:
+    """Ctrl-C or SIGTERM before the load (whose own handlers only ask the session to stop) ends the
+    run here, and run.json says so (``stopped_by: "signal"``, ``stop_signal``), not an unexplained
+    folder without records; SIGTERM would otherwise kill the process where it stands, the scraper
+    child left running.
+
+    A Python-level handler runs in whichever greenlet is current, often gevent's hub; the hub
+    throws a ``KeyboardInterrupt`` (a system error to it) into the main greenlet, as it does
+    Ctrl-C's (:func:`quiet_interrupts`).
+    """
+
+    def on_term(signum: int, _frame: Any) -> None:
+        raise StoppedBeforeTheLoad(signal.Signals(signum).name)
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    except KeyboardInterrupt as stop:
+        if record.stopped_by is None:
+            record.stopped_by = "signal"
+            record.stop_signal = stop.signal_name if isinstance(stop, StoppedBeforeTheLoad) else "SIGINT"
+            record.complete = False
+            save()
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)

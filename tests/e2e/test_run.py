@@ -239,9 +239,13 @@ def test_a_saturated_client_is_flagged_and_the_verdict_says_so(tmp_path):
     assert advice and "--workers 2" in advice[0]
 
 
-def test_ctrl_c_during_the_preflight_is_one_line(tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_during_the_preflight_is_one_line(tmp_path, signum):
     """A SIGINT while the preflight waits on a server that never answers is raised in gevent's hub,
     which printed ``KeyboardInterrupt`` and a timestamp before the CLI's own ``interrupted`` line.
+    A SIGTERM then killed the run where it stood (exit 143, no line). Both are now the one line,
+    exit 130, and run.json says which stopped it, so ``analyze`` and ``history`` give that
+    reason, not "no records".
 
     Not ``untimed``: in the untimed pass the run twice did not stop within a minute of the signal,
     which was put down to the idle scheduling class. The likelier cause, found 2026-12-06 with the
@@ -260,13 +264,21 @@ def test_ctrl_c_during_the_preflight_is_one_line(tmp_path):
             while time.monotonic() < deadline and not (arrivals.exists() and arrivals.stat().st_size):  # preflight sent
                 time.sleep(0.1)
             time.sleep(0.5)
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(signum)
             stdout, stderr = communicate_or_dump(proc, 60)  # if the run is still there, its threads' stacks
         finally:
             reap(proc)
     assert proc.returncode == 130, stderr
     lines = [line for line in stderr.splitlines() if line.strip() and not line.startswith("loadtest 0")]
     assert lines == ["loadtest run: interrupted"], stderr
+    name = signal.Signals(signum).name
+    run = read_run_json(tmp_path / "run")
+    assert (run["stopped_by"], run["stop_signal"], run["complete"]) == ("signal", name, False), run
+    analyzed = loadtest("analyze", str(tmp_path / "run"))
+    assert analyzed.returncode == 2 and "stopped the run before its first level" in analyzed.stderr, analyzed.stderr
+    assert name in analyzed.stderr and len(analyzed.stderr.strip().splitlines()) == 1, analyzed.stderr
+    history = loadtest("history", str(tmp_path))
+    assert f"skipped {tmp_path / 'run'}: " in history.stderr and name in history.stderr, history.stderr
 
 
 @pytest.mark.untimed
