@@ -50,7 +50,7 @@ from loadtest.compare.capacity import CapacityBounds, capacity_change
 from loadtest.compare.change import Change, severity, tolerances_worse
 from loadtest.compare.cost import cost_change
 from loadtest.fingerprint import differences, fingerprint_of_run, unverified_datasets
-from loadtest.compare.inputs import RunInput, load_run, require_closed_loop
+from loadtest.compare.inputs import RunInput, copy_words, load_run, require_closed_loop
 from loadtest.compare.rules import CAPACITY, Rules
 from loadtest.compare.level_changes import level_changes
 from loadtest.compare.noise import MIN_HISTORY_RUNS
@@ -181,9 +181,9 @@ def compare_runs(baseline: Path | str, candidate: Path | str, rules: Rules, *, s
     base, cand = load_run(baseline, arg=args[0]), load_run(candidate, arg=args[1])
     for side, arg in ((base, args[0]), (cand, args[1])):
         require_closed_loop(side.run, side.summary, f"{arg} {side.label}")
-    refuse_the_same_run(base, cand, args)
     fp_b, fp = side_fingerprint(base, "baseline"), side_fingerprint(cand, "candidate")
     require_same_workload(fp_b, fp)
+    refuse_the_same_run(base, cand, args)  # after the workload: two runs of other workloads are no copies
     warnings: list[str] = []
     if unverified_datasets(fp_b, fp):
         warnings.append("a dataset's hash is known for only one run, so its content could not be checked")
@@ -231,11 +231,15 @@ def refuse_the_same_run(base: RunInput, cand: RunInput, args: tuple[str, str]) -
 
     Why refuse rather than compare: a run compared with itself passes every check, so a nightly
     job whose candidate path points back at its baseline (a variable left unset, a promotion run
-    twice) would report "No regression" every night without measuring anything.
+    twice) would report "No regression" every night without measuring anything. A copy of the
+    baseline elsewhere is the same run too (:func:`inputs.run_identity`).
     """
     same_folder = base.folder is not None and cand.folder is not None and base.folder.resolve() == cand.folder.resolve()
     if same_folder or base.label == cand.label:
         raise InputError(f"{args[1]} {cand.label} is the same run as {args[0]} {base.label}: "
+                         f"compare a new run with its baseline")
+    if base.identity is not None and base.identity == cand.identity:  # a copy (baseline promote copies run.json)
+        raise InputError(f"{args[1]} {cand.label} is the same run as {args[0]} {base.label} ({copy_words(base.identity)}): "
                          f"compare a new run with its baseline")
 
 

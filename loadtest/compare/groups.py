@@ -46,7 +46,7 @@ from loadtest.compare.change import Change, classify, describe_change, untrusted
 from loadtest.compare.change import severity as _severity
 from loadtest.compare.client_trust import client_explains
 from loadtest.compare.engine import Comparison, compare_runs, require_same_workload, side_fingerprint
-from loadtest.compare.reference import RunGroups, read_groups
+from loadtest.compare.reference import RunGroups, read_groups, refuse_a_run_given_twice
 from loadtest.compare.inputs import RunInput
 from loadtest.compare.rules import ABSOLUTE, CAPACITY, ERROR_RATE, VALID_OUTPUT, Rules
 from loadtest.compare.stationarity import drift_warning, hold_drifting
@@ -82,6 +82,7 @@ def compare_groups(
                        medians=groups is not None and len(groups.reference) >= min_history)
     if groups is None or groups.fp_hash != cmp.fingerprint.get("hash"):
         groups = read_groups(baselines, candidates, history, args, cmp.fingerprint.get("hash"))
+    refuse_a_run_given_twice(groups)
     base, cand = groups.base, groups.cand
     # each path named in errors as the user gave it: the first by its side, the others by --also-*
     # the first of each group is used as the engine judged it (cmp.baseline / cmp.candidate)

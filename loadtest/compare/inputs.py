@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import datetime, timezone
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
@@ -131,6 +132,12 @@ def run_identity(run: Mapping[str, Any], summary: Mapping[str, Any] | None = Non
     except (TypeError, ValueError):  # a hand-edited run.json: no identity, rather than a traceback
         return None
     return (run_name(run, summary), start) if start else None
+
+
+def copy_words(identity: RunIdentity) -> str:
+    """``a copy: 'nightly', started 2026-12-07 01:08:41.123456 UTC``: what makes two folders one run."""
+    when = datetime.fromtimestamp(identity[1], timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+    return f"a copy: {identity[0]!r}, started {when}"
 
 
 def find_runs(dirs: Iterable[Path], arg: str = "DIR") -> list[Path]:

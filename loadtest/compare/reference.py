@@ -16,7 +16,8 @@ from typing import Any, NamedTuple, Sequence
 
 from loadtest.compare import noise
 from loadtest.compare.engine import side_fingerprint
-from loadtest.compare.inputs import RUN_JSON, SUMMARY_JSON, RunIdentity, RunInput, find_runs, load_run, run_identity
+from loadtest.compare.inputs import (RUN_JSON, SUMMARY_JSON, RunIdentity, RunInput, copy_words, find_runs, load_run,
+                                     run_identity)
 from loadtest.errors import InputError
 from loadtest.fingerprint import fingerprint_of_run
 from loadtest.run_record import normalized
@@ -49,6 +50,26 @@ def read_groups(baselines: Sequence[Path | str], candidates: Sequence[Path | str
     if fp_hash is None:
         fp_hash = side_fingerprint(base[0][1], "baseline").get("hash")
     return RunGroups(base, cand, fp_hash, *_reference(fp_hash, base[0][1].summary or {}, base, cand, history))
+
+
+def refuse_a_run_given_twice(groups: RunGroups) -> None:
+    """One run on both sides, or twice on one, is refused (exit 2), whichever folders hold it
+    (:func:`inputs.run_identity`: a copy is the same run).
+
+    The first baseline and candidate are the pair's (:func:`engine.refuse_the_same_run`); this is
+    for the ``--also-*`` runs: a run among both groups makes them share a member, and one given
+    twice on a side weighs double in its group's mean.
+    """
+    seen: dict[RunIdentity, tuple[str, str]] = {}  # identity -> (the argument and path, the folder)
+    for path, side in groups.base + groups.cand:
+        identity = side.identity
+        if identity is None:
+            continue
+        if identity in seen:
+            first, folder = seen[identity]
+            how = "the same folder" if folder == _key(path) else copy_words(identity)
+            raise InputError(f"{side.arg} {path} is the same run as {first} ({how}): give each run once")
+        seen[identity] = (f"{side.arg} {path}", _key(path))
 
 
 def _summary_side(path: Path | str, which: str) -> tuple[Path, RunInput]:

@@ -32,7 +32,7 @@ import pytest
 import yaml
 
 from loadtest.mock.process import MockServer
-from support.runkit import loadtest, write_scenario
+from support.runkit import copy_as_another_run, loadtest, write_scenario
 
 #: asserts nothing about time (bad paths and their one-line errors, no clock): runs in make test's parallel pass
 pytestmark = pytest.mark.untimed
@@ -81,10 +81,11 @@ def _yaml_with(env: Env, scratch: Path, field: str, path: Path) -> Path:
 
 
 def _other_run(env: Env, scratch: Path) -> Path:
-    """A copy of the good run, for a candidate: a run compared with itself is refused before any output."""
+    """Another run of the good run's workload, for a candidate: a run compared with itself (or a copy of
+    it) is refused before any output."""
     out = scratch / "candidate run"
     if not out.exists():
-        shutil.copytree(env.run, out)
+        copy_as_another_run(env.run, out)
     return out
 
 
@@ -122,7 +123,7 @@ OUTPUTS = ("out_folder", "out_file")
 def _good_input(env: Env, arg: Arg, at: Path) -> Path:
     """A valid input of the row's kind at ``at`` (for the cells that spoil only one property)."""
     if arg.kind in RUN_FOLDERS:
-        shutil.copytree(env.run, at)
+        copy_as_another_run(env.run, at)  # compared with env.run: another run, not a copy of it
     elif arg.name == "target.ca_bundle":
         shutil.copy(env.bundle, at)
     elif arg.name == "workload.dataset.path":

@@ -18,7 +18,7 @@ from support.browser import INSTALL_HINT, PLOTS_JS, Chromium, find_chromium
 from loadtest.analysis import analyze_run
 from loadtest.mock.process import MockServer
 from loadtest.report.html import plain_verdict
-from support.runkit import loadtest, write_scenario
+from support.runkit import copy_as_another_run, loadtest, write_scenario
 
 CHROMIUM = find_chromium()
 #: asserts nothing about time (how the report renders; its SLO limits (60 s) no starved host misses): runs in make test's parallel pass
@@ -149,10 +149,11 @@ def test_without_chromium_the_skip_says_how_to_install():
 
 @pytest.fixture(scope="module")
 def gate_pages(refined_run, tmp_path_factory) -> dict[str, Path]:
-    """The regression gate's pages for the same real run: a comparison with itself, and the history."""
+    """The regression gate's pages for the same real run: a comparison with a copy of it taken for a
+    later run (a plain copy is refused as the same run), and the history."""
     folder = tmp_path_factory.mktemp("gate-pages")
     run_copy = folder / "runs" / "second"
-    shutil.copytree(refined_run, run_copy)
+    copy_as_another_run(refined_run, run_copy)
     pages = {"compare": folder / "compare.html", "history": folder / "history.html"}
     compared = loadtest("compare", str(refined_run), str(run_copy), "--html", str(pages["compare"]),
                         "--inconclusive", "pass", timeout=300)

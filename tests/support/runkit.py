@@ -107,3 +107,21 @@ def summary(run_dir: Path) -> dict[str, Any]:
 def level_rows(frame, level: int):
     """Successful, measured (non-warmup) records of one concurrency level."""
     return frame[(frame.level == level) & frame.ok & ~frame.warmup]
+
+
+def copy_as_another_run(src: Path, dst: Path, later_s: float = 86_400.0) -> Path:
+    """A copy of a run folder that the gate takes for another run of the same workload: its start
+    moved ``later_s`` on in run.json and summary.json. The gate refuses a plain copy as the same run
+    (``compare/inputs.run_identity``: a run compared with itself always passes)."""
+    import shutil
+
+    shutil.copytree(src, dst)
+    run = json.loads((dst / "run.json").read_text())
+    run["started_wall"] = float(run["started_wall"]) + later_s
+    (dst / "run.json").write_text(json.dumps(run))
+    if (dst / "summary.json").is_file():
+        summary = json.loads((dst / "summary.json").read_text())
+        if (summary.get("run") or {}).get("started_wall") is not None:
+            summary["run"]["started_wall"] = float(summary["run"]["started_wall"]) + later_s
+            (dst / "summary.json").write_text(json.dumps(summary))
+    return dst

@@ -336,6 +336,19 @@ def test_incomparable_runs_and_bad_input_exit_2_with_one_line(pair, tmp_path):
         code, out, err = cli("compare", str(base), same)
         assert code == 2 and len(err.strip().splitlines()) == 1 and "is the same run as" in err, err
         assert "Traceback" not in err and "No regression" not in out
+    # so is a copy of it elsewhere (a promotion run twice, a candidate path pointed at the baseline's
+    # copy), which passed every check; as a candidate, and among the --also-* runs
+    copy = shutil.copytree(base, tmp_path / "copy")
+    for args in ([str(base), str(copy)], [str(copy), str(base)]):
+        code, out, err = cli("compare", *args)
+        assert code == 2 and "is the same run as" in err and "a copy: 'nightly', started" in err, err
+        assert len(err.strip().splitlines()) == 1 and "No regression" not in out
+    _, _, same, _ = pair
+    code, out, err = cli("compare", str(base), str(same), "--also-candidate", str(copy))
+    assert code == 2 and f"--also-candidate {copy} is the same run as baseline {base}" in err, err
+    code, out, err = cli("compare", str(base), str(same), "--also-baseline", str(same))
+    assert code == 2 and f"candidate {same} is the same run as --also-baseline {same} (the same folder): give each run once" \
+        in err, err
 
 
 def test_warnings_for_a_different_slo_model_or_version_reach_every_output(pair, tmp_path):

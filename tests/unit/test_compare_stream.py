@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import shutil
 
 import numpy as np
 import pandas as pd
@@ -92,9 +91,11 @@ def _arrays(samples: dict[int, LevelSamples]) -> list[tuple[str, str, bytes]]:
     return out
 
 
-def _run(tmp_path, concurrencies, *, merged: bool, seed: int = 3):
-    """The awkward records as a run folder: three part files, or merged into row groups of 100."""
+def _run(tmp_path, concurrencies, *, merged: bool, seed: int = 3, started_later_s: float = 0.0):
+    """The awkward records as a run folder: three part files, or merged into row groups of 100.
+    ``started_later_s`` makes it another run of the same records (compare refuses a run given twice)."""
     rows, run = awkward_rows(seed=seed), awkward_run()
+    run["started_wall"] += started_later_s
     for row in rows:
         row["level"] = concurrencies[row["level_index"]]
     for level, conc in zip(run["levels"], concurrencies):
@@ -156,9 +157,8 @@ def test_a_run_compares_the_same_from_part_files_and_a_damaged_list_column_is_on
     monkeypatch.setattr(records_stream, "BATCH_CHUNKS", 150)
     monkeypatch.setattr(records_stream, "MIN_BATCH_ROWS", 16)
     base = _run(tmp_path / "base", (2, 4, 8), merged=True)
-    parts = _run(tmp_path / "parts", (2, 4, 8), merged=False)
-    cand = tmp_path / "cand"
-    shutil.copytree(base, cand)
+    parts = _run(tmp_path / "parts", (2, 4, 8), merged=False, started_later_s=86_400)
+    cand = _run(tmp_path / "cand", (2, 4, 8), merged=True, started_later_s=86_400)
     for folder in (base, parts, cand):
         assert _cli("analyze", str(folder))[0] == 0  # compare reads each run's summary.json too
     outputs = []
@@ -185,7 +185,7 @@ def test_a_run_compares_the_same_from_part_files_and_a_damaged_list_column_is_on
 def test_drawing_one_run_at_a_time_gives_the_intervals_of_both_runs_held_together(tmp_path, monkeypatch):
     """Each run's replicates come from its own stream, so drawing them run after run changes no interval."""
     base = _run(tmp_path / "base", (2, 4, 2), merged=True)
-    cand = _run(tmp_path / "cand", (2, 4, 2), merged=False, seed=4)
+    cand = _run(tmp_path / "cand", (2, 4, 2), merged=False, seed=4, started_later_s=86_400)
     made: list[dict] = []
     real = engine.level_samples
 

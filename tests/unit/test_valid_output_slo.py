@@ -35,9 +35,9 @@ SCENARIO = {
 }
 
 
-def _rows(broken_every: int, scale: float = 1.0, seed: int = 0) -> tuple[list, list]:
+def _rows(broken_every: int, scale: float = 1.0, seed: int = 0, t0: float = T0) -> tuple[list, list]:
     """Closed-loop records; at 4 users every ``broken_every``-th answer is invalid (0: none)."""
-    plan = level_plan(list(LEVELS), 10.0, t0=T0)
+    plan = level_plan(list(LEVELS), 10.0, t0=t0)
     rows = []
     for lv in plan:
         c = lv["concurrency"]
@@ -113,7 +113,7 @@ def test_rules_know_the_check():
 def pair(tmp_path_factory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("valid-pair")
     base = write_run_folder(root / "base", *_rows(broken_every=0, seed=1), SCENARIO)
-    cand = write_run_folder(root / "cand", *_rows(broken_every=3, scale=0.8, seed=2), SCENARIO)  # 20% faster, a third broken
+    cand = write_run_folder(root / "cand", *_rows(broken_every=3, scale=0.8, seed=2, t0=T0 + 86_400), SCENARIO)  # 20% faster, a third broken
     return base, cand
 
 
