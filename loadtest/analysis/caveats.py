@@ -18,7 +18,7 @@ import pandas as pd
 from loadtest.analysis.capacity import level_reasons
 from loadtest.analysis.results import Check, LevelResult
 from loadtest.analysis.slo import SloSpec
-from loadtest.analysis.stop import stop_words
+from loadtest.analysis.stop import incomplete_words
 
 #: Chunks per second one load-generator process times within about 2 ms (p99), as
 #: measured by benchmarks/bench_fidelity.py on a 2-core machine (README, performance).
@@ -233,43 +233,10 @@ def _worker_loss(loss: Any) -> str:
     )
 
 
-def _incomplete(run: Mapping[str, Any]) -> str:
-    """Why the run is partial, as far as run.json can tell.
-
-    A run that stops on its own (Ctrl-C, SIGTERM, the web UI's Stop, a full disk) writes its end
-    and who stopped it into run.json; one that was killed (SIGKILL, the OOM killer, a crash) never
-    does, and lost what it had not yet flushed: up to a second of records.
-    """
-    stopped = run.get("stopped_by")
-    if stopped == "preflight":
-        return f"the run stopped at its preflight, before any load: {run.get('stop_error') or 'the target failed'}"
-    if stopped == "disk_full":
-        return ("the run did not complete: it was stopped because its folder could not be written (disk full); "
-                "the records flushed before are kept, its last level is partial")
-    if run.get("ended_wall") is None:
-        return ("the run did not complete: it was killed or crashed (run.json has no end time); the records of "
-                "its last second or so and the requests then in flight are missing, and its last level is partial")
-    words = stop_words(run)
-    if words is not None:
-        levels = run.get("levels") or []
-        last = levels[-1] if levels else None
-        if last is None:
-            return f"the run did not complete: {words} stopped it before its first level"
-        if not (last.get("decision") or {}).get("ended"):
-            ran = max(0.0, float(last.get("end_wall") or 0.0) - float(last.get("start_wall") or 0.0))
-            return (f"the run did not complete: {words} stopped it {ran:.1f} s into its last level, which was "
-                    "cut short before it could be decided; every record measured until then is kept")
-        return (f"the run did not complete: {words} stopped it after its last level had ended; any "
-                "levels still to come were not run, and every record measured until then is kept")
-    # an older run.json, which did not record who stopped the run (Ctrl-C, SIGTERM or the web UI's Stop)
-    return ("the run did not complete: it was stopped early (Ctrl-C, SIGTERM or the web UI's Stop; this run.json "
-            "does not say which), and its last level may be partial")
-
-
 def run_caveats(run: Mapping[str, Any], frame: pd.DataFrame) -> list[str]:
     out: list[str] = []
     if run.get("complete") is False:
-        out.append(_incomplete(run))
+        out.append(incomplete_words(run))
     for loss in run.get("workers_lost") or []:
         out.append(_worker_loss(loss))
     if len(frame):

@@ -55,3 +55,37 @@ def no_load(run: Mapping[str, Any]) -> str | None:
     if words is not None and not run.get("levels"):
         return f"{words} stopped the run before its first level (in its preflight or warm-up): no load was measured"
     return None
+
+
+def incomplete_words(run: Mapping[str, Any]) -> str:
+    """Why the run is partial, as far as run.json can tell.
+
+    A run that stops on its own (Ctrl-C, SIGTERM, the web UI's Stop, a full disk) writes its end
+    and who stopped it into run.json; one that was killed (SIGKILL, the OOM killer, a crash) never
+    does, and lost what it had not yet flushed: up to a second of records. The analysis warns with
+    it, and the gate of a comparison whose baseline or candidate did not complete.
+    """
+    stopped = run.get("stopped_by")
+    if stopped == "preflight":
+        return f"the run stopped at its preflight, before any load: {run.get('stop_error') or 'the target failed'}"
+    if stopped == "disk_full":
+        return ("the run did not complete: it was stopped because its folder could not be written (disk full); "
+                "the records flushed before are kept, its last level is partial")
+    if run.get("ended_wall") is None:
+        return ("the run did not complete: it was killed or crashed (run.json has no end time); the records of "
+                "its last second or so and the requests then in flight are missing, and its last level is partial")
+    words = stop_words(run)
+    if words is not None:
+        levels = run.get("levels") or []
+        last = levels[-1] if levels else None
+        if last is None:
+            return f"the run did not complete: {words} stopped it before its first level"
+        if not (last.get("decision") or {}).get("ended"):
+            ran = max(0.0, float(last.get("end_wall") or 0.0) - float(last.get("start_wall") or 0.0))
+            return (f"the run did not complete: {words} stopped it {ran:.1f} s into its last level, which was "
+                    "cut short before it could be decided; every record measured until then is kept")
+        return (f"the run did not complete: {words} stopped it after its last level had ended; any "
+                "levels still to come were not run, and every record measured until then is kept")
+    # an older run.json, which did not record who stopped the run (Ctrl-C, SIGTERM or the web UI's Stop)
+    return ("the run did not complete: it was stopped early (Ctrl-C, SIGTERM or the web UI's Stop; this run.json "
+            "does not say which), and its last level may be partial")

@@ -41,11 +41,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from loadtest.analysis.bootstrap import CONFIDENCE
 from loadtest.analysis.verdict import verdict_confidence
 from loadtest.analysis.slo import SloSpec
+from loadtest.analysis.stop import incomplete_words
 from loadtest.compare.capacity import CapacityBounds, capacity_change
 from loadtest.compare.change import Change, severity, tolerances_worse
 from loadtest.compare.cost import cost_change
@@ -100,6 +101,9 @@ class Comparison:
     #: The level of each check's run-to-run prediction interval (see compare/joint.py: the single-check threshold as a t level).
     noise_confidence: float | None = None
     hint: str = "longer levels would decide"
+    #: The compared runs that did not complete (run.json ``complete: false``), as "candidate runs/x":
+    #: their missing levels are the stop's doing, which no longer level or history would decide.
+    incomplete: list[str] = field(default_factory=list)
 
     @property
     def regressions(self) -> list[Change]:
@@ -215,7 +219,20 @@ def compare_runs(baseline: Path | str, candidate: Path | str, rules: Rules, *, s
     changes.sort(key=severity)
 
     cost = cost_change(side_b.summary, side_c.summary)
-    return Comparison(side_b, side_c, slo_c.to_dict(), fp, rules, changes, warnings, confidence, cost)
+    cmp = Comparison(side_b, side_c, slo_c.to_dict(), fp, rules, changes, warnings, confidence, cost)
+    say_incomplete(cmp, ((base, args[0]), (cand, args[1])))
+    return cmp
+
+
+def say_incomplete(cmp: Comparison, sides: Sequence[tuple[RunInput, str]]) -> None:
+    """Warn of a compared run that did not complete, and say that it, not the levels' length, left the
+    gate undecided: an interrupted candidate read "longer levels would decide"."""
+    for side, arg in sides:
+        if side.run.get("complete") is False:
+            cmp.incomplete.append(f"{arg} {side.label}")
+            cmp.warnings.append(f"{arg} {side.label}: {incomplete_words(side.run)}")
+    if cmp.incomplete:
+        cmp.hint = f"{' and '.join(cmp.incomplete)} did not complete: compare runs that did"
 
 
 def _confidence(side: RunInput) -> float:

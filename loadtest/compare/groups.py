@@ -45,7 +45,7 @@ from loadtest.compare.capacity import CapacityBounds, capacity_change
 from loadtest.compare.change import Change, classify, describe_change, untrusted_note, worse_sign
 from loadtest.compare.change import severity as _severity
 from loadtest.compare.client_trust import client_explains
-from loadtest.compare.engine import Comparison, compare_runs, require_same_workload, side_fingerprint
+from loadtest.compare.engine import Comparison, compare_runs, require_same_workload, say_incomplete, side_fingerprint
 from loadtest.compare.reference import RunGroups, read_groups, refuse_a_run_given_twice
 from loadtest.compare.inputs import RunInput
 from loadtest.compare.rules import ABSOLUTE, CAPACITY, ERROR_RATE, VALID_OUTPUT, Rules
@@ -89,6 +89,7 @@ def compare_groups(
     for (path, side), which in [(b, "--also-baseline") for b in base[1:]] + [(c, "--also-candidate") for c in cand[1:]]:
         require_same_workload(cmp.fingerprint, side_fingerprint(side, which), prefix=f"{which} {path}: ")
     ref = [(groups.reference[0][0], cmp.baseline.summary or {}), *groups.reference[1:]]
+    say_incomplete(cmp, [(s, "--also-baseline") for _, s in base[1:]] + [(s, "--also-candidate") for _, s in cand[1:]])
     cmp.baselines = [str(p) for p, _ in base]
     cmp.candidates = [str(p) for p, _ in cand]
     cmp.history_runs = len(ref)
@@ -117,7 +118,8 @@ def compare_groups(
         if _judge(c, cmp, [s for _, s in base], [s for _, s in cand], joint_noise, min_history):
             unknown += 1
     _baseline_drift_words(cmp, len(ref))
-    cmp.hint = noise.history_hint(cmp.changes, len(ref), min_history, unknown) or cmp.hint
+    if not cmp.incomplete:  # else the stop is what left it undecided (engine.say_incomplete)
+        cmp.hint = noise.history_hint(cmp.changes, len(ref), min_history, unknown) or cmp.hint
     cmp.changes.sort(key=_severity)
     return cmp
 

@@ -781,3 +781,34 @@ def test_a_history_of_links_to_run_folders_is_read(pair, tmp_path):
     code, out, _ = cli("compare", str(base), str(same), "--history", str(links), str(tmp_path / "beside"),
                        "--json", str(tmp_path / "c.json"))
     assert json.loads((tmp_path / "c.json").read_text())["history_runs"] == 4, out
+
+
+def test_a_candidate_that_did_not_complete_is_said_and_blamed_not_the_levels(pair, tmp_path):
+    """An interrupted candidate read "INCONCLUSIVE: …; longer levels would decide", with no word that it
+    had been stopped: its missing levels are the stop's doing. Now every output warns of it, and the
+    headline says so instead."""
+    _, base, same, _ = pair
+    sc = scenario_dict()
+    plan = level_plan(sc["load"]["levels"], 10.0, t0=T0 + 3 * 86_400)
+    rows = []
+    for lv in plan:  # stopped 2 s into its third level: too few requests there to judge it
+        c = lv["concurrency"]
+        rows += closed_loop_rows(lv["index"], c, lv["start_wall"], 10.0 if c < 4 else 2.0, ttft_ms=40.0 * c,
+                                 itl_ms=10.0 * c, chunks=16, warmup_s=1.0, seed=9 + lv["index"], jitter=0.03)
+    with contextlib.redirect_stdout(io.StringIO()):
+        cut = write_folder(tmp_path / "cut", rows, plan, sc)
+    run = json.loads((cut / "run.json").read_text())
+    run.update(complete=False, stopped_by="signal", stop_signal="SIGINT")
+    run["levels"][-1]["decision"] = {}  # the level in force when the stop came: never decided
+    (cut / "run.json").write_text(json.dumps(run))
+    assert cli("analyze", str(cut))[0] == 0
+    code, out, _ = cli("compare", str(base), str(cut), "--json", str(tmp_path / "c.json"), "--markdown", str(tmp_path / "c.md"))
+    report = json.loads((tmp_path / "c.json").read_text())
+    said = [w for w in report["warnings"] if w.startswith(f"candidate {cut}: the run did not complete: an interrupt (SIGINT)")]
+    assert said and said[0] in (tmp_path / "c.md").read_text(), report["warnings"]
+    assert code == 6, out  # the level cut short holds the capacity undecided
+    assert report["headline"].endswith(f"candidate {cut} did not complete: compare runs that did."), report["headline"]
+    assert "longer levels would decide" not in report["headline"]
+    # a complete pair says nothing of the kind
+    code, out, _ = cli("compare", str(base), str(same), "--json", str(tmp_path / "s.json"))
+    assert not [w for w in json.loads((tmp_path / "s.json").read_text())["warnings"] if "did not complete" in w]
