@@ -46,7 +46,7 @@ from loadtest.analysis.intervals import (
 )
 from loadtest.quantiles import binned_order_statistics, lerp, order_statistics, position, sample_bounds
 from loadtest.analysis.results import REPORTED, LevelResult, Stats
-from loadtest.analysis.windows import LevelWindow, window_shares
+from loadtest.analysis.windows import LevelWindow, served_from, window_shares
 from loadtest.metric_registry import BY_NAME, LATENCY_METRICS, PERCENTILES
 
 #: Finite samples kept per level and metric for the report's box plots.
@@ -156,6 +156,7 @@ def level_results(
     samples = {m: frame[BY_NAME[m].sample_column].to_numpy(dtype=float) for m in LATENCY_METRICS if BY_NAME[m].per == "request"}
     start = frame["start_wall"].to_numpy(dtype=float)
     end = frame["end_wall"].to_numpy(dtype=float)
+    ttft = frame["ttft_ms"].to_numpy(dtype=float)
     valid = frame["output_valid"].to_numpy(dtype=float) if "output_valid" in frame else np.full(len(frame), np.nan)
 
     results: list[LevelResult] = []
@@ -167,8 +168,10 @@ def level_results(
         errors = int(failed_here.sum())
         by_kind = pd.Series(kinds[failed_here]).fillna("unknown").value_counts()
         ended_ok = ok & (end_pos == p)
-        # each success by the share of its life inside the window (windows.window_shares: why not by its end)
-        served = np.where(ok, window_shares(start, end, window.window_start, window.end_wall), 0.0)
+        # each success by the share of its life inside the window (windows.window_shares: why not by its
+        # end), its served life at a rate (windows.served_from: not its wait in a growing queue)
+        begin = served_from(start, ttft, window.rate_rps is not None)
+        served = np.where(ok, window_shares(begin, end, window.window_start, window.end_wall), 0.0)
         duration = window.duration_s
 
         stats: dict[str, Stats] = {}

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from loadtest.analysis.cost import Served, forecast, unit_cost
-from loadtest.analysis.windows import window_shares
+from loadtest.analysis.windows import served_from, window_shares
 
 
 def price_per_hour(run: Mapping[str, Any]) -> float | None:
@@ -42,8 +42,9 @@ def served_at(analysis: Any, level: Any) -> Served:
     if frame is not None and len(frame) and "end_wall" in frame and level.window_start is not None:
         # the good requests' tokens, each request by the share of its life in the level's window, as
         # goodput_rps counts it (windows.window_shares: a short window's lock-step batches)
-        share = window_shares(frame["start_wall"].to_numpy(dtype=float), frame["end_wall"].to_numpy(dtype=float),
-                              level.window_start, level.end_wall)
+        begin = served_from(frame["start_wall"].to_numpy(dtype=float), frame["ttft_ms"].to_numpy(dtype=float),
+                            level.rate_rps is not None)
+        share = window_shares(begin, frame["end_wall"].to_numpy(dtype=float), level.window_start, level.end_wall)
         ok = frame["ok"].to_numpy()
         tokens = frame["completion_tokens"].to_numpy(dtype=float)
         # every success's tokens the same way, for the "ignoring the SLO" contrast: the level's own

@@ -177,6 +177,25 @@ def position_by_index(windows: Sequence[LevelWindow]) -> dict[int, int]:
     return {w.index: pos for pos, w in enumerate(windows)}
 
 
+def served_from(start: np.ndarray, ttft_ms: np.ndarray, rate_mode: bool) -> np.ndarray:
+    """Where each request's served life begins, for :func:`window_shares`: its start in closed loop,
+    its first token (its start when it has none: an embedding) at a rate (open loop, trace replay).
+
+    Why not the start at a rate: there the arrivals do not wait for the answers, so past the
+    server's capacity its queue grows for the whole level, and a request's life from its (scheduled)
+    start is mostly that wait. The shares then add up to something between the served and the
+    offered rate: 12.5 req/s from a server that completes 10 (4 slots of 400 ms requests, 16 req/s
+    offered), beside 160 tokens/s that are 10 requests' worth. From the first token the shares add
+    up to 10.0. In closed loop the users hold the requests in flight constant, so no queue grows
+    within a level, and the start stays (its figures unchanged).
+    """
+    start = np.asarray(start, dtype=float)
+    if not rate_mode:
+        return start
+    first = start + np.asarray(ttft_ms, dtype=float) / 1000.0
+    return np.where(np.isfinite(first), first, start)
+
+
 def window_shares(begin: np.ndarray, end: np.ndarray, window_start: float, window_end: float) -> np.ndarray:
     """Each span ``[begin, end)``'s share (0 to 1) that fell in the measured window ``[window_start, window_end)``.
 
