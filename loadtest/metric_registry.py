@@ -140,7 +140,7 @@ METRICS: tuple[Metric, ...] = (
     Metric(
         "requests_per_s", "requests/s", "requests/s",
         "successful requests served in the measured window, each counted by the share of its life (send to "
-        "end) inside the window, per second of window",
+        "end; at a rate, first token to end, not its wait in a growing queue) inside the window, per second of window",
         kind="rate", per="window",
     ),
     Metric(

@@ -13,3 +13,6 @@ REQUESTS_PARQUET = "requests.parquet"
 PARTS_DIR = "requests.parts"
 #: The self-contained report (:mod:`loadtest.report.html`; ``loadtest profile`` writes one too).
 REPORT_HTML = "report.html"
+#: The regression gate's verdict (``compare --json``; ``run --baseline`` writes it into the run folder,
+#: or with ``--repeat`` into the folder that holds the runs).
+COMPARE_JSON = "compare.json"

@@ -12,6 +12,7 @@ from loadtest.compare.noise import MIN_HISTORY_RUNS, UNKNOWN_NOISE_FACTOR
 from loadtest.compare.rules import parse_rules
 from loadtest.paths import output_file
 from loadtest.storage.remote import path_arg
+from loadtest.run_files import COMPARE_JSON
 
 if TYPE_CHECKING:  # the engine (pandas, SciPy) loads only when the gate runs: see run_gate
     from loadtest.compare.engine import Comparison
@@ -57,7 +58,7 @@ def output_targets(args: argparse.Namespace, default_dir: Path | None = None) ->
         if path is not None:
             output_file(path, f"--{kind}")
     if default_dir is not None:
-        defaults = {"json": "compare.json", "junit": "compare.junit.xml", "markdown": "compare.md", "html": "compare.html"}
+        defaults = {"json": COMPARE_JSON, "junit": "compare.junit.xml", "markdown": "compare.md", "html": "compare.html"}
         targets = {k: v or default_dir / defaults[k] for k, v in targets.items()}
     return targets
 

@@ -94,6 +94,10 @@ def compare_groups(
     cmp.candidates = [str(p) for p, _ in cand]
     cmp.history_runs = len(ref)
     cmp.min_history = min_history
+    if groups.rejected:
+        cmp.warnings.append(f"--history: {len(groups.rejected)} run(s) of this workload that their own gate rejected "
+                            f"(compare.json outcome: regression) are left out of the run-to-run noise, which stands for "
+                            f"the healthy server's: {', '.join(groups.rejected[:3])}{' …' if len(groups.rejected) > 3 else ''}")
     if history and len(ref) == len(base):  # the user asked for a history and it gave nothing: say so
         cmp.warnings.append(f"--history: its {groups.history_folders} run folder(s) add no earlier complete run of this workload "
                             f"(besides the compared runs themselves), so the run-to-run noise has the baseline run(s) only")

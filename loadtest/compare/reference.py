@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, Sequence
 
@@ -20,6 +20,7 @@ from loadtest.compare.inputs import (RUN_JSON, SUMMARY_JSON, RunIdentity, RunInp
                                      run_identity)
 from loadtest.errors import InputError
 from loadtest.fingerprint import fingerprint_of_run
+from loadtest.run_files import COMPARE_JSON
 from loadtest.run_record import normalized
 
 
@@ -32,6 +33,8 @@ class RunGroups:
     fp_hash: str | None
     reference: list[tuple[str, dict[str, Any]]]
     history_folders: int  # run folders found under --history, of any workload
+    #: History runs of this workload left out because their own gate found a regression (:func:`rejected`).
+    rejected: list[str] = field(default_factory=list)
 
 
 class _HistoryRun(NamedTuple):
@@ -50,6 +53,29 @@ def read_groups(baselines: Sequence[Path | str], candidates: Sequence[Path | str
     if fp_hash is None:
         fp_hash = side_fingerprint(base[0][1], "baseline").get("hash")
     return RunGroups(base, cand, fp_hash, *_reference(fp_hash, base[0][1].summary or {}, base, cand, history))
+
+
+def rejected(folder: Path) -> bool:
+    """True when the gate that judged this run as its candidate found a regression: its compare.json (in
+    the run folder; with ``--repeat``, in the folder holding the runs, naming it among its candidates)
+    says ``outcome: regression``.
+
+    Why such a run is no reference run: the reference runs stand for the healthy server's run-to-run
+    noise. A night the gate rejected stays in the nightly's results, and counted as noise it widened the
+    band so far (±1000-2600% from one slow night among four) that the next night's real slowdown of
+    13-27% passed and was promoted as the baseline. A rejected run the user accepts becomes the
+    baseline by ``baseline promote``, and the runs after it are its noise.
+    """
+    for place in (folder / COMPARE_JSON, folder.parent / COMPARE_JSON):
+        try:
+            verdict = json.loads(place.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(verdict, dict) or verdict.get("outcome") != "regression":
+            continue
+        if place.parent == folder or folder.name in {Path(str(c)).name for c in verdict.get("candidates") or []}:
+            return True
+    return False
 
 
 def refuse_a_run_given_twice(groups: RunGroups) -> None:
@@ -80,9 +106,11 @@ def _summary_side(path: Path | str, which: str) -> tuple[Path, RunInput]:
 
 
 def _reference(fp_hash: str | None, first_summary: dict[str, Any], base: list[tuple[Path, RunInput]],
-               cand: list[tuple[Path, RunInput]], history: Sequence[Path | str]) -> tuple[list[tuple[str, dict[str, Any]]], int]:
+               cand: list[tuple[Path, RunInput]], history: Sequence[Path | str]
+               ) -> tuple[list[tuple[str, dict[str, Any]]], int, list[str]]:
     """(folder, summary) of every reference run: the baselines (the first's as ``first_summary``),
-    then the history's runs of the fingerprint ``fp_hash``; and how many run folders the history holds."""
+    then the history's runs of the fingerprint ``fp_hash``; how many run folders the history holds;
+    and the history's runs of this workload left out as :func:`rejected`."""
     seen = {_key(p) for p, _ in base}
     exclude = {_key(p) for p, _ in cand}
     before = min((s.started_wall for _, s in cand if s.started_wall is not None), default=math.inf)
@@ -91,6 +119,7 @@ def _reference(fp_hash: str | None, first_summary: dict[str, Any], base: list[tu
     runs_in: set[RunIdentity | None] = {s.identity for _, s in base + cand} - {None}
     out = [(str(p), (s.summary or {}) if i else first_summary) for i, (p, s) in enumerate(base)]
     found: list[_HistoryRun] = []
+    left_out: list[str] = []
     folders = find_runs([Path(h) for h in history], "--history") if history else []
     for folder in folders:
         key = _key(folder)
@@ -100,11 +129,14 @@ def _reference(fp_hash: str | None, first_summary: dict[str, Any], base: list[tu
         run = _history_run(folder, fp_hash)
         if run is not None and run.started < before and (run.identity is None or run.identity not in runs_in):
             runs_in.add(run.identity)
+            if rejected(folder):
+                left_out.append(str(folder))
+                continue
             found.append(run)
     found.sort(key=lambda r: r.started)
     room = max(0, noise.MAX_REFERENCE_RUNS - len(out))
     found = found[len(found) - room:] if room else []  # the newest
-    return out + [(r.folder, r.summary) for r in found], len(folders)
+    return out + [(r.folder, r.summary) for r in found], len(folders), left_out
 
 
 def _history_run(folder: Path, fp_hash: str | None) -> _HistoryRun | None:

@@ -179,3 +179,34 @@ def test_rates_read_with_four_significant_digits():
 
     assert [fmt_rate(x) for x in (5.501711, 7.044444, 12.5, 2.0, 0.25, 8.333333, 1234.5, 100000.0)] == [
         "5.502", "7.044", "12.5", "2", "0.25", "8.333", "1,234", "100,000"]
+
+
+def test_past_capacity_the_served_rate_is_the_servers_not_the_offered():
+    """A trial: 16 req/s offered to a server that completes 10 read ``requests_per_s`` 12.5, beside
+    tokens/s worth 10 requests: a success was counted by the share of its life in the window from its
+    scheduled start, and past capacity that life is mostly the wait in a queue that grows all level.
+    Here one request at a time is served, 100 ms each (10 req/s), 16 arrive a second for 10 s: the
+    served rate is 10 whatever the queue, and the goodput and cost count the same way."""
+    rate, service = 16.0, 0.1
+    t = 1000.0 + np.arange(160) / rate
+    begin = np.empty_like(t)
+    free = 1000.0
+    for i, arrival in enumerate(t):  # first come, first served
+        begin[i] = max(arrival, free)
+        free = begin[i] + service
+    end = begin + service
+    ttft = (begin - t) * 1000.0 + 10.0
+    e2e = (end - t) * 1000.0
+    frame = pd.DataFrame({
+        "request_id": [f"r{i}" for i in range(len(t))], "worker": "local", "user": 0, "level": 0, "level_index": 0,
+        "warmup": False, "start_wall": t, "ttfb_ms": ttft, "ttft_ms": ttft, "e2e_ms": e2e,
+        "chunk_ms": [[a, a + 45.0, b] for a, b in zip(ttft, e2e)], "chunk_tokens": [[1, 1, 1]] * len(t),
+        "completion_tokens": 3, "token_source": "usage", "status": 200, "ok": True, "error_kind": None, "error": None,
+        "rate_rps": rate, "scheduled_wall": t, "schedule_lag_ms": 0.0,
+    })
+    run = {"warmup_s": 0, "levels": [{"index": 0, "concurrency": 0, "start_wall": 1000.0, "end_wall": 1010.0,
+                                      "rate_rps": rate}], "ended_wall": 1020.0}
+    level = analyze(frame, run, SloSpec.from_dict({"ttft_ms": {"p95": 100_000}})).levels[0]
+    assert level.requests_per_s == pytest.approx(10.0, rel=0.02), level.requests_per_s
+    assert level.goodput_rps == pytest.approx(10.0, rel=0.02)
+    assert level.output_tokens_per_s == pytest.approx(30.0, rel=0.05)  # 3 tokens a request: the same flow
