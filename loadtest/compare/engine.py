@@ -160,10 +160,14 @@ class Comparison:
         # unchanged, or a level not compared, is not "within tolerance"
         noise_only = len(self.within_noise_only)
         undecided = sum(1 for c in self.changes if c.verdict == "inconclusive")
-        if not noise_only and not undecided:
+        # a regression of a check that --fail-on does not gate: worse, not "within tolerance"
+        ungated = sum(1 for c in self.changes if c.verdict == "regression")
+        if not noise_only and not undecided and not ungated:
             return f"No regression: {n} checks within tolerance or better{extra}."
-        within = n - noise_only - undecided - better
+        within = n - noise_only - undecided - better - ungated
         parts = [f"{within} of {n} checks within tolerance"]
+        if ungated:
+            parts.append(f"{ungated} worse than the tolerance but not gated (--fail-on)")
         if noise_only:
             parts.append(f"{noise_only} worse by more than the tolerance but within the run-to-run noise "
                          f"(more reference runs in --history narrow it)")
