@@ -28,7 +28,7 @@ from loadtest.errors import InputError
 from loadtest.export.flags import add_export_arguments, check_metrics_port, check_port_free, push_after_run
 from loadtest.load.cores import check_local_workers
 from loadtest.load.modes import load_mode
-from loadtest.paths import output_folder
+from loadtest.paths import input_folder, output_folder
 from loadtest.redact import ScrubbingFormatter, install_for, remember, url_secrets
 from loadtest.repeats import plan, warmup_default
 from loadtest.run import RunOptions, check_secret_env, default_run_dir, run_scenario
@@ -126,7 +126,8 @@ def _run_options(args: argparse.Namespace, out: Path, warmup: bool) -> RunOption
 
 
 def _check_baseline(args: argparse.Namespace, scenario) -> None:
-    """Refuse before any load is sent: a missing baseline, or one of another workload (exit 2)."""
+    """Refuse before any load is sent: a missing baseline, one of another workload, or a --history
+    folder that is not there (exit 2)."""
     # start-up time: the comparison's stack (pandas, SciPy) only for a run with --baseline
     from loadtest.compare.engine import require_same_workload, side_fingerprint
     from loadtest.compare.inputs import load_run, require_closed_loop
@@ -138,6 +139,8 @@ def _check_baseline(args: argparse.Namespace, scenario) -> None:
     for baseline in args.baseline:
         base = side_fingerprint(load_run(baseline, records=False, arg="--baseline"), "baseline")
         require_same_workload(base, fingerprint(scenario.public_dict()), prefix=f"--baseline {baseline}: ")
+    for folder in args.history or ():  # a mistyped --history was refused only after the whole load
+        input_folder(folder, "--history")
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:

@@ -822,3 +822,14 @@ def test_a_candidate_that_did_not_complete_is_said_and_blamed_not_the_levels(pai
     # a complete pair says nothing of the kind
     code, out, _ = cli("compare", str(base), str(same), "--json", str(tmp_path / "s.json"))
     assert not [w for w in json.loads((tmp_path / "s.json").read_text())["warnings"] if "did not complete" in w]
+
+
+def test_run_with_a_baseline_refuses_a_missing_history_before_any_load(pair, tmp_path):
+    """A trial: ``run --baseline B --history nofolder`` ran the whole load (the warm-up run too) and only
+    then ended "--history nofolder: no such folder", a night without a verdict."""
+    scenario = tmp_path / "same.yaml"
+    scenario.write_text(json.dumps(scenario_dict()))
+    code, _, err = cli("run", str(scenario), "--baseline", str(pair[1]), "--history", str(tmp_path / "nowhere"),
+                       "--out", str(tmp_path / "run"))
+    assert code == 2 and err.strip() == f"loadtest run: error: --history {tmp_path / 'nowhere'}: no such folder", err
+    assert not (tmp_path / "run").exists() and not (tmp_path / "run-warmup").exists()  # refused before anything
