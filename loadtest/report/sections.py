@@ -93,7 +93,9 @@ def plain_verdict(analysis: Analysis) -> str:
     cap = analysis.capacity
     if cap.verdict == "found":
         words = "The endpoint meets every SLO up to the capacity below"
-        words += f"; with more users, {_binding_words(analysis)} breaks its limit first." if cap.binding else "."
+        more = ("with faster replay" if cap.speedup is not None else "at higher rates" if cap.rate_rps is not None
+                else "with more users")  # an open loop or a trace replay has no users to add
+        words += f"; {more}, {_binding_words(analysis)} breaks its limit first." if cap.binding else "."
     elif cap.verdict == "at_least":
         words = "The endpoint met every SLO at every level tested: its real limit is higher than this run went."
     elif cap.verdict == "below_minimum":

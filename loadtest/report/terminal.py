@@ -180,7 +180,9 @@ def build_class_table(analysis: Analysis) -> Table:
         title="per request class (each cell: the percentile the class's SLO uses, else p95)",
         title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
     )
-    for name, justify in (("users", "right"), ("class", "left"), ("reqs", "right"), ("errors", "right")):
+    replay = any(lv.speedup is not None for lv in analysis.levels)
+    load = "speedup" if replay else "req/s" if any(lv.rate_rps is not None for lv in analysis.levels) else "users"
+    for name, justify in ((load, "right"), ("class", "left"), ("reqs", "right"), ("errors", "right")):
         table.add_column(name, justify=justify, no_wrap=True)
     metrics = CLASS_METRICS
     for metric in metrics:
@@ -196,19 +198,29 @@ def build_class_table(analysis: Analysis) -> Table:
                 cell = _latency_cell(class_level, metric, pct, same_percentile=True, class_name=name)
                 cells.append(cell.append(f" {pct}", style="dim") if check else cell)
             table.add_row(
-                level.load_text, name, str(class_level.requests), _errors_cell(class_level, name), *cells,
+                f"{level.speedup:g}×" if replay else level.load_text, name, str(class_level.requests),
+                _errors_cell(class_level, name), *cells,
                 _verdict_cell(class_level),
             )
     return table
 
 
 def _class_capacities(analysis: Analysis) -> str:
+    """``each class alone holds: chat 5 (fails at 6 on ttft_ms.p95); batch ≥ 8``, in the run's load:
+    users, req/s (open loop) or × the trace window. An open-loop run's classes read "below the lowest
+    level" for capacities of 5 req/s: only the users were read."""
     parts = []
     for name, cap in analysis.capacity.classes.items():
-        held = "below the lowest level" if cap.concurrency is None else f"{cap.concurrency}"
-        if cap.first_failing is None and cap.concurrency is not None:
-            held = f"≥ {cap.concurrency}"
-        why = f" (fails at {cap.first_failing} on {cap.binding})" if cap.first_failing is not None else ""
+        if cap.speedup is not None or cap.first_failing_speedup is not None:
+            held_at, failing_at, unit = cap.speedup, cap.first_failing_speedup, "×"
+        elif cap.rate_rps is not None or cap.first_failing_rate_rps is not None:
+            held_at, failing_at, unit = cap.rate_rps, cap.first_failing_rate_rps, " req/s"
+        else:
+            held_at, failing_at, unit = cap.concurrency, cap.first_failing, ""
+        held = "below the lowest level" if held_at is None else f"{held_at:g}{unit}"
+        if failing_at is None and held_at is not None:
+            held = f"≥ {held_at:g}{unit}"
+        why = f" (fails at {failing_at:g}{unit} on {cap.binding})" if failing_at is not None else ""
         parts.append(f"{name} {held}{why}")
     return "each class alone holds: " + "; ".join(parts)
 

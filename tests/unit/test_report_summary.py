@@ -106,3 +106,40 @@ def test_analyze_run_reads_a_killed_run_from_its_part_files(tmp_path):
     analysis = analyze_run(tmp_path)
     assert analysis.level(1).requests == len(rows)
     assert analysis.capacity.concurrency == 1
+
+
+def test_the_terminal_names_each_class_capacity_in_the_runs_load():
+    """An open-loop run's classes read "each class alone holds: chat below the lowest level; …" where
+    summary.json had 5, 5 and ≥ 8 req/s: only the users were read. Each mode's own figure now."""
+    from types import SimpleNamespace
+
+    from loadtest.analysis.results import Capacity
+    from loadtest.report.terminal import _class_capacities
+
+    def line(**classes):
+        return _class_capacities(SimpleNamespace(capacity=SimpleNamespace(classes=classes)))
+
+    rate = Capacity(None, "found", "", binding="ttft_ms.p50", rate_rps=5.0, first_failing_rate_rps=5.25)
+    held = Capacity(None, "at_least", "", rate_rps=8.0)
+    assert line(chat=rate, batch=held) == "each class alone holds: chat 5 req/s (fails at 5.25 req/s on ttft_ms.p50); batch ≥ 8 req/s"
+    replay = Capacity(None, "found", "", binding="e2e_ms.p95", speedup=3.0, first_failing_speedup=3.5)
+    assert line(long=replay) == "each class alone holds: long 3× (fails at 3.5× on e2e_ms.p95)"
+    users = Capacity(4, "found", "", first_failing=5, binding="itl_ms.p95")
+    below = Capacity(None, "below_minimum", "", first_failing=1, binding="itl_ms.p95")
+    assert line(a=users, b=below) == ("each class alone holds: a 4 (fails at 5 on itl_ms.p95); "
+                                      "b below the lowest level (fails at 1 on itl_ms.p95)")
+
+
+def test_the_plain_verdict_names_the_load_a_rate_run_adds():
+    """An open-loop or trace report said "with more users, the p95 TTFT breaks its limit first"."""
+    from types import SimpleNamespace
+
+    from loadtest.analysis.results import Capacity
+    from loadtest.report.sections import plain_verdict
+
+    slo = SloSpec.from_dict({"ttft_ms": {"p95": 500}})
+    for cap, words in ((Capacity(None, "found", "", binding="ttft_ms.p95", rate_rps=8.0), "at higher rates"),
+                       (Capacity(None, "found", "", binding="ttft_ms.p95", rate_rps=8.3, speedup=2.0), "with faster replay"),
+                       (Capacity(4, "found", "", binding="ttft_ms.p95"), "with more users")):
+        text = plain_verdict(SimpleNamespace(capacity=cap, slo=slo, run={}, levels=[]))
+        assert f"; {words}, the " in text and "breaks its limit first" in text, text
