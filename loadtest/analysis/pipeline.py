@@ -129,7 +129,7 @@ def analyze(
         )
     warnings += run_caveats(run, frame)
     warnings += level_caveats(levels, slo, min_complete, slos)
-    hidden = short_level_caveat(levels, capacity, slo)
+    hidden = short_level_caveat(levels, capacity, slo, frame)
     if hidden:
         warnings.append(hidden)
     server = server_view(server_samples, levels, run.get("server_metrics"))

@@ -181,6 +181,45 @@ def test_rates_read_with_four_significant_digits():
         "5.502", "7.044", "12.5", "2", "0.25", "8.333", "1,234", "100,000"]
 
 
+def _queued(rate: float, service: float, seconds: float = 10.0) -> tuple[pd.DataFrame, dict]:
+    """One level of ``rate`` req/s at constant arrivals to a server that serves one request at a time,
+    ``service`` s each, first come first served: its records and run.json."""
+    t = 1000.0 + np.arange(int(rate * seconds)) / rate
+    begin = np.empty_like(t)
+    free = 1000.0
+    for i, arrival in enumerate(t):
+        begin[i] = max(arrival, free)
+        free = begin[i] + service
+    end = begin + service
+    ttft = (begin - t) * 1000.0 + 10.0
+    e2e = (end - t) * 1000.0
+    frame = pd.DataFrame({
+        "request_id": [f"r{i}" for i in range(len(t))], "worker": "local", "user": 0, "level": 0, "level_index": 0,
+        "warmup": False, "start_wall": t, "ttfb_ms": ttft, "ttft_ms": ttft, "e2e_ms": e2e,
+        "chunk_ms": [[a, a + 45.0, b] for a, b in zip(ttft, e2e)], "chunk_tokens": [[1, 1, 1]] * len(t),
+        "completion_tokens": 3, "token_source": "usage", "status": 200, "ok": True, "error_kind": None, "error": None,
+        "rate_rps": rate, "scheduled_wall": t, "schedule_lag_ms": 0.0,
+    })
+    run = {"warmup_s": 0, "levels": [{"index": 0, "concurrency": 0, "start_wall": 1000.0, "end_wall": 1000.0 + seconds,
+                                      "rate_rps": rate}], "ended_wall": 1000.0 + 2 * seconds}
+    return frame, run
+
+
+def test_a_queue_that_grows_through_a_passing_level_is_said():
+    """A trial: 10.5 req/s to a server that serves 10 passed a 2.5 s level (TTFT p95 208 ms against
+    250), and the capacity read 10.5 req/s with no warning: the margin under the limit bounds the
+    hidden overload at 1.7%, while the TTFT grew 50 ms a second through the level. The slope says it,
+    and what the server sustains (R / (1 + e)); a level under the capacity has no such warning."""
+    slo = SloSpec.from_dict({"ttft_ms": {"p95": 1000}})
+    frame, run = _queued(10.5, 0.1, seconds=4.0)
+    analysis = analyze(frame, run, slo)
+    assert analysis.capacity.rate_rps == 10.5 and analysis.levels[0].status == "pass"
+    grew = [w for w in analysis.warnings if "grew through the level by 50 ms a second" in w]
+    assert grew and "the sustainable rate is about 10 req/s" in grew[0], analysis.warnings
+    frame, run = _queued(9.5, 0.1, seconds=4.0)
+    assert not [w for w in analyze(frame, run, slo).warnings if "grew through the level" in w]
+
+
 def test_past_capacity_the_served_rate_is_the_servers_not_the_offered():
     """A trial: 16 req/s offered to a server that completes 10 read ``requests_per_s`` 12.5, beside
     tokens/s worth 10 requests: a success was counted by the share of its life in the window from its
