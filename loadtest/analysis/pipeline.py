@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from loadtest.analysis.prefix_cache import level_prefix_cache
-from loadtest.analysis.trace_levels import mark_speedups
+from loadtest.analysis.trace_levels import mark_speedups, partial_replay_caveat
 from loadtest.analysis.autoscaling import AutoscalingOptions, recommend
 from loadtest.analysis.bootstrap import DEFAULT_RESAMPLES, rng_for
 from loadtest.analysis.capacity import find_capacity
@@ -132,6 +132,9 @@ def analyze(
     hidden = short_level_caveat(levels, capacity, slo, frame)
     if hidden:
         warnings.append(hidden)
+    partial = partial_replay_caveat(levels, capacity, run.get("trace"))
+    if partial:
+        warnings.append(partial)
     server = server_view(server_samples, levels, run.get("server_metrics"))
     caches = level_prefix_cache(frame, numeric(requests, "cached_tokens"), server_samples,
                                 [(lv.index, lv.window_start, lv.end_wall) for lv in levels])

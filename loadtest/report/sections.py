@@ -179,7 +179,8 @@ def _cell_ms(level: LevelResult, metric: str, pct: str) -> str:
 
 
 def levels_table(analysis: Analysis) -> str:
-    unit = "offered req/s" if any(lv.rate_rps is not None for lv in analysis.levels) else "users"
+    # the level's rate as asked (the offered rate measured in its window is the open-loop table's)
+    unit = "rate (req/s)" if any(lv.rate_rps is not None for lv in analysis.levels) else "users"
     cells, rates = (_UNARY_CELLS, _RATE_COLUMNS[True]) if analysis.unary else (_TABLE_CELLS, _RATE_COLUMNS[False])
     head = (
         f"<tr><th>{unit}</th><th>requests</th><th>errors</th>"

@@ -279,3 +279,25 @@ def test_responses_hit_rate_counts_only_requests_that_report_it():
     got = responses_hit_rate(np.array([32.0, np.nan, 0.0]), np.array([64.0, 100.0, 64.0]))
     assert got == {"hit_rate": 0.25, "cached_tokens": 32, "prompt_tokens": 128, "requests": 2}
     assert responses_hit_rate(np.array([np.nan]), np.array([10.0])) is None
+
+
+def test_a_capacity_level_that_replayed_part_of_the_window_says_so():
+    """A trial: "holds 3.125× the traffic of the trace window" from a 3.5 s level that replayed the
+    first 11 s of a 60 s window, offered 9.49 req/s where the window's mean at 3.125× is 12.97."""
+    from types import SimpleNamespace
+
+    from loadtest.analysis.trace_levels import partial_replay_caveat
+
+    trace = {"period_s": 60.0, "mean_rate_rps": 4.15}
+
+    def level(speedup, seconds, offered):
+        return SimpleNamespace(speedup=speedup, status="pass", start_wall=1000.0, end_wall=1000.0 + seconds,
+                               rate_rps=4.15 * speedup, open_loop={"offered_rps": offered})
+
+    short = [level(2.0, 30.0, 8.3), level(3.125, 3.53, 9.49)]
+    words = partial_replay_caveat(short, SimpleNamespace(speedup=3.125), trace)
+    assert words == ("at 3.125× the level replayed only the first 11 s of the 60 s trace window (offered 9.49 req/s, "
+                     "against 13 for the whole window at this speed): the capacity holds for that part of the trace; "
+                     "levels of at least 19 s at it (min_level_duration_s) replay the whole window"), words
+    assert partial_replay_caveat(short, SimpleNamespace(speedup=2.0), trace) is None  # 30 s at 2× covers 60 s
+    assert partial_replay_caveat(short, SimpleNamespace(speedup=None), trace) is None  # no capacity speedup
