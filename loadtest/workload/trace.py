@@ -14,8 +14,8 @@ Mooncake's, the block hashes that say which requests share a prefix). Formats
   tokens,Total tokens,Log Type`` (only ``Timestamp``, seconds, and the two
   token columns are read).
 
-Times are taken relative to the file's first row; ``window: {start_s,
-duration_s}`` keeps the rows with ``start_s <= t < start_s + duration_s``, and
+Times are taken relative to the file's first row (with ``sort: true``, its
+earliest row, wherever it stands); ``window: {start_s, duration_s}`` keeps the rows with ``start_s <= t < start_s + duration_s``, and
 ``max_requests`` the first that many of them. The window's length (its
 ``period_s``) is ``duration_s``; when there is none, when ``max_requests`` cut
 it, or when the file ends inside it, it is the span of its rows plus one mean
@@ -27,7 +27,9 @@ The file is read once, one line at a time, and reading stops at the end of the
 window: a trace of millions of rows costs only its window in memory. The
 timestamps must not go backwards: a row earlier than the one before it is an
 error naming its line, unless ``sort: true`` asks to sort the window (that is
-documented, never silent). Every problem is one
+documented, never silent). Sorting reads the whole file, since its earliest
+row may be its last; it keeps only the rows that can still fall inside the
+window. Every problem is one
 :class:`~loadtest.errors.InputError` line naming the file and the line.
 
 The replay clock (:class:`Trace`): ``offsets_s`` are the window's arrival
@@ -63,7 +65,7 @@ CSV_COLUMNS = {
 
 @dataclass(frozen=True, slots=True)
 class TraceRow:
-    """One request of a trace: when it arrived (s, from the file's first row) and its lengths."""
+    """One request of a trace: when it arrived (s, from the file's first row, or its earliest when sorted) and its lengths."""
 
     t_s: float
     input_tokens: int
@@ -243,57 +245,111 @@ def read_trace(
         raise InputError(f"{path}: no such trace file")
     end_s = None if duration_s is None else start_s + duration_s
     digest = hashlib.sha256()
-    rows: list[TraceRow] = []
-    skipped = 0
-    seen = 0
-    unsorted = False
-    past_end = False  # a row at or after the window's end was seen: the window is whole
-    t0: float | None = None
-    previous: tuple[float, int] | None = None
     try:
         with open(p, "rb") as fh:
             source = _mooncake_rows(fh, path, digest) if fmt == "mooncake" else _csv_rows(fh, path, fmt, digest)
-            for line, t_abs, n_in, n_out, hashes in source:
-                seen += 1
-                if t0 is None:
-                    t0 = t_abs
-                if previous is not None and t_abs < previous[0]:
-                    if not sort:
-                        raise InputError(
-                            f"{_where(path, line)}: timestamp goes backwards (earlier than line {previous[1]}); "
-                            "sort the file, or set workload.trace.sort: true to sort the window"
-                        )
-                    unsorted = True
-                previous = (t_abs, line) if previous is None or t_abs >= previous[0] else previous
-                t = t_abs - t0
-                if t < start_s:
-                    continue
-                if end_s is not None and t >= end_s:
-                    past_end = True
-                    if sort:
-                        continue  # a later row may still fall inside: read on
-                    break
-                if n_in < 1 or n_out < 1:
-                    skipped += 1
-                    continue
-                rows.append(TraceRow(t, n_in, n_out, hashes, line))
-                if max_requests is not None and len(rows) >= max_requests and not sort:
-                    break
+            if sort:
+                scan = _sorted_window(source, start_s, end_s)
+            else:
+                scan = _window_in_order(source, path, start_s, end_s, max_requests)
             source.close()
     except OSError as err:
         raise InputError(f"{path}: cannot read: {err.strerror or err}") from None
-    if seen == 0:
+    if scan.seen == 0:
         raise InputError(f"{path}: the trace is empty (no {fmt} rows)")
-    if unsorted:
-        rows.sort(key=lambda r: r.t_s)
-    if max_requests is not None:
-        rows = rows[:max_requests]
+    rows = scan.rows if max_requests is None else scan.rows[:max_requests]
     if len(rows) < 2:
         span = f"window start_s {start_s:g}" + (f", duration_s {duration_s:g}" if duration_s is not None else "")
-        raise InputError(f"{path}: {len(rows)} usable request(s) in the {span} ({skipped} skipped for a zero length); a replay needs at least 2")
-    whole = duration_s if past_end else None  # a window running past the file's end is as long as its rows
-    return _window(path, fmt, rows, start_s, whole, max_requests, digest.hexdigest(), skipped, unsorted, block_tokens,
-                   asked=duration_s)
+        raise InputError(f"{path}: {len(rows)} usable request(s) in the {span} ({scan.skipped} skipped for a zero length); a replay needs at least 2")
+    whole = duration_s if scan.past_end else None  # a window running past the file's end is as long as its rows
+    return _window(path, fmt, rows, start_s, whole, max_requests, digest.hexdigest(), scan.skipped, scan.unsorted,
+                   block_tokens, asked=duration_s)
+
+
+@dataclass
+class _Scan:
+    """What one pass over the file found: the window's usable rows, in time order, and its counts."""
+
+    rows: list[TraceRow] = field(default_factory=list)
+    #: Rows of the window with a zero length (not sendable as they were).
+    skipped: int = 0
+    #: Rows in the file, whether in the window or not (0: the file is empty).
+    seen: int = 0
+    #: A timestamp went backwards somewhere in the file (only with ``sort``; otherwise that is an error).
+    unsorted: bool = False
+    #: A row at or after the window's end was seen: the window is whole, its length is ``duration_s``.
+    past_end: bool = False
+
+
+RawRow = tuple[int, float, int, int, tuple[int, ...]]
+
+
+def _window_in_order(source: Iterator[RawRow], path: str, start_s: float, end_s: float | None,
+                     max_requests: int | None) -> _Scan:
+    """The window of a file in time order: times from its first row, reading stops at the window's end."""
+    scan = _Scan()
+    t0: float | None = None
+    previous: tuple[float, int] | None = None
+    for line, t_abs, n_in, n_out, hashes in source:
+        scan.seen += 1
+        if t0 is None:
+            t0 = t_abs
+        if previous is not None and t_abs < previous[0]:
+            raise InputError(
+                f"{_where(path, line)}: timestamp goes backwards (earlier than line {previous[1]}); "
+                "sort the file, or set workload.trace.sort: true to sort the window"
+            )
+        previous = (t_abs, line)
+        t = t_abs - t0
+        if t < start_s:
+            continue
+        if end_s is not None and t >= end_s:
+            scan.past_end = True
+            break
+        if n_in < 1 or n_out < 1:
+            scan.skipped += 1
+            continue
+        scan.rows.append(TraceRow(t, n_in, n_out, hashes, line))
+        if max_requests is not None and len(scan.rows) >= max_requests:
+            break
+    return scan
+
+
+def _sorted_window(source: Iterator[RawRow], start_s: float, end_s: float | None) -> _Scan:
+    """The window of the file's rows sorted by time (``sort: true``): times from its **earliest** row.
+
+    The earliest row may come anywhere in the file, so the whole file is read
+    before any offset is known. Taking times from the first row instead gave
+    the rows before it negative offsets, and the window dropped them without a
+    word. Only the rows that can still fall inside the window are kept: a row
+    already ``end_s`` or more after the earliest seen so far is past the end
+    whatever comes later (the earliest only moves back).
+    """
+    scan = _Scan()
+    kept: list[RawRow] = []
+    lowest = highest = None
+    for raw in source:
+        t_abs = raw[1]
+        scan.seen += 1
+        if highest is not None and t_abs < highest:
+            scan.unsorted = True
+        lowest = t_abs if lowest is None else min(lowest, t_abs)
+        highest = t_abs if highest is None else max(highest, t_abs)
+        if end_s is None or t_abs - lowest < end_s:
+            kept.append(raw)
+    if lowest is None:
+        return scan
+    kept.sort(key=lambda raw: raw[1])  # stable: rows at one time keep the file's order
+    for line, t_abs, n_in, n_out, hashes in kept:
+        t = t_abs - lowest
+        if t < start_s or (end_s is not None and t >= end_s):
+            continue
+        if n_in < 1 or n_out < 1:
+            scan.skipped += 1
+            continue
+        scan.rows.append(TraceRow(t, n_in, n_out, hashes, line))
+    scan.past_end = end_s is not None and highest - lowest >= end_s
+    return scan
 
 
 def _window(path, fmt, rows, start_s, duration_s, max_requests, sha, skipped, unsorted, block_tokens, asked=None) -> Trace:

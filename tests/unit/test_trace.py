@@ -87,6 +87,25 @@ def test_unsorted_timestamps_are_an_error_unless_sort_is_asked(tmp_path):
     assert trace.fingerprint()["sorted"] is True
 
 
+def test_sort_takes_times_from_the_earliest_row_not_the_first(tmp_path):
+    """Rows earlier than the file's first row are the window's start once sorted, not dropped.
+
+    Times were taken from the first row, so with ``sort: true`` the rows dated
+    before it had negative offsets and fell out of the window without a word
+    (``skipped`` 0): 3 of these 6 rows were replayed.
+    """
+    rows = [(5.0, 5, 1, []), (1.0, 1, 1, []), (2.0, 2, 1, []), (3.0, 3, 1, []), (6.0, 6, 1, []), (7.0, 7, 1, [])]
+    path = str(write(tmp_path, "mooncake", rows))
+    trace = read_trace(path, "mooncake", sort=True)
+    assert [r.input_tokens for r in trace.rows] == [1, 2, 3, 5, 6, 7] and trace.skipped == 0
+    assert trace.offsets_s == pytest.approx([0.0, 1.0, 2.0, 4.0, 5.0, 6.0])
+    assert [r.line for r in trace.rows] == [2, 3, 4, 1, 5, 6] and trace.sorted_rows
+    # a window is seconds from the earliest row too: [1 s, 4.5 s) holds the rows at 2, 3 and 5 s
+    window = read_trace(path, "mooncake", sort=True, start_s=1.0, duration_s=3.5)
+    assert [r.input_tokens for r in window.rows] == [2, 3, 5] and window.period_s == 3.5
+    assert window.offsets_s == pytest.approx([0.0, 1.0, 3.0])
+
+
 def test_window_max_requests_and_zero_lengths(tmp_path):
     rows = [(t * 0.5, 10, 0 if t == 3 else 2, []) for t in range(20)]  # one failed row (0 output), as in BurstGPT
     path = str(write(tmp_path, "burstgpt", rows))
