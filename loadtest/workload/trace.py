@@ -46,7 +46,7 @@ import hashlib
 import io
 import threading
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -171,17 +171,27 @@ def _mooncake_rows(fh: io.BufferedReader, path: str, digest: Any) -> Iterator[tu
 
 
 def _seconds(value: str, path: str, line: int, column: str) -> float:
-    """A CSV time: seconds as a number, or a date-time (Azure's ``2023-11-16 18:15:46.6805900``)."""
+    """A CSV time: seconds as a number, or a date-time (Azure's ``2023-11-16 18:15:46.6805900``).
+
+    A date-time without a zone (Azure's) is read as UTC, not in the host's zone:
+    read in local time, a trace spanning a daylight-saving change lost (or
+    repeated) an hour on one host and not on another, so the same file replayed
+    two schedules. An explicit offset (``+02:00``, ``Z``) is kept as given.
+    """
     text = value.strip()
     try:
         return float(text)
     except ValueError:
         pass
-    head, dot, frac = text.partition(".")
+    head, dot, rest = text.partition(".")
+    digits = len(rest) - len(rest.lstrip("0123456789"))
+    zone = rest[digits:]  # an offset after the fraction stays: only the digits past microseconds go
     try:
-        stamp = datetime.fromisoformat(head + (dot + frac[:6] if dot else ""))
+        stamp = datetime.fromisoformat(head + (dot + rest[:min(digits, 6)] + zone if dot else ""))
     except ValueError:
         raise InputError(f"{_where(path, line)}: '{column}' is neither seconds nor a date-time: {value!r}") from None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=timezone.utc)
     return stamp.timestamp()
 
 

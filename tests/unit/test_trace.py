@@ -7,6 +7,9 @@ capacity as a speedup) is checked end to end in tests/e2e/test_trace_replay.py.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -104,6 +107,35 @@ def test_sort_takes_times_from_the_earliest_row_not_the_first(tmp_path):
     window = read_trace(path, "mooncake", sort=True, start_s=1.0, duration_s=3.5)
     assert [r.input_tokens for r in window.rows] == [2, 3, 5] and window.period_s == 3.5
     assert window.offsets_s == pytest.approx([0.0, 1.0, 3.0])
+
+
+AZURE_ACROSS_DST = """TIMESTAMP,ContextTokens,GeneratedTokens
+2023-03-12 01:59:50.0000000,10,5
+2023-03-12 01:59:59.0000000,10,5
+2023-03-12 03:00:01.0000000,10,5
+2023-03-12 03:00:05.6805900,10,5
+"""
+
+
+@pytest.mark.parametrize("tz", ["UTC", "EST5EDT,M3.2.0,M11.1.0"])  # New York's rules, as POSIX spells them (no tzdata)
+def test_azure_stamps_without_a_zone_are_utc_whatever_the_hosts_zone(tmp_path, tz):
+    """Read in the host's zone, 2023-03-12 02:00 does not exist in New York: the hour vanished there
+    (offsets 0, 9, 11, 15.68 s) and not on a UTC host (0, 9, 3611, 3615.68 s): one file, two replays."""
+    path = tmp_path / "az.csv"
+    path.write_text(AZURE_ACROSS_DST)
+    code = ("import sys; from loadtest.workload.trace import read_trace; "
+            "print(*read_trace(sys.argv[1], 'azure').offsets_s)")
+    env = {**os.environ, "TZ": tz}
+    out = subprocess.run([sys.executable, "-c", code, str(path)], env=env, capture_output=True, text=True, check=True)
+    assert [float(x) for x in out.stdout.split()] == pytest.approx([0.0, 9.0, 3611.0, 3615.68059])
+
+
+def test_azure_stamps_with_an_offset_keep_it_past_a_long_fraction(tmp_path):
+    """``…46.6805900+02:00``: the digits past microseconds are cut, the offset is not."""
+    path = tmp_path / "az.csv"
+    path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900+02:00,10,5\n"
+                    "2023-11-16 17:15:47.6805900+01:00,10,5\n2023-11-16T16:15:49Z,10,5\n")
+    assert read_trace(str(path), "azure").offsets_s == pytest.approx([0.0, 1.0, 2.31941])
 
 
 def test_window_max_requests_and_zero_lengths(tmp_path):
