@@ -56,6 +56,12 @@ from loadtest.errors import InputError
 
 FORMATS = ("mooncake", "azure", "burstgpt")
 
+#: The longest input or output a trace row may ask for, in tokens: ten million, the longest context
+#: window any served model offers (Llama 4 Scout's), and a prompt of that many words is still built
+#: in a second or two. A row past it is a typo or a corrupt file, refused with its line: ``1e12``
+#: passed before and raised MemoryError when its prompt was built, mid-run.
+MAX_TRACE_TOKENS = 10_000_000
+
 #: The CSV columns each format needs: (time, input tokens, output tokens).
 CSV_COLUMNS = {
     "azure": ("TIMESTAMP", "ContextTokens", "GeneratedTokens"),
@@ -130,12 +136,17 @@ def _where(path: str, line: int) -> str:
 
 
 def _count(value: Any, name: str, path: str, line: int) -> int:
-    """A token count: a non-negative integer (``12`` or ``"12"``, ``12.0`` too)."""
+    """A token count: a non-negative integer (``12`` or ``"12"``, ``12.0`` too), at most :data:`MAX_TRACE_TOKENS`."""
     try:
         number = float(value) if isinstance(value, str) else value
     except ValueError:
         number = None
-    if isinstance(number, bool) or not isinstance(number, (int, float)) or number != number or number < 0 or int(number) != number:
+    if isinstance(number, bool) or not isinstance(number, (int, float)) or number != number or number < 0:
+        raise InputError(f"{_where(path, line)}: '{name}' must be a non-negative integer, got {value!r}")
+    if number > MAX_TRACE_TOKENS:  # before int(): a CSV's "inf" is a float that no int holds
+        raise InputError(f"{_where(path, line)}: '{name}' is {value!r} tokens; a trace row may ask for at most "
+                         f"{MAX_TRACE_TOKENS:,} (more than any model's context: a typo or a corrupt row; see docs/traces.md)")
+    if int(number) != number:
         raise InputError(f"{_where(path, line)}: '{name}' must be a non-negative integer, got {value!r}")
     return int(number)
 

@@ -69,6 +69,13 @@ def test_each_format_reads_times_from_the_first_row_and_the_lengths(tmp_path, fm
         ("azure", "TIMESTAMP,ContextTokens,GeneratedTokens\nyesterday,3,4\n", "line 2: 'TIMESTAMP' is neither seconds nor a date-time"),
         ("burstgpt", "Timestamp,Model,Request tokens,Response tokens\n1,m,2\n", "line 2: 3 columns, the header has 4"),
         ("burstgpt", "Timestamp,Model,Request tokens,Response tokens\n1,m,2,x\n", "line 2: 'Response tokens' must be a non-negative integer"),
+        # a length no model takes: its prompt was built mid-run, and 1e12 words raised MemoryError there
+        ("mooncake", '{"timestamp": 0, "input_length": 1000000000000, "output_length": 1}\n',
+         "line 1: 'input_length' is 1000000000000 tokens; a trace row may ask for at most 10,000,000"),
+        ("azure", "TIMESTAMP,ContextTokens,GeneratedTokens\n1,3,4\n2,3,10000001\n",
+         "line 3: 'GeneratedTokens' is '10000001' tokens; a trace row may ask for at most 10,000,000"),
+        # an infinite CSV length was an OverflowError traceback
+        ("burstgpt", "Timestamp,Model,Request tokens,Response tokens\n1,m,inf,3\n", "line 2: 'Request tokens' is 'inf' tokens"),
     ],
 )
 def test_bad_files_are_one_line_naming_the_file_and_line(tmp_path, fmt, content, expected):
