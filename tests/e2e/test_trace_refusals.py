@@ -1,0 +1,58 @@
+"""Bad traces and bad speedups as a user meets them: the real ``loadtest`` in a child process, its exit code, its one line.
+
+Each refusal is exit 2 and one stderr line naming what and where, and leaves
+nothing behind: no run folder (``loadtest run``), no output file
+(``loadtest trace synth``). No load is sent: every check here comes before the
+preflight, so the target's address is never reached.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from support.runkit import write_scenario
+
+#: asserts nothing about time (exit codes, messages and files, no clock): runs in make test's parallel pass
+pytestmark = pytest.mark.untimed
+
+#: Never contacted (every refusal comes before the preflight); a closed port if something did.
+NOWHERE = "http://127.0.0.1:9/v1"
+
+
+def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "loadtest", *args], capture_output=True, text=True, timeout=60,
+                          cwd=cwd, stdin=subprocess.DEVNULL)
+
+
+def one_line(result: subprocess.CompletedProcess) -> str:
+    """The refusal's line, after checking it is one line, exit 2, no traceback."""
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    return result.stderr.strip()
+
+
+def mooncake(path: Path, stamps_ms: list[int]) -> Path:
+    path.write_text("".join(json.dumps({"timestamp": t, "input_length": 8, "output_length": 2}) + "\n" for t in stamps_ms))
+    return path
+
+
+def test_a_bad_trace_is_refused_before_the_run_folder_is_made(tmp_path):
+    """The trace was first read for run.json, after the folder was made: exit 2 and the right line,
+    but an empty run folder left behind, with ``--out`` and in the default ``reports/``."""
+    trace = mooncake(tmp_path / "backwards.jsonl", [0, 2000, 1000, 3000])
+    scenario = write_scenario(tmp_path, NOWHERE, workload={"trace": {"path": str(trace), "format": "mooncake"}},
+                              load={"levels": None, "speedups": [1, 2]})
+    out = tmp_path / "run"
+    line = one_line(cli("run", str(scenario), "--out", str(out)))
+    assert line.endswith("workload.trace: " + f"{trace}: line 3: timestamp goes backwards (earlier than line 2); "
+                         "sort the file, or set workload.trace.sort: true to sort the window"), line
+    assert not out.exists()
+    work = tmp_path / "cwd"
+    work.mkdir()
+    one_line(cli("run", str(scenario), cwd=work))
+    assert list(work.iterdir()) == []  # no reports/test-<stamp>/ either
