@@ -56,3 +56,18 @@ def test_a_bad_trace_is_refused_before_the_run_folder_is_made(tmp_path):
     work.mkdir()
     one_line(cli("run", str(scenario), cwd=work))
     assert list(work.iterdir()) == []  # no reports/test-<stamp>/ either
+
+
+def test_a_speedup_whose_rate_passes_the_open_loop_bound_is_refused(tmp_path):
+    """A speedup's rate is the window's mean × the speedup, held to the 100,000 req/s that ``rates`` are
+    (speedups were not: ``[1, 50000]`` of a 4 req/s window, 200,000 req/s, passed ``validate``).
+    Of a 2 req/s window 50000× is the bound itself and passes; 50001× is refused, by its index."""
+    trace = mooncake(tmp_path / "t.jsonl", [0, 500, 1000, 1500])  # 4 rows over 2 s (3 gaps stretched by one): 2 req/s
+    scenario = write_scenario(tmp_path, NOWHERE, workload={"trace": {"path": str(trace), "format": "mooncake"}},
+                              load={"levels": None, "speedups": [1, 50000, 50001]})
+    line = one_line(cli("validate", str(scenario)))
+    assert line.endswith("load.speedups[2]: 50001× the trace window (2 req/s at 1×) is 100002 requests/s; a level is at "
+                         "most 100000 requests/s: more than any fleet of workers sends, so a typo (see 'Limits' in "
+                         "docs/scenarios.md)"), line
+    out = tmp_path / "run"
+    assert "load.speedups[2]" in one_line(cli("run", str(scenario), "--out", str(out))) and not out.exists()
