@@ -382,8 +382,13 @@ def _window(path, fmt, rows, start_s, duration_s, max_requests, sha, skipped, un
     else:
         first = offsets[0]
         span = offsets[-1] - first
+        if span <= 0:  # no gap to take a rate from: it was an invented 1 s per row (1 req/s at 1×)
+            raise InputError(
+                f"{path}: the window's {len(rows)} usable requests are all at one time (lines {rows[0].line} to "
+                f"{rows[-1].line}); a trace window needs rows at two or more distinct times to have a rate"
+            )
         # n arrivals span n-1 gaps: the period holds n of them, so a repeat keeps the mean gap
-        period = span * len(rows) / (len(rows) - 1) if span > 0 else float(len(rows))
+        period = span * len(rows) / (len(rows) - 1)
         offsets = [o - first for o in offsets]
     return Trace(
         path=path,

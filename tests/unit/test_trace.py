@@ -231,6 +231,26 @@ def test_the_mode_runs_speedups_as_rates_and_refines_on_the_speedup(tmp_path):
     assert probe == pytest.approx(1.5 * mean) and round(probe / mean, 3) == 1.5
 
 
+def test_the_mode_names_an_azure_window_with_its_article(tmp_path):
+    s = parse_scenario({"name": "t", "workload": {"trace": {"path": str(write(tmp_path, "azure")), "format": "azure"}},
+                        "load": {"speedups": [1]}})
+    assert "speedups 1× of an azure trace window (3 requests" in load_mode(s).describe()  # was "of a azure"
+
+
+def test_rows_at_one_time_have_no_rate_unless_the_window_gives_its_length(tmp_path):
+    """Rows all at one time made an invented 1 s per row; with a ``duration_s`` that the file
+    runs past, the window's length is known and a burst in it is a rate."""
+    same = str(write(tmp_path, "burstgpt", [(0.0, 5, 1, []), (0.0, 6, 1, [])], name="same.csv"))
+    for window in ({}, {"duration_s": 10.0}):  # the file ends inside the window: no length of its own
+        with pytest.raises(InputError, match=r"the window's 2 usable requests are all at one time \(lines 2 to 3\)"):
+            read_trace(same, "burstgpt", **window)
+    path = str(write(tmp_path, "burstgpt", [(0.0, 5, 1, []), (0.0, 6, 1, []), (4.0, 7, 1, [])]))
+    with pytest.raises(InputError, match="all at one time"):
+        read_trace(path, "burstgpt", max_requests=2)
+    burst = read_trace(path, "burstgpt", duration_s=2.0)
+    assert burst.period_s == 2.0 and burst.mean_rate_rps == 1.0
+
+
 def test_trace_request_body_has_the_rows_lengths(tmp_path):
     s = scenario_with_trace(write(tmp_path, "mooncake"))
     w = Workload(s, salt="abc")
