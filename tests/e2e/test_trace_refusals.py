@@ -71,3 +71,30 @@ def test_a_speedup_whose_rate_passes_the_open_loop_bound_is_refused(tmp_path):
                          "docs/scenarios.md)"), line
     out = tmp_path / "run"
     assert "load.speedups[2]" in one_line(cli("run", str(scenario), "--out", str(out))) and not out.exists()
+
+
+def test_synth_refusals_leave_no_file_and_name_the_flag(tmp_path):
+    """An empty trace left a 0-byte output; a negative spread was blamed on three flags at once."""
+    out = tmp_path / "x.jsonl"
+    line = one_line(cli("trace", "synth", str(out), "--rate", "0.001", "--duration-s", "1"))
+    assert line.endswith(f"{out}: --rate 0.001 × --duration-s 1 drew 0 request(s); a trace needs at least 2 "
+                         "(raise --rate or --duration-s); nothing written"), line
+    assert list(tmp_path.iterdir()) == []
+    line = one_line(cli("trace", "synth", str(out), "--rate", "4", "--duration-s", "5", "--input-stddev", "-3"))
+    assert "argument --input-stddev: must be zero or more" in line and "--output-stddev" not in line, line
+    # every row in one millisecond: the reader refuses the file (no rate), which is then not left behind,
+    # and a file already there is kept as it was
+    out.write_text("kept\n")
+    line = one_line(cli("trace", "synth", str(out), "--rate", "5000", "--duration-s", "0.0004"))
+    assert f"{out}: the window's 2 usable requests are all at one time" in line, line
+    assert out.read_text() == "kept\n" and sorted(p.name for p in tmp_path.iterdir()) == ["x.jsonl"]
+
+
+def test_a_trace_with_every_row_at_one_time_is_refused(tmp_path):
+    """It replayed at an invented 1 request/s (1 s per row), which nothing documented."""
+    trace = mooncake(tmp_path / "same.jsonl", [0, 0, 0])
+    scenario = write_scenario(tmp_path, NOWHERE, workload={"trace": {"path": str(trace), "format": "mooncake"}},
+                              load={"levels": None, "speedups": [1, 2]})
+    line = one_line(cli("validate", str(scenario)))
+    assert line.endswith(f"workload.trace: {trace}: the window's 3 usable requests are all at one time (lines 1 to 3); "
+                         "a trace window needs rows at two or more distinct times to have a rate"), line
