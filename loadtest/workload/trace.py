@@ -30,7 +30,8 @@ error naming its line, unless ``sort: true`` asks to sort the window (that is
 documented, never silent). Sorting reads the whole file, since its earliest
 row may be its last; it keeps only the rows that can still fall inside the
 window. Every problem is one
-:class:`~loadtest.errors.InputError` line naming the file and the line.
+:class:`~loadtest.errors.InputError` line naming the file and the line. Each
+format's rows are read in :mod:`loadtest.workload.trace_rows`.
 
 The replay clock (:class:`Trace`): ``offsets_s`` are the window's arrival
 times from the window's start; ``period_s`` is the window's length, so its
@@ -41,32 +42,18 @@ its speedup replays it again from the start (see
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import threading
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
-import orjson
-
 from loadtest.errors import InputError
+from loadtest.workload.trace_rows import CSV_COLUMNS, MAX_TRACE_TOKENS, RawRow, csv_rows, mooncake_rows, where
 
 FORMATS = ("mooncake", "azure", "burstgpt")
 
-#: The longest input or output a trace row may ask for, in tokens: ten million, the longest context
-#: window any served model offers (Llama 4 Scout's), and a prompt of that many words is still built
-#: in a second or two. A row past it is a typo or a corrupt file, refused with its line: ``1e12``
-#: passed before and raised MemoryError when its prompt was built, mid-run.
-MAX_TRACE_TOKENS = 10_000_000
-
-#: The CSV columns each format needs: (time, input tokens, output tokens).
-CSV_COLUMNS = {
-    "azure": ("TIMESTAMP", "ContextTokens", "GeneratedTokens"),
-    "burstgpt": ("Timestamp", "Request tokens", "Response tokens"),
-}
+__all__ = ["CSV_COLUMNS", "FORMATS", "MAX_TRACE_TOKENS", "Trace", "TraceArrival", "TraceRow", "load_trace", "read_trace"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,123 +115,6 @@ class Trace:
         }
 
 
-def _where(path: str, line: int) -> str:
-    return f"{path}: line {line}"
-
-
-# -- rows per format ---------------------------------------------------------------------------
-
-
-def _count(value: Any, name: str, path: str, line: int) -> int:
-    """A token count: a non-negative integer (``12`` or ``"12"``, ``12.0`` too), at most :data:`MAX_TRACE_TOKENS`."""
-    try:
-        number = float(value) if isinstance(value, str) else value
-    except ValueError:
-        number = None
-    if isinstance(number, bool) or not isinstance(number, (int, float)) or number != number or number < 0:
-        raise InputError(f"{_where(path, line)}: '{name}' must be a non-negative integer, got {value!r}")
-    if number > MAX_TRACE_TOKENS:  # before int(): a CSV's "inf" is a float that no int holds
-        raise InputError(f"{_where(path, line)}: '{name}' is {value!r} tokens; a trace row may ask for at most "
-                         f"{MAX_TRACE_TOKENS:,} (more than any model's context: a typo or a corrupt row; see docs/traces.md)")
-    if int(number) != number:
-        raise InputError(f"{_where(path, line)}: '{name}' must be a non-negative integer, got {value!r}")
-    return int(number)
-
-
-def _mooncake_rows(fh: io.BufferedReader, path: str, digest: Any) -> Iterator[tuple[int, float, int, int, tuple[int, ...]]]:
-    for number, raw in enumerate(fh, start=1):
-        if not raw.strip():
-            continue
-        try:
-            obj = orjson.loads(raw.rstrip(b"\r\n"))
-        except orjson.JSONDecodeError as err:
-            # the parser's own position is within this one line ("line 2 column 1" read as the file's line 2)
-            raise InputError(f"{_where(path, number)}: not valid JSON ({err.msg} at column {err.colno})") from None
-        if not isinstance(obj, dict):
-            raise InputError(f"{_where(path, number)}: expected a JSON object with timestamp, input_length, output_length")
-        missing = [k for k in ("timestamp", "input_length", "output_length") if k not in obj]
-        if missing:
-            raise InputError(f"{_where(path, number)}: missing {', '.join(repr(k) for k in missing)} (a mooncake row has timestamp in ms, input_length, output_length, hash_ids)")
-        stamp = obj["timestamp"]
-        if isinstance(stamp, bool) or not isinstance(stamp, (int, float)) or stamp != stamp:
-            raise InputError(f"{_where(path, number)}: 'timestamp' must be a number of milliseconds, got {stamp!r}")
-        hashes = obj.get("hash_ids") or []
-        if not isinstance(hashes, list) or any(isinstance(h, bool) or not isinstance(h, int) for h in hashes):
-            raise InputError(f"{_where(path, number)}: 'hash_ids' must be a list of integers")
-        digest.update(raw)
-        yield (
-            number,
-            float(stamp) / 1000.0,
-            _count(obj["input_length"], "input_length", path, number),
-            _count(obj["output_length"], "output_length", path, number),
-            tuple(hashes),
-        )
-
-
-def _seconds(value: str, path: str, line: int, column: str) -> float:
-    """A CSV time: seconds as a number, or a date-time (Azure's ``2023-11-16 18:15:46.6805900``).
-
-    A date-time without a zone (Azure's) is read as UTC, not in the host's zone:
-    read in local time, a trace spanning a daylight-saving change lost (or
-    repeated) an hour on one host and not on another, so the same file replayed
-    two schedules. An explicit offset (``+02:00``, ``Z``) is kept as given.
-    """
-    text = value.strip()
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    head, dot, rest = text.partition(".")
-    digits = len(rest) - len(rest.lstrip("0123456789"))
-    zone = rest[digits:]  # an offset after the fraction stays: only the digits past microseconds go
-    try:
-        stamp = datetime.fromisoformat(head + (dot + rest[:min(digits, 6)] + zone if dot else ""))
-    except ValueError:
-        raise InputError(f"{_where(path, line)}: '{column}' is neither seconds nor a date-time: {value!r}") from None
-    if stamp.tzinfo is None:
-        stamp = stamp.replace(tzinfo=timezone.utc)
-    return stamp.timestamp()
-
-
-def _csv_rows(fh: io.BufferedReader, path: str, fmt: str, digest: Any) -> Iterator[tuple[int, float, int, int, tuple[int, ...]]]:
-    text = io.TextIOWrapper(fh, encoding="utf-8-sig", newline="")
-    reader = csv.reader(text)
-    try:
-        header = next(reader, None)
-        if header is None:
-            return
-        names = [h.strip() for h in header]
-        want = CSV_COLUMNS[fmt]
-        missing = [c for c in want if c not in names]
-        if missing:
-            raise InputError(
-                f"{_where(path, 1)}: the {fmt} header needs {', '.join(want)}; missing {', '.join(missing)} (found {', '.join(names)})"
-            )
-        t_col, in_col, out_col = (names.index(c) for c in want)
-        last = max(t_col, in_col, out_col)
-        for row in reader:
-            number = reader.line_num
-            if not row or all(not cell.strip() for cell in row):
-                continue
-            if len(row) <= last:
-                raise InputError(f"{_where(path, number)}: {len(row)} columns, the header has {len(names)}")
-            digest.update(",".join(row).encode() + b"\n")
-            yield (
-                number,
-                _seconds(row[t_col], path, number, want[0]),
-                _count(row[in_col].strip(), want[1], path, number),
-                _count(row[out_col].strip(), want[2], path, number),
-                (),
-            )
-    except UnicodeDecodeError as err:
-        raise InputError(f"{path}: not UTF-8 text ({err.reason})") from None
-    except csv.Error as err:
-        raise InputError(f"{_where(path, reader.line_num)}: not valid CSV ({err})") from None
-    finally:
-        if not fh.closed:
-            text.detach()  # the caller closes its own file
-
-
 # -- the window --------------------------------------------------------------------------------
 
 
@@ -268,7 +138,7 @@ def read_trace(
     digest = hashlib.sha256()
     try:
         with open(p, "rb") as fh:
-            source = _mooncake_rows(fh, path, digest) if fmt == "mooncake" else _csv_rows(fh, path, fmt, digest)
+            source = mooncake_rows(fh, path, digest) if fmt == "mooncake" else csv_rows(fh, path, fmt, digest)
             if sort:
                 scan = _sorted_window(source, start_s, end_s)
             else:
@@ -302,9 +172,6 @@ class _Scan:
     past_end: bool = False
 
 
-RawRow = tuple[int, float, int, int, tuple[int, ...]]
-
-
 def _window_in_order(source: Iterator[RawRow], path: str, start_s: float, end_s: float | None,
                      max_requests: int | None) -> _Scan:
     """The window of a file in time order: times from its first row, reading stops at the window's end."""
@@ -317,7 +184,7 @@ def _window_in_order(source: Iterator[RawRow], path: str, start_s: float, end_s:
             t0 = t_abs
         if previous is not None and t_abs < previous[0]:
             raise InputError(
-                f"{_where(path, line)}: timestamp goes backwards (earlier than line {previous[1]}); "
+                f"{where(path, line)}: timestamp goes backwards (earlier than line {previous[1]}); "
                 "sort the file, or set workload.trace.sort: true to sort the window"
             )
         previous = (t_abs, line)
