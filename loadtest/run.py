@@ -100,7 +100,7 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
     check_secret_env(scenario)  # the commands check it first; this is for every other caller
     quiet_interrupts()  # a Ctrl-C in the preflight is the CLI's one line, not also gevent's two
 
-    prepare(scenario)  # a bad dataset is one line and exit 2, before any folder or load
+    prepare(scenario)  # a bad dataset or trace is one line and exit 2, before any folder or load
     console = Console(stderr=True, soft_wrap=True)
     target = scenario.target
     install_for(target, scenario.request_bodies())  # from here on, every file and line this process writes is scrubbed

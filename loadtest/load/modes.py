@@ -173,7 +173,8 @@ class TraceReplay(OpenLoop):
     def describe(self) -> str:
         t = self.trace
         speedups = ", ".join(f"{s:g}×" for s in self.speedups())
-        return (f"speedups {speedups} of a {t.format} trace window ({len(t.rows)} requests over {t.period_s:.4g} s, "
+        article = "an" if t.format[:1] in "aeiou" else "a"  # an azure, a mooncake, a burstgpt
+        return (f"speedups {speedups} of {article} {t.format} trace window ({len(t.rows)} requests over {t.period_s:.4g} s, "
                 f"{t.mean_rate_rps:.4g} req/s at 1×)")
 
     def scheduler(self, clock: LevelClock, recorder: Recorder) -> ArrivalScheduler:

@@ -93,7 +93,7 @@ class SharedPrefix(_Strict):
 
 
 class TraceWindow(_Strict):
-    """The span of a trace that is replayed: seconds from the file's first row."""
+    """The span of a trace that is replayed: seconds from the file's first row (its earliest with ``sort``)."""
 
     start_s: NonNegativeFloat = 0.0
     #: None: to the end of the file (or to ``max_requests``).

@@ -7,6 +7,9 @@ capacity as a speedup) is checked end to end in tests/e2e/test_trace_replay.py.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -66,6 +69,13 @@ def test_each_format_reads_times_from_the_first_row_and_the_lengths(tmp_path, fm
         ("azure", "TIMESTAMP,ContextTokens,GeneratedTokens\nyesterday,3,4\n", "line 2: 'TIMESTAMP' is neither seconds nor a date-time"),
         ("burstgpt", "Timestamp,Model,Request tokens,Response tokens\n1,m,2\n", "line 2: 3 columns, the header has 4"),
         ("burstgpt", "Timestamp,Model,Request tokens,Response tokens\n1,m,2,x\n", "line 2: 'Response tokens' must be a non-negative integer"),
+        # a length no model takes: its prompt was built mid-run, and 1e12 words raised MemoryError there
+        ("mooncake", '{"timestamp": 0, "input_length": 1000000000000, "output_length": 1}\n',
+         "line 1: 'input_length' is 1000000000000 tokens; a trace row may ask for at most 10,000,000"),
+        ("azure", "TIMESTAMP,ContextTokens,GeneratedTokens\n1,3,4\n2,3,10000001\n",
+         "line 3: 'GeneratedTokens' is '10000001' tokens; a trace row may ask for at most 10,000,000"),
+        # an infinite CSV length was an OverflowError traceback
+        ("burstgpt", "Timestamp,Model,Request tokens,Response tokens\n1,m,inf,3\n", "line 2: 'Request tokens' is 'inf' tokens"),
     ],
 )
 def test_bad_files_are_one_line_naming_the_file_and_line(tmp_path, fmt, content, expected):
@@ -85,6 +95,54 @@ def test_unsorted_timestamps_are_an_error_unless_sort_is_asked(tmp_path):
     trace = read_trace(path, "burstgpt", sort=True)
     assert [r.input_tokens for r in trace.rows] == [5, 7, 6, 8] and trace.sorted_rows
     assert trace.fingerprint()["sorted"] is True
+
+
+def test_sort_takes_times_from_the_earliest_row_not_the_first(tmp_path):
+    """Rows earlier than the file's first row are the window's start once sorted, not dropped.
+
+    Times were taken from the first row, so with ``sort: true`` the rows dated
+    before it had negative offsets and fell out of the window without a word
+    (``skipped`` 0): 3 of these 6 rows were replayed.
+    """
+    rows = [(5.0, 5, 1, []), (1.0, 1, 1, []), (2.0, 2, 1, []), (3.0, 3, 1, []), (6.0, 6, 1, []), (7.0, 7, 1, [])]
+    path = str(write(tmp_path, "mooncake", rows))
+    trace = read_trace(path, "mooncake", sort=True)
+    assert [r.input_tokens for r in trace.rows] == [1, 2, 3, 5, 6, 7] and trace.skipped == 0
+    assert trace.offsets_s == pytest.approx([0.0, 1.0, 2.0, 4.0, 5.0, 6.0])
+    assert [r.line for r in trace.rows] == [2, 3, 4, 1, 5, 6] and trace.sorted_rows
+    # a window is seconds from the earliest row too: [1 s, 4.5 s) holds the rows at 2, 3 and 5 s
+    window = read_trace(path, "mooncake", sort=True, start_s=1.0, duration_s=3.5)
+    assert [r.input_tokens for r in window.rows] == [2, 3, 5] and window.period_s == 3.5
+    assert window.offsets_s == pytest.approx([0.0, 1.0, 3.0])
+
+
+AZURE_ACROSS_DST = """TIMESTAMP,ContextTokens,GeneratedTokens
+2023-03-12 01:59:50.0000000,10,5
+2023-03-12 01:59:59.0000000,10,5
+2023-03-12 03:00:01.0000000,10,5
+2023-03-12 03:00:05.6805900,10,5
+"""
+
+
+@pytest.mark.parametrize("tz", ["UTC", "EST5EDT,M3.2.0,M11.1.0"])  # New York's rules, as POSIX spells them (no tzdata)
+def test_azure_stamps_without_a_zone_are_utc_whatever_the_hosts_zone(tmp_path, tz):
+    """Read in the host's zone, 2023-03-12 02:00 does not exist in New York: the hour vanished there
+    (offsets 0, 9, 11, 15.68 s) and not on a UTC host (0, 9, 3611, 3615.68 s): one file, two replays."""
+    path = tmp_path / "az.csv"
+    path.write_text(AZURE_ACROSS_DST)
+    code = ("import sys; from loadtest.workload.trace import read_trace; "
+            "print(*read_trace(sys.argv[1], 'azure').offsets_s)")
+    env = {**os.environ, "TZ": tz}
+    out = subprocess.run([sys.executable, "-c", code, str(path)], env=env, capture_output=True, text=True, check=True)
+    assert [float(x) for x in out.stdout.split()] == pytest.approx([0.0, 9.0, 3611.0, 3615.68059])
+
+
+def test_azure_stamps_with_an_offset_keep_it_past_a_long_fraction(tmp_path):
+    """``…46.6805900+02:00``: the digits past microseconds are cut, the offset is not."""
+    path = tmp_path / "az.csv"
+    path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900+02:00,10,5\n"
+                    "2023-11-16 17:15:47.6805900+01:00,10,5\n2023-11-16T16:15:49Z,10,5\n")
+    assert read_trace(str(path), "azure").offsets_s == pytest.approx([0.0, 1.0, 2.31941])
 
 
 def test_window_max_requests_and_zero_lengths(tmp_path):
@@ -171,6 +229,26 @@ def test_the_mode_runs_speedups_as_rates_and_refines_on_the_speedup(tmp_path):
 
     probe = mode.next_refine([R(mean, True), R(2 * mean, False)], None)
     assert probe == pytest.approx(1.5 * mean) and round(probe / mean, 3) == 1.5
+
+
+def test_the_mode_names_an_azure_window_with_its_article(tmp_path):
+    s = parse_scenario({"name": "t", "workload": {"trace": {"path": str(write(tmp_path, "azure")), "format": "azure"}},
+                        "load": {"speedups": [1]}})
+    assert "speedups 1× of an azure trace window (3 requests" in load_mode(s).describe()  # was "of a azure"
+
+
+def test_rows_at_one_time_have_no_rate_unless_the_window_gives_its_length(tmp_path):
+    """Rows all at one time made an invented 1 s per row; with a ``duration_s`` that the file
+    runs past, the window's length is known and a burst in it is a rate."""
+    same = str(write(tmp_path, "burstgpt", [(0.0, 5, 1, []), (0.0, 6, 1, [])], name="same.csv"))
+    for window in ({}, {"duration_s": 10.0}):  # the file ends inside the window: no length of its own
+        with pytest.raises(InputError, match=r"the window's 2 usable requests are all at one time \(lines 2 to 3\)"):
+            read_trace(same, "burstgpt", **window)
+    path = str(write(tmp_path, "burstgpt", [(0.0, 5, 1, []), (0.0, 6, 1, []), (4.0, 7, 1, [])]))
+    with pytest.raises(InputError, match="all at one time"):
+        read_trace(path, "burstgpt", max_requests=2)
+    burst = read_trace(path, "burstgpt", duration_s=2.0)
+    assert burst.period_s == 2.0 and burst.mean_rate_rps == 1.0
 
 
 def test_trace_request_body_has_the_rows_lengths(tmp_path):
