@@ -91,7 +91,7 @@ def level_caveats(levels: Sequence[LevelResult], slo: SloSpec, min_complete: int
             if check.verdict == "no_data" and lv.requests:
                 empty[key].append(lv.load)
                 answered[key] |= lv.errors < lv.requests
-            elif check.low_n and _low_n_matters(check):
+            elif check.low_n and check.verdict != "no_data" and _low_n_matters(check):  # no sample: "no request was measured"
                 low[key].append(lv.load)
     for name, at in low.items():
         if name.split(".")[-1] == "error_rate" and slo.max_error_rate:

@@ -286,3 +286,16 @@ def test_a_busy_host_over_undecided_levels_does_not_say_the_lowest_fails():
     assert "even the lowest level fails" in failed, failed
     above_undecided = _message(cap, None, two, None, [one], [one, two], slo, 0.95)
     assert "no level passed with confidence" in above_undecided, above_undecided
+
+
+def test_a_level_without_a_request_is_no_data_and_not_also_too_few_samples():
+    """A level with no measured request read both "ttft_ms.p95 is computed from too few samples at 4
+    (flagged low_n)" and "no request was measured at 4": 0 samples are none, not too few."""
+    levels = level_plan([1, 2, 4], 10.0)
+    rows = []
+    for lv in levels[:2]:
+        rows += closed_loop_rows(lv["index"], lv["concurrency"], lv["start_wall"], 8.0, ttft_ms=100.0, itl_ms=10.0, chunks=8)
+    analysis = analyze(to_frame(rows), run_dict(levels), SloSpec.from_dict({"ttft_ms": {"p95": 500}, "itl_ms": {"p95": 50}}))
+    assert analysis.levels[-1].status == "no_data"
+    assert any(w.startswith("no request was measured at concurrency 4") for w in analysis.warnings), analysis.warnings
+    assert not any("too few samples at concurrency 4" in w for w in analysis.warnings), analysis.warnings
