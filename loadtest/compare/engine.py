@@ -230,11 +230,15 @@ def compare_runs(baseline: Path | str, candidate: Path | str, rules: Rules, *, s
 
 def say_incomplete(cmp: Comparison, sides: Sequence[tuple[RunInput, str]]) -> None:
     """Warn of a compared run that did not complete, and say that it, not the levels' length, left the
-    gate undecided: an interrupted candidate read "longer levels would decide"."""
+    gate undecided: an interrupted candidate read "longer levels would decide". Warn of a warm-up
+    run too, which gate.md says is never compared, and which compare took without a word."""
     for side, arg in sides:
         if side.run.get("complete") is False:
             cmp.incomplete.append(f"{arg} {side.label}")
             cmp.warnings.append(f"{arg} {side.label}: {incomplete_words(side.run)}")
+        if side.run.get("warmup_run"):  # history never counts one; a compare given one says so
+            cmp.warnings.append(f"{arg} {side.label} is a warm-up run (run --warmup-run): the one run made to warm "
+                                "the server up, not to be judged; compare the runs made after it")
     if cmp.incomplete:
         cmp.hint = f"{' and '.join(cmp.incomplete)} did not complete: compare runs that did"
 

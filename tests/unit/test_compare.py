@@ -833,3 +833,16 @@ def test_run_with_a_baseline_refuses_a_missing_history_before_any_load(pair, tmp
                        "--out", str(tmp_path / "run"))
     assert code == 2 and err.strip() == f"loadtest run: error: --history {tmp_path / 'nowhere'}: no such folder", err
     assert not (tmp_path / "run").exists() and not (tmp_path / "run-warmup").exists()  # refused before anything
+
+
+def test_a_warm_up_run_compared_is_said(pair, tmp_path):
+    """gate.md: warm-up runs are "never compared nor counted in a history"; compare took one as a
+    baseline without a word."""
+    _, base, same, _ = pair
+    warm = shutil.copytree(base, tmp_path / "warm")
+    run = json.loads((warm / "run.json").read_text())
+    run["warmup_run"] = True
+    (warm / "run.json").write_text(json.dumps(run))
+    cli("compare", str(warm), str(same), "--json", str(tmp_path / "c.json"))
+    warnings = json.loads((tmp_path / "c.json").read_text())["warnings"]
+    assert any(w.startswith(f"baseline {warm} is a warm-up run") for w in warnings), warnings
