@@ -149,3 +149,26 @@ def staged_run(args: argparse.Namespace, scenario, reports_dir: Path = Path("rep
             _say(f"warning: some files of {local} could not be uploaded to {run_url}{missing}; the local folder keeps them")
         elif local.is_dir():
             _say(f"uploaded {local} to {run_url}")
+        _upload_warmup_run(local, run_url)
+
+
+def _upload_warmup_run(local: Path, run_url: RemotePath) -> None:
+    """The warm-up run of ``run --baseline`` (``--warmup-run``, repeats.plan: ``<out>-warmup``, a sibling
+    of the staged folder) goes up beside the run, as gate.md says it is kept: it stayed in the local
+    staging folder, which in a CronJob's pod is lost with the pod."""
+    from loadtest.storage.sync import Uploader  # as above: only for a bucket URL
+
+    warm = local.with_name(local.name + "-warmup")
+    if not warm.is_dir() or not any(warm.iterdir()):
+        return
+    warm_url = RemotePath(run_url.rstrip("/") + "-warmup")
+    uploader = Uploader(warm, warm_url)
+    code = uploader.finish()
+    try:
+        unsent = uploader.unsent()
+    except remote.StorageError as err:
+        unsent = [f"(the bucket could not be listed: {err})"]
+    if code != 0 or unsent:
+        _say(f"warning: some files of the warm-up run {warm} could not be uploaded to {warm_url}; the local folder keeps them")
+    else:
+        _say(f"uploaded {warm} to {warm_url}")

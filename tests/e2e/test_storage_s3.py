@@ -184,8 +184,12 @@ def test_the_nightly_gate_keeps_its_runs_and_baseline_in_the_bucket(s3):
         assert code in GATE_VERDICTS, second.stdout + second.stderr
         assert second.returncode == pod_exit(code)
     objects = keys(aws, "results", "nightly/")
-    nights = sorted({k.split("/")[1] for k in objects if k.split("/")[1].startswith("nightly-")})
+    nights = sorted({k.split("/")[1] for k in objects if k.split("/")[1].startswith("nightly-")
+                     and not k.split("/")[1].endswith("-warmup")})
     assert len(nights) == 2
+    # the gated night's warm-up run (run --baseline makes one) is kept beside it, not left in the pod
+    assert f"nightly/{nights[1]}-warmup/run.json" in objects, sorted(objects)
+    assert json.loads(get_bytes(aws, "results", f"nightly/{nights[1]}-warmup/run.json"))["warmup_run"] is True
     assert f"nightly/{nights[1]}/compare.junit.xml" in objects  # --junit "$RUN_DIR/…" with RUN_DIR in the bucket
     assert f"nightly/{nights[1]}/compare.json" in objects and f"nightly/{nights[1]}/compare.html" in objects
     # the gate's --history is the bucket's prefix: the first night, promoted to the baseline, is that run
