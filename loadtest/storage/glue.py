@@ -84,6 +84,7 @@ def remote_io(args: argparse.Namespace, inputs: tuple[str, ...] = (), outputs: t
         for name in outputs:
             url = as_remote(getattr(args, name, None))
             if url is not None:
+                remote.check_bucket(url)  # before the work: a missing bucket failed only at the upload
                 local = tmp / "out" / url.name
                 local.parent.mkdir(parents=True, exist_ok=True)
                 setattr(args, name, local)

@@ -104,6 +104,11 @@ def test_runs_compare_history_and_analyze_on_s3_paths(s3):
     assert report["exit_code"] == cmp.returncode and report["outcome"] == GATE_VERDICTS[cmp.returncode]
     assert report["baseline"]["records"] > 0 and report["candidate"]["records"] > 0
     assert (folder / "gate.xml").is_file()
+    # an output in a bucket that is not there is refused before the comparison, not after it (a trial: the
+    # whole comparison, "wrote /tmp/…/c.json" of a temporary file, then exit 2 in place of its verdict)
+    lost = _lt(lt_env, "compare", a, b, "--json", "s3://no-such-bucket/c.json")
+    assert lost.returncode == 2 and "s3://no-such-bucket/c.json" in lost.stderr and "wrote" not in lost.stdout, lost.stdout
+    assert "Traceback" not in lost.stderr and len(lost.stderr.strip().splitlines()) == 1, lost.stderr
 
     hist = _lt(lt_env, "history", "s3://results/runs/", "--html", str(folder / "history.html"),
                "--json", "s3://results/gate/history.json")
