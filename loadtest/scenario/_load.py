@@ -126,7 +126,8 @@ class Load(_Strict):
         if self.rates is None and not rate_ranged:
             raise ValueError(
                 "give the load: concurrency 'levels: [1, 2, 4]' (or start/step/max), "
-                "or open-loop 'rates: [1, 2, 4]' (or rate_start/rate_step/rate_max)"
+                "open-loop 'rates: [1, 2, 4]' (or rate_start/rate_step/rate_max), "
+                "or with workload.trace 'speedups: [0.5, 1, 2]'"
             )
         if self.rates is not None and rate_ranged:
             raise ValueError(f"give either 'rates' or 'rate_start/rate_step/rate_max', not both (found rates and {', '.join(rate_ranged)})")

@@ -203,6 +203,7 @@ def _load(**load):
         ({"rates": [1], "burstiness": 0.5}, "load: 'burstiness' applies to 'arrival: gamma' only"),
         ({"rates": [1], "max_in_flight": 0}, "load.max_in_flight: must be a positive integer"),
         ({}, "load: give the load:"),
+        ({}, "or with workload.trace 'speedups: [0.5, 1, 2]'"),  # a trace replay's load is named too
     ],
 )
 def test_open_loop_mistakes_are_one_line(load, message):
