@@ -25,7 +25,7 @@ def add_arguments(sub: argparse._SubParsersAction, positive_int) -> None:
     # the renderer: only for `loadtest k8s` (the CLI's other commands never load it)
     from loadtest.deploy.k8s import DEFAULT_IMAGE, DEFAULT_SCHEDULE, RenderOptions
 
-    defaults = RenderOptions()
+    defaults = RenderOptions(target_url="", model="")  # the workers and the bucket; the target is the scenario's
     p = sub.add_parser("k8s", help="Kubernetes: print the manifests for one scenario")
     verbs = p.add_subparsers(dest="k8s_command", required=True, metavar="VERB")
     r = verbs.add_parser("render", help="print the ConfigMaps, master Job, workers Job, headless Service and nightly CronJob")
@@ -35,8 +35,10 @@ def add_arguments(sub: argparse._SubParsersAction, positive_int) -> None:
     r.add_argument("--namespace", help="put every object in this namespace (default: kubectl's)")
     r.add_argument("--schedule", default=DEFAULT_SCHEDULE, help=f"the nightly gate's cron line, UTC (default {DEFAULT_SCHEDULE!r})")
     r.add_argument("--image", default=DEFAULT_IMAGE, help=f"the image built from the Dockerfile (default {DEFAULT_IMAGE})")
-    r.add_argument("--target", default=defaults.target_url, help="TARGET_URL in the settings ConfigMap")
-    r.add_argument("--model", type=non_empty, default=defaults.model, help="MODEL in the settings ConfigMap")
+    # the pods run `--target $(TARGET_URL) --model $(MODEL)`: a default other than the scenario's own
+    # would override its target in every pod (it once was a made-up host and model)
+    r.add_argument("--target", help="TARGET_URL in the settings ConfigMap (default: the scenario's target.base_url)")
+    r.add_argument("--model", type=non_empty, help="MODEL in the settings ConfigMap (default: the scenario's target.model)")
     r.add_argument("--results", default=defaults.results_url, metavar="URL",
                    help="RESULTS_URL: where run folders go, s3://bucket/prefix/ (default %(default)s)")
     r.set_defaults(func=_cmd_render)
@@ -52,7 +54,9 @@ def _cmd_render(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario)  # a bad scenario is one line, before any YAML is printed
     text = Path(args.scenario).read_text(encoding="utf-8")
     refuse_inline_secrets(args.scenario, scenario, text)
-    target_url, model = args.target, args.model
+    # the scenario's own endpoint unless overridden: the pods pass these to --target and --model
+    target_url = scenario.target.base_url if args.target is None else args.target
+    model = scenario.target.model if args.model is None else args.model
     for flag, value in (("--image", args.image), ("--model", model), ("--schedule", args.schedule),
                         ("--namespace", args.namespace), ("--target", target_url), ("--results", args.results)):
         if value is not None and not value.strip():  # rendered as `image: ''`: a pod that never starts

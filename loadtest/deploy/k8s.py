@@ -70,14 +70,21 @@ case "$code" in 0|6) exit 0 ;; *) exit "$code" ;; esac
 
 @dataclass(frozen=True)
 class RenderOptions:
+    #: TARGET_URL and MODEL in the settings ConfigMap, which every pod passes to ``--target`` and
+    #: ``--model``: the scenario's own ``target.base_url`` and ``target.model`` unless overridden.
+    #: No default: a made-up one overrode the scenario's target in every pod.
+    target_url: str
+    model: str
     workers: int = 2
     namespace: str | None = None
     schedule: str = DEFAULT_SCHEDULE
     image: str = DEFAULT_IMAGE
-    #: Defaults for the settings ConfigMap (every pod reads it as variables).
-    target_url: str = "http://vllm.staging.svc:8000/v1"
-    model: str = "my-model"
     results_url: str = "s3://loadtest-results/runs/"
+
+    @classmethod
+    def for_scenario(cls, target: Any, **overrides: Any) -> "RenderOptions":
+        """The options for a scenario's ``target``, its endpoint and model in the settings."""
+        return cls(**{"target_url": target.base_url, "model": target.model, **overrides})
 
 
 def _labels(role: str | None = None) -> dict[str, str]:

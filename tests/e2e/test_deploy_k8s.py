@@ -176,8 +176,8 @@ def _base_render() -> list[dict]:
     from loadtest.scenario import load_scenario
 
     scenario = DEPLOY / "base" / "scenario.yaml"
-    names = load_scenario(scenario).target.secret_env_names()
-    return render_objects(scenario.read_text(), names, RenderOptions())
+    target = load_scenario(scenario).target
+    return render_objects(scenario.read_text(), target.secret_env_names(), RenderOptions.for_scenario(target))
 
 
 def _by_key(docs: list[dict]) -> dict:

@@ -1,13 +1,15 @@
 """``loadtest k8s render``: what it takes from the scenario, and what it refuses to put in a manifest.
 
-Found in a new user's trial (F3, F4):
+Found in a new user's trial (F3, F4, F5):
 
 - secrets written in the scenario (a secret-named header, ``extra_body.api_key``, a nested
   ``session_token``, a ``secret_fields`` name, an inline ``Authorization: Bearer …``, URL
   userinfo or an ``api_key`` query parameter) were copied into the ConfigMap, some verbatim,
   some as the literal ``<redacted>`` that stdout's scrubber wrote over them; render now refuses
   such a file in one line naming the YAML paths, never the values;
-- a valid scenario's ConfigMap is the file byte for byte, with no ``<redacted>`` in it.
+- a valid scenario's ConfigMap is the file byte for byte, with no ``<redacted>`` in it;
+- without ``--target``/``--model`` every pod ran against a made-up host and model
+  (``http://vllm.staging.svc:8000/v1``, ``my-model``), overriding the scenario's own.
 
 The real command, in a subprocess, on real files.
 """
@@ -119,6 +121,19 @@ load:
     assert done.returncode == 0, done.stderr
     assert "<redacted>" not in done.stdout
     assert docs["ConfigMap", "loadtest-scenario"]["data"]["scenario.yaml"] == scenario.read_text()
+
+
+def test_render_takes_the_target_and_model_from_the_scenario_unless_overridden(tmp_path):
+    scenario = write_scenario(tmp_path, "https://llm.internal:8443/v1", target={"model": "llama-3.1-8b"})
+    done, docs = _render(str(scenario))
+    assert done.returncode == 0, done.stderr
+    settings = docs["ConfigMap", "loadtest-settings"]["data"]
+    assert (settings["TARGET_URL"], settings["MODEL"]) == ("https://llm.internal:8443/v1", "llama-3.1-8b")
+    done, docs = _render(str(scenario), "--target", "http://vllm.perf.svc:8000/v1", "--model", "other")
+    settings = docs["ConfigMap", "loadtest-settings"]["data"]
+    assert (settings["TARGET_URL"], settings["MODEL"]) == ("http://vllm.perf.svc:8000/v1", "other")
+    helped = loadtest("k8s", "render", "--help")
+    assert "default: the scenario's target.base_url" in " ".join(helped.stdout.split())
 
 
 def test_render_refuses_a_target_url_that_holds_a_secret():
