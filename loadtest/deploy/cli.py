@@ -85,6 +85,8 @@ def _cmd_render(args: argparse.Namespace) -> int:
     if not args.results.startswith("s3://") or len(args.results.rstrip("/")) <= len("s3://"):
         raise InputError(f"--results {args.results!r}: expected s3://bucket/prefix/ (a path inside a pod is "
                          "lost when its Job ends)")
+    if not args.results[len("s3://"):].split("/", 1)[0]:  # s3:///x: every pod's upload would fail after its run
+        raise InputError(f"--results {args.results!r}: no bucket name (expected s3://bucket/prefix/)")
     # the run folders go *under* the prefix: without the "/" the nightly's folders would be named
     # s3://bucket/prefixnightly-… and its baseline s3://bucket/prefixbaseline
     results = args.results if args.results.endswith("/") else args.results + "/"

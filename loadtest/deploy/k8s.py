@@ -37,7 +37,8 @@ SETTINGS_NAME = "loadtest-settings"
 #: The baseline moves forward only on a pass (exit 0): a regression (1), an undecided night (6)
 #: or an incomparable run (2) leaves it where it is. A baseline that ``baseline exists`` cannot
 #: read (exit 2), or cannot reach, ends the night there: taken for no baseline, the night would run
-#: without the gate and promote itself over it.
+#: without the gate and promote itself over it. A passing night whose promote fails exits 5, the code
+#: of results that could not be written (3 was "target unusable" everywhere else); the old baseline stays.
 NIGHTLY_SCRIPT = r"""set +e
 RUN_DIR="${RESULTS_URL%/}/nightly-$(date -u +%Y%m%dT%H%M%SZ)"
 BASELINE="${BASELINE:-${RESULTS_URL%/}/baseline}"
@@ -61,7 +62,7 @@ fi
 code=$?
 cat "$GITHUB_STEP_SUMMARY"
 if [ "$code" -eq 0 ]; then
-  loadtest baseline promote "$RUN_DIR" "$BASELINE" || exit 3
+  loadtest baseline promote "$RUN_DIR" "$BASELINE" || exit 5
 fi
 echo "loadtest nightly gate: exit $code ($RUN_DIR)"
 case "$code" in 0|6) exit 0 ;; *) exit "$code" ;; esac

@@ -328,6 +328,21 @@ def test_the_cronjob_script_gates_each_night_and_moves_the_baseline_only_on_a_pa
 
 
 @pytest.mark.untimed
+def test_a_passing_night_whose_promote_fails_exits_5_and_keeps_the_folder(tmp_path):
+    """Exit 3 said "target unusable" of a night whose target served it well: 5 is the documented code
+    of results that could not be written. Here the promote refuses a BASELINE holding someone's files."""
+    results, baseline = tmp_path / "results", tmp_path / "notes"
+    baseline.mkdir()
+    (baseline / "todo.txt").write_text("not a baseline")
+    with MockServer([*MOCK, "--decode-per-seq-ms", "10"]) as mock:
+        night = nightly(str(results), _nightly_scenario(tmp_path, mock.base_url), mock.base_url,
+                        env={"BASELINE": str(baseline)})
+    assert night.returncode == 5, night.stdout + night.stderr
+    assert "holds files a promote did not write (todo.txt)" in night.stderr
+    assert [p.name for p in baseline.iterdir()] == ["todo.txt"]
+
+
+@pytest.mark.untimed
 def test_a_night_whose_baseline_cannot_be_read_fails_without_a_run_and_keeps_it(tmp_path):
     """``baseline exists`` says 2 for a baseline whose run.json is corrupt: the night ends there, red,
     rather than comparing with it (every night failing) or running as a first night and promoting over it."""

@@ -1,6 +1,6 @@
 """``loadtest k8s render``: what it takes from the scenario, and what it refuses to put in a manifest.
 
-Found in a new user's trial (F3, F4, F5):
+Found in a new user's trial (F3, F4, F5, F13):
 
 - secrets written in the scenario (a secret-named header, ``extra_body.api_key``, a nested
   ``session_token``, a ``secret_fields`` name, an inline ``Authorization: Bearer …``, URL
@@ -9,7 +9,8 @@ Found in a new user's trial (F3, F4, F5):
   such a file in one line naming the YAML paths, never the values;
 - a valid scenario's ConfigMap is the file byte for byte, with no ``<redacted>`` in it;
 - without ``--target``/``--model`` every pod ran against a made-up host and model
-  (``http://vllm.staging.svc:8000/v1``, ``my-model``), overriding the scenario's own.
+  (``http://vllm.staging.svc:8000/v1``, ``my-model``), overriding the scenario's own;
+- ``--results s3:///x`` (no bucket) was accepted.
 
 The real command, in a subprocess, on real files.
 """
@@ -142,3 +143,7 @@ def test_render_refuses_a_target_url_that_holds_a_secret():
     _refused_in_one_line(done, "--target: the URL holds a secret (its user:password@; not shown)")
     assert SECRET not in done.stderr
 
+
+def test_render_refuses_a_results_url_without_a_bucket():
+    done, _ = _render(str(ROOT / "scenarios" / "quickstart.yaml"), "--results", "s3:///x")
+    _refused_in_one_line(done, "--results 's3:///x': no bucket name")
