@@ -35,7 +35,10 @@ _SECRET_NAME = re.compile(
 )
 _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}"), REDACTED),                       # OpenAI, Anthropic-style keys
-    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=\-]{8,}"), r"\1 " + REDACTED),
+    # A digit, a base64 symbol or a lower-then-upper letter in the value: a credential has one, an English
+    # word has none ("a basic scenario" was printed "a basic <redacted>", and k8s render's ConfigMap with it).
+    (re.compile(r"\b((?i:bearer|basic))\s+(?=[A-Za-z0-9._~+/=\-]*?(?:[0-9+/=~]|[a-z][A-Z]))[A-Za-z0-9._~+/=\-]{8,}"),
+     r"\1 " + REDACTED),
     (re.compile(r"\beyJ[A-Za-z0-9_\-]{6,}\.[A-Za-z0-9_\-]{6,}\.[A-Za-z0-9_\-]{6,}"), REDACTED),  # JWT
     (re.compile(r"\bhf_[A-Za-z0-9]{20,}"), REDACTED),                          # Hugging Face
     (re.compile(r"\bAKIA[0-9A-Z]{16}\b"), REDACTED),                           # AWS access key id
@@ -84,12 +87,28 @@ class Scrubber:
         return text
 
 
+    def lines_changed(self, text: str) -> list[int]:
+        """The 1-based lines of ``text`` where this scrubber would replace something (where each match starts).
+
+        For output that must come out as written (``k8s render``'s ConfigMap): rather than let the
+        stream wrapper rewrite a value silently, the command can name the line and refuse it.
+        """
+        patterns = ([self._literal_re] if self._literal_re is not None else []) + [p for p, _ in _PATTERNS]
+        starts = {m.start() for pattern in patterns for m in pattern.finditer(text)}
+        return sorted({text.count("\n", 0, start) + 1 for start in starts})
+
+
 _active = Scrubber()
 
 
 def scrub(text: str) -> str:
     """``text`` with every secret this process knows of, and every credential pattern, removed."""
     return _active(text)
+
+
+def scrubbed_lines(text: str) -> list[int]:
+    """The lines of ``text`` that :func:`scrub` (so this process's stdout) would rewrite."""
+    return _active.lines_changed(text)
 
 
 def scrub_any(value: Any) -> Any:

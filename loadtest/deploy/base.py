@@ -29,7 +29,8 @@ def write_base(folder: Path) -> list[Path]:
     from loadtest.scenario import load_scenario
 
     scenario = folder / "scenario.yaml"
-    objects = render_objects(scenario.read_text(), load_scenario(scenario).target.secret_env_names(), RenderOptions())
+    target = load_scenario(scenario).target
+    objects = render_objects(scenario.read_text(), target.secret_env_names(), RenderOptions.for_scenario(target))
     written = []
     for obj in objects:
         name = FILES.get((obj["kind"], obj["metadata"]["name"]))

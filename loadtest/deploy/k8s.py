@@ -37,7 +37,8 @@ SETTINGS_NAME = "loadtest-settings"
 #: The baseline moves forward only on a pass (exit 0): a regression (1), an undecided night (6)
 #: or an incomparable run (2) leaves it where it is. A baseline that ``baseline exists`` cannot
 #: read (exit 2), or cannot reach, ends the night there: taken for no baseline, the night would run
-#: without the gate and promote itself over it.
+#: without the gate and promote itself over it. A passing night whose promote fails exits 5, the code
+#: of results that could not be written (3 was "target unusable" everywhere else); the old baseline stays.
 NIGHTLY_SCRIPT = r"""set +e
 RUN_DIR="${RESULTS_URL%/}/nightly-$(date -u +%Y%m%dT%H%M%SZ)"
 BASELINE="${BASELINE:-${RESULTS_URL%/}/baseline}"
@@ -61,7 +62,7 @@ fi
 code=$?
 cat "$GITHUB_STEP_SUMMARY"
 if [ "$code" -eq 0 ]; then
-  loadtest baseline promote "$RUN_DIR" "$BASELINE" || exit 3
+  loadtest baseline promote "$RUN_DIR" "$BASELINE" || exit 5
 fi
 echo "loadtest nightly gate: exit $code ($RUN_DIR)"
 case "$code" in 0|6) exit 0 ;; *) exit "$code" ;; esac
@@ -70,14 +71,21 @@ case "$code" in 0|6) exit 0 ;; *) exit "$code" ;; esac
 
 @dataclass(frozen=True)
 class RenderOptions:
+    #: TARGET_URL and MODEL in the settings ConfigMap, which every pod passes to ``--target`` and
+    #: ``--model``: the scenario's own ``target.base_url`` and ``target.model`` unless overridden.
+    #: No default: a made-up one overrode the scenario's target in every pod.
+    target_url: str
+    model: str
     workers: int = 2
     namespace: str | None = None
     schedule: str = DEFAULT_SCHEDULE
     image: str = DEFAULT_IMAGE
-    #: Defaults for the settings ConfigMap (every pod reads it as variables).
-    target_url: str = "http://vllm.staging.svc:8000/v1"
-    model: str = "my-model"
     results_url: str = "s3://loadtest-results/runs/"
+
+    @classmethod
+    def for_scenario(cls, target: Any, **overrides: Any) -> "RenderOptions":
+        """The options for a scenario's ``target``, its endpoint and model in the settings."""
+        return cls(**{"target_url": target.base_url, "model": target.model, **overrides})
 
 
 def _labels(role: str | None = None) -> dict[str, str]:

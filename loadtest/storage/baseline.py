@@ -25,21 +25,33 @@ from loadtest.errors import InputError
 from loadtest.run_files import PARTS_DIR, REPORT_HTML, REQUESTS_PARQUET, RUN_JSON, SUMMARY_JSON
 from loadtest.run_record import RATE_MODE_WORDS, normalized
 from loadtest.storage import remote
-from loadtest.storage.remote import as_remote, path_arg
+from loadtest.storage.remote import RemotePath, as_remote, path_arg
 
 
 
 def add_arguments(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("baseline", help="the nightly gate's baseline: does it exist, move it forward")
     verbs = p.add_subparsers(dest="baseline_command", required=True, metavar="VERB")
-    e = verbs.add_parser("exists", help="exit 0 if DIR holds a run (run.json), 1 if not, 2 if its run.json or "
-                                        "summary.json cannot be read")
-    e.add_argument("dir", type=path_arg, metavar="DIR", help="baseline folder, local or s3://bucket/prefix/baseline")
+    e = verbs.add_parser("exists", help="exit 0 if DIR holds a baseline (run.json and summary.json), 1 if it holds "
+                                        "no run.json, 2 if it is not a baseline the gate can read (one line says why)")
+    e.add_argument("dir", type=_folder_arg, metavar="DIR", help="baseline folder, local or s3://bucket/prefix/baseline")
     e.set_defaults(func=_cmd_exists)
     m = verbs.add_parser("promote", help="make a finished run the baseline (replacing the old one)")
-    m.add_argument("run_dir", type=path_arg, metavar="RUN_DIR", help="the run folder that passed the gate")
-    m.add_argument("baseline", type=path_arg, metavar="BASELINE", help="the baseline folder to replace")
+    m.add_argument("run_dir", type=_folder_arg, metavar="RUN_DIR", help="the run folder that passed the gate")
+    m.add_argument("baseline", type=_folder_arg, metavar="BASELINE", help="the baseline folder to replace")
     m.set_defaults(func=_cmd_promote)
+
+
+def _folder_arg(text: str) -> Path | RemotePath:
+    """argparse type: a folder, never the empty string.
+
+    ``"$BASELINE"`` with the variable unset is ``""``, which a Path reads as the current folder:
+    ``exists ""`` said "no baseline" (exit 1) and the night that followed ran without the gate,
+    then ``promote RUN ""`` made the job's working folder the baseline.
+    """
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"must not be empty (an unset variable?); got {text!r}")
+    return path_arg(text)
 
 
 #: What a run or ``analyze`` writes into a run folder beside what a promote copies: a baseline that
@@ -145,17 +157,24 @@ _UNUSABLE = "not a baseline the gate can compare with (promote a good run over i
 
 
 def _cmd_exists(args: argparse.Namespace) -> int:
-    """0: a baseline; 1: none (no run.json); 2 (:class:`InputError`): a run.json or summary.json that
-    cannot be read, the checks ``promote`` makes of a run before it becomes the baseline. A nightly gate
-    that took such a folder for a baseline failed every night's compare; one that took it for no
-    baseline would run without the gate and promote over it."""
+    """0: a baseline; 1: none (no run.json); 2 (:class:`InputError`): not a baseline the gate can read.
+
+    2 is a file where the folder should be, a run.json or summary.json that cannot be read, or no
+    summary.json at all: the checks ``promote`` makes of a run before it becomes the baseline, and
+    what ``run --baseline`` refuses before its load. A nightly gate that took such a folder for a
+    baseline failed every night; one that took it for no baseline would run without the gate and
+    promote over it.
+    """
     folder = _Folder(args.dir)
+    if folder.path is not None and folder.path.is_file():  # not "no baseline": a wrong path
+        raise InputError(f"{folder}: is a file, expected a folder (the baseline's run folder)")
     files = folder.files()
     if RUN_JSON not in files:
         return 1
     _json_object(folder, RUN_JSON, _UNUSABLE)
-    if SUMMARY_JSON in files:  # without one (never promoted so) the gate analyzes the records
-        _check_summary(folder, _UNUSABLE)
+    if SUMMARY_JSON not in files:  # a promote or an upload cut short: promote and run --baseline refuse it
+        raise InputError(f"{folder}: no summary.json beside its run.json; {_UNUSABLE}")
+    _check_summary(folder, _UNUSABLE)
     return 0
 
 

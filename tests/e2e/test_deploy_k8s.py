@@ -176,8 +176,8 @@ def _base_render() -> list[dict]:
     from loadtest.scenario import load_scenario
 
     scenario = DEPLOY / "base" / "scenario.yaml"
-    names = load_scenario(scenario).target.secret_env_names()
-    return render_objects(scenario.read_text(), names, RenderOptions())
+    target = load_scenario(scenario).target
+    return render_objects(scenario.read_text(), target.secret_env_names(), RenderOptions.for_scenario(target))
 
 
 def _by_key(docs: list[dict]) -> dict:
@@ -325,6 +325,21 @@ def test_the_cronjob_script_gates_each_night_and_moves_the_baseline_only_on_a_pa
         third = nightly(str(results), changed, mock.base_url)
         assert third.returncode == 2, third.stdout + third.stderr
         assert _baseline_started(baseline) == night2
+
+
+@pytest.mark.untimed
+def test_a_passing_night_whose_promote_fails_exits_5_and_keeps_the_folder(tmp_path):
+    """Exit 3 said "target unusable" of a night whose target served it well: 5 is the documented code
+    of results that could not be written. Here the promote refuses a BASELINE holding someone's files."""
+    results, baseline = tmp_path / "results", tmp_path / "notes"
+    baseline.mkdir()
+    (baseline / "todo.txt").write_text("not a baseline")
+    with MockServer([*MOCK, "--decode-per-seq-ms", "10"]) as mock:
+        night = nightly(str(results), _nightly_scenario(tmp_path, mock.base_url), mock.base_url,
+                        env={"BASELINE": str(baseline)})
+    assert night.returncode == 5, night.stdout + night.stderr
+    assert "holds files a promote did not write (todo.txt)" in night.stderr
+    assert [p.name for p in baseline.iterdir()] == ["todo.txt"]
 
 
 @pytest.mark.untimed

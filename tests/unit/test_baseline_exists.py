@@ -35,7 +35,6 @@ def _baseline(folder: Path, run: str = '{"complete": true}', summary: str | None
 
 def test_a_readable_baseline_exists_and_no_run_json_is_none(tmp_path):
     assert _exists(_baseline(tmp_path / "good")) == (0, "")
-    assert _exists(_baseline(tmp_path / "records-only", summary=None)) == (0, "")  # the gate analyzes its records
     assert _exists(tmp_path / "missing") == (1, "")
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "summary.json").write_text("{")  # no run.json: no baseline, whatever else lies there
@@ -75,3 +74,47 @@ def test_a_run_whose_levels_are_rates_is_never_promoted(tmp_path, mode, words):
         code = main(["baseline", "promote", str(run), str(tmp_path / "baseline")])
     assert code == 2 and f"{run}: {words}; the gate compares closed-loop runs only, so far" in err.getvalue(), err.getvalue()
     assert not (tmp_path / "baseline").exists()
+
+
+def _one_line(err: str, *said: str) -> None:
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    for words in said:
+        assert words in err, err
+
+
+def test_a_run_json_without_a_summary_is_not_a_baseline(tmp_path):
+    """A promote or an upload cut short: exists said 0, then ``run --baseline`` refused the folder
+    (exit 2) and ``promote`` would not have made it. Now exists says so first, exit 2."""
+    folder = _baseline(tmp_path / "nosum", summary=None)
+    (folder / "requests.parquet").write_bytes(b"")
+    code, err = _exists(folder)
+    assert code == 2
+    _one_line(err, f"{folder}: no summary.json beside its run.json", "promote a good run over it")
+
+
+def test_a_file_where_the_baseline_folder_should_be_is_exit_2(tmp_path):
+    """Not "no baseline" (1): the night would run without the gate, then promote onto the path."""
+    summary = tmp_path / "summary.json"
+    summary.write_text('{"levels": []}')
+    code, err = _exists(summary)
+    assert code == 2
+    _one_line(err, f"{summary}: is a file, expected a folder")
+
+
+@pytest.mark.parametrize("argv", [["baseline", "exists", ""], ["baseline", "exists", "  "],
+                                  ["baseline", "promote", "RUN", ""], ["baseline", "promote", "", "BASE"]])
+def test_an_empty_path_is_refused_and_nothing_is_written(tmp_path, monkeypatch, argv):
+    """``"$BASELINE"`` unset: exists said "no baseline" (1), and promote wrote the baseline into the
+    current folder, exit 0."""
+    run = _baseline(tmp_path / "night")
+    (run / "requests.parquet").write_bytes(b"")
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    argv = [str(run) if a == "RUN" else str(tmp_path / "baseline") if a == "BASE" else a for a in argv]
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err), pytest.raises(SystemExit) as done:
+        main(argv)
+    assert done.value.code == 2
+    _one_line(err.getvalue(), "must not be empty (an unset variable?)")
+    assert list(cwd.iterdir()) == [] and not (tmp_path / "baseline").exists()
