@@ -39,10 +39,13 @@ def test_local_paths_make_no_folder_and_stay_as_they_are(monkeypatch, tmp_path):
 def test_a_remote_output_gets_its_folder_and_it_is_removed(monkeypatch, tmp_path):
     made = _made(monkeypatch)
     monkeypatch.setattr(glue.remote, "upload_file", lambda local, url: None)
+    checked: list[str] = []  # the bucket is checked before the work (no S3 here: recorded, not asked)
+    monkeypatch.setattr(glue.remote, "check_bucket", checked.append)
     args = argparse.Namespace(json="s3://bucket/verdict.json")
     with glue.remote_io(args, outputs=("json",)):
         assert len(made) == 1 and str(args.json).startswith(made[0])
     assert not any(os.path.exists(m) for m in made)
+    assert checked == ["s3://bucket/verdict.json"]
 
 
 def test_a_failing_block_with_nothing_remote_still_raises(monkeypatch):
