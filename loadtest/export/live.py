@@ -12,7 +12,10 @@ scrape costs the event loop nothing.
 Exported (each with the label ``scenario``; per-request series also ``level`` and ``class``):
 
 - ``loadtest_ttft_seconds``, ``loadtest_itl_seconds``, ``loadtest_e2e_seconds``: histograms
-  of the measured (not warm-up) requests that produced them (a failure has no TTFT);
+  of the requests the analysis measures, as far as a live count can know them (:func:`observation`):
+  not warm-up, not cancelled by the harness (censored, not measured), not started after their
+  level's window ended (in the hold) when the record arrives after that end; open loop timed from
+  the scheduled time. A failure has no TTFT;
 - ``loadtest_requests_total{outcome}``: every finished request, ``ok`` or its error kind
   (``timeout``, ``rate_limited``, ``http_error``, …), warm-up included;
 - ``loadtest_users``: users running now; ``loadtest_level``: the level in force (users, or
@@ -64,8 +67,45 @@ def _itl_seconds(table: pa.Table, rows: np.ndarray) -> tuple[np.ndarray, np.ndar
     return gaps / 1000.0, rows[owner]
 
 
-def observation(table: pa.Table) -> tuple[dict, list] | None:
+def _measured(table: pa.Table, window_ends: dict | None) -> np.ndarray:
+    """Which records the latency histograms take: those the analysis would measure, as far as known now.
+
+    The live view's rule (:meth:`loadtest.load.progress.RunProgress.update`), so a dashboard's
+    percentiles are taken over the requests the report's are: not warm-up; not ``cancelled`` (the
+    harness cut it at the run's or the hold's end: censored, its e2e is the time until the cut); not
+    started, by its scheduled time in open loop, after its level's window ended (the hold's arrivals,
+    which keep the load but are not measured). A window's end is known only once the level has
+    ended, and a record started in the hold finishes after it, so that test misses nothing the
+    batch could have been held to (``window_ends`` is read when the batch is handed over).
+    """
+    n = table.num_rows
+    measured = ~table.column("warmup").to_numpy(zero_copy_only=False).astype(bool)
+    kinds = np.array(table.column("error_kind").to_pylist(), dtype=object)
+    measured &= kinds != "cancelled"
+    ends = {int(k): float(v) for k, v in (window_ends or {}).items()}
+    if ends:
+        index = table.column("level_index").to_numpy(zero_copy_only=False)
+        start = table.column("start_wall").to_numpy(zero_copy_only=False).astype(float)
+        scheduled = start - _lag_ms(table) / 1000.0
+        end = np.array([ends.get(int(i), np.inf) for i in index], dtype=float) if n else np.empty(0)
+        measured &= ~(scheduled >= end)
+    return measured
+
+
+def _lag_ms(table: pa.Table) -> np.ndarray:
+    """Open loop: each record's send lag (ms; 0 where none), which the analysis adds to TTFT and e2e."""
+    if "schedule_lag_ms" not in table.column_names:
+        return np.zeros(table.num_rows)
+    return np.nan_to_num(table.column("schedule_lag_ms").to_numpy(zero_copy_only=False).astype(float))
+
+
+def observation(table: pa.Table, window_ends: dict | None = None) -> tuple[dict, list] | None:
     """One batch of records bucketed: (requests by (level, class, outcome), histogram updates), None if empty.
+
+    ``loadtest_requests_total`` counts every record; the histograms only the measured ones
+    (:func:`_measured`; ``window_ends``: each ended level's window end, wall s by level index,
+    :data:`loadtest.load.progress.WINDOW_ENDS`). TTFT and e2e are timed as the analysis times
+    them: an open-loop request from its scheduled time (its send lag added).
 
     Vectorised: each (level, class) pair gets an integer code and one ``bincount`` per
     histogram counts every sample, so the cost grows with the samples, not the series.
@@ -83,10 +123,11 @@ def observation(table: pa.Table) -> tuple[dict, list] | None:
     series, code = np.unique(np.char.add(np.char.add(levels.astype(str), "\x1f"), classes.astype(str)),
                              return_inverse=True)
     series_keys = [tuple(k.split("\x1f", 1)) for k in series]
-    measured = ~table.column("warmup").to_numpy(zero_copy_only=False).astype(bool)
+    measured = _measured(table, window_ends)
+    lag = _lag_ms(table)
     samples = {}
     for name, column in (("loadtest_ttft_seconds", "ttft_ms"), ("loadtest_e2e_seconds", "e2e_ms")):
-        values = table.column(column).to_numpy(zero_copy_only=False).astype(float) / 1000.0
+        values = (table.column(column).to_numpy(zero_copy_only=False).astype(float) + lag) / 1000.0
         keep = measured & np.isfinite(values)
         samples[name] = (values[keep], np.flatnonzero(keep))
     samples["loadtest_itl_seconds"] = _itl_seconds(table, np.flatnonzero(measured & ok))
@@ -134,9 +175,9 @@ class LiveMetrics:
 
     # -- fed by the sink's thread -----------------------------------------------------------------
 
-    def observe(self, table: pa.Table) -> None:
+    def observe(self, table: pa.Table, window_ends: dict | None = None) -> None:
         """Bucket one batch of records (called off the event loop); a scrape folds it in."""
-        self.take(observation(table))
+        self.take(observation(table, window_ends))
 
     def take(self, observed: tuple[dict, list] | None) -> None:
         """Queue a batch already bucketed (:func:`observation`, here or in the record writer process)."""

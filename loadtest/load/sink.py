@@ -137,7 +137,7 @@ class RunSink:
         table = decode_table(batch)
         self.progress.update(table, batch.get(WINDOW_ENDS))
         for observe in self.observers:
-            observe(table)
+            observe(table, batch.get(WINDOW_ENDS))
         if self.guard is None:
             self.writer.write(table)
             return

@@ -92,6 +92,34 @@ def test_open_loop_levels_are_labelled_by_their_rate_and_verdicts_by_level():
     assert fams["loadtest_level"][0].value == 0
 
 
+@pytest.mark.untimed
+def test_histograms_leave_out_cancelled_and_hold_requests_as_the_analysis_does():
+    """The histograms take the requests the analysis measures: a request the harness cancelled at the
+    end (censored; its e2e is the time until the cut) and one its level started after the window
+    ended (in the hold) are counted in loadtest_requests_total only. Open loop: timed from the
+    scheduled time, as the analysis times it. They used to count all but warm-up: 105 e2e samples
+    at a level where the analysis measured 56."""
+    rows = [
+        {**_row(16, 20.0, [20.0, 30.0], rate=16.0), "start_wall": 100.0, "schedule_lag_ms": 5.0},
+        {**_row(16, float("nan"), [], ok=False, kind="cancelled", rate=16.0), "start_wall": 101.0},
+        {**_row(16, 20.0, [20.0], rate=16.0), "start_wall": 110.5},  # scheduled after the window's end (110)
+    ]
+    m = LiveMetrics("cut")
+    m.observe(records_to_table(rows), {0: 110.0})
+    fams = _families(m)
+    for name in HISTOGRAMS:
+        counts = {s.labels["level"]: s.value for s in fams[name] if s.name.endswith("_count")}
+        assert counts == {"16": 1}, (name, counts)
+    (ttft_sum,) = [s.value for s in fams["loadtest_ttft_seconds"] if s.name.endswith("_sum")]
+    assert math.isclose(ttft_sum, 0.025)  # 20 ms from the send, 25 ms from the scheduled time
+    outcomes = {(s.labels["level"], s.labels["outcome"]): s.value for s in fams["loadtest_requests"]}
+    assert outcomes == {("16", "ok"): 2, ("16", "cancelled"): 1}
+    # Before a level has ended its window end is unknown: the request is counted, as it is measured so far.
+    early = LiveMetrics("early")
+    early.observe(records_to_table(rows[2:]))
+    assert [s.value for s in _families(early)["loadtest_e2e_seconds"] if s.name.endswith("_count")] == [1]
+
+
 def _wait_http(url: str, proc: subprocess.Popen, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while True:
@@ -338,6 +366,65 @@ def test_the_master_serves_the_metrics_of_every_workers_requests(tmp_path):
     assert seen.get("loadtest_ttft_seconds_count", 0) > 0 and seen["loadtest_level"] == 4, seen
     records = pq_rows(tmp_path / "run")
     assert set(records["worker"]) - {"local"} and len(set(records["worker"])) == 2  # both workers' requests
+
+
+def _scrape(port: int) -> dict[tuple[str, tuple], float] | None:
+    """One scrape of a run's /metrics as {(sample name, sorted labels): value}; None if it does not answer."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as resp:
+            text = resp.read().decode()
+    except OSError:
+        return None
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for fam in text_string_to_metric_families(text) for s in fam.samples}
+
+
+# Not untimed: it scrapes the run while it goes (a scrape that must catch the second level, docs/testing.md).
+def test_an_ended_levels_histograms_hold_the_requests_the_analysis_measured(tmp_path):
+    """Open loop at 6 req/s on a 10 req/s mock (4 slots, 16 tokens × 25 ms): the level's hold keeps
+    sending at 6 req/s until its measured requests end, about 0.4 s, so a few of its arrivals are
+    started after the window. The analysis leaves them out, and so do the live histograms now; the
+    request counter keeps them (it counts every record). Before, the e2e histogram counted them too
+    (the trial's 23 against 22 measured at 2 req/s)."""
+    port = free_port()
+    with MockServer(["--max-batch", "4", "--decode-base-ms", "25", "--decode-per-seq-ms", "0",
+                     "--prefill-per-token-ms", "0"]) as mock:
+        scenario = write_scenario(tmp_path, mock.base_url, name="held", workload={"max_tokens": 16},
+                                  load={"levels": None, "rates": [6, 8], "arrival": "constant", "max_in_flight": 32,
+                                        "level_duration_s": 3, "min_level_duration_s": 3, "max_level_duration_s": 3,
+                                        "warmup_s": 0.5},
+                                  slo={"ttft_ms": {"p95": 5000}, "itl_ms": {}, "max_error_rate": 0.5})
+        run = subprocess.Popen([sys.executable, "-m", "loadtest", "run", str(scenario), "--out", str(tmp_path / "run"),
+                                "--metrics-port", str(port)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+        last = None
+        try:
+            deadline = time.monotonic() + 120
+            while run.poll() is None and time.monotonic() < deadline:
+                got = _scrape(port)
+                if got is not None and got.get(("loadtest_level_index", (("scenario", "held"),))) in (1.0, -1.0):
+                    last = got  # the latest scrape after level 0 ended (the level-0 records come in meanwhile)
+                time.sleep(0.3)
+            _, stderr = run.communicate(timeout=120)
+        finally:
+            reap(run)
+    assert run.returncode == 0, stderr
+    assert last is not None, "no scrape during the second level"
+    level0 = (("class", ""), ("level", "6"), ("scenario", "held"))
+    e2e_count = last[("loadtest_e2e_seconds_count", level0)]
+    ttft_count = last[("loadtest_ttft_seconds_count", level0)]
+    total = sum(v for (name, labels), v in last.items()
+                if name == "loadtest_requests_total" and dict(labels).get("level") == "6")
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    measured = summary["levels"][0]
+    assert measured["errors"] == 0 and measured["cancelled"] == 0, measured["errors_by_kind"]
+    assert e2e_count == ttft_count == measured["e2e_ms"]["n"], (e2e_count, ttft_count, measured["e2e_ms"]["n"])
+    records = pq_rows(tmp_path / "run")
+    held = records[(records.level_index == 0) & ~records.warmup
+                   & (records.scheduled_wall >= measured["window"]["end_wall"])]
+    assert len(held) >= 1 and total >= e2e_count + len(held), (total, e2e_count, len(held))
 
 
 def pq_rows(run_dir: Path):
