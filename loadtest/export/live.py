@@ -18,8 +18,12 @@ Exported (each with the label ``scenario``; per-request series also ``level`` an
   the scheduled time. A failure has no TTFT;
 - ``loadtest_requests_total{outcome}``: every finished request, ``ok`` or its error kind
   (``timeout``, ``rate_limited``, ``http_error``, …), warm-up included;
-- ``loadtest_users``: users running now; ``loadtest_level``: the level in force (users, or
-  requests/s in open loop; 0 between levels) and ``loadtest_level_index``;
+- ``loadtest_users``: closed loop, the users running now; open loop and trace replay, whose
+  users are ``max_in_flight`` mostly idle senders, the requests in flight (as ``loadtest_in_flight``);
+- ``loadtest_in_flight``: requests being sent now, over every process (their latest snapshots,
+  up to a second old);
+- ``loadtest_level``: the level in force (users, or requests/s in open loop; 0 between levels)
+  and ``loadtest_level_index``;
 - ``loadtest_level_verdict{level,verdict}``: 1 for each ended level's verdict
   (``pass``/``fail``/``uncertain``/``no_data``).
 """
@@ -46,8 +50,8 @@ HELP = {
     "loadtest_itl_seconds": "Inter-token latency of measured requests: each gap between content chunks over the later chunk's tokens",
     "loadtest_e2e_seconds": "Request time, send to last byte, of measured requests",
 }
-METRIC_NAMES = (*HISTOGRAMS, "loadtest_requests_total", "loadtest_users", "loadtest_level", "loadtest_level_index",
-                "loadtest_level_verdict")
+METRIC_NAMES = (*HISTOGRAMS, "loadtest_requests_total", "loadtest_users", "loadtest_in_flight", "loadtest_level",
+                "loadtest_level_index", "loadtest_level_verdict")
 VERDICTS = ("pass", "fail", "uncertain", "no_data")
 
 
@@ -171,7 +175,9 @@ class LiveMetrics:
         self._verdicts: dict[str, str] = {}
         self.level: float = 0.0
         self.level_index: int = -1
+        #: Closed loop: the users running; open loop: the requests in flight (see the module doc).
         self.users: Callable[[], int] = lambda: 0
+        self.in_flight: Callable[[], int] = lambda: 0
 
     # -- fed by the sink's thread -----------------------------------------------------------------
 
@@ -233,7 +239,9 @@ class LiveMetrics:
             req.add_metric([self.scenario, level, cls, outcome], n)
         yield req
         for name, text, value in (
-            ("loadtest_users", "Users running now", self._users()),
+            ("loadtest_users", "Users running now (closed loop); requests in flight (open loop, trace replay)",
+             self._read(self.users)),
+            ("loadtest_in_flight", "Requests being sent now, over every process", self._read(self.in_flight)),
             ("loadtest_level", "The level in force: users, or requests/s in open loop (0 between levels)", self.level),
             ("loadtest_level_index", "Position of the level in force in the run (-1 between levels)", self.level_index),
         ):
@@ -247,8 +255,9 @@ class LiveMetrics:
                 v.add_metric([self.scenario, level, option], 1.0 if option == verdict else 0.0)
         yield v
 
-    def _users(self) -> float:
+    @staticmethod
+    def _read(gauge: Callable[[], int]) -> float:
         try:
-            return float(self.users())
+            return float(gauge())
         except Exception:  # the runner is gone (the run is closing)
             return 0.0
