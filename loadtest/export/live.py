@@ -13,9 +13,9 @@ Exported (each with the label ``scenario``; per-request series also ``level`` an
 
 - ``loadtest_ttft_seconds``, ``loadtest_itl_seconds``, ``loadtest_e2e_seconds``: histograms
   of the requests the analysis measures, as far as a live count can know them (:func:`observation`):
-  not warm-up, not cancelled by the harness (censored, not measured), not started after their
-  level's window ended (in the hold) when the record arrives after that end; open loop timed from
-  the scheduled time. A failure has no TTFT;
+  not warm-up, not started after their level's window ended (in the hold) when the record arrives
+  after that end; a request the harness cancelled keeps what it observed (a TTFT) but has no e2e
+  (censored: it was cut, not finished); open loop timed from the scheduled time. A failure has no TTFT;
 - ``loadtest_requests_total{outcome}``: every finished request, ``ok`` or its error kind
   (``timeout``, ``rate_limited``, ``http_error``, …), warm-up included;
 - ``loadtest_users``: closed loop, the users running now; open loop and trace replay, whose
@@ -72,20 +72,17 @@ def _itl_seconds(table: pa.Table, rows: np.ndarray) -> tuple[np.ndarray, np.ndar
 
 
 def _measured(table: pa.Table, window_ends: dict | None) -> np.ndarray:
-    """Which records the latency histograms take: those the analysis would measure, as far as known now.
+    """Which records the analysis would measure, as far as known now (a cancelled one included).
 
     The live view's rule (:meth:`loadtest.load.progress.RunProgress.update`), so a dashboard's
-    percentiles are taken over the requests the report's are: not warm-up; not ``cancelled`` (the
-    harness cut it at the run's or the hold's end: censored, its e2e is the time until the cut); not
-    started, by its scheduled time in open loop, after its level's window ended (the hold's arrivals,
-    which keep the load but are not measured). A window's end is known only once the level has
-    ended, and a record started in the hold finishes after it, so that test misses nothing the
-    batch could have been held to (``window_ends`` is read when the batch is handed over).
+    percentiles are taken over the requests the report's are: not warm-up; not started, by its
+    scheduled time in open loop, after its level's window ended (the hold's arrivals, which keep
+    the load but are not measured). A window's end is known only once the level has ended, and a
+    record started in the hold finishes after it, so that test misses nothing the batch could have
+    been held to (``window_ends`` is read when the batch is handed over).
     """
     n = table.num_rows
     measured = ~table.column("warmup").to_numpy(zero_copy_only=False).astype(bool)
-    kinds = np.array(table.column("error_kind").to_pylist(), dtype=object)
-    measured &= kinds != "cancelled"
     ends = {int(k): float(v) for k, v in (window_ends or {}).items()}
     if ends:
         index = table.column("level_index").to_numpy(zero_copy_only=False)
@@ -108,7 +105,8 @@ def observation(table: pa.Table, window_ends: dict | None = None) -> tuple[dict,
 
     ``loadtest_requests_total`` counts every record; the histograms only the measured ones
     (:func:`_measured`; ``window_ends``: each ended level's window end, wall s by level index,
-    :data:`loadtest.load.progress.WINDOW_ENDS`). TTFT and e2e are timed as the analysis times
+    :data:`loadtest.load.progress.WINDOW_ENDS`), and as the analysis does, a request the harness
+    cancelled gives its TTFT if it saw one but no e2e. TTFT and e2e are timed as the analysis times
     them: an open-loop request from its scheduled time (its send lag added).
 
     Vectorised: each (level, class) pair gets an integer code and one ``bincount`` per
@@ -128,11 +126,14 @@ def observation(table: pa.Table, window_ends: dict | None = None) -> tuple[dict,
                              return_inverse=True)
     series_keys = [tuple(k.split("\x1f", 1)) for k in series]
     measured = _measured(table, window_ends)
+    # cut by the harness (at the run's end, or a hold's): censored, so its e2e (the time until the cut) is no sample
+    cancelled = outcome == "cancelled"
     lag = _lag_ms(table)
     samples = {}
-    for name, column in (("loadtest_ttft_seconds", "ttft_ms"), ("loadtest_e2e_seconds", "e2e_ms")):
+    for name, column, take in (("loadtest_ttft_seconds", "ttft_ms", measured),
+                               ("loadtest_e2e_seconds", "e2e_ms", measured & ~cancelled)):
         values = (table.column(column).to_numpy(zero_copy_only=False).astype(float) + lag) / 1000.0
-        keep = measured & np.isfinite(values)
+        keep = take & np.isfinite(values)
         samples[name] = (values[keep], np.flatnonzero(keep))
     samples["loadtest_itl_seconds"] = _itl_seconds(table, np.flatnonzero(measured & ok))
     update = []

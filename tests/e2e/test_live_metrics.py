@@ -94,26 +94,27 @@ def test_open_loop_levels_are_labelled_by_their_rate_and_verdicts_by_level():
 
 @pytest.mark.untimed
 def test_histograms_leave_out_cancelled_and_hold_requests_as_the_analysis_does():
-    """The histograms take the requests the analysis measures: a request the harness cancelled at the
-    end (censored; its e2e is the time until the cut) and one its level started after the window
-    ended (in the hold) are counted in loadtest_requests_total only. Open loop: timed from the
-    scheduled time, as the analysis times it. They used to count all but warm-up: 105 e2e samples
-    at a level where the analysis measured 56."""
+    """The histograms take the requests the analysis measures: a request the harness cancelled (cut at
+    the run's end) has no e2e sample (censored: its e2e is the time until the cut), though the TTFT
+    it saw counts, as in the analysis; one its level started after the window ended (in the hold)
+    is counted in loadtest_requests_total only. Open loop: timed from the scheduled time, as the
+    analysis times it. They used to count all but warm-up: 105 e2e samples at a level where the
+    analysis measured 56."""
     rows = [
         {**_row(16, 20.0, [20.0, 30.0], rate=16.0), "start_wall": 100.0, "schedule_lag_ms": 5.0},
         {**_row(16, float("nan"), [], ok=False, kind="cancelled", rate=16.0), "start_wall": 101.0},
+        {**_row(16, 40.0, [40.0], ok=False, kind="cancelled", rate=16.0), "start_wall": 102.0},  # cut after its TTFT
         {**_row(16, 20.0, [20.0], rate=16.0), "start_wall": 110.5},  # scheduled after the window's end (110)
     ]
     m = LiveMetrics("cut")
     m.observe(records_to_table(rows), {0: 110.0})
     fams = _families(m)
-    for name in HISTOGRAMS:
-        counts = {s.labels["level"]: s.value for s in fams[name] if s.name.endswith("_count")}
-        assert counts == {"16": 1}, (name, counts)
+    counts = {name: [s.value for s in fams[name] if s.name.endswith("_count")] for name in HISTOGRAMS}
+    assert counts == {"loadtest_ttft_seconds": [2], "loadtest_itl_seconds": [1], "loadtest_e2e_seconds": [1]}, counts
     (ttft_sum,) = [s.value for s in fams["loadtest_ttft_seconds"] if s.name.endswith("_sum")]
-    assert math.isclose(ttft_sum, 0.025)  # 20 ms from the send, 25 ms from the scheduled time
+    assert math.isclose(ttft_sum, 0.025 + 0.040)  # 20 ms from the send is 25 ms from the scheduled time
     outcomes = {(s.labels["level"], s.labels["outcome"]): s.value for s in fams["loadtest_requests"]}
-    assert outcomes == {("16", "ok"): 2, ("16", "cancelled"): 1}
+    assert outcomes == {("16", "ok"): 2, ("16", "cancelled"): 2}
     # Before a level has ended its window end is unknown: the request is counted, as it is measured so far.
     early = LiveMetrics("early")
     early.observe(records_to_table(rows[2:]))
