@@ -12,11 +12,18 @@ scrape costs the event loop nothing.
 Exported (each with the label ``scenario``; per-request series also ``level`` and ``class``):
 
 - ``loadtest_ttft_seconds``, ``loadtest_itl_seconds``, ``loadtest_e2e_seconds``: histograms
-  of the measured (not warm-up) requests that produced them (a failure has no TTFT);
+  of the requests the analysis measures, as far as a live count can know them (:func:`observation`):
+  not warm-up, not started after their level's window ended (in the hold) when the record arrives
+  after that end; a request the harness cancelled keeps what it observed (a TTFT) but has no e2e
+  (censored: it was cut, not finished); open loop timed from the scheduled time. A failure has no TTFT;
 - ``loadtest_requests_total{outcome}``: every finished request, ``ok`` or its error kind
   (``timeout``, ``rate_limited``, ``http_error``, …), warm-up included;
-- ``loadtest_users``: users running now; ``loadtest_level``: the level in force (users, or
-  requests/s in open loop; 0 between levels) and ``loadtest_level_index``;
+- ``loadtest_users``: closed loop, the users running now; open loop and trace replay, whose
+  users are ``max_in_flight`` mostly idle senders, the requests in flight (as ``loadtest_in_flight``);
+- ``loadtest_in_flight``: requests being sent now, over every process (their latest snapshots,
+  up to a second old);
+- ``loadtest_level``: the level in force (users, or requests/s in open loop; 0 between levels)
+  and ``loadtest_level_index``;
 - ``loadtest_level_verdict{level,verdict}``: 1 for each ended level's verdict
   (``pass``/``fail``/``uncertain``/``no_data``).
 """
@@ -43,8 +50,8 @@ HELP = {
     "loadtest_itl_seconds": "Inter-token latency of measured requests: each gap between content chunks over the later chunk's tokens",
     "loadtest_e2e_seconds": "Request time, send to last byte, of measured requests",
 }
-METRIC_NAMES = (*HISTOGRAMS, "loadtest_requests_total", "loadtest_users", "loadtest_level", "loadtest_level_index",
-                "loadtest_level_verdict")
+METRIC_NAMES = (*HISTOGRAMS, "loadtest_requests_total", "loadtest_users", "loadtest_in_flight", "loadtest_level",
+                "loadtest_level_index", "loadtest_level_verdict")
 VERDICTS = ("pass", "fail", "uncertain", "no_data")
 
 
@@ -64,8 +71,43 @@ def _itl_seconds(table: pa.Table, rows: np.ndarray) -> tuple[np.ndarray, np.ndar
     return gaps / 1000.0, rows[owner]
 
 
-def observation(table: pa.Table) -> tuple[dict, list] | None:
+def _measured(table: pa.Table, window_ends: dict | None) -> np.ndarray:
+    """Which records the analysis would measure, as far as known now (a cancelled one included).
+
+    The live view's rule (:meth:`loadtest.load.progress.RunProgress.update`), so a dashboard's
+    percentiles are taken over the requests the report's are: not warm-up; not started, by its
+    scheduled time in open loop, after its level's window ended (the hold's arrivals, which keep
+    the load but are not measured). A window's end is known only once the level has ended, and a
+    record started in the hold finishes after it, so that test misses nothing the batch could have
+    been held to (``window_ends`` is read when the batch is handed over).
+    """
+    n = table.num_rows
+    measured = ~table.column("warmup").to_numpy(zero_copy_only=False).astype(bool)
+    ends = {int(k): float(v) for k, v in (window_ends or {}).items()}
+    if ends:
+        index = table.column("level_index").to_numpy(zero_copy_only=False)
+        start = table.column("start_wall").to_numpy(zero_copy_only=False).astype(float)
+        scheduled = start - _lag_ms(table) / 1000.0
+        end = np.array([ends.get(int(i), np.inf) for i in index], dtype=float) if n else np.empty(0)
+        measured &= ~(scheduled >= end)
+    return measured
+
+
+def _lag_ms(table: pa.Table) -> np.ndarray:
+    """Open loop: each record's send lag (ms; 0 where none), which the analysis adds to TTFT and e2e."""
+    if "schedule_lag_ms" not in table.column_names:
+        return np.zeros(table.num_rows)
+    return np.nan_to_num(table.column("schedule_lag_ms").to_numpy(zero_copy_only=False).astype(float))
+
+
+def observation(table: pa.Table, window_ends: dict | None = None) -> tuple[dict, list] | None:
     """One batch of records bucketed: (requests by (level, class, outcome), histogram updates), None if empty.
+
+    ``loadtest_requests_total`` counts every record; the histograms only the measured ones
+    (:func:`_measured`; ``window_ends``: each ended level's window end, wall s by level index,
+    :data:`loadtest.load.progress.WINDOW_ENDS`), and as the analysis does, a request the harness
+    cancelled gives its TTFT if it saw one but no e2e. TTFT and e2e are timed as the analysis times
+    them: an open-loop request from its scheduled time (its send lag added).
 
     Vectorised: each (level, class) pair gets an integer code and one ``bincount`` per
     histogram counts every sample, so the cost grows with the samples, not the series.
@@ -83,11 +125,15 @@ def observation(table: pa.Table) -> tuple[dict, list] | None:
     series, code = np.unique(np.char.add(np.char.add(levels.astype(str), "\x1f"), classes.astype(str)),
                              return_inverse=True)
     series_keys = [tuple(k.split("\x1f", 1)) for k in series]
-    measured = ~table.column("warmup").to_numpy(zero_copy_only=False).astype(bool)
+    measured = _measured(table, window_ends)
+    # cut by the harness (at the run's end, or a hold's): censored, so its e2e (the time until the cut) is no sample
+    cancelled = outcome == "cancelled"
+    lag = _lag_ms(table)
     samples = {}
-    for name, column in (("loadtest_ttft_seconds", "ttft_ms"), ("loadtest_e2e_seconds", "e2e_ms")):
-        values = table.column(column).to_numpy(zero_copy_only=False).astype(float) / 1000.0
-        keep = measured & np.isfinite(values)
+    for name, column, take in (("loadtest_ttft_seconds", "ttft_ms", measured),
+                               ("loadtest_e2e_seconds", "e2e_ms", measured & ~cancelled)):
+        values = (table.column(column).to_numpy(zero_copy_only=False).astype(float) + lag) / 1000.0
+        keep = take & np.isfinite(values)
         samples[name] = (values[keep], np.flatnonzero(keep))
     samples["loadtest_itl_seconds"] = _itl_seconds(table, np.flatnonzero(measured & ok))
     update = []
@@ -130,13 +176,15 @@ class LiveMetrics:
         self._verdicts: dict[str, str] = {}
         self.level: float = 0.0
         self.level_index: int = -1
+        #: Closed loop: the users running; open loop: the requests in flight (see the module doc).
         self.users: Callable[[], int] = lambda: 0
+        self.in_flight: Callable[[], int] = lambda: 0
 
     # -- fed by the sink's thread -----------------------------------------------------------------
 
-    def observe(self, table: pa.Table) -> None:
+    def observe(self, table: pa.Table, window_ends: dict | None = None) -> None:
         """Bucket one batch of records (called off the event loop); a scrape folds it in."""
-        self.take(observation(table))
+        self.take(observation(table, window_ends))
 
     def take(self, observed: tuple[dict, list] | None) -> None:
         """Queue a batch already bucketed (:func:`observation`, here or in the record writer process)."""
@@ -192,7 +240,9 @@ class LiveMetrics:
             req.add_metric([self.scenario, level, cls, outcome], n)
         yield req
         for name, text, value in (
-            ("loadtest_users", "Users running now", self._users()),
+            ("loadtest_users", "Users running now (closed loop); requests in flight (open loop, trace replay)",
+             self._read(self.users)),
+            ("loadtest_in_flight", "Requests being sent now, over every process", self._read(self.in_flight)),
             ("loadtest_level", "The level in force: users, or requests/s in open loop (0 between levels)", self.level),
             ("loadtest_level_index", "Position of the level in force in the run (-1 between levels)", self.level_index),
         ):
@@ -206,8 +256,9 @@ class LiveMetrics:
                 v.add_metric([self.scenario, level, option], 1.0 if option == verdict else 0.0)
         yield v
 
-    def _users(self) -> float:
+    @staticmethod
+    def _read(gauge: Callable[[], int]) -> float:
         try:
-            return float(self.users())
+            return float(gauge())
         except Exception:  # the runner is gone (the run is closing)
             return 0.0

@@ -100,8 +100,8 @@ class LiveExport:
     def attach(self, sink: Any) -> None:
         """Bucket every batch the sink stores and render the text, in the sink's thread."""
 
-        def observe(table) -> None:
-            self.metrics.observe(table)
+        def observe(table, window_ends=None) -> None:
+            self.metrics.observe(table, window_ends)
             self.text.refresh()
 
         def take(observed) -> None:  # bucketed by the record writer process (loadtest.load.sink_worker)

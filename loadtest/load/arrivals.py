@@ -10,17 +10,25 @@ Processes (``load.arrival``):
 
 * ``poisson``: independent exponential gaps with mean ``1/rate``; the
   memoryless traffic of many independent clients;
-* ``constant``: evenly spaced, ``1/rate`` apart (from a seeded phase, so that
-  several workers' streams interleave instead of firing together);
+* ``constant``: evenly spaced, ``1/rate`` apart, from a seeded phase;
 * ``gamma``: gamma gaps with shape ``burstiness`` and mean ``1/rate``
   (coefficient of variation ``1/sqrt(burstiness)``): 1 is Poisson, below 1
   burstier, above 1 more regular. The same convention as vLLM's
   ``--burstiness``.
 
 Each (seed, level, stream) gets its own independent random stream
-(numpy ``SeedSequence``), so with ``--workers N`` each worker draws ``rate/N``
-from its own stream and the superposition is Poisson at the full rate (the sum
-of independent Poisson processes is Poisson).
+(numpy ``SeedSequence``). With ``--workers N`` (:func:`share_offsets`):
+
+* ``poisson``: each worker draws ``rate/N`` from its own stream; the
+  superposition is Poisson at the full rate (the sum of independent Poisson
+  processes is Poisson), so nothing is lost by drawing apart;
+* ``constant`` and ``gamma``: a superposition of independent streams is
+  neither (two evenly spaced streams with random phases arrive in near-pairs;
+  merged gamma streams drift towards Poisson). So every worker draws the
+  *one-process* schedule from the shared stream (seed, level, 0), which every
+  worker computes alike without any message, and keeps arrivals ``k``,
+  ``k + N``, ``k + 2N``, … (``k`` its worker index), as trace replay splits
+  its rows. The server sees the one-process schedule, whatever ``N``.
 """
 
 from __future__ import annotations
@@ -69,3 +77,30 @@ def arrival_offsets(
         total = float(times[-1])
     times = np.concatenate(chunks)
     return times[times < duration_s]
+
+
+def share_offsets(
+    rate: float,
+    duration_s: float,
+    arrival: str,
+    *,
+    seed: int,
+    level_index: int,
+    streams: int = 1,
+    stream: int = 0,
+    burstiness: float | None = None,
+) -> np.ndarray:
+    """One sending process's share of a level's arrivals: ``stream`` of ``streams`` (see the module doc).
+
+    Why two ways: Poisson streams may be drawn apart (their superposition is
+    Poisson at the full rate), while constant and gamma ones must be one
+    schedule dealt out, or the merged arrivals are not the process asked for.
+    With one stream both ways give the same schedule as before.
+    """
+    streams = max(1, int(streams))
+    stream = int(stream) % streams
+    if arrival == "poisson":
+        rng = stream_rng(seed, level_index, stream)
+        return arrival_offsets(rate / streams, duration_s, arrival, rng, burstiness=burstiness)
+    merged = arrival_offsets(rate, duration_s, arrival, stream_rng(seed, level_index, 0), burstiness=burstiness)
+    return merged[stream::streams]

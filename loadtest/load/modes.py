@@ -48,6 +48,10 @@ class LoadMode:
 
     #: run.json's ``load_mode`` (:data:`loadtest.run_record.LoadModeName`).
     name: ClassVar[str]
+    #: Whether the users are the load (closed loop: each holds one request) or a pool of mostly idle
+    #: senders (``max_in_flight`` of them, open loop): the live ``loadtest_users`` gauge reads the
+    #: users in the first case and the requests in flight in the second (:mod:`loadtest.export.live`).
+    users_are_the_load: ClassVar[bool] = True
 
     def __init__(self, scenario: Scenario) -> None:
         self.scenario = scenario
@@ -121,6 +125,7 @@ class OpenLoop(LoadMode):
     """Rate levels: arrivals drawn in advance at the level's rate, sent whatever the server does."""
 
     name = "open_loop"
+    users_are_the_load = False
 
     def levels(self) -> list[float]:
         return self.load.rate_levels()

@@ -22,8 +22,11 @@ What each arrival records (:class:`Slot`):
   as that share, so normally one is free; while they are still starting, an
   arrival waits in the queue and its lag says so.)
 
-With ``--workers N`` each worker draws ``rate / N`` from its own seeded stream
-(stream = its Locust worker index); the superposition is Poisson at the full rate.
+With ``--workers N`` each worker sends its share of the level's arrivals
+(:func:`~loadtest.load.arrivals.share_offsets`; its share is its Locust worker
+index): Poisson, ``rate / N`` from its own seeded stream (the superposition is
+Poisson at the full rate); constant and gamma, every N-th arrival of the one
+schedule all workers draw alike, so the merged schedule is one process's.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ import gevent
 import gevent.queue
 
 from loadtest.client.record import RequestRecord
-from loadtest.load.arrivals import arrival_offsets, stream_rng
+from loadtest.load.arrivals import share_offsets
 
 if TYPE_CHECKING:
     from loadtest.load.levels import LevelClock
@@ -67,8 +70,8 @@ class ArrivalScheduler:
     """Draws each level's arrivals and hands them to free users (one per sending process).
 
     ``streams`` is how many processes share the rate (1 locally, N workers);
-    ``stream`` is this process's index among them: it takes ``rate / streams``
-    from the random stream (seed, level, stream).
+    ``stream`` is this process's index among them, which says its share
+    (:func:`~loadtest.load.arrivals.share_offsets`).
     """
 
     def __init__(self, load: "Load", clock: "LevelClock", recorder: "Recorder", *, duration_s: float) -> None:
@@ -99,9 +102,10 @@ class ArrivalScheduler:
 
     def arrivals(self, clock: "LevelClock") -> tuple[list[float], list | None]:
         """This process's send times for the level in force (s from its start), and what each sends (None: the workload's next)."""
-        share = clock.rate_rps / max(1, self.streams)
-        rng = stream_rng(self.load.arrival_seed, clock.index, self.stream)
-        offsets = arrival_offsets(share, self.duration_s, self.load.arrival, rng, burstiness=self.load.burstiness)
+        offsets = share_offsets(
+            float(clock.rate_rps), self.duration_s, self.load.arrival, seed=self.load.arrival_seed,
+            level_index=clock.index, streams=self.streams, stream=self.stream, burstiness=self.load.burstiness,
+        )
         return offsets.tolist(), None
 
     def _release(self, offsets, payloads, level_index: int, rate: float, start_perf: float, start_wall: float) -> None:

@@ -100,7 +100,9 @@ def run_load(scenario: Scenario, options: RunOptions, state: RunState, settings,
     judge = LevelJudge(run_dir, scenario.public_dict()["slo"], float(state.record.verdict_confidence), state.to_json, in_flight)
     session.decide = judge
     if live_export is not None:
-        live_export.metrics.users = lambda: session.runner.user_count
+        live_export.metrics.in_flight = sink.in_flight_count
+        # open loop's users are max_in_flight idle senders: a "users" panel shows the requests in flight
+        live_export.metrics.users = (lambda: session.runner.user_count) if mode.users_are_the_load else sink.in_flight_count
     session.in_flight = in_flight
     _stop_on_signals(session)
     _stop_when_full(session, guard)

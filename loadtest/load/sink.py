@@ -137,7 +137,7 @@ class RunSink:
         table = decode_table(batch)
         self.progress.update(table, batch.get(WINDOW_ENDS))
         for observe in self.observers:
-            observe(table)
+            observe(table, batch.get(WINDOW_ENDS))
         if self.guard is None:
             self.writer.write(table)
             return
@@ -179,6 +179,11 @@ class RunSink:
         if self._unstored:
             self._pending.append(self._pool.spawn(self._store_through, max(self._unstored)))
         self._pool.spawn(child.close_pipe)
+
+    def in_flight_count(self) -> int:
+        """The requests in flight in every process's latest snapshot (up to a second old; no draining,
+        so any thread may ask: the live metrics' ``loadtest_in_flight``)."""
+        return sum(len(cols.get("start_wall") or ()) for cols in list(self.in_flight.values()))
 
     def in_flight_frame(self) -> pd.DataFrame:
         """Every process's latest in-flight snapshot, as one frame."""

@@ -42,7 +42,7 @@ def serve(run_dir: Path, first_part: int, inp, out) -> int:
             table = decode_table(batch)
             touched = progress.update(table, batch.get(WINDOW_ENDS))
             writer.write(table)
-            observed = observation(table) if batch.get(OBSERVE) else None
+            observed = observation(table, batch.get(WINDOW_ENDS)) if batch.get(OBSERVE) else None
             out.write(stored_line(seq, writer.next_part, progress.total, progress.figures(touched),
                                   observation_to_json(observed) if observed is not None else None))
             out.flush()

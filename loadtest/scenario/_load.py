@@ -43,7 +43,7 @@ class Load(_Strict):
     burstiness: PositiveFloat | None = None
     #: Open loop: at most this many requests in flight; arrivals beyond it fail as ``dropped``.
     max_in_flight: Users = 512
-    #: Seeds the open-loop arrival streams (each level and worker draws its own).
+    #: Seeds the open-loop arrival streams (each level its own; with workers, load/arrivals.py share_offsets).
     arrival_seed: Int = 0
     level_duration_s: PositiveFloat = 30.0
     warmup_s: NonNegativeFloat = 5.0

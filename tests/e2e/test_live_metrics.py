@@ -92,6 +92,35 @@ def test_open_loop_levels_are_labelled_by_their_rate_and_verdicts_by_level():
     assert fams["loadtest_level"][0].value == 0
 
 
+@pytest.mark.untimed
+def test_histograms_leave_out_cancelled_and_hold_requests_as_the_analysis_does():
+    """The histograms take the requests the analysis measures: a request the harness cancelled (cut at
+    the run's end) has no e2e sample (censored: its e2e is the time until the cut), though the TTFT
+    it saw counts, as in the analysis; one its level started after the window ended (in the hold)
+    is counted in loadtest_requests_total only. Open loop: timed from the scheduled time, as the
+    analysis times it. They used to count all but warm-up: 105 e2e samples at a level where the
+    analysis measured 56."""
+    rows = [
+        {**_row(16, 20.0, [20.0, 30.0], rate=16.0), "start_wall": 100.0, "schedule_lag_ms": 5.0},
+        {**_row(16, float("nan"), [], ok=False, kind="cancelled", rate=16.0), "start_wall": 101.0},
+        {**_row(16, 40.0, [40.0], ok=False, kind="cancelled", rate=16.0), "start_wall": 102.0},  # cut after its TTFT
+        {**_row(16, 20.0, [20.0], rate=16.0), "start_wall": 110.5},  # scheduled after the window's end (110)
+    ]
+    m = LiveMetrics("cut")
+    m.observe(records_to_table(rows), {0: 110.0})
+    fams = _families(m)
+    counts = {name: [s.value for s in fams[name] if s.name.endswith("_count")] for name in HISTOGRAMS}
+    assert counts == {"loadtest_ttft_seconds": [2], "loadtest_itl_seconds": [1], "loadtest_e2e_seconds": [1]}, counts
+    (ttft_sum,) = [s.value for s in fams["loadtest_ttft_seconds"] if s.name.endswith("_sum")]
+    assert math.isclose(ttft_sum, 0.025 + 0.040)  # 20 ms from the send is 25 ms from the scheduled time
+    outcomes = {(s.labels["level"], s.labels["outcome"]): s.value for s in fams["loadtest_requests"]}
+    assert outcomes == {("16", "ok"): 2, ("16", "cancelled"): 2}
+    # Before a level has ended its window end is unknown: the request is counted, as it is measured so far.
+    early = LiveMetrics("early")
+    early.observe(records_to_table(rows[2:]))
+    assert [s.value for s in _families(early)["loadtest_e2e_seconds"] if s.name.endswith("_count")] == [1]
+
+
 def _wait_http(url: str, proc: subprocess.Popen, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while True:
@@ -180,7 +209,9 @@ def test_prometheus_scrapes_a_run_and_the_pushgateway_receives_its_summary(tmp_p
         from loadtest.records import read_requests
 
         rows = read_requests(out)
-        level2_rows = rows[(rows["level"] == 2) & ~rows["warmup"] & rows["ttft_ms"].notna()]
+        # the requests started in level 2's measured window: those it started in its hold are not counted
+        level2_rows = rows[(rows["level"] == 2) & ~rows["warmup"] & rows["ttft_ms"].notna()
+                           & (rows["start_wall"] < by_level["2"]["window"]["end_wall"])]
         counted = float(dict(level2)[math.inf])
         assert len(level2_rows) - 2 <= counted <= len(level2_rows), (counted, len(level2_rows))
         edges = [0.0, *TTFT_BUCKETS, math.inf]

@@ -207,6 +207,36 @@ def test_two_workers_offer_the_full_rate_as_one_poisson_stream(tmp_path):
     assert len(per_worker) == 2 and per_worker.min() > 0.3 * len(sent), per_worker
 
 
+@pytest.mark.untimed  # asserts on the schedule drawn in advance (scheduled_wall), never on when requests went out
+def test_two_workers_merge_constant_arrivals_into_the_one_process_schedule(tmp_path):
+    """Constant arrivals with --workers 2 are 1/rate apart over both workers, as in one process.
+
+    Each worker used to draw rate/2 with its own random phase: at 4 req/s the merged arrivals came
+    in near-pairs (gaps of 20.5 / 479.5 ms instead of 250). Now every worker deals out the one
+    schedule. A worker's last arrivals may be cut by the level change a few ms before the other's,
+    so the check stops at the earlier of the two workers' last scheduled times.
+    """
+    rates = [4.0, 8.0]
+    _, out = run(
+        tmp_path, ["--max-batch", "64", "--decode-base-ms", "5", "--decode-per-seq-ms", "0",
+                   "--prefill-per-token-ms", "0"],
+        "--workers", "2",
+        workload={"max_tokens": 4},
+        load={"rates": rates, "arrival": "constant", "max_in_flight": 32, "level_duration_s": 3, "warmup_s": 0.5,
+              "min_level_duration_s": 3, "max_level_duration_s": 3},
+        slo={"ttft_ms": {"p95": 5000}, "itl_ms": {}, "max_error_rate": 0.5},
+    )
+    frame = read_requests(out)
+    for index, rate in enumerate(rates):
+        level = frame[frame.level_index == index]
+        last = level.groupby("worker").scheduled_wall.max()
+        assert len(last) == 2, level.worker.value_counts()
+        times = np.sort(level.scheduled_wall[level.scheduled_wall <= last.min()].to_numpy())
+        assert len(times) >= 2 * rate, (rate, len(times))
+        gaps_ms = np.diff(times) * 1000.0
+        assert np.abs(gaps_ms - 1000.0 / rate).max() < 1.0, (rate, gaps_ms.round(1).tolist())
+
+
 def test_arrivals_beyond_max_in_flight_are_dropped_failures(tmp_path):
     """3 requests may be in flight; at 20 req/s on an 8 req/s server the rest fail as 'dropped'."""
     s, out = run(

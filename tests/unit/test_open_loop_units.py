@@ -10,7 +10,7 @@ import pytest
 
 from loadtest.analysis import analyze, next_refine_rate
 from loadtest.analysis.slo import SloSpec
-from loadtest.load.arrivals import arrival_offsets, stream_rng
+from loadtest.load.arrivals import arrival_offsets, share_offsets, stream_rng
 
 
 def test_poisson_arrivals_have_the_rate_and_exponential_gaps():
@@ -48,6 +48,32 @@ def test_merged_worker_streams_are_poisson_at_the_full_rate():
     assert counts.var() / counts.mean() == pytest.approx(1.0, abs=0.15)  # Poisson dispersion
     gaps = np.diff(merged)
     assert gaps.std() / gaps.mean() == pytest.approx(1.0, abs=0.05)
+
+
+
+@pytest.mark.parametrize("arrival, burstiness", [("constant", None), ("gamma", 4.0), ("gamma", 0.5)])
+@pytest.mark.parametrize("workers", [1, 2, 3, 4])
+def test_constant_and_gamma_shares_merge_into_the_one_process_schedule(arrival, burstiness, workers):
+    """Workers deal out one schedule: merged, their shares are exactly what one process sends.
+
+    Drawn apart, two constant streams at rate/2 with random phases arrived in near-pairs
+    (20.5 / 479.5 ms gaps at 4 req/s), and merged gamma streams lose their regularity.
+    """
+    rate, seconds = 4.0, 60.0
+    one = share_offsets(rate, seconds, arrival, seed=5, level_index=2, burstiness=burstiness)
+    assert np.array_equal(one, arrival_offsets(rate, seconds, arrival, stream_rng(5, 2, 0), burstiness=burstiness))
+    shares = [share_offsets(rate, seconds, arrival, seed=5, level_index=2, streams=workers, stream=k,
+                            burstiness=burstiness) for k in range(workers)]
+    assert sum(len(s) for s in shares) == len(one)
+    assert np.array_equal(np.sort(np.concatenate(shares)), one)
+    if arrival == "constant":
+        assert np.allclose(np.diff(np.sort(np.concatenate(shares))), 1 / rate)
+
+
+def test_poisson_shares_are_drawn_apart_as_before():
+    """Poisson keeps one stream per worker at rate/N (the superposition is Poisson), as runs always drew it."""
+    share = share_offsets(40.0, 10.0, "poisson", seed=11, level_index=0, streams=4, stream=3)
+    assert np.array_equal(share, arrival_offsets(10.0, 10.0, "poisson", stream_rng(11, 0, 3)))
 
 
 class _Level:
