@@ -24,7 +24,7 @@ from loadtest.export.live import HISTOGRAMS, METRIC_NAMES, LiveMetrics, TTFT_BUC
 from loadtest.export.push import PUSHED_NAMES, summary_registry
 from loadtest.mock.process import MockServer
 from loadtest.records import records_to_table
-from support.procs import free_port, reap, stop
+from support.procs import free_port, reap, stop, wait_http
 from support.runkit import write_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -121,18 +121,6 @@ def test_histograms_leave_out_cancelled_and_hold_requests_as_the_analysis_does()
     assert [s.value for s in _families(early)["loadtest_e2e_seconds"] if s.name.endswith("_count")] == [1]
 
 
-def _wait_http(url: str, proc: subprocess.Popen, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            urllib.request.urlopen(url, timeout=1).close()
-            return
-        except OSError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise RuntimeError(f"{url} did not come up")
-            time.sleep(0.2)
-
-
 def _query(prom: str, expr: str) -> list[dict]:
     url = f"{prom}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
     with urllib.request.urlopen(url, timeout=5) as resp:
@@ -161,8 +149,8 @@ def test_prometheus_scrapes_a_run_and_the_pushgateway_receives_its_summary(tmp_p
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
     prom_url, push_url = f"http://127.0.0.1:{prom_port}", f"http://127.0.0.1:{push_port}"
     try:
-        _wait_http(prom_url + "/-/ready", prom)
-        _wait_http(push_url + "/-/ready", gateway)
+        wait_http(prom_url + "/-/ready", prom)
+        wait_http(push_url + "/-/ready", gateway)
         with MockServer(["--decode-base-ms", "10", "--prefill-per-token-ms", "0"]) as mock:
             scenario = write_scenario(tmp_path, mock.base_url, name="live",
                                       load={"levels": [2, 4], "level_duration_s": 8, "min_level_duration_s": 8,

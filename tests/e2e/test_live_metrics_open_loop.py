@@ -20,23 +20,10 @@ import pytest
 from loadtest.export.push import summary_registry
 from loadtest.mock.process import MockServer
 from loadtest.records import read_requests
-from support.procs import free_port, reap, stop
+from support.procs import free_port, reap, stop, wait_http
 from support.runkit import write_scenario
 
 PUSHGATEWAY = shutil.which("prometheus-pushgateway") or "/usr/bin/prometheus-pushgateway"
-
-
-def wait_http(url: str, proc: subprocess.Popen, timeout: float = 30) -> None:
-    """Wait until ``url`` answers (the Pushgateway is up), or fail if ``proc`` exits first."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            urllib.request.urlopen(url, timeout=1).close()
-            return
-        except OSError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise RuntimeError(f"{url} did not come up")
-            time.sleep(0.2)
 
 
 def _scrape(port: int) -> dict[tuple[str, tuple], float] | None:

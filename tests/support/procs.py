@@ -47,3 +47,19 @@ def communicate_or_dump(proc: subprocess.Popen, timeout: float) -> tuple[str, st
             proc.kill()
             _, stderr = proc.communicate()
         raise AssertionError(f"still running {timeout:g} s on; its threads then:\n{(stderr or '')[-8000:]}") from None
+
+
+def wait_http(url: str, proc: subprocess.Popen, timeout: float = 30) -> None:
+    """Wait until ``url`` answers (a server we started is up), or fail if ``proc`` exits first."""
+    import time
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise RuntimeError(f"{url} did not come up")
+            time.sleep(0.2)

@@ -252,25 +252,7 @@ def test_past_capacity_the_served_rate_is_the_servers_not_the_offered():
     scheduled start, and past capacity that life is mostly the wait in a queue that grows all level.
     Here one request at a time is served, 100 ms each (10 req/s), 16 arrive a second for 10 s: the
     served rate is 10 whatever the queue, and the goodput and cost count the same way."""
-    rate, service = 16.0, 0.1
-    t = 1000.0 + np.arange(160) / rate
-    begin = np.empty_like(t)
-    free = 1000.0
-    for i, arrival in enumerate(t):  # first come, first served
-        begin[i] = max(arrival, free)
-        free = begin[i] + service
-    end = begin + service
-    ttft = (begin - t) * 1000.0 + 10.0
-    e2e = (end - t) * 1000.0
-    frame = pd.DataFrame({
-        "request_id": [f"r{i}" for i in range(len(t))], "worker": "local", "user": 0, "level": 0, "level_index": 0,
-        "warmup": False, "start_wall": t, "ttfb_ms": ttft, "ttft_ms": ttft, "e2e_ms": e2e,
-        "chunk_ms": [[a, a + 45.0, b] for a, b in zip(ttft, e2e)], "chunk_tokens": [[1, 1, 1]] * len(t),
-        "completion_tokens": 3, "token_source": "usage", "status": 200, "ok": True, "error_kind": None, "error": None,
-        "rate_rps": rate, "scheduled_wall": t, "schedule_lag_ms": 0.0,
-    })
-    run = {"warmup_s": 0, "levels": [{"index": 0, "concurrency": 0, "start_wall": 1000.0, "end_wall": 1010.0,
-                                      "rate_rps": rate}], "ended_wall": 1020.0}
+    frame, run = _queued(16.0, 0.1)
     level = analyze(frame, run, SloSpec.from_dict({"ttft_ms": {"p95": 100_000}})).levels[0]
     assert level.requests_per_s == pytest.approx(10.0, rel=0.02), level.requests_per_s
     assert level.goodput_rps == pytest.approx(10.0, rel=0.02)
