@@ -35,9 +35,14 @@ _SECRET_NAME = re.compile(
 )
 _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}"), REDACTED),                       # OpenAI, Anthropic-style keys
-    # A digit, a base64 symbol or a lower-then-upper letter in the value: a credential has one, an English
-    # word has none ("a basic scenario" was printed "a basic <redacted>", and k8s render's ConfigMap with it).
-    (re.compile(r"\b((?i:bearer|basic))\s+(?=[A-Za-z0-9._~+/=\-]*?(?:[0-9+/=~]|[a-z][A-Z]))[A-Za-z0-9._~+/=\-]{8,}"),
+    # After an Authorization header's name, whatever the value looks like ("Bearer changemeplease" is a
+    # credential there)...
+    (re.compile(r"(?i)(\bauthorization[\"']?\s*[:=]\s*[\"']?(?:bearer|basic))\s+[A-Za-z0-9._~+/=\-]{8,}"),
+     r"\1 " + REDACTED),
+    # ... elsewhere, a digit, a base64 symbol, an underscore or a lower-then-upper letter in the value: a
+    # credential has one, an English word has none ("a basic scenario" was printed "a basic <redacted>",
+    # and k8s render's ConfigMap with it).
+    (re.compile(r"\b((?i:bearer|basic))\s+(?=[A-Za-z0-9._~+/=\-]*?(?:[0-9+/=~_]|[a-z][A-Z]))[A-Za-z0-9._~+/=\-]{8,}"),
      r"\1 " + REDACTED),
     (re.compile(r"\beyJ[A-Za-z0-9_\-]{6,}\.[A-Za-z0-9_\-]{6,}\.[A-Za-z0-9_\-]{6,}"), REDACTED),  # JWT
     (re.compile(r"\bhf_[A-Za-z0-9]{20,}"), REDACTED),                          # Hugging Face

@@ -158,7 +158,7 @@ def _run_in_folder(scenario: Scenario, options: RunOptions, run_dir: Path, guard
             # interpreter starts on the other core instead of before it (its first round is awaited
             # below); nothing of them is needed before the warm-up.
             from loadtest.analysis import analyze_run
-            from loadtest.load.orchestrate import run_load, web_control
+            from loadtest.load.orchestrate import release_signals, run_load, web_control
             from loadtest.load.user import UserSettings
             from loadtest.report import write_reports
             from loadtest.report.terminal import print_summary, stdout_console
@@ -208,6 +208,7 @@ def _run_in_folder(scenario: Scenario, options: RunOptions, run_dir: Path, guard
     finally:
         if web is not None:
             web.close()
+        release_signals()  # the next run in this process (--warmup-run, --repeat) starts as the first did
     return RunOutcome(run_dir, interrupted)
 
 

@@ -55,16 +55,18 @@ def read_groups(baselines: Sequence[Path | str], candidates: Sequence[Path | str
     return RunGroups(base, cand, fp_hash, *_reference(fp_hash, base[0][1].summary or {}, base, cand, history))
 
 
-def rejected(folder: Path) -> bool:
-    """True when the gate that judged this run as its candidate found a regression: its compare.json (in
-    the run folder; with ``--repeat``, in the folder holding the runs, naming it among its candidates)
-    says ``outcome: regression``.
+def rejected(folder: Path, identity: RunIdentity | None) -> bool:
+    """True when the gate that judged this run as its candidate found a regression: a compare.json
+    (in the run folder; with ``--repeat``, in the folder holding the runs) that says ``outcome:
+    regression`` and whose candidate is this run (``identity``: :func:`inputs.run_identity`), or names
+    it among its candidates (``--repeat``: the folder's name under the same parent).
 
     Why such a run is no reference run: the reference runs stand for the healthy server's run-to-run
     noise. A night the gate rejected stays in the nightly's results, and counted as noise it widened the
     band so far (±1000-2600% from one slow night among four) that the next night's real slowdown of
     13-27% passed and was promoted as the baseline. A rejected run the user accepts becomes the
-    baseline by ``baseline promote``, and the runs after it are its noise.
+    baseline by ``baseline promote``, and the runs after it are its noise. A compare.json that judged
+    another run (``compare night-3 exp --json night-3/compare.json``) says nothing of this one.
     """
     for place in (folder / COMPARE_JSON, folder.parent / COMPARE_JSON):
         try:
@@ -73,7 +75,13 @@ def rejected(folder: Path) -> bool:
             continue
         if not isinstance(verdict, dict) or verdict.get("outcome") != "regression":
             continue
-        if place.parent == folder or folder.name in {Path(str(c)).name for c in verdict.get("candidates") or []}:
+        candidate = verdict.get("candidate") if isinstance(verdict.get("candidate"), dict) else {}
+        if identity is not None and candidate.get("name") == identity[0] \
+                and abs(float(candidate.get("started_wall") or 0.0) - identity[1]) < 1e-6:
+            return True
+        if place.parent == folder.parent and any(
+                Path(str(c)).name == folder.name and Path(str(c)).parent.name == folder.parent.name
+                for c in verdict.get("candidates") or []):
             return True
     return False
 
@@ -129,7 +137,7 @@ def _reference(fp_hash: str | None, first_summary: dict[str, Any], base: list[tu
         run = _history_run(folder, fp_hash)
         if run is not None and run.started < before and (run.identity is None or run.identity not in runs_in):
             runs_in.add(run.identity)
-            if rejected(folder):
+            if rejected(folder, run.identity):
                 left_out.append(str(folder))
                 continue
             found.append(run)

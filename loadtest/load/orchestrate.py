@@ -18,7 +18,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import gevent
 import pyarrow.compute as pc
@@ -255,6 +255,10 @@ def _refine(session, state: RunState, recorder, sink, mode: LoadMode, rate_resol
         state.save()
 
 
+#: The signal watchers the load installed (:func:`_stop_on_signals`), until :func:`release_signals`.
+_WATCHERS: list[Any] = []
+
+
 def _stop_on_signals(session) -> None:
     """Ctrl-C and SIGTERM end the load gracefully: every record is kept and analyzed.
 
@@ -262,4 +266,21 @@ def _stop_on_signals(session) -> None:
     handler would land in gevent's hub, which prints a traceback.
     """
     for signum in (signal.SIGINT, signal.SIGTERM):
-        gevent.signal_handler(signum, session.request_stop, "signal", signal.Signals(signum).name)
+        _WATCHERS.append(gevent.signal_handler(signum, session.request_stop, "signal", signal.Signals(signum).name))
+
+
+def release_signals() -> None:
+    """Give Ctrl-C and SIGTERM back to Python once a run is over (its analysis and report included).
+
+    Why: ``run --baseline`` makes a warm-up run and then the measured one in one process (so does
+    ``--repeat``). The first run's watchers stayed; the second's preflight put a Python handler on
+    SIGTERM and, leaving it, restored what Python believed was there, the default action, over
+    libev's; libev does not reinstall its own for a second watcher on a signal that already has one.
+    A SIGTERM during the measured run's load then killed the process (exit 143: no ``stopped_by``,
+    the last second of records lost, the scraper and workers left running). With the watchers
+    cancelled, each run starts as the first did.
+    """
+    while _WATCHERS:
+        _WATCHERS.pop().cancel()
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # libev left the default action
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)

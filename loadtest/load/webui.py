@@ -186,9 +186,12 @@ class WebControl:
         """Keep serving the finished run (its report link) until Stop, Ctrl-C or ``seconds``."""
         if seconds <= 0:
             return
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            gevent.signal_handler(signum, self.quit_requested.set)
-        self.quit_requested.wait(timeout=seconds)
+        watchers = [gevent.signal_handler(signum, self.quit_requested.set) for signum in (signal.SIGINT, signal.SIGTERM)]
+        try:
+            self.quit_requested.wait(timeout=seconds)
+        finally:  # not left behind for a next run in this process (orchestrate.release_signals)
+            for watcher in watchers:
+                watcher.cancel()
 
     def close(self) -> None:
         if self.web_ui is not None:

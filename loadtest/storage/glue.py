@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Iterator
 
 from loadtest.errors import InputError
-from loadtest.run_files import RUN_JSON, SUMMARY_JSON
+from loadtest.run_files import COMPARE_JSON, RUN_JSON, SUMMARY_JSON
 from loadtest.storage import remote
 from loadtest.storage.remote import RemotePath, as_remote
 
@@ -30,9 +30,10 @@ def _say(text: str) -> None:
 
 
 #: Inputs read for their runs' summaries only: a gate's history gives the reference runs' values
-#: (run.json for the fingerprint and start, summary.json for the values), so a nightly prefix of
-#: many runs is not downloaded with its records.
-SUMMARIES_ONLY = {"history": (RUN_JSON, SUMMARY_JSON)}
+#: (run.json for the fingerprint and start, summary.json for the values, compare.json for a run its
+#: own gate rejected: compare/reference.rejected), so a nightly prefix of many runs is not downloaded
+#: with its records.
+SUMMARIES_ONLY = {"history": (RUN_JSON, SUMMARY_JSON, COMPARE_JSON)}
 
 
 def _fetch(url: RemotePath, into: Path, only: tuple[str, ...] | None = None) -> Path:

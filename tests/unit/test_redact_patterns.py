@@ -19,6 +19,7 @@ from loadtest.redact import REDACTED, scrub, scrubbed_lines
     "the bearer of the request",
     "Basic Authentication is off",
     "a basic tool-calling workload",
+    "Bearer tokens are refused here",
 ])
 def test_words_after_basic_or_bearer_are_left_as_written(prose):
     assert scrub(prose) == prose
@@ -31,6 +32,10 @@ def test_words_after_basic_or_bearer_are_left_as_written(prose):
     "Authorization: Basic dXNlcjpwYXNz",  # user:pass, base64: no digit, mixed case
     "Authorization: Basic dTpwdw==",
     "authorization: BEARER ABCDEFGHIJ9",
+    # after an Authorization header's name, any value (a review: these passed the narrower rule)
+    "Authorization: Bearer changemeplease",
+    '"Authorization": "Bearer abcdefghijklmnop',
+    "Authorization: Bearer my_secret-token.value",
 ])
 def test_credentials_after_basic_or_bearer_are_still_scrubbed(credential):
     assert scrub(credential).endswith(" " + REDACTED)
