@@ -88,6 +88,8 @@ class MasterSession(LoadSession):
     last_records_wall: dict[str, float] = field(default_factory=dict)
     #: How many of ``workers_lost`` have had their users moved (by Locust, or by :meth:`_move_lost_users`).
     losses_settled: int = 0
+    #: Each worker's share of an open loop's arrivals (:func:`~loadtest.load.arrivals.share_offsets`).
+    streams_of: dict[str, int] = field(default_factory=dict)
 
     def make_scheduler(self):
         return None  # the workers schedule their own share of the arrivals
@@ -138,11 +140,24 @@ class MasterSession(LoadSession):
 
     def _on_hello(self, environment: Environment, msg: Any, **_: Any) -> None:
         self.workers_seen.add(msg.node_id)
-        self.runner.send_message(MSG_SETUP, self._setup(), client_id=msg.node_id)
+        self.runner.send_message(MSG_SETUP, {**self._setup(), "stream": self._stream_of(msg.node_id)}, client_id=msg.node_id)
         if self.clock.index >= 0:
             self.runner.send_message(MSG_LEVEL, self._level_message(), client_id=msg.node_id)
 
     # -- what the master tells workers ---------------------------------------
+    def _stream_of(self, node_id: str) -> int:
+        """The worker's share of the arrivals: the lowest number no other connected worker holds.
+
+        Not Locust's ``worker_index``: it only grows (a worker that reconnects, a pod that restarts,
+        gets a new one), so with indices {0, 2, 3} of 3 workers the shares ``index % 3`` gave two
+        workers one share, each of its arrivals sent twice, and none the other.
+        """
+        if node_id not in self.streams_of:
+            live = set(self.runner.clients) - {node_id}
+            held = {n for peer, n in self.streams_of.items() if peer in live}
+            self.streams_of[node_id] = next(n for n in range(len(held) + 1) if n not in held)
+        return self.streams_of[node_id]
+
     def _setup(self) -> dict[str, Any]:
         return {
             "continuous_usage": self.settings.continuous_usage,
@@ -150,8 +165,9 @@ class MasterSession(LoadSession):
             "salt": self.settings.salt,
             "drop": list(self.settings.drop),
             "max_tokens_field": self.settings.max_tokens_field,
-            # open loop: each worker sends rate / streams, from its own stream (its worker index)
-            "streams": max(1, len(self.runner.clients.ready) + len(self.runner.clients.running)
+            # open loop: each worker sends its share ("stream", below) of rate / streams; the workers
+            # expected, not only those connected so far (the first to say hello was told 1 of 1)
+            "streams": max(1, self.expected_workers, len(self.runner.clients.ready) + len(self.runner.clients.running)
                            + len(self.runner.clients.spawning)),
             # the most users (senders) at once over all workers: each checks its file-descriptor limit
             "max_users": self.mode.max_users(),
@@ -333,7 +349,7 @@ def run_worker(scenario: Scenario, master_host: str, master_port: int, master_ti
         settings.salt = str(msg.data.get("salt", ""))
         if scheduler is not None:
             scheduler.streams = int(msg.data.get("streams") or 1)
-            scheduler.stream = max(0, int(getattr(runner, "worker_index", 0)))
+            scheduler.stream = max(0, int(msg.data.get("stream", getattr(runner, "worker_index", 0))))
         error = check_worker_fds(int(msg.data.get("max_users") or 0), int(msg.data.get("workers") or 1))
         runner.send_message(MSG_READY, {"error": error})
 
