@@ -157,6 +157,7 @@ def level_results(
     start = frame["start_wall"].to_numpy(dtype=float)
     end = frame["end_wall"].to_numpy(dtype=float)
     ttft = frame["ttft_ms"].to_numpy(dtype=float)
+    ttfb = frame["ttfb_ms"].to_numpy(dtype=float)
     valid = frame["output_valid"].to_numpy(dtype=float) if "output_valid" in frame else np.full(len(frame), np.nan)
 
     results: list[LevelResult] = []
@@ -170,7 +171,7 @@ def level_results(
         ended_ok = ok & (end_pos == p)
         # each success by the share of its life inside the window (windows.window_shares: why not by its
         # end), its served life at a rate (windows.served_from: not its wait in a growing queue)
-        begin = served_from(start, ttft, window.rate_rps is not None)
+        begin = served_from(start, ttft, window.rate_rps is not None, ttfb)
         served = np.where(ok, window_shares(begin, end, window.window_start, window.end_wall), 0.0)
         duration = window.duration_s
 

@@ -43,7 +43,7 @@ def served_at(analysis: Any, level: Any) -> Served:
         # the good requests' tokens, each request by the share of its life in the level's window, as
         # goodput_rps counts it (windows.window_shares: a short window's lock-step batches)
         begin = served_from(frame["start_wall"].to_numpy(dtype=float), frame["ttft_ms"].to_numpy(dtype=float),
-                            level.rate_rps is not None)
+                            level.rate_rps is not None, frame["ttfb_ms"].to_numpy(dtype=float))
         share = window_shares(begin, frame["end_wall"].to_numpy(dtype=float), level.window_start, level.end_wall)
         ok = frame["ok"].to_numpy()
         tokens = frame["completion_tokens"].to_numpy(dtype=float)

@@ -177,9 +177,10 @@ def position_by_index(windows: Sequence[LevelWindow]) -> dict[int, int]:
     return {w.index: pos for pos, w in enumerate(windows)}
 
 
-def served_from(start: np.ndarray, ttft_ms: np.ndarray, rate_mode: bool) -> np.ndarray:
+def served_from(start: np.ndarray, ttft_ms: np.ndarray, rate_mode: bool, ttfb_ms: np.ndarray | None = None) -> np.ndarray:
     """Where each request's served life begins, for :func:`window_shares`: its start in closed loop,
-    its first token (its start when it has none: an embedding) at a rate (open loop, trace replay).
+    its first token at a rate (open loop, trace replay); without one (an embedding, an answer with no
+    content) its first byte, and only without either its start.
 
     Why not the start at a rate: there the arrivals do not wait for the answers, so past the
     server's capacity its queue grows for the whole level, and a request's life from its (scheduled)
@@ -193,6 +194,8 @@ def served_from(start: np.ndarray, ttft_ms: np.ndarray, rate_mode: bool) -> np.n
     if not rate_mode:
         return start
     first = start + np.asarray(ttft_ms, dtype=float) / 1000.0
+    if ttfb_ms is not None:
+        first = np.where(np.isfinite(first), first, start + np.asarray(ttfb_ms, dtype=float) / 1000.0)
     return np.where(np.isfinite(first), first, start)
 
 

@@ -112,6 +112,8 @@ def comparison_dict(cmp: Comparison) -> dict[str, Any]:
         "noise_confidence": cmp.noise_confidence,
         "checks": [change_dict(c) for c in cmp.changes],
         "cost": cmp.cost,
+        # the compared runs that did not complete (run.json complete: false), as "candidate runs/x"
+        "incomplete": list(cmp.incomplete),
     }
     return clean(out)
 

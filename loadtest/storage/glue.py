@@ -85,7 +85,7 @@ def remote_io(args: argparse.Namespace, inputs: tuple[str, ...] = (), outputs: t
         for name in outputs:
             url = as_remote(getattr(args, name, None))
             if url is not None:
-                remote.check_bucket(url)  # before the work: a missing bucket failed only at the upload
+                _refuse_a_missing_bucket(url)  # before the work: a missing bucket failed only at the upload
                 local = tmp / "out" / url.name
                 local.parent.mkdir(parents=True, exist_ok=True)
                 setattr(args, name, local)
@@ -107,6 +107,16 @@ def remote_io(args: argparse.Namespace, inputs: tuple[str, ...] = (), outputs: t
                     _say(f"uploaded to {url}")
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _refuse_a_missing_bucket(url: RemotePath) -> None:
+    """An output's bucket that is not there, refused before the work; any other trouble is the upload's to
+    report (credentials that may write objects but not read the bucket's metadata must still work)."""
+    try:
+        remote.check_bucket(url)
+    except remote.StorageError as err:
+        if "no such bucket" in str(err):
+            raise
 
 
 @contextmanager

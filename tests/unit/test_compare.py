@@ -814,6 +814,7 @@ def test_a_candidate_that_did_not_complete_is_said_and_blamed_not_the_levels(pai
     assert cli("analyze", str(cut))[0] == 0
     code, out, _ = cli("compare", str(base), str(cut), "--json", str(tmp_path / "c.json"), "--markdown", str(tmp_path / "c.md"))
     report = json.loads((tmp_path / "c.json").read_text())
+    assert report["incomplete"] == [f"candidate {cut}"]
     said = [w for w in report["warnings"] if w.startswith(f"candidate {cut}: the run did not complete: an interrupt (SIGINT)")]
     assert said and said[0] in (tmp_path / "c.md").read_text(), report["warnings"]
     assert code == 6, out  # the level cut short holds the capacity undecided
