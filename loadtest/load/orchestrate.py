@@ -38,6 +38,7 @@ from loadtest.load.progress import RunProgress
 from loadtest.load.recorder import Recorder
 from loadtest.load.session import LoadSession
 from loadtest.load.sink import RunSink
+from loadtest.load.stopping import signals_before_the_load
 from loadtest.load.workers import start_master, stop_workers
 from loadtest.records import REQUESTS_PARQUET, RequestWriter
 from loadtest.scenario import Scenario
@@ -92,12 +93,22 @@ def run_load(scenario: Scenario, options: RunOptions, state: RunState, settings,
 
     workers: list[subprocess.Popen] = []
     distributed = options.workers != 0 or options.master
-    if distributed:
-        session, workers = start_master(scenario, options, state, clock, recorder, monitor, settings, sink, on_level_change, console)
-    else:
-        session = LoadSession(scenario, clock, recorder, monitor, settings, on_level_change)
-    in_flight = in_flight_reader(recorder, sink)
-    judge = LevelJudge(run_dir, scenario.public_dict()["slo"], float(state.record.verdict_confidence), state.to_json, in_flight)
+    # Until the session's own handlers are in (below), a stop is the pre-load one: the wait for workers
+    # (pods slow to come) may be long, and a SIGTERM there killed the process with the scraper running.
+    with signals_before_the_load(state.record, state.save):
+        try:
+            if distributed:
+                session, workers = start_master(scenario, options, state, clock, recorder, monitor, settings, sink,
+                                                on_level_change, console)
+            else:
+                session = LoadSession(scenario, clock, recorder, monitor, settings, on_level_change)
+            in_flight = in_flight_reader(recorder, sink)
+            judge = LevelJudge(run_dir, scenario.public_dict()["slo"], float(state.record.verdict_confidence),
+                               state.to_json, in_flight)
+        except BaseException:
+            if scraper is not None:
+                scraper.stop()  # no level ran: no scrape health to record (start_master stopped its workers)
+            raise
     session.decide = judge
     if live_export is not None:
         live_export.metrics.in_flight = sink.in_flight_count

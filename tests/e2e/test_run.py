@@ -13,7 +13,7 @@ import pytest
 
 from loadtest.mock.process import MockServer
 from loadtest.records import read_requests, read_run_json
-from support.procs import communicate_or_dump, reap
+from support.procs import communicate_or_dump, free_port, reap
 from support.runkit import level_rows, loadtest, start_run, summary, wait_for_flushes, write_scenario
 
 
@@ -279,6 +279,36 @@ def test_ctrl_c_during_the_preflight_is_one_line(tmp_path, signum):
     assert name in analyzed.stderr and len(analyzed.stderr.strip().splitlines()) == 1, analyzed.stderr
     history = loadtest("history", str(tmp_path))
     assert f"skipped {tmp_path / 'run'}: " in history.stderr and name in history.stderr, history.stderr
+
+
+def test_sigterm_while_the_master_waits_for_its_workers_is_recorded(tmp_path):
+    """A review: after the warm-up, the wait for workers (pods slow to come) had no handler of its own
+    before the load's, so a SIGTERM there killed the run (exit 143, no ``stopped_by``, the scraper child
+    left). It is the pre-load stop now. Paired, like the preflight's: the signal must land in the wait."""
+    port = str(free_port())
+    with MockServer([]) as mock:
+        scenario = write_scenario(tmp_path, mock.base_url, load={"levels": [1], "level_duration_s": 2, "warmup_s": 0.5})
+        proc = start_run(scenario, tmp_path / "run", "--master", "--expect-workers", "1", "--master-bind-host",
+                         "127.0.0.1", "--master-bind-port", port, "--worker-timeout", "120")
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not _listening(int(port)):  # the master is up: it waits
+                time.sleep(0.1)
+            time.sleep(0.5)
+            proc.send_signal(signal.SIGTERM)
+            _, stderr = communicate_or_dump(proc, 60)
+        finally:
+            reap(proc)
+    assert proc.returncode == 130, stderr
+    run = read_run_json(tmp_path / "run")
+    assert (run["stopped_by"], run["stop_signal"], run["complete"]) == ("signal", "SIGTERM", False), run
+
+
+def _listening(port: int) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 @pytest.mark.untimed

@@ -71,7 +71,7 @@ def loadtest(*args: str, timeout: float = 180, env: dict[str, str] | None = None
     )
 
 
-def start_run(scenario: Path, out: Path) -> subprocess.Popen:
+def start_run(scenario: Path, out: Path, *extra: str) -> subprocess.Popen:
     """``loadtest run`` in the background (for tests that stop it mid-way), with faulthandler on:
     ``procs.communicate_or_dump`` can then show where a run that does not stop is stuck.
 
@@ -84,7 +84,7 @@ def start_run(scenario: Path, out: Path) -> subprocess.Popen:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return subprocess.Popen(
-            [sys.executable, "-m", "loadtest", "run", str(scenario), "--out", str(out)],
+            [sys.executable, "-m", "loadtest", "run", str(scenario), "--out", str(out), *extra],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
             env={**os.environ, "PYTHONFAULTHANDLER": "1"},
         )
