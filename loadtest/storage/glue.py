@@ -151,36 +151,25 @@ def staged_run(args: argparse.Namespace, scenario, reports_dir: Path = Path("rep
     try:
         yield run_url
     finally:
-        code = uploader.finish()
-        try:
-            unsent = uploader.unsent() if local.is_dir() else []
-        except remote.StorageError as err:
-            unsent = [f"(the bucket could not be listed: {err})"]
-        if code != 0 or unsent:
-            missing = f" ({len(unsent)} missing or partial: {', '.join(unsent[:3])}{', …' if len(unsent) > 3 else ''})" if unsent else ""
-            _say(f"warning: some files of {local} could not be uploaded to {run_url}{missing}; the local folder keeps them")
-        elif local.is_dir():
-            _say(f"uploaded {local} to {run_url}")
-        _upload_warmup_run(local, run_url)
+        _finish_upload(uploader, local, run_url)
+        # The warm-up run of run --baseline (repeats.plan: "<out>-warmup", a sibling of the staged
+        # folder) goes up beside the run, as gate.md says it is kept: it stayed in the local staging
+        # folder, which in a CronJob's pod is lost with the pod.
+        warm, warm_url = local.with_name(local.name + "-warmup"), RemotePath(run_url.rstrip("/") + "-warmup")
+        if warm.is_dir() and any(warm.iterdir()):
+            _finish_upload(Uploader(warm, warm_url), warm, warm_url)
 
 
-def _upload_warmup_run(local: Path, run_url: RemotePath) -> None:
-    """The warm-up run of ``run --baseline`` (``--warmup-run``, repeats.plan: ``<out>-warmup``, a sibling
-    of the staged folder) goes up beside the run, as gate.md says it is kept: it stayed in the local
-    staging folder, which in a CronJob's pod is lost with the pod."""
-    from loadtest.storage.sync import Uploader  # as above: only for a bucket URL
-
-    warm = local.with_name(local.name + "-warmup")
-    if not warm.is_dir() or not any(warm.iterdir()):
-        return
-    warm_url = RemotePath(run_url.rstrip("/") + "-warmup")
-    uploader = Uploader(warm, warm_url)
+def _finish_upload(uploader, local: Path, url: RemotePath) -> None:
+    """Wait for the uploader's last pass, then say what reached the bucket: all of ``local``, or a
+    warning naming what is missing or partial (the local folder keeps it)."""
     code = uploader.finish()
     try:
-        unsent = uploader.unsent()
+        unsent = uploader.unsent() if local.is_dir() else []
     except remote.StorageError as err:
         unsent = [f"(the bucket could not be listed: {err})"]
     if code != 0 or unsent:
-        _say(f"warning: some files of the warm-up run {warm} could not be uploaded to {warm_url}; the local folder keeps them")
-    else:
-        _say(f"uploaded {warm} to {warm_url}")
+        missing = f" ({len(unsent)} missing or partial: {', '.join(unsent[:3])}{', …' if len(unsent) > 3 else ''})" if unsent else ""
+        _say(f"warning: some files of {local} could not be uploaded to {url}{missing}; the local folder keeps them")
+    elif local.is_dir():
+        _say(f"uploaded {local} to {url}")
