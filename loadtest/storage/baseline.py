@@ -159,6 +159,8 @@ _UNUSABLE = "not a baseline the gate can compare with (promote a good run over i
 def _cmd_exists(args: argparse.Namespace) -> int:
     """0: a baseline; 1: none (no run.json); 2 (:class:`InputError`): not a baseline the gate can read.
 
+    A bucket that is not there (or that the credentials may not see) is 2 as well, one line naming it.
+
     2 is a file where the folder should be, a run.json or summary.json that cannot be read, or no
     summary.json at all: the checks ``promote`` makes of a run before it becomes the baseline, and
     what ``run --baseline`` refuses before its load. A nightly gate that took such a folder for a
@@ -170,6 +172,8 @@ def _cmd_exists(args: argparse.Namespace) -> int:
         raise InputError(f"{folder}: is a file, expected a folder (the baseline's run folder)")
     files = folder.files()
     if RUN_JSON not in files:
+        if folder.url:  # a mistyped bucket is a wrong path, not "no baseline" (a night would run ungated)
+            remote.check_bucket(folder.url)
         return 1
     _json_object(folder, RUN_JSON, _UNUSABLE)
     if SUMMARY_JSON not in files:  # a promote or an upload cut short: promote and run --baseline refuse it

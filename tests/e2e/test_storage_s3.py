@@ -134,6 +134,12 @@ def test_a_bad_bucket_is_one_line_before_any_load(s3):
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
     missing = _lt(lt_env, "compare", "s3://results/nothing-here", "s3://results/nor-here", timeout=60)
     assert missing.returncode == 2 and "s3://results/nothing-here" in missing.stderr and "Traceback" not in missing.stderr
+    # the nightly asks `baseline exists "$BASELINE"` first: a mistyped bucket read as "no baseline" (exit 1),
+    # so the night ran ungated and failed only at the promote; it is the wrong path it is (exit 2)
+    typo = _lt(lt_env, "baseline", "exists", "s3://no-such-bucket/nightly/baseline", timeout=60)
+    assert typo.returncode == 2 and "no such bucket 'no-such-bucket'" in typo.stderr, typo.stderr
+    assert "Traceback" not in typo.stderr and len(typo.stderr.strip().splitlines()) == 1
+    assert _lt(lt_env, "baseline", "exists", "s3://results/no-baseline-yet", timeout=60).returncode == 1
 
 
 def test_a_killed_runs_parts_are_readable_from_the_bucket(s3):
