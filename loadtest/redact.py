@@ -39,10 +39,11 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     # credential there)...
     (re.compile(r"(?i)(\bauthorization[\"']?\s*[:=]\s*[\"']?(?:bearer|basic))\s+[A-Za-z0-9._~+/=\-]{8,}"),
      r"\1 " + REDACTED),
-    # ... elsewhere, a digit, a base64 symbol, an underscore or a lower-then-upper letter in the value: a
-    # credential has one, an English word has none ("a basic scenario" was printed "a basic <redacted>",
-    # and k8s render's ConfigMap with it).
-    (re.compile(r"\b((?i:bearer|basic))\s+(?=[A-Za-z0-9._~+/=\-]*?(?:[0-9+/=~_]|[a-z][A-Z]))[A-Za-z0-9._~+/=\-]{8,}"),
+    # ... elsewhere, a digit, a base64 symbol, an underscore or a lower-then-upper letter in the value, or
+    # capitals only: a credential has one, an English word has none ("a basic scenario" was printed
+    # "a basic <redacted>", and k8s render's ConfigMap with it).
+    (re.compile(r"\b((?i:bearer|basic))\s+(?=[A-Za-z0-9._~+/=\-]*?(?:[0-9+/=~_]|[a-z][A-Z])|[A-Z]{8,}\b)"
+                r"[A-Za-z0-9._~+/=\-]{8,}"),
      r"\1 " + REDACTED),
     (re.compile(r"\beyJ[A-Za-z0-9_\-]{6,}\.[A-Za-z0-9_\-]{6,}\.[A-Za-z0-9_\-]{6,}"), REDACTED),  # JWT
     (re.compile(r"\bhf_[A-Za-z0-9]{20,}"), REDACTED),                          # Hugging Face
@@ -54,6 +55,9 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
 ]
 #: A query value this long, of letters and digits mixed, is a token whatever its name.
 _TOKEN_SHAPE = re.compile(r"^(?=.*[A-Za-z])(?=.*\d)[A-Za-z0-9+/=_.~%\-]{16,}$")
+#: ... except a dated version (Azure's ``api-version=2024-10-01-preview``): run.json said ``<redacted>``
+#: where the API version a run spoke belongs, and every print of the URL lost it too.
+_DATED_VERSION = re.compile(r"^\d{4}-\d{2}-\d{2}(?:-[A-Za-z]+(?:\.\d+)?)?$")
 
 
 def looks_secret_name(name: str) -> bool:
@@ -62,7 +66,7 @@ def looks_secret_name(name: str) -> bool:
 
 
 def looks_like_token(value: str) -> bool:
-    return bool(_TOKEN_SHAPE.match(value))
+    return bool(_TOKEN_SHAPE.match(value)) and not _DATED_VERSION.match(value)
 
 
 class Scrubber:

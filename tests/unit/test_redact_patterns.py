@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from loadtest.redact import REDACTED, scrub, scrubbed_lines
+from loadtest.redact import REDACTED, scrub, scrubbed_lines, url_secrets
 
 
 @pytest.mark.parametrize("prose", [
@@ -36,6 +36,9 @@ def test_words_after_basic_or_bearer_are_left_as_written(prose):
     "Authorization: Bearer changemeplease",
     '"Authorization": "Bearer abcdefghijklmnop',
     "Authorization: Bearer my_secret-token.value",
+    # elsewhere (a server's error body echoing the header): capitals only are not a word either
+    "upstream said: bearer ABCDEFGHIJKLMNOPQRST",
+    "rejected Bearer QWERTYUIOPASDF",
 ])
 def test_credentials_after_basic_or_bearer_are_still_scrubbed(credential):
     assert scrub(credential).endswith(" " + REDACTED)
@@ -45,3 +48,12 @@ def test_scrubbed_lines_names_each_line_a_credential_starts_on():
     text = "name: x\n# key sk-abcdefghijklmnop\nbase_url: https://u:pw123456@h/v1\nmodel: m\n"
     assert scrubbed_lines(text) == [2, 3]
     assert scrubbed_lines("name: x\nmodel: m\n") == []
+
+
+def test_a_dated_api_version_is_not_a_token_but_a_long_mixed_value_still_is():
+    # Azure's preview versions have a token's shape (16+ letters and digits mixed): run.json read
+    # "?api-version=<redacted>", losing the API version the run spoke
+    for version in ("2024-10-01-preview", "2025-04-01-preview", "2024-02-15-preview", "2024-10-21"):
+        assert url_secrets(f"https://x.openai.azure.com/openai/deployments/d?api-version={version}") == []
+    assert url_secrets("https://h/v1?v=a1b2c3d4e5f6g7h8i9") == ["a1b2c3d4e5f6g7h8i9"]
+    assert url_secrets("https://h/v1?v=2024-10-01-a1b2c3d4e5f6") == ["2024-10-01-a1b2c3d4e5f6"]  # not a version
