@@ -15,7 +15,9 @@ Exported (each with the label ``scenario``; per-request series also ``level`` an
   of the requests the analysis measures, as far as a live count can know them (:func:`observation`):
   not warm-up, not started after their level's window ended (in the hold) when the record arrives
   after that end; a request the harness cancelled keeps what it observed (a TTFT) but has no e2e
-  (censored: it was cut, not finished); open loop timed from the scheduled time. A failure has no TTFT;
+  (censored: it was cut, not finished); open loop timed from the scheduled time. A failure is +∞ as in
+  the analysis (its e2e, and its TTFT unless it saw a first token): the ``+Inf`` bucket, its time until
+  it failed in the sum;
 - ``loadtest_requests_total{outcome}``: every finished request, ``ok`` or its error kind
   (``timeout``, ``rate_limited``, ``http_error``, …), warm-up included;
 - ``loadtest_users``: closed loop, the users running now; open loop and trace replay, whose
@@ -128,12 +130,20 @@ def observation(table: pa.Table, window_ends: dict | None = None) -> tuple[dict,
     measured = _measured(table, window_ends)
     # cut by the harness (at the run's end, or a hold's): censored, so its e2e (the time until the cut) is no sample
     cancelled = outcome == "cancelled"
+    failed = ~ok & ~cancelled
     lag = _lag_ms(table)
+    # what a failure saw before it failed (a dropped arrival: nothing), for the histograms' sums
+    until_failed = np.nan_to_num(table.column("e2e_ms").to_numpy(zero_copy_only=False).astype(float) + lag) / 1000.0
     samples = {}
     for name, column, take in (("loadtest_ttft_seconds", "ttft_ms", measured),
                                ("loadtest_e2e_seconds", "e2e_ms", measured & ~cancelled)):
         values = (table.column(column).to_numpy(zero_copy_only=False).astype(float) + lag) / 1000.0
-        keep = take & np.isfinite(values)
+        # A failure is +inf, as the analysis counts it (its e2e; its TTFT unless it saw a first token): the
+        # +Inf bucket, so histogram_quantile agrees with summary.json. A failed e2e was its time until the
+        # failure (a dropped arrival's 0 s made an overloaded level's e2e p95 look fast).
+        lost = failed & (np.isnan(values) if column == "ttft_ms" else True)
+        values = np.where(lost, np.inf, values)
+        keep = take & ~np.isnan(values)
         samples[name] = (values[keep], np.flatnonzero(keep))
     samples["loadtest_itl_seconds"] = _itl_seconds(table, np.flatnonzero(measured & ok))
     update = []
@@ -144,7 +154,9 @@ def observation(table: pa.Table, window_ends: dict | None = None) -> tuple[dict,
         slot = np.searchsorted(np.asarray(HISTOGRAMS[name]), values, side="left")  # le: an edge value is in its bucket
         owner = code[rows]
         bins = np.bincount(owner * width + slot, minlength=len(series) * width).reshape(len(series), width)
-        sums = np.bincount(owner, weights=values, minlength=len(series))
+        # a failure's +inf would make the sum +Inf for good: it adds the time until it failed (a lower bound)
+        weights = np.where(np.isinf(values), until_failed[rows], values)
+        sums = np.bincount(owner, weights=weights, minlength=len(series))
         for i in np.unique(owner):
             update.append((name, series_keys[i], bins[i], float(sums[i])))
     return counts, update

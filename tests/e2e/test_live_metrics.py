@@ -56,10 +56,11 @@ def test_histograms_count_each_measured_request_once_and_gaps_within_a_request()
     fams = _families(m)
     ttft = {(s.labels["level"], s.labels["class"], s.labels.get("le")): s.value
             for s in fams["loadtest_ttft_seconds"] if s.name.endswith("_bucket")}
-    assert ttft["2", "", "0.025"] == 1 and ttft["2", "", "0.05"] == 2 and ttft["2", "", "+Inf"] == 2
+    # the timeout, with no first token, is +inf as in the analysis: in +Inf only; its 51 ms until it failed in the sum
+    assert ttft["2", "", "0.025"] == 1 and ttft["2", "", "0.05"] == 2 and ttft["2", "", "+Inf"] == 3
     assert ttft["4", "long", "0.075"] == 0 and ttft["4", "long", "0.1"] == 1  # le: an edge value is in its bucket
     sums = {(s.labels["level"], s.labels["class"]): s.value for s in fams["loadtest_ttft_seconds"] if s.name.endswith("_sum")}
-    assert math.isclose(sums["2", ""], 0.05)
+    assert math.isclose(sums["2", ""], 0.05 + 0.051)
     itl = {s.labels["le"]: s.value for s in fams["loadtest_itl_seconds"]
            if s.name.endswith("_bucket") and s.labels["level"] == "2"}
     assert itl["0.001"] == 1 and itl["0.01"] == 2 and itl["0.015"] == 3 and itl["+Inf"] == 3
@@ -119,6 +120,32 @@ def test_histograms_leave_out_cancelled_and_hold_requests_as_the_analysis_does()
     early = LiveMetrics("early")
     early.observe(records_to_table(rows[2:]))
     assert [s.value for s in _families(early)["loadtest_e2e_seconds"] if s.name.endswith("_count")] == [1]
+
+
+@pytest.mark.untimed
+def test_a_failure_is_in_the_inf_bucket_as_the_analysis_counts_it_and_a_dropped_arrival_is_not_0_s():
+    """A failed request is +inf in the analysis' percentiles (its e2e; its TTFT unless it saw a first
+    token). The e2e histogram took its time until the failure, so an open-loop level whose arrivals were
+    dropped at max_in_flight (e2e 0) read fast in histogram_quantile. Now every failure is in the +Inf
+    bucket only, and the count is summary.json's e2e_ms.n; the sum adds the time until it failed."""
+    rows = [
+        {**_row(8, 20.0, [20.0, 30.0], rate=8.0), "start_wall": 100.0, "schedule_lag_ms": 0.0},
+        {**_row(8, float("nan"), [], ok=False, kind="dropped", rate=8.0), "start_wall": 100.1, "e2e_ms": 0.0},
+        {**_row(8, float("nan"), [], ok=False, kind="dropped", rate=8.0), "start_wall": 100.2, "e2e_ms": 0.0},
+        {**_row(8, 40.0, [40.0], ok=False, kind="http_error", rate=8.0), "start_wall": 100.3, "e2e_ms": 45.0},
+    ]
+    m = LiveMetrics("lost")
+    m.observe(records_to_table(rows))
+    fams = _families(m)
+    # e2e: the success (31 ms) alone is finite; TTFT: the success and the http error's first token (40 ms)
+    for name, edge, finite in (("loadtest_e2e_seconds", "300", 1), ("loadtest_ttft_seconds", "0.05", 2)):
+        buckets = {s.labels["le"]: s.value for s in fams[name] if s.name.endswith("_bucket")}
+        assert buckets[edge] == finite and buckets["+Inf"] == 4, (name, buckets)  # no failure at 0 s
+    (e2e_sum,) = [s.value for s in fams["loadtest_e2e_seconds"] if s.name.endswith("_sum")]
+    assert math.isclose(e2e_sum, 0.031 + 0.045)  # the drops saw nothing; the http error 45 ms
+    # histogram_quantile's view: with 3 of 4 failed, the p50 is past every finite bucket (summary.json: +inf)
+    e2e = {s.labels["le"]: s.value for s in fams["loadtest_e2e_seconds"] if s.name.endswith("_bucket")}
+    assert max(v for le, v in e2e.items() if le != "+Inf") < 0.5 * e2e["+Inf"]
 
 
 def _query(prom: str, expr: str) -> list[dict]:
