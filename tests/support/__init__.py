@@ -8,6 +8,7 @@
 ``probe``            a raw-socket HTTP/SSE client that stamps every read (checks the mock's timing)
 ``reconcile``        a run's records against the mock's arrival log, kind by kind (the fault matrix)
 ``synthetic``        run folders with known answers for the analysis (tests, bench_analyzer)
+``gate_runs``        the regression gate's synthetic runs (the ``pair`` fixture) and ``loadtest`` in-process
 ``realserver/``      llama.cpp's llama-server: built once per machine, a tiny random-weight model
 ``wirezoo/``         recorded wire formats of other servers, replayed on 127.0.0.1
 

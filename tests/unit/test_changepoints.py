@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from loadtest.compare.changepoints import find_shifts, gate_failures, mark_newest, series_change_points
-from test_compare import T0, cli, write_run
+from support.gate_runs import T0, cli, write_run
 
 
 def noisy(n: int, seed: int, sd: float = 0.03) -> list[float]:

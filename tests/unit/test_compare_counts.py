@@ -19,8 +19,8 @@ from scipy.stats import binom, hypergeom
 
 from loadtest.analysis.bootstrap import wilson_interval
 from loadtest.compare import counts, noise
+from support.gate_runs import T0, cli, scenario_dict
 from support.synthetic import closed_loop_rows, level_plan, write_run_folder
-from test_compare import T0, cli, scenario_dict
 
 #: SLO limits no synthetic level misses, and failures that do not fail a level: only the error-rate
 #: check can see the candidate's failures (not the capacity).

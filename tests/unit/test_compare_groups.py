@@ -7,7 +7,7 @@ import contextlib
 import io
 import json
 
-from test_compare import T0, cli, write_run
+from support.gate_runs import T0, cli, write_run
 
 
 def test_a_groups_rate_with_no_failure_in_any_run_is_unchanged_as_the_pairs_is(tmp_path):

@@ -1,6 +1,6 @@
 """Run-to-run noise in the gate: the hierarchical bootstrap's coverage, and the gate with a history of runs.
 
-The synthetic runs (tests/unit/test_compare.py's ``write_run``) have latencies that
+The synthetic runs (tests/support/gate_runs.py's ``write_run``) have latencies that
 grow with concurrency times ``scale``; a drifting server is a history whose
 runs' scales are drawn from a spread, as a real staging server moves from run
 to run.
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from loadtest.compare import joint, noise
-from test_compare import T0, cli, held_change, write_run
+from support.gate_runs import T0, cli, held_change, write_run
 
 DRIFT = [1.0, 1.07, 0.95, 1.04, 0.97, 1.09, 1.02]  # a server that moves by about ±5% from run to run
 
@@ -215,7 +215,7 @@ def write_drifting_run(folder, *, second_half=1.0, seed=0, t0=T0):
     """Like write_run (levels 1, 2, 4; 10 s each), but at 4 users the second half of the level is
     ``second_half`` times slower (a server still warming up, a neighbour arriving)."""
     from support.synthetic import closed_loop_rows, level_plan
-    from test_compare import scenario_dict, write_folder
+    from support.gate_runs import scenario_dict, write_folder
 
     sc = scenario_dict()
     plan = level_plan(sc["load"]["levels"], 10.0, t0=t0)
