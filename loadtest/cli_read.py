@@ -19,6 +19,7 @@ from loadtest.errors import InputError
 from loadtest.paths import read_run_json, run_folder, run_records
 from loadtest.redact import public_url
 from loadtest.scenario import Scenario, load_scenario
+from loadtest.staged_paths import shown
 from loadtest.storage.glue import GATE_OUTPUTS, remote_io
 from loadtest.storage.remote import path_arg
 from loadtest.workload import prepare
@@ -80,7 +81,7 @@ def _analyze(args: argparse.Namespace) -> int:
     paths = write_reports(args.run_dir, analysis)
     print_summary(analysis, console=stdout_console())
     for path in paths.values():
-        print(f"wrote {path}")
+        print(f"wrote {shown(path)}")
     return 0
 
 

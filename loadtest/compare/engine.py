@@ -57,6 +57,7 @@ from loadtest.compare.level_changes import level_changes
 from loadtest.compare.noise import MIN_HISTORY_RUNS
 from loadtest.compare.samples import LevelSamples, level_samples
 from loadtest.errors import InputError
+from loadtest.staged_paths import shown
 
 EXIT_OK, EXIT_REGRESSION, EXIT_INCONCLUSIVE = 0, 1, 6
 
@@ -339,7 +340,7 @@ def _judge(
         )
     bounds = CapacityBounds.from_levels(summary.get("levels") or [])
     return (
-        Side(side.label, str(side.folder) if side.folder else None, side.name, side.started_wall, summary,
+        Side(side.label, shown(side.folder) if side.folder else None, side.name, side.started_wall, summary,
              side.has_records, bounds, drifting),
         samples,
     )

@@ -13,6 +13,7 @@ from loadtest.compare.rules import parse_rules
 from loadtest.paths import output_file
 from loadtest.storage.remote import path_arg
 from loadtest.run_files import COMPARE_JSON
+from loadtest.staged_paths import shown
 
 if TYPE_CHECKING:  # the engine (pandas, SciPy) loads only when the gate runs: see run_gate
     from loadtest.compare.engine import Comparison
@@ -94,6 +95,6 @@ def run_gate(args: argparse.Namespace, baseline: Path | Sequence[Path], candidat
     written = [writers[kind](path, cmp) for kind, path in targets.items() if path is not None]
     print(outputs.terminal_text(cmp))
     for path in written:
-        print(f"wrote {path}")
+        print(f"wrote {shown(path)}")
     sys.stdout.flush()
     return cmp.exit_code

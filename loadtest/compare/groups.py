@@ -52,6 +52,7 @@ from loadtest.compare.rules import ABSOLUTE, CAPACITY, ERROR_RATE, VALID_OUTPUT,
 from loadtest.compare.stationarity import drift_warning, hold_drifting
 from loadtest.compare.summary_values import levels_by_concurrency
 from loadtest.errors import InputError
+from loadtest.staged_paths import shown
 
 
 def compare_groups(
@@ -90,8 +91,8 @@ def compare_groups(
         require_same_workload(cmp.fingerprint, side_fingerprint(side, which), prefix=f"{which} {path}: ")
     ref = [(groups.reference[0][0], cmp.baseline.summary or {}), *groups.reference[1:]]
     say_incomplete(cmp, [(s, "--also-baseline") for _, s in base[1:]] + [(s, "--also-candidate") for _, s in cand[1:]])
-    cmp.baselines = [str(p) for p, _ in base]
-    cmp.candidates = [str(p) for p, _ in cand]
+    cmp.baselines = [shown(p) for p, _ in base]
+    cmp.candidates = [shown(p) for p, _ in cand]
     cmp.history_runs = len(ref)
     cmp.min_history = min_history
     if groups.rejected:

@@ -34,6 +34,7 @@ from loadtest.errors import InputError, LoadtestError
 from loadtest.paths import PathError, read_run_json, run_records
 from loadtest.run_files import REPORT_HTML
 from loadtest.run_record import RATE_MODE_WORDS
+from loadtest.staged_paths import shown
 
 REGRESSED = "regression"
 
@@ -80,7 +81,7 @@ def load_history(dirs: Sequence[Path], scenario: str | None = None) -> list[Hist
     for line in skipped:  # a damaged, half-written or newer-format folder is skipped, not fatal: one line each
         print(f"loadtest history: {line}", file=sys.stderr)
     for copy, kept in copies:
-        print(f"loadtest history: {copy.folder}: the same run as {kept.folder} "
+        print(f"loadtest history: {shown(copy.folder)}: the same run as {shown(kept.folder)} "
               "(a copy: the same name and started_wall), listed once", file=sys.stderr)
     if scenario is None and len(names) > 1:
         raise InputError(f"runs of several scenarios were found ({', '.join(names)}): choose one with --scenario")
@@ -148,18 +149,18 @@ def _read(folder: Path, skipped: list[str]) -> HistoryRun | None:
     if run.get("warmup_run"):
         return None  # a warm-up run (run --warmup-run) is not part of the series
     if (why := no_load(run)) is not None:  # nothing in the series, but say so
-        skipped.append(f"skipped {folder}: {why}")
+        skipped.append(f"skipped {shown(folder)}: {why}")
         return None
     mode = load_mode_of(run, None)  # read_run_json fills it in
     if mode in RATE_MODE_WORDS:  # levels by concurrent users: an open loop's would all be "0 users"
-        skipped.append(f"skipped {folder}: {RATE_MODE_WORDS[mode]}; history compares closed-loop runs only, so far")
+        skipped.append(f"skipped {shown(folder)}: {RATE_MODE_WORDS[mode]}; history compares closed-loop runs only, so far")
         return None
     summary = _summary(folder, run, skipped)
     if summary is None:
         return None
     identity = run_identity(run, summary)  # (name, start): None when nothing says when it started
     if identity is None:
-        skipped.append(f"skipped {folder}: its run.json and summary.json say nothing of when it started")
+        skipped.append(f"skipped {shown(folder)}: its run.json and summary.json say nothing of when it started")
         return None
     fp = fingerprint_of_run(run, summary)
     return HistoryRun(
@@ -194,7 +195,7 @@ def _summary(folder: Path, run: dict[str, Any], skipped: list[str]) -> dict[str,
         return summary_dict(analyze_run(folder))
     except Exception as err:  # any folder the analysis cannot read is one line, never the end of the history
         why = " ".join(str(err).split()) or type(err).__name__
-        skipped.append(f"skipped {folder}: no readable {SUMMARY_JSON}, and its records could not be analyzed ({why})")
+        skipped.append(f"skipped {shown(folder)}: no readable {SUMMARY_JSON}, and its records could not be analyzed ({why})")
         return None
 
 

@@ -25,6 +25,7 @@ from loadtest.compare.history import (REGRESSED, HistoryRun, change_points, dist
 from loadtest.compare.rules import Rules
 from loadtest.report.page import PAGE_STYLE as page_style
 from loadtest.report.plotting import figure_html, summaries_ci_label
+from loadtest.staged_paths import shown
 
 
 def history_figure(runs: Sequence[HistoryRun], shifts: Sequence[ChangePoint] = ()) -> go.Figure:
@@ -109,7 +110,7 @@ def table_rows(runs: Sequence[HistoryRun]) -> list[dict[str, Any]]:
     for r in runs:
         row: dict[str, Any] = {
             "started": r.when,
-            "run": str(r.folder),
+            "run": shown(r.folder),
             "capacity": r.capacity,
             "bracket": r.bounds.text(),
             "verdict": (r.summary.get("capacity") or {}).get("verdict"),
@@ -221,10 +222,10 @@ def run_history(dirs: Sequence[Path], *, scenario: str | None, html: Path, json_
     for cp in shifts:
         mark = "FAIL" if cp in failing else ("NEW " if cp.newest else "    ")
         print(f"  {mark} change point: {cp.text()}")
-    print(f"wrote {write_text(html, render_history_html(runs, shifts))}")
+    print(f"wrote {shown(write_text(html, render_history_html(runs, shifts)))}")
     if json_path is not None:
         doc = {"scenario": runs[-1].name, "runs": rows, "change_points": [cp.to_dict() for cp in shifts]}
-        print(f"wrote {write_text(json_path, json.dumps(doc, indent=2) + chr(10))}")
+        print(f"wrote {shown(write_text(json_path, json.dumps(doc, indent=2) + chr(10)))}")
     if fail_on_change_point and failing:
         print(f"CHANGE POINT: the newest run starts or continues a worsening shift: {failing[0].text()}")
         return 1

@@ -32,6 +32,7 @@ from loadtest.paths import input_folder, read_text
 from loadtest.records_stream import chunk_batches, read_scalars
 from loadtest.run_files import PARTS_DIR, REQUESTS_PARQUET, RUN_JSON, SUMMARY_JSON
 from loadtest.run_record import RATE_MODE_WORDS
+from loadtest.staged_paths import shown
 
 
 
@@ -194,7 +195,7 @@ def load_run(path: Path | str, *, records: bool = True, arg: str = "") -> RunInp
     the checks themselves are :mod:`loadtest.paths`' so each mistake is one line.
     """
     path = Path(path)
-    label = str(path)
+    label = shown(path)  # an s3:// run by its URL, not the temporary copy read
     arg = arg or "run"
     if path.is_file() and path.name != RUN_JSON:
         summary = _read_json(path, arg)

@@ -22,6 +22,7 @@ from loadtest.errors import InputError
 from loadtest.fingerprint import fingerprint_of_run
 from loadtest.run_files import COMPARE_JSON
 from loadtest.run_record import normalized
+from loadtest.staged_paths import shown
 
 
 @dataclass
@@ -138,7 +139,7 @@ def _reference(fp_hash: str | None, first_summary: dict[str, Any], base: list[tu
         if run is not None and run.started < before and (run.identity is None or run.identity not in runs_in):
             runs_in.add(run.identity)
             if rejected(folder, run.identity):
-                left_out.append(str(folder))
+                left_out.append(shown(folder))
                 continue
             found.append(run)
     found.sort(key=lambda r: r.started)

@@ -17,8 +17,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from loadtest import staged_paths
 from loadtest.errors import InputError
-from loadtest.run_files import COMPARE_JSON, RUN_JSON, SUMMARY_JSON
+from loadtest.run_files import COMPARE_JSON, REPORT_HTML, RUN_JSON, SUMMARY_JSON
 from loadtest.storage import remote
 from loadtest.storage.remote import RemotePath, as_remote
 
@@ -34,9 +35,14 @@ def _say(text: str) -> None:
 #: own gate rejected: compare/reference.rejected), so a nightly prefix of many runs is not downloaded
 #: with its records.
 SUMMARIES_ONLY = {"history": (RUN_JSON, SUMMARY_JSON, COMPARE_JSON)}
+#: The files whose presence alone a command's inputs are read for (``compare --history``, ``history DIR``),
+#: stood for by an empty file: a run's own folder holds
+#: its report.html, a baseline promoted from it does not (compare/history.one_row_per_run keeps the own
+#: folder's name; over s3:// the promoted night read "baseline").
+PRESENCE_ONLY = {"history": (REPORT_HTML,), "dirs": (REPORT_HTML,)}
 
 
-def _fetch(url: RemotePath, into: Path, only: tuple[str, ...] | None = None) -> Path:
+def _fetch(url: RemotePath, into: Path, only: tuple[str, ...] | None = None, marks: tuple[str, ...] = ()) -> Path:
     """Download a run folder, a summary.json or a tree of run folders; the local path that stands for it."""
     local = into / url.replace("://", "/", 1).rstrip("/")
     if url.endswith(".json"):
@@ -45,7 +51,7 @@ def _fetch(url: RemotePath, into: Path, only: tuple[str, ...] | None = None) -> 
             raise InputError(f"{url}: no such run folder or summary.json")
         local.write_bytes(remote.read_bytes(url))
         return local
-    if not remote.download_tree(url, local, only=only):
+    if not remote.download_tree(url, local, only=only, marks=marks):
         raise InputError(f"{url}: no such run folder (nothing under it)")
     return local
 
@@ -72,13 +78,16 @@ def remote_io(args: argparse.Namespace, inputs: tuple[str, ...] = (), outputs: t
         return
     tmp = Path(tempfile.mkdtemp(prefix="loadtest-s3-"))
     uploads: list[tuple[Path, RemotePath]] = []
+    shown_as: list[tuple[Path, RemotePath]] = []  # what is printed or written names the URL, not the copy
     try:
         for name in (*inputs, *write_back):
             value = getattr(args, name, None)
             values = _values(args, name)
-            local = [_fetch(url, tmp / "in", SUMMARIES_ONLY.get(name)) if (url := as_remote(v)) else v for v in values]
+            local = [_fetch(url, tmp / "in", SUMMARIES_ONLY.get(name), PRESENCE_ONLY.get(name, ()))
+                     if (url := as_remote(v)) else v for v in values]
             if any(as_remote(v) for v in values):
                 setattr(args, name, local if isinstance(value, list) else local[0])
+                shown_as += [(path, url) for path, url in zip(local, map(as_remote, values)) if url]
                 if name in write_back:
                     uploads += [(path, url) for path, url in zip(local, map(as_remote, values)) if url]
         before = {p: p.stat().st_mtime_ns for d, _ in uploads for p in d.rglob("*") if p.is_file()}
@@ -90,8 +99,13 @@ def remote_io(args: argparse.Namespace, inputs: tuple[str, ...] = (), outputs: t
                 local.parent.mkdir(parents=True, exist_ok=True)
                 setattr(args, name, local)
                 uploads.append((local, url))
+                shown_as.append((local, url))
+        for local, url in shown_as:
+            staged_paths.stand_in(local, url)
         yield
     finally:
+        for local, _ in shown_as:
+            staged_paths.release(local)
         failed = sys.exc_info()[0] is not None
         try:
             if not failed:

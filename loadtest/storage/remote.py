@@ -138,15 +138,24 @@ def delete(url: str) -> None:
 
 
 def download_tree(url: str, dest: Path, skip: Iterable[str] = SKIP_SUFFIXES,
-                  only: Iterable[str] | None = None) -> list[Path]:
+                  only: Iterable[str] | None = None, marks: Iterable[str] = ()) -> list[Path]:
     """Copy every file under ``url`` into ``dest`` (keeping the layout); return the files written.
 
     ``only``: the file names to copy, wherever they are under ``url`` (None: all but ``skip``).
+    ``marks``: file names not copied but stood for by an empty file, where a reader asks only whether
+    the file is there (``history`` tells a run's own folder from a baseline copied from it by its
+    report.html, megabytes it does not read).
     """
     skip = tuple(skip)
     names = set(only) if only is not None else None
+    marked = set(marks)
     out = []
     for rel in sorted(list_files(url)):
+        if rel.rsplit("/", 1)[-1] in marked:
+            target = Path(dest) / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.touch()
+            continue
         if rel.endswith(skip) or (names is not None and rel.rsplit("/", 1)[-1] not in names):
             continue
         target = Path(dest) / rel

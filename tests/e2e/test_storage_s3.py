@@ -104,6 +104,11 @@ def test_runs_compare_history_and_analyze_on_s3_paths(s3):
     assert report["exit_code"] == cmp.returncode and report["outcome"] == GATE_VERDICTS[cmp.returncode]
     assert report["baseline"]["records"] > 0 and report["candidate"]["records"] > 0
     assert (folder / "gate.xml").is_file()
+    # what a command prints and writes names the bucket, never the temporary copy it read (gone when it ends):
+    # compare.json in the bucket said "baselines": ["/tmp/loadtest-s3-…/in/s3/results/runs/…"]
+    assert report["baselines"] == [a] and report["candidates"] == [b], (report["baselines"], report["candidates"])
+    leaks = re.findall(r".{80}loadtest-s3-.{40}", cmp.stdout + cmp.stderr + json.dumps(report))
+    assert not leaks, leaks
     # an output in a bucket that is not there is refused before the comparison, not after it (a trial: the
     # whole comparison, "wrote /tmp/…/c.json" of a temporary file, then exit 2 in place of its verdict)
     lost = _lt(lt_env, "compare", a, b, "--json", "s3://no-such-bucket/c.json")
@@ -116,6 +121,8 @@ def test_runs_compare_history_and_analyze_on_s3_paths(s3):
     print(hist.stdout)
     table = json.loads(get_bytes(aws, "results", "gate/history.json"))
     assert len(table["runs"]) == 2 and table["scenario"] == "s3"
+    assert [r["run"] for r in table["runs"]] == [a, b]
+    assert "loadtest-s3-" not in hist.stdout + hist.stderr and "wrote s3://results/gate/history.json" in hist.stdout
     assert (folder / "history.html").stat().st_size > 0
 
     # analyze: downloaded, re-judged under another SLO, and the new summary uploaded back.
@@ -211,6 +218,12 @@ def test_the_nightly_gate_keeps_its_runs_and_baseline_in_the_bucket(s3):
     promoted = nights[1] if code == 0 else nights[0]
     night = json.loads(get_bytes(aws, "results", f"nightly/{promoted}/run.json"))
     assert base["started_wall"] == night["started_wall"]  # the baseline moved forward only on a pass
+    # history over the bucket lists the promoted night under its own name, the baseline as its copy (an
+    # s3:// history read no report.html, by which the night's own folder is told from the copy)
+    hist = _lt(lt_env, "history", "s3://results/nightly/", "--html", str(folder / "nightly-history.html"))
+    assert hist.returncode == 0, hist.stderr
+    assert (f"s3://results/nightly/baseline: the same run as s3://results/nightly/{promoted} " in hist.stderr
+            and "loadtest-s3-" not in hist.stdout + hist.stderr), hist.stderr
 
 
 def test_ctrl_c_to_the_whole_process_group_still_uploads_the_analyzed_run(s3):
