@@ -73,6 +73,8 @@ def _run_and_gate(args: argparse.Namespace, scenario) -> int:
                          "--workers N starts local ones)")
     if args.workers and args.master:
         raise InputError("--workers and --master: choose one (--workers starts local workers; --master waits for remote ones)")
+    _refuse_flags_without_their_switch(args, load_mode(scenario).name)
+    _refuse_one_port_twice(args)
     if args.metrics_port is not None:
         check_metrics_port(args.metrics_host, args.metrics_port)
     if args.pushgateway:  # its URL was checked with the arguments; its user and password are secrets too
@@ -99,6 +101,41 @@ def _run_and_gate(args: argparse.Namespace, scenario) -> int:
     if args.baseline is not None:
         return run_gate(args, args.baseline, measured, default_dir=gate_dir)
     return 0
+
+
+def _refuse_flags_without_their_switch(args: argparse.Namespace, mode: str) -> None:
+    """A flag that would do nothing is refused, as ``--tolerance`` without ``--baseline`` is.
+
+    ``--web-linger 5`` without ``--web`` ran without a word, and the user waited for a UI that never
+    came; ``--rate-resolution`` without ``--refine``, or in closed loop (which refines by one user),
+    changed nothing either.
+    """
+    web_only = [flag for flag, given in (("--web-host", args.web_host != "127.0.0.1"), ("--web-port", args.web_port != 8089),
+                                         ("--web-linger", args.web_linger != 120.0)) if given]
+    if web_only and not args.web:
+        raise InputError(f"{', '.join(web_only)}: only with --web (they configure the web UI)")
+    if args.rate_resolution is not None:
+        if not args.refine:
+            raise InputError(f"--rate-resolution {args.rate_resolution:g}: only with --refine (it says when refine stops)")
+        if mode == "closed_loop":
+            raise InputError(f"--rate-resolution {args.rate_resolution:g}: only in open loop or trace replay "
+                             "(closed loop refines to one user)")
+
+
+def _refuse_one_port_twice(args: argparse.Namespace) -> None:
+    """Two of the run's own listeners on one port: the second failed only after the preflight and the warm-up.
+
+    ``check_port_free`` asks whether another process holds a port; two flags giving the same port pass
+    it, and the web UI then failed to bind after the run folder was made and traffic was sent.
+    """
+    ports = [(flag, port) for flag, port, on in (("--web-port", args.web_port, args.web),
+                                                 ("--metrics-port", args.metrics_port, args.metrics_port is not None),
+                                                 ("--master-bind-port", args.master_bind_port, args.master)) if on]
+    for i, (flag, port) in enumerate(ports):
+        for other, same in ports[i + 1:]:
+            if port == same:
+                raise InputError(f"{flag} {port} and {other} {same}: the same port for two listeners of this run; "
+                                 "give each its own")
 
 
 def _run_options(args: argparse.Namespace, out: Path, warmup: bool) -> RunOptions:

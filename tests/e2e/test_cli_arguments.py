@@ -63,6 +63,14 @@ CASES = [
     (["--pushgateway", "http://u:sk-TRIALSECRET123@127.0.0.1:99999/"],
      "--pushgateway: 'http://<redacted>:<redacted>@127.0.0.1:99999/'", "port out of range"),
     (["--pushgateway", "http://h:0/"], "--pushgateway: 'http://h:0/'", "port 0"),
+    # flags that did nothing, without a word (a trial waited for a web UI that --web-linger alone never started)
+    (["--web-linger", "5"], "--web-linger", "only with --web"),
+    (["--web-port", "9000"], "--web-port", "only with --web"),
+    (["--rate-resolution", "0.5"], "--rate-resolution 0.5", "only with --refine"),
+    (["--refine", "--rate-resolution", "0.5"], "--rate-resolution 0.5", "only in open loop or trace replay"),
+    # two of the run's listeners on one port: the web UI failed to bind after the warm-up's traffic
+    (["--web", "--web-port", "{taken}", "--metrics-port", "{taken}"], "--web-port {taken} and --metrics-port {taken}",
+     "the same port for two listeners"),
 ]
 
 
