@@ -58,7 +58,7 @@ def web_control(scenario: Scenario, options: RunOptions, state: RunState):
     from loadtest.load.webui import WebControl  # Locust's web UI (Flask): only with --web
 
     return WebControl(scenario, state.spans, RunProgress(), host=options.web_host, port=options.web_port,
-                      trace_rate_rps=(state.record.trace or {}).get("mean_rate_rps"))
+                      trace_rate_rps=(state.record.trace or {}).get("mean_rate_rps"), refine=options.refine)
 
 
 def run_load(scenario: Scenario, options: RunOptions, state: RunState, settings, console, scraper=None, web=None) -> bool:

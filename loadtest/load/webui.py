@@ -77,9 +77,11 @@ class WebControl:
 
     def __init__(
         self, scenario: "Scenario", spans: list, progress: "RunProgress", *, host: str = "127.0.0.1", port: int = 8089,
-        trace_rate_rps: float | None = None,
+        trace_rate_rps: float | None = None, refine: bool = False,
     ) -> None:
         self.scenario = scenario
+        #: ``--refine``: probes may follow the planned levels (the "next" the page shows says so, or not).
+        self.refine = refine
         #: The load mode: its levels (users, rates or a trace's speedups) and how a planned one runs.
         self.mode = load_mode(scenario)
         #: Trace replay: the window's mean rate, so a level is named by its speedup, as on the terminal.
@@ -229,7 +231,9 @@ class WebControl:
         position = len(swept)
         if position < len(self.planned):
             return self._planned_label(self.planned[position])
-        return "refine probes, if --refine" if last.end_wall is None else None
+        if last.end_wall is not None or not self.refine:  # "refine probes, if --refine" read the same either way
+            return None
+        return "refine probes, if a level fails (--refine)"
 
     def levels_payload(self) -> dict[str, Any]:
         """The data endpoint: every level so far with its figures, the SLO lines, the run's phase."""
