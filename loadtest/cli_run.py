@@ -98,6 +98,12 @@ def _run_and_gate(args: argparse.Namespace, scenario) -> int:
             return 130
         if not step.warmup:
             measured.append(outcome.run_dir)
+        # the target went away mid-run: exit 3, as when the preflight finds it unusable, not a capacity with 0
+        # (with --baseline the gate judges it: a server that dies under load is a regression it shows)
+        if outcome.target_lost is not None and args.baseline is None:
+            print(f"loadtest run: {outcome.target_lost} (exit 3; the run is analyzed and reported in "
+                  f"{outcome.run_dir})", file=sys.stderr)
+            return 3
     if args.baseline is not None:
         return run_gate(args, args.baseline, measured, default_dir=gate_dir)
     return 0

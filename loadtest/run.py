@@ -83,6 +83,8 @@ class RunOutcome:
     run_dir: Path
     #: Stopped early (Ctrl-C, SIGTERM): what was measured is kept and analyzed.
     interrupted: bool
+    #: The target stopped answering during the run (analysis/target_lost.py): its words, else None.
+    target_lost: str | None = None
 
 
 def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
@@ -209,7 +211,7 @@ def _run_in_folder(scenario: Scenario, options: RunOptions, run_dir: Path, guard
         if web is not None:
             web.close()
         release_signals()  # the next run in this process (--warmup-run, --repeat) starts as the first did
-    return RunOutcome(run_dir, interrupted)
+    return RunOutcome(run_dir, interrupted, analysis.target_lost.words() if analysis.target_lost is not None else None)
 
 
 def _start_scraper(scenario: Scenario, run_dir: Path) -> Any:

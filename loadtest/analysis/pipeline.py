@@ -38,6 +38,7 @@ from loadtest.analysis.fleet import resolve_replicas
 from loadtest.analysis.server import server_view
 from loadtest.analysis.slo import SloSpec
 from loadtest.analysis.stop import mark_cut_short
+from loadtest.analysis.target_lost import lost_capacity_message, target_lost
 from loadtest.analysis.verdict import evaluate_level, honour_decision, verdict_confidence
 from loadtest.analysis.windows import level_windows
 from loadtest.errors import InputError
@@ -112,6 +113,10 @@ def analyze(
     levels.sort(key=lambda lv: (lv.load, lv.index))
     mark_cut_short(levels, run)  # before the verdict's words: a stopped level blames the stop
     capacity = find_capacity(levels, slo, confidence)
+    lost = target_lost(requests, levels)
+    outage = lost_capacity_message(levels, lost) if lost is not None else None
+    if outage is not None:  # the outage's words, not the load's: "holds 1 user; at 2 the p95 TTFT is unbounded"
+        capacity.message = outage
     if slos:
         capacity.classes = {
             name: find_capacity([lv.classes[name] for lv in levels], class_slo, confidence)
@@ -127,6 +132,9 @@ def analyze(
         warnings.append(
             f"the top-level SLO's latency checks ({unused}) judge no request class: every class has its own slo"
         )
+    if lost is not None:  # first: every other line reads differently once the target is gone
+        warnings.insert(0, f"{lost.words()}; every request is counted, as failed; the records are kept "
+                        "(`loadtest analyze` re-reads them), and what was measured after it is the outage's")
     warnings += run_caveats(run, frame)
     warnings += level_caveats(levels, slo, min_complete, slos)
     hidden = short_level_caveat(levels, capacity, slo, frame)
@@ -175,6 +183,7 @@ def analyze(
         autoscaling=recommend(levels, capacity, server, options, replicas, replicas_source),
         class_slos=slos,
         prompt_token_source={str(k): int(v) for k, v in prompt_sources.items()},
+        target_lost=lost,
     )
 
 

@@ -268,6 +268,8 @@ class Analysis:
     class_slos: dict[str, SloSpec] = field(default_factory=dict)
     #: Requests per prompt-token source: "usage" (the server's count) or "estimate" (word count).
     prompt_token_source: dict[str, int] = field(default_factory=dict)
+    #: The target stopped answering during the run (:mod:`loadtest.analysis.target_lost`), else None.
+    target_lost: Any = None
 
     def level(self, concurrency: int) -> LevelResult | None:
         return next((lv for lv in self.levels if lv.concurrency == concurrency), None)

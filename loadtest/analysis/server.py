@@ -223,7 +223,7 @@ def health_warnings(view: ServerView, settings: Mapping[str, Any]) -> list[str]:
         out.append(
             f"server metrics: {count} of {total.scrapes} scrapes of {where} failed ({message}); "
             + ("there is no server view for this run" if total.failed == total.scrapes else "those moments have no server view")
-            + " (the load was not affected)."
+            + " (a failed scrape does not slow the load; it says nothing of the requests)."
         )
     if total.scrapes == 0:
         out.append(f"server metrics: no scrape of {where} was recorded.")

@@ -345,6 +345,7 @@ def summary_dict(analysis: Analysis) -> dict[str, Any]:
         ],
         "decode_fit": decode_fit,
         "capacity_limit": capacity_limit(analysis),
+        "target_lost": analysis.target_lost.to_dict() if analysis.target_lost is not None else None,
         "cost": run_cost(analysis),
         "token_source": {
             "primary": max(sources, key=sources.__getitem__) if sources else None,

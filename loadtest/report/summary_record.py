@@ -173,6 +173,8 @@ class SummaryRecord(_Strict):
     fingerprint: Optional[dict[str, Any]]
     #: why the capacity stops where it does (analysis/capacity_limit.py); added after format 1's first keys
     capacity_limit: Optional[dict[str, Any]] = None
+    #: the target stopped answering during the run (analysis/target_lost.py); null when it answered to the end
+    target_lost: Optional[dict[str, Any]] = None
 
 
 def check_summary(summary: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -1,0 +1,150 @@
+"""A target that stopped answering during the run: an outage, not a capacity.
+
+When the server dies (killed, out of memory, a crash under load) or the endpoint goes away,
+every request after its last success fails to connect (``connect``: refused, reset, a TLS
+handshake cut) or is cut mid-stream (``disconnect``). Those failures are counted, never
+dropped: the level fails its error budget, and its TTFT, since a failure is +inf. But the
+verdict's words were the load's: "This endpoint holds 1 concurrent user within the SLOs; at 2
+the p95 TTFT is unbounded", exit 0, with autoscaling advice, and the scrape warning added
+"(the load was not affected)" (a trial killed llama-server 2 s into a level). A nightly job
+read a capacity off a server that was gone.
+
+The signature is kept narrow, so that an overloaded server is never taken for a dead one:
+
+* the failures come *after the last success of the run* (a server that answers again later
+  had an outage the error budget judges, and is not "lost");
+* every one of them is ``connect`` or ``disconnect`` (a timeout or a 5xx is a live server's
+  answer); requests the harness cancelled and arrivals dropped at ``max_in_flight`` say
+  nothing either way and are left aside;
+* at least :data:`MIN_REQUESTS` of them, over at least :data:`MIN_SPAN_S` seconds: a handful
+  of refused connections in the last instant of an overloaded run is not an outage.
+
+What holds below the level where it happened was measured on a live server and stays: the
+capacity is its lower bound, and the sentence says both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from loadtest.analysis.columns import boolean, numeric, text
+from loadtest.analysis.results import LevelResult
+
+#: The failures of a target that is not there: nothing answered, or the stream was cut.
+LOST_KINDS = frozenset({"connect", "disconnect"})
+#: Neither a success nor a failure of the server: the harness's own cuts and drops.
+NEUTRAL_KINDS = frozenset({"cancelled", "dropped"})
+MIN_REQUESTS = 5
+MIN_SPAN_S = 1.0
+
+
+@dataclass
+class TargetLost:
+    """When the target stopped answering, where, and what the requests after it met."""
+
+    #: the first failure after the run's last success (when it failed, wall-clock seconds)
+    at_wall: float
+    #: the level then in force (its label, index and how far into it: negative between two levels, before
+    #: the next one, which measured only the outage), None before the first level
+    level: str | None
+    level_index: int | None
+    seconds_into_level: float | None
+    #: requests after the last success, all failed: by kind (connect, disconnect)
+    requests: int
+    kinds: dict[str, int]
+    #: the last success's end (wall-clock), None when no request of the run succeeded
+    last_success_wall: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "at_wall": round(self.at_wall, 3),
+            "level": self.level,
+            "level_index": self.level_index,
+            "seconds_into_level": None if self.seconds_into_level is None else round(self.seconds_into_level, 1),
+            "requests": self.requests,
+            "kinds": dict(self.kinds),
+            "last_success_wall": None if self.last_success_wall is None else round(self.last_success_wall, 3),
+        }
+
+    def words(self) -> str:
+        """"the target stopped answering 2.1 s into the level of 2 users: 16 requests after its last
+        success, none answered (connect 14, disconnect 2)"."""
+        if self.level is None:
+            where = " before the first level"
+        elif self.seconds_into_level is not None and self.seconds_into_level < 0:
+            where = f" {-self.seconds_into_level:.1f} s before the level of {self.level} began"
+        else:
+            where = f" {self.seconds_into_level or 0.0:.1f} s into the level of {self.level}"
+        kinds = ", ".join(f"{k} {n}" for k, n in sorted(self.kinds.items(), key=lambda kv: (-kv[1], kv[0])))
+        after = "after its last success" if self.last_success_wall is not None else "of the run"
+        return (f"the target stopped answering{where}: the {self.requests} requests {after} could not "
+                f"connect or were cut off ({kinds}), and none succeeded again")
+
+
+def target_lost(requests: pd.DataFrame, levels: Sequence[LevelResult]) -> TargetLost | None:
+    """The outage that ended the run, from the records (any order), or None when the target answered to the end."""
+    if not len(requests):
+        return None
+    start = numeric(requests, "start_wall")
+    end = start + np.nan_to_num(numeric(requests, "e2e_ms")) / 1000.0
+    ok = boolean(requests, "ok")
+    kinds = np.array([k or "" for k in text(requests, "error_kind")], dtype=object)
+    last_ok = float(np.nanmax(end[ok])) if ok.any() else None
+    after = ~ok & ~np.isin(kinds, list(NEUTRAL_KINDS)) & np.isfinite(start)
+    if last_ok is not None:
+        after &= end > last_ok
+    if after.sum() < MIN_REQUESTS or not np.isin(kinds[after], list(LOST_KINDS)).all():
+        return None
+    # when it happened: the first of those failures (a stream cut at the death began before it, so its end)
+    first = float(np.nanmin(end[after]))
+    if float(np.nanmax(end[after])) - max(first, last_ok or first) < MIN_SPAN_S:
+        return None
+    by_start = sorted(levels, key=lambda lv: lv.start_wall)
+    level = next((lv for lv in by_start if lv.start_wall <= first < max(lv.end_wall, lv.start_wall)), None)
+    if level is None:  # between two levels: the next one measured nothing but the outage
+        level = next((lv for lv in by_start if lv.start_wall > first), None)
+    if level is None:  # after the last level's end (in its hold): the one last begun
+        level = max((lv for lv in levels if lv.start_wall <= first), key=lambda lv: lv.start_wall, default=None)
+    counts = pd.Series(kinds[after]).value_counts()
+    return TargetLost(
+        at_wall=first,
+        level=level.label if level is not None else None,
+        level_index=level.index if level is not None else None,
+        seconds_into_level=first - level.start_wall if level is not None else None,
+        requests=int(after.sum()),
+        kinds={str(k): int(n) for k, n in counts.items()},
+        last_success_wall=last_ok,
+    )
+
+
+def lost_capacity_message(levels: Sequence[LevelResult], lost: TargetLost) -> str | None:
+    """The capacity sentence when the outage decides it: the outage first, then what held before it.
+
+    None when the outage came after the level it happened in was judged a pass (in its hold,
+    after its window): every verdict was then made on a live server, and the warning says the rest.
+    What held is the passing run of levels, lowest first, among those that began before the outage
+    (a refine probe sent to a dead server fails, whatever its load) and below the level it hit.
+    """
+    at = next((lv for lv in levels if lv.index == lost.level_index), None)
+    if at is not None and at.status == "pass":
+        return None
+    live = sorted((lv for lv in levels if lv.status != "no_data" and lv is not at and lv.start_wall < lost.at_wall
+                   and (at is None or lv.load < at.load)), key=lambda lv: lv.load)
+    held = None
+    for lv in live:
+        if lv.status != "pass":
+            break
+        held = lv
+    return lost_message(lost, held.label if held is not None else None)
+
+
+def lost_message(lost: TargetLost, held: str | None) -> str:
+    """The capacity sentence of a run whose target went away: the outage first, then what held before it."""
+    before = (f" Before it, the endpoint held {held} within the SLOs: a lower bound, since from there on "
+              "the run measured the outage, not the load." if held else " No level passed before it.")
+    text = lost.words()
+    return f"{text[0].upper()}{text[1:]}.{before}"

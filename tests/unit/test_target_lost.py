@@ -1,0 +1,67 @@
+"""A target that stops answering mid-run is an outage in the verdict's words, not a capacity.
+
+A trial killed llama-server 2 s into the second level: every request after that was refused
+(``connect``) or cut (``disconnect``), all counted, and the run said "This endpoint holds 1
+concurrent user within the SLOs; at 2 the p95 TTFT is unbounded …", exit 0, with autoscaling
+advice. The records here are synthetic (tests/support/synthetic.py), analyzed by the real pipeline.
+"""
+
+from __future__ import annotations
+
+from support.synthetic import closed_loop_rows, failed_row, level_plan, run_dict, to_frame
+
+from loadtest.analysis import analyze
+from loadtest.analysis.slo import SloSpec
+from loadtest.report.summary import summary_dict
+
+SLO = {"ttft_ms": {"p95": 1000}, "max_error_rate": 0.01}
+
+
+def _run(kind: str = "connect", dies_at_s: float | None = 2.0, comes_back: bool = False, n_after: int = 20):
+    plan = level_plan([1, 2], 8.0)
+    rows = closed_loop_rows(0, 1, plan[0]["start_wall"], 8.0, seed=1)
+    live = closed_loop_rows(1, 2, plan[1]["start_wall"], 8.0, seed=2)
+    if dies_at_s is None:
+        rows += live
+    else:
+        death = plan[1]["start_wall"] + dies_at_s
+        rows += [r for r in live if r["start_wall"] + r["e2e_ms"] / 1000 < death]
+        step = (8.0 - dies_at_s - 0.5) / n_after
+        for i in range(n_after):
+            t = death + i * step
+            rows.append(failed_row(kind, e2e_ms=2.0, request_id=f"lost-{i}", user=i % 2, level=2, level_index=1,
+                                   start_wall=t))
+        if comes_back:  # the server restarted: answers again before the level's end
+            rows += [r for r in live if r["start_wall"] > death + step * n_after]
+    run = run_dict(plan, slo=SLO)
+    return analyze(to_frame(rows), run, SloSpec.from_dict(SLO), resamples=200)
+
+
+def test_a_target_that_stopped_answering_is_said_to_have_and_its_capacity_is_a_lower_bound():
+    analysis = _run()
+    lost = analysis.target_lost
+    assert lost is not None and lost.kinds == {"connect": 20} and lost.requests == 20
+    assert lost.level_index == 1 and abs(lost.seconds_into_level - 2.0) < 0.3
+    message = analysis.capacity.message
+    assert message.startswith("The target stopped answering 2.") and "into the level of 2 concurrent users" in message
+    assert "Before it, the endpoint held 1 concurrent user within the SLOs: a lower bound" in message
+    assert "p95 TTFT is unbounded" not in message  # the load's words for the outage's effect
+    assert analysis.warnings[0].startswith("the target stopped answering")
+    summary = summary_dict(analysis)
+    assert summary["target_lost"]["requests"] == 20 and summary["target_lost"]["level_index"] == 1
+    assert summary["capacity"]["concurrency"] == 1  # what held before it stays, as the lower bound
+
+
+def test_a_server_that_answers_to_the_end_or_comes_back_is_not_lost():
+    assert _run(dies_at_s=None).target_lost is None
+    back = _run(comes_back=True, n_after=10)
+    assert back.target_lost is None  # an outage the error budget judges, not the end of the target
+    assert "held" not in back.capacity.message
+
+
+def test_a_live_servers_answers_are_never_an_outage():
+    # timeouts and 5xx come from a server that is there; a handful of refusals is not an outage either
+    assert _run(kind="timeout").target_lost is None
+    assert _run(kind="http_5xx").target_lost is None
+    assert _run(n_after=4).target_lost is None
+    assert _run(kind="disconnect").target_lost is not None
