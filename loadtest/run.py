@@ -175,6 +175,13 @@ def _run_in_folder(scenario: Scenario, options: RunOptions, run_dir: Path, guard
                 scraper.stop()  # the run ends here: no levels, so no scrape health to record
             raise
     state.record.preflight = pre.to_record()
+    if scenario.hardware is not None and state.record.model_meta is None:
+        # the roofline's model size: what the server tells (llama.cpp's /v1/models meta) where the
+        # scenario's model: does not (a run read "declare hardware: and model:" with both declared)
+        from loadtest.server_facts import read_server_facts  # urllib: only for a roofline run
+
+        state.record.model_meta = {k: v for k, v in read_server_facts(scenario.target).items()
+                                   if k in ("n_params", "size", "n_ctx_train")} or None
     state.record.warmup_requests = WarmupRequests(sent=len(warm), failed=sum(1 for r in warm if not r.ok))
     console.print(
         f"preflight ok: {_first_answer(pre)}, tokens from {pre.token_source}; {len(warm)} warm-up requests sent"

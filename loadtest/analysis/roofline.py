@@ -31,11 +31,24 @@ def fit_bound(side: str) -> str:
     return "compute" if side == "steep" else FIT_BELOW_KNEE
 
 
-def bound_words(bound: str) -> str:
-    """A bound in a sentence: 'memory-bound', or what the fit alone can say."""
+def bound_words(bound: str, missing: str | None = None) -> str:
+    """A bound in a sentence: 'memory-bound', or what the fit alone can say.
+
+    ``missing``: what the roofline lacks to tell which (:func:`roofline_missing`); the hint named
+    both sections even to a run that had declared them and lacked only the parameter count.
+    """
     if bound == FIT_BELOW_KNEE:
-        return "below the knee: memory- or overhead-bound (declare hardware: and model: to tell which)"
+        need = {"model.params_b": "declare model.params_b (the server does not tell its parameter count)",
+                "hardware": "declare hardware: to tell which"}.get(missing or "", "declare hardware: and model: to tell which")
+        return f"below the knee: memory- or overhead-bound ({need})"
     return f"{bound}-bound"
+
+
+def roofline_missing(ceilings: Any, model: Any) -> str | None:
+    """What the roofline lacks: ``"hardware"``, ``"model.params_b"``, or None when it has both."""
+    if ceilings is None:
+        return "hardware"
+    return "model.params_b" if model is None else None
 
 #: Measured more than this many times the higher floor (efficiency below 1/3) is ``overhead``.
 #: Well-tuned decode reaches 60-90% of memory bandwidth; a third leaves room for honest

@@ -23,7 +23,7 @@ from loadtest.analysis.columns import boolean, numeric
 from loadtest.analysis.decode_fit import DecodeFit, DecodePoint, fit_decode, knee_bracket, probes_between
 from loadtest.analysis.prefill_fit import PrefillFit, fit_prefill
 from loadtest.profile.plan import ProfilePlan, decode_scenario, prefill_scenario
-from loadtest.profile.server_facts import read_server_facts
+from loadtest.server_facts import read_server_facts
 from loadtest.records_stream import read_scalars
 from loadtest.run import RunOptions, make_run_dir, run_scenario
 from loadtest.scenario import Scenario

@@ -16,7 +16,7 @@ from typing import Any
 from loadtest.analysis.bounds import PREFILLS_IN_MEDIAN, fit_run, level_bounds, prefills_per_step
 from loadtest.analysis.capacity_limit import capacity_limit
 from loadtest.analysis.decode_fit import describe_decode
-from loadtest.analysis.roofline import bound_words
+from loadtest.analysis.roofline import bound_words, roofline_missing
 from loadtest.analysis.run_cost import run_cost
 from loadtest.analysis.stack import resolve_run
 
@@ -62,13 +62,15 @@ def why(analysis: Any) -> tuple[dict[str, Any] | None, dict[int, dict[str, Any]]
         # past the knee, the most newcomers admitted a step (null without a knee): above ln 2 the
         # knee may be the prefills' (analysis/bounds.py prefills_per_step)
         "prefills_per_step_past_knee": _r(prefills, 2) if prefills is not None else None,
+        # what the roofline lacks to name the bound: "hardware", "model.params_b", or null
+        "roofline_missing": roofline_missing(ceilings, model),
     }
     return out, {i: b.to_dict() for i, b in bounds.items()}
 
 
 def capacity_bound_words(fit: dict[str, Any]) -> str:
     """``decode_fit.bound_at_capacity`` in words, with the prefills' doubt where the knee has it."""
-    words = bound_words(fit["bound_at_capacity"])
+    words = bound_words(fit["bound_at_capacity"], fit.get("roofline_missing"))
     if fit["bound_at_capacity"] == "compute" and (fit.get("prefills_per_step_past_knee") or 0) > PREFILLS_IN_MEDIAN:
         words += " or slowed by those prompts"
     return words

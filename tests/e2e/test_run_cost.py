@@ -71,6 +71,27 @@ def test_decode_fit_and_bounds_on_an_ordinary_run(run_dir):
         # scrapes saw 3 running at 4 users. One user fewer than the level's is the truth's range.
         assert level["concurrency"] - 1 <= level["bound"]["sequences"] <= level["concurrency"]
     assert "no knee seen" in fit["sentence"]
+    # what the roofline lacks is named: hardware is declared, the parameter count is not (a trial read
+    # "declare hardware: and model: to tell which" with both sections declared)
+    assert fit["roofline_missing"] == "model.params_b"
+    assert json.loads((run_dir / "run.json").read_text())["model_meta"] is None  # the default mock tells none
+
+
+def test_a_run_with_hardware_reads_the_model_size_the_server_tells(tmp_path):
+    """llama.cpp's /v1/models meta (n_params, size) is read by run, not only by profile: run.json's
+    model_meta was never written, so a roofline run lacked the model size the server tells."""
+    roofline = ["--roofline-hbm-gbps", "1000", "--roofline-tflops", "16", "--roofline-params-b", "8",
+                "--roofline-bytes-per-weight", "2", "--roofline-overhead-ms", "0.5"]
+    with MockServer(roofline) as mock:
+        scenario = write_scenario(tmp_path, mock.base_url, load={"levels": [1, 2], "level_duration_s": 3, "warmup_s": 0.5},
+                                  hardware={"hbm_gbps": 1000, "tflops": 16})
+        result = loadtest("run", str(scenario), "--out", str(tmp_path / "run"), timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    meta = json.loads((tmp_path / "run" / "run.json").read_text())["model_meta"]
+    assert meta["n_params"] == 8e9 and meta["size"] == 16e9, meta
+    fit = json.loads((tmp_path / "run" / "summary.json").read_text())["decode_fit"]
+    assert fit is None or fit["roofline_missing"] is None, fit
+    assert "declare hardware: and model:" not in result.stdout
 
 
 def test_analyze_reprices_with_the_flag(run_dir):

@@ -1,5 +1,8 @@
 """What the server says about its model: llama.cpp's ``/v1/models`` meta and ``/props`` context.
 
+Read by ``profile`` (its ladder and roofline) and by ``run`` when the scenario declares
+``hardware:`` (run.json's ``model_meta``, for the roofline of the bound at capacity).
+
 Why: the roofline needs the model's size, and the prompt ladder must fit the
 context. llama.cpp tells both (``meta.n_params``, ``meta.size``, and the
 per-slot ``n_ctx`` in ``/props``); vLLM tells ``max_model_len`` in
