@@ -313,7 +313,7 @@ def _judge(
     The samples are made later, when :func:`level_changes` draws this run's replicates: a run's ITL
     samples are one per token, so only one run's are held at a time, and never while a run is analyzed.
     """
-    from loadtest.compare.stationarity import drift_warning, drifting_levels  # scipy: only with records
+    from loadtest.compare.stationarity import drift_warning, drifting_levels  # pandas: only with records
 
     samples: Callable[[], dict[int, LevelSamples]] | None = None
     drifting: dict[int, Any] = {}

@@ -1,15 +1,23 @@
-"""Is a level steady? Its first half against its second, before the gate compares it at all.
+"""Is a level steady? Whether its server changed while it ran, before the gate compares it at all.
 
 A level whose server was still warming up, or that a neighbour joined half way,
 measures two servers: its percentiles describe neither, and comparing them with
-another run's says nothing about a change. Each level's measured requests are
-split at the middle of its measured window (by start time); per request the
-decode speed (TPOT) is compared between halves, else the whole time (e2e).
-A level *drifts* when the two halves' medians differ by more than the
-tolerance and a Mann-Whitney U test (scipy) says the halves differ
-(p < :data:`MAX_PVALUE`): both, so a big but noisy or a tiny but certain
-difference is not flagged. The gate treats every check at a drifting level as
-inconclusive and says why.
+another run's says nothing about a change. Per request the decode speed (TPOT) is
+looked at, else the whole time (e2e, for one-token replies). A level *drifts* when
+both hold:
+
+- its change is not chance: :func:`loadtest.compare.drift_scan.drift_pvalue`, a test
+  on blocks of consecutive requests (p < :data:`MAX_PVALUE`). Not a test on the
+  requests: in a closed loop they share the server's every decode step and stall, so
+  they are not independent, and a rank test over them flagged 9 of 33 levels of an
+  unchanged llama-server (that module says why and how well the blocks do);
+- its size is past the gate's tolerance: the medians of the halves of its measured
+  window (split at the middle, by start time) differ by more than it. A change the
+  gate would call within tolerance cannot explain a change the gate judges, and a
+  server that wanders by more than the tolerance has that wander in the run-to-run
+  noise a history measures.
+
+The gate treats every check at a drifting level as inconclusive and says why.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import pandas as pd
 
 from loadtest.analysis.capacity import fmt_ms
 from loadtest.analysis.windows import level_windows
+from loadtest.compare.drift_scan import drift_pvalue
 
 MAX_PVALUE = 0.001
 #: Requests per half below which no drift can be told from noise.
@@ -34,6 +43,7 @@ class Drift:
     first: float  # median, first half (ms)
     second: float
     pvalue: float
+    blocks: int = 0  # blocks of consecutive requests the test compared (0: not told)
 
     @property
     def change(self) -> float:
@@ -42,14 +52,15 @@ class Drift:
     def text(self) -> str:
         return (f"the level at {self.concurrency} users drifted within the run: median {self.metric} "
                 f"{fmt_ms(self.first)} ms in its first half, {fmt_ms(self.second)} ms in its second "
-                f"({self.change * 100:+.1f}%, p = {self.pvalue:.1g})")
+                f"({self.change * 100:+.1f}%, p = {self.pvalue:.1g}{self._over()})")
+
+    def _over(self) -> str:
+        return f" over {self.blocks} blocks of consecutive requests" if self.blocks else ""
 
 
 def drifting_levels(requests: pd.DataFrame, run: dict, frame: pd.DataFrame, tolerance: float) -> dict[int, Drift]:
-    """The levels (by concurrency) whose two halves differ beyond ``tolerance`` and beyond chance."""
-    # scipy: start-up time, only when a gate checks its levels for drift
-    from scipy.stats import mannwhitneyu
-
+    """The levels (by concurrency) whose speed changed beyond chance and whose halves differ beyond
+    ``tolerance``."""
     windows, _ = level_windows(run, requests)
     start = frame["start_wall"].to_numpy(dtype=float)
     pos = frame["pos"].to_numpy()
@@ -60,13 +71,13 @@ def drifting_levels(requests: pd.DataFrame, run: dict, frame: pd.DataFrame, tole
         mine = measured & (pos == p)
         for metric, column in (("tpot_ms", "tpot_sample"), ("e2e_ms", "e2e_sample")):
             values = frame[column].to_numpy(dtype=float)
-            ok = mine & np.isfinite(values)
+            ok = mine & np.isfinite(values) & (values > 0)
             first, second = values[ok & (start < mid)], values[ok & (start >= mid)]
             if min(len(first), len(second)) < MIN_PER_HALF:
                 continue
-            m1, m2 = float(np.median(first)), float(np.median(second))
-            pvalue = float(mannwhitneyu(first, second, alternative="two-sided").pvalue)
-            drift = Drift(window.concurrency, metric, m1, m2, pvalue)
+            order = np.argsort(start[ok], kind="stable")
+            pvalue, blocks = drift_pvalue(np.log(values[ok][order]))
+            drift = Drift(window.concurrency, metric, float(np.median(first)), float(np.median(second)), pvalue, blocks)
             if abs(drift.change) > tolerance and pvalue < MAX_PVALUE:
                 out[window.concurrency] = drift
             break  # TPOT when a level has it; e2e only for one-token replies
