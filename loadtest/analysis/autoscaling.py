@@ -55,12 +55,11 @@ from loadtest.analysis.fleet import Imbalance, imbalance_sentence
 from loadtest.analysis.results import Capacity, LevelResult, fmt_rate
 from loadtest.analysis.server import ServerView, SignalStats
 from loadtest.analysis.signals import ROLE_LABELS, Signal, role_rank
+from loadtest.analysis.thresholds import NOTHING_WAITS, fmt_signal
+from loadtest.analysis.thresholds import signal_threshold as _threshold
 
 DEFAULT_HEADROOM = 0.20
 DEFAULT_TRAFFIC_GROWTH = 0.10  # per minute
-#: Waiting below this (p50) at capacity counts as "nothing waits": arrivals sit in the
-#: queue until the next engine step, so a scrape now and then sees one in passing.
-NOTHING_WAITS = 0.5
 #: A signal is said to rise from the capacity level to the first failing one only from this many
 #: scrapes at each: a trial's levels, decided in a few seconds at the default 1 s interval, had 3,
 #: whose medians aliased with the 1 s request cycle (running read 8 at both 8 and 10 users, waiting
@@ -187,14 +186,6 @@ def level_at(levels: Sequence[LevelResult], concurrency: int | None, rate: float
     return max(same, key=lambda lv: lv.index) if same else None
 
 
-def fmt_signal(value: float | None, fraction: bool) -> str:
-    """A server signal's value as the thresholds' sentences and the report's tables show it (one
-    format, so a threshold cell and its sentence agree: they once read 2.3% and "above 2%")."""
-    if value is None or math.isnan(value):
-        return "–"
-    return f"{value:.1%}" if fraction else f"{value:g}"
-
-
 def _typical_below(server: ServerView, levels: Sequence[LevelResult], capacity: float, metric: str) -> float:
     """The largest median of ``metric`` over the levels up to the capacity (what is normal while the SLO holds)."""
     medians = [
@@ -202,43 +193,6 @@ def _typical_below(server: ServerView, levels: Sequence[LevelResult], capacity: 
         if lv.load <= capacity and (st := server.pod_stats(lv.index, metric)) is not None and st.n
     ]
     return max(medians, default=math.nan)
-
-
-def _threshold(
-    signal: Signal, cap: SignalStats, fail: SignalStats | None, headroom: float, typical: float
-) -> tuple[float | None, str]:
-    """The scale-out threshold for one signal, and why (one sentence).
-
-    ``typical`` is the signal's largest median over the passing levels: for waiting requests,
-    whether requests queue while the SLO still holds.
-    """
-    if cap.n == 0 or math.isnan(cap.p50):
-        return None, "no sample at the capacity level"
-    frac = signal.is_fraction
-    at_cap = f"at capacity the server reports p50 {fmt_signal(cap.p50, frac)} (p95 {fmt_signal(cap.p95, frac)})"
-    at_fail = (
-        f", at the first failing level p50 {fmt_signal(fail.p50, frac)} (p95 {fmt_signal(fail.p95, frac)})"
-        if fail is not None and fail.n
-        else ""
-    )
-    if signal.role == "waiting":
-        if typical < NOTHING_WAITS:
-            if fail is not None and fail.n and fail.p50 >= NOTHING_WAITS:
-                why = "requests rarely wait while the SLO holds (median 0) and wait once it breaks: scale out as soon as requests wait"
-            else:
-                why = "requests rarely wait while the SLO holds (median 0): scale out as soon as requests wait"
-            return 1.0, f"{at_cap}{at_fail}; {why} (this fires at the edge, without headroom of its own)."
-        below = round(cap.p50 * (1 - headroom), 2)
-        value = max(1.0, below)
-        # a count under 1 is no trigger: floored there, the threshold is not "20% below" anything
-        how = (f"{headroom:.0%} below" if below >= 1.0 else
-               f"the least a count of requests can trigger on; {headroom:.0%} below the median would be {below:g}")
-        return value, (
-            f"{at_cap}{at_fail}; requests already wait while the SLO holds (arrivals queue for the next step), "
-            f"so waiting is a weak trigger: scale out above {value:g} waiting per replica ({how})."
-        )
-    value = round(cap.p50 * (1 - headroom), 3 if frac else 2)
-    return value, f"{at_cap}{at_fail}; scale out above {fmt_signal(value, frac)} per replica, {headroom:.0%} below the value at capacity."
 
 
 def _too_few_scrapes(cap: SignalStats, fail: SignalStats | None) -> bool:
