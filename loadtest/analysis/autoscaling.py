@@ -23,13 +23,16 @@ headroom wins.
 
 Per signal role:
 
-* running requests (and any count that follows concurrency): ``p50 at capacity × (1 − h)``;
+* running requests (and any count that follows concurrency): ``value at capacity × (1 − h)``, where
+  the value is the scrapes' median in closed loop, their time average in open loop and trace replay,
+  and with fewer than 8 scrapes there the client's time average of requests in flight, or no
+  threshold at all (analysis/thresholds.py says which, and why);
 * waiting requests: when nothing typically waits while the SLO holds (median 0 at every level up
   to capacity; an arrival waits for the next engine step, so a scrape may catch one in passing)
   but requests wait at the first failing level, any waiting is the sign of overload: threshold 1 per replica (it fires at the edge,
   so it carries no headroom of its own: pair it with the running threshold);
-  otherwise ``p50 at capacity × (1 − h)``, at least 1;
-* KV cache usage: ``p50 at capacity × (1 − h)`` (a fraction).
+  otherwise ``value at capacity × (1 − h)``, at least 1;
+* KV cache usage: ``value at capacity × (1 − h)`` (a fraction).
 
 The **best** signal is the first, in the order running requests, waiting
 requests, KV cache, of those that *rise* from the capacity level to the
@@ -55,12 +58,12 @@ from loadtest.analysis.fleet import Imbalance, imbalance_sentence
 from loadtest.analysis.results import Capacity, LevelResult, fmt_rate
 from loadtest.analysis.server import ServerView, SignalStats
 from loadtest.analysis.signals import ROLE_LABELS, Signal, role_rank
+from loadtest.analysis.thresholds import (MIN_GAUGE_SCRAPES, NOTHING_WAITS, PLACEHOLDER, any_waiting_rule, fmt_signal,
+                                          threshold_basis)
+from loadtest.analysis.thresholds import signal_threshold as _threshold
 
 DEFAULT_HEADROOM = 0.20
 DEFAULT_TRAFFIC_GROWTH = 0.10  # per minute
-#: Waiting below this (p50) at capacity counts as "nothing waits": arrivals sit in the
-#: queue until the next engine step, so a scrape now and then sees one in passing.
-NOTHING_WAITS = 0.5
 #: A signal is said to rise from the capacity level to the first failing one only from this many
 #: scrapes at each: a trial's levels, decided in a few seconds at the default 1 s interval, had 3,
 #: whose medians aliased with the 1 s request cycle (running read 8 at both 8 and 10 users, waiting
@@ -141,6 +144,16 @@ class SignalRecommendation:
     why: str
     separates: bool  # its median rises from the capacity level to the first failing one
     separation: float  # (failing p50 − capacity p50) / failing p50; 0 when it does not rise
+    #: What the threshold is set on (analysis/thresholds.py): "p50", "time_mean", "client_in_flight",
+    #: "rule" (waiting's "any request waits", no value), or None where nothing at capacity was measured
+    #: well enough; and that value (before headroom).
+    basis: str | None = None
+    basis_value: float | None = None
+
+    @property
+    def placeholder(self) -> bool:
+        """Scraped at capacity, but too few times for a threshold: the manifests leave it to fill in."""
+        return self.threshold is None and self.at_capacity.n > 0
 
 
 @dataclass
@@ -187,14 +200,6 @@ def level_at(levels: Sequence[LevelResult], concurrency: int | None, rate: float
     return max(same, key=lambda lv: lv.index) if same else None
 
 
-def fmt_signal(value: float | None, fraction: bool) -> str:
-    """A server signal's value as the thresholds' sentences and the report's tables show it (one
-    format, so a threshold cell and its sentence agree: they once read 2.3% and "above 2%")."""
-    if value is None or math.isnan(value):
-        return "–"
-    return f"{value:.1%}" if fraction else f"{value:g}"
-
-
 def _typical_below(server: ServerView, levels: Sequence[LevelResult], capacity: float, metric: str) -> float:
     """The largest median of ``metric`` over the levels up to the capacity (what is normal while the SLO holds)."""
     medians = [
@@ -204,41 +209,15 @@ def _typical_below(server: ServerView, levels: Sequence[LevelResult], capacity: 
     return max(medians, default=math.nan)
 
 
-def _threshold(
-    signal: Signal, cap: SignalStats, fail: SignalStats | None, headroom: float, typical: float
-) -> tuple[float | None, str]:
-    """The scale-out threshold for one signal, and why (one sentence).
+def _in_flight_per_replica(level: LevelResult, share: int) -> float | None:
+    """The client's time average of requests in flight at ``level``, per replica (open loop only)."""
+    in_flight = (level.open_loop or {}).get("mean_in_flight")
+    return None if in_flight is None else in_flight / share
 
-    ``typical`` is the signal's largest median over the passing levels: for waiting requests,
-    whether requests queue while the SLO still holds.
-    """
-    if cap.n == 0 or math.isnan(cap.p50):
-        return None, "no sample at the capacity level"
-    frac = signal.is_fraction
-    at_cap = f"at capacity the server reports p50 {fmt_signal(cap.p50, frac)} (p95 {fmt_signal(cap.p95, frac)})"
-    at_fail = (
-        f", at the first failing level p50 {fmt_signal(fail.p50, frac)} (p95 {fmt_signal(fail.p95, frac)})"
-        if fail is not None and fail.n
-        else ""
-    )
-    if signal.role == "waiting":
-        if typical < NOTHING_WAITS:
-            if fail is not None and fail.n and fail.p50 >= NOTHING_WAITS:
-                why = "requests rarely wait while the SLO holds (median 0) and wait once it breaks: scale out as soon as requests wait"
-            else:
-                why = "requests rarely wait while the SLO holds (median 0): scale out as soon as requests wait"
-            return 1.0, f"{at_cap}{at_fail}; {why} (this fires at the edge, without headroom of its own)."
-        below = round(cap.p50 * (1 - headroom), 2)
-        value = max(1.0, below)
-        # a count under 1 is no trigger: floored there, the threshold is not "20% below" anything
-        how = (f"{headroom:.0%} below" if below >= 1.0 else
-               f"the least a count of requests can trigger on; {headroom:.0%} below the median would be {below:g}")
-        return value, (
-            f"{at_cap}{at_fail}; requests already wait while the SLO holds (arrivals queue for the next step), "
-            f"so waiting is a weak trigger: scale out above {value:g} waiting per replica ({how})."
-        )
-    value = round(cap.p50 * (1 - headroom), 3 if frac else 2)
-    return value, f"{at_cap}{at_fail}; scale out above {fmt_signal(value, frac)} per replica, {headroom:.0%} below the value at capacity."
+
+def _waiting_at(server: ServerView, level: LevelResult) -> SignalStats | None:
+    waiting = server.first_of_role("waiting")
+    return server.pod_stats(level.index, waiting.metric) if waiting is not None else None
 
 
 def _too_few_scrapes(cap: SignalStats, fail: SignalStats | None) -> bool:
@@ -298,12 +277,15 @@ def recommend(
             cap = server.pod_stats(cap_level.index, signal.metric) or SignalStats()
             fail = server.pod_stats(fail_level.index, signal.metric) if fail_level is not None else None
             typical = _typical_below(server, levels, cap_level.load, signal.metric)
-            threshold, why = _threshold(signal, cap, fail, headroom, typical)
+            basis = threshold_basis(signal, cap, capacity.rate_rps is not None,
+                                    _in_flight_per_replica(cap_level, share), _waiting_at(server, cap_level))
+            threshold, why = _threshold(signal, cap, fail, headroom, typical, basis)
             sep = 0.0 if _too_few_scrapes(cap, fail) else _separation(signal, cap, fail, typical)
-            result.signals.append(
-                SignalRecommendation(signal.metric, signal.server, signal.role, cap, fail, threshold, why, sep > 0, sep)
-            )
-        usable = [s for s in result.signals if s.threshold is not None]
+            kind, value = ("rule", None) if any_waiting_rule(signal, typical) and threshold else (basis.kind, basis.value)
+            result.signals.append(SignalRecommendation(
+                signal.metric, signal.server, signal.role, cap, fail, threshold, why, sep > 0, sep, kind, value))
+        # a placeholder's signal stays the trigger its role makes it: its threshold is to fill in, not another signal's
+        usable = [s for s in result.signals if s.threshold is not None or s.placeholder]
         separating = [s for s in usable if s.separates]
         if usable:
             result.best = min(separating or usable, key=lambda s: role_rank(s.role)).metric
@@ -362,6 +344,19 @@ def _closed_loop_sentences(result: Autoscaling, capacity: Capacity) -> list[str]
     return parts
 
 
+def _load_source(running: SignalRecommendation) -> str:
+    """Where the running count at capacity came from, when not plainly the scrapes' median."""
+    n, median = running.at_capacity.n, fmt_signal(running.at_capacity.p50, False)
+    if running.basis == "time_mean":
+        return f": the time average of {n} scrapes, whose median is {median}"
+    if running.basis == "client_in_flight":
+        return (f": the client's time average of requests in flight, which counts the same requests while none "
+                f"waits; the {n} scrapes there, median {median}, are too few to average")
+    if running.placeholder:
+        return f": the median of only {n} scrapes, too few to measure a threshold on"
+    return ""
+
+
 def _signal_sentences(result: Autoscaling, fail: float | None) -> list[str]:
     """What the server reported at capacity, and the recommended server-side trigger."""
     parts: list[str] = []
@@ -369,12 +364,14 @@ def _signal_sentences(result: Autoscaling, fail: float | None) -> list[str]:
     waiting = next((s for s in result.signals if s.role == "waiting"), None)
     if running is not None and running.at_capacity.n:
         who = "each replica runs" if (result.replicas or 1) > 1 else "the server runs"
-        runs = running.at_capacity.p50
-        seen = f"{who} {runs:g} request{'' if runs == 1 else 's'}"
+        averaged = running.basis in ("time_mean", "client_in_flight")
+        runs = round(running.basis_value, 2) if averaged else running.at_capacity.p50
+        seen = f"{who} {runs:g} request{'' if runs == 1 else 's'}" + (" on average" if averaged else "")
         if waiting is not None and waiting.at_capacity.n:
-            seen += f" with {waiting.at_capacity.p50:g} waiting"
+            queued = round(waiting.at_capacity.mean, 2) if averaged else waiting.at_capacity.p50
+            seen += f" with {queued:g} waiting"
         where = f"the mean over replicas; {running.metric}" if who.startswith("each") else running.metric
-        parts.append(f"At capacity {seen} ({where}).")
+        parts.append(f"At capacity {seen} ({where}{_load_source(running)}).")
     best = result.best_signal()
     if best is None:
         parts.append("No known signal was measured at the capacity level, so no server-side trigger is recommended.")
@@ -382,6 +379,8 @@ def _signal_sentences(result: Autoscaling, fail: float | None) -> list[str]:
     label = ROLE_LABELS.get(best.role, best.role)
     rule = (
         "when any request waits" if best.role == "waiting" and best.threshold == 1.0
+        else f"when {best.metric} > {PLACEHOLDER} per replica (to fill in: {best.at_capacity.n} scrapes at capacity "
+        f"are too few to measure it, at least {MIN_GAUGE_SCRAPES})" if best.placeholder
         else f"when {best.metric} > {fmt_signal(best.threshold, best.role == 'kv_cache')} per replica"
     )
     extra = ""

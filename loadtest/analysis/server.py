@@ -44,6 +44,9 @@ class SignalStats:
     p95: float = math.nan
     max: float = math.nan
     n: int = 0
+    #: The time-weighted mean over the window (:func:`time_weighted_mean`): what an open loop's
+    #: thresholds are set on (analysis/thresholds.py).
+    mean: float = math.nan
 
 
 @dataclass
@@ -128,8 +131,27 @@ def window_stats(wall: np.ndarray, value: np.ndarray, start: float, end: float) 
     if not len(v):
         return SignalStats()
     return SignalStats(
-        p50=float(np.percentile(v, 50)), p95=float(np.percentile(v, 95)), max=float(v.max()), n=int(len(v))
+        p50=float(np.percentile(v, 50)), p95=float(np.percentile(v, 95)), max=float(v.max()), n=int(len(v)),
+        mean=time_weighted_mean(wall[inside], v, start, end),
     )
+
+
+def time_weighted_mean(wall: np.ndarray, value: np.ndarray, start: float, end: float) -> float:
+    """The gauge's average over ``[start, end)``, each scrape standing for the time nearest to it.
+
+    A gauge is read at instants; the level's load is its average over time (Little's law's
+    requests in flight). At a steady interval this is the scrapes' plain mean; when the scraper
+    was late (it runs at nice 19, so a busy host delays it), a scrape after a long gap stands for
+    that gap, not for one interval. Scrapes are the ones inside the window, in any order.
+    """
+    if not len(wall) or not end > start:
+        return math.nan
+    order = np.argsort(wall, kind="stable")
+    t, v = wall[order], value[order]
+    edges = np.concatenate(([start], (t[1:] + t[:-1]) / 2.0, [end]))
+    weights = np.clip(np.diff(edges), 0.0, None)
+    total = weights.sum()
+    return float((weights * v).sum() / total) if total > 0 else float(v.mean())
 
 
 def scrape_health(samples: pd.DataFrame, spans: Sequence[tuple[int, float, float]]) -> tuple[dict[int, ScrapeHealth], ScrapeHealth]:

@@ -24,6 +24,7 @@ from pathlib import Path
 from loadtest.analysis.results import Analysis, fmt_rate
 from loadtest.analysis.cost import replicas_for
 from loadtest.analysis.run_cost import peak_plan
+from loadtest.analysis.thresholds import PLACEHOLDER
 from loadtest.records import replace_text
 
 AUTOSCALING_YAML = "autoscaling.yaml"
@@ -37,8 +38,9 @@ MAX_REPLICAS = 4
 ANY_WAITING_TARGET = 0.5
 
 
-def autoscaler_target(best) -> float:
-    """The value the manifests aim for: the threshold, except "any request waits" (see above)."""
+def autoscaler_target(best) -> float | None:
+    """The value the manifests aim for: the threshold, except "any request waits" (see above); None for a
+    threshold the run did not measure (too few scrapes), which the manifests leave as a placeholder."""
     if best.role == "waiting" and best.threshold == 1.0:
         return ANY_WAITING_TARGET
     return best.threshold
@@ -48,6 +50,8 @@ def _trigger(best) -> str:
     """The trigger in words: "> threshold", or for waiting requests at the any-request-waits threshold, "≥ 1"."""
     if best.role == "waiting" and best.threshold == 1:
         return f"{best.metric} >= 1 (any request waits)"
+    if best.threshold is None:
+        return f"{best.metric} > {PLACEHOLDER}"
     return f"{best.metric} > {best.threshold:g}"
 
 
@@ -125,10 +129,12 @@ def render_autoscaling_yaml(analysis: Analysis) -> str:
     a = analysis.autoscaling
     head = _comment(f"autoscaling.yaml, written by loadtest for run '{analysis.name}' from its measured capacity.")
     best = a.best_signal() if a is not None else None
-    if a is None or best is None or best.threshold is None:
+    if a is None or best is None or (best.threshold is None and not best.placeholder):
         why = a.paragraph if a is not None else "no analysis."
         return head + _comment("No manifest: there is no server-side signal to scale on. " + why)
     threshold = autoscaler_target(best)
+    # a threshold the run did not measure is written as a placeholder, never as the few scrapes' number
+    value, quantity = (PLACEHOLDER, PLACEHOLDER) if threshold is None else (f"{threshold:g}", k8s_quantity(threshold))
     top, top_why = _max_replicas(analysis)
     cap = analysis.capacity
     out = [
@@ -137,12 +143,15 @@ def render_autoscaling_yaml(analysis: Analysis) -> str:
         _comment(f"Trigger: {_trigger(best)} per replica. Why: {best.why}"
                  + (f" The manifests aim for {threshold:g} waiting per replica: both autoscalers add a replica "
                     "only when ceil(total / target) exceeds the replicas running, so at 1 one waiting request "
-                    "would not add one." if threshold != best.threshold else "")),
+                    "would not add one." if threshold != best.threshold else "")
+                 + (f" Replace {PLACEHOLDER} (the threshold, per replica) with a value measured with more scrapes "
+                    "per level, or leave the trigger out: this run cannot give one." if threshold is None else "")),
         _comment(a.paragraph),
         "#\n",
         _comment(
             "Two alternatives follow: apply ONE of them, not both (KEDA creates and owns an HPA of its own). "
-            "Replace every <PLACEHOLDER>: <NAMESPACE> and <DEPLOYMENT> (the model server's Deployment), "
+            "Replace every <PLACEHOLDER>: " + (f"{PLACEHOLDER} (see Why above), " if threshold is None else "")
+            + "<NAMESPACE> and <DEPLOYMENT> (the model server's Deployment), "
             "<PROMETHEUS_URL> (e.g. http://prometheus-operated.monitoring.svc:9090) and <POD_SELECTOR> "
             "(PromQL labels that pick this deployment's pods, e.g. namespace=\"llm\",pod=~\"vllm-.*\"). "
             + (f"maxReplicas ({top}) is the peak's: {top_why} (--peak-users / --peak-rps)."
@@ -176,7 +185,10 @@ def render_autoscaling_yaml(analysis: Analysis) -> str:
         f"        serverAddress: {_q('<PROMETHEUS_URL>')}\n",
         "        # The total over all replicas: KEDA divides it by the threshold to get the replica count.\n",
         f"        query: {_q(f'sum({best.metric}{{<POD_SELECTOR>}})')}\n",
-        f"        threshold: {_q(f'{threshold:g}')}  # per replica, from this run\n",
+        f"        threshold: {_q(value)}  # per replica, "
+        + ("not measured: fill in\n" if threshold is None else
+           "from this run: the client's requests in flight (see Why above)\n" if best.basis == "client_in_flight"
+           else "from this run\n"),
         "---\n",
         "# Option 2: HorizontalPodAutoscaler (autoscaling/v2) on the same signal as a Pods metric.\n",
         _comment(
@@ -204,7 +216,7 @@ def render_autoscaling_yaml(analysis: Analysis) -> str:
         f"          name: {_q(adapter_metric_name(best.metric))}\n",
         "        target:\n",
         "          type: AverageValue\n",
-        f"          averageValue: {_q(k8s_quantity(threshold))}  # {threshold:g} per replica\n",
+        f"          averageValue: {_q(quantity)}  # {value} per replica\n",
         "  behavior:\n",
         "    scaleUp:\n",
         "      stabilizationWindowSeconds: 0  # react at once: the headroom is sized for the scale-up time\n",

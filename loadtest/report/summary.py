@@ -16,7 +16,7 @@ Stable keys (others may be added, never renamed):
   ``target.replicas``, ``capacity.per_replica`` (see report/fleet_summary.py),
   ``server_metrics`` (url, signals, scrape health overall and per level) and
   ``autoscaling`` (``signals[]`` with ``metric, at_capacity, at_first_failing,
-  threshold, why``; ``target_concurrency_per_replica``; ``best``; ``headroom``);
+  threshold, basis, basis_value, why``; ``target_concurrency_per_replica``; ``best``; ``headroom``);
 * with request classes: ``levels[].classes[name]`` (the same level keys for
   that class alone, judged by its SLO), ``checks[].class``,
   ``capacity.binding_class``, ``capacity.classes[name]`` (each class's own
@@ -308,6 +308,9 @@ def autoscaling_dict(analysis: Analysis) -> dict[str, Any] | None:
                 "at_capacity": _signal_stats(s.at_capacity),
                 "at_first_failing": _signal_stats(s.at_first_failing),
                 "threshold": s.threshold,
+                # what the threshold is set on (p50, time_mean, client_in_flight; null: too few scrapes) and its value
+                "basis": s.basis,
+                "basis_value": _round(s.basis_value, 4),
                 "separates": s.separates,
                 "why": s.why,
             }
