@@ -238,6 +238,8 @@ def _threshold(
             f"so waiting is a weak trigger: scale out above {value:g} waiting per replica ({how})."
         )
     value = round(cap.p50 * (1 - headroom), 3 if frac else 2)
+    if not value > 0:  # "> 0 per replica" fires on any traffic (a profile's one-user run over two replicas read 0)
+        return None, f"{at_cap}{at_fail}; a threshold at 0 fires on any traffic: the capacity level ran too little load to set one."
     return value, f"{at_cap}{at_fail}; scale out above {fmt_signal(value, frac)} per replica, {headroom:.0%} below the value at capacity."
 
 
@@ -377,7 +379,8 @@ def _signal_sentences(result: Autoscaling, fail: float | None) -> list[str]:
         parts.append(f"At capacity {seen} ({where}).")
     best = result.best_signal()
     if best is None:
-        parts.append("No known signal was measured at the capacity level, so no server-side trigger is recommended.")
+        what = "read above 0" if any(s.at_capacity.n for s in result.signals) else "was measured"  # see _threshold
+        parts.append(f"No known signal {what} at the capacity level, so no server-side trigger is recommended.")
         return parts
     label = ROLE_LABELS.get(best.role, best.role)
     rule = (
