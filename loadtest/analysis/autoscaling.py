@@ -374,7 +374,8 @@ def _signal_sentences(result: Autoscaling, fail: float | None) -> list[str]:
         parts.append(f"At capacity {seen} ({where}{_load_source(running)}).")
     best = result.best_signal()
     if best is None:
-        parts.append("No known signal was measured at the capacity level, so no server-side trigger is recommended.")
+        what = "read above 0" if any(s.at_capacity.n for s in result.signals) else "was measured"  # see _threshold
+        parts.append(f"No known signal {what} at the capacity level, so no server-side trigger is recommended.")
         return parts
     label = ROLE_LABELS.get(best.role, best.role)
     rule = (

@@ -132,7 +132,16 @@ def client_in_batch(analysis: Any, level: Any) -> float:
 
 
 def fleet_replicas(analysis: Any) -> int | None:
-    """Replicas the client's requests were spread over, where the metrics name them (a fleet)."""
+    """Replicas the client's requests were spread over: the run's resolved count (``target.replicas``
+    where declared, the replicas the metrics name, or the processes that answered a balancer's one
+    metrics URL: :func:`loadtest.analysis.fleet.resolve_replicas`, as every per-replica figure of the
+    run takes it), else the replicas the metrics name.
+
+    The resolved count first: a fleet declared but not scraped per replica (no metrics, or only the
+    balancer's URL) spreads the client's requests all the same, and its batch is their share."""
+    resolved = getattr(getattr(analysis, "autoscaling", None), "replicas", None)
+    if resolved:
+        return int(resolved)
     server = getattr(analysis, "server", None)
     if server is None or getattr(server, "fleet", None) is None:
         return None

@@ -152,4 +152,6 @@ def signal_threshold(
             f"so waiting is a weak trigger: scale out above {value:g} waiting per replica ({how})."
         )
     value = round(basis.value * (1 - headroom), 3 if frac else 2)
+    if not value > 0:  # "> 0 per replica" fires on any traffic (a profile's one-user run over two replicas read 0)
+        return None, f"{at_cap}; a threshold at 0 fires on any traffic: the capacity level ran too little load to set one."
     return value, f"{at_cap}; scale out above {fmt_signal(value, frac)} per replica, {headroom:.0%} below {of} at capacity."

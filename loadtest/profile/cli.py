@@ -28,7 +28,8 @@ def add_profile_command(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--prefill-s", type=_positive_float, default=d.prefill_duration_s, metavar="S",
                    help="length of the prefill sweep, one user (default %(default)s)")
     g.add_argument("--max-batch", type=_positive_int, default=d.max_batch, metavar="N",
-                   help="largest batch of the decode ladder 1, 2, 4, ... (default %(default)s)")
+                   help="largest batch of the decode ladder 1, 2, 4, ..., in sequences per replica (against a fleet "
+                        "each level runs that many users per replica) (default %(default)s)")
     g.add_argument("--decode-level-s", type=_positive_float, default=d.decode_level_s, metavar="S",
                    help="length of each decode level (default %(default)s)")
     g.add_argument("--decode-prompt-tokens", type=_positive_int, default=d.decode_prompt_tokens, metavar="N",

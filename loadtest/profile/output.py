@@ -45,6 +45,7 @@ def _r(value: float | None, digits: int = 4) -> float | None:
 def profile_dict(data: ProfileData, ceilings: Ceilings | None, model: ModelSize | None) -> dict[str, Any]:
     """Everything the profile found, JSON-safe."""
     roof = ceilings is not None and model is not None
+    fleet = data.fleet
     prefill = None
     if data.prefill is not None:
         p = data.prefill
@@ -70,9 +71,13 @@ def profile_dict(data: ProfileData, ceilings: Ceilings | None, model: ModelSize 
         context = data.context_tokens if math.isfinite(data.context_tokens) else 0.0
         points = []
         for pt in d.points:
+            users = data.users.get(pt.sequences)
             row = {"sequences": pt.sequences, "itl_p50_ms": _r(pt.itl_p50_ms), "itl_p95_ms": _r(pt.itl_p95_ms),
                    "tpot_p50_ms": _r(pt.tpot_p50_ms),
-                   "tokens_per_s": _r(pt.tokens_per_s, 1), "fitted_ms": _r(d.step_ms(pt.sequences)),
+                   # the endpoint's (a fleet's: every replica's), and one replica's at this batch
+                   "tokens_per_s": _r(pt.tokens_per_s, 1),
+                   "tokens_per_s_per_replica": _r(fleet.tokens_per_s(pt.tokens_per_s, users), 1),
+                   "users": users, "fitted_ms": _r(d.step_ms(pt.sequences)),
                    "side": d.side(pt.sequences)}
             ctx = data.contexts.get(pt.sequences, context)
             reading = read_decode(ceilings, model, pt.itl_p50_ms, pt.sequences, ctx) if roof else None
@@ -104,6 +109,8 @@ def profile_dict(data: ProfileData, ceilings: Ceilings | None, model: ModelSize 
                 f"the server ran at most about {decode['slots']:g} sequences at once (its slots or batch limit): "
                 "levels with more users queued for a slot, so the decode curve ends there, and a larger "
                 "--max-batch measures nothing more")
+    if fleet.sentence():
+        sentences.insert(0, fleet.sentence())
     if data.prefill is not None:
         text = describe_prefill(data.prefill)
         if prefill and prefill.get("bound"):
@@ -116,6 +123,9 @@ def profile_dict(data: ProfileData, ceilings: Ceilings | None, model: ModelSize 
         "tool_version": __version__,
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "target": {"base_url": public_url(target.base_url), "model": target.model, "api": target.api},
+        # how many replicas the users were spread over (1: one server), and how that was learned
+        "replicas": fleet.replicas,
+        "replicas_source": fleet.source,
         "wall_s": _r(data.wall_s, 1),
         "complete": not data.interrupted,
         "runs": data.runs,
@@ -164,19 +174,35 @@ def _no_batching_words(decode: dict[str, Any]) -> str:
             "does not pay on this server (the step grows faster than the batch: its compute, or threads it shares)")
 
 
+def _decode_columns(fleet: bool) -> tuple[str, ...]:
+    """The decode table's columns; against a fleet the users beside each replica's sequences, and one
+    replica's tokens/s (the endpoint's beside a replica's batch and step read as twice the throughput)."""
+    if fleet:
+        return ("users", "sequences per replica", "ITL p50 ms", "ITL p95 ms", "fitted ms", "tokens/s per replica",
+                "bound", "efficiency")
+    return ("sequences", "ITL p50 ms", "ITL p95 ms", "fitted ms", "tokens/s", "bound", "efficiency")
+
+
+def _decode_cells(p: dict[str, Any], fleet: bool) -> list[str]:
+    eff = p.get("efficiency")
+    tokens = p.get("tokens_per_s_per_replica") if fleet else p["tokens_per_s"]
+    cells = [f"{p['sequences']:g}", _fmt(p["itl_p50_ms"]), _fmt(p["itl_p95_ms"]), _fmt(p["fitted_ms"]),
+             _fmt(tokens, ".0f"), p.get("bound") or "—", "—" if eff is None else f"{eff:.0%}"]
+    if fleet:
+        cells.insert(0, "—" if p.get("users") is None else f"{p['users']:g}")
+    return cells
+
+
 def print_profile(profile: dict[str, Any], console: Any) -> None:
     """The terminal table: decode points with their bound, the fits, the sentences."""
     d = profile.get("decode")
     if d:
-        table = Table(title="decode: step time against batch size")
-        for col in ("sequences", "ITL p50 ms", "ITL p95 ms", "fitted ms", "tokens/s", "bound", "efficiency"):
+        fleet = (profile.get("replicas") or 1) > 1
+        table = Table(title="decode: step time against batch size" + (f" (per replica: {profile['replicas']} replicas)" if fleet else ""))
+        for col in _decode_columns(fleet):
             table.add_column(col, justify="right")
         for p in d["points"]:
-            eff = p.get("efficiency")
-            table.add_row(
-                f"{p['sequences']:g}", _fmt(p["itl_p50_ms"]), _fmt(p["itl_p95_ms"]), _fmt(p["fitted_ms"]),
-                _fmt(p["tokens_per_s"], ".0f"), p.get("bound") or "—", "—" if eff is None else f"{eff:.0%}",
-            )
+            table.add_row(*_decode_cells(p, fleet))
         console.print(table)
         console.print(
             f"decode fit: fixed {_fmt(d['fixed_ms'])} ms + {_fmt(d['per_seq_ms'], '.3f')} ms/seq; "
@@ -213,7 +239,7 @@ def print_profile(profile: dict[str, Any], console: Any) -> None:
         console.print(f"[yellow]note:[/] {note}")
 
 
-def _decode_figure(d: dict[str, Any]) -> go.Figure:
+def _decode_figure(d: dict[str, Any], fleet: bool = False) -> go.Figure:
     xs = [p["sequences"] for p in d["points"]]
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=xs, y=[p["itl_p50_ms"] for p in d["points"]], mode="markers", name="ITL p50 (measured)"))
@@ -223,7 +249,7 @@ def _decode_figure(d: dict[str, Any]) -> go.Figure:
                                  mode="lines", line=dict(dash="dot"), name="roofline floor"))
     if d.get("knee_sequences") is not None:
         fig.add_vline(x=d["knee_sequences"], line_dash="dash", line_color="#9a6700")
-    fig.update_layout(title="Decode step (ITL) against batch size", xaxis_title="sequences decoding together",
+    fig.update_layout(title="Decode step (ITL) against batch size", xaxis_title="sequences decoding together" + (" (per replica)" if fleet else ""),
                       yaxis_title="ms per step", height=420)
     return fig
 
@@ -245,17 +271,13 @@ def profile_section(profile: dict[str, Any], figure_html: Any) -> str:
     parts += [f"<p class='headline'>{e(s)}</p>" for s in profile.get("summary") or []]
     d = profile.get("decode")
     if d:
-        parts.append(figure_html(_decode_figure(d)))
+        fleet = (profile.get("replicas") or 1) > 1
+        parts.append(figure_html(_decode_figure(d, fleet)))
         rows = "".join(
-            f"<tr><td>{p['sequences']:g}</td><td>{_fmt(p['itl_p50_ms'])}</td><td>{_fmt(p['itl_p95_ms'])}</td>"
-            f"<td>{_fmt(p['fitted_ms'])}</td><td>{_fmt(p['tokens_per_s'], '.0f')}</td><td>{e(p.get('bound') or '—')}</td>"
-            f"<td>{'—' if p.get('efficiency') is None else format(p['efficiency'], '.0%')}</td></tr>"
-            for p in d["points"]
+            "<tr>" + "".join(f"<td>{e(cell)}</td>" for cell in _decode_cells(p, fleet)) + "</tr>" for p in d["points"]
         )
-        parts.append(
-            "<table class='levels'><tr><th>sequences</th><th>ITL p50 ms</th><th>ITL p95 ms</th><th>fitted ms</th>"
-            f"<th>tokens/s</th><th>bound</th><th>efficiency</th></tr>{rows}</table>"
-        )
+        head = "".join(f"<th>{e(col)}</th>" for col in _decode_columns(fleet))
+        parts.append(f"<table class='levels'><tr>{head}</tr>{rows}</table>")
     p = profile.get("prefill")
     if p:
         parts.append(figure_html(_prefill_figure(p)))

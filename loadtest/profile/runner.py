@@ -22,6 +22,7 @@ from loadtest.analysis.bounds import decode_points, gauge_sequences, mean_contex
 from loadtest.analysis.columns import boolean, numeric
 from loadtest.analysis.decode_fit import DecodeFit, DecodePoint, fit_decode, knee_bracket, probes_between
 from loadtest.analysis.prefill_fit import PrefillFit, fit_prefill
+from loadtest.profile.fleet import FleetShare
 from loadtest.profile.plan import ProfilePlan, decode_scenario, prefill_scenario
 from loadtest.server_facts import read_server_facts
 from loadtest.records_stream import read_scalars
@@ -51,8 +52,12 @@ class ProfileData:
     runs: list[str] = field(default_factory=list)
     #: Decode points with the server's own running count beside the users (where scraped).
     running_check: list[dict[str, Any]] = field(default_factory=list)
-    #: (users, batch) of every decode level: where the batch stops growing, the server's slots.
+    #: (users per replica, batch) of every decode level: where the batch stops growing, the server's slots.
     batches: list[tuple[float, float]] = field(default_factory=list)
+    #: The replicas the users are spread over (a fleet behind a balancer; 1 for one server).
+    fleet: FleetShare = field(default_factory=FleetShare)
+    #: The users of the level each decode point (by its sequences) was measured at.
+    users: dict[float, int] = field(default_factory=dict)
     #: The server's own view of the same requests (llama.cpp ``timings``), where it sends them:
     #: the same linear fit of its prompt_ms, and its median ms per generated token at one user.
     server_prefill: PrefillFit | None = None
@@ -82,16 +87,26 @@ def _server_column(folder: Path, column: str):
 
 
 def _decode_points(analysis, data: ProfileData) -> list[DecodePoint]:
+    """The run's points, after taking its replica count: its batches, users and gauge are per replica."""
+    note = data.fleet.learn(analysis)
+    if note:
+        data.notes.append(note)
     points = decode_points(analysis)
-    for lv in analysis.levels:
+    fleet = data.fleet
+    for lv in sorted(analysis.levels, key=lambda lv: lv.index):  # as decode_points: the last level wins
         n = running_sequences(analysis, lv)
-        data.batches.append((float(lv.concurrency), n))
+        share = fleet.per_replica(float(lv.concurrency))
+        data.batches.append((share, n))
+        data.users[n] = lv.concurrency
         c = mean_context(analysis, lv)
         if math.isfinite(c):
             data.contexts[n] = c
         gauge = gauge_sequences(analysis, lv)
-        if gauge is not None and gauge != lv.concurrency:
-            data.running_check.append({"users": lv.concurrency, "server_running_p50": gauge})
+        if gauge is not None and gauge != share:
+            row = {"users": lv.concurrency, "server_running_p50": gauge}
+            if fleet.replicas > 1:
+                row["users_per_replica"] = share
+            data.running_check.append(row)
     if data.contexts:
         data.context_tokens = sum(data.contexts.values()) / len(data.contexts)
     return points
@@ -105,6 +120,9 @@ def run_profile(scenario: Scenario, options: ProfileOptions) -> ProfileData:
     folder = make_run_dir(options.out or options.reports_dir / f"{scenario.name}-profile-{stamp}")
     facts = read_server_facts(scenario.target)
     data = ProfileData(scenario=scenario, folder=folder, server_facts=facts)
+    declared = getattr(scenario.target, "replicas", None)
+    if declared:  # the ladder needs it before any sub-run has counted
+        data.fleet = FleetShare(int(declared), "declared")
     try:
         _profile(scenario, plan, data)
     except KeyboardInterrupt:
@@ -124,6 +142,9 @@ def _profile(scenario: Scenario, plan: ProfilePlan, data: ProfileData) -> None:
     data.prefill = fit_prefill(frame["prompt_tokens"].to_numpy(dtype=float)[ok], frame["ttft_ms"].to_numpy(dtype=float)[ok])
     tokens, prompt_ms = _server_column(folder / "prefill", "server_prompt_ms")
     data.server_prefill = fit_prefill(tokens, prompt_ms)
+    note = data.fleet.learn(analysis)  # the ladder's users are sequences × the replicas the prefill run counted
+    if note:
+        data.notes.append(note)
     if stop:
         data.interrupted = True
         return
@@ -146,7 +167,7 @@ def _profile(scenario: Scenario, plan: ProfilePlan, data: ProfileData) -> None:
         if base is None:
             data.notes.append("one user's decode gave no inter-token latency; no decode curve")
         return
-    ladder = plan.batch_ladder()
+    ladder = data.fleet.users(plan.batch_ladder())  # --max-batch is sequences per replica
     limit = plan.itl_growth_stop * base.itl_p50_ms
     if ladder:
         analysis, stop = _run(decode_scenario(scenario, plan, ladder, "decode-ladder", limit), folder / "decode-ladder")
@@ -161,17 +182,21 @@ def _profile(scenario: Scenario, plan: ProfilePlan, data: ProfileData) -> None:
             why = (f"its ITL p50 passed {plan.itl_growth_stop:g} × one sequence's ({limit:.2f} ms), where the ladder "
                    "stops (a larger batch there only lengthens every token's step)"
                    if binding in (None, "itl_ms.p50") else f"its {binding} failed (see that run's folder)")
-            data.notes.append(f"the decode ladder stopped at {ran} of {max(ladder)} sequences: {why}")
+            share = data.fleet
+            each = f" a replica ({ran:g} users over {share.replicas})" if share.replicas > 1 else ""
+            data.notes.append(f"the decode ladder stopped at {share.per_replica(ran):g} of "
+                              f"{share.per_replica(max(ladder)):g} sequences{each}: {why}")
     for round_no in range(1, plan.knee_rounds + 1):
         fit = fit_decode(list(points.values()))
         bracket = knee_bracket(fit) if fit is not None else None
         if stop or bracket is None:
             break
+        # the bracket is in sequences per replica; the users that put them there are sequences × replicas
         probes = [n for n in probes_between(*bracket, count=plan.knee_probes) if float(n) not in points]
         if not probes:
             break
         name = f"decode-knee-{round_no}"
-        analysis, stop = _run(decode_scenario(scenario, plan, probes, name), folder / name)
+        analysis, stop = _run(decode_scenario(scenario, plan, data.fleet.users(probes), name), folder / name)
         data.runs.append(name)
         for p in _decode_points(analysis, data):
             points[p.sequences] = p

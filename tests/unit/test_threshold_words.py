@@ -24,3 +24,15 @@ def test_a_waiting_threshold_floored_at_one_does_not_claim_the_headroom():
     assert "(20% below)" not in why and "20% below the median would be 0.4" in why
     value, why = _threshold(waiting, SignalStats(p50=5.0, p95=6.0, max=7.0, n=20), None, 0.2, 5.0)
     assert value == 4.0 and "scale out above 4 waiting per replica (20% below)" in why
+
+
+def test_a_signal_at_zero_at_capacity_gives_no_threshold_that_fires_on_any_traffic():
+    """A profile's one-user sub-run behind a balancer read running p50 0 per replica at its only level and
+    printed "Scale out when vllm:num_requests_running > 0 per replica": a trigger that fires on any traffic."""
+    running = Signal("vllm:num_requests_running", "vLLM", "running")
+    value, why = _threshold(running, SignalStats(p50=0.0, p95=1.0, max=1.0, n=12), None, 0.2, 0.0)
+    assert value is None and "fires on any traffic" in why
+    kv = Signal("vllm:kv_cache_usage_perc", "vLLM", "kv_cache")
+    assert _threshold(kv, SignalStats(p50=0.0, p95=0.0, max=0.0, n=12), None, 0.2, 0.0)[0] is None
+    value, _ = _threshold(running, SignalStats(p50=1.0, p95=1.0, max=1.0, n=12), None, 0.2, 1.0)
+    assert value == 0.8  # one request at capacity still sets its threshold
