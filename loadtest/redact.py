@@ -252,17 +252,42 @@ class ScrubbingFormatter(logging.Formatter):
 
 
 class _ScrubbedStream(io.TextIOBase):
-    """A text stream that scrubs what is written to it, then passes it on."""
+    """A text stream that scrubs what is written to it, then passes it on.
+
+    It also outlives its reader: ``loadtest run … | head`` closed the pipe after a few lines,
+    the next print raised BrokenPipeError in the load's greenlets, and the run died with no
+    summary and no word (its run.json said complete). The run's results go to its folder, not to
+    this stream, so a reader that went away is not a reason to stop: the stream's file
+    descriptor is pointed at /dev/null (so the interpreter's own flush at exit succeeds too), and
+    the run goes on.
+    """
 
     def __init__(self, inner: TextIO) -> None:
         self.inner = inner
 
     def write(self, text: str) -> int:
-        self.inner.write(scrub(text))
+        try:
+            self.inner.write(scrub(text))
+        except BrokenPipeError:
+            self._reader_gone()
         return len(text)
 
     def flush(self) -> None:
-        self.inner.flush()
+        try:
+            self.inner.flush()
+        except BrokenPipeError:
+            self._reader_gone()
+
+    def _reader_gone(self) -> None:
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(null, self.inner.fileno())
+            finally:
+                os.close(null)
+            self.inner.flush()  # what was buffered for the gone reader goes to /dev/null
+        except (OSError, ValueError):
+            self.inner = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
 
     def isatty(self) -> bool:
         return self.inner.isatty()
