@@ -28,6 +28,7 @@ from loadtest.analysis.host_contention import judge_host
 from loadtest.analysis.chunk_lists import ChunkSource, arrow_source, frame_source
 from loadtest.analysis.chunk_pass import chunk_pass
 from loadtest.analysis.open_loop import short_level_caveat
+from loadtest.analysis.served_span import untold_caveat
 from loadtest.analysis.columns import numeric, text
 from loadtest.analysis.frame import outcomes, request_frame, send_e2e_ms
 from loadtest.analysis.images import level_images
@@ -132,6 +133,9 @@ def analyze(
     hidden = short_level_caveat(levels, capacity, slo, frame)
     if hidden:
         warnings.append(hidden)
+    untold = untold_caveat(levels, capacity)
+    if untold:
+        warnings.append(untold)
     partial = partial_replay_caveat(levels, capacity, run.get("trace"))
     if partial:
         warnings.append(partial)

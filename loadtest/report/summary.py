@@ -194,6 +194,10 @@ def open_loop_dict(stats: dict[str, Any] | None) -> dict[str, Any] | None:
         "sent": stats["sent"],
         "dropped": stats["dropped"],
         "server_kept_up": stats["server_kept_up"],
+        # false: the shifted span was too short (or the sends too few) to tell, and the level is not flagged
+        "keep_up_told": stats.get("keep_up_told", True),
+        "completed_span_s": _round(stats.get("completed_span_s"), 3),
+        "completed_shift_s": _round(stats.get("completed_shift_s"), 3),
         "schedule_lag_ms": {
             "p50": _round(lag["p50"]), "p99": _round(lag["p99"]), "max": _round(lag["max"]),
             "n": lag["n"], "late": lag["late"], "late_threshold_ms": lag["late_ms"],
