@@ -298,6 +298,8 @@ def autoscaling_dict(analysis: Analysis) -> dict[str, Any] | None:
         "target_concurrency_per_replica": a.target_concurrency_per_replica,
         # open loop: capacity.rate_rps x (1 - headroom); null in closed loop
         "target_rate_rps_per_replica": a.target_rate_rps_per_replica,
+        # open loop: the rate the capacity level's growing queue says the server sustains (caps the target)
+        "sustainable_rate_rps": _round(a.sustainable_rate_rps, 4),
         "headroom": _round(a.headroom, 4),
         "headroom_source": a.headroom_source,
         "options": a.options.to_dict(),

@@ -95,3 +95,72 @@ def test_a_window_too_short_to_tell_says_so_and_does_not_flag():
     assert not o.get("keep_up_told", True), o
     said = [w for w in analysis.warnings if "too short to tell whether the server kept up" in w]
     assert said and "16 req/s" in said[0], analysis.warnings
+
+
+def _queued(rate: float, service: float, seconds: float, warmup_s: float = 0.0):
+    """A level of ``rate`` req/s at constant arrivals to a one-at-a-time FIFO server (``service`` s
+    each); the rate is held after the window until the last measured request ends (the hold)."""
+    window_end = T0 + warmup_s + seconds
+    t = T0 + np.arange(int(rate * (warmup_s + seconds))) / rate
+    begin, free = np.empty_like(t), T0
+    for i, arrival in enumerate(t):
+        begin[i] = max(arrival, free)
+        free = begin[i] + service
+    hold_end = float(free)
+    held = np.arange(window_end, hold_end, 1.0 / rate)  # the hold's sends keep the rate: not measured
+    t_all = np.concatenate([t, held])
+    ends = np.concatenate([begin + service, np.maximum(held, hold_end) + service])
+    ttft = (np.concatenate([begin, np.maximum(held, hold_end)]) - t_all) * 1000.0 + 10.0
+    e2e = (ends - t_all) * 1000.0
+    n = len(t_all)
+    frame = pd.DataFrame({
+        "request_id": [f"r{i}" for i in range(n)], "worker": "local", "user": 0, "level": 0, "level_index": 0,
+        "warmup": False, "start_wall": t_all, "ttfb_ms": ttft, "ttft_ms": ttft, "e2e_ms": e2e,
+        "chunk_ms": [[a, a + 45.0, b] for a, b in zip(ttft, e2e)], "chunk_tokens": [[1, 1, 1]] * n,
+        "completion_tokens": 3, "token_source": "usage", "status": 200, "ok": True, "error_kind": None,
+        "error": None, "rate_rps": rate, "scheduled_wall": t_all, "schedule_lag_ms": 0.0,
+    })
+    run = {"warmup_s": warmup_s, "ended_wall": hold_end + 5.0, "levels": [{
+        "index": 0, "concurrency": 0, "start_wall": T0, "end_wall": window_end, "rate_rps": rate,
+        "hold": {"start_wall": window_end, "end_wall": hold_end, "ended": "drained", "censored": 0, "cap_s": 30.0},
+    }]}
+    return frame, run
+
+
+def test_a_level_whose_queue_grows_and_whose_completions_fall_short_never_passes():
+    """8 req/s to a server that serves 6.67 (150 ms each), 4.5 s: the TTFT p95 stays under a loose
+    1.2 s limit, but the queue grows 0.2 s a second and 6.67 req/s complete: the level fails, in words."""
+    frame, run = _queued(8.0, 0.15, 4.5, warmup_s=1.0)
+    analysis = analyze(frame, run, SloSpec.from_dict({"ttft_ms": {"p95": 1200}}))
+    level = analysis.levels[0]
+    assert level.ttft_ms.p95 < 1200  # the window is too short for the latency to break the limit
+    assert level.status == "fail" and analysis.capacity.rate_rps is None, analysis.capacity
+    assert not level.open_loop["server_kept_up"] and level.open_loop["keep_up_told"]
+    check = next(c for c in level.checks if c.name == "sustained_rate")
+    assert check.verdict == "fail" and check.value == pytest.approx(6.67, rel=0.05) and check.limit == 8.0
+    for words in ("grew", "completed against", "sustains about 6.6", "grows without bound"):
+        assert words in check.reason, check.reason
+    assert "sustained_rate" not in {c.name for c in level.checks if c.verdict != "fail"}
+    assert analysis.capacity.binding in ("sustained_rate",) and "queue grew" in analysis.capacity.message
+
+
+def test_a_healthy_level_is_not_failed_by_the_queue_check():
+    """Under what the server serves (6 req/s against 6.67), no queue grows: the level passes."""
+    frame, run = _queued(6.0, 0.15, 6.0, warmup_s=1.0)
+    analysis = analyze(frame, run, SloSpec.from_dict({"ttft_ms": {"p95": 1200}}))
+    level = analysis.levels[0]
+    assert level.status == "pass" and [c.name for c in level.checks] == ["ttft_ms.p95"]
+    assert level.open_loop["server_kept_up"]
+
+
+def test_the_autoscaling_target_rate_never_exceeds_the_sustainable_rate():
+    """10.5 req/s to a server that serves 10 passes a 4 s level (its completions are 95% of the
+    sends) while its queue grows: the target rate per replica is the sustainable 10 less the
+    headroom, not 10.5 less it."""
+    frame, run = _queued(10.5, 0.1, 4.0)
+    analysis = analyze(frame, run, SloSpec.from_dict({"ttft_ms": {"p95": 1000}}))
+    assert analysis.capacity.rate_rps == 10.5 and analysis.levels[0].status == "pass"
+    scaling = analysis.autoscaling
+    assert scaling.target_rate_rps_per_replica == pytest.approx(10.0 * (1 - scaling.headroom), rel=0.02)
+    assert scaling.sustainable_rate_rps == pytest.approx(10.0, rel=0.02)
+    assert "sustains about 10 req/s" in scaling.paragraph, scaling.paragraph
