@@ -164,3 +164,23 @@ def test_the_autoscaling_target_rate_never_exceeds_the_sustainable_rate():
     assert scaling.target_rate_rps_per_replica == pytest.approx(10.0 * (1 - scaling.headroom), rel=0.02)
     assert scaling.sustainable_rate_rps == pytest.approx(10.0, rel=0.02)
     assert "sustains about 10 req/s" in scaling.paragraph, scaling.paragraph
+
+
+def test_a_reason_a_look_gave_says_it_was_the_looks_where_the_final_figures_differ():
+    """The look counted the requests then in flight as waiting past the limit (+inf); the final row's
+    p95 is finite. The reason says it was the look's, and ``why_final`` gives the final figures' one."""
+    frame, run = _queued(8.0, 0.15, 4.5, warmup_s=1.0)
+    look = "p95 TTFT is unbounded (more than 5% of requests failed or were cut after waiting past the limit) " \
+           "against a 300 ms limit"
+    run["levels"][0]["decision"] = {"verdict": "fail", "why": look, "check": "ttft_ms.p95", "ended": "decided_early"}
+    run["levels"][0]["looks"] = [{"at_s": 3.5, "verdict": "fail", "why": look}]
+    level = analyze(frame, run, SloSpec.from_dict({"ttft_ms": {"p95": 300}})).levels[0]
+    assert np.isfinite(level.ttft_ms.p95)
+    why = level.decision["why"]
+    assert why.startswith("at the look at 3.5 s") and why.endswith(look), why
+    assert level.decision["why_final"].startswith("p95 TTFT is ") and "unbounded" not in level.decision["why_final"]
+    # where the final figures give the same reason, it is left as it was
+    same = "every check passes"
+    frame, run = _level(8.0, 3.0, 1.7)
+    level = analyze(frame, run, SloSpec.from_dict({"itl_ms": {"p50": 22}})).levels[0]
+    assert level.decision["why"] == same and level.decision["why_final"] == same
