@@ -169,6 +169,7 @@ class Autoscaling:
     paragraph: str = ""
     #: Open loop: the rate to aim for per replica (capacity.rate_rps × (1 − headroom)); None in closed loop.
     target_rate_rps_per_replica: float | None = None
+    sustainable_rate_rps: float | None = None  # open loop: what a growing queue at capacity says (caps the target)
     #: Replicas the capacity was measured on (declared or counted); thresholds are per pod.
     replicas: int | None = None
     replicas_source: str | None = None  # "declared" (target.replicas), "metrics" (counted) or "processes"
@@ -193,10 +194,8 @@ def level_at(levels: Sequence[LevelResult], concurrency: int | None, rate: float
     """The level run at that concurrency, or open loop at that rate (the last one, if it ran twice)."""
     if concurrency is None and rate is None:
         return None
-    same = [
-        lv for lv in levels
-        if (lv.rate_rps == rate if rate is not None else lv.concurrency == concurrency) and lv.status != "no_data"
-    ]
+    same = [lv for lv in levels if lv.status != "no_data"
+            and (lv.rate_rps == rate if rate is not None else lv.concurrency == concurrency)]
     return max(same, key=lambda lv: lv.index) if same else None
 
 
@@ -243,6 +242,7 @@ def recommend(
     options: AutoscalingOptions = AutoscalingOptions(),
     replicas: int | None = None,
     replicas_source: str | None = None,
+    sustainable_rps: float | None = None,
 ) -> Autoscaling:
     """Thresholds per known signal and a target concurrency per replica, from the capacity result.
 
@@ -262,8 +262,9 @@ def recommend(
         ),
         replicas=replicas, replicas_source=replicas_source,
     )
-    if capacity.rate_rps is not None:
-        result.target_rate_rps_per_replica = round(capacity.rate_rps / share * (1 - headroom), 3)
+    if capacity.rate_rps is not None:  # never above the rate the run measured the server to sustain (sustained.py)
+        result.sustainable_rate_rps, held = sustainable_rps, min(capacity.rate_rps, sustainable_rps or math.inf)
+        result.target_rate_rps_per_replica = round(held / share * (1 - headroom), 3)
     cap_level = level_at(levels, capacity.concurrency, capacity.rate_rps)
     fail_level = level_at(levels, capacity.first_failing, capacity.first_failing_rate_rps)
     if server is not None and server.fleet is not None and cap_level is not None:
@@ -319,6 +320,8 @@ def _open_loop_sentence(result: Autoscaling, capacity: Capacity) -> str:
     if capacity.verdict in ("uncertain", "client_saturated", "host_contended"):
         text += f" The capacity verdict is {capacity.verdict.replace('_', ' ')}: treat the numbers below as provisional."
     in_flight = f" (at capacity {capacity.mean_in_flight:.1f} requests were in flight on average)" if capacity.mean_in_flight else ""
+    text += f" Its queue grew there: the server sustains about {fmt_rate(result.sustainable_rate_rps)} req/s." if (
+        result.sustainable_rate_rps or math.inf) < held else ""
     return text + (f" Headroom {result.headroom:.0%} ({result.headroom_source}): aim for "
                    f"{fmt_rate(result.target_rate_rps_per_replica)} req/s per replica{in_flight}.")
 

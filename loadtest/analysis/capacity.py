@@ -38,7 +38,7 @@ from typing import Sequence
 
 from loadtest.analysis.results import Capacity, CapacityVerdict, Check, LevelResult, fmt_rate
 from loadtest.analysis.slo import METRIC_LABELS, SloSpec
-from loadtest.analysis.verdict import ERROR_RATE_CHECK, VALID_OUTPUT_CHECK
+from loadtest.analysis.verdict import ERROR_RATE_CHECK, SUSTAINED_CHECK, VALID_OUTPUT_CHECK
 
 
 def find_capacity(levels: Sequence[LevelResult], slo: SloSpec, confidence: float = 0.95) -> Capacity:
@@ -209,6 +209,8 @@ def ci_label(confidence: float) -> str:
 
 def describe_check(check: Check, *, with_ci: bool = False, confidence: float = 0.95) -> str:
     """``"p95 ITL is 130 ms against a 120 ms limit"`` (no leading article)."""
+    if check.metric == SUSTAINED_CHECK:  # a rate whose queue grows (sustained.py): its reason in words
+        return check.reason
     if check.metric in (ERROR_RATE_CHECK, VALID_OUTPUT_CHECK):
         whose = f"{check.class_name} class's " if check.class_name else ""
         if check.metric == ERROR_RATE_CHECK:

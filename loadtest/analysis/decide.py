@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from loadtest.analysis import analyze
-from loadtest.analysis.capacity import describe_check
+from loadtest.analysis.decision_reason import level_why
 from loadtest.analysis.results import LevelStatus
 from loadtest.analysis.slo import SloSpec
 from loadtest.analysis.verdict import check_key
@@ -191,19 +191,4 @@ def decide_level(
         for c in result.checks
         if c.percentile is not None and math.isfinite(c.value) and math.isfinite(c.limit)
     }
-    return Decision(result.status, _why(result), failing if result.status == "fail" else None, observed)
-
-
-def _why(level) -> str:
-    if level.status == "no_data":
-        return "no request measured yet"
-    if level.status == "pass":
-        return "every check passes"
-    wanted = "fail" if level.status == "fail" else "uncertain"
-    check = next((c for c in level.checks if c.verdict == wanted), None)
-    if check is None:
-        return level.status
-    text = describe_check(check)
-    if check.reason and wanted == "uncertain":
-        text += f" ({check.reason})"
-    return text if math.isfinite(check.limit) else level.status
+    return Decision(result.status, level_why(result), failing if result.status == "fail" else None, observed)

@@ -10,7 +10,9 @@ Rates are per second of *measured window* (``end_wall − window_start``):
   by the share of its life (send to end) inside it
   (:func:`windows.window_shares`: counting the ones that *ended* there miscounts
   a short window by a batch of lock-step users). This is the rate at which the
-  endpoint delivered answers at this concurrency;
+  endpoint delivered answers at this concurrency. At a rate, the life from the
+  first token, and the window shifted by a request's life
+  (:mod:`served_span`: the level's own completions, however short the window);
 * ``output_tokens_per_s``: tokens whose chunk *arrived* in the window;
 * ``goodput_rps``: the same for the requests that met every
   per-request limit (see :func:`frame._meets_limits`);
@@ -37,6 +39,7 @@ from loadtest.analysis.bootstrap import (
 )
 from loadtest.analysis.output_validity import input_rates, valid_output_rate
 from loadtest.analysis.open_loop import open_loop_stats
+from loadtest.analysis.served_span import DROPPED, rate_weights, served_span
 from loadtest.analysis.intervals import (
     EXACT_SUPPORT,
     block_bootstrap_intervals,
@@ -170,10 +173,16 @@ def level_results(
         by_kind = pd.Series(kinds[failed_here]).fillna("unknown").value_counts()
         ended_ok = ok & (end_pos == p)
         # each success by the share of its life inside the window (windows.window_shares: why not by its
-        # end), its served life at a rate (windows.served_from: not its wait in a growing queue)
+        # end), its served life at a rate (windows.served_from: not its wait in a growing queue), and at a
+        # rate its end in the window shifted by a request's life (served_span: the level's own completions)
         begin = served_from(start, ttft, window.rate_rps is not None, ttfb)
-        served = np.where(ok, window_shares(begin, end, window.window_start, window.end_wall), 0.0)
         duration = window.duration_s
+        span = served_span(frame, window.window_start, window.end_wall, window.start_wall, window.decision,
+                           mine & (kinds != DROPPED)) if window.rate_rps is not None else None
+        lo, hi = (span.start, span.end) if span is not None else (window.window_start, window.end_wall)
+        served_s = span.seconds if span is not None else duration
+        served = (rate_weights(frame, mine & (kinds != DROPPED), lo, hi) if span is not None
+                  else np.where(ok, window_shares(begin, end, lo, hi), 0.0))
 
         stats: dict[str, Stats] = {}
         plot: dict[str, np.ndarray] = {}
@@ -190,7 +199,7 @@ def level_results(
             if BY_NAME[metric].report_knee:  # the report's box plots
                 plot[metric] = _plot_sample(values, rng)
 
-        loop = open_loop_stats(frame, window, p) if window.rate_rps is not None else None
+        loop = open_loop_stats(frame, window, p, span) if window.rate_rps is not None else None
         client = dict(window.client)
         if loop is not None and loop["client_late"]:
             lag = loop["schedule_lag_ms"]
@@ -217,9 +226,10 @@ def level_results(
                 complete=int((complete & (pos == p)).sum()),
                 spillover=int((spill & here).sum()),
                 cancelled=int((here & cancelled).sum()),
-                requests_per_s=_rate(float(served.sum()), duration),
+                requests_per_s=_rate(float(served.sum()), served_s),
                 output_tokens_per_s=_rate(float(tokens_in_window[p]) if p < len(tokens_in_window) else 0.0, duration),
-                goodput_rps=_rate(float(served[good].sum()), duration),
+                goodput_rps=_rate(float(served[good].sum()), served_s),
+                served_span=(lo, hi),
                 client_saturated=window.client_saturated or bool(loop and loop["client_late"]),
                 client=client,
                 decision=dict(window.decision),
@@ -237,5 +247,5 @@ def level_results(
         if results[-1].valid_output_rate is not None:
             n_valid = round(results[-1].valid_output_rate * results[-1].valid_output_checked)
             results[-1].valid_output_ci = wilson_interval(n_valid, results[-1].valid_output_checked, confidence)
-        results[-1].input_tokens_per_s, results[-1].items_per_s = input_rates(frame, served, duration)
+        results[-1].input_tokens_per_s, results[-1].items_per_s = input_rates(frame, served, served_s)
     return results

@@ -6,9 +6,13 @@ Three rates per level, each per second of measured window, tell the story:
 * ``offered_rps``: arrivals scheduled in the window (sent, dropped or cut);
 * ``sent_rps``: the ones actually sent (the achieved send rate). Below the
   offered rate only by ``dropped`` arrivals (``max_in_flight`` was reached);
-* ``completed_rps``: successful requests that ended in the window. When it
-  falls clearly behind the send rate (below :data:`KEEP_UP` of it) the server
-  could not keep up: its queue grew through the level.
+* ``completed_rps``: successful requests that ended in the window shifted by
+  a request's life (:mod:`served_span`; the window itself holds the
+  completions of earlier sends, and a short window after a drained server too
+  few of them). When it falls clearly behind the send rate (below
+  :data:`KEEP_UP` of it) the server could not keep up: its queue grew through
+  the level. When the shifted span cannot tell (``keep_up_told`` false: a hold
+  cut short, too few sends) the level is not flagged.
 
 The **send lag** (actual send − scheduled time) is the client's own delay:
 users are never the bottleneck by construction (an arrival that finds none
@@ -34,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from loadtest.analysis.results import fmt_rate
+from loadtest.analysis.served_span import DROPPED, ServedSpan, served_span
 from loadtest.analysis.windows import LevelWindow
 from loadtest.metric_registry import BY_NAME, METRICS
 
@@ -46,10 +51,9 @@ MIN_LATE = 3
 #: Completions below this share of the send rate: the server could not keep up.
 KEEP_UP = 0.9
 
-DROPPED = "dropped"
 
 
-def open_loop_stats(frame: pd.DataFrame, window: LevelWindow, p: int) -> dict[str, Any]:
+def open_loop_stats(frame: pd.DataFrame, window: LevelWindow, p: int, span: ServedSpan | None = None) -> dict[str, Any]:
     """The open-loop figures of the level at window position ``p`` (see module doc)."""
     duration = window.duration_s
     pos = frame["pos"].to_numpy()
@@ -57,7 +61,11 @@ def open_loop_stats(frame: pd.DataFrame, window: LevelWindow, p: int) -> dict[st
     dropped = measured & (frame["error_kind"].to_numpy(dtype=object) == DROPPED)
     sent = measured & ~dropped
     ok = frame["ok"].to_numpy()
-    completed = ok & (frame["end_pos"].to_numpy() == p)
+    if span is None:
+        span = served_span(frame, window.window_start, window.end_wall, window.start_wall, window.decision,
+                           sent & ~frame["cancelled"].to_numpy())
+    end = frame["end_wall"].to_numpy(dtype=float)
+    completed = ok & (end >= span.start) & (end < span.end)
     lag = frame["schedule_lag_ms"].to_numpy(dtype=float)[sent]
     lag = lag[~np.isnan(lag)]
     late = int((lag > LATE_MS).sum())
@@ -65,8 +73,10 @@ def open_loop_stats(frame: pd.DataFrame, window: LevelWindow, p: int) -> dict[st
     def rate(n: int) -> float:
         return n / duration if duration > 0 else math.nan
 
-    offered, achieved, done = rate(int(measured.sum())), rate(int(sent.sum())), rate(int(completed.sum()))
-    kept_up = not (achieved > 0 and done < KEEP_UP * achieved)
+    offered, achieved = rate(int(measured.sum())), rate(int(sent.sum()))
+    done = int(completed.sum()) / span.seconds if span.seconds > 0 else math.nan
+    # held against the sends the span's completions answer (after the requests in flight filled up)
+    kept_up = not (span.told and span.sent_rps > 0 and done < KEEP_UP * span.sent_rps)
     return {
         "rate_rps": window.rate_rps,
         "offered_rps": offered,
@@ -76,6 +86,10 @@ def open_loop_stats(frame: pd.DataFrame, window: LevelWindow, p: int) -> dict[st
         "sent": int(sent.sum()),
         "dropped": int(dropped.sum()),
         "server_kept_up": kept_up,
+        "keep_up_told": span.told,
+        "completed_span_s": span.seconds,
+        "completed_shift_s": span.shift_s,
+        "fill_s": span.fill_s,
         "schedule_lag_ms": {
             "n": int(len(lag)),
             "p50": float(np.percentile(lag, 50)) if len(lag) else math.nan,
@@ -113,6 +127,8 @@ def describe_keep_up(stats: dict[str, Any]) -> str:
         text += f"; {stats['dropped']} arrivals dropped at max_in_flight"
     if not stats["server_kept_up"]:
         text += "; the server could not keep up (completions fell behind arrivals)"
+    elif not stats.get("keep_up_told", True):
+        text += "; too short (or too few sends) to tell whether the server kept up"
     return text
 
 

@@ -28,6 +28,9 @@ from loadtest.analysis.host_contention import judge_host
 from loadtest.analysis.chunk_lists import ChunkSource, arrow_source, frame_source
 from loadtest.analysis.chunk_pass import chunk_pass
 from loadtest.analysis.open_loop import short_level_caveat
+from loadtest.analysis.served_span import untold_caveat
+from loadtest.analysis.decision_reason import reconcile_why
+from loadtest.analysis.sustained import judge_sustained, sustainable_at_capacity
 from loadtest.analysis.columns import numeric, text
 from loadtest.analysis.frame import outcomes, request_frame, send_e2e_ms
 from loadtest.analysis.images import level_images
@@ -100,14 +103,14 @@ def analyze(
             judge_classes(level, {name: lv[position] for name, lv in per_class.items()}, slos, slo)
             if own_slos:
                 honour_decision(level)  # per-class checks too: the run climbed (or stopped) on them
-            judge_host(judge_client(level))
+            reconcile_why(judge_host(judge_client(judge_sustained(level, frame, slo))))
     else:
         own_slo = _judged_with_own_slo(run, slo)
         for level in levels:
             evaluate_level(level, slo)
             if own_slo:
                 honour_decision(level)
-            judge_host(judge_client(level))
+            reconcile_why(judge_host(judge_client(judge_sustained(level, frame, slo))))
     _attach_ttft_by_turn(levels, frame, turns, seed, resamples, confidence)
     level_images(requests, frame, levels)
     levels.sort(key=lambda lv: (lv.load, lv.index))
@@ -140,6 +143,9 @@ def analyze(
     hidden = short_level_caveat(levels, capacity, slo, frame)
     if hidden:
         warnings.append(hidden)
+    untold = untold_caveat(levels, capacity)
+    if untold:
+        warnings.append(untold)
     partial = partial_replay_caveat(levels, capacity, run.get("trace"))
     if partial:
         warnings.append(partial)
@@ -180,7 +186,8 @@ def analyze(
         requests=frame,
         confidence=confidence,
         server=server,
-        autoscaling=recommend(levels, capacity, server, options, replicas, replicas_source),
+        autoscaling=recommend(levels, capacity, server, options, replicas, replicas_source,
+                              sustainable_at_capacity(levels, capacity, frame, slo)),
         class_slos=slos,
         prompt_token_source={str(k): int(v) for k, v in prompt_sources.items()},
         target_lost=lost,

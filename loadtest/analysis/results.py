@@ -150,6 +150,9 @@ class LevelResult:
     #: (the throughput of embeddings; items None for chat/completions).
     input_tokens_per_s: float | None = None
     items_per_s: float | None = None
+    #: Where ``requests_per_s`` and ``goodput_rps`` were counted (wall s): the window, or at a rate
+    #: the window shifted by a request's life (:mod:`served_span`); None for a level built elsewhere.
+    served_span: tuple[float, float] | None = None
     #: With workload.images: images and bytes per request, and TTFT by image count (:mod:`images`).
     images: dict[str, Any] | None = None
     #: The stop that ended this level before it was decided, in words ("an interrupt (SIGINT)",

@@ -16,6 +16,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from loadtest.analysis.cost import Served, forecast, unit_cost
+from loadtest.analysis.served_span import level_cohort, rate_weights
 from loadtest.analysis.windows import served_from, window_shares
 
 
@@ -44,7 +45,10 @@ def served_at(analysis: Any, level: Any) -> Served:
         # goodput_rps counts it (windows.window_shares: a short window's lock-step batches)
         begin = served_from(frame["start_wall"].to_numpy(dtype=float), frame["ttft_ms"].to_numpy(dtype=float),
                             level.rate_rps is not None, frame["ttfb_ms"].to_numpy(dtype=float))
-        share = window_shares(begin, frame["end_wall"].to_numpy(dtype=float), level.window_start, level.end_wall)
+        # at a rate over the span goodput_rps was counted on (served_span: the window shifted by a life)
+        lo, hi = level.served_span or (level.window_start, level.end_wall)
+        share = (rate_weights(frame, level_cohort(frame, level.index), lo, hi) if level.rate_rps is not None
+                 else window_shares(begin, frame["end_wall"].to_numpy(dtype=float), lo, hi))
         ok = frame["ok"].to_numpy()
         tokens = frame["completion_tokens"].to_numpy(dtype=float)
         # every success's tokens the same way, for the "ignoring the SLO" contrast: the level's own
@@ -55,7 +59,8 @@ def served_at(analysis: Any, level: Any) -> Served:
         out_good = float(np.nansum(tokens * share))
         if "prompt_tokens" in frame:
             prompt_good = float(np.nansum(frame["prompt_tokens"].to_numpy(dtype=float) * share))
-    seconds = level.window_s if level.window_s and level.window_s > 0 else math.nan
+    seconds = (level.served_span[1] - level.served_span[0]) if level.served_span else level.window_s
+    seconds = seconds if seconds and seconds > 0 else math.nan
     return Served(
         goodput_rps=level.goodput_rps,
         good_output_tokens_per_s=out_good / seconds,

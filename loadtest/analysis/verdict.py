@@ -56,6 +56,8 @@ from loadtest.analysis.slo import SloCheck, SloSpec
 
 ERROR_RATE_CHECK = "error_rate"
 VALID_OUTPUT_CHECK = "valid_output_rate"
+#: A rate level whose queue grew (:mod:`loadtest.analysis.sustained`).
+SUSTAINED_CHECK = "sustained_rate"
 #: The confidence of a run judged once per level.
 DEFAULT_CONFIDENCE = 0.95
 TOO_FEW = "too few samples"

@@ -38,6 +38,7 @@ import gevent.event
 from flask import Response, jsonify, request, send_file
 from locust import argument_parser
 
+from loadtest.analysis.decision_reason import look_prefix
 from loadtest.analysis.slo import SloSpec
 from loadtest.load.live import level_label
 from loadtest.load.modes import load_mode
@@ -259,7 +260,8 @@ class WebControl:
                 **figures,
                 "verdict": decision.get("verdict"),
                 "ended": decision.get("ended"),
-                "why": decision.get("why"),
+                # the look's reason, said to be the look's: the row's figures are the live ones, not the look's
+                "why": (look_prefix({"looks_taken": span.looks}) + decision["why"]) if decision.get("why") else None,
                 "decision": decision,
             }
             levels.append(row)

@@ -223,6 +223,7 @@ def _open_loop_table(analysis: Analysis) -> str:
         o = lv.open_loop
         lag = o["schedule_lag_ms"]
         note = "" if o["server_kept_up"] else "the server could not keep up"
+        note = note or ("" if o.get("keep_up_told", True) else "too short to tell whether the server kept up")
         if o["client_late"]:
             note = "; ".join(x for x in (note, "sends fell behind: client saturated") if x)
         rows.append(

@@ -194,6 +194,10 @@ def open_loop_dict(stats: dict[str, Any] | None) -> dict[str, Any] | None:
         "sent": stats["sent"],
         "dropped": stats["dropped"],
         "server_kept_up": stats["server_kept_up"],
+        # false: the shifted span was too short (or the sends too few) to tell, and the level is not flagged
+        "keep_up_told": stats.get("keep_up_told", True),
+        "completed_span_s": _round(stats.get("completed_span_s"), 3),
+        "completed_shift_s": _round(stats.get("completed_shift_s"), 3),
         "schedule_lag_ms": {
             "p50": _round(lag["p50"]), "p99": _round(lag["p99"]), "max": _round(lag["max"]),
             "n": lag["n"], "late": lag["late"], "late_threshold_ms": lag["late_ms"],
@@ -294,6 +298,8 @@ def autoscaling_dict(analysis: Analysis) -> dict[str, Any] | None:
         "target_concurrency_per_replica": a.target_concurrency_per_replica,
         # open loop: capacity.rate_rps x (1 - headroom); null in closed loop
         "target_rate_rps_per_replica": a.target_rate_rps_per_replica,
+        # open loop: the rate the capacity level's growing queue says the server sustains (caps the target)
+        "sustainable_rate_rps": _round(a.sustainable_rate_rps, 4),
         "headroom": _round(a.headroom, 4),
         "headroom_source": a.headroom_source,
         "options": a.options.to_dict(),

@@ -169,6 +169,7 @@ def _open_loop_cells(level) -> tuple[str, str]:
     if not stats:
         return "-", "-"
     behind = "" if stats["server_kept_up"] else "!"
+    behind = behind or ("" if stats.get("keep_up_told", True) else "?")
     lag = stats["schedule_lag_ms"]["p99"]
     return (
         f"{stats['sent_rps']:.1f}/{stats['completed_rps']:.1f}{behind}",
@@ -285,6 +286,9 @@ def print_summary(analysis: Analysis, console: Console | None = None) -> None:
     console.print(Text(cap.message, style=CAPACITY_COLOURS.get(cap.verdict, "")))
     if any(lv.open_loop and not lv.open_loop["server_kept_up"] for lv in analysis.levels):
         console.print(Text("! = the server could not keep up: completions fell behind arrivals", style="dim"))
+    if any(lv.open_loop and not lv.open_loop.get("keep_up_told", True) for lv in analysis.levels):
+        console.print(Text("? = too short to tell whether the server kept up: the window held less than a request's "
+                           "time in the server after the requests in flight had filled up", style="dim"))
     for lv in analysis.levels:
         if lv.open_loop and lv.open_loop["dropped"]:
             console.print(Text(f"{lv.label}: {lv.open_loop['dropped']} arrivals dropped at load.max_in_flight", style="yellow"))

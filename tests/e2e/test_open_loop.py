@@ -256,3 +256,25 @@ def test_arrivals_beyond_max_in_flight_are_dropped_failures(tmp_path):
     frame = read_requests(out)
     dropped = frame[frame.error_kind == "dropped"]
     assert dropped.schedule_lag_ms.isna().all() and dropped.scheduled_wall.notna().all()
+
+
+def test_a_window_shorter_than_two_request_lives_does_not_flag_a_server_that_keeps_up(tmp_path):
+    """A trial: 8 req/s to a server at a third of its capacity, a 2.5 s window after a 1 s warm-up,
+    1.7 s requests: 'done' read 6.2 of 8.6 sends and the '!' said the server could not keep up. Here
+    64 slots of 96 tokens at 18 ms a step (1.73 s a request, 37 req/s at most): 8 req/s is kept up, and
+    the level must not say otherwise (whether the window was long enough to tell, or says it was not)."""
+    s, out = run(
+        tmp_path, ["--max-batch", "64", "--decode-base-ms", "18", "--decode-per-seq-ms", "0",
+                   "--prefill-per-token-ms", "0", "--request-log", str(tmp_path / "requests.jsonl")],
+        workload={"max_tokens": 96},
+        load={"rates": [8], "arrival": "constant", "max_in_flight": 100, "level_duration_s": 3.5, "warmup_s": 1,
+              "min_level_duration_s": 3.5, "max_level_duration_s": 3.5},
+        slo={"ttft_ms": {"p95": 5000}, "itl_ms": {}, "max_error_rate": 0.01},
+    )
+    loop = s["levels"][0]["open_loop"]
+    print(f"\nsent {loop['sent_rps']:.2f} completed {loop['completed_rps']:.2f} told {loop.get('keep_up_told')} "
+          f"over {loop.get('completed_span_s')} s, {loop.get('completed_shift_s')} s after the window")
+    assert loop["server_kept_up"], loop
+    if loop.get("keep_up_told"):
+        assert loop["completed_rps"] == pytest.approx(8.0, rel=0.15), loop
+    assert s["levels"][0]["status"] == "pass"
