@@ -72,7 +72,7 @@ def running_sequences(analysis: Any, level: Any) -> float:
         return max(1.0, gauge)
     own = client_in_batch(analysis, level)
     if math.isfinite(own) and own > 0:
-        replicas = fleet_replicas(analysis)
+        replicas = fleet_replicas(analysis, level)
         own = own / replicas if replicas else own
         return max(1.0, gauge if gauge is not None and gauge >= own + 1.0 else own)
     return max(1.0, gauge if gauge is not None else float(level.concurrency))
@@ -131,11 +131,19 @@ def client_in_batch(analysis: Any, level: Any) -> float:
     return float(np.median(counts))
 
 
-def fleet_replicas(analysis: Any) -> int | None:
-    """Replicas the client's requests were spread over, where the metrics name them (a fleet)."""
+def fleet_replicas(analysis: Any, level: Any = None) -> int | None:
+    """Replicas the client's requests were spread over, where the metrics name them (a fleet).
+
+    At a ``level`` where a replica's metrics did not answer and the others' gauges held the whole
+    load, the replicas that carried it (:mod:`loadtest.analysis.silent_replicas`): dividing by all
+    of them would halve a batch that one replica ran whole.
+    """
     server = getattr(analysis, "server", None)
     if server is None or getattr(server, "fleet", None) is None:
         return None
+    reporting = server.fleet.reporting.get(level.index) if level is not None else None
+    if reporting is not None and reporting.serving is not None:
+        return reporting.serving
     return server.replica_count
 
 
