@@ -271,7 +271,7 @@ def recommend(
         result.imbalance_at_capacity = server.fleet.imbalance.get(cap_level.index)
         result.fleet_sentence = imbalance_sentence(
             len(server.fleet.replicas), cap_level.load, result.imbalance_at_capacity,
-            "req/s" if capacity.rate_rps is not None else "users",
+            "req/s" if capacity.rate_rps is not None else "users", server.fleet.reporting.get(cap_level.index),
         )
     if server is not None and cap_level is not None:
         for signal in server.signals:

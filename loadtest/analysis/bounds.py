@@ -72,7 +72,7 @@ def running_sequences(analysis: Any, level: Any) -> float:
         return max(1.0, gauge)
     own = client_in_batch(analysis, level)
     if math.isfinite(own) and own > 0:
-        replicas = fleet_replicas(analysis)
+        replicas = fleet_replicas(analysis, level)
         own = own / replicas if replicas else own
         return max(1.0, gauge if gauge is not None and gauge >= own + 1.0 else own)
     return max(1.0, gauge if gauge is not None else float(level.concurrency))
@@ -131,19 +131,26 @@ def client_in_batch(analysis: Any, level: Any) -> float:
     return float(np.median(counts))
 
 
-def fleet_replicas(analysis: Any) -> int | None:
-    """Replicas the client's requests were spread over: the run's resolved count (``target.replicas``
-    where declared, the replicas the metrics name, or the processes that answered a balancer's one
-    metrics URL: :func:`loadtest.analysis.fleet.resolve_replicas`, as every per-replica figure of the
-    run takes it), else the replicas the metrics name.
+def fleet_replicas(analysis: Any, level: Any = None) -> int | None:
+    """Replicas the client's requests were spread over.
 
-    The resolved count first: a fleet declared but not scraped per replica (no metrics, or only the
-    balancer's URL) spreads the client's requests all the same, and its batch is their share."""
+    At a ``level`` where a replica's metrics did not answer and the others' gauges held the whole
+    load, the replicas that carried it (:mod:`loadtest.analysis.silent_replicas`): dividing by all
+    of them would halve a batch that one replica ran whole. Otherwise the run's resolved count
+    (``target.replicas`` where declared, the replicas the metrics name, or the processes that
+    answered a balancer's one metrics URL: :func:`loadtest.analysis.fleet.resolve_replicas`, as every
+    per-replica figure of the run takes it): a fleet declared but not scraped per replica spreads the
+    client's requests all the same, and its batch is their share. Else the replicas the metrics name.
+    """
+    server = getattr(analysis, "server", None)
+    fleet = getattr(server, "fleet", None) if server is not None else None
+    reporting = fleet.reporting.get(level.index) if fleet is not None and level is not None else None
+    if reporting is not None and reporting.serving is not None:
+        return reporting.serving
     resolved = getattr(getattr(analysis, "autoscaling", None), "replicas", None)
     if resolved:
         return int(resolved)
-    server = getattr(analysis, "server", None)
-    if server is None or getattr(server, "fleet", None) is None:
+    if fleet is None:
         return None
     return server.replica_count
 

@@ -49,6 +49,7 @@ from typing import Any
 
 from loadtest.analysis.autoscaling import level_at
 from loadtest.analysis.bounds import fleet_replicas, gauge_p50, running_sequences
+from loadtest.analysis.silent_replicas import shared_load
 from loadtest.metric_registry import LABELS, names
 
 #: Without the server's waiting count, a wait before the batch is claimed when the batch is short of
@@ -67,7 +68,7 @@ def capacity_limit(analysis: Any) -> dict[str, Any] | None:
     if level is None or cap.binding is None:
         return None
     binding = cap.binding.split(".")[0]
-    replicas = fleet_replicas(analysis) or 1  # as running_sequences counts the batch: per replica
+    replicas = fleet_replicas(analysis, level) or 1  # as running_sequences counts the batch: per replica
     rate = level.rate_rps is not None
     in_flight = (level.open_loop or {}).get("mean_in_flight") if rate else level.concurrency
     if in_flight is None or not math.isfinite(float(in_flight)):
@@ -79,11 +80,13 @@ def capacity_limit(analysis: Any) -> dict[str, Any] | None:
         "kind": None, "users": _r(users), "sequences": _r(sequences), "waiting": _r(waiting) if waiting is not None else None,
         "binding": cap.binding, "sentence": "",
     }
+    listed = fleet_replicas(analysis)
     per = " per replica" if replicas > 1 else ""
     if rate:  # a rate level holds no users: name it by its load, and its requests in flight
-        at = f"at {level.label} ({users:.1f} requests in flight on average{per})"
+        on = f", on {replicas} of the {listed} replicas" if listed and replicas < listed else per
+        at = f"at {level.label} ({users:.1f} requests in flight on average{on})"
     else:
-        at = f"at {level.concurrency} users" + (f" ({users:g} a replica)" if replicas > 1 else "")
+        at = f"at {level.concurrency} users" + _per_replica(users, replicas, listed, _silent(analysis, level))
     pct = cap.binding.split(".")[1] if "." in cap.binding else ""
     label = f"{pct} {LABELS.get(binding, binding)}".strip()
     if binding == "error_rate":
@@ -136,6 +139,29 @@ def capacity_limit(analysis: Any) -> dict[str, Any] | None:
         out["sentence"] = (f"the step itself: {at} {no_queue}, and the first token took {steps:.1f} decode steps "
                            f"at the median (a step {step:.0f} ms); the step grows with the batch")
     return out
+
+
+def _per_replica(users: float, replicas: int, listed: int | None, silent: list[str]) -> str:
+    """``" (16 a replica)"``; where fewer replicas than listed carried the level, how many did; where a
+    replica's metrics did not answer and it cannot be told whether it served, the split is only an if."""
+    if listed is not None and replicas < listed:
+        if replicas == 1:
+            return f" (all on 1 of the {listed} replicas: the only one answering its metrics ran them)"
+        return f" ({users:g} a replica on {replicas} of the {listed}: the ones answering their metrics ran them all)"
+    if silent and replicas > 1:
+        who = silent[0] if len(silent) == 1 else ", ".join(silent)
+        return f" ({users:g} a replica if {who}, whose metrics did not answer, served)"
+    return f" ({users:g} a replica)" if replicas > 1 else ""
+
+
+def _silent(analysis: Any, level: Any) -> list[str]:
+    """The replicas whose metrics did not answer at the level where the others' gauges do not show whether
+    they served (a fleet's; else none)."""
+    fleet = getattr(getattr(analysis, "server", None), "fleet", None)
+    reporting = fleet.reporting.get(level.index) if fleet is not None else None
+    if reporting is None or shared_load(reporting, len(fleet.replicas)):
+        return []
+    return list(reporting.silent)
 
 
 def _r(value: float) -> float | None:

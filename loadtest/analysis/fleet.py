@@ -21,18 +21,27 @@ Per round and signal:
   two requests on one replica a fifth of the time is uneven, and a median would hide it.
   The busiest replica is the one whose latency breaks first, so the fleet's capacity is
   ``replicas x one replica's`` divided by about this factor.
+
+A replica whose every scrape failed during a level (down, or its metrics unreachable) is
+*silent* there: the level's figures are taken over the rounds in which every other replica
+answered, and whether the others carried its load is read from their gauges
+(:mod:`loadtest.analysis.silent_replicas`).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
 
 from loadtest.analysis.results import LevelResult
 from loadtest.analysis.signals import Signal
+from loadtest.analysis.silent_replicas import (
+    LevelReporting, ReplicaScrapes, answered_frame, client_in_flight, replica_scrapes, serving_replicas, silent_in,
+)
 
 #: Above this imbalance at capacity, the report says the balancer, not the servers, set the capacity.
 UNEVEN = 1.15
@@ -55,6 +64,12 @@ class FleetView:
     pod_levels: dict[int, dict] = field(default_factory=dict)
     #: level index -> imbalance of running requests (None: no round ran a request)
     imbalance: dict[int, Imbalance | None] = field(default_factory=dict)
+    #: level index -> metric -> SignalStats of the fleet figure (sum or max over the replicas that answered)
+    fleet_levels: dict[int, dict] = field(default_factory=dict)
+    #: level index -> which replicas answered there, and whether they carried the whole load
+    reporting: dict[int, LevelReporting] = field(default_factory=dict)
+    #: replica -> its scrapes over the run (answered, failed, silent levels)
+    scrapes: dict[str, ReplicaScrapes] = field(default_factory=dict)
     #: metric -> replica -> (wall, value), for the report's time plot
     replica_series: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]] = field(default_factory=dict, repr=False)
 
@@ -119,19 +134,25 @@ def fleet_view(
     levels: Sequence[LevelResult],
     window_stats,
     running: Signal | None,
+    waiting: Signal | None = None,
+    client_load: Callable[[LevelResult], float | None] = client_in_flight,
 ) -> tuple[FleetView, dict[str, tuple[np.ndarray, np.ndarray]]]:
     """Per replica, per pod and imbalance per level; also the fleet series (metric -> (wall, value)).
 
-    ``window_stats(wall, value, start, end)`` is the one-server summary (analysis.server).
+    ``window_stats(wall, value, start, end)`` is the one-server summary (analysis.server);
+    ``client_load(level)`` the requests in flight the client held there, in the server's units
+    (what the live replicas' running + ``waiting`` are held against). Each level's figures leave
+    out the replicas silent in it; the run's series (the report's plot) those that never answered.
     """
     view = FleetView(replicas=list(replicas))
     fleet: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     frames = {s.metric: replica_frame(samples, s, replicas) for s in signals}
-    pods = {}
+    answered = answered_frame(samples, replicas)
+    silent = {lv.index: silent_in(answered, lv.window_start, lv.end_wall) for lv in levels}
+    heard = [r for r in replicas if r in answered and (answered[r] > 0).any()] or list(replicas)
     for signal in signals:
-        wall, total, mean = fleet_series(frames[signal.metric], signal)
+        wall, total, _ = fleet_series(frames[signal.metric][heard], signal)
         fleet[signal.metric] = (wall, total)
-        pods[signal.metric] = (wall, mean)
         if signal.role in ("running", "waiting"):
             frame = frames[signal.metric]
             view.replica_series[signal.metric] = {
@@ -141,7 +162,13 @@ def fleet_view(
             }
     for lv in levels:
         start, end = lv.window_start, lv.end_wall
-        view.pod_levels[lv.index] = {m: window_stats(*xy, start, end) for m, xy in pods.items()}
+        live = [r for r in replicas if r not in silent[lv.index]] or list(replicas)
+        totals, pods = {}, {}
+        for signal in signals:
+            wall, total, mean = fleet_series(_within(frames[signal.metric][live], start, end), signal)
+            totals[signal.metric] = window_stats(wall, total, start, end)
+            pods[signal.metric] = window_stats(wall, mean, start, end)
+        view.fleet_levels[lv.index], view.pod_levels[lv.index] = totals, pods
         view.replica_levels[lv.index] = {
             r: {
                 s.metric: window_stats(
@@ -151,14 +178,60 @@ def fleet_view(
             }
             for r in replicas
         }
-        view.imbalance[lv.index] = imbalance_in(frames[running.metric], start, end) if running is not None else None
+        view.imbalance[lv.index] = imbalance_in(frames[running.metric][live], start, end) if running is not None else None
+        view.reporting[lv.index] = _reporting(live, silent[lv.index], len(replicas), totals, running, waiting,
+                                              client_load(lv))
+        view.reporting[lv.index].failed = bool(lv.errors)
+    view.scrapes = replica_scrapes(samples, answered, silent)
     return view, fleet
 
 
-def imbalance_sentence(replicas: int, users: float | None, imb: Imbalance | None, unit: str = "users") -> str:
-    """One plain sentence on how the balancer spread the load at the fleet's capacity."""
+def _within(frame: pd.DataFrame, start: float, end: float) -> pd.DataFrame:
+    wall = frame.index.to_numpy(dtype=float)
+    return frame[(wall >= start) & (wall < end)]
+
+
+def _reporting(live: list[str], silent: list[str], total: int, stats: dict, running: Signal | None,
+               waiting: Signal | None, client: float | None) -> LevelReporting:
+    """Which replicas answered at a level, their requests in flight, and how many carried its load."""
+    if not silent:
+        return LevelReporting(live=live, silent=[], client_in_flight=client)
+    run = stats.get(running.metric) if running is not None else None
+    in_flight = None
+    if run is not None and run.n and math.isfinite(run.p50):
+        wait = stats.get(waiting.metric) if waiting is not None else None
+        in_flight = run.p50 + (wait.p50 if wait is not None and wait.n and math.isfinite(wait.p50) else 0.0)
+    return LevelReporting(live=live, silent=silent, in_flight=in_flight, client_in_flight=client,
+                          serving=serving_replicas(len(live), total, in_flight, client))
+
+
+def imbalance_sentence(replicas: int, users: float | None, imb: Imbalance | None, unit: str = "users",
+                       reporting: LevelReporting | None = None) -> str:
+    """One plain sentence on how the balancer spread the load at the fleet's capacity.
+
+    ``reporting`` says which replicas answered their metrics there: a sentence about the balance
+    names the ones that did not, and never says that no replica reported when one did.
+    """
     if replicas < 2 or users is None:
         return ""
+    silent = reporting.silent if reporting is not None else []
+    live = reporting.live if reporting is not None and silent else []
+    if silent and len(live) < replicas:
+        quiet = f"{_names(silent)} did not answer {'its' if len(silent) == 1 else 'their'} metrics"
+        if reporting.serving is not None and reporting.in_flight is not None:
+            return (
+                f"{replicas} replicas; at {users:g} {unit} {quiet}, and the {_count(len(live))} that did ran "
+                f"{reporting.in_flight:g} requests, the whole load: this level ran on {_count(len(live))}, "
+                "so it tells nothing of how the balancer spreads the fleet's load."
+            )
+        if imb is None:
+            alone = (f"{live[0]}, the one that did, cannot show a balance alone" if len(live) == 1 else
+                     f"the {len(live)} that did reported no running requests")
+            return f"{replicas} replicas; at {users:g} {unit} {quiet}, and {alone}, so the balance is unknown."
+        return (
+            f"{replicas} replicas; at {users:g} {unit} {quiet}; among the {len(live)} that did, the busiest ran "
+            f"{imb.busiest:.3g} requests while the mean was {imb.mean:.3g} (imbalance {imb.ratio:.2f})."
+        )
     if imb is None:
         return f"{replicas} replicas; at {users:g} {unit} no replica reported running requests, so the balance is unknown."
     head = (
@@ -168,6 +241,14 @@ def imbalance_sentence(replicas: int, users: float | None, imb: Imbalance | None
     if imb.ratio >= UNEVEN:
         return head + ": the balancer, not the servers, set the capacity (it is below replicas x one replica's)."
     return head + ": the balancer spread the load evenly, so each replica carried its share."
+
+
+def _names(ids: Sequence[str]) -> str:
+    return ids[0] if len(ids) == 1 else ", ".join(ids[:-1]) + " and " + ids[-1]
+
+
+def _count(n: int) -> str:
+    return f"{n} replica" + ("" if n == 1 else "s")
 
 
 def resolve_replicas(declared: int | None, counted: int | None,

@@ -17,7 +17,7 @@ import pandas as pd
 
 from loadtest.analysis.prefix_cache import level_prefix_cache
 from loadtest.analysis.trace_levels import mark_speedups, partial_replay_caveat
-from loadtest.analysis.autoscaling import AutoscalingOptions, recommend
+from loadtest.analysis.autoscaling import AutoscalingOptions, level_at, recommend
 from loadtest.analysis.bootstrap import DEFAULT_RESAMPLES, rng_for
 from loadtest.analysis.capacity import find_capacity
 from loadtest.analysis.classes import class_slos as class_slos_for
@@ -39,6 +39,7 @@ from loadtest.analysis.metrics import describe, level_results
 from loadtest.analysis.results import Analysis, LevelResult
 from loadtest.analysis.fleet import resolve_replicas
 from loadtest.analysis.server import server_view
+from loadtest.analysis.silent_replicas import metrics_urls, silence_warnings
 from loadtest.analysis.slo import SloSpec
 from loadtest.analysis.stop import mark_cut_short
 from loadtest.analysis.target_lost import lost_capacity_message, target_lost
@@ -163,6 +164,11 @@ def analyze(
     )
     if replicas_warning:
         warnings.append(replicas_warning)
+    if server is not None and server.fleet is not None:  # a replica down comes first: it changes what follows
+        warnings[:0] = silence_warnings(
+            server.fleet.reporting, server.fleet.scrapes, levels, metrics_urls(run.get("server_metrics")),
+            replicas, replicas_source, level_at(levels, capacity.concurrency, capacity.rate_rps),
+        )
     # only successful requests carry final token counts
     sources = frame.loc[frame["ok"], "token_source"].value_counts(dropna=True) if len(frame) else {}
     # as for completion tokens: failures never got a usage chunk, so count successes

@@ -16,7 +16,6 @@ replica's share, not the whole load.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
@@ -25,10 +24,11 @@ import numpy as np
 import pandas as pd
 
 from loadtest.analysis.fleet import FleetView, fleet_view, replicas_in
+from loadtest.analysis.silent_replicas import client_in_flight
 from loadtest.analysis.results import LevelResult
 from loadtest.analysis.signals import KNOWN_SIGNALS, Signal, role_rank, signal_for
 from loadtest.scrape.mixed import mixed_sources, mixed_warning, process_counts
-from loadtest.scrape.store import UP
+from loadtest.scrape.store import UP, error_of
 
 #: Below this share of the client's users in flight on the server, something queues in between.
 IN_FLIGHT_SHORTFALL = 0.7
@@ -159,7 +159,7 @@ def scrape_health(samples: pd.DataFrame, spans: Sequence[tuple[int, float, float
     up = samples[samples["metric"] == UP] if len(samples) else samples
     wall = up["wall"].to_numpy(dtype=float) if len(up) else np.array([])
     ok = up["value"].to_numpy(dtype=float) > 0 if len(up) else np.array([], dtype=bool)
-    reasons = [_error_of(lab) for lab in up["labels"]] if len(up) else []
+    reasons = [error_of(lab) for lab in up["labels"]] if len(up) else []
 
     def health(mask: np.ndarray) -> ScrapeHealth:
         h = ScrapeHealth(scrapes=int(mask.sum()), failed=int((mask & ~ok).sum()))
@@ -169,13 +169,6 @@ def scrape_health(samples: pd.DataFrame, spans: Sequence[tuple[int, float, float
 
     per_level = {index: health((wall >= start) & (wall < end)) for index, start, end in spans}
     return per_level, health(np.ones(len(wall), dtype=bool))
-
-
-def _error_of(labels: str) -> str:
-    try:
-        return str(json.loads(labels).get("error") or "failed")
-    except (ValueError, AttributeError):
-        return "failed"
 
 
 def _downsample(wall: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -209,13 +202,16 @@ def server_view(
     fleet = None
     if replicas:
         running = next((s for s in signals if s.role == "running"), None)
-        fleet, series = fleet_view(samples, signals, replicas, levels, window_stats, running)
+        waiting = next((s for s in signals if s.role == "waiting"), None)
+        fleet, series = fleet_view(samples, signals, replicas, levels, window_stats, running, waiting,
+                                   _client_load)
+        per_level = {lv.index: fleet.fleet_levels[lv.index] for lv in levels}
     else:
         series = {s.metric: signal_series(samples, s) for s in signals}
-    per_level = {
-        lv.index: {s.metric: window_stats(*series[s.metric], lv.window_start, lv.end_wall) for s in signals}
-        for lv in levels
-    }
+        per_level = {
+            lv.index: {s.metric: window_stats(*series[s.metric], lv.window_start, lv.end_wall) for s in signals}
+            for lv in levels
+        }
     health, total = scrape_health(samples, [(lv.index, lv.start_wall, lv.end_wall) for lv in levels])
     view = ServerView(
         url=url, signals=signals, levels=per_level, health=health, total=total,
@@ -224,26 +220,45 @@ def server_view(
     )
     where = {"": url or "the metrics endpoint"}
     view.warnings = (
-        health_warnings(view, settings)
+        health_warnings(view, settings, _told_apart(samples, levels, fleet))
         + [mixed_warning(where.get(rid, rid), evidence) for rid, evidence in view.mixed.items()]
         + crosscheck_warnings(view, levels)
     )
     return view
 
 
-def health_warnings(view: ServerView, settings: Mapping[str, Any]) -> list[str]:
-    """One line per kind of scrape failure, and one when no known signal was found."""
+def _told_apart(samples: pd.DataFrame, levels: Sequence[LevelResult], fleet: FleetView | None) -> ScrapeHealth | None:
+    """The scrape health without a silent replica's failed scrapes in the levels it was silent in (None:
+    none was): those say more than "those moments have no server view", and the silent replica's
+    own warning (:func:`loadtest.analysis.silent_replicas.silence_warnings`) says it."""
+    if fleet is None or not any(r.silent for r in fleet.reporting.values()):
+        return None
+    drop = np.zeros(len(samples), dtype=bool)
+    wall, replica = samples["wall"].to_numpy(dtype=float), samples["replica"].to_numpy()
+    for lv in levels:
+        silent = fleet.reporting[lv.index].silent
+        drop |= np.isin(replica, silent) & (wall >= lv.window_start) & (wall < lv.end_wall)
+    never = [rid for rid, s in fleet.scrapes.items() if s.never_answered]
+    drop |= np.isin(replica, never)
+    return scrape_health(samples[~drop], [])[1]
+
+
+def health_warnings(view: ServerView, settings: Mapping[str, Any], told_apart: ScrapeHealth | None = None) -> list[str]:
+    """One line per kind of scrape failure, and one when no known signal was found.
+
+    ``told_apart``: the health without a silent replica's scrapes, which its own warning counts.
+    """
     where = view.url or "the metrics endpoint"
     out = []
     total = view.total
     kinds: dict[str, list[tuple[str, int]]] = {}
-    for message, count in view.total.errors.items():
+    for message, count in (told_apart or view.total).errors.items():
         kinds.setdefault(message.split(" (")[0], []).append((message, count))
     for group in sorted(kinds.values(), key=lambda g: -sum(c for _, c in g)):
         count = sum(c for _, c in group)
         message = max(group, key=lambda mc: mc[1])[0]
         out.append(
-            f"server metrics: {count} of {total.scrapes} scrapes of {where} failed ({message}); "
+            f"server metrics: {count} of {(told_apart or total).scrapes} scrapes of {where} failed ({message}); "
             + ("there is no server view for this run" if total.failed == total.scrapes else "those moments have no server view")
             + " (a failed scrape does not slow the load; it says nothing of the requests)."
         )
@@ -271,6 +286,8 @@ def crosscheck_warnings(view: ServerView, levels: Sequence[LevelResult]) -> list
         run_stats = view.stats(lv.index, running.metric)
         if run_stats is None or run_stats.n == 0 or lv.concurrency < 2:
             continue
+        if view.fleet is not None and view.fleet.reporting.get(lv.index) and view.fleet.reporting[lv.index].silent:
+            continue  # a replica did not answer: its own warning holds the others' count against the load
         wait_stats = view.stats(lv.index, waiting.metric) if waiting else None
         in_flight = run_stats.p50 + (wait_stats.p50 if wait_stats and wait_stats.n else 0.0)
         per_request = _inputs_per_request(lv)
@@ -297,6 +314,12 @@ def crosscheck_warnings(view: ServerView, levels: Sequence[LevelResult]) -> list
             f"({'; '.join(extra)}): it also serves other traffic, so its signals are not this test's alone."
         )
     return out
+
+
+def _client_load(lv: LevelResult) -> float | None:
+    """The client's requests in flight at a level, in the server's units (a batched kind's inputs)."""
+    load = client_in_flight(lv)
+    return None if load is None else load * _inputs_per_request(lv)
 
 
 def _inputs_per_request(lv: LevelResult) -> float:

@@ -10,6 +10,7 @@ from typing import Any
 
 from loadtest.analysis.fleet import Imbalance
 from loadtest.analysis.results import Analysis, LevelResult
+from loadtest.analysis.silent_replicas import metrics_urls
 
 
 def _stats(stats: Any) -> dict[str, Any]:
@@ -43,6 +44,16 @@ def level_imbalance(analysis: Analysis, level: LevelResult) -> float | None:
         return None
     imb = view.fleet.imbalance.get(level.index)
     return None if imb is None else round(imb.ratio, 3)
+
+
+def level_reporting(analysis: Analysis, level: LevelResult) -> dict[str, Any]:
+    """``levels[].silent_replicas`` (the replicas whose every scrape failed in the window; null: one server)
+    and ``levels[].replicas_serving`` (how many carried the level where the others' gauges show fewer than
+    listed did; else null): see :mod:`loadtest.analysis.silent_replicas`."""
+    view = analysis.server
+    rep = view.fleet.reporting.get(level.index) if view is not None and view.fleet is not None else None
+    return {"silent_replicas": list(rep.silent) if rep is not None else None,
+            "replicas_serving": rep.serving if rep is not None else None}
 
 
 def per_replica(analysis: Analysis) -> float | None:
@@ -82,4 +93,24 @@ def server_metrics_fleet(analysis: Analysis) -> dict[str, Any]:
         "urls": list(settings.get("urls") or []),
         "prometheus": settings.get("prometheus"),
         "replicas": list(view.fleet.replicas) if view is not None and view.fleet is not None else [],
+        "silent_replicas": silent_replicas(analysis),
     }
+
+
+def silent_replicas(analysis: Analysis) -> list[dict[str, Any]]:
+    """``server_metrics.silent_replicas``: each replica whose metrics did not answer at some level."""
+    view = analysis.server
+    if view is None or view.fleet is None:
+        return []
+    urls = metrics_urls(analysis.run.get("server_metrics"))
+    by_index = {lv.index: lv for lv in analysis.levels}
+    return [
+        {"id": rid, "url": urls.get(rid), "scrapes": s.scrapes, "answered": s.answered, "error": s.error or None,
+         "levels": [_load(by_index[i]) for i in s.silent_levels if i in by_index]}
+        for rid, s in sorted(view.fleet.scrapes.items()) if s.silent_levels
+    ]
+
+
+def _load(level: LevelResult) -> float | int:
+    """A level as the summary names it: its users, or its rate in open loop."""
+    return level.rate_rps if level.rate_rps is not None else level.concurrency

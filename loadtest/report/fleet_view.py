@@ -70,9 +70,12 @@ def imbalance_table(analysis: Analysis) -> str:
     for lv in sorted(analysis.levels, key=lambda lv: (lv.load, lv.index)):
         imb = fleet.imbalance.get(lv.index)
         cells = []
+        silent = fleet.reporting[lv.index].silent if lv.index in fleet.reporting else []
         for rid in fleet.replicas:
             st = fleet.replica_levels.get(lv.index, {}).get(rid, {}).get(running.metric) if running else None
-            cells.append("<td class='num'>–</td>" if st is None or not st.n
+            # a replica whose every scrape failed there: said as such, not an empty cell (it may be down)
+            cells.append("<td class='num'>no answer ⚠</td>" if rid in silent
+                         else "<td class='num'>–</td>" if st is None or not st.n
                          else f"<td class='num'>{_num(st.p50)} ({_num(st.max)})</td>")
         flag = " ⚠" if imb is not None and imb.ratio >= UNEVEN else ""
         rows.append(f"<tr><td class='num'>{lv.load_text}</td><td class='num'>{_num(imb.ratio if imb else None)}{flag}</td>"

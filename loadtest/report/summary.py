@@ -57,7 +57,7 @@ from loadtest.records import replace_text
 from loadtest.redact import scrub
 from loadtest.report.summary_record import check_summary
 from loadtest.report.fleet_summary import (
-    autoscaling_fleet, level_imbalance, level_replicas, per_replica, server_metrics_fleet, target_replicas,
+    autoscaling_fleet, level_imbalance, level_replicas, level_reporting, per_replica, server_metrics_fleet, target_replicas,
 )
 from loadtest.report.summary_definitions import DEFINITIONS
 from loadtest.report.why import why
@@ -349,7 +349,7 @@ def summary_dict(analysis: Analysis) -> dict[str, Any]:
         "capacity": {**capacity_dict(analysis.capacity), "per_replica": per_replica(analysis)},
         "levels": [
             {**level_dict(lv), "server": level_server_dict(analysis, lv), "bound": bounds.get(lv.index),
-             "imbalance": level_imbalance(analysis, lv)}
+             "imbalance": level_imbalance(analysis, lv), **level_reporting(analysis, lv)}
             for lv in sorted(analysis.levels, key=lambda lv: lv.concurrency)
         ],
         "decode_fit": decode_fit,

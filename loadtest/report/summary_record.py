@@ -144,6 +144,10 @@ class LevelRecord(_LevelBase):  # type: ignore[misc,valid-type]
     bound: Optional[Any] = None
     #: a fleet: the busiest replica's running requests over the mean (null with one); not in a class's block
     imbalance: Optional[Number] = None
+    #: a fleet: the replicas whose every scrape failed in the window ([] none; null with one server)
+    silent_replicas: Optional[list[str]] = None
+    #: a fleet: how many replicas carried the level, where the others' gauges show fewer than listed did
+    replicas_serving: Optional[int] = None
 
 
 class SummaryRecord(_Strict):

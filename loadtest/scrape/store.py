@@ -19,6 +19,7 @@ falls back to the parts when the merged file was never written.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -48,6 +49,14 @@ SCHEMA = pa.schema(
 UP = "up"
 SCRAPE_DURATION = "scrape_duration_seconds"
 SCRAPE_SAMPLES = "scrape_samples_scraped"
+
+
+def error_of(labels: str) -> str:
+    """A failed scrape's reason, from its ``up`` sample's labels (``failed`` when it gives none)."""
+    try:
+        return str(json.loads(labels).get("error") or "failed")
+    except (ValueError, AttributeError):
+        return "failed"
 
 
 class SampleWriter(PartFiles):

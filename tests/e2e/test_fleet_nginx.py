@@ -53,10 +53,11 @@ RR_FLAGS = ["--max-batch", "3", "--rate-limit-queue", "0", "--retry-after-s", "0
 RR_ONE_REPLICA_CAPACITY = 3
 
 
-def _run(folder: Path, origin: str, metrics: dict, levels: list[int], workload: dict = FIXED, min_s: float = 3):
+def _run(folder: Path, origin: str, metrics: dict, levels: list[int], workload: dict = FIXED, min_s: float = 3,
+         **target):
     folder.mkdir(parents=True, exist_ok=True)
     scenario = write_scenario(
-        folder, origin + "/v1", target={"base_url": origin + "/v1", "metrics": metrics},
+        folder, origin + "/v1", target={"base_url": origin + "/v1", "metrics": metrics, **target},
         workload=workload, slo=SLO, load={"levels": levels, "level_duration_s": max(3, min_s), "min_level_duration_s": min_s,
                                                 "max_level_duration_s": max(6, min_s), "warmup_s": 1},
     )
@@ -229,3 +230,36 @@ def test_scraping_the_balancers_own_url_warns_that_replicas_are_mixed(tmp_path):
         assert s["capacity"]["per_replica"] == s["capacity"]["concurrency"] / 2
     run_json = json.loads((tmp_path / "run" / "run.json").read_text())
     assert run_json["server_metrics"]["url"] == f"{origin}/metrics"
+
+
+def test_a_replica_down_behind_least_conn_is_named_and_the_live_one_carries_the_split(tmp_path):
+    """2 replicas declared, one stopped before the run: nginx sends everything to the other (it retries a
+    refused upstream on the next). That replica's 2 slots hold 2 users and refuse a third, so the run
+    measures one replica, and must say so: the dead one named by its URL, the live one's gauge read."""
+    with fleet(tmp_path, 2, FLAGS, "least_conn") as (origin, mocks):
+        dead = mocks[1]
+        dead_url = f"{dead.url}/metrics"
+        dead.stop()
+        s, result = _run(tmp_path, origin, {"urls": _urls(mocks), "interval_s": INTERVAL_S}, [2, 3], replicas=2)
+    cap = s["capacity"]
+    assert (cap["concurrency"], cap["first_failing"]) == (ONE_REPLICA_CAPACITY, 3), cap  # one replica's capacity
+    dead_id = dead_url.split("//")[1].split("/")[0]
+    first = s["warnings"][0]
+    assert f"replica {dead_id} ({dead_url}) never answered its metrics" in first and "may be down" in first, first
+    assert f"warning: server metrics: replica {dead_id}" in " ".join(result.stdout.split())  # the terminal, wrapped
+    at_cap = _by_c(s)[ONE_REPLICA_CAPACITY]
+    assert at_cap["silent_replicas"] == [dead_id]
+    if at_cap["server"]["vllm:num_requests_running"]["n"]:  # a scrape fell in the window (the scraper runs at nice 19)
+        assert at_cap["server"]["vllm:num_requests_running"]["p50"] == ONE_REPLICA_CAPACITY  # the live one: all of it
+        assert at_cap["replicas_serving"] == 1
+        assert "the whole load" in s["autoscaling"]["fleet_message"]
+        assert any("divide by the declared 2 (target.replicas)" in w for w in s["warnings"]), s["warnings"]
+    assert "no replica reported" not in (s["autoscaling"]["fleet_message"] or "")
+    # at 3 users the live replica's 2 slots are full and the third request is refused: 2 of 3 in flight
+    # looks like a share, but a refused request holds no slot, so no even split is claimed there
+    assert not [w for w in s["warnings"] if "seems to have served" in w], s["warnings"]
+    assert "1.5 a replica)" not in s["capacity_limit"]["sentence"], s["capacity_limit"]
+    assert not [w for w in s["warnings"] if "the load was not affected" in w], s["warnings"]
+    assert s["server_metrics"]["silent_replicas"][0]["url"] == dead_url
+    # the planning figures keep the declared count (the warning says by how much they change)
+    assert s["target"]["replicas"] == 2 and cap["per_replica"] == ONE_REPLICA_CAPACITY / 2
