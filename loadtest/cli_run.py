@@ -89,6 +89,7 @@ def _run_and_gate(args: argparse.Namespace, scenario) -> int:
         raise InputError("--web: not with --repeat or --warmup-run (the web UI waits for Start in every run)")
     planned, gate_dir = plan(args.out or default_run_dir(scenario, Path("reports")), args.repeat, warmup)
     measured: list[Path] = []
+    lost: list[str] = []  # a measured run whose target stopped answering, in words
     for step in planned:
         outcome = run_scenario(scenario, _run_options(args, step.folder, step.warmup))
         if args.pushgateway and not step.warmup:
@@ -99,13 +100,21 @@ def _run_and_gate(args: argparse.Namespace, scenario) -> int:
         if not step.warmup:
             measured.append(outcome.run_dir)
         # the target went away mid-run: exit 3, as when the preflight finds it unusable, not a capacity with 0
-        # (with --baseline the gate judges it: a server that dies under load is a regression it shows)
-        if outcome.target_lost is not None and args.baseline is None:
+        if outcome.target_lost is not None and not step.warmup:
             print(f"loadtest run: {outcome.target_lost} (exit 3; the run is analyzed and reported in "
                   f"{outcome.run_dir})", file=sys.stderr)
-            return 3
+            if args.baseline is None:
+                return 3
+            lost.append(outcome.target_lost)
     if args.baseline is not None:
-        return run_gate(args, args.baseline, measured, default_dir=gate_dir)
+        # the gate judges it first (a server that dies under load is a regression it may show); where it
+        # would pass (the baseline failed first at that level too), the outage is not a pass
+        code = run_gate(args, args.baseline, measured, default_dir=gate_dir)
+        if code == 0 and lost:
+            print("loadtest run: the gate found no regression, but the target stopped answering during the run: "
+                  "exit 3, not a pass", file=sys.stderr)
+            return 3
+        return code
     return 0
 
 

@@ -152,8 +152,11 @@ class SignalRecommendation:
 
     @property
     def placeholder(self) -> bool:
-        """Scraped at capacity, but too few times for a threshold: the manifests leave it to fill in."""
-        return self.threshold is None and self.at_capacity.n > 0
+        """Scraped at capacity, but too few times for a threshold: the manifests leave it to fill in.
+
+        Not a signal that was measured and read 0 there (no threshold: "> 0" fires on any traffic,
+        and more scrapes would not change it)."""
+        return self.threshold is None and self.at_capacity.n > 0 and self.basis_value is None
 
 
 @dataclass

@@ -64,6 +64,8 @@ _STEPS_WITHOUT_PREFILL = 1.5
 def capacity_limit(analysis: Any) -> dict[str, Any] | None:
     """``{kind, users, sequences, waiting, binding, sentence}`` at the first failing level, or None."""
     cap = analysis.capacity
+    if getattr(getattr(analysis, "target_lost", None), "decides_capacity", False):
+        return None  # the first failing level measured an outage, not what limits the load
     level = level_at(analysis.levels, cap.first_failing, cap.first_failing_rate_rps)  # a trace's levels have rates
     if level is None or cap.binding is None:
         return None

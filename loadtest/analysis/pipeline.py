@@ -121,6 +121,7 @@ def analyze(
     outage = lost_capacity_message(levels, lost) if lost is not None else None
     if outage is not None:  # the outage's words, not the load's: "holds 1 user; at 2 the p95 TTFT is unbounded"
         capacity.message = outage
+        lost.decides_capacity = True
     if slos:
         capacity.classes = {
             name: find_capacity([lv.classes[name] for lv in levels], class_slo, confidence)
@@ -136,9 +137,6 @@ def analyze(
         warnings.append(
             f"the top-level SLO's latency checks ({unused}) judge no request class: every class has its own slo"
         )
-    if lost is not None:  # first: every other line reads differently once the target is gone
-        warnings.insert(0, f"{lost.words()}; every request is counted, as failed; the records are kept "
-                        "(`loadtest analyze` re-reads them), and what was measured after it is the outage's")
     warnings += run_caveats(run, frame)
     warnings += level_caveats(levels, slo, min_complete, slos)
     hidden = short_level_caveat(levels, capacity, slo, frame)
@@ -169,6 +167,14 @@ def analyze(
             server.fleet.reporting, server.fleet.scrapes, levels, metrics_urls(run.get("server_metrics")),
             replicas, replicas_source, level_at(levels, capacity.concurrency, capacity.rate_rps),
         )
+    if lost is not None:  # first of all (a replica down too): every other line reads differently once the target is gone
+        warnings.insert(0, f"{lost.words()}; every request is counted, as failed; the records are kept "
+                        "(`loadtest analyze` re-reads them), and what was measured after it is the outage's")
+    scaling = recommend(levels, capacity, server, options, replicas, replicas_source,
+                        sustainable_at_capacity(levels, capacity, frame, slo))
+    if outage is not None:  # the advice rests on the levels before the outage; the failing one measured the outage
+        scaling.paragraph = (f"The target stopped answering during the run: this rests on the levels before it, and the "
+                             f"capacity is a lower bound. {scaling.paragraph}")
     # only successful requests carry final token counts
     sources = frame.loc[frame["ok"], "token_source"].value_counts(dropna=True) if len(frame) else {}
     # as for completion tokens: failures never got a usage chunk, so count successes
@@ -192,8 +198,7 @@ def analyze(
         requests=frame,
         confidence=confidence,
         server=server,
-        autoscaling=recommend(levels, capacity, server, options, replicas, replicas_source,
-                              sustainable_at_capacity(levels, capacity, frame, slo)),
+        autoscaling=scaling,
         class_slos=slos,
         prompt_token_source={str(k): int(v) for k, v in prompt_sources.items()},
         target_lost=lost,

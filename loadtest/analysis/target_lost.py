@@ -13,11 +13,14 @@ The signature is kept narrow, so that an overloaded server is never taken for a 
 
 * the failures come *after the last success of the run* (a server that answers again later
   had an outage the error budget judges, and is not "lost");
-* every one of them is ``connect`` or ``disconnect`` (a timeout or a 5xx is a live server's
-  answer); requests the harness cancelled and arrivals dropped at ``max_in_flight`` say
-  nothing either way and are left aside;
-* at least :data:`MIN_REQUESTS` of them, over at least :data:`MIN_SPAN_S` seconds: a handful
-  of refused connections in the last instant of an overloaded run is not an outage.
+* the run ends on a streak of them, every one ``connect`` or ``disconnect`` (a timeout or a
+  5xx is a live server's answer; one shutting down gracefully gives 503s first, and the
+  streak after them is the outage); requests the harness cancelled and arrivals dropped at
+  ``max_in_flight`` say nothing either way and are left aside;
+* at least :data:`MIN_REQUESTS` of them, :data:`MIN_REFUSED` of which refused connections (a
+  proxy cutting a live server's queued streams leaves only cuts), over at least
+  :data:`MIN_SPAN_S` seconds: a handful of refused connections in the last instant of an
+  overloaded run is not an outage.
 
 What holds below the level where it happened was measured on a live server and stays: the
 capacity is its lower bound, and the sentence says both.
@@ -39,7 +42,9 @@ LOST_KINDS = frozenset({"connect", "disconnect"})
 #: Neither a success nor a failure of the server: the harness's own cuts and drops.
 NEUTRAL_KINDS = frozenset({"cancelled", "dropped"})
 MIN_REQUESTS = 5
-MIN_SPAN_S = 1.0
+#: of which refused connections (``connect``), not only cut streams
+MIN_REFUSED = 3
+MIN_SPAN_S = 0.5
 
 
 @dataclass
@@ -58,6 +63,8 @@ class TargetLost:
     kinds: dict[str, int]
     #: the last success's end (wall-clock), None when no request of the run succeeded
     last_success_wall: float | None
+    #: the outage decided where the capacity stops (the sentence leads with it): set by the pipeline
+    decides_capacity: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -68,6 +75,7 @@ class TargetLost:
             "requests": self.requests,
             "kinds": dict(self.kinds),
             "last_success_wall": None if self.last_success_wall is None else round(self.last_success_wall, 3),
+            "decides_capacity": self.decides_capacity,
         }
 
     def words(self) -> str:
@@ -94,14 +102,25 @@ def target_lost(requests: pd.DataFrame, levels: Sequence[LevelResult]) -> Target
     ok = boolean(requests, "ok")
     kinds = np.array([k or "" for k in text(requests, "error_kind")], dtype=object)
     last_ok = float(np.nanmax(end[ok])) if ok.any() else None
-    after = ~ok & ~np.isin(kinds, list(NEUTRAL_KINDS)) & np.isfinite(start)
+    failed = ~ok & ~np.isin(kinds, list(NEUTRAL_KINDS)) & np.isfinite(start)
     if last_ok is not None:
-        after &= end > last_ok
-    if after.sum() < MIN_REQUESTS or not np.isin(kinds[after], list(LOST_KINDS)).all():
+        failed &= end > last_ok
+    # the run's closing streak of refusals and cuts, by when each failed: a server shutting down
+    # gracefully answers 503 (or times out) first, then refuses; those answers came from it, the
+    # streak after them is the outage
+    rows = np.flatnonzero(failed)
+    rows = rows[np.argsort(end[rows], kind="stable")]
+    lost_kind = np.isin(kinds[rows], list(LOST_KINDS))
+    streak = len(rows) - (int(np.flatnonzero(~lost_kind)[-1]) + 1 if (~lost_kind).any() else 0)
+    after = np.zeros(len(kinds), dtype=bool)
+    after[rows[len(rows) - streak:]] = True
+    # at least a few *refused* connections: a proxy that cuts a live server's queued streams (its
+    # read timeout) leaves disconnects while new connections are still taken
+    if after.sum() < MIN_REQUESTS or int((kinds[after] == "connect").sum()) < MIN_REFUSED:
         return None
     # when it happened: the first of those failures (a stream cut at the death began before it, so its end)
     first = float(np.nanmin(end[after]))
-    if float(np.nanmax(end[after])) - max(first, last_ok or first) < MIN_SPAN_S:
+    if float(np.nanmax(end[after])) - first < MIN_SPAN_S:
         return None
     by_start = sorted(levels, key=lambda lv: lv.start_wall)
     level = next((lv for lv in by_start if lv.start_wall <= first < max(lv.end_wall, lv.start_wall)), None)
@@ -124,16 +143,19 @@ def target_lost(requests: pd.DataFrame, levels: Sequence[LevelResult]) -> Target
 def lost_capacity_message(levels: Sequence[LevelResult], lost: TargetLost) -> str | None:
     """The capacity sentence when the outage decides it: the outage first, then what held before it.
 
-    None when the outage came after the level it happened in was judged a pass (in its hold,
-    after its window): every verdict was then made on a live server, and the warning says the rest.
-    What held is the passing run of levels, lowest first, among those that began before the outage
-    (a refine probe sent to a dead server fails, whatever its load) and below the level it hit.
+    None when every level that did not pass began before the outage (it came in the last level's
+    hold, after a pass): every verdict was then made on a live server, and the warning says the
+    rest. What held is the passing run of levels, lowest first, among those that began before the
+    outage (a refine probe sent to a dead server fails, whatever its load) and, where the level it
+    hit did not pass, below that level.
     """
     at = next((lv for lv in levels if lv.index == lost.level_index), None)
-    if at is not None and at.status == "pass":
+    after = [lv for lv in levels if lv.start_wall >= lost.at_wall and lv.status not in ("pass", "no_data")]
+    if at is not None and at.status == "pass" and not after:
         return None
-    live = sorted((lv for lv in levels if lv.status != "no_data" and lv is not at and lv.start_wall < lost.at_wall
-                   and (at is None or lv.load < at.load)), key=lambda lv: lv.load)
+    hit = at is not None and at.status != "pass"
+    live = sorted((lv for lv in levels if lv.status != "no_data" and lv.start_wall < lost.at_wall
+                   and not (hit and (lv is at or lv.load >= at.load))), key=lambda lv: lv.load)
     held = None
     for lv in live:
         if lv.status != "pass":

@@ -162,16 +162,23 @@ def staged_run(args: argparse.Namespace, scenario, reports_dir: Path = Path("rep
             setattr(args, name, local / out[len(run_url.rstrip("/")) + 1:])
     _say(f"the run folder {local} is uploaded to {run_url} as it grows")
     uploader = Uploader(local, run_url)
+    # what the gate prints and writes (compare.json, uploaded into the bucket) names the run by its URL, as
+    # it names an s3:// baseline: the staged folder is lost with a CronJob's pod
+    warm_local, warm_url = local.with_name(local.name + "-warmup"), RemotePath(run_url.rstrip("/") + "-warmup")
+    stand_ins = [(local, run_url), (local.resolve(), run_url), (warm_local, warm_url), (warm_local.resolve(), warm_url)]
+    for path, where in stand_ins:
+        staged_paths.stand_in(path, where)
     try:
         yield run_url
     finally:
+        for path, _ in stand_ins:
+            staged_paths.release(path)
         _finish_upload(uploader, local, run_url)
         # The warm-up run of run --baseline (repeats.plan: "<out>-warmup", a sibling of the staged
         # folder) goes up beside the run, as gate.md says it is kept: it stayed in the local staging
         # folder, which in a CronJob's pod is lost with the pod.
-        warm, warm_url = local.with_name(local.name + "-warmup"), RemotePath(run_url.rstrip("/") + "-warmup")
-        if warm.is_dir() and any(warm.iterdir()):
-            _finish_upload(Uploader(warm, warm_url), warm, warm_url)
+        if warm_local.is_dir() and any(warm_local.iterdir()):
+            _finish_upload(Uploader(warm_local, warm_url), warm_local, warm_url)
 
 
 def _finish_upload(uploader, local: Path, url: RemotePath) -> None:

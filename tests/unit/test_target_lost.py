@@ -17,7 +17,8 @@ from loadtest.report.summary import summary_dict
 SLO = {"ttft_ms": {"p95": 1000}, "max_error_rate": 0.01}
 
 
-def _run(kind: str = "connect", dies_at_s: float | None = 2.0, comes_back: bool = False, n_after: int = 20):
+def _run(kind: str = "connect", dies_at_s: float | None = 2.0, comes_back: bool = False, n_after: int = 20,
+         first_kind: str | None = None, first_n: int = 0):
     plan = level_plan([1, 2], 8.0)
     rows = closed_loop_rows(0, 1, plan[0]["start_wall"], 8.0, seed=1)
     live = closed_loop_rows(1, 2, plan[1]["start_wall"], 8.0, seed=2)
@@ -29,7 +30,8 @@ def _run(kind: str = "connect", dies_at_s: float | None = 2.0, comes_back: bool 
         step = (8.0 - dies_at_s - 0.5) / n_after
         for i in range(n_after):
             t = death + i * step
-            rows.append(failed_row(kind, e2e_ms=2.0, request_id=f"lost-{i}", user=i % 2, level=2, level_index=1,
+            this = first_kind if first_kind is not None and i < first_n else kind  # e.g. 503s before the refusals
+            rows.append(failed_row(this, e2e_ms=2.0, request_id=f"lost-{i}", user=i % 2, level=2, level_index=1,
                                    start_wall=t))
         if comes_back:  # the server restarted: answers again before the level's end
             rows += [r for r in live if r["start_wall"] > death + step * n_after]
@@ -64,4 +66,12 @@ def test_a_live_servers_answers_are_never_an_outage():
     assert _run(kind="timeout").target_lost is None
     assert _run(kind="http_5xx").target_lost is None
     assert _run(n_after=4).target_lost is None
-    assert _run(kind="disconnect").target_lost is not None
+    # cut streams alone: a proxy's read timeout on a live server's queued streams, not a dead server (a review)
+    assert _run(kind="disconnect").target_lost is None
+
+
+def test_a_server_shutting_down_gracefully_answers_503_then_refuses_and_is_lost():
+    # its 503s are a live server's answers; the streak of refusals after them is the outage (a review: one
+    # 503 after the last success vetoed the detection, and a dead server read as a capacity with exit 0)
+    lost = _run(first_kind="http_5xx", first_n=3).target_lost
+    assert lost is not None and lost.kinds == {"connect": 17} and lost.requests == 17

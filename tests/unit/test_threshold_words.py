@@ -36,3 +36,16 @@ def test_a_signal_at_zero_at_capacity_gives_no_threshold_that_fires_on_any_traff
     assert _threshold(kv, SignalStats(p50=0.0, p95=0.0, max=0.0, n=12), None, 0.2, 0.0)[0] is None
     value, _ = _threshold(running, SignalStats(p50=1.0, p95=1.0, max=1.0, n=12), None, 0.2, 1.0)
     assert value == 0.8  # one request at capacity still sets its threshold
+
+
+def test_a_signal_measured_at_zero_is_no_placeholder_to_fill_in():
+    # two merged rules met: a threshold of 0 is none, and a missing threshold read as "too few scrapes,
+    # fill in <THRESHOLD>" though 12 scrapes had measured it (a review); more scrapes would not help
+    from loadtest.analysis.autoscaling import SignalRecommendation
+
+    zero = SignalStats(p50=0.0, p95=0.0, max=0.0, n=12, mean=0.0)
+    measured = SignalRecommendation("vllm:num_requests_running", "vllm", "running", zero, None, None, "", False, 0.0,
+                                    "time_mean", 0.0)
+    unmeasured = SignalRecommendation("vllm:num_requests_running", "vllm", "running", zero, None, None, "", False, 0.0,
+                                      None, None)
+    assert not measured.placeholder and unmeasured.placeholder
