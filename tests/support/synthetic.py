@@ -285,3 +285,14 @@ def write_run_folder(folder: Any, rows: list[dict[str, Any]], plan: list[dict[st
     with contextlib.redirect_stdout(io.StringIO()):
         assert main(["analyze", str(folder)]) == 0
     return folder
+
+
+def itl_bound_fleet_run(levels: list[int], level_s: float) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Records and run.json of a closed loop whose ITL is 10·c ms (ITL p95 ≤ 65: capacity 6, first failing 8
+    over levels 2, 4, 6, 8), 1 s warm-up: the fleet tests' common run, before each adds its scrapes."""
+    plan = level_plan(levels, level_s)
+    rows: list[dict[str, Any]] = []
+    for lv in plan:
+        rows += closed_loop_rows(lv["index"], lv["concurrency"], lv["start_wall"], level_s,
+                                 itl_ms=10.0 * lv["concurrency"], warmup_s=1.0)
+    return rows, run_dict(plan, warmup_s=1.0, slo={"itl_ms": {"p95": 65}})

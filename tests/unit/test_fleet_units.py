@@ -19,7 +19,7 @@ from loadtest.scrape.mixed import mixed_sources
 from loadtest.scrape.prometheus import matrix_columns, series_query, step_for
 from loadtest.scrape.sources import replica_ids
 from loadtest.scrape.store import UP
-from support.synthetic import closed_loop_rows, level_plan, run_dict, to_frame
+from support.synthetic import itl_bound_fleet_run, to_frame
 
 LEVELS = [2, 4, 6, 8]
 LEVEL_S = 10.0
@@ -27,12 +27,8 @@ LEVEL_S = 10.0
 
 def _fleet_run(shares: list[float], replicas_declared: int | None = None, round_s: float = 0.5):
     """Closed loop where ITL = 10·c ms; replica r runs c × shares[r] requests (shares sum to 1)."""
-    plan = level_plan(LEVELS, LEVEL_S)
-    rows = []
-    for lv in plan:
-        rows += closed_loop_rows(lv["index"], lv["concurrency"], lv["start_wall"], LEVEL_S,
-                                 itl_ms=10.0 * lv["concurrency"], warmup_s=1.0)
-    run = run_dict(plan, warmup_s=1.0, slo={"itl_ms": {"p95": 65}})
+    rows, run = itl_bound_fleet_run(LEVELS, LEVEL_S)
+    plan = run["levels"]
     urls = [f"http://127.0.0.1:{9000 + i}/metrics" for i in range(len(shares))]
     run["server_metrics"] = {"enabled": True, "url": None, "urls": urls, "interval_s": round_s, "signals": []}
     if replicas_declared:

@@ -23,7 +23,7 @@ from loadtest.analysis.slo import SloSpec
 from loadtest.report.summary import summary_dict
 from loadtest.scrape.sources import replica_ids
 from loadtest.scrape.store import UP
-from support.synthetic import closed_loop_rows, level_plan, run_dict, to_frame
+from support.synthetic import itl_bound_fleet_run, to_frame
 
 LEVELS = [2, 4, 6, 8]
 LEVEL_S = 10.0
@@ -37,12 +37,8 @@ Running = Callable[[int, int], "float | None"]
 
 def _analyze(running: Running, urls=URLS, declared: int | None = 2, gauge: bool = True):
     """Closed loop, ITL = 10·c ms (SLO: ITL p95 ≤ 65, so capacity 6, first failing 8)."""
-    plan = level_plan(LEVELS, LEVEL_S)
-    rows = []
-    for lv in plan:
-        rows += closed_loop_rows(lv["index"], lv["concurrency"], lv["start_wall"], LEVEL_S,
-                                 itl_ms=10.0 * lv["concurrency"], warmup_s=1.0)
-    run = run_dict(plan, warmup_s=1.0, slo={"itl_ms": {"p95": 65}})
+    rows, run = itl_bound_fleet_run(LEVELS, LEVEL_S)
+    plan = run["levels"]
     run["server_metrics"] = {"enabled": True, "url": None, "urls": urls, "interval_s": 0.5, "signals": []}
     if declared:
         run["target"] = {**(run.get("target") or {}), "replicas": declared}
