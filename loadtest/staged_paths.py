@@ -18,12 +18,21 @@ _STAND_INS: dict[Path, str] = {}
 
 
 def stand_in(local: Path, url: str) -> None:
-    """``local`` (a file or folder, and everything under it) stands for ``url`` until :func:`release`."""
-    _STAND_INS[Path(local)] = str(url)
+    """``local`` (a file or folder, and everything under it) stands for ``url`` until :func:`release`.
+
+    As given and resolved: a staged run folder is relative (``reports/…``), and a path read back
+    from it may be either."""
+    for form in _forms(local):
+        _STAND_INS[form] = str(url)
 
 
 def release(local: Path) -> None:
-    _STAND_INS.pop(Path(local), None)
+    for form in _forms(local):
+        _STAND_INS.pop(form, None)
+
+
+def _forms(local: Path) -> set[Path]:
+    return {Path(local), Path(local).resolve()}
 
 
 def shown(path: Path | str) -> str:

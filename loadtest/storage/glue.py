@@ -87,9 +87,10 @@ def remote_io(args: argparse.Namespace, inputs: tuple[str, ...] = (), outputs: t
                      if (url := as_remote(v)) else v for v in values]
             if any(as_remote(v) for v in values):
                 setattr(args, name, local if isinstance(value, list) else local[0])
-                shown_as += [(path, url) for path, url in zip(local, map(as_remote, values)) if url]
+                copies = [(path, url) for path, url in zip(local, map(as_remote, values)) if url]
+                shown_as += copies
                 if name in write_back:
-                    uploads += [(path, url) for path, url in zip(local, map(as_remote, values)) if url]
+                    uploads += copies
         before = {p: p.stat().st_mtime_ns for d, _ in uploads for p in d.rglob("*") if p.is_file()}
         for name in outputs:
             url = as_remote(getattr(args, name, None))
@@ -165,7 +166,7 @@ def staged_run(args: argparse.Namespace, scenario, reports_dir: Path = Path("rep
     # what the gate prints and writes (compare.json, uploaded into the bucket) names the run by its URL, as
     # it names an s3:// baseline: the staged folder is lost with a CronJob's pod
     warm_local, warm_url = local.with_name(local.name + "-warmup"), RemotePath(run_url.rstrip("/") + "-warmup")
-    stand_ins = [(local, run_url), (local.resolve(), run_url), (warm_local, warm_url), (warm_local.resolve(), warm_url)]
+    stand_ins = [(local, run_url), (warm_local, warm_url)]
     for path, where in stand_ins:
         staged_paths.stand_in(path, where)
     try:
