@@ -323,7 +323,9 @@ def _group_capacity(cmp: Comparison, base: list[RunInput], cand: list[RunInput],
         bounds = [CapacityBounds.from_levels(s.get("levels") or []) for s in summaries]
         caps = [c for c in ((s.get("capacity") or {}).get("concurrency") for s in summaries) if isinstance(c, (int, float))]
         tested = [b.max_tested for b in bounds if b.max_tested is not None]
-        hull = CapacityBounds(min(b.lower for b in bounds), max(b.upper for b in bounds), max(tested) if tested else None)
+        lowest = [b.min_tested for b in bounds if b.min_tested is not None]
+        hull = CapacityBounds(min(b.lower for b in bounds), max(b.upper for b in bounds), max(tested) if tested else None,
+                              min(lowest) if lowest else None)
         return {"concurrency": statistics.median_low(caps) if caps else None}, hull
 
     cap_b, bounds_b = group(summaries_b)
