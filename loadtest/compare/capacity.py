@@ -13,6 +13,10 @@ when its upper bound is below the baseline's lower bound: a regression. An
 observed drop that the brackets do not prove (it depends on an uncertain
 level) is inconclusive. A candidate whose lower bound is above the baseline's
 upper bound improved.
+
+A run whose lowest level certainly failed has a capacity below that level, not
+"0 users": it is said so ("below 1 user, the lowest level tested"), as the
+numbers (``capacity``, ``bounds.upper`` 0) stay.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ class CapacityBounds:
     lower: int  # 0 when even the lowest level is not a certain pass
     upper: float  # math.inf when no level certainly failed
     max_tested: int | None
+    #: The lowest level measured: a run that certainly fails there holds "below" it, not "0 users".
+    min_tested: int | None = None
 
     @classmethod
     def from_levels(cls, levels: Iterable[Mapping[str, Any]]) -> "CapacityBounds":
@@ -49,23 +55,52 @@ class CapacityBounds:
                 upper = previous
                 break
             previous = int(lv["concurrency"])
-        return cls(lower, upper, int(usable[-1]["concurrency"]) if usable else None)
+        return cls(lower, upper, int(usable[-1]["concurrency"]) if usable else None,
+                   int(usable[0]["concurrency"]) if usable else None)
+
+    @property
+    def below_lowest(self) -> bool:
+        """The lowest level tested certainly failed: the capacity is below every level measured."""
+        return self.upper == 0 and self.max_tested is not None
+
+    def lowest_words(self) -> str:
+        """``below 1 user, the lowest level tested`` (the lowest level's users when known)."""
+        low = self.min_tested
+        return "below the lowest level tested" if low is None else f"below {_users(low)}, the lowest level tested"
 
     def text(self) -> str:
-        """``16``, ``between 8 and 16``, ``at least 32``; ``no level measured`` for a run without one."""
+        """``16``, ``between 8 and 16``, ``at least 32``, ``below 1 user, the lowest level tested``;
+        ``no level measured`` for a run without one."""
         if self.max_tested is None:
             return "no level measured"
+        if self.below_lowest:
+            return self.lowest_words()
+        least = f"at least {self.lower}" if self.lower else "no level certain to pass"
         if math.isinf(self.upper):
             if self.lower == self.max_tested:
-                return f"at least {self.lower}"
-            return f"at least {self.lower}, no certain failure up to {self.max_tested}"
+                return least
+            return f"{least}, no certain failure up to {self.max_tested}"
         if self.upper == self.lower:
             return str(self.lower)
         return f"between {self.lower} and {int(self.upper)}"
 
     def to_dict(self) -> dict[str, Any]:
         return {"lower": self.lower, "upper": None if math.isinf(self.upper) else int(self.upper),
-                "max_tested": self.max_tested}
+                "max_tested": self.max_tested, "min_tested": self.min_tested}
+
+
+def _users(n: int) -> str:
+    return f"{n} user" if n == 1 else f"{n} users"
+
+
+def capacity_words(value: int, bounds: CapacityBounds) -> str:
+    """A capacity in a message: ``4 users``, or ``below 1 user, the lowest level tested`` for a run that
+    certainly failed its lowest level (its reported capacity is 0: "4 → 0 users" read as a level tested)."""
+    if value == 0 and bounds.below_lowest:
+        return bounds.lowest_words()
+    if value == 0 and bounds.min_tested is not None:  # its lowest level was not a certain pass, nor a certain fail
+        return f"0 users (not even {_users(bounds.min_tested)}, the lowest level tested, passed for certain)"
+    return _users(value)
 
 
 def reported(capacity: Mapping[str, Any], bounds: CapacityBounds) -> int:
@@ -81,20 +116,28 @@ def capacity_change(
     b, c = reported(base_cap, base), reported(cand_cap, cand)
     if cand.upper < base.lower:
         verdict, may = "regression", True
-        why = (f"capacity dropped for certain: {b} → {c} users (baseline certainly holds {base.lower}; "
-               f"the candidate certainly fails above {int(cand.upper)})")
+        fails = "at its lowest level" if cand.below_lowest else f"above {int(cand.upper)}"
+        why = (f"capacity dropped for certain: {_arrow(b, base, c, cand)} (baseline certainly holds {base.lower}; "
+               f"the candidate certainly fails {fails})")
     elif c < b:
         verdict, may = "inconclusive", True
-        why = (f"capacity {b} → {c} users, but the drop depends on an uncertain level "
+        why = (f"capacity {_arrow(b, base, c, cand)}, but the drop depends on an uncertain level "
                f"(baseline {base.text()}, candidate {cand.text()})")
     elif cand.lower > base.upper:
         verdict, may = "improvement", False
-        why = f"capacity rose for certain: {b} → {c} users"
+        why = f"capacity rose for certain: {_arrow(b, base, c, cand)}"
     else:
         verdict, may = "unchanged", False
-        why = f"capacity {b} → {c} users (baseline {base.text()}, candidate {cand.text()})"
+        why = f"capacity {_arrow(b, base, c, cand)} (baseline {base.text()}, candidate {cand.text()})"
     return Change(
         check=CAPACITY, kind=CAPACITY, level=None, baseline=float(b), candidate=float(c),
         change=(c / b - 1.0) if b else None, ci=(None, None), relative=True, tolerance=None,
         verdict=verdict, may_regress=may, gating=gating, message=why,
     )
+
+
+def _arrow(b: int, base: CapacityBounds, c: int, cand: CapacityBounds) -> str:
+    """``4 → 2 users``; a side below its lowest level in words (``4 users → below 1 user, …``)."""
+    if not ((b == 0 and base.min_tested is not None) or (c == 0 and cand.min_tested is not None)):
+        return f"{b} → {c} users"
+    return f"{capacity_words(b, base)} → {capacity_words(c, cand)}"
