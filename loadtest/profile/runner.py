@@ -24,6 +24,7 @@ from loadtest.analysis.decode_fit import DecodeFit, DecodePoint, fit_decode, kne
 from loadtest.analysis.prefill_fit import PrefillFit, fit_prefill
 from loadtest.profile.fleet import FleetShare
 from loadtest.profile.plan import ProfilePlan, decode_scenario, prefill_scenario
+from loadtest.profile.sweep import SweepPrinter
 from loadtest.server_facts import read_server_facts
 from loadtest.records_stream import read_scalars
 from loadtest.run import RunOptions, make_run_dir, run_scenario
@@ -70,9 +71,12 @@ class ProfileData:
     notes: list[str] = field(default_factory=list)
 
 
-def _run(scenario: Scenario, folder: Path):
-    """One ordinary run in ``folder``; returns (analysis, interrupted)."""
-    outcome = run_scenario(scenario, RunOptions(out=folder))
+def _run(scenario: Scenario, folder: Path, itl_growth_stop: float | None = None):
+    """One ordinary run in ``folder``; returns (analysis, interrupted).
+
+    Its terminal summary is a sweep's (:mod:`loadtest.profile.sweep`): its verdicts are the ladder's
+    stopping rule (``itl_growth_stop`` × one sequence's ITL p50) or the error budget, not a capacity."""
+    outcome = run_scenario(scenario, RunOptions(out=folder, summary_printer=SweepPrinter(itl_growth_stop)))
     return analyze_run(folder), outcome.interrupted
 
 
@@ -170,7 +174,8 @@ def _profile(scenario: Scenario, plan: ProfilePlan, data: ProfileData) -> None:
     ladder = data.fleet.users(plan.batch_ladder())  # --max-batch is sequences per replica
     limit = plan.itl_growth_stop * base.itl_p50_ms
     if ladder:
-        analysis, stop = _run(decode_scenario(scenario, plan, ladder, "decode-ladder", limit), folder / "decode-ladder")
+        analysis, stop = _run(decode_scenario(scenario, plan, ladder, "decode-ladder", limit), folder / "decode-ladder",
+                              plan.itl_growth_stop)
         data.runs.append("decode-ladder")
         for p in _decode_points(analysis, data):
             points[p.sequences] = p

@@ -63,7 +63,7 @@ def _analysis(levels, p50s):
 
 def _profile(monkeypatch, tmp_path, runs, *, max_batch, ran=None):
     """The profile's steps over canned analyses (``runs``, by run folder name); ``ran`` collects the folders."""
-    def fake_run(scenario, folder: Path):
+    def fake_run(scenario, folder: Path, itl_growth_stop=None):
         if ran is not None:
             ran.append(folder.name)
         return runs.get(folder.name, _analysis([], {})), False

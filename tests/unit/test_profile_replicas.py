@@ -67,7 +67,7 @@ def _profile(monkeypatch, tmp_path: Path, replicas: int, source: str | None):
         asked[name] = list(levels)
         return name
 
-    def fake_run(scenario, folder: Path):
+    def fake_run(scenario, folder: Path, itl_growth_stop=None):
         return _analysis(asked.get(folder.name, []), replicas, source), False
 
     monkeypatch.setattr(runner, "_run", fake_run)
@@ -152,3 +152,4 @@ def test_a_declared_fleet_without_metrics_counts_each_replicas_share_of_the_clie
     assert running_sequences(declared, level) == 4.0
     one = SimpleNamespace(server=None, requests=frame, autoscaling=SimpleNamespace(replicas=None, replicas_source=None))
     assert running_sequences(one, level) == 8.0
+
