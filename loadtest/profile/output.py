@@ -104,14 +104,11 @@ def profile_dict(data: ProfileData, ceilings: Ceilings | None, model: ModelSize 
             "points": points,
             "server_ms_per_token_1": _r(data.server_ms_per_token_1),
             "server_running_check": data.running_check,
-            "slots": slot_limit(data.batches),
         }
+        decode["slots"], decode["slots_source"], slots_words = _slots(data)
         sentences.append(describe_decode(d, bound_low, bound_high))
-        if decode["slots"] is not None:
-            sentences.append(
-                f"the server ran at most about {decode['slots']:g} sequences at once (its slots or batch limit): "
-                "levels with more users queued for a slot, so the decode curve ends there, and a larger "
-                "--max-batch measures nothing more")
+        if slots_words:
+            sentences.append(slots_words)
     if fleet.sentence():
         sentences.insert(0, fleet.sentence())
     if data.prefill is not None:
@@ -145,6 +142,29 @@ def profile_dict(data: ProfileData, ceilings: Ceilings | None, model: ModelSize 
         "summary": sentences,
         "notes": data.notes,
     })
+
+
+def _slots(data: ProfileData) -> tuple[float | None, str | None, str | None]:
+    """(``decode.slots``, ``decode.slots_source``, the summary's sentence): where the ladder's batch stopped
+    growing (``ladder``), else what the server says (``server``: llama.cpp's ``/props`` ``total_slots``).
+
+    Why both: the ladder stops once the step has doubled, which on a server whose step grows with its
+    batch is long before its slots (a 1-thread llama-server with 4 slots stopped at 2 sequences), so the
+    batch never shows them; the server's own count still bounds every --max-batch.
+    """
+    seen = slot_limit(data.batches)
+    told = data.server_facts.get("slots")
+    if seen is not None:
+        differs = f" (the server says {told}: /props total_slots)" if told and abs(told - seen) >= 1 else ""
+        return seen, "ladder", (
+            f"the server ran at most about {seen:g} sequences at once (its slots or batch limit){differs}: "
+            "levels with more users queued for a slot, so the decode curve ends there, and a larger "
+            "--max-batch measures nothing more")
+    if told:
+        return float(told), "server", (
+            f"the server has {told} slots (its /props total_slots): it decodes at most {told} sequences at once, "
+            f"so a --max-batch above {told} measures nothing more")
+    return None, None, None
 
 
 def _majority(rows: list[dict[str, Any]]) -> str | None:

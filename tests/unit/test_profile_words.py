@@ -17,6 +17,7 @@ from types import SimpleNamespace
 
 from rich.console import Console
 
+from loadtest import server_facts
 from loadtest.analysis.decode_fit import DecodePoint, fit_decode
 from loadtest.analysis.prefill_fit import fit_prefill
 from loadtest.analysis.roofline import FIT_BELOW_KNEE, fit_bound
@@ -88,3 +89,23 @@ def test_a_prefill_line_below_zero_at_no_length_prints_no_negative_fixed_cost():
     assert "prefill fit: -" not in text, text
     assert "prefill fit: 0.3" in text and "no fixed cost: the line's intercept is below zero" in text
 
+
+def test_the_servers_own_slots_are_read_from_props(monkeypatch):
+    def get(url, headers):
+        return {"total_slots": 4, "default_generation_settings": {"n_ctx": 1024}} if url.endswith("/props") else None
+
+    monkeypatch.setattr(server_facts, "_get", get)
+    target = SimpleNamespace(base_url="http://127.0.0.1:1/v1", query=None, api_key_env=None)
+    assert server_facts.read_server_facts(target) == {"n_ctx": 1024, "slots": 4}
+
+
+def test_slots_come_from_the_server_where_the_ladder_stopped_below_them():
+    # the trial: the ladder stopped at 2 (its step more than doubled), below the 4 slots
+    profile = profile_dict(_data(TRIAL, {"slots": 4}, [(1.0, 1.0), (2.0, 2.0)]), None, None)
+    assert profile["decode"]["slots"] == 4 and profile["decode"]["slots_source"] == "server"
+    assert any(s.startswith("the server has 4 slots (its /props total_slots)") for s in profile["summary"])
+    # where the ladder's batch stopped growing, that is the figure (the server's beside it where it differs)
+    seen = profile_dict(_data(SHARED, {"slots": 4}, [(2.0, 2.0), (4.0, 4.0), (8.0, 4.0)]), None, None)
+    assert seen["decode"]["slots"] == 4 and seen["decode"]["slots_source"] == "ladder"
+    unknown = profile_dict(_data(TRIAL, {}, [(1.0, 1.0), (2.0, 2.0)]), None, None)
+    assert unknown["decode"]["slots"] is None and unknown["decode"]["slots_source"] is None
