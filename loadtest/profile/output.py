@@ -72,11 +72,14 @@ def profile_dict(data: ProfileData, ceilings: Ceilings | None, model: ModelSize 
         points = []
         for pt in d.points:
             users = data.users.get(pt.sequences)
+            serving = data.serving.get(pt.sequences, fleet.replicas)
             row = {"sequences": pt.sequences, "itl_p50_ms": _r(pt.itl_p50_ms), "itl_p95_ms": _r(pt.itl_p95_ms),
                    "tpot_p50_ms": _r(pt.tpot_p50_ms),
                    # the endpoint's (a fleet's: every replica's), and one replica's at this batch
                    "tokens_per_s": _r(pt.tokens_per_s, 1),
-                   "tokens_per_s_per_replica": _r(fleet.tokens_per_s(pt.tokens_per_s, users), 1),
+                   "tokens_per_s_per_replica": _r(fleet.tokens_per_s(pt.tokens_per_s, users, serving), 1),
+                   # the replicas the level ran on: its sequences and tokens/s per replica are over this count
+                   "replicas": serving,
                    "users": users, "fitted_ms": _r(d.step_ms(pt.sequences)),
                    "side": d.side(pt.sequences)}
             ctx = data.contexts.get(pt.sequences, context)
@@ -219,13 +222,16 @@ def _decode_columns(fleet: bool) -> tuple[str, ...]:
     return ("sequences", "ITL p50 ms", "ITL p95 ms", "fitted ms", "tokens/s", "bound", "efficiency")
 
 
-def _decode_cells(p: dict[str, Any], fleet: bool) -> list[str]:
+def _decode_cells(p: dict[str, Any], fleet: int) -> list[str]:
+    """One point's cells; ``fleet``: the fleet's replicas where more than one, else 0."""
     eff = p.get("efficiency")
     tokens = p.get("tokens_per_s_per_replica") if fleet else p["tokens_per_s"]
     cells = [f"{p['sequences']:g}", _fmt(p["itl_p50_ms"]), _fmt(p["itl_p95_ms"]), _fmt(p["fitted_ms"]),
              _fmt(tokens, ".0f"), p.get("bound") or "—", "—" if eff is None else f"{eff:.0%}"]
     if fleet:
-        cells.insert(0, "—" if p.get("users") is None else f"{p['users']:g}")
+        # a level that ran on fewer replicas than the fleet's (one down) says on how many
+        on = f" on {p['replicas']:g}" if p.get("replicas") and p["replicas"] < fleet else ""
+        cells.insert(0, "—" if p.get("users") is None else f"{p['users']:g}{on}")
     return cells
 
 
@@ -238,7 +244,7 @@ def print_profile(profile: dict[str, Any], console: Any) -> None:
         for col in _decode_columns(fleet):
             table.add_column(col, justify="right")
         for p in d["points"]:
-            table.add_row(*_decode_cells(p, fleet))
+            table.add_row(*_decode_cells(p, profile["replicas"] if fleet else 0))
         console.print(table)
         console.print(decode_fit_line(d))
     p = profile.get("prefill")
@@ -309,7 +315,8 @@ def profile_section(profile: dict[str, Any], figure_html: Any) -> str:
         fleet = (profile.get("replicas") or 1) > 1
         parts.append(figure_html(_decode_figure(d, fleet)))
         rows = "".join(
-            "<tr>" + "".join(f"<td>{e(cell)}</td>" for cell in _decode_cells(p, fleet)) + "</tr>" for p in d["points"]
+            "<tr>" + "".join(f"<td>{e(cell)}</td>" for cell in _decode_cells(p, profile["replicas"] if fleet else 0))
+            + "</tr>" for p in d["points"]
         )
         head = "".join(f"<th>{e(col)}</th>" for col in _decode_columns(fleet))
         parts.append(f"<table class='levels'><tr>{head}</tr>{rows}</table>")

@@ -59,6 +59,9 @@ class ProfileData:
     fleet: FleetShare = field(default_factory=FleetShare)
     #: The users of the level each decode point (by its sequences) was measured at.
     users: dict[float, int] = field(default_factory=dict)
+    #: The replicas that level ran on (:meth:`FleetShare.at_level`): fewer than ``fleet.replicas`` where
+    #: one was down; its batch, users and tokens/s per replica are over this count.
+    serving: dict[float, int] = field(default_factory=dict)
     #: The server's own view of the same requests (llama.cpp ``timings``), where it sends them:
     #: the same linear fit of its prompt_ms, and its median ms per generated token at one user.
     server_prefill: PrefillFit | None = None
@@ -99,9 +102,16 @@ def _decode_points(analysis, data: ProfileData) -> list[DecodePoint]:
     fleet = data.fleet
     for lv in sorted(analysis.levels, key=lambda lv: lv.index):  # as decode_points: the last level wins
         n = running_sequences(analysis, lv)
-        share = fleet.per_replica(float(lv.concurrency))
+        serving = fleet.at_level(analysis, lv)  # the count n was divided by: the users' and tokens' too
+        share = fleet.per_replica(float(lv.concurrency), serving)
         data.batches.append((share, n))
         data.users[n] = lv.concurrency
+        data.serving[n] = serving
+        if serving < fleet.replicas:
+            data.notes.append(
+                f"at {lv.concurrency} users {serving} of the {fleet.replicas} replicas ran the load (the others' "
+                "metrics did not answer, and the gauges of those that did held it all): that point's sequences, "
+                f"users and tokens/s per replica are over {serving}")
         c = mean_context(analysis, lv)
         if math.isfinite(c):
             data.contexts[n] = c
