@@ -204,7 +204,7 @@ def _run_in_folder(scenario: Scenario, options: RunOptions, run_dir: Path, guard
         # 3. analyze, 4. report
         analysis = analyze_run(run_dir)
         write_reports(run_dir, analysis)
-        print_summary(analysis, console=stdout_console())
+        (options.summary_printer or print_summary)(analysis, stdout_console())
         console.print(f"report: {run_dir / 'report.html'}")
         if web is not None:
             web.finished(run_dir / REPORT_HTML, analysis.capacity.message)

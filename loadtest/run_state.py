@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from loadtest import __version__
 from loadtest.diskfull import FolderGuard, is_disk_full
@@ -54,6 +54,10 @@ class RunOptions:
     metrics_host: str = "127.0.0.1"
     #: A warm-up run (``--warmup-run``, see repeats.py): marked in run.json, never compared.
     warmup_run: bool = False
+    #: What prints the terminal summary once the run is analyzed: None for the run's own
+    #: (report.terminal.print_summary); a profile's sweep prints its own (profile/sweep.py), whose
+    #: verdicts are the profile's stopping rule, not a capacity to plan on.
+    summary_printer: Callable[[Any, Any], None] | None = None
 
 
 @dataclass

@@ -1,12 +1,14 @@
-"""What the server says about its model: llama.cpp's ``/v1/models`` meta and ``/props`` context.
+"""What the server says about its model: llama.cpp's ``/v1/models`` meta and ``/props`` context and slots.
 
 Read by ``profile`` (its ladder and roofline) and by ``run`` when the scenario declares
 ``hardware:`` (run.json's ``model_meta``, for the roofline of the bound at capacity).
 
 Why: the roofline needs the model's size, and the prompt ladder must fit the
 context. llama.cpp tells both (``meta.n_params``, ``meta.size``, and the
-per-slot ``n_ctx`` in ``/props``); vLLM tells ``max_model_len`` in
-``/v1/models``. Whatever a server does not tell is simply absent: one GET
+per-slot ``n_ctx`` in ``/props``), and its slots (``total_slots``, its ``-np``:
+a profile's decode ladder stops when the step doubles, often below them, so
+the batch never showed them); vLLM tells ``max_model_len`` in ``/v1/models``
+(its ``max_num_seqs`` is not there, and is not read). Whatever a server does not tell is simply absent: one GET
 each, short timeouts, never fatal.
 """
 
@@ -36,7 +38,7 @@ def _get(url: str, headers: dict[str, str]) -> Any:
 
 
 def read_server_facts(target: Any) -> dict[str, Any]:
-    """``{n_params, size, n_ctx_train, n_ctx}`` as far as the server tells (possibly ``{}``)."""
+    """``{n_params, size, n_ctx_train, n_ctx, slots}`` as far as the server tells (possibly ``{}``)."""
     headers = dict(target.resolved_headers()) if hasattr(target, "resolved_headers") else {}
     key = os.environ.get(target.api_key_env) if target.api_key_env else None
     if key:
@@ -56,4 +58,7 @@ def read_server_facts(target: Any) -> dict[str, Any]:
         n_ctx = (props.get("default_generation_settings") or {}).get("n_ctx")
         if isinstance(n_ctx, int) and n_ctx > 0:
             facts["n_ctx"] = n_ctx  # llama.cpp: per slot, what one request may use
+        slots = props.get("total_slots")
+        if isinstance(slots, int) and not isinstance(slots, bool) and slots > 0:
+            facts["slots"] = slots  # llama.cpp: -np, the sequences it decodes at once
     return facts

@@ -5,9 +5,10 @@ is the decode curve. So the same fit ``loadtest profile`` uses
 (:mod:`decode_fit`) is applied to its levels, and each level is named by its
 bound (:mod:`roofline`): ``memory``/``compute``/``overhead`` from the floors
 when the scenario declares ``hardware:`` and ``model:``, else from the fit
-alone (``compute`` past the knee; below it ``memory_or_overhead``: without
-floors an overhead-bound server cannot be told from a memory-bound one, and
-``basis`` says which reading was used).
+alone (``compute`` past the knee, and everywhere on a curve whose step grows at
+least as fast as its batch; below the knee ``memory_or_overhead``: without floors
+an overhead-bound server cannot be told from a memory-bound one, and ``basis``
+says which reading was used).
 
 The batch size of a level (:func:`running_sequences`) is what most of its decode steps
 ran with: the client's own requests in the server's batch (the median over the level), or the
@@ -212,7 +213,7 @@ def level_bounds(
                 out[lv.index] = LevelBound(lv.concurrency, n, reading.bound, "roofline", context, reading.to_dict())
                 continue
         if fit is not None:
-            out[lv.index] = LevelBound(lv.concurrency, n, fit_bound(fit.side(n)), "fit", context)
+            out[lv.index] = LevelBound(lv.concurrency, n, fit_bound(fit, n), "fit", context)
     return out
 
 

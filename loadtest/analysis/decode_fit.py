@@ -79,6 +79,33 @@ class DecodeFit:
         """``"flat"`` below the knee (extra sequences nearly free), ``"steep"`` past it."""
         return "steep" if self.knee_sequences is not None and n > self.knee_sequences else "flat"
 
+    @property
+    def batching_pays(self) -> bool:
+        """Whether a sequence added to the batch costs less than the whole step at one: a fixed cost above zero.
+
+        Why one rule: the bound the fit alone gives a point (:func:`loadtest.analysis.roofline.fit_bound`)
+        and the fit's own words (:func:`describe_decode`) both read it, so a table cannot label a point
+        ``memory_or_overhead`` beside a sentence that says its compute grows with the batch (a 1-thread
+        llama.cpp server: 1.08 ms at one sequence, 3.71 ms at two). At or below zero the step grows at least
+        as fast as the batch: each sequence pays its whole compute or more (threads it shares), and the
+        linear model, a fixed cost the batch shares plus a cost per sequence, does not describe it, so its
+        intercept is no cost. A fit with a knee always pays below it (the split needs a fixed cost above 0).
+        """
+        return self.fixed_ms > 0
+
+    @property
+    def parameters(self) -> int:
+        """The numbers fitted: the low line's two, and past a knee its slope (and its intercept where fitted)."""
+        if self.knee_sequences is None:
+            return 2
+        return 3 if not self.compute_intercept_ms else 4
+
+    @property
+    def exact(self) -> bool:
+        """No more batch sizes than parameters: the fit passes through every point (``rms_ms`` 0 by
+        construction), so the points cannot check it (two points always lie on a line)."""
+        return len({p.sequences for p in self.points}) <= self.parameters
+
 
 def _line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float, float]:
     """A robust ``y = a + b x`` (Theil-Sen: the median of the pairwise slopes, the median intercept).
@@ -216,6 +243,16 @@ def describe_decode(fit: DecodeFit, bound_low: str | None = None, bound_high: st
     """The plain-words sentence: what the curve means for adding users."""
     base = fit.fixed_ms + fit.per_seq_ms
     per_seq = max(0.0, fit.per_seq_ms)  # a fit a hair below zero (a flat curve) reads 0.00, not -0.00
+    if not fit.batching_pays:
+        # the measured ends, not the line's: its intercept is no cost (DecodeFit.batching_pays)
+        first, last = fit.points[0], fit.points[-1]
+        label = f"{bound_low}-bound" if bound_low else "compute-bound (its arithmetic, or CPU threads it shares)"
+        return (
+            f"decode step {first.itl_p50_ms:.2f} ms at {first.sequences:g} sequence{'s' if first.sequences != 1 else ''} "
+            f"and {last.itl_p50_ms:.2f} ms at {last.sequences:g}: the step grows at least as fast as the batch "
+            f"(each added sequence costs {per_seq:.2f} ms, as much as the whole step at one or more), so batching "
+            f"does not pay on this server: {label}"
+        )
     if fit.knee_sequences is None:
         n_max = max(p.sequences for p in fit.points)
         label = f": {bound_low}-bound" if bound_low else ""

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from loadtest.accelerators import find_accelerator
+from loadtest.analysis.decode_fit import DecodeFit
 
 Bound = Literal["memory", "compute", "overhead"]
 
@@ -26,9 +27,11 @@ Bound = Literal["memory", "compute", "overhead"]
 FIT_BELOW_KNEE = "memory_or_overhead"
 
 
-def fit_bound(side: str) -> str:
-    """The bound of a point from the fit's side of the knee alone (``compute`` past it)."""
-    return "compute" if side == "steep" else FIT_BELOW_KNEE
+def fit_bound(fit: DecodeFit, sequences: float) -> str:
+    """The bound of a point from the decode fit alone: ``compute`` past the knee, and at every point of a
+    curve whose step grows at least as fast as its batch (:attr:`DecodeFit.batching_pays`, the rule the
+    fit's sentence says too); else ``memory_or_overhead``."""
+    return "compute" if fit.side(sequences) == "steep" or not fit.batching_pays else FIT_BELOW_KNEE
 
 
 def bound_words(bound: str, missing: str | None = None) -> str:

@@ -22,6 +22,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from loadtest.analysis.bounds import fleet_replicas
+
 #: How each ``replicas_source`` is said (profile.json's ``replicas_source``, the summary sentence).
 HOW_LEARNED = {
     "declared": "declared by target.replicas",
@@ -58,18 +60,32 @@ class FleetShare:
         """The users that put ``sequences`` on each replica: sequences × replicas."""
         return [int(n) * self.replicas for n in sequences]
 
-    def per_replica(self, users: float) -> float:
-        """Users a replica carries at a level of ``users`` (as the slot detector compares them with its batch)."""
-        return users / self.replicas
+    def per_replica(self, users: float, replicas: int | None = None) -> float:
+        """Users a replica carries at a level of ``users`` (as the slot detector compares them with its batch),
+        over ``replicas``, the level's own count (:meth:`at_level`), else the fleet's."""
+        return users / (replicas or self.replicas)
 
-    def tokens_per_s(self, tokens_per_s: float, users: float | None) -> float:
+    def at_level(self, analysis: Any, level: Any) -> int:
+        """The replicas a level ran on: the count its batch was divided by.
+
+        Where a replica's metrics did not answer and the others' gauges held the whole load, the replicas
+        that served (:func:`loadtest.analysis.bounds.fleet_replicas`, from
+        :mod:`loadtest.analysis.silent_replicas`), else the fleet's. Why one count for a point: its batch
+        (:func:`~loadtest.analysis.bounds.running_sequences`) was divided by the serving replicas while its
+        tokens/s per replica was divided by the fleet's, so one point read one replica's whole batch beside
+        half its throughput.
+        """
+        return int(fleet_replicas(analysis, level) or self.replicas)
+
+    def tokens_per_s(self, tokens_per_s: float, users: float | None, replicas: int | None = None) -> float:
         """One replica's tokens/s at a level: the endpoint's over the replicas that ran its users.
 
-        ``min(replicas, users)``: one user keeps one replica busy (decode-1), not two.
+        ``min(replicas, users)``: one user keeps one replica busy (decode-1), not two; ``replicas`` is the
+        level's own count (:meth:`at_level`), else the fleet's.
         """
         if users is None or not math.isfinite(tokens_per_s):
             return tokens_per_s
-        return tokens_per_s / max(1, min(self.replicas, int(round(users))))
+        return tokens_per_s / max(1, min(replicas or self.replicas, int(round(users))))
 
     def sentence(self) -> str | None:
         """The summary's first sentence against a fleet (None against one server)."""

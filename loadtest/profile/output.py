@@ -72,11 +72,14 @@ def profile_dict(data: ProfileData, ceilings: Ceilings | None, model: ModelSize 
         points = []
         for pt in d.points:
             users = data.users.get(pt.sequences)
+            serving = data.serving.get(pt.sequences, fleet.replicas)
             row = {"sequences": pt.sequences, "itl_p50_ms": _r(pt.itl_p50_ms), "itl_p95_ms": _r(pt.itl_p95_ms),
                    "tpot_p50_ms": _r(pt.tpot_p50_ms),
                    # the endpoint's (a fleet's: every replica's), and one replica's at this batch
                    "tokens_per_s": _r(pt.tokens_per_s, 1),
-                   "tokens_per_s_per_replica": _r(fleet.tokens_per_s(pt.tokens_per_s, users), 1),
+                   "tokens_per_s_per_replica": _r(fleet.tokens_per_s(pt.tokens_per_s, users, serving), 1),
+                   # the replicas the level ran on: its sequences and tokens/s per replica are over this count
+                   "replicas": serving,
                    "users": users, "fitted_ms": _r(d.step_ms(pt.sequences)),
                    "side": d.side(pt.sequences)}
             ctx = data.contexts.get(pt.sequences, context)
@@ -84,7 +87,7 @@ def profile_dict(data: ProfileData, ceilings: Ceilings | None, model: ModelSize 
             if reading is not None:
                 row.update(reading.to_dict())
             else:
-                row["bound"] = fit_bound(d.side(pt.sequences))
+                row["bound"] = fit_bound(d, pt.sequences)
             row["bound_basis"] = "roofline" if reading is not None else "fit"
             points.append(row)
         low = [r for r in points if r["side"] == "flat"]
@@ -95,20 +98,20 @@ def profile_dict(data: ProfileData, ceilings: Ceilings | None, model: ModelSize 
             "fixed_ms": _r(d.fixed_ms), "per_seq_ms": _r(d.per_seq_ms),
             "compute_ms_per_seq": _r(d.compute_ms_per_seq), "compute_intercept_ms": _r(d.compute_intercept_ms),
             "knee_sequences": _r(d.knee_sequences, 2), "rms_ms": _r(d.rms_ms), "context_tokens": _r(context, 1),
+            # false: the step grows at least as fast as the batch, fixed_ms is no cost and every fit bound is
+            # compute (DecodeFit.batching_pays); exact: no more batch sizes than parameters, rms_ms 0 by construction
+            "batching_pays": d.batching_pays, "exact_fit": d.exact,
             "bound_below_knee": bound_low, "bound_above_knee": bound_high,
             # one user's ms per generated token as the server counts it (TPOT: a request's mean gap)
             "ms_per_token_1": _r(data.one_user.tpot_p50_ms if data.one_user is not None else math.nan),
             "points": points,
             "server_ms_per_token_1": _r(data.server_ms_per_token_1),
             "server_running_check": data.running_check,
-            "slots": slot_limit(data.batches),
         }
+        decode["slots"], decode["slots_source"], slots_words = _slots(data)
         sentences.append(describe_decode(d, bound_low, bound_high))
-        if decode["slots"] is not None:
-            sentences.append(
-                f"the server ran at most about {decode['slots']:g} sequences at once (its slots or batch limit): "
-                "levels with more users queued for a slot, so the decode curve ends there, and a larger "
-                "--max-batch measures nothing more")
+        if slots_words:
+            sentences.append(slots_words)
     if fleet.sentence():
         sentences.insert(0, fleet.sentence())
     if data.prefill is not None:
@@ -144,6 +147,29 @@ def profile_dict(data: ProfileData, ceilings: Ceilings | None, model: ModelSize 
     })
 
 
+def _slots(data: ProfileData) -> tuple[float | None, str | None, str | None]:
+    """(``decode.slots``, ``decode.slots_source``, the summary's sentence): where the ladder's batch stopped
+    growing (``ladder``), else what the server says (``server``: llama.cpp's ``/props`` ``total_slots``).
+
+    Why both: the ladder stops once the step has doubled, which on a server whose step grows with its
+    batch is long before its slots (a 1-thread llama-server with 4 slots stopped at 2 sequences), so the
+    batch never shows them; the server's own count still bounds every --max-batch.
+    """
+    seen = slot_limit(data.batches)
+    told = data.server_facts.get("slots")
+    if seen is not None:
+        differs = f" (the server says {told}: /props total_slots)" if told and abs(told - seen) >= 1 else ""
+        return seen, "ladder", (
+            f"the server ran at most about {seen:g} sequences at once (its slots or batch limit){differs}: "
+            "levels with more users queued for a slot, so the decode curve ends there, and a larger "
+            "--max-batch measures nothing more")
+    if told:
+        return float(told), "server", (
+            f"the server has {told} slots (its /props total_slots): it decodes at most {told} sequences at once, "
+            f"so a --max-batch above {told} measures nothing more")
+    return None, None, None
+
+
 def _majority(rows: list[dict[str, Any]]) -> str | None:
     counts: dict[str, int] = {}
     for r in rows:
@@ -162,16 +188,29 @@ def _fmt(value: Any, spec: str = ".2f") -> str:
     return "—" if value is None else format(value, spec)
 
 
-def _no_batching_words(decode: dict[str, Any]) -> str:
-    """Why a fixed cost below zero is printed, not hidden: each added sequence then costs more than
-    the whole step at one, so batching does not pay on this server (a 1-thread llama.cpp server's
-    fit read "fixed -1.32 ms + 2.250 ms/seq" with nothing said, while its tokens/s fell from 866
-    at one sequence to 567 at two)."""
-    fixed = decode.get("fixed_ms")
-    if fixed is None or not fixed < 0:
-        return ""
-    return ("; the fixed cost is below 0: each sequence adds more than the whole step at one, so batching "
-            "does not pay on this server (the step grows faster than the batch: its compute, or threads it shares)")
+def decode_fit_line(decode: dict[str, Any]) -> str:
+    """The terminal's ``decode fit:`` line: the fitted numbers only where the model holds, and whether the
+    points can check it.
+
+    Why: a 1-thread llama.cpp server's fit read "fixed -1.55 ms + 2.627 ms/seq" (rms 0.0) as if both were
+    found. A fixed cost below zero is no cost: the step grows faster than the batch and the line
+    ``fixed + per_seq × n`` does not describe it (``batching_pays``, the rule the points' bound and the
+    summary's sentence read too); and a fit through as many points as it has parameters passes through
+    each of them whatever the curve, so its zero error says nothing (``exact_fit``).
+    """
+    n = len(decode.get("points") or [])
+    if decode.get("batching_pays") is False:
+        text = (f"decode fit: each added sequence costs {_fmt(decode['per_seq_ms'], '.3f')} ms; no fixed cost: the "
+                "line's intercept falls below zero, which no cost can, so the model fixed + per-sequence × batch "
+                "does not hold here (the step grows faster than the batch; see the sentence below)")
+    else:
+        text = (f"decode fit: fixed {_fmt(decode['fixed_ms'])} ms + {_fmt(decode['per_seq_ms'], '.3f')} ms/seq; "
+                f"past the knee {_fmt(decode.get('compute_ms_per_seq'), '.3f')} ms/seq; "
+                f"knee {_fmt(decode.get('knee_sequences'), '.1f')} sequences")
+    if decode.get("exact_fit"):
+        text += (f"; {n} batch size{'s' if n != 1 else ''} for as many fitted numbers: the fit passes through each "
+                 "point (rms 0 by construction), so nothing checks it")
+    return text
 
 
 def _decode_columns(fleet: bool) -> tuple[str, ...]:
@@ -183,13 +222,16 @@ def _decode_columns(fleet: bool) -> tuple[str, ...]:
     return ("sequences", "ITL p50 ms", "ITL p95 ms", "fitted ms", "tokens/s", "bound", "efficiency")
 
 
-def _decode_cells(p: dict[str, Any], fleet: bool) -> list[str]:
+def _decode_cells(p: dict[str, Any], fleet: int) -> list[str]:
+    """One point's cells; ``fleet``: the fleet's replicas where more than one, else 0."""
     eff = p.get("efficiency")
     tokens = p.get("tokens_per_s_per_replica") if fleet else p["tokens_per_s"]
     cells = [f"{p['sequences']:g}", _fmt(p["itl_p50_ms"]), _fmt(p["itl_p95_ms"]), _fmt(p["fitted_ms"]),
              _fmt(tokens, ".0f"), p.get("bound") or "—", "—" if eff is None else f"{eff:.0%}"]
     if fleet:
-        cells.insert(0, "—" if p.get("users") is None else f"{p['users']:g}")
+        # a level that ran on fewer replicas than the fleet's (one down) says on how many
+        on = f" on {p['replicas']:g}" if p.get("replicas") and p["replicas"] < fleet else ""
+        cells.insert(0, "—" if p.get("users") is None else f"{p['users']:g}{on}")
     return cells
 
 
@@ -202,13 +244,9 @@ def print_profile(profile: dict[str, Any], console: Any) -> None:
         for col in _decode_columns(fleet):
             table.add_column(col, justify="right")
         for p in d["points"]:
-            table.add_row(*_decode_cells(p, fleet))
+            table.add_row(*_decode_cells(p, profile["replicas"] if fleet else 0))
         console.print(table)
-        console.print(
-            f"decode fit: fixed {_fmt(d['fixed_ms'])} ms + {_fmt(d['per_seq_ms'], '.3f')} ms/seq; "
-            f"past the knee {_fmt(d['compute_ms_per_seq'], '.3f')} ms/seq; knee {_fmt(d['knee_sequences'], '.1f')} sequences"
-            + _no_batching_words(d)
-        )
+        console.print(decode_fit_line(d))
     p = profile.get("prefill")
     if p:
         table = Table(title="prefill: TTFT against prompt length (1 user)")
@@ -220,9 +258,12 @@ def print_profile(profile: dict[str, Any], console: Any) -> None:
         lo, hi = p["ms_per_token_ci"]
         slope = p["ms_per_token"]
         if slope is not None and slope > 0 and lo is not None and lo > 0:  # PrefillFit.measurable
+            # an intercept below zero is no fixed cost (the curve bends upward): the slope alone, as describe_prefill
+            fixed = (f"{_fmt(p['fixed_ms'], '.1f')} ms + " if (p.get("fixed_ms") or 0) >= 0 else "")
             console.print(
-                f"prefill fit: {_fmt(p['fixed_ms'], '.1f')} ms + {_fmt(slope, '.4f')} ms/token "
+                f"prefill fit: {fixed}{_fmt(slope, '.4f')} ms/token "
                 f"(95% CI {_fmt(lo, '.4f')}–{_fmt(hi, '.4f')}); {_fmt(p['tokens_per_s'], ',.0f')} tokens/s"
+                + ("" if fixed else "; no fixed cost: the line's intercept is below zero (the curve bends upward)")
             )
         else:  # a flat or falling line: "-0.000 ms/token (nan tokens/s)" said nothing
             console.print(
@@ -274,7 +315,8 @@ def profile_section(profile: dict[str, Any], figure_html: Any) -> str:
         fleet = (profile.get("replicas") or 1) > 1
         parts.append(figure_html(_decode_figure(d, fleet)))
         rows = "".join(
-            "<tr>" + "".join(f"<td>{e(cell)}</td>" for cell in _decode_cells(p, fleet)) + "</tr>" for p in d["points"]
+            "<tr>" + "".join(f"<td>{e(cell)}</td>" for cell in _decode_cells(p, profile["replicas"] if fleet else 0))
+            + "</tr>" for p in d["points"]
         )
         head = "".join(f"<th>{e(col)}</th>" for col in _decode_columns(fleet))
         parts.append(f"<table class='levels'><tr>{head}</tr>{rows}</table>")

@@ -24,6 +24,7 @@ from loadtest.analysis.decode_fit import DecodeFit, DecodePoint, fit_decode, kne
 from loadtest.analysis.prefill_fit import PrefillFit, fit_prefill
 from loadtest.profile.fleet import FleetShare
 from loadtest.profile.plan import ProfilePlan, decode_scenario, prefill_scenario
+from loadtest.profile.sweep import SweepPrinter
 from loadtest.server_facts import read_server_facts
 from loadtest.records_stream import read_scalars
 from loadtest.run import RunOptions, make_run_dir, run_scenario
@@ -58,6 +59,9 @@ class ProfileData:
     fleet: FleetShare = field(default_factory=FleetShare)
     #: The users of the level each decode point (by its sequences) was measured at.
     users: dict[float, int] = field(default_factory=dict)
+    #: The replicas that level ran on (:meth:`FleetShare.at_level`): fewer than ``fleet.replicas`` where
+    #: one was down; its batch, users and tokens/s per replica are over this count.
+    serving: dict[float, int] = field(default_factory=dict)
     #: The server's own view of the same requests (llama.cpp ``timings``), where it sends them:
     #: the same linear fit of its prompt_ms, and its median ms per generated token at one user.
     server_prefill: PrefillFit | None = None
@@ -70,9 +74,12 @@ class ProfileData:
     notes: list[str] = field(default_factory=list)
 
 
-def _run(scenario: Scenario, folder: Path):
-    """One ordinary run in ``folder``; returns (analysis, interrupted)."""
-    outcome = run_scenario(scenario, RunOptions(out=folder))
+def _run(scenario: Scenario, folder: Path, itl_growth_stop: float | None = None):
+    """One ordinary run in ``folder``; returns (analysis, interrupted).
+
+    Its terminal summary is a sweep's (:mod:`loadtest.profile.sweep`): its verdicts are the ladder's
+    stopping rule (``itl_growth_stop`` × one sequence's ITL p50) or the error budget, not a capacity."""
+    outcome = run_scenario(scenario, RunOptions(out=folder, summary_printer=SweepPrinter(itl_growth_stop)))
     return analyze_run(folder), outcome.interrupted
 
 
@@ -95,9 +102,16 @@ def _decode_points(analysis, data: ProfileData) -> list[DecodePoint]:
     fleet = data.fleet
     for lv in sorted(analysis.levels, key=lambda lv: lv.index):  # as decode_points: the last level wins
         n = running_sequences(analysis, lv)
-        share = fleet.per_replica(float(lv.concurrency))
+        serving = fleet.at_level(analysis, lv)  # the count n was divided by: the users' and tokens' too
+        share = fleet.per_replica(float(lv.concurrency), serving)
         data.batches.append((share, n))
         data.users[n] = lv.concurrency
+        data.serving[n] = serving
+        if serving < fleet.replicas:
+            data.notes.append(
+                f"at {lv.concurrency} users {serving} of the {fleet.replicas} replicas ran the load (the others' "
+                "metrics did not answer, and the gauges of those that did held it all): that point's sequences, "
+                f"users and tokens/s per replica are over {serving}")
         c = mean_context(analysis, lv)
         if math.isfinite(c):
             data.contexts[n] = c
@@ -170,7 +184,8 @@ def _profile(scenario: Scenario, plan: ProfilePlan, data: ProfileData) -> None:
     ladder = data.fleet.users(plan.batch_ladder())  # --max-batch is sequences per replica
     limit = plan.itl_growth_stop * base.itl_p50_ms
     if ladder:
-        analysis, stop = _run(decode_scenario(scenario, plan, ladder, "decode-ladder", limit), folder / "decode-ladder")
+        analysis, stop = _run(decode_scenario(scenario, plan, ladder, "decode-ladder", limit), folder / "decode-ladder",
+                              plan.itl_growth_stop)
         data.runs.append("decode-ladder")
         for p in _decode_points(analysis, data):
             points[p.sequences] = p

@@ -23,6 +23,7 @@ A second mock has a 25 ms overhead on a model whose floors are ~1 ms: that is
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -180,3 +181,29 @@ def test_a_large_fixed_overhead_is_called_overhead(tmp_path):
     assert all(p["bound"] == "overhead" for p in d["points"]), d["points"]
     assert d["bound_below_knee"] == "overhead"
     assert "overhead-bound" in profile["summary"][0]
+
+
+# Paired (no mark): the mock's step is 0.5 + 5 n ms, so the ladder's limit (2 × one sequence's, ~11 ms)
+# is passed at 4 sequences by 3.7× the base (2 may pass or not: 1.9×); nothing else here is timed.
+def test_the_sweeps_print_their_stopping_rule_not_a_capacity_or_autoscaling(tmp_path):
+    """A trial against a 1-thread llama-server read, under the user's ITL p95 of 100 ms: "Even the lowest
+    tested level (2 concurrent users) fails the SLOs: the p50 ITL is 3.71 ms against a 2.158 ms limit"
+    and, from every sweep, "autoscaling: ... aim for 0.8 concurrent users per replica": the ladder's own
+    stopping rule and each sweep's error budget, printed as findings about the endpoint."""
+    with MockServer(["--decode-base-ms", "0.5", "--decode-per-seq-ms", "5", "--max-batch", "16"]) as mock:
+        scenario = write_scenario(tmp_path, mock.base_url, target={"api": "completions", "timeout_s": 30},
+                                  slo={"itl_ms": {"p95": 100}, "max_error_rate": 0.01})
+        result = loadtest("profile", str(scenario), "--out", str(tmp_path / "profile"), "--prefill-s", "3",
+                          "--max-prompt-tokens", "256", "--decode-level-s", "3", "--warmup", "1",
+                          "--decode-prompt-tokens", "8", "--decode-max-tokens", "32", "--knee-rounds", "0",
+                          "--max-batch", "4", timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout
+    for finding in ("autoscaling:", "This endpoint", "fails the SLOs", "why it stops there"):
+        assert finding not in out, (finding, out)
+    assert out.count("not your SLOs") == 3, out  # prefill, decode-1, decode-ladder
+    assert "verdict: the profile's stopping rule for this ladder (ITL p50 ≤" in out
+    assert re.search(r"the ladder stops at [24] users: its ITL p50 [\d.]+ ms passed [\d.]+ ms", out), out
+    # the sweeps' folders keep their own summaries, capacity and autoscaling included
+    ladder = json.loads((tmp_path / "profile" / "decode-ladder" / "summary.json").read_text())
+    assert ladder["capacity"]["first_failing"] in (2, 4) and "autoscaling" in ladder

@@ -58,3 +58,15 @@ def test_profile_agrees_with_llama_servers_own_timings(server, tmp_path):
     # ms per generated token at one user: the client's TPOT (a request's mean gap), as the server's is a mean
     assert d["ms_per_token_1"] == pytest.approx(d["server_ms_per_token_1"], rel=0.10), d
 
+    # its 4 slots (-np 4), as /props says them: a trial's ladder stopped at 2 sequences (the 1-thread step
+    # more than doubled) and decode.slots read null; where the ladder's batch stops growing, that instead
+    assert profile["server_facts"]["slots"] == 4
+    assert d["slots"] == 4 and d["slots_source"] in ("server", "ladder"), d
+    # one rule for the points' bound and the fit's words (the trial's table said memory_or_overhead
+    # beside "its compute, or threads it shares")
+    words = " ".join(profile["summary"])
+    if d["batching_pays"] is False:
+        assert all(p["bound"] == "compute" for p in d["points"]) and "batching does not pay" in words, (d, words)
+    else:
+        assert "batching does not pay" not in words
+

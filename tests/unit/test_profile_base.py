@@ -63,7 +63,7 @@ def _analysis(levels, p50s):
 
 def _profile(monkeypatch, tmp_path, runs, *, max_batch, ran=None):
     """The profile's steps over canned analyses (``runs``, by run folder name); ``ran`` collects the folders."""
-    def fake_run(scenario, folder: Path):
+    def fake_run(scenario, folder: Path, itl_growth_stop=None):
         if ran is not None:
             ran.append(folder.name)
         return runs.get(folder.name, _analysis([], {})), False
@@ -173,21 +173,3 @@ def test_a_decode_request_longer_than_the_levels_is_noted_and_one_that_fits_is_n
     assert ProfilePlan(decode_level_s=4.0, warmup_s=1.0, decode_max_tokens=96).short_level_note(17.0) is not None
     assert plan.short_level_note(math.nan) is None
 
-
-def test_a_decode_fit_below_zero_says_batching_does_not_pay():
-    """A 1-thread llama.cpp server's profile printed "decode fit: fixed -1.32 ms + 2.250 ms/seq" and
-    nothing else, while its tokens/s fell from 866 at one sequence to 567 at two."""
-    import io
-
-    from rich.console import Console
-
-    from loadtest.profile.output import print_profile
-
-    def printed(fixed):
-        out = io.StringIO()
-        decode = {"points": [], "fixed_ms": fixed, "per_seq_ms": 2.25, "compute_ms_per_seq": None, "knee_sequences": None}
-        print_profile({"decode": decode}, Console(file=out, width=400))
-        return out.getvalue()
-
-    assert "batching does not pay on this server" in printed(-1.32)
-    assert "batching does not pay" not in printed(10.0)

@@ -67,7 +67,7 @@ def _profile(monkeypatch, tmp_path: Path, replicas: int, source: str | None):
         asked[name] = list(levels)
         return name
 
-    def fake_run(scenario, folder: Path):
+    def fake_run(scenario, folder: Path, itl_growth_stop=None):
         return _analysis(asked.get(folder.name, []), replicas, source), False
 
     monkeypatch.setattr(runner, "_run", fake_run)
@@ -152,3 +152,49 @@ def test_a_declared_fleet_without_metrics_counts_each_replicas_share_of_the_clie
     assert running_sequences(declared, level) == 4.0
     one = SimpleNamespace(server=None, requests=frame, autoscaling=SimpleNamespace(replicas=None, replicas_source=None))
     assert running_sequences(one, level) == 8.0
+
+
+def test_a_level_one_replica_carried_alone_divides_its_batch_users_and_tokens_by_that_one(monkeypatch, tmp_path):
+    """A review leftover: at a level where one of two replicas was down (its metrics silent, the live one's
+    gauge holding every user), the point's batch was divided by the replicas that served (1) and its
+    tokens/s per replica by the fleet's (2): one replica's whole batch beside half its throughput."""
+    down_users = 16  # the ladder's top (8 sequences a replica): the replica that answered ran all 16
+
+    def fake_run(scenario, folder: Path, itl_growth_stop=None):
+        analysis = _analysis(asked.get(folder.name, []), REPLICAS, "declared")
+        top = [lv for lv in analysis.levels if lv.concurrency == down_users]
+        if top:
+            lv = top[0]
+            step = _step_ms(down_users)
+            lv.itl_ms = lv.tpot_ms = SimpleNamespace(p50=step, p95=step * 1.1)
+            lv.output_tokens_per_s = down_users * 1000 / step  # one replica's, and so the endpoint's
+            analysis.server.p50[lv.index] = float(down_users)
+            analysis.server.fleet = SimpleNamespace(reporting={lv.index: SimpleNamespace(serving=1)})
+        return analysis, False
+
+    asked: dict[str, list[int]] = {}
+
+    def decode_scenario(scenario, plan, levels, name, limit=None):
+        asked[name] = list(levels)
+        return name
+
+    monkeypatch.setattr(runner, "_run", fake_run)
+    monkeypatch.setattr(runner, "_server_column", lambda folder, column: (np.array([]), np.array([])))
+    monkeypatch.setattr(runner, "prefill_scenario", lambda scenario, plan, lengths: None)
+    monkeypatch.setattr(runner, "decode_scenario", decode_scenario)
+    scenario = SimpleNamespace(name="p", target=SimpleNamespace(base_url="http://127.0.0.1:1/v1", model="m", api="chat"))
+    data = runner.ProfileData(scenario=scenario, folder=tmp_path, server_facts={})
+    runner._profile(None, ProfilePlan(max_batch=8, knee_rounds=0), data)
+    assert asked["decode-ladder"] == [4, 8, 16]
+
+    profile = profile_dict(data, None, None)
+    top = next(p for p in profile["decode"]["points"] if p["users"] == down_users)
+    assert top["sequences"] == down_users
+    assert top["tokens_per_s_per_replica"] == top["tokens_per_s"] == pytest.approx(down_users * 1000 / _step_ms(16), rel=0.01)
+    assert top["replicas"] == 1
+    shared = next(p for p in profile["decode"]["points"] if p["users"] == 8)
+    assert shared["replicas"] == 2 and shared["tokens_per_s_per_replica"] == pytest.approx(shared["tokens_per_s"] / 2, rel=0.01)
+    assert any(n.startswith(f"at {down_users} users 1 of the 2 replicas ran the load") for n in profile["notes"])
+    console = _Console()
+    print_profile(profile, console)
+    assert f"{down_users} on 1" in console.text
