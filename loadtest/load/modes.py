@@ -143,7 +143,8 @@ class OpenLoop(LoadMode):
     def scheduler(self, clock: LevelClock, recorder: Recorder) -> ArrivalScheduler:
         from loadtest.load.open_loop import ArrivalScheduler  # gevent: imported by the load stage only
 
-        return ArrivalScheduler(self.load, clock, recorder, duration_s=arrival_horizon_s(self.scenario))
+        classes = [(c.name, c.weight) for c in self.scenario.workload.classes]
+        return ArrivalScheduler(self.load, clock, recorder, duration_s=arrival_horizon_s(self.scenario), classes=classes)
 
     def shape(self, levels: Sequence[Any], duration_s: float, clock: LevelClock, **common: Any) -> SteppedShape:
         from loadtest.load.shape import RateShape  # Locust: imported by the load stage only

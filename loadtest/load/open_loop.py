@@ -31,9 +31,10 @@ schedule all workers draw alike, so the merged schedule is one process's.
 
 from __future__ import annotations
 
+import random
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 import gevent
 import gevent.queue
@@ -74,8 +75,15 @@ class ArrivalScheduler:
     (:func:`~loadtest.load.arrivals.share_offsets`).
     """
 
-    def __init__(self, load: "Load", clock: "LevelClock", recorder: "Recorder", *, duration_s: float) -> None:
+    def __init__(
+        self, load: "Load", clock: "LevelClock", recorder: "Recorder", *, duration_s: float,
+        classes: Sequence[tuple[str, float]] = (),
+    ) -> None:
         self.load = load
+        #: ``workload.classes`` as (name, weight): a dropped arrival is drawn a class as a sent one is
+        #: (:meth:`_drop`), so it counts against its class's error budget, not only the whole run's.
+        self.classes = list(classes)
+        self._class_rng = random.Random(f"{load.arrival_seed}-dropped-classes")
         self.clock = clock
         self.recorder = recorder
         self.duration_s = duration_s
@@ -127,7 +135,16 @@ class ArrivalScheduler:
     def _drop(self, slot: Slot) -> None:
         rec = RequestRecord(start_wall=slot.wall, start_perf=slot.perf, e2e_ms=0.0)
         rec.fail("dropped", f"{self.busy} requests in flight in this process (load.max_in_flight: {self.load.max_in_flight})")
-        self.recorder.add(rec, -1, slot.level_index, 0, slot.warmup, slot=slot)
+        self.recorder.add(rec, -1, slot.level_index, 0, slot.warmup, slot=slot, request_class=self._drop_class())
+
+    def _drop_class(self) -> str | None:
+        """The class a dropped arrival would have had: drawn by ``workload.classes``' weights, as a user
+        draws a sent request's (:mod:`loadtest.workload.generator`). Without it the arrival counted in the
+        run's error rate and in no class's, so a class judged by its own SLO never saw its drops."""
+        if len(self.classes) < 2:
+            return self.classes[0][0] if self.classes else None
+        names, weights = zip(*self.classes)
+        return self._class_rng.choices(names, weights)[0]
 
     @property
     def cap(self) -> int:

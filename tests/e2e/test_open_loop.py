@@ -238,10 +238,14 @@ def test_two_workers_merge_constant_arrivals_into_the_one_process_schedule(tmp_p
 
 
 def test_arrivals_beyond_max_in_flight_are_dropped_failures(tmp_path):
-    """3 requests may be in flight; at 20 req/s on an 8 req/s server the rest fail as 'dropped'."""
+    """3 requests may be in flight; at 20 req/s on an 8 req/s server the rest fail as 'dropped'.
+
+    Two request classes: a dropped arrival is drawn a class by their weights as a sent one is, so it
+    counts against its class's error budget (a trial's two-class run recorded drops with no class,
+    which became a class "nan" and a traceback in the terminal's class table)."""
     s, out = run(
         tmp_path, mock_flags(30.0, tmp_path / "requests.jsonl"),
-        workload={"max_tokens": TOKENS},
+        workload={"max_tokens": TOKENS, "classes": [{"name": "chat", "weight": 3}, {"name": "batch", "weight": 1}]},
         load={"rates": [20], "arrival": "constant", "max_in_flight": 3, "level_duration_s": 3, "warmup_s": 0.5,
               "min_level_duration_s": 3, "max_level_duration_s": 3},
         slo={"ttft_ms": {"p95": 5000}, "itl_ms": {}, "max_error_rate": 0.01},
@@ -256,6 +260,10 @@ def test_arrivals_beyond_max_in_flight_are_dropped_failures(tmp_path):
     frame = read_requests(out)
     dropped = frame[frame.error_kind == "dropped"]
     assert dropped.schedule_lag_ms.isna().all() and dropped.scheduled_wall.notna().all()
+    assert set(dropped["class"]) == {"chat", "batch"}, dropped["class"].value_counts(dropna=False)
+    assert set(s["capacity"]["classes"]) == {"chat", "batch"}
+    by_class = {name: lv["errors"] for name, lv in level["classes"].items()}
+    assert set(by_class) == {"chat", "batch"} and sum(by_class.values()) == level["errors"], by_class
 
 
 def test_a_window_shorter_than_two_request_lives_does_not_flag_a_server_that_keeps_up(tmp_path):

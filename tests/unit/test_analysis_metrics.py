@@ -394,3 +394,28 @@ def test_whole_request_warnings_follow_the_class_slos_and_the_hold():
     # held: its 4 measured requests all ended at its load; still too few, and no spillover warning
     assert any(w.startswith("the summarize class: levels are too short") and "at concurrency 4 (4)" in w for w in held)
     assert not any("outlived their level" in w for w in held)
+
+
+def test_records_without_a_class_make_no_class_of_their_own():
+    """An open loop's dropped arrivals were recorded without a class; the frame's string column read
+    them as NaN, which became a class "nan" judged by the top-level SLO, and the terminal's class table
+    died on it (``unable to render float``: a trial's two-class run exited 1 with a traceback)."""
+    from rich.console import Console
+
+    from loadtest.report.terminal import build_class_table
+
+    plan = level_plan([4], 10.0)
+    rows = [request_row(request_id=f"c{i}", start_wall=T0 + 0.45 * i, level=4) | {"class": "chat"} for i in range(20)]
+    rows += [request_row(request_id=f"s{i}", start_wall=T0 + 0.5 * i, level=4) | {"class": "summarize"} for i in range(8)]
+    rows += [failed_row("dropped", e2e_ms=0.0, request_id=f"d{i}", start_wall=T0 + 1 + i, level=4) | {"class": None}
+             for i in range(3)]
+    run = run_dict(plan, slo={"max_error_rate": 0.5})
+    run["scenario"]["workload"] = {"classes": [{"name": "chat", "weight": 3}, {"name": "summarize", "weight": 1}]}
+    result = analyze(to_frame(rows), run, SloSpec.from_dict({"max_error_rate": 0.5}))
+    assert set(result.levels[0].classes) == {"chat", "summarize"}
+    assert set(result.capacity.classes) == {"chat", "summarize"}
+    assert result.levels[0].errors == 3  # the drops still count in the whole run
+    assert not any("nan" in w for w in result.warnings)
+    console = Console(width=200, record=True, file=open("/dev/null", "w"))
+    console.print(build_class_table(result))
+    assert "summarize" in console.export_text()
