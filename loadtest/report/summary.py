@@ -194,7 +194,6 @@ def open_loop_dict(stats: dict[str, Any] | None) -> dict[str, Any] | None:
         "sent": stats["sent"],
         "dropped": stats["dropped"],
         "server_kept_up": stats["server_kept_up"],
-        # false: the shifted span was too short (or the sends too few) to tell, and the level is not flagged
         "keep_up_told": stats.get("keep_up_told", True),
         "completed_span_s": _round(stats.get("completed_span_s"), 3),
         "completed_shift_s": _round(stats.get("completed_shift_s"), 3),
@@ -235,6 +234,9 @@ def capacity_dict(cap: Capacity) -> dict[str, Any]:
         "upper_bound_rate_rps": cap.upper_bound_rate_rps,
         "max_tested_rate_rps": cap.max_tested_rate_rps,
         "mean_in_flight": _round(cap.mean_in_flight, 3),
+        # open loop: what the capacity level's window was offered and sent (random arrivals: analysis/offered.py)
+        "offered_rate_rps": _round(cap.offered_rate_rps, 4),
+        "sent_rate_rps": _round(cap.sent_rate_rps, 4),
         # trace replay (null otherwise): the capacity as a speedup of the trace window
         "speedup": cap.speedup,
         "first_failing_speedup": cap.first_failing_speedup,
