@@ -29,6 +29,7 @@ from loadtest.analysis.chunk_lists import ChunkSource, arrow_source, frame_sourc
 from loadtest.analysis.chunk_pass import chunk_pass
 from loadtest.analysis.open_loop import short_level_caveat
 from loadtest.analysis.served_span import untold_caveat
+from loadtest.analysis.keep_up import confirm_keep_up
 from loadtest.analysis.offered import arrival_cv, bracket_caveat, offered_caveat
 from loadtest.analysis.decision_reason import reconcile_why
 from loadtest.analysis.sustained import judge_sustained, sustainable_at_capacity
@@ -89,6 +90,7 @@ def analyze(
     windows, warnings = level_windows(run, requests)
     frame, levels = _measure(requests, windows, slo, source, cut_ms, seed=seed, resamples=resamples, confidence=confidence)
     mark_speedups(levels, run.get("trace"))
+    confirm_keep_up(levels, server_samples)  # before the sustained check reads server_kept_up
     turns = numeric(requests, "turn")
     frame["class"] = text(requests, "class")
     frame["turn"] = turns

@@ -194,6 +194,12 @@ def open_loop_dict(stats: dict[str, Any] | None) -> dict[str, Any] | None:
         "sent": stats["sent"],
         "dropped": stats["dropped"],
         "server_kept_up": stats["server_kept_up"],
+        # the client's count alone (completions below 90% of the sends they answer), and what the
+        # server's waiting gauge read (it overrules the count when it stayed 0: analysis/keep_up.py)
+        "completions_behind": stats.get("completions_behind", not stats["server_kept_up"]),
+        "server_waiting_max": _round(stats.get("server_waiting_max"), 4),
+        "keep_up_sent_rps": _round(stats.get("keep_up_sent_rps"), 4),
+        # false: the shifted span was too short (or the sends too few) to tell, and the level is not flagged
         "keep_up_told": stats.get("keep_up_told", True),
         "completed_span_s": _round(stats.get("completed_span_s"), 3),
         "completed_shift_s": _round(stats.get("completed_shift_s"), 3),
