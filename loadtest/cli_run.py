@@ -226,7 +226,8 @@ def add_run_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rates", type=rates_arg, help="open loop: override load rates (requests/s), e.g. 1,2,4")
     p.add_argument("--refine", action="store_true", help="bisect between the last passing and first failing level")
     p.add_argument("--rate-resolution", type=positive_float, metavar="R",
-                   help="open loop: --refine stops when the rate bracket is this narrow (req/s; default 5%% of the failing rate)")
+                   help="open loop: --refine stops when the rate bracket is this narrow (req/s; default 5%% of the failing rate), "
+                   "or sooner where a probe would lie within a window's Poisson noise of the bracket's ends")
     p.add_argument("--no-server-metrics", action="store_true", help="do not scrape the target's Prometheus /metrics")
     add_autoscaling_args(p)
     add_cost_args(p)

@@ -265,8 +265,11 @@ def recommend(
         ),
         replicas=replicas, replicas_source=replicas_source,
     )
-    if capacity.rate_rps is not None:  # never above the rate the run measured the server to sustain (sustained.py)
-        result.sustainable_rate_rps, held = sustainable_rps, min(capacity.rate_rps, sustainable_rps or math.inf)
+    if capacity.rate_rps is not None:
+        # never above the rate the run measured the server to sustain (sustained.py), nor above what the
+        # capacity level's window received (a short window's random arrivals: analysis/offered.py)
+        result.sustainable_rate_rps = sustainable_rps
+        held = min(capacity.rate_rps, sustainable_rps or math.inf, capacity.sent_rate_rps or math.inf)
         result.target_rate_rps_per_replica = round(held / share * (1 - headroom), 3)
     cap_level = level_at(levels, capacity.concurrency, capacity.rate_rps)
     fail_level = level_at(levels, capacity.first_failing, capacity.first_failing_rate_rps)
@@ -323,8 +326,11 @@ def _open_loop_sentence(result: Autoscaling, capacity: Capacity) -> str:
     if capacity.verdict in ("uncertain", "client_saturated", "host_contended"):
         text += f" The capacity verdict is {capacity.verdict.replace('_', ' ')}: treat the numbers below as provisional."
     in_flight = f" (at capacity {capacity.mean_in_flight:.1f} requests were in flight on average)" if capacity.mean_in_flight else ""
-    text += f" Its queue grew there: the server sustains about {fmt_rate(result.sustainable_rate_rps)} req/s." if (
-        result.sustainable_rate_rps or math.inf) < held else ""
+    sustains, received = result.sustainable_rate_rps or math.inf, capacity.sent_rate_rps or math.inf
+    text += f" Its queue grew there: the server sustains about {fmt_rate(sustains)} req/s." if (
+        sustains < held and sustains <= received) else ""
+    text += (f" Its measured window received {fmt_rate(round(received, 2))} req/s, not {fmt_rate(held)}: the target "
+             "rests on what it received." if received < held and received < sustains else "")
     return text + (f" Headroom {result.headroom:.0%} ({result.headroom_source}): aim for "
                    f"{fmt_rate(result.target_rate_rps_per_replica)} req/s per replica{in_flight}.")
 

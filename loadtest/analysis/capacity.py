@@ -36,6 +36,7 @@ import math
 import re
 from typing import Sequence
 
+from loadtest.analysis.offered import offered_note
 from loadtest.analysis.results import Capacity, CapacityVerdict, Check, LevelResult, fmt_rate
 from loadtest.analysis.slo import METRIC_LABELS, SloSpec
 from loadtest.analysis.verdict import ERROR_RATE_CHECK, SUSTAINED_CHECK, VALID_OUTPUT_CHECK
@@ -122,6 +123,8 @@ def _as_rates(result, cap, first_failing, optimistic, usable, undecided, levels)
     result.upper_bound_rate_rps = optimistic.rate_rps if optimistic else None
     result.max_tested_rate_rps = usable[-1].rate_rps
     result.mean_in_flight = cap.open_loop.get("mean_in_flight") if cap and cap.open_loop else None
+    result.offered_rate_rps = cap.open_loop.get("offered_rps") if cap and cap.open_loop else None
+    result.sent_rate_rps = cap.open_loop.get("sent_rps") if cap and cap.open_loop else None
     result.concurrency = result.certain_concurrency = result.upper_bound = None
     result.first_failing = result.max_tested = None
     result.uncertain_levels = []
@@ -258,16 +261,18 @@ def _message(
     confidence: float,
 ) -> str:
     fail_part = (
-        f"at {_at(first_failing)} the {describe_check(binding)}{_error_kinds(binding, first_failing)}"
+        f"at {_at(first_failing)}{offered_note(first_failing)} the {describe_check(binding)}"
+        f"{_error_kinds(binding, first_failing)}"
         if first_failing and binding else ""
     )
     if cap.verdict == "found":
         assert cap_level is not None
-        return f"This endpoint holds {cap_level.label} within the SLOs; {fail_part}."
+        return f"This endpoint holds {cap_level.label}{offered_note(cap_level)} within the SLOs; {fail_part}."
     if cap.verdict == "at_least":
         if slo.is_empty:
             return f"No SLOs were defined, so every level passes: capacity ≥ max tested ({_max_tested(cap)})."
-        return f"This endpoint held every tested level within the SLOs: capacity ≥ max tested ({_max_tested(cap)})."
+        return (f"This endpoint held every tested level within the SLOs: capacity ≥ max tested ({_max_tested(cap)})"
+                f"{offered_note(cap_level)}.")
     if cap.verdict == "below_minimum":
         assert first_failing is not None
         return (

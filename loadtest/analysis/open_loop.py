@@ -76,7 +76,7 @@ def open_loop_stats(frame: pd.DataFrame, window: LevelWindow, p: int, span: Serv
     offered, achieved = rate(int(measured.sum())), rate(int(sent.sum()))
     done = int(completed.sum()) / span.seconds if span.seconds > 0 else math.nan
     # held against the sends the span's completions answer (after the requests in flight filled up)
-    kept_up = not (span.told and span.sent_rps > 0 and done < KEEP_UP * span.sent_rps)
+    behind = bool(span.told and span.sent_rps > 0 and done < KEEP_UP * span.sent_rps)
     return {
         "rate_rps": window.rate_rps,
         "offered_rps": offered,
@@ -85,8 +85,10 @@ def open_loop_stats(frame: pd.DataFrame, window: LevelWindow, p: int, span: Serv
         "arrivals": int(measured.sum()),
         "sent": int(sent.sum()),
         "dropped": int(dropped.sum()),
-        "server_kept_up": kept_up,
+        "server_kept_up": not behind,  # unless the server's own waiting count says no request waited (keep_up.py)
+        "completions_behind": behind,
         "keep_up_told": span.told,
+        "keep_up_sent_rps": span.sent_rps,
         "completed_span_s": span.seconds,
         "completed_shift_s": span.shift_s,
         "fill_s": span.fill_s,

@@ -29,6 +29,8 @@ from loadtest.analysis.chunk_lists import ChunkSource, arrow_source, frame_sourc
 from loadtest.analysis.chunk_pass import chunk_pass
 from loadtest.analysis.open_loop import short_level_caveat
 from loadtest.analysis.served_span import untold_caveat
+from loadtest.analysis.keep_up import confirm_keep_up
+from loadtest.analysis.offered import arrival_cv, bracket_caveat, offered_caveat
 from loadtest.analysis.decision_reason import reconcile_why
 from loadtest.analysis.sustained import judge_sustained, sustainable_at_capacity
 from loadtest.analysis.columns import numeric, text
@@ -88,6 +90,7 @@ def analyze(
     windows, warnings = level_windows(run, requests)
     frame, levels = _measure(requests, windows, slo, source, cut_ms, seed=seed, resamples=resamples, confidence=confidence)
     mark_speedups(levels, run.get("trace"))
+    confirm_keep_up(levels, server_samples)  # before the sustained check reads server_kept_up
     turns = numeric(requests, "turn")
     classes = text(requests, "class")  # str or None; the frame's column may read a missing one as NaN
     frame["class"] = classes
@@ -149,6 +152,8 @@ def analyze(
     partial = partial_replay_caveat(levels, capacity, run.get("trace"))
     if partial:
         warnings.append(partial)
+    cv, warmup = arrival_cv(run), float(run.get("warmup_s") or 0.0)
+    warnings += [w for w in (offered_caveat(levels, capacity, cv, warmup), bracket_caveat(levels, capacity, cv, warmup)) if w]
     server = server_view(server_samples, levels, run.get("server_metrics"))
     caches = level_prefix_cache(frame, numeric(requests, "cached_tokens"), server_samples,
                                 [(lv.index, lv.window_start, lv.end_wall) for lv in levels])

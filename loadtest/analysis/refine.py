@@ -190,18 +190,29 @@ def rate_bracket(results: Iterable[object]) -> tuple[float, float] | None:
     return (max(passes), first_fail) if passes else None
 
 
-def next_refine_rate(results: Iterable[object], resolution: float | None = None) -> float | None:
-    """The next rate to probe by bisection, or None once the bracket is within ``resolution``.
+def next_refine_rate(results: Iterable[object], resolution: float | None = None, cv: float | None = None) -> float | None:
+    """The next rate to probe by bisection, or None once the bracket is within ``resolution``, or once
+    the probe would lie within its window's noise of the bracket's ends.
 
     ``resolution`` (requests/s) defaults to :data:`RATE_RESOLUTION_SHARE` of the
-    first failing rate. The probe is rounded to 3 significant digits past the
-    resolution's own precision, so levels read cleanly in the report.
+    first failing rate. ``cv``, the arrival gaps' coefficient of variation
+    (:func:`loadtest.analysis.offered.arrival_cv`; None: no floor), sets the floor: a
+    window of ``T`` s at ``r`` req/s is offered ``r ± cv·sqrt(r/T)``, so a probe half
+    a bracket from its ends, when that half is within this noise (at the longer of
+    the ends' windows), could not be told from them whatever its verdict
+    (:func:`loadtest.analysis.offered.bracket_caveat` says so). ``--rate-resolution``
+    does not go below it.
     """
+    from loadtest.analysis.offered import bracket_levels, refine_noise_rps  # numpy: only when a run refines
+
+    results = list(results)
     pair = rate_bracket(results)
     if pair is None:
         return None
     low, high = pair
     step = resolution if resolution is not None else RATE_RESOLUTION_SHARE * high
     if high - low <= step:
+        return None
+    if (high - low) / 2 <= refine_noise_rps(*bracket_levels(results, pair), cv):
         return None
     return round((low + high) / 2, 6)

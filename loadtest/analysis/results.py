@@ -243,6 +243,10 @@ class Capacity:
     max_tested_speedup: float | None = None
     #: Open loop: mean requests in flight at the capacity rate (Little's law: rate × time in system).
     mean_in_flight: float | None = None
+    #: Open loop: the rates the capacity level's measured window was offered and sent (its arrivals are
+    #: drawn at random, so a short window's differ from ``rate_rps``: analysis/offered.py).
+    offered_rate_rps: float | None = None
+    sent_rate_rps: float | None = None
 
 
 @dataclass

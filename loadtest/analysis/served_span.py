@@ -10,17 +10,19 @@ life in the window (``requests_per_s``, goodput) lags the same way, and weighs t
 the previous level's requests (which ran at another load) against the level's own.
 
 So at a rate the flow is the successes that *ended* in ``[a + d, we + d)``: ``d`` the median life
-(scheduled time to end) of the level's own successes, ``a`` the later of the window's start and one
-life after the level's start (until then the requests in flight are still filling up from the
+(scheduled time to end) of the level's own successes, ``a`` the later of the window's start and
+``f`` after the level's start, ``f`` the median time those successes spent in the server's batch
+(first token to end: ``fill_s``; until then the running requests are still filling up from the
 previous level's, so each one's life is still growing: completions spread out though the server
-keeps up), and no later than the end of the level's hold (the load stage holds the rate until every
+keeps up; the wait before the first token is left out, as a queue that was there before the level
+is not the level's filling up), and no later than the end of the level's hold (the load stage holds the rate until every
 measured request has ended, :mod:`loadtest.load.hold`, so the whole span ran at this level's rate).
 A server that keeps up completes there the sends of ``[a, we)``, at their own rate, whatever the
 window's length against ``L``; one that does not completes ``C`` a second throughout. Ends, not
 shares of a life: a share's weight centres half a life after its send, not a whole one. Goodput is
 that flow times the share of the level's own successes that met every limit (:func:`rate_weights`).
 
-Whether the server kept up is told only where ``[a, we)`` is at least a life and half the window
+Whether the server kept up is told only where ``[a, we)`` is at least ``f`` and half the window
 long, holds :data:`MIN_SENDS` sends, and the hold reached half of the span (a hold cut at its cap,
 or a look taken while the level runs, may not): otherwise ``told`` is false and the level is
 never flagged on it.

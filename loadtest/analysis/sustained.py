@@ -66,8 +66,8 @@ def sustained_check(level: LevelResult, frame: pd.DataFrame, slo: SloSpec | None
     sustains = rate / (1 + e)
     reason = (
         f"queue grew through the level: its {label} rose {e * 1000:.0f} ms a second ({low * 1000:.0f}-"
-        f"{high * 1000:.0f} ms) and {loop['completed_rps']:.2f} req/s completed against {loop['sent_rps']:.2f} "
-        f"sent; the server sustains about {sustains:.3g} req/s, so at {fmt_rate(rate)} req/s the {label} grows "
+        f"{high * 1000:.0f} ms) and {loop['completed_rps']:.2f} req/s completed against "
+        f"{loop.get('keep_up_sent_rps', loop['sent_rps']):.2f} sent once the requests in flight had filled up; the server sustains about {sustains:.3g} req/s, so at {fmt_rate(rate)} req/s the {label} grows "
         "without bound, and a finite window's pass is not a pass"
     )
     return Check(

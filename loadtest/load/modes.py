@@ -154,7 +154,13 @@ class OpenLoop(LoadMode):
     def next_refine(self, results: Iterable[object], rate_resolution: float | None) -> float | None:
         from loadtest.analysis.refine import next_refine_rate  # numpy: only when a run refines
 
-        return next_refine_rate(results, rate_resolution)
+        return next_refine_rate(results, rate_resolution, self.arrival_cv())
+
+    def arrival_cv(self) -> float | None:
+        """How much a window's arrivals vary (:func:`loadtest.analysis.offered.gaps_cv`): --refine steps no finer."""
+        from loadtest.analysis.offered import gaps_cv  # numpy: only when a run refines
+
+        return gaps_cv(self.load.arrival, self.load.burstiness)
 
 
 class TraceReplay(OpenLoop):
@@ -187,6 +193,10 @@ class TraceReplay(OpenLoop):
         from loadtest.load.trace_replay import TraceScheduler  # gevent: imported by the load stage only
 
         return TraceScheduler(self.load, clock, recorder, duration_s=arrival_horizon_s(self.scenario), trace=self.trace)
+
+    def arrival_cv(self) -> None:
+        """The trace's own arrivals: no random draw whose noise limits the probes."""
+        return None
 
     def next_refine(self, results: Iterable[object], rate_resolution: float | None) -> float | None:
         """Bisect on the speedup (to 3 decimals); the probe runs as its rate."""

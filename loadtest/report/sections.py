@@ -13,6 +13,8 @@ from typing import Any
 import yaml
 
 from loadtest.analysis.capacity import ci_label, fmt_ms
+from loadtest.analysis.keep_up import overruled
+from loadtest.analysis.open_loop import KEEP_UP
 from loadtest.analysis.results import Analysis, LevelResult, fmt_rate
 from loadtest.analysis.slo import SloSpec
 from loadtest.report.calculator import replicas_calculator
@@ -222,7 +224,11 @@ def _open_loop_table(analysis: Analysis) -> str:
     for lv in levels:
         o = lv.open_loop
         lag = o["schedule_lag_ms"]
-        note = "" if o["server_kept_up"] else "the server could not keep up"
+        note = "" if o["server_kept_up"] else (
+            f"the server could not keep up: completed below {KEEP_UP:.0%} of the "
+            f"{_num(o.get('keep_up_sent_rps'), '.2f')} req/s sent once the requests in flight had filled up")
+        if overruled(o):
+            note = "completions fell behind the sends, but the server's waiting count stayed 0: no backlog"
         note = note or ("" if o.get("keep_up_told", True) else "too short to tell whether the server kept up")
         if o["client_late"]:
             note = "; ".join(x for x in (note, "sends fell behind: client saturated") if x)

@@ -194,6 +194,11 @@ def open_loop_dict(stats: dict[str, Any] | None) -> dict[str, Any] | None:
         "sent": stats["sent"],
         "dropped": stats["dropped"],
         "server_kept_up": stats["server_kept_up"],
+        # the client's count alone (completions below 90% of the sends they answer), and what the
+        # server's waiting gauge read (it overrules the count when it stayed 0: analysis/keep_up.py)
+        "completions_behind": stats.get("completions_behind", not stats["server_kept_up"]),
+        "server_waiting_max": _round(stats.get("server_waiting_max"), 4),
+        "keep_up_sent_rps": _round(stats.get("keep_up_sent_rps"), 4),
         # false: the shifted span was too short (or the sends too few) to tell, and the level is not flagged
         "keep_up_told": stats.get("keep_up_told", True),
         "completed_span_s": _round(stats.get("completed_span_s"), 3),
@@ -235,6 +240,9 @@ def capacity_dict(cap: Capacity) -> dict[str, Any]:
         "upper_bound_rate_rps": cap.upper_bound_rate_rps,
         "max_tested_rate_rps": cap.max_tested_rate_rps,
         "mean_in_flight": _round(cap.mean_in_flight, 3),
+        # open loop: what the capacity level's window was offered and sent (random arrivals: analysis/offered.py)
+        "offered_rate_rps": _round(cap.offered_rate_rps, 4),
+        "sent_rate_rps": _round(cap.sent_rate_rps, 4),
         # trace replay (null otherwise): the capacity as a speedup of the trace window
         "speedup": cap.speedup,
         "first_failing_speedup": cap.first_failing_speedup,

@@ -79,6 +79,9 @@ class CapacityRecord(_Strict):
     first_failing_speedup: Optional[Number]
     upper_bound_speedup: Optional[Number]
     max_tested_speedup: Optional[Number]
+    #: open loop: the rates the capacity level's measured window was offered and sent (added later)
+    offered_rate_rps: Optional[Number] = None
+    sent_rate_rps: Optional[Number] = None
     #: a fleet: the capacity divided by target.replicas (users, or requests/s, per replica); top level only
     per_replica: Optional[Number] = None
     #: each request class's own capacity (only with ``workload.classes``)

@@ -155,7 +155,9 @@ def test_capacity_and_autoscaling_in_requests_per_second():
                        SloSpec.from_dict({"ttft_ms": {"p95": 100}, "max_error_rate": 0.5}))
     cap = analysis.capacity
     assert (cap.rate_rps, cap.first_failing_rate_rps, cap.verdict, cap.concurrency) == (10.0, 20.0, "found", None)
-    assert cap.message.startswith("This endpoint holds 10 req/s within the SLOs; at 20 req/s the p95 TTFT")
+    # the "20 req/s" records hold 10 a second: the sentence says what that window was offered
+    assert cap.message.startswith("This endpoint holds 10 req/s within the SLOs; at 20 req/s (its 10.0 s window was "
+                                  "offered 10 req/s) the p95 TTFT"), cap.message
     assert cap.mean_in_flight == pytest.approx(analysis.levels[0].open_loop["mean_in_flight"])
     assert analysis.autoscaling.target_rate_rps_per_replica == pytest.approx(8.0)
     assert "aim for 8 req/s per replica" in analysis.autoscaling.paragraph
