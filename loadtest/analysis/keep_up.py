@@ -1,4 +1,4 @@
-"""Whether a rate level's server kept up: the client's count, checked against the server's own waiting count.
+"""Whether a rate level's server kept up: the client's count, and the server's own waiting count beside it.
 
 The client flags a level whose completions fell below :data:`~loadtest.analysis.open_loop.KEEP_UP`
 of the sends they answer (``completions_behind``, :mod:`served_span`). That count is indirect: a
@@ -7,15 +7,14 @@ request ever waited. A trial's trace replay flagged its capacity level "the serv
 up" (25 arrivals, 21 completions in a 3 s window) while llama.cpp's own gauge read 0 requests
 deferred in every scrape and 2 of 4 slots busy at most, with a TTFT p95 of 93 ms against 500.
 
-A backlog at a server is requests that wait for a place in its batch. So where the server's waiting
-gauge was scraped at least :data:`MIN_WAITING_SCRAPES` times in the window and read 0 every time,
-no backlog built up there, whatever the count says: ``server_kept_up`` is true (the level is not
-marked "!" and the sustained check, which needs a growing queue, does not fail it),
-``completions_behind`` keeps the client's finding and ``server_waiting_max`` the gauge's reading,
-and the legend says what else a shortfall without a queue can be: a burst the window's edge cut,
-or requests running longer in a fuller batch (an engine that admits every arrival, as vLLM does
-below ``max_num_seqs``, shows that as a slower ITL and TPOT, which their own SLOs judge). Without
-the gauge (not scraped, no waiting signal, too few scrapes) the client's count stands.
+A backlog at a server is requests that wait for a place in its batch, so where the server's waiting
+gauge was scraped at least :data:`MIN_WAITING_SCRAPES` times in the window and read 0 every time, the
+report says so beside the "!" (``server_waiting_max`` 0, a legend line): no request queued there, so
+the shortfall is a burst the window's edge cut, or requests running longer in a fuller batch. It
+does not take the "!" away: an engine that admits every arrival, as vLLM does below
+``max_num_seqs``, shows an overload as more requests running, each slower, and its waiting gauge
+stays 0 until the batch or the KV cache is full; a gauge of 0 cannot tell that apart from a burst,
+and a flag that hides a real overload is worse than one the legend explains.
 """
 
 from __future__ import annotations
@@ -42,7 +41,7 @@ def _waiting_series(samples: pd.DataFrame | None) -> tuple[np.ndarray, np.ndarra
 
 
 def confirm_keep_up(levels: Sequence[LevelResult], samples: pd.DataFrame | None) -> None:
-    """Set each rate level's ``server_waiting_max`` and let a waiting gauge that stayed 0 overrule the count."""
+    """Set each rate level's ``server_waiting_max``, and note where a waiting gauge read 0 in enough scrapes."""
     series = _waiting_series(samples)
     for level in levels:
         loop = level.open_loop
@@ -50,14 +49,13 @@ def confirm_keep_up(levels: Sequence[LevelResult], samples: pd.DataFrame | None)
             continue
         stats = window_stats(*series, level.window_start, level.end_wall) if series is not None else None
         loop["server_waiting_max"] = float(stats.max) if stats is not None and stats.n else None
-        if loop["server_kept_up"] or stats is None or stats.n < MIN_WAITING_SCRAPES or stats.max > 0:
-            continue
-        loop["server_kept_up"] = True
+        # internal (not a summary.json key): enough scrapes that "0 every time" means no queue was seen
+        loop["no_queue_seen"] = stats is not None and stats.n >= MIN_WAITING_SCRAPES and stats.max <= 0
 
 
 def overruled(loop: dict[str, Any] | None) -> bool:
-    """The client's count fell behind, but the server's waiting gauge said no request waited."""
-    return bool(loop and loop.get("completions_behind") and loop.get("server_kept_up"))
+    """The client's count fell behind ("!"), and the server's waiting gauge read 0 in every scrape of the window."""
+    return bool(loop and loop.get("completions_behind") and not loop.get("server_kept_up") and loop.get("no_queue_seen"))
 
 
 def _name(level: LevelResult) -> str:
@@ -76,11 +74,12 @@ def behind_legend(levels: Sequence[LevelResult]) -> str:
 
 
 def overruled_legend(levels: Sequence[LevelResult]) -> str | None:
-    """Levels whose completions fell behind without a "!": the server's waiting count stayed 0."""
+    """Levels marked "!" whose server's waiting count stayed 0: what else their shortfall can be."""
     named = [lv for lv in levels if overruled(lv.open_loop)]
     if not named:
         return None
     which = ", ".join(_name(lv) for lv in named)
-    return (f"at {which} the completions fell below {KEEP_UP:.0%} of the sends without a \"!\": the server's waiting "
-            "count read 0 in every scrape of the window, so no request queued there; the shortfall is a burst the "
-            "window's edge cut, or requests running longer in a fuller batch (ITL and TPOT show that)")
+    return (f"at {which} the server's waiting count read 0 in every scrape of the window although the completions "
+            f"fell below {KEEP_UP:.0%} of the sends: no request queued for a place in its batch, so the \"!\" there is "
+            "a burst the window's edge cut, or requests running longer in a fuller batch (an engine that admits every "
+            "arrival, as vLLM does below max_num_seqs, shows an overload that way: ITL and TPOT judge it)")

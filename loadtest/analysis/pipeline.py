@@ -90,7 +90,7 @@ def analyze(
     windows, warnings = level_windows(run, requests)
     frame, levels = _measure(requests, windows, slo, source, cut_ms, seed=seed, resamples=resamples, confidence=confidence)
     mark_speedups(levels, run.get("trace"))
-    confirm_keep_up(levels, server_samples)  # before the sustained check reads server_kept_up
+    confirm_keep_up(levels, server_samples)  # the server's waiting count beside the client's "!"
     turns = numeric(requests, "turn")
     classes = text(requests, "class")  # str or None; the frame's column may read a missing one as NaN
     frame["class"] = classes

@@ -228,7 +228,7 @@ def _open_loop_table(analysis: Analysis) -> str:
             f"the server could not keep up: completed below {KEEP_UP:.0%} of the "
             f"{_num(o.get('keep_up_sent_rps'), '.2f')} req/s sent once the requests in flight had filled up")
         if overruled(o):
-            note = "completions fell behind the sends, but the server's waiting count stayed 0: no backlog"
+            note += "; the server's waiting count stayed 0: no request queued (a burst the window cut, or slower runs in a fuller batch)"
         note = note or ("" if o.get("keep_up_told", True) else "too short to tell whether the server kept up")
         if o["client_late"]:
             note = "; ".join(x for x in (note, "sends fell behind: client saturated") if x)
