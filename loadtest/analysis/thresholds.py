@@ -40,6 +40,13 @@ NOTHING_WAITS = 0.5
 #: level: the number docs/server-view.md asks of a level for a signal to separate (8), for the same
 #: reason (a median or mean of 3 scrapes of a count that moves with each arrival is a draw, not the load).
 MIN_GAUGE_SCRAPES = 8
+#: A signal is said to rise from the capacity level to the first failing one only from this many
+#: scrapes at each: a trial's levels, decided in a few seconds at the default 1 s interval, had 3,
+#: whose medians aliased with the 1 s request cycle (running read 8 at both 8 and 10 users, waiting
+#: 0 then 2), and "scale out when any request waits" was recommended for a server where, over 16
+#: scrapes, one or two already waited at 8 users. With fewer, no signal separates, the most direct
+#: one is used, and the sentence says why.
+MIN_SEPARATING_SCRAPES = 8
 #: What the manifests and the sentences write where no threshold was measured.
 PLACEHOLDER = "<THRESHOLD>"
 
@@ -155,3 +162,9 @@ def signal_threshold(
     if not value > 0:  # "> 0 per replica" fires on any traffic (a profile's one-user run over two replicas read 0)
         return None, f"{at_cap}; a threshold at 0 fires on any traffic: the capacity level ran too little load to set one."
     return value, f"{at_cap}; scale out above {fmt_signal(value, frac)} per replica, {headroom:.0%} below {of} at capacity."
+
+
+def too_few_scrapes(cap: SignalStats, fail: SignalStats | None) -> bool:
+    """Too few scrapes at either level to say a signal rises between them (:data:`MIN_SEPARATING_SCRAPES`);
+    a level with none is not "few": a signal without samples there separates nothing anyway."""
+    return any(s is not None and 0 < s.n < MIN_SEPARATING_SCRAPES for s in (cap, fail))

@@ -14,7 +14,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from loadtest.analysis.autoscaling import fmt_signal
+from loadtest.analysis.thresholds import fmt_signal
 from loadtest.analysis.results import Analysis
 from loadtest.analysis.signals import ROLE_LABELS
 from loadtest.report.autoscaling_yaml import render_autoscaling_yaml

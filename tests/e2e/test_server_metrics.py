@@ -171,7 +171,7 @@ def test_a_signal_seen_in_too_few_scrapes_is_not_said_to_rise():
     read 0 then 2, running 8 and 8, and "scale out when any request waits" was recommended on that.
     With fewer than MIN_SEPARATING_SCRAPES at a level no signal separates, the most direct one is
     used, and the sentence says why; with enough, the same run picks waiting as before."""
-    from loadtest.analysis.autoscaling import MIN_SEPARATING_SCRAPES
+    from loadtest.analysis.thresholds import MIN_SEPARATING_SCRAPES
 
     requests, run, samples = _run(max_batch=6)
     walls = np.sort(samples["wall"].unique())

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from loadtest.analysis.autoscaling import _threshold, fmt_signal
+from loadtest.analysis.autoscaling import _threshold
+from loadtest.analysis.thresholds import fmt_signal
 from loadtest.analysis.server import SignalStats
 from loadtest.analysis.signals import Signal
 
