@@ -142,7 +142,7 @@ def representative(summaries: Sequence[Mapping[str, Any]], names: Sequence[str])
         median = statistics.median_low([c[0] for c in known])
         chosen = [i for i, c in enumerate(caps) if c is not None and c[0] == median]
         unit = next(c[1] for c in known if c[0] == median)
-        words.append(f"its capacity, {median:g}{unit}, is the group's (its median run's, as the gate takes it)")
+        words.append(f"its capacity, {median:g}{unit}, is the group's median, which the gate takes for the group's")
     else:
         words.append("no run of it has a capacity")
     distances, values = _distances(summaries)
@@ -151,7 +151,7 @@ def representative(summaries: Sequence[Mapping[str, Any]], names: Sequence[str])
     if not values:
         words.append("no value every run measured to tell them apart: the first")
     elif len(nearest) > 1:
-        words.append(f"{' and '.join(names[i] for i in nearest)} lie equally near the group's medians of its "
+        words.append(f"{' and '.join(names[i] for i in nearest)} lie equally near the group's medians of the "
                      "SLO percentiles and throughput: the first")
     elif len(chosen) > 1:
         words.append("its SLO percentiles and throughput lie nearest the group's medians")

@@ -109,7 +109,7 @@ def test_the_group_capacity_decides_first_as_the_gate_takes_it():
     """The gate's group capacity is its median run's (median_low): with capacities 4, 8, 8 the run of 8
     nearest the medians, not the run nearest in speed whose capacity is not the group's."""
     pick = representative([_summary(8, 30.0), _summary(4, 25.0), _summary(8, 26.0)], ["run-01", "run-02", "run-03"])
-    assert pick.index == 2 and "its capacity, 8 users, is the group's" in pick.why
+    assert pick.index == 2 and "its capacity, 8 users, is the group's median" in pick.why
     # median_low of two: the lower capacity, as the gate's group capacity
     pick = representative([_summary(8, 30.0), _summary(4, 25.0)], ["run-01", "run-02"])
     assert pick.index == 1 and "4 users" in pick.why
