@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from loadtest.errors import InputError
+from loadtest.repeats import group_runs_in
 from loadtest.run_files import PARTS_DIR, REQUESTS_PARQUET, RUN_JSON
 from loadtest.run_record import RUN_FORMAT as RUN_RECORD_FORMAT, normalized
 
@@ -129,6 +130,9 @@ def read_run_json(folder: Path | str, arg: str) -> dict[str, Any]:
     folder = input_folder(folder, arg, kind="run folder")
     run_json = folder / RUN_JSON
     if not run_json.exists() and not run_json.is_symlink():
+        if runs := group_runs_in(folder):  # run --repeat's folder: say so, and what to give instead
+            raise _fail(arg, folder, f"not a run folder (no run.json) but a --repeat folder holding {', '.join(runs)}: "
+                                     f"give one of them ({folder}/{runs[0]})")
         raise _fail(arg, folder, "not a run folder (no run.json)")
     text = read_text(run_json, arg)
     try:

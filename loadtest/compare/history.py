@@ -4,7 +4,9 @@ Run folders are found anywhere under the given folders (``reports/``); warm-up
 runs are left out. Each run is compared with the previous run of the same
 workload fingerprint by the same gate as ``loadtest compare --history`` (default
 rules, the runs before it as its history), so "regressed" here means exactly
-what it would have meant in CI. Change points over the series come from
+what it would have meant in CI: with enough runs before it, against their mean and
+run-to-run noise, not against the previous run (the table says "vs reference";
+history.json keeps the key ``vs_previous``). Change points over the series come from
 :mod:`changepoints`. A run whose workload differs from the
 previous one starts a new series ("workload changed") rather than being
 compared. A run found in several folders (a nightly's baseline is a copy of a night; see
@@ -201,7 +203,9 @@ def _summary(folder: Path, run: dict[str, Any], skipped: list[str]) -> dict[str,
 
 def _judge_in_order(runs: list[HistoryRun]) -> None:
     """Each run against the previous one of its fingerprint, with the runs before that as its
-    history (their run-to-run noise, see :mod:`groups`), as a nightly ``compare --history`` would."""
+    history (their run-to-run noise, see :mod:`groups`), as a nightly ``compare --history`` would:
+    with enough of them the verdict is against their mean (earlier rejected runs left out), so it
+    is "vs reference", not "vs previous" (the JSON key keeps that name)."""
     previous: dict[str, HistoryRun] = {}
     earlier: dict[str, list[Path]] = {}
     last_fp: str | None = None

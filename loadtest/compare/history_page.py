@@ -26,6 +26,7 @@ from loadtest.compare.rules import Rules
 from loadtest.report.page import PAGE_STYLE as page_style
 from loadtest.report.plotting import figure_html, summaries_ci_label
 from loadtest.staged_paths import shown
+from loadtest.compare.noise import MIN_HISTORY_RUNS  # the legend's count
 
 
 def history_figure(runs: Sequence[HistoryRun], shifts: Sequence[ChangePoint] = ()) -> go.Figure:
@@ -44,7 +45,7 @@ def history_figure(runs: Sequence[HistoryRun], shifts: Sequence[ChangePoint] = (
         error_y=dict(type="data", symmetric=False,
                      array=[max(0, h - c) if c is not None else 0 for h, c in zip(highs, caps)],
                      arrayminus=[max(0, c - lo) if c is not None else 0 for lo, c in zip(lows, caps)]),
-        text=[f"{r.label}: {r.bounds.text()}; {r.versus_previous}" for r in runs], hoverinfo="text+y",
+        text=[f"{r.label}: {r.bounds.text()}; vs reference: {r.versus_previous}" for r in runs], hoverinfo="text+y",
     ), row=1, col=1)
     _mark_regressed(fig, runs, xs, caps, row=1, legend=True)
     legend_shown = False
@@ -132,16 +133,30 @@ def _reference_level(runs: Sequence[HistoryRun]) -> int | None:
     return max(common) if common else None
 
 
+#: What the table's verdict column is. Its history.json key stays ``vs_previous``, but it never
+#: was a comparison with the previous row: each run is judged as the gate judges a night
+#: (:func:`history._judge_in_order`), against the mean of the runs before it once there are enough,
+#: so a trial read "regression" on run-02 of a slow night beside an identical run-01, and "pass"
+#: on the night that recovered from it.
+HEADERS = {"vs_previous": "vs reference"}
+VS_REFERENCE = (f"vs reference: the gate's verdict (default rules) on each run against the runs of its workload "
+                f"before it: with at least {MIN_HISTORY_RUNS} of them, against their mean and run-to-run noise "
+                "(earlier runs that their own gate rejected left out), not against the previous row; with fewer, "
+                "against the previous run")
+
+
 def print_table(rows: list[dict[str, Any]]) -> None:
     if not rows:
         return
     rows = _shown(rows)
     keys = [k for k in rows[0] if k not in ("run", "fingerprint")] + ["run"]
     text = [[_cell(row.get(k)) for k in keys] for row in rows]
-    widths = [max(len(k), *(len(t[i]) for t in text)) for i, k in enumerate(keys)]
-    print("  ".join(k.ljust(w) for k, w in zip(keys, widths)))
+    heads = [HEADERS.get(k, k) for k in keys]
+    widths = [max(len(h), *(len(t[i]) for t in text)) for i, h in enumerate(heads)]
+    print("  ".join(h.ljust(w) for h, w in zip(heads, widths)))
     for t in text:
         print("  ".join(v.ljust(w) for v, w in zip(t, widths)))
+    print(VS_REFERENCE)
 
 
 def _shown(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -164,7 +179,7 @@ def render_history_html(runs: Sequence[HistoryRun], shifts: Sequence[ChangePoint
     import html
 
     rows = _shown(table_rows(runs))
-    head = "".join(f"<th>{html.escape(k)}</th>" for k in rows[0])
+    head = "".join(f"<th>{html.escape(HEADERS.get(k, k))}</th>" for k in rows[0])
     body = "".join(
         "<tr" + (" style='color:#cf222e;font-weight:600'" if r["vs_previous"] == REGRESSED else "") + ">"
         + "".join(f"<td>{html.escape(_cell(v))}</td>" for v in r.values()) + "</tr>"
@@ -176,8 +191,8 @@ def render_history_html(runs: Sequence[HistoryRun], shifts: Sequence[ChangePoint
         f"<title>{name}: history</title><style>{page_style}</style>"
         f"<script type='text/javascript'>{get_plotlyjs()}</script></head><body>"
         f"<h1>{name}: {len(runs)} runs over time</h1>"
-        "<p class='dim'>Each run is compared with the previous run of the same workload by the regression gate "
-        "(default rules); red × marks the runs that regressed; a diamond marks a change point (Apache Otava) "
+        f"<p class='dim'>{html.escape(VS_REFERENCE)}. Red × marks the runs that regressed; a diamond marks a "
+        "change point (Apache Otava) "
         "on the run that introduced it, red when worse, with the new level dotted.</p>"
         + figure_html(history_figure(runs, shifts))
         + _shifts_html(shifts)

@@ -158,8 +158,8 @@ def junit_xml(cmp: Comparison) -> str:
 def _case_detail(cmp: Comparison, change: Change) -> str:
     lines = [
         change.message,
-        f"baseline: {cmp.baseline.label}",
-        f"candidate: {cmp.candidate.label}",
+        f"baseline: {runs_text(cmp.baseline.label, cmp.baselines)}",
+        f"candidate: {runs_text(cmp.candidate.label, cmp.candidates)}",
     ]
     lines += [f"warning: {w}" for w in cmp.warnings]
     return "\n".join(lines)
@@ -197,7 +197,8 @@ def markdown(cmp: Comparison, *, rows: int = MARKDOWN_ROWS) -> str:
         "",
         f"**{cmp.headline}** Exit code {cmp.exit_code}.",
         "",
-        f"Baseline `{b.label}` ({_when(b.started_wall)}), candidate `{c.label}` ({_when(c.started_wall)}); "
+        f"{_side('Baseline', b.label, cmp.baselines)} ({_when(b.started_wall)}), "
+        f"{_side('candidate', c.label, cmp.candidates)} ({_when(c.started_wall)}); "
         f"{confidence_pct(cmp.confidence)} intervals, tolerance {cmp.rules.tolerance * 100:g}% "
         f"(error rate {cmp.rules.error_rate_tolerance * 100:g} pp).",
         "",
@@ -236,6 +237,24 @@ def markdown(cmp: Comparison, *, rows: int = MARKDOWN_ROWS) -> str:
         if len(notable) > rows:
             lines.append(f"\n… and {len(notable) - rows} more in compare.json.")
     return "\n".join(lines) + "\n"
+
+
+def runs_text(label: str, paths: list[str]) -> str:
+    """A side as the outputs name it: its run, or a group's runs (``run-01, run-02 of s3://…/nightly-…``).
+
+    Why: for ``run --repeat 2`` the Markdown named ``…/run-01`` alone as the candidate, and only a
+    warning said the verdict was on two runs."""
+    if len(paths) < 2:
+        return label
+    parents = {p.rstrip("/").rpartition("/")[0] for p in paths}
+    if len(parents) == 1 and "" not in parents:
+        return f"{', '.join(p.rstrip('/').rpartition('/')[2] for p in paths)} of {parents.pop()}"
+    return ", ".join(paths)
+
+
+def _side(word: str, label: str, paths: list[str]) -> str:
+    """``candidate `x` `` for one run; ``candidates `run-01, run-02 of x` `` for a group (its first run's time follows)."""
+    return f"{word}{'s' if len(paths) > 1 else ''} `{runs_text(label, paths)}`"
 
 
 def _value(change: Change, value: float | None, bounds: CapacityBounds | None = None) -> str:

@@ -13,6 +13,12 @@ other (a promote would delete the run it copies), the baseline holds nothing a
 promote did not write (it deletes what it replaces: a wrong path must not
 empty someone's folder), and every Parquet file of the run has a readable
 footer (a truncated copy must not replace a good baseline).
+
+A baseline is one run. ``promote`` of a ``run --repeat K`` folder (``run-01`` …
+``run-K``, no run.json of its own) promotes the group's median run
+(:func:`loadtest.repeats.representative`) and says which, so the nightly job works
+unchanged with ``--repeat``; every run of the group must have completed and been
+analyzed. ``exists`` calls such a folder no baseline the gate can read (exit 2).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import json
 from pathlib import Path
 
 from loadtest.errors import InputError
+from loadtest.repeats import group_runs, representative
 from loadtest.run_files import PARTS_DIR, REPORT_HTML, REQUESTS_PARQUET, RUN_JSON, SUMMARY_JSON
 from loadtest.run_record import RATE_MODE_WORDS, normalized
 from loadtest.storage import remote
@@ -36,8 +43,10 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:
                                         "no run.json, 2 if it is not a baseline the gate can read (one line says why)")
     e.add_argument("dir", type=_folder_arg, metavar="DIR", help="baseline folder, local or s3://bucket/prefix/baseline")
     e.set_defaults(func=_cmd_exists)
-    m = verbs.add_parser("promote", help="make a finished run the baseline (replacing the old one)")
-    m.add_argument("run_dir", type=_folder_arg, metavar="RUN_DIR", help="the run folder that passed the gate")
+    m = verbs.add_parser("promote", help="make a finished run the baseline (replacing the old one); of a "
+                                         "--repeat folder, the group's median run")
+    m.add_argument("run_dir", type=_folder_arg, metavar="RUN_DIR",
+                   help="the run folder that passed the gate, or the folder of a --repeat group")
     m.add_argument("baseline", type=_folder_arg, metavar="BASELINE", help="the baseline folder to replace")
     m.set_defaults(func=_cmd_promote)
 
@@ -83,6 +92,10 @@ class _Folder:
 
     def __str__(self) -> str:
         return str(self.url or self.path)
+
+    def sub(self, name: str) -> "_Folder":
+        """The folder ``name`` inside this one."""
+        return _Folder(self.url.join(name) if self.url else self.path / name)
 
     def files(self) -> list[str]:
         if self.url:
@@ -163,7 +176,8 @@ def _cmd_exists(args: argparse.Namespace) -> int:
 
     2 is a file where the folder should be, a run.json or summary.json that cannot be read, or no
     summary.json at all: the checks ``promote`` makes of a run before it becomes the baseline, and
-    what ``run --baseline`` refuses before its load. A nightly gate that took such a folder for a
+    what ``run --baseline`` refuses before its load; and a ``--repeat`` folder (a group of runs,
+    which ``run --baseline`` refuses too: a baseline is one run). A nightly gate that took such a folder for a
     baseline failed every night; one that took it for no baseline would run without the gate and
     promote over it.
     """
@@ -172,6 +186,9 @@ def _cmd_exists(args: argparse.Namespace) -> int:
         raise InputError(f"{folder}: is a file, expected a folder (the baseline's run folder)")
     files = folder.files()
     if RUN_JSON not in files:
+        if runs := group_runs(files):  # "no baseline" would run the night ungated, then promote over the group
+            raise InputError(f"{folder}: a --repeat folder ({', '.join(runs)}), not a baseline (one run) the gate can "
+                             f"compare with; `loadtest baseline promote {folder} BASELINE` makes its median run one")
         if folder.url:  # a mistyped bucket is a wrong path, not "no baseline" (a night would run ungated)
             remote.check_bucket(folder.url)
         return 1
@@ -188,8 +205,13 @@ def _cmd_promote(args: argparse.Namespace) -> int:
         raise InputError(f"baseline promote: RUN_DIR {src} and BASELINE {dst} are the same folder or one holds "
                          "the other; a promote replaces the baseline's files, so it would delete the run")
     files = src.files()
+    why = ""
     if RUN_JSON not in files:
-        raise InputError(f"{src}: not a run folder (no {RUN_JSON})")
+        runs = group_runs(files)
+        if not runs:
+            raise InputError(f"{src}: not a run folder (no {RUN_JSON})")
+        src, why = _group_representative(src, runs, files)
+        files = src.files()
     run = normalized(_json_object(src, RUN_JSON, "not promoted"))
     if not run.get("complete"):
         raise InputError(f"{src}: the run did not complete; an interrupted run is never a baseline")
@@ -223,5 +245,23 @@ def _cmd_promote(args: argparse.Namespace) -> int:
     for rel in keep:
         dst.write(rel, src.read(rel))
     dst.write(RUN_JSON, src.read(RUN_JSON))
-    print(f"baseline {dst} is now {src}")
+    print(f"baseline {dst} is now {src}" + (f": {why}" if why else ""))
     return 0
+
+
+def _group_representative(group: _Folder, runs: list[str], files: list[str]) -> tuple[_Folder, str]:
+    """The run of a ``--repeat`` folder to promote, and why it (see :func:`loadtest.repeats.representative`).
+
+    Every run of the group must have completed and been analyzed: the gate judged the group whole,
+    and a group cut short is no more a baseline than a run cut short is."""
+    summaries = []
+    for name in runs:
+        run = group.sub(name)
+        if not normalized(_json_object(run, RUN_JSON, "not promoted")).get("complete"):
+            raise InputError(f"{run}: the run did not complete; a group with an interrupted run is never a baseline; "
+                             "not promoted")
+        if f"{name}/{SUMMARY_JSON}" not in files:
+            raise InputError(f"{run}: no summary.json (the run was not analyzed); not promoted")
+        summaries.append(_json_object(run, SUMMARY_JSON, "not promoted"))
+    pick = representative(summaries, runs)
+    return group.sub(runs[pick.index]), f"the median run of the group of {len(runs)} ({pick.why})"

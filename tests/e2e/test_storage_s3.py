@@ -226,6 +226,82 @@ def test_the_nightly_gate_keeps_its_runs_and_baseline_in_the_bucket(s3):
             and "loadtest-s3-" not in hist.stdout + hist.stderr), hist.stderr
 
 
+def test_the_nightly_gate_with_repeat_promotes_a_passing_groups_median_run_and_never_a_rejected_one(s3):
+    """Trial E ran the CronJob's script with ``--repeat 2``: ``baseline promote "$RUN_DIR"`` refused the group
+    ("not a run folder", exit 2), so the first night made no baseline and every passing night exited 5. Now a
+    promote of a group makes its median run the baseline (for two runs of one capacity, the first), and the
+    script works unchanged. Nights 1-2 on the mock, night 3 on a mock three times slower per sequence (a
+    regression beyond any noise of the reference runs: exit 1, not promoted), night 4 on the mock again.
+
+    Which verdict nights 2 and 4 get (same server) is not this test's subject (see GATE_VERDICTS); the
+    baseline must move forward on a pass, to the run the promote names, and only then."""
+    from test_deploy_k8s import nightly, pod_exit
+
+    lt_env, aws, folder = s3
+    results = "s3://results/repeat/"
+    env = {k: v for k, v in lt_env.items() if k.startswith(("AWS_", "LOADTEST_"))}
+
+    def baseline_started() -> float:
+        return json.loads(get_bytes(aws, "results", "repeat/baseline/run.json"))["started_wall"]
+
+    def started(url: str) -> float:
+        return json.loads(get_bytes(aws, "results", url[len("s3://results/"):] + "/run.json"))["started_wall"]
+
+    def night(base_url: str) -> tuple[subprocess.CompletedProcess, int, str]:
+        done = nightly(results, scenario, base_url, env, repeat=2)
+        said = re.search(r"nightly gate: exit (\d+) \((s3://\S+)\)", done.stdout)
+        assert said, done.stdout + done.stderr
+        code = int(said.group(1))
+        print(f"{said.group(2)}: exit {code}; " + "; ".join(line for line in done.stdout.splitlines() if " is now " in line))
+        assert done.returncode == pod_exit(code), done.stdout + done.stderr  # not 5: a promote that failed
+        return done, code, said.group(2)
+
+    def promoted(done: subprocess.CompletedProcess, run_dir: str) -> str | None:
+        """The run the promote names (one of the group's, never its warm-up), which the baseline is now."""
+        said = re.search(rf"baseline {results}baseline is now (\S+): the median run of the group of 2 \(", done.stdout)
+        if said is None:
+            return None
+        assert said.group(1) in (f"{run_dir}/run-01", f"{run_dir}/run-02"), done.stdout
+        assert baseline_started() == started(said.group(1))
+        return said.group(1)
+
+    with MockServer(MOCK) as mock, MockServer([*MOCK[:-1], "30"]) as slow:
+        scenario = _scenario(folder, mock.base_url, name="repeat")
+        first, code, night1 = night(mock.base_url)
+        assert code == 0 and "No baseline at" in first.stdout, first.stdout + first.stderr
+        assert promoted(first, night1) == f"{night1}/run-01", first.stdout  # two runs of one capacity: the first
+        # the night's folder is a group, not a baseline: 2 and what to do, never 1 (a night would run ungated)
+        group = _lt(lt_env, "baseline", "exists", night1)
+        assert group.returncode == 2 and f"{night1}: a --repeat folder (run-01, run-02)" in group.stderr, group.stderr
+
+        second, code, night2 = night(mock.base_url)
+        assert code in GATE_VERDICTS
+        assert json.loads(get_bytes(aws, "results", night2[len("s3://results/"):] + "/warmup/run.json"))["warmup_run"]
+        # the Markdown in the pod's log names the group, not its first run alone
+        assert f"candidates `run-01, run-02 of {night2}`" in second.stdout, second.stdout
+        assert (promoted(second, night2) is not None) == (code == 0), second.stdout
+        before = baseline_started()
+
+        third, code, night3 = night(slow.base_url)
+        assert code == 1, third.stdout + third.stderr
+        report = json.loads(get_bytes(aws, "results", night3[len("s3://results/"):] + "/compare.json"))
+        # judged by the run-to-run noise of nights 1 and 2 (2 runs each; the baseline, a copy of one of
+        # them, counts once; no warm-up run counts)
+        assert report["outcome"] == "regression" and report["history_runs"] == 4, report["history_runs"]
+        junit = get_bytes(aws, "results", night3[len("s3://results/"):] + "/compare.junit.xml").decode()
+        assert f"candidate: run-01, run-02 of {night3}" in junit
+        assert "is now" not in third.stdout and baseline_started() == before  # a rejected group is never promoted
+
+        fourth, code, night4 = night(mock.base_url)
+        assert code in GATE_VERDICTS
+        report = json.loads(get_bytes(aws, "results", night4[len("s3://results/"):] + "/compare.json"))
+        # night 3's runs, rejected by their own gate, are left out of the noise
+        assert report["history_runs"] == 4 and any("their own gate rejected" in w and night3 in w
+                                                   for w in report["warnings"]), report["warnings"]
+        assert (promoted(fourth, night4) is not None) == (code == 0), fourth.stdout
+        assert (baseline_started() == before) == (code != 0)
+
+
 def test_ctrl_c_to_the_whole_process_group_still_uploads_the_analyzed_run(s3):
     """Ctrl-C reaches every process of the group: the run stops gracefully, and the uploader lives on."""
     lt_env, aws, folder = s3

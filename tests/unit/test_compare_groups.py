@@ -63,3 +63,18 @@ def test_a_history_run_its_own_gate_rejected_is_not_noise(tmp_path):
     slow.rename(group / "run-01")
     (group / "compare.json").write_text(json.dumps({"outcome": "regression", "candidates": [str(group / "run-01")]}))
     assert cli(*args)[0] == 1
+
+
+def test_the_markdown_names_the_candidate_group_not_its_first_run(tmp_path):
+    """Trial E: the Markdown of `run --repeat 2` read "candidate `…/run-01`" (only a warning said 2 candidate
+    runs). It names the group: "candidates `run-01, run-02 of …/nightly`"; one run reads as before."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        base = write_run(tmp_path / "base", seed=60, t0=T0, duration=3.0, levels=(1, 2))
+        runs = [write_run(tmp_path / "nightly" / f"run-{i:02d}", seed=61 + i, t0=T0 + (1 + i) * 86_400, duration=3.0,
+                          levels=(1, 2)) for i in (1, 2)]
+    md = tmp_path / "c.md"
+    cli("compare", str(base), str(runs[0]), "--also-candidate", str(runs[1]), "--markdown", str(md))
+    group = f"run-01, run-02 of {tmp_path / 'nightly'}"
+    assert f"candidates `{group}` (" in md.read_text() and f"Baseline `{base}` (" in md.read_text(), md.read_text()
+    cli("compare", str(base), str(runs[0]), "--markdown", str(md))
+    assert f"candidate `{runs[0]}` (" in md.read_text(), md.read_text()

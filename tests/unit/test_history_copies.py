@@ -112,3 +112,25 @@ def test_compare_history_counts_two_copies_of_a_history_run_once(nights, tmp_pat
                        "--history", str(results), str(nights / "old"), "--json", str(tmp_path / "c.json"))
     assert code in (0, 6), out
     assert json.loads((tmp_path / "c.json").read_text())["history_runs"] == 2, out  # night-1 and night-0
+
+
+def test_the_verdict_column_says_it_is_against_the_reference_runs_not_the_previous_row(nights, tmp_path):
+    """Trial E: `history` headed its verdicts "vs_previous", but each run is judged as the gate judges a
+    night, against the mean of the runs before it once there are enough, so run-02 of a slow night read
+    "regression" beside an identical run-01, and the night that recovered read "pass". The terminal and
+    the page now head it "vs reference" and say what it is; history.json keeps the key."""
+    import html
+
+    from loadtest.compare.noise import MIN_HISTORY_RUNS
+
+    code, out, err = cli("history", str(nights / "results"), "--html", str(tmp_path / "h.html"),
+                         "--json", str(tmp_path / "h.json"))
+    assert code == 0, out + err
+    assert [r["vs_previous"] for r in json.loads((tmp_path / "h.json").read_text())["runs"]][0] == "first"
+    header = out.splitlines()[0]
+    assert "vs reference" in header and "vs_previous" not in header, out
+    legend = "vs reference: the gate's verdict (default rules) on each run against the runs of its workload before it"
+    assert legend in out and f"with at least {MIN_HISTORY_RUNS} of them, against their mean" in out, out
+    assert "not against the previous row" in out
+    page = (tmp_path / "h.html").read_text()
+    assert "<th>vs reference</th>" in page and html.escape(legend) in page
