@@ -151,7 +151,7 @@ def narrowed(joint_noise: joint.JointNoise, i: int, check: joint.CheckNoise) -> 
     if not 0 <= i < len(joint_noise.alone):
         return ""
     lo, hi = joint_noise.band(i, check)
-    offset, scale = joint_noise.bands[i] if i < len(joint_noise.bands) else (0.0, check.scale)
+    offset, scale = joint_noise.band_basis(i, check)
     if hi < offset + joint_noise.max_critical * scale:
         return "worse"
     if lo > offset - joint_noise.max_critical * scale:

@@ -120,3 +120,27 @@ def test_a_groups_throughput_says_why_it_has_no_within_run_interval(few, tmp_pat
         assert c["ci"] is None or all(x is None for x in c["ci"])
         assert "no within-run interval: summary.json keeps none for throughput" in c["message"], c["message"]
         assert "[?" not in c["message"] and "within-run [" not in c["message"]
+
+
+def test_a_regression_against_a_tight_history_shows_that_history_s_noise_not_a_factor_of_millions(tmp_path):
+    """A nightly (trial E): 9 reference runs alike within 0.5%, a candidate 26% slower. The composite
+    fired at +1531 and the factor model took that common move as that much wider noise for each check
+    alone: "run-to-run noise [÷4503599627370496.0, +3.3%]" beside the +26% regression. Once the run as a
+    whole moved, the band is the noise a quiet run shows (its worse end where the check turns with it)."""
+    scales = (1.0, 1.003, 0.998, 1.002, 0.997, 1.001, 0.999, 1.004)
+    with contextlib.redirect_stdout(io.StringIO()):
+        for i, scale in enumerate(scales):
+            write_run(tmp_path / "history" / f"night-{i}", seed=90 + i, t0=T0 - (len(scales) - i) * 86_400, scale=scale)
+        base = write_run(tmp_path / "base", seed=1)
+        slow = write_run(tmp_path / "slow", seed=2, t0=T0 + 86_400, scale=1.26)
+    code, out, _ = cli("compare", str(base), str(slow), "--history", str(tmp_path / "history"),
+                       "--json", str(tmp_path / "slow.json"))
+    assert code == 1, out
+    report = json.loads((tmp_path / "slow.json").read_text())
+    banded = [c for c in report["checks"] if c.get("noise_ci") and c["kind"] == "latency"]
+    assert banded, report["checks"]
+    for check in banded:
+        lo, hi = check["noise_ci"]
+        assert -0.5 < lo <= hi < 0.5, (check["name"], check["noise_ci"])  # the history's spread, not ÷10^15
+        assert check["verdict"] == "regression", check["name"]
+    assert "÷" not in out, out
