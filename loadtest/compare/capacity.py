@@ -13,6 +13,9 @@ when its upper bound is below the baseline's lower bound: a regression. An
 observed drop that the brackets do not prove (it depends on an uncertain
 level) is inconclusive. A candidate whose lower bound is above the baseline's
 upper bound improved.
+
+A rate run (open loop, trace replay) is bracketed the same way over its rates (or speedups), and its
+capacity is ``capacity.rate_rps`` (``capacity.speedup``): :mod:`level_keys`.
 """
 
 from __future__ import annotations
@@ -22,56 +25,76 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from loadtest.compare.change import Change
+from loadtest.compare.level_keys import CAPACITY_KEY, SPEEDUP, USERS, LevelKey, level_key, load_change, number, unit_of
 from loadtest.compare.rules import CAPACITY
 
 
 @dataclass(frozen=True)
 class CapacityBounds:
-    lower: int  # 0 when even the lowest level is not a certain pass
+    lower: LevelKey  # 0 when even the lowest level is not a certain pass
     upper: float  # math.inf when no level certainly failed
-    max_tested: int | None
+    max_tested: LevelKey | None
+    #: What the levels count (:mod:`level_keys`): ``users``, ``req/s`` or ``×``.
+    unit: str = USERS
 
     @classmethod
     def from_levels(cls, levels: Iterable[Mapping[str, Any]]) -> "CapacityBounds":
+        levels = list(levels)
         usable = sorted(
-            (lv for lv in levels if lv.get("status") not in (None, "no_data") and lv.get("concurrency") is not None),
-            key=lambda lv: int(lv["concurrency"]),
+            (lv for lv in levels if lv.get("status") not in (None, "no_data") and level_key(lv) is not None),
+            key=level_key,  # type: ignore[arg-type]
         )
-        lower = 0
+        lower: LevelKey = 0
         for lv in usable:
             if lv.get("status") != "pass" or lv.get("client_saturated") or lv.get("host_contended"):
                 break
-            lower = int(lv["concurrency"])
+            lower = level_key(lv)  # type: ignore[assignment]
         upper: float = math.inf
-        previous = 0
+        previous: LevelKey = 0
         for lv in usable:
             if lv.get("status") == "fail" and not (lv.get("client_saturated") or lv.get("host_contended")):
                 upper = previous
                 break
-            previous = int(lv["concurrency"])
-        return cls(lower, upper, int(usable[-1]["concurrency"]) if usable else None)
+            previous = level_key(lv)  # type: ignore[assignment]
+        return cls(lower, upper, level_key(usable[-1]) if usable else None, unit_of(levels))
 
     def text(self) -> str:
         """``16``, ``between 8 and 16``, ``at least 32``; ``no level measured`` for a run without one."""
         if self.max_tested is None:
             return "no level measured"
+        n = self._n
         if math.isinf(self.upper):
             if self.lower == self.max_tested:
-                return f"at least {self.lower}"
-            return f"at least {self.lower}, no certain failure up to {self.max_tested}"
+                return f"at least {n(self.lower)}"
+            return f"at least {n(self.lower)}, no certain failure up to {n(self.max_tested)}"
         if self.upper == self.lower:
-            return str(self.lower)
-        return f"between {self.lower} and {int(self.upper)}"
+            return n(self.lower)
+        return f"between {n(self.lower)} and {n(self.upper)}"
+
+    def text_at_a_rate(self) -> str:
+        """:meth:`text` with a rate run's unit (``between 2 and 4 req/s``, ``at least 1.5×``); a closed
+        loop's as it always read (``between 8 and 16``)."""
+        text = self.text()
+        if self.unit == USERS or self.max_tested is None:
+            return text
+        return text + (self.unit if self.unit == SPEEDUP else f" {self.unit}")
+
+    def _n(self, value: float) -> str:
+        return number(value, self.unit)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"lower": self.lower, "upper": None if math.isinf(self.upper) else int(self.upper),
+        whole = int if self.unit == USERS else float  # users are counted; a rate or speedup is not
+        return {"lower": self.lower, "upper": None if math.isinf(self.upper) else whole(self.upper),
                 "max_tested": self.max_tested}
 
 
-def reported(capacity: Mapping[str, Any], bounds: CapacityBounds) -> int:
-    """The capacity the run reported, or its certain bound when the summary lacks it."""
-    value = capacity.get("concurrency")
-    return int(value) if isinstance(value, (int, float)) else bounds.lower
+def reported(capacity: Mapping[str, Any], bounds: CapacityBounds) -> LevelKey:
+    """The capacity the run reported (``capacity.concurrency``, at a rate ``capacity.rate_rps`` or
+    ``capacity.speedup``), or its certain bound when the summary lacks it."""
+    value = capacity.get(CAPACITY_KEY[bounds.unit])
+    if not isinstance(value, (int, float)):
+        return bounds.lower
+    return int(value) if bounds.unit == USERS else float(value)
 
 
 def capacity_change(
@@ -79,20 +102,21 @@ def capacity_change(
 ):
     """The capacity check as a :class:`~loadtest.compare.change.Change` (see module doc)."""
     b, c = reported(base_cap, base), reported(cand_cap, cand)
+    unit = cand.unit
     if cand.upper < base.lower:
         verdict, may = "regression", True
-        why = (f"capacity dropped for certain: {b} → {c} users (baseline certainly holds {base.lower}; "
-               f"the candidate certainly fails above {int(cand.upper)})")
+        why = (f"capacity dropped for certain: {load_change(b, c, unit)} (baseline certainly holds {number(base.lower, unit)}; "
+               f"the candidate certainly fails above {number(cand.upper, unit)})")
     elif c < b:
         verdict, may = "inconclusive", True
-        why = (f"capacity {b} → {c} users, but the drop depends on an uncertain level "
+        why = (f"capacity {load_change(b, c, unit)}, but the drop depends on an uncertain level "
                f"(baseline {base.text()}, candidate {cand.text()})")
     elif cand.lower > base.upper:
         verdict, may = "improvement", False
-        why = f"capacity rose for certain: {b} → {c} users"
+        why = f"capacity rose for certain: {load_change(b, c, unit)}"
     else:
         verdict, may = "unchanged", False
-        why = f"capacity {b} → {c} users (baseline {base.text()}, candidate {cand.text()})"
+        why = f"capacity {load_change(b, c, unit)} (baseline {base.text()}, candidate {cand.text()})"
     return Change(
         check=CAPACITY, kind=CAPACITY, level=None, baseline=float(b), candidate=float(c),
         change=(c / b - 1.0) if b else None, ci=(None, None), relative=True, tolerance=None,

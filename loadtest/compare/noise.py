@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
-from loadtest.compare.summary_values import num as _num, pair as _pair  # one reading of a summary's numbers
+from loadtest.compare.level_keys import LevelKey, level_key
+from loadtest.compare.summary_values import check_value, num as _num, pair as _pair  # one reading of a summary's numbers
 
 if TYPE_CHECKING:
     from loadtest.compare.change import Change
@@ -83,9 +84,10 @@ def z_of(confidence: float) -> float:
     return NormalDist().inv_cdf(0.5 + confidence / 2.0)
 
 
-def run_point(summary: Mapping[str, Any], check: str, kind: str, level: int, confidence: float,
+def run_point(summary: Mapping[str, Any], check: str, kind: str, level: LevelKey, confidence: float,
               folder: str = "") -> RunPoint | None:
-    """The run's value of ``check`` at concurrency ``level`` (from its summary.json), or None.
+    """The run's value of ``check`` at the level keyed ``level`` (users, or a rate's req/s or speedup:
+    :mod:`level_keys`), from its summary.json, or None.
 
     None when the level was not measured, the value is missing or not finite (a
     percentile reached by failures), or a relative value is not positive.
@@ -99,8 +101,8 @@ def run_point(summary: Mapping[str, Any], check: str, kind: str, level: int, con
         stats = lv.get(metric) or {}
         value = _num(stats.get(pct))
         ci = _pair(((stats.get("ci") or {}).get(pct)))
-    elif kind == "throughput":
-        value, ci = _num(lv.get(check)), (math.nan, math.nan)
+    elif kind == "throughput":  # output tokens/s, or a rate level's completed share
+        value, ci = check_value(lv, check), (math.nan, math.nan)
     elif kind in ("error_rate", "valid_output_rate"):  # absolute rates, each with its Wilson interval
         value = _num(lv.get(kind))
         ci = _pair(lv.get(f"{kind}_ci"))
@@ -171,10 +173,10 @@ def fmt_interval(ci: Sequence[float | None] | None, relative: bool = True) -> st
     return f"[{ci[0] * 100:+.1f}{unit}, {ci[1] * 100:+.1f}{unit}]"  # type: ignore[operator]
 
 
-def _level(summary: Mapping[str, Any], level: int) -> Mapping[str, Any] | None:
+def _level(summary: Mapping[str, Any], level: LevelKey) -> Mapping[str, Any] | None:
     best = None
     for lv in summary.get("levels") or []:
-        if lv.get("concurrency") == level and lv.get("status") != "no_data":
+        if level_key(lv) == level and lv.get("status") != "no_data":
             if best is None or (lv.get("requests") or 0) > (best.get("requests") or 0):
                 best = lv
     return best

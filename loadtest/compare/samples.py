@@ -10,7 +10,10 @@ The populations are the analyzer's own (see :mod:`loadtest.analysis.frame`
 and :mod:`loadtest.analysis.chunks`): TTFT/TTFB of measured requests, e2e and
 TPOT of complete ones, failures as +inf, ITL per token assigned to the window
 its chunk arrived in; for throughput, the time and tokens of the requests
-that ended in the window. They are rebuilt with the analysis functions, never re-derived.
+that ended in the window, and at a rate level (open loop, trace replay) each
+send's part in the completed share over the level's served span
+(:mod:`loadtest.analysis.served_span`). They are rebuilt with the analysis
+functions, never re-derived.
 
 The ITL samples are read from the chunk lists a batch at a time
 (:mod:`loadtest.compare.itl_rows`), and only for the window kept at each
@@ -25,8 +28,10 @@ import numpy as np
 import pandas as pd
 
 from loadtest.analysis.chunk_lists import ChunkSource, frame_source
-from loadtest.analysis.windows import level_windows
+from loadtest.analysis.served_span import DROPPED, served_span
+from loadtest.analysis.windows import LevelWindow, level_windows
 from loadtest.compare.itl_rows import dense_owners, itl_with_rows
+from loadtest.compare.level_keys import LevelKey, window_key
 from loadtest.metric_registry import METRICS
 
 #: Frame column holding each latency metric's per-request sample.
@@ -45,9 +50,10 @@ class Clustered:
 
 @dataclass
 class LevelSamples:
-    """What the bootstrap needs at one concurrency level of one run."""
+    """What the bootstrap needs at one level of one run."""
 
-    concurrency: int
+    #: The level's key (:mod:`level_keys`): its users, or at a rate its nominal rate or speedup.
+    concurrency: LevelKey
     window_s: float
     latency: dict[str, Clustered] = field(default_factory=dict)
     failed: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # per measured request
@@ -57,16 +63,22 @@ class LevelSamples:
     served_tokens: np.ndarray = field(default_factory=lambda: np.zeros(0))
     #: Per measured successful request whose output was checked (tools, response_format): was it valid.
     valid: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    #: A rate level's sends in its window, each: counted among the sends its served span answers
+    #: (``sends``), and succeeded with its end in that span (``completed``); empty in a closed loop.
+    #: For the completed share's interval (:func:`loadtest.compare.delta.ratio_replicates`).
+    sends: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    completed: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
 
 def level_samples(
     requests: pd.DataFrame, run: dict, frame: pd.DataFrame, chunks: ChunkSource | None = None
-) -> dict[int, LevelSamples]:
-    """Samples per concurrency, from the records and the analyzer's per-request ``frame``.
+) -> dict[LevelKey, LevelSamples]:
+    """Samples per level (by its key: users, or a rate's nominal rate or speedup), from the records and
+    the analyzer's per-request ``frame``.
 
     ``chunks`` yields the records' chunk lists batch by batch (a run on disk:
     ``requests`` then holds only the scalar columns); by default they are
-    ``requests``' own list columns. When a concurrency ran twice (a refine probe
+    ``requests``' own list columns. When a level ran twice (a refine probe
     repeating a level), the window with more measured requests is kept (the
     first of equals), and the other's ITL samples are never collected.
     """
@@ -83,11 +95,12 @@ def level_samples(
     validity = frame["output_valid"].to_numpy(dtype=float) if "output_valid" in frame else np.full(len(frame), np.nan)
 
     mine = [measured & (pos == p) & ~cancelled for p in range(len(windows))]
-    kept = _kept_windows([w.concurrency for w in windows], [int(m.sum()) for m in mine])
+    trace = run.get("trace")
+    kept = _kept_windows([window_key(w.concurrency, w.rate_rps, trace) for w in windows], [int(m.sum()) for m in mine])
     source = chunks if chunks is not None else frame_source(requests)
     itl = itl_with_rows(source, windows, start, e2e, failed, kept.values())
 
-    out: dict[int, LevelSamples] = {}
+    out: dict[LevelKey, LevelSamples] = {}
     for concurrency, p in kept.items():
         window = windows[p]
         ended = (end_pos == p) & ~cancelled & np.isfinite(e2e)
@@ -106,13 +119,30 @@ def level_samples(
         values, rows = itl.pop(p)
         owner, n_owners = dense_owners(rows, len(frame))
         level.latency["itl_ms"] = Clustered(values, owner, n_owners)
+        if window.rate_rps is not None:
+            level.sends, level.completed = _served_sends(frame, window, mine[p])
         out[concurrency] = level
     return out
 
 
-def _kept_windows(concurrencies: list[int], measured: list[int]) -> dict[int, int]:
-    """The window position kept per concurrency (in order of first appearance): its first with the most requests."""
-    kept: dict[int, int] = {}
+def _served_sends(frame: pd.DataFrame, window: LevelWindow, mine: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per send of a rate level in its window: is it among the sends its served span answers, and did it
+    succeed with its end in that span. The span is the analysis's own (:func:`served_span`, as
+    ``analysis/metrics.py`` finds it), so the share these give moves as the summary's completed share."""
+    cohort = mine & (frame["error_kind"].to_numpy(dtype=object) != DROPPED)
+    span = served_span(frame, window.window_start, window.end_wall, window.start_wall, window.decision, cohort)
+    start = frame["start_wall"].to_numpy(dtype=float)[cohort]
+    end = frame["end_wall"].to_numpy(dtype=float)[cohort]
+    ok = frame["ok"].to_numpy()[cohort]
+    with np.errstate(invalid="ignore"):
+        sends = start >= span.sends_from  # NaN (no span): none
+        completed = ok & (end >= span.start) & (end < span.end)
+    return sends, completed
+
+
+def _kept_windows(concurrencies: list[LevelKey], measured: list[int]) -> dict[LevelKey, int]:
+    """The window position kept per level key (in order of first appearance): its first with the most requests."""
+    kept: dict[LevelKey, int] = {}
     for p, concurrency in enumerate(concurrencies):
         previous = kept.get(concurrency)
         if previous is None or measured[previous] < measured[p]:
