@@ -76,6 +76,18 @@ class Change:
         return self.gating and self.verdict == "inconclusive" and self.may_regress
 
 
+#: The word the outputs print for a check that is ``unchanged`` only because the run-to-run noise is
+#: wider than its change past the tolerance (:attr:`Change.within_noise_only`): "unchanged" beside
+#: "+56.6%" claimed what 3 reference runs cannot tell. compare.json keeps ``verdict: unchanged`` (its
+#: four values are a contract) with ``within_noise_only: true``.
+WITHIN_NOISE = "within noise"
+
+
+def shown_verdict(change: Change) -> str:
+    """The verdict as the terminal, Markdown, JUnit and the page print it (:data:`WITHIN_NOISE`)."""
+    return WITHIN_NOISE if change.within_noise_only else change.verdict
+
+
 def untrusted_note(saturated: bool, contended: bool, quiet: str = "") -> str:
     """What a check's message adds when a level's numbers include the client's or the host's delay
     (``quiet``: else, why a quiet client's flag did not hold the check, :mod:`client_trust`)."""
@@ -139,7 +151,30 @@ def fmt_change(change: Change) -> str:
         none = "no request failed in either run" if change.kind == ERROR_RATE else \
             "every checked answer was valid in both runs"
         return f"{f(change.change)} ({none}, so no interval)"
+    if no_interval(change):
+        return f"{f(change.change)} (no interval)"
     return f"{f(change.change)} [{f(lo)}, {f(hi)}]"
+
+
+def no_interval(change: Change) -> bool:
+    """A level check whose change has no within-run interval at all (printed "[?, ?]" until 2026-12)."""
+    lo, hi = change.ci
+    return change.kind != CAPACITY and all(x is None or math.isnan(x) for x in (lo, hi))
+
+
+def no_interval_words(change: Change) -> str:
+    """Why a change has no within-run interval, said where "[?, ?]" stood.
+
+    Throughput's interval is drawn from a run's records (each request's time and tokens, by Little's
+    law: :mod:`delta`); summary.json keeps none. A run read from its summary alone (the runs past
+    the first of each side with ``--also-*`` or ``--repeat``, a run whose records are gone) gives
+    none, and neither does the change of a group it is in. A percentile's interval is in the summary,
+    but open where a level had too few requests for it.
+    """
+    if change.kind == "throughput":  # tokens/s, or a rate level's completed share (its throughput)
+        what = "the completed share" if change.check == COMPLETED_SHARE else "throughput"
+        return f"no within-run interval: summary.json keeps none for {what}, and a run here is read from it"
+    return "no within-run interval: a run's summary.json holds none for it (too few requests)"
 
 
 def describe_change(change: Change, confidence: float = CONFIDENCE) -> str:
@@ -149,10 +184,11 @@ def describe_change(change: Change, confidence: float = CONFIDENCE) -> str:
     tol = "" if change.tolerance is None else (
         f"tolerance {change.tolerance * 100:g}{'%' if change.relative else ' pp'}"
     )
-    return (
-        f"{change.check} at {load_text(change.level, change.unit)}: {_fmt_value(change.kind, change.baseline, change.check)} → "
-        f"{_fmt_value(change.kind, change.candidate, change.check)}, {fmt_change(change)} at {confidence_pct(confidence)} ({tol})"
-    )
+    head = (f"{change.check} at {load_text(change.level, change.unit)}: "
+            f"{_fmt_value(change.kind, change.baseline, change.check)} → {_fmt_value(change.kind, change.candidate, change.check)}")
+    if no_interval(change):
+        return f"{head}, {fmt_change(change).removesuffix(' (no interval)')} ({tol}; {no_interval_words(change)})"
+    return f"{head}, {fmt_change(change)} at {confidence_pct(confidence)} ({tol})"
 
 
 _ORDER = {"regression": 0, "inconclusive": 1, "improvement": 2, "unchanged": 3}

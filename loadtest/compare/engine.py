@@ -104,6 +104,9 @@ class Comparison:
     min_history: int = MIN_HISTORY_RUNS
     #: The level of each check's run-to-run prediction interval (see compare/joint.py: the single-check threshold as a t level).
     noise_confidence: float | None = None
+    #: What the gate could catch with its reference runs (:class:`loadtest.compare.reach.Reach` as a dict);
+    #: None without run-to-run noise to judge by.
+    detectable: dict[str, Any] | None = None
     hint: str = "longer levels would decide"
     #: The compared runs that did not complete (run.json ``complete: false``), as "candidate runs/x":
     #: their missing levels are the stop's doing, which no longer level or history would decide.

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from loadtest.analysis.bootstrap import rng_for
-from loadtest.compare import counts, joint, noise
+from loadtest.compare import counts, joint, noise, reach
 from loadtest.compare.capacity import CapacityBounds, capacity_change
 from loadtest.compare.change import Change, classify, describe_change, untrusted_note, worse_sign
 from loadtest.compare.change import severity as _severity
@@ -120,7 +120,13 @@ def compare_groups(
     joint_noise = joint.calibrate([c.noise for c in family], rng_for(seed, "noise"))
     if joint_noise is not None:
         cmp.noise_confidence = joint_noise.confidence()
-        cmp.warnings.append(joint_noise.describe())
+        caught = reach.reach(joint_noise, [reach.ReachCheck(c.change.name, c.noise, c.slot, c.change.tolerance or 0.0,
+                                                             c.change.relative) for c in family], seed)
+        cmp.detectable = caught.to_dict() if caught is not None else None
+        # the concrete figures say what the vaguer "one check must stray far" said
+        cmp.warnings.append(joint_noise.describe(wide_words=caught is None or not caught.wide))
+        if caught is not None and caught.wide:
+            cmp.warnings.append(caught.words())
     unknown = 0
     for c in checks:
         if _judge(c, cmp, [s for _, s in base], [s for _, s in cand], joint_noise, min_history):
@@ -219,6 +225,14 @@ def _judge(c: _Check, cmp: Comparison, base: list[RunInput], cand: list[RunInput
             change.noise_ci = (max(change.noise_ci[0], 0.0 - b), min(change.noise_ci[1], 1.0 - b))  # type: ignore[type-var]
         change.noise = "history"
         verdict, may_regress, extra, change.beyond_tolerance_in_noise = _beyond_noise(c, joint_noise, tol, relative)
+        side = reach.narrowed(joint_noise, c.slot, c.noise)
+        if change.beyond_tolerance_in_noise:  # "unchanged" only for want of runs: what it would take
+            worse_end = change.noise_ci[1] if c.noise.sign > 0 else change.noise_ci[0]
+            extra += (f": the gate cannot tell it from noise with {c.noise.n} reference runs, and fails this check "
+                      f"only past {noise.fmt_band_end(worse_end, relative)}")
+        if side:  # the band is lopsided: say why, beside it
+            extra = (f" (narrowed on the {side} side: the run as a whole moved {side}, composite "
+                     f"{joint_noise.composite:+.1f})") + extra
     elif c.noise.n >= min_history:  # the reference runs never moved (no errors, ever): the tolerance decides
         centre = unscale(c.d - c.noise.deviation)
         change.noise_ci = (centre, centre)
@@ -329,8 +343,9 @@ def _group_capacity(cmp: Comparison, base: list[RunInput], cand: list[RunInput],
         bounds = [CapacityBounds.from_levels(s.get("levels") or []) for s in summaries]
         caps = [c for c in ((s.get("capacity") or {}).get(key) for s in summaries) if isinstance(c, (int, float))]
         tested = [b.max_tested for b in bounds if b.max_tested is not None]
+        lowest = [b.min_tested for b in bounds if b.min_tested is not None]
         hull = CapacityBounds(min(b.lower for b in bounds), max(b.upper for b in bounds), max(tested) if tested else None,
-                              unit)
+                              min(lowest) if lowest else None, unit)
         return {key: statistics.median_low(caps) if caps else None}, hull
 
     cap_b, bounds_b = group(summaries_b)

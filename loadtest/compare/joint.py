@@ -68,8 +68,8 @@ named once the composite fired is the usual closed-testing trade.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple, Sequence
 
 import numpy as np
 
@@ -167,6 +167,18 @@ class JointNoise:
     factor: bool = False
     #: Per input check, (offset, scale) of its statistic alone in badness: alone = (badness − offset) / scale.
     bands: tuple[tuple[float, float], ...] = ()
+    #: For :mod:`reach` (what the gate can catch): the badness of the composite that is one unit of its
+    #: statistic, each input check's weight in it (NaN: not in the family), the candidate runs, and the
+    #: reference runs' standardized residuals with their shrinkage (to draw more runs like them).
+    composite_scale: float = math.nan
+    weights: tuple[float, ...] = ()
+    #: Per input check, the scale of its statistic alone when the candidates' composite is 0 (the other
+    #: checks at the reference mean); ``bands`` holds it at the observed composite, which a large common
+    #: move widens in the factor model. NaN: not in the family.
+    quiet_scales: tuple[float, ...] = ()
+    candidates: int = 1
+    residuals: np.ndarray | None = field(default=None, repr=False, compare=False)
+    lam: float = 0.0
 
     def band(self, i: int, check: CheckNoise) -> tuple[float, float]:
         """The badness (candidates' mean − reference mean, worse positive) between which check ``i`` is
@@ -206,12 +218,14 @@ class JointNoise:
 
         return float(1.0 - 2.0 * student_t.sf(self.max_critical, max(1, self.runs - 1)))
 
-    def describe(self) -> str:
+    def describe(self, wide_words: bool = True) -> str:
+        """The noise line; ``wide_words``: say that a wide single-check threshold asks more runs (off when
+        :mod:`reach` says what the gate can catch in figures)."""
         return (f"run-to-run noise from {self.runs} reference runs, {self.checks} checks judged together: "
                 f"composite {self.composite:+.1f} (beyond ±{self.composite_critical:.1f} means the run as a whole "
                 f"moved), one check beyond ±{self.max_critical:.1f} alone; {self.false_alarms:.0%} false alarms"
                 + (f"; with {self.runs} runs one check must stray far to fail alone, and more reference runs "
-                   f"(--history) narrow that" if self.max_critical > WIDE_ALONE else ""))
+                   f"(--history) narrow that" if wide_words and self.max_critical > WIDE_ALONE else ""))
 
 
 def calibrate(checks: Sequence[CheckNoise], rng: np.random.Generator, *, false_alarms: float = FALSE_ALARMS,
@@ -235,8 +249,10 @@ def calibrate(checks: Sequence[CheckNoise], rng: np.random.Generator, *, false_a
     sds = np.array([(c.sd if c.sd > 0 else c.spread) * math.sqrt(max(1, c.n - 1) / max(1, n - 1)) for c in family])
     u = resid / sds  # standardized: unit variance over the n rows
     factor = n >= MIN_FACTOR_RUNS
-    composite, alone, offsets, scales = _observed(family, resid, factor)
-    comp_null, max_null = _replicates(u, n, m, rng, resamples, shrinkage(u), factor)
+    seen = _observed(family, resid, factor)
+    composite, alone = seen.composite, seen.alone
+    lam = shrinkage(u)
+    comp_null, max_null = null_replicates(u, n, m, rng, resamples, lam, factor)
     alpha_c = false_alarms * composite_share
     comp_crit = float(np.quantile(comp_null, 1.0 - alpha_c))
     # the max's threshold: what it may add to the composite's false alarms, from the same replicates
@@ -250,18 +266,33 @@ def calibrate(checks: Sequence[CheckNoise], rng: np.random.Generator, *, false_a
     marginal = float(student_t.ppf(1.0 - alpha_c, max(1, n - 1)))
     per_input = [math.nan] * len(checks)
     bands = [(0.0, c.scale) for c in checks]
+    weight = [math.nan] * len(checks)
+    quiet = [math.nan] * len(checks)
     for j, i in enumerate(index):
         per_input[i] = float(alone[j])
-        bands[i] = (float(offsets[j]), float(scales[j]))
+        bands[i] = (float(seen.offsets[j]), float(seen.scales[j]))
+        weight[i] = float(seen.weights[j])
+        quiet[i] = float(seen.quiet[j])
     return JointNoise(k, n, max_crit, marginal, comp_crit, composite, false_alarms, tuple(per_input), factor,
-                      tuple(bands))
+                      tuple(bands), composite_scale=seen.comp_scale, weights=tuple(weight), quiet_scales=tuple(quiet),
+                      candidates=m, residuals=u, lam=lam)
 
 
-def _observed(family: Sequence[CheckNoise], resid: np.ndarray,
-              factor: bool) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
-    """The candidates' composite (a t statistic), each check's statistic alone (factor-adjusted when
-    ``factor``, else its plain standardized badness), and that statistic's offset and scale in
-    badness (``alone = (badness − offset) / scale``)."""
+class _Observed(NamedTuple):
+    """Where the candidates stand (:func:`_observed`)."""
+
+    composite: float  # a t statistic
+    alone: np.ndarray  # each check's statistic alone
+    offsets: np.ndarray  # alone = (badness − offset) / scale
+    scales: np.ndarray
+    comp_scale: float  # the composite's badness per unit of its statistic
+    weights: np.ndarray  # each check's weight in the composite
+    quiet: np.ndarray  # each check's scale alone were the composite 0
+
+
+def _observed(family: Sequence[CheckNoise], resid: np.ndarray, factor: bool) -> _Observed:
+    """The candidates' composite, each check's statistic alone (factor-adjusted when ``factor``, else its
+    plain standardized badness) with its offset and scale in badness, and the composite's scale and weights."""
     n, m = resid.shape[0], max(c.m for c in family)
     weights = np.array([1.0 / c.candidate_spread for c in family])
     weights /= weights.sum()
@@ -269,10 +300,12 @@ def _observed(family: Sequence[CheckNoise], resid: np.ndarray,
     per_run = resid @ weights  # each reference run's composite, with the same weights
     f_c = float(bad @ weights)
     sd = float(np.std(per_run, ddof=1)) if n > 1 else math.nan
-    composite = f_c / (sd * math.sqrt(1.0 / m + 1.0 / n)) if sd > 0 else math.nan
+    comp_scale = sd * math.sqrt(1.0 / m + 1.0 / n) if sd > 0 else math.nan
+    composite = f_c / comp_scale if sd > 0 else math.nan
     if not factor or not sd > 0:
-        return (composite, np.array([c.z for c in family]), np.zeros(len(family)),
-                np.array([c.scale for c in family]))
+        plain = np.array([c.scale for c in family])
+        return _Observed(composite, np.array([c.z for c in family]), np.zeros(len(family)), plain, comp_scale,
+                         weights, plain)
     ss = float((per_run ** 2).sum())
     beta = resid.T @ per_run / ss  # each check's share of the run's common movement
     left = resid - np.outer(per_run, beta)
@@ -283,7 +316,8 @@ def _observed(family: Sequence[CheckNoise], resid: np.ndarray,
     scale = np.sqrt(own ** 2 / m + sd_left ** 2 * (1.0 / n + f_c ** 2 / ss))
     with np.errstate(divide="ignore", invalid="ignore"):
         alone = np.where(scale > 0, (bad - beta * f_c) / scale, 0.0)
-    return composite, alone, beta * f_c, scale
+    quiet = np.sqrt(own ** 2 / m + sd_left ** 2 / n)
+    return _Observed(composite, alone, beta * f_c, scale, comp_scale, weights, quiet)
 
 
 def shrinkage(u: np.ndarray) -> float:
@@ -304,17 +338,20 @@ def shrinkage(u: np.ndarray) -> float:
     return float(np.clip(var[off].sum() / denom, 0.0, 1.0)) if denom > 0 else 1.0
 
 
-def _replicates(u: np.ndarray, n: int, m: int, rng: np.random.Generator, resamples: int,
+def null_replicates(u: np.ndarray, n: int, m: int, rng: np.random.Generator, resamples: int,
                 lam: float = 0.0, factor: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Null replicates of (composite, max of the single-check statistics): reference and candidate runs
-    drawn with the runs' correlation, every mean, spread, weight and factor recomputed as the gate does."""
+    """Null replicates of (composite, max of the single-check statistics): ``n`` reference and ``m``
+    candidate runs drawn with the correlation of ``u``'s runs (its rows: ``n`` of them when calibrating,
+    any number when :func:`reach.composite_critical_at` asks what more runs would give), every mean,
+    spread, weight and factor recomputed as the gate does."""
     comps, maxes = [], []
-    chunk = max(1, 2_000_000 // max(1, (n + m) * max(n, u.shape[1])))
+    rows = u.shape[0]
+    chunk = max(1, 2_000_000 // max(1, (n + m) * max(n, rows, u.shape[1])))
     done = 0
     scale = math.sqrt(1.0 / m + 1.0 / n)
     while done < resamples:
         r = min(chunk, resamples - done)
-        z = rng.standard_normal((r, n + m, n)) @ u / math.sqrt(n - 1)  # r × (n + m) × checks
+        z = rng.standard_normal((r, n + m, rows)) @ u / math.sqrt(rows - 1)  # r × (n + m) × checks
         if lam > 0:  # the shrunk correlation: (1 − λ) R̂ + λ I
             z = math.sqrt(1.0 - lam) * z + math.sqrt(lam) * rng.standard_normal(z.shape)
         ref, cand = z[:, :n], z[:, n:].mean(axis=1)

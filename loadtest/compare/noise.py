@@ -173,6 +173,33 @@ def fmt_interval(ci: Sequence[float | None] | None, relative: bool = True) -> st
     return f"[{ci[0] * 100:+.1f}{unit}, {ci[1] * 100:+.1f}{unit}]"  # type: ignore[operator]
 
 
+def fmt_band_end(x: float | None, relative: bool = True) -> str:
+    """One end of a run-to-run band: ``+37.8%``, or past a doubling (or a halving) a factor, ``×12.3``
+    (``÷12.8``).
+
+    Why factors: the noise is modelled on the log of the value, so its band is symmetric there around
+    the reference mean, and in percent a band of ±2.5 on the log scale reads "[-92.2%, +1132.9%]"
+    (or throughput's "[-10.9%, +1581.5%]"), whose two ends look unrelated and whose far end is no
+    figure anyone can use. As factors it reads "[÷12.8, ×12.3]": the same width both ways.
+    """
+    if x is None or math.isnan(x):
+        return "?"
+    if not relative:
+        return f"{x * 100:+.1f} pp"
+    if math.isinf(x) or x >= 1.0:
+        return "×∞" if math.isinf(x) else f"×{1.0 + x:.1f}"
+    if x <= -0.5:
+        return "÷∞" if x <= -1.0 else f"÷{1.0 / (1.0 + x):.1f}"
+    return f"{x * 100:+.1f}%"
+
+
+def fmt_band(ci: Sequence[float | None] | None, relative: bool = True) -> str:
+    """``[-20.4%, +37.8%]``, ``[÷12.8, ×12.3]`` (:func:`fmt_band_end`); ``–`` when not known."""
+    if ci is None or any(x is None or math.isnan(x) for x in ci):
+        return "–"
+    return f"[{fmt_band_end(ci[0], relative)}, {fmt_band_end(ci[1], relative)}]"
+
+
 def _level(summary: Mapping[str, Any], level: LevelKey) -> Mapping[str, Any] | None:
     best = None
     for lv in summary.get("levels") or []:
@@ -216,14 +243,21 @@ def noise_words(change: Change, min_history: int, unknown: bool, relative: bool)
     def pct(x: float | None) -> str:
         return "?" if x is None or math.isnan(x) else f"{x * 100:+.1f}{unit}"
 
-    w = change.within_ci or (math.nan, math.nan)
     if change.noise == "history" and change.noise_ci is not None:
-        n = change.noise_ci
-        return (f"; within-run [{pct(w[0])}, {pct(w[1])}], run-to-run noise [{pct(n[0])}, {pct(n[1])}] "
+        return (f"; {within_words(change, pct)}run-to-run noise {fmt_band(change.noise_ci, relative)} "
                 f"from {change.noise_runs} runs")
     if unknown:
         return unknown_noise_words(unknown_noise_reason(change, min_history))
     return ""
+
+
+def within_words(change: Change, pct: Any) -> str:
+    """``within-run [+53.9%, +64.8%], ``; with none (a throughput read from summaries: the message's
+    :func:`~loadtest.compare.change.no_interval_words` said why), not "[?, ?]"."""
+    w = change.within_ci or (math.nan, math.nan)
+    if all(x is None or math.isnan(x) for x in w):
+        return ""
+    return f"within-run [{pct(w[0])}, {pct(w[1])}], "
 
 
 def unknown_noise_reason(change: Change, min_history: int) -> str:

@@ -26,11 +26,12 @@ from typing import Any
 
 from loadtest.analysis.capacity import confidence_pct
 from loadtest import __version__
-from loadtest.compare.change import Change, fmt_change
+from loadtest.compare.capacity import CapacityBounds, capacity_words
+from loadtest.compare.change import Change, fmt_change, shown_verdict
 from loadtest.compare.engine import Comparison
 from loadtest.compare.level_keys import CAPACITY_KEY, MODE_OF_UNIT, USERS
 from loadtest.compare.rules import ABSOLUTE, COMPLETED_SHARE
-from loadtest.compare.noise import fmt_interval, unknown_noise_words
+from loadtest.compare.noise import fmt_band, fmt_interval, unknown_noise_words
 from loadtest.report.summary import clean
 
 MARKDOWN_ROWS = 25
@@ -116,6 +117,8 @@ def comparison_dict(cmp: Comparison) -> dict[str, Any]:
         "candidates": list(cmp.candidates),
         "history_runs": cmp.history_runs,
         "noise_confidence": cmp.noise_confidence,
+        # the smallest changes that would fail the gate with these reference runs (compare/reach.py)
+        "detectable": cmp.detectable,
         "checks": [change_dict(c) for c in cmp.changes],
         "cost": cmp.cost,
         # the compared runs that did not complete (run.json complete: false), as "candidate runs/x"
@@ -145,6 +148,8 @@ def junit_xml(cmp: Comparison) -> str:
             ET.SubElement(case, "skipped", message=f"inconclusive: {change.message}")
         elif change.verdict == "regression":  # a regression --fail-on does not watch
             ET.SubElement(case, "system-out").text = f"not gated (--fail-on): {change.message}"
+        elif change.within_noise_only:  # passes, but not as "unchanged": the noise is too wide to tell
+            ET.SubElement(case, "system-out").text = f"{shown_verdict(change)}: {change.message}"
     lines = [f"warning: {w}" for w in cmp.warnings] + ([f"cost: {cmp.cost['sentence']}"] if cmp.cost else [])
     if lines:
         ET.SubElement(suite, "system-out").text = "\n".join(lines)
@@ -228,19 +233,22 @@ def markdown(cmp: Comparison, *, rows: int = MARKDOWN_ROWS) -> str:
                   "|---|---|---|---|---|" + ("---|---|" if noise else "") + "---|"]
         for ch in notable[:rows]:
             gate = "fails" if ch.fails_gate else ("holds" if ch.holds_gate else "")
-            sides = f" {fmt_interval(ch.within_ci, ch.relative)} | {fmt_interval(ch.noise_ci, ch.relative)} |" if noise else ""
+            sides = f" {fmt_interval(ch.within_ci, ch.relative)} | {fmt_band(ch.noise_ci, ch.relative)} |" if noise else ""
+            icon = _ICONS.get(ch.verdict, '') + (f" {shown_verdict(ch)}" if ch.within_noise_only else "")
             lines.append(
-                f"| {_ICONS.get(ch.verdict, '')} | {ch.name} | {_value(ch, ch.baseline)} | "
-                f"{_value(ch, ch.candidate)} | {fmt_change(ch)} |{sides} {gate} |"
+                f"| {icon} | {ch.name} | {_value(ch, ch.baseline, cmp.baseline.bounds)} | "
+                f"{_value(ch, ch.candidate, cmp.candidate.bounds)} | {fmt_change(ch)} |{sides} {gate} |"
             )
         if len(notable) > rows:
             lines.append(f"\n… and {len(notable) - rows} more in compare.json.")
     return "\n".join(lines) + "\n"
 
 
-def _value(change: Change, value: float | None) -> str:
+def _value(change: Change, value: float | None, bounds: CapacityBounds | None = None) -> str:
     if value is None or math.isnan(value):
         return "–"
+    if change.kind == "capacity" and bounds is not None and value == 0:
+        return capacity_words(0, bounds)  # below its lowest level, not "0"
     if math.isinf(value):
         return "∞"
     if change.check == COMPLETED_SHARE:  # of the sends
@@ -283,7 +291,7 @@ def terminal_text(cmp: Comparison, *, rows: int = 15) -> str:
         message = ch.message
         if reason in repeated:
             message = message.replace(unknown_noise_words(reason), "; run-to-run noise unknown (below)")
-        lines.append(f"  {mark} {ch.verdict:<12} {message}")
+        lines.append(f"  {mark} {shown_verdict(ch):<12} {message}")
     for reason in sorted(repeated):
         lines.append(f"  (below) run-to-run noise unknown: {reason}")
     noise_only = len(cmp.within_noise_only)

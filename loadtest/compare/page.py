@@ -18,10 +18,10 @@ from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
 from loadtest.analysis.capacity import confidence_pct
-from loadtest.compare.change import fmt_change
+from loadtest.compare.change import fmt_change, shown_verdict
 from loadtest.compare.engine import Comparison
-from loadtest.compare.noise import fmt_interval
 from loadtest.compare.level_keys import AXIS_TITLE, USERS, LevelKey, level_key
+from loadtest.compare.noise import fmt_band, fmt_interval
 from loadtest.compare.outputs import reference_runs_text, write_text
 from loadtest.compare.rules import COMPLETED_SHARE, ERROR_RATE, THROUGHPUT
 from loadtest.compare.summary_values import completed_share
@@ -123,9 +123,9 @@ def _checks_table(cmp: Comparison) -> str:
         colour = {"regression": "#cf222e", "inconclusive": "#9a6700", "improvement": "#1a7f37"}.get(c.verdict, "#57606a")
         gate = "fails the gate" if c.fails_gate else ("holds the gate" if c.holds_gate else "")
         sides = (f"<td class='num'>{_e(fmt_interval(c.within_ci, c.relative))}</td>"
-                 f"<td class='num'>{_e(fmt_interval(c.noise_ci, c.relative))}</td>") if noise else ""
+                 f"<td class='num'>{_e(fmt_band(c.noise_ci, c.relative))}</td>") if noise else ""
         rows.append(
-            f"<tr><td>{_e(c.name)}</td><td style='color:{colour};font-weight:600'>{_e(c.verdict)}</td>"
+            f"<tr><td>{_e(c.name)}</td><td style='color:{colour};font-weight:600'>{_e(shown_verdict(c))}</td>"
             f"<td class='num'>{_e(fmt_change(c))}</td>{sides}<td>{_e(gate)}</td><td>{_e(c.message)}</td></tr>"
         )
     head = "<th>within-run interval</th><th>run-to-run noise</th>" if noise else ""

@@ -144,6 +144,30 @@ def test_a_certain_capacity_drop_fails_whatever_the_tolerance(tmp_path):
     assert cap["verdict"] == "regression" and cap["baseline"] == 2 and cap["candidate"] == 1
 
 
+def test_a_candidate_that_fails_its_lowest_level_is_below_it_not_at_0_users(tmp_path):
+    """A real llama-server slowed 100-fold failed its lowest level (1 user), and the gate said
+    "capacity dropped for certain: 4 → 0 users (… the candidate certainly fails above 0)": 0 users
+    were never tested. The words say below the lowest level; the numbers and the exit code stay."""
+    slo = {"itl_ms": {"p95": 25}, "max_error_rate": 0.5}  # 10 ms per user: 2 users hold
+    with contextlib.redirect_stdout(io.StringIO()):
+        base = write_run(tmp_path / "a", seed=1, slo=slo)
+        cand = write_run(tmp_path / "b", seed=2, slo=slo, itl_per_user=40.0, t0=T0 + 100)  # 1 user: 40 ms
+    code, out, _ = cli("compare", str(base), str(cand), "--json", str(tmp_path / "c.json"),
+                       "--html", str(tmp_path / "c.html"), "--markdown", str(tmp_path / "c.md"))
+    assert code == 1, out
+    report = json.loads((tmp_path / "c.json").read_text())
+    cap = next(c for c in report["checks"] if c["check"] == "capacity")
+    assert cap["verdict"] == "regression" and cap["baseline"] == 2 and cap["candidate"] == 0
+    bounds = report["candidate"]["capacity"]["bounds"]
+    assert bounds["upper"] == 0 and bounds["min_tested"] == 1 and bounds["lower"] == 0
+    page, md = (tmp_path / "c.html").read_text(), (tmp_path / "c.md").read_text()
+    for text in (out, cap["message"], report["headline"], page, md):
+        assert "2 users → below 1 user, the lowest level tested" in text
+        assert "fails at its lowest level" in text
+        assert "→ 0 users" not in text and "fails above 0" not in text
+    assert "capacity below 1 user, the lowest level tested" in page  # the facts table: not "capacity 0"
+
+
 def test_warnings_for_a_different_slo_model_or_version_reach_every_output(pair, tmp_path):
     _, base, same, _ = pair
     cand = tmp_path / "cand"
