@@ -18,8 +18,6 @@ is the change's interval.
   window) against the ratio over all of them. Resampling the *count* instead
   would claim a spread a closed loop does not have, and a ratio of whole
   requests would move with the mix of long and short outputs drawn.
-* **Completed share** (a rate level's throughput, completions over sends): the same scaling
-  (:func:`ratio_replicates`) over the level's sends, each completed in the served span or not.
 * **Error rate**: the failed share of the drawn requests.
 """
 
@@ -105,30 +103,16 @@ def throughput_replicates(
     rate: float, e2e_ms: np.ndarray, tokens: np.ndarray, rng: np.random.Generator, resamples: int = RESAMPLES
 ) -> np.ndarray:
     """Replicates of a closed-loop token rate (see module doc); the rate itself when nothing ended."""
-    return ratio_replicates(rate, tokens, e2e_ms, rng, resamples)
-
-
-def ratio_replicates(
-    value: float, numer: np.ndarray, denom: np.ndarray, rng: np.random.Generator, resamples: int = RESAMPLES
-) -> np.ndarray:
-    """Replicates of a level's figure that moves as Σ numer / Σ denom over its requests: the figure scaled
-    by that ratio over the drawn requests against the ratio over all of them; the figure itself when the
-    ratio is 0 or undefined (nothing ended, nothing sent).
-
-    The closed loop's tokens/s (tokens over request time, Little's law) and a rate level's completed
-    share (each send of the level: completed in the served span or not, over whether it counts among
-    the sends that span answers; :func:`loadtest.compare.summary_values.completed_share`) are both such.
-    """
-    m = len(denom)
-    if m == 0 or not math.isfinite(value):
-        return np.full(resamples, value)
-    ratio = float(numer.sum()) / float(denom.sum()) if denom.sum() > 0 else 0.0
-    if ratio <= 0:
-        return np.full(resamples, value)
+    m = len(e2e_ms)
+    if m == 0 or not math.isfinite(rate):
+        return np.full(resamples, rate)
+    speed = float(tokens.sum()) / float(e2e_ms.sum()) if e2e_ms.sum() > 0 else 0.0
+    if speed <= 0:
+        return np.full(resamples, rate)
     counts = multinomial_counts(m, rng, resamples)
     with np.errstate(divide="ignore", invalid="ignore"):
-        drawn = (counts @ numer) / (counts @ denom)
-    return value * drawn / ratio
+        drawn = (counts @ tokens) / (counts @ e2e_ms)
+    return rate * drawn / speed
 
 
 def share_replicates(flags: np.ndarray, rng: np.random.Generator, resamples: int = RESAMPLES) -> np.ndarray:

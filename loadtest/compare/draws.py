@@ -35,7 +35,6 @@ from loadtest.compare.summary_values import check_value, num
 Draws = dict[LevelKey, dict[str, np.ndarray]]
 
 
-
 def values(check: str, lb: Mapping[str, Any], lc: Mapping[str, Any]) -> tuple[float, float] | None:
     """The baseline's and the candidate's figure for ``check`` at a level; None when either has none."""
     vb, vc = check_value(lb, check), check_value(lc, check)
@@ -45,7 +44,9 @@ def values(check: str, lb: Mapping[str, Any], lc: Mapping[str, Any]) -> tuple[fl
 def plan(levels_b: Mapping[LevelKey, Mapping[str, Any]], levels_c: Mapping[LevelKey, Mapping[str, Any]],
          common: list[LevelKey], checks: list[str]) -> dict[LevelKey, list[str]]:
     """Per common level, the checks whose change is judged (both runs have the figure)."""
-    return {conc: [c for c in checks if values(c, levels_b[conc], levels_c[conc]) is not None] for conc in common}
+    # the completed share's interval is its counts' (level_changes), not a resampling: no draws for it
+    return {conc: [c for c in checks if c != COMPLETED_SHARE and values(c, levels_b[conc], levels_c[conc]) is not None]
+            for conc in common}
 
 
 def draw_run(
@@ -61,7 +62,7 @@ def draw_run(
     level's are dropped once drawn. A level the run measured gets an entry even
     when no check of it is judged: the judgement tells "no records" from "no
     change to judge" by it. ``levels`` is the run's own summary levels by
-    level key (the throughput replicates scale its own figure); ``which`` is
+    level key (the throughput replicates scale its own rate); ``which`` is
     ``baseline`` or ``candidate``.
     """
     if samples_of is None:
@@ -81,9 +82,6 @@ def _draw(check: str, level: LevelSamples, own: Mapping[str, Any], rng: np.rando
     if k == "latency":
         metric, _, pct = check.partition(".")
         return delta.percentile_replicates(level.latency[metric], PERCENTILES[pct], rng)
-    if check == COMPLETED_SHARE:
-        return delta.ratio_replicates(check_value(own, check), level.completed.astype(float),
-                                      level.sends.astype(float), rng)
     if k == "throughput":
         return delta.throughput_replicates(num(own.get(THROUGHPUT)), level.served_e2e_ms, level.served_tokens, rng)
     return delta.share_replicates(level.failed if check == ERROR_RATE else level.valid, rng)

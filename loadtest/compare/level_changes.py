@@ -25,6 +25,7 @@ from loadtest.compare.change import Change, classify, describe_change, untrusted
 from loadtest.compare.client_trust import client_explains
 from loadtest.compare.draws import draw_run, plan, values
 from loadtest.compare.level_keys import USERS, LevelKey, load_list
+from loadtest.compare.noise import completed_share_se
 from loadtest.compare.rules import ABSOLUTE, COMPLETED_SHARE, ERROR_RATE, THROUGHPUT, VALID_OUTPUT, Rules, check_kind
 from loadtest.compare.samples import LevelSamples
 from loadtest.compare.stationarity import hold_drifting
@@ -116,7 +117,10 @@ def _level_change(
         return None  # valid_output_rate of a workload that asks for no structure
     vb, vc = figures
     drawn = db is not None and dc is not None
-    if kind in ABSOLUTE:  # a share, absolute: failed requests or valid outputs
+    if check == COMPLETED_SHARE:  # its counts' interval, with or without records (noise.completed_share_se)
+        point = float(delta.relative_change(vc, vb))
+        ci = _count_interval(vb, vc, completed_share_se(lb, confidence), completed_share_se(lc, confidence), confidence)
+    elif kind in ABSOLUTE:  # a share, absolute: failed requests or valid outputs
         point = vc - vb
         if drawn:
             ci = delta.central_interval(dc[check] - db[check], confidence)
@@ -164,6 +168,14 @@ def _approx_relative(
     ratio = vc / vb
     sd = ratio * math.sqrt((sb / vb) ** 2 + (sc / vc) ** 2)
     return (ratio - 1 - z * sd, ratio - 1 + z * sd)
+
+
+def _count_interval(vb: float, vc: float, se_b: float, se_c: float, confidence: float) -> tuple[float, float]:
+    """The relative change's interval from both runs' standard errors on the log scale (a count's)."""
+    if not all(math.isfinite(x) for x in (vb, vc, se_b, se_c)) or vb <= 0 or vc <= 0:
+        return (math.nan, math.nan)
+    d, half = math.log(vc / vb), _z(confidence) * math.hypot(se_b, se_c)
+    return (math.expm1(d - half), math.expm1(d + half))
 
 
 def _approx_absolute(

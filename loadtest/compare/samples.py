@@ -10,10 +10,7 @@ The populations are the analyzer's own (see :mod:`loadtest.analysis.frame`
 and :mod:`loadtest.analysis.chunks`): TTFT/TTFB of measured requests, e2e and
 TPOT of complete ones, failures as +inf, ITL per token assigned to the window
 its chunk arrived in; for throughput, the time and tokens of the requests
-that ended in the window, and at a rate level (open loop, trace replay) each
-send's part in the completed share over the level's served span
-(:mod:`loadtest.analysis.served_span`). They are rebuilt with the analysis
-functions, never re-derived.
+that ended in the window. They are rebuilt with the analysis functions, never re-derived.
 
 The ITL samples are read from the chunk lists a batch at a time
 (:mod:`loadtest.compare.itl_rows`), and only for the window kept at each
@@ -28,8 +25,7 @@ import numpy as np
 import pandas as pd
 
 from loadtest.analysis.chunk_lists import ChunkSource, frame_source
-from loadtest.analysis.served_span import DROPPED, served_span
-from loadtest.analysis.windows import LevelWindow, level_windows
+from loadtest.analysis.windows import level_windows
 from loadtest.compare.itl_rows import dense_owners, itl_with_rows
 from loadtest.compare.level_keys import LevelKey, window_key
 from loadtest.metric_registry import METRICS
@@ -63,11 +59,6 @@ class LevelSamples:
     served_tokens: np.ndarray = field(default_factory=lambda: np.zeros(0))
     #: Per measured successful request whose output was checked (tools, response_format): was it valid.
     valid: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
-    #: A rate level's sends in its window, each: counted among the sends its served span answers
-    #: (``sends``), and succeeded with its end in that span (``completed``); empty in a closed loop.
-    #: For the completed share's interval (:func:`loadtest.compare.delta.ratio_replicates`).
-    sends: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
-    completed: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
 
 def level_samples(
@@ -119,25 +110,8 @@ def level_samples(
         values, rows = itl.pop(p)
         owner, n_owners = dense_owners(rows, len(frame))
         level.latency["itl_ms"] = Clustered(values, owner, n_owners)
-        if window.rate_rps is not None:
-            level.sends, level.completed = _served_sends(frame, window, mine[p])
         out[concurrency] = level
     return out
-
-
-def _served_sends(frame: pd.DataFrame, window: LevelWindow, mine: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per send of a rate level in its window: is it among the sends its served span answers, and did it
-    succeed with its end in that span. The span is the analysis's own (:func:`served_span`, as
-    ``analysis/metrics.py`` finds it), so the share these give moves as the summary's completed share."""
-    cohort = mine & (frame["error_kind"].to_numpy(dtype=object) != DROPPED)
-    span = served_span(frame, window.window_start, window.end_wall, window.start_wall, window.decision, cohort)
-    start = frame["start_wall"].to_numpy(dtype=float)[cohort]
-    end = frame["end_wall"].to_numpy(dtype=float)[cohort]
-    ok = frame["ok"].to_numpy()[cohort]
-    with np.errstate(invalid="ignore"):
-        sends = start >= span.sends_from  # NaN (no span): none
-        completed = ok & (end >= span.start) & (end < span.end)
-    return sends, completed
 
 
 def _kept_windows(concurrencies: list[LevelKey], measured: list[int]) -> dict[LevelKey, int]:

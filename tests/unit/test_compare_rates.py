@@ -202,3 +202,36 @@ def test_the_fingerprint_of_a_rate_run_holds_its_rates_and_how_arrivals_are_draw
     assert not {"rates", "speedups", "arrival", "burstiness", "max_in_flight"} & set(closed)
     replay = fingerprint({"load": {"speedups": [0.5, 1], "level_duration_s": 10, "warmup_s": 1}})
     assert replay["speedups"] == [0.5, 1] and "arrival" not in replay
+
+
+def test_the_completed_share_of_runs_alike_to_the_send_does_not_sway_the_other_checks(rate_pair, tmp_path):
+    """A seeded arrival schedule sends the same requests in every run, so a healthy server's completed
+    share came out alike to 0.01% in four mock runs, and a candidate's few percent (its longer lives
+    moved the served span's edges) stood thousands of spreads away: the composite of all checks read
+    −3250, "the run as a whole moved better", and a +90% ITL passed as within noise. The share is a
+    count of the sends, known to about one send in their number, and that floors its spread."""
+    root, base, _, slow, _ = rate_pair
+    history = tmp_path / "history"
+    shutil.copytree(root / EARLIER, history)
+    own = {lv["rate_rps"]: lv["open_loop"] for lv in json.loads((base / "summary.json").read_text())["levels"]}
+    for i, run in enumerate(sorted(history.iterdir())):
+        summary = json.loads((run / "summary.json").read_text())
+        for level in summary["levels"]:  # the baseline's share, to a hair
+            loop, ref = level["open_loop"], own[level["rate_rps"]]
+            loop["completed_rps"] = loop["sent_rps"] * ref["completed_rps"] / ref["sent_rps"] * (1 + 1e-5 * (i + 1))
+        (run / "summary.json").write_text(json.dumps(summary))
+    # the slower candidate's share, a few percent off theirs as the mock's was (kept alone: no records)
+    summary = json.loads((slow / "summary.json").read_text())
+    for level in summary["levels"]:
+        level["open_loop"]["completed_rps"] *= 1.04
+    candidate = tmp_path / "slow" / "summary.json"
+    candidate.parent.mkdir()
+    candidate.write_text(json.dumps(summary))
+    code, text, report, _ = _compare(tmp_path, "alike", str(base), str(candidate), "--history", str(history))
+    assert code == 1, text
+    composite = next(w for w in report["warnings"] if "judged together" in w)
+    assert "moved better" not in text and "composite -" not in composite, composite
+    failing = {c["name"] for c in report["checks"] if c["fails_gate"]}
+    assert {f"itl_ms.p50 @ {rate} req/s" for rate in ("4", "8", "16")} <= failing, failing
+    share = [c for c in report["checks"] if c["check"] == "completed_share"]
+    assert share and all(c["verdict"] != "regression" for c in share), [c["message"] for c in share]
