@@ -181,15 +181,18 @@ def _check_baseline(args: argparse.Namespace, scenario) -> None:
     """Refuse before any load is sent: a missing baseline, one of another workload, or a --history
     folder that is not there (exit 2)."""
     # start-up time: the comparison's stack (pandas, SciPy) only for a run with --baseline
-    from loadtest.compare.engine import require_same_workload, side_fingerprint
-    from loadtest.compare.inputs import load_run, require_closed_loop
+    from loadtest.compare.alike import require_same_workload, side_fingerprint
+    from loadtest.compare.inputs import load_run, mode_words
 
     parse_rules([t for group in (args.tolerance or []) for t in group], args.fail_on or (), args.inconclusive)
     output_targets(args)
-    if args.baseline:  # the scenario with its command-line overrides (--rates) is what would run
-        require_closed_loop({"load_mode": load_mode(scenario).name}, None, f"--baseline: the run of {args.scenario}")
+    mode = load_mode(scenario).name  # the scenario with its command-line overrides (--rates) is what would run
     for baseline in args.baseline:
-        base = side_fingerprint(load_run(baseline, records=False, arg="--baseline"), "baseline")
+        side = load_run(baseline, records=False, arg="--baseline")
+        if side.mode != mode:  # levels of users and of rates are not one axis: refused before any load
+            raise InputError(f"incomparable runs: --baseline {side.label} is {mode_words(side.mode)} and the run of "
+                             f"{args.scenario} would be {mode_words(mode)}; compare runs of one load mode")
+        base = side_fingerprint(side, "baseline")
         require_same_workload(base, fingerprint(scenario.public_dict()), prefix=f"--baseline {baseline}: ")
     for folder in args.history or ():  # a mistyped --history was refused only after the whole load
         input_folder(folder, "--history")

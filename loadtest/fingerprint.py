@@ -2,8 +2,9 @@
 
 Two runs can only be compared when they asked the server for the same work at
 the same load: the same API, the same prompt and output length distributions
-(and the same dataset, by content hash), the same levels, level duration and
-warm-up. A faster p95 from shorter prompts is not an improvement, so runs whose
+(and the same dataset, by content hash), the same levels (users; or rates, or
+trace speedups, with how the arrivals are drawn: :func:`rate_shape`), level
+duration and warm-up. A faster p95 from shorter prompts is not an improvement, so runs whose
 fingerprints differ are refused rather than compared.
 
 Things that may legitimately change between a baseline and a candidate (the
@@ -52,6 +53,7 @@ def fingerprint(scenario: Mapping[str, Any], *, base_dir: Path | None = None) ->
         # how long a decided level may be cut short, and an undecided one extended (null: the defaults)
         "min_level_duration_s": _number(load.get("min_level_duration_s")),
         "max_level_duration_s": _number(load.get("max_level_duration_s")),
+        **rate_shape(load),
     }
     body = {k: v for k, v in body.items() if v is not None}
     datasets = _dataset_hashes(workload, base_dir)
@@ -113,6 +115,35 @@ def concurrency_levels(load: Mapping[str, Any]) -> list[int]:
     except Exception:  # a run.json from another version: take what it says literally
         levels = load.get("levels")
         return [int(x) for x in levels] if isinstance(levels, list) else []
+
+
+def rate_shape(load: Mapping[str, Any]) -> dict[str, Any]:
+    """An open loop's or a trace replay's load beyond its durations; nothing in a closed loop.
+
+    Its levels are rates (``rates``, or those ``rate_start/step/max`` generates) or speedups
+    (``speedups``), as a closed loop's ``levels`` are its users; and how the arrivals are drawn
+    (``arrival``, gamma's ``burstiness``) and capped (``max_in_flight``, beyond which an arrival
+    fails as ``dropped``) shape the queue every latency is measured through: bursty arrivals at
+    the same mean rate are other work. ``arrival_seed`` is left out, as ``workload.seed`` is: it
+    draws other send times from the same process. A closed loop's fingerprint (and hash) stays
+    as it was: none of these keys appear in it.
+    """
+    try:
+        model = Load.model_validate(dict(load))
+    except Exception:  # a run.json from another version: take what it says literally
+        given = {k: load.get(k) for k in ("rates", "speedups", "arrival", "burstiness", "max_in_flight")}
+        if given["rates"] is None and given["speedups"] is None:
+            return {}
+        return {k: _normalize(v) for k, v in given.items() if v is not None}
+    if model.trace_replay:
+        return {"speedups": [_number(float(s)) for s in model.speedups or []], "max_in_flight": model.max_in_flight}
+    if not model.open_loop:
+        return {}
+    shape: dict[str, Any] = {"rates": [_number(float(r)) for r in model.rate_levels()], "arrival": model.arrival,
+                             "max_in_flight": model.max_in_flight}
+    if model.burstiness is not None:
+        shape["burstiness"] = _number(float(model.burstiness))
+    return shape
 
 
 # -- helpers --------------------------------------------------------------------------------

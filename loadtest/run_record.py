@@ -38,9 +38,10 @@ RUN_FORMAT = 1
 #: ``load_mode``: which load mode produced the levels (see :mod:`loadtest.load.modes`).
 #: A level's x axis follows from it: concurrency (users) or offered rate (requests/s).
 LoadModeName = Literal["closed_loop", "open_loop", "trace_replay"]
-#: How a message names a run of each mode whose levels are rates (the regression gate judges
-#: closed-loop runs only, so far: see compare/inputs.py ``require_closed_loop``).
-RATE_MODE_WORDS: dict[str, str] = {"open_loop": "an open-loop run (load.rates)",
+#: How a message names a run of each mode (the regression gate refuses to compare runs of two modes:
+#: see compare/engine.py ``require_same_mode``).
+LOAD_MODE_WORDS: dict[str, str] = {"closed_loop": "a closed-loop run (load.levels)",
+                                   "open_loop": "an open-loop run (load.rates)",
                                    "trace_replay": "a trace replay (load.speedups)"}
 
 _log = logging.getLogger(__name__)

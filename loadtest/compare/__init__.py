@@ -5,6 +5,8 @@ verdicts and pages out); never imports :mod:`loadtest.load`. One module per idea
 
 ``fingerprint``  what must match for two runs to be comparable
 ``inputs``       a run folder or summary.json as one side of a comparison
+``alike``        what makes two runs comparable (one load mode, one workload, two runs)
+``level_keys``   levels matched and named by users, offered rate (req/s) or trace speedup (×)
 ``samples``      per-level samples grouped by request, from the analysis functions
 ``delta``        bootstrap replicates with requests resampled
 ``rules``        tolerances and ``--fail-on``

@@ -17,6 +17,9 @@ upper bound improved.
 A run whose lowest level certainly failed has a capacity below that level, not
 "0 users": it is said so ("below 1 user, the lowest level tested"), as the
 numbers (``capacity``, ``bounds.upper`` 0) stay.
+
+A rate run (open loop, trace replay) is bracketed the same way over its rates (or speedups), and its
+capacity is ``capacity.rate_rps`` (``capacity.speedup``): :mod:`level_keys`.
 """
 
 from __future__ import annotations
@@ -26,37 +29,42 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from loadtest.compare.change import Change
+from loadtest.compare.level_keys import (CAPACITY_KEY, SPEEDUP, USERS, LevelKey, level_key, load_change, load_text, number,
+                                         unit_of)
 from loadtest.compare.rules import CAPACITY
 
 
 @dataclass(frozen=True)
 class CapacityBounds:
-    lower: int  # 0 when even the lowest level is not a certain pass
+    lower: LevelKey  # 0 when even the lowest level is not a certain pass
     upper: float  # math.inf when no level certainly failed
-    max_tested: int | None
+    max_tested: LevelKey | None
     #: The lowest level measured: a run that certainly fails there holds "below" it, not "0 users".
-    min_tested: int | None = None
+    min_tested: LevelKey | None = None
+    #: What the levels count (:mod:`level_keys`): ``users``, ``req/s`` or ``×``.
+    unit: str = USERS
 
     @classmethod
     def from_levels(cls, levels: Iterable[Mapping[str, Any]]) -> "CapacityBounds":
+        levels = list(levels)
         usable = sorted(
-            (lv for lv in levels if lv.get("status") not in (None, "no_data") and lv.get("concurrency") is not None),
-            key=lambda lv: int(lv["concurrency"]),
+            (lv for lv in levels if lv.get("status") not in (None, "no_data") and level_key(lv) is not None),
+            key=level_key,  # type: ignore[arg-type]
         )
-        lower = 0
+        lower: LevelKey = 0
         for lv in usable:
             if lv.get("status") != "pass" or lv.get("client_saturated") or lv.get("host_contended"):
                 break
-            lower = int(lv["concurrency"])
+            lower = level_key(lv)  # type: ignore[assignment]
         upper: float = math.inf
-        previous = 0
+        previous: LevelKey = 0
         for lv in usable:
             if lv.get("status") == "fail" and not (lv.get("client_saturated") or lv.get("host_contended")):
                 upper = previous
                 break
-            previous = int(lv["concurrency"])
-        return cls(lower, upper, int(usable[-1]["concurrency"]) if usable else None,
-                   int(usable[0]["concurrency"]) if usable else None)
+            previous = level_key(lv)  # type: ignore[assignment]
+        return cls(lower, upper, level_key(usable[-1]) if usable else None,
+                   level_key(usable[0]) if usable else None, unit_of(levels))
 
     @property
     def below_lowest(self) -> bool:
@@ -66,7 +74,7 @@ class CapacityBounds:
     def lowest_words(self) -> str:
         """``below 1 user, the lowest level tested`` (the lowest level's users when known)."""
         low = self.min_tested
-        return "below the lowest level tested" if low is None else f"below {_users(low)}, the lowest level tested"
+        return "below the lowest level tested" if low is None else f"below {_level(low, self.unit)}, the lowest level tested"
 
     def text(self) -> str:
         """``16``, ``between 8 and 16``, ``at least 32``, ``below 1 user, the lowest level tested``;
@@ -75,38 +83,58 @@ class CapacityBounds:
             return "no level measured"
         if self.below_lowest:
             return self.lowest_words()
-        least = f"at least {self.lower}" if self.lower else "no level certain to pass"
+        n = self._n
+        least = f"at least {n(self.lower)}" if self.lower else "no level certain to pass"
         if math.isinf(self.upper):
             if self.lower == self.max_tested:
                 return least
-            return f"{least}, no certain failure up to {self.max_tested}"
+            return f"{least}, no certain failure up to {n(self.max_tested)}"  # type: ignore[arg-type]
         if self.upper == self.lower:
-            return str(self.lower)
-        return f"between {self.lower} and {int(self.upper)}"
+            return n(self.lower)
+        return f"between {n(self.lower)} and {n(self.upper)}"
+
+    def text_at_a_rate(self) -> str:
+        """:meth:`text` with a rate run's unit (``between 2 and 4 req/s``, ``at least 1.5×``); a closed
+        loop's as it always read (``between 8 and 16``)."""
+        text = self.text()
+        if self.unit == USERS or self.max_tested is None or self.below_lowest:  # "below 4 req/s, …" says it
+            return text
+        return text + (self.unit if self.unit == SPEEDUP else f" {self.unit}")
+
+    def _n(self, value: float) -> str:
+        return number(value, self.unit)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"lower": self.lower, "upper": None if math.isinf(self.upper) else int(self.upper),
+        whole = int if self.unit == USERS else float  # users are counted; a rate or speedup is not
+        return {"lower": self.lower, "upper": None if math.isinf(self.upper) else whole(self.upper),
                 "max_tested": self.max_tested, "min_tested": self.min_tested}
 
 
-def _users(n: int) -> str:
+def _level(n: float, unit: str) -> str:
+    """``1 user``, ``4 users``; at a rate ``4 req/s``, ``1.5×``."""
+    if unit != USERS:
+        return load_text(n, unit)
     return f"{n} user" if n == 1 else f"{n} users"
 
 
-def capacity_words(value: int, bounds: CapacityBounds) -> str:
+def capacity_words(value: LevelKey, bounds: CapacityBounds) -> str:
     """A capacity in a message: ``4 users``, or ``below 1 user, the lowest level tested`` for a run that
     certainly failed its lowest level (its reported capacity is 0: "4 → 0 users" read as a level tested)."""
     if value == 0 and bounds.below_lowest:
         return bounds.lowest_words()
     if value == 0 and bounds.min_tested is not None:  # its lowest level was not a certain pass, nor a certain fail
-        return f"0 users (not even {_users(bounds.min_tested)}, the lowest level tested, passed for certain)"
-    return _users(value)
+        return (f"{_level(0, bounds.unit)} (not even {_level(bounds.min_tested, bounds.unit)}, the lowest level "
+                "tested, passed for certain)")
+    return _level(value, bounds.unit)
 
 
-def reported(capacity: Mapping[str, Any], bounds: CapacityBounds) -> int:
-    """The capacity the run reported, or its certain bound when the summary lacks it."""
-    value = capacity.get("concurrency")
-    return int(value) if isinstance(value, (int, float)) else bounds.lower
+def reported(capacity: Mapping[str, Any], bounds: CapacityBounds) -> LevelKey:
+    """The capacity the run reported (``capacity.concurrency``, at a rate ``capacity.rate_rps`` or
+    ``capacity.speedup``), or its certain bound when the summary lacks it."""
+    value = capacity.get(CAPACITY_KEY[bounds.unit])
+    if not isinstance(value, (int, float)):
+        return bounds.lower
+    return int(value) if bounds.unit == USERS else float(value)
 
 
 def capacity_change(
@@ -116,8 +144,9 @@ def capacity_change(
     b, c = reported(base_cap, base), reported(cand_cap, cand)
     if cand.upper < base.lower:
         verdict, may = "regression", True
-        fails = "at its lowest level" if cand.below_lowest else f"above {int(cand.upper)}"
-        why = (f"capacity dropped for certain: {_arrow(b, base, c, cand)} (baseline certainly holds {base.lower}; "
+        fails = "at its lowest level" if cand.below_lowest else f"above {number(cand.upper, cand.unit)}"
+        why = (f"capacity dropped for certain: {_arrow(b, base, c, cand)} (baseline certainly holds "
+               f"{number(base.lower, base.unit)}; "
                f"the candidate certainly fails {fails})")
     elif c < b:
         verdict, may = "inconclusive", True
@@ -136,8 +165,9 @@ def capacity_change(
     )
 
 
-def _arrow(b: int, base: CapacityBounds, c: int, cand: CapacityBounds) -> str:
-    """``4 → 2 users``; a side below its lowest level in words (``4 users → below 1 user, …``)."""
+def _arrow(b: LevelKey, base: CapacityBounds, c: LevelKey, cand: CapacityBounds) -> str:
+    """``4 → 2 users`` (``16 → 4 req/s``, ``2× → 1.5×``); a side below its lowest level in words
+    (``4 users → below 1 user, …``)."""
     if not ((b == 0 and base.min_tested is not None) or (c == 0 and cand.min_tested is not None)):
-        return f"{b} → {c} users"
+        return load_change(b, c, cand.unit)
     return f"{capacity_words(b, base)} → {capacity_words(c, cand)}"

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from loadtest.analysis.capacity import confidence_pct
 from loadtest.analysis.bootstrap import CONFIDENCE
-from loadtest.compare.rules import ABSOLUTE, CAPACITY, ERROR_RATE, VALID_OUTPUT
+from loadtest.compare.level_keys import USERS, LevelKey, load_text
+from loadtest.compare.rules import ABSOLUTE, CAPACITY, COMPLETED_SHARE, ERROR_RATE, VALID_OUTPUT
 
 Verdict = str  # "regression" | "improvement" | "unchanged" | "inconclusive"
 
@@ -24,9 +25,9 @@ Verdict = str  # "regression" | "improvement" | "unchanged" | "inconclusive"
 class Change:
     """One check at one level (or the capacity): the candidate against the baseline."""
 
-    check: str  # "itl_ms.p95", "output_tokens_per_s", "error_rate", "valid_output_rate" or "capacity"
+    check: str  # "itl_ms.p95", "output_tokens_per_s", "completed_share", "error_rate", "valid_output_rate" or "capacity"
     kind: str  # "latency" | "throughput" | "error_rate" | "valid_output_rate" | "capacity"
-    level: int | None  # concurrency; None for capacity
+    level: LevelKey | None  # the level's key (level_keys): users, or a rate's req/s or speedup; None for capacity
     baseline: float | None
     candidate: float | None
     change: float | None  # relative (latency, throughput, capacity) or absolute (error rate)
@@ -51,11 +52,13 @@ class Change:
     #: Held because the run-to-run noise is unknown: why, in the message's words
     #: (noise.unknown_noise_reason); "" otherwise. The terminal says a shared reason once.
     unknown_noise: str = ""
+    #: What ``level`` counts: ``users``, ``req/s`` (open loop) or ``×`` (trace replay), see :mod:`level_keys`.
+    unit: str = USERS
 
     @property
     def name(self) -> str:
-        """The JUnit test name: ``itl_ms.p95 @ 4 users`` or ``capacity``."""
-        return self.check if self.level is None else f"{self.check} @ {self.level} users"
+        """The JUnit test name: ``itl_ms.p95 @ 4 users`` (``@ 4 req/s``, ``@ 1.5×``) or ``capacity``."""
+        return self.check if self.level is None else f"{self.check} @ {load_text(self.level, self.unit)}"
 
     @property
     def within_noise_only(self) -> bool:
@@ -111,11 +114,13 @@ def classify(bad_lo: float, bad_hi: float, tolerance: float) -> tuple[Verdict, b
 # -- words ----------------------------------------------------------------------------------
 
 
-def _fmt_value(kind: str, value: float | None) -> str:
+def _fmt_value(kind: str, value: float | None, check: str = "") -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "n/a"
     if isinstance(value, float) and math.isinf(value):
         return "∞ (failures)"
+    if check == COMPLETED_SHARE:
+        return f"{value * 100:.1f}%"  # of the sends: a share, judged as a relative change
     if kind == "latency":
         return f"{value:.1f} ms" if abs(value) < 1000 else f"{value:,.0f} ms"
     if kind == "throughput":
@@ -166,20 +171,21 @@ def no_interval_words(change: Change) -> str:
     none, and neither does the change of a group it is in. A percentile's interval is in the summary,
     but open where a level had too few requests for it.
     """
-    if change.kind == "throughput":
-        return "no within-run interval: summary.json keeps none for throughput, and a run here is read from it"
+    if change.kind == "throughput":  # tokens/s, or a rate level's completed share (its throughput)
+        what = "the completed share" if change.check == COMPLETED_SHARE else "throughput"
+        return f"no within-run interval: summary.json keeps none for {what}, and a run here is read from it"
     return "no within-run interval: a run's summary.json holds none for it (too few requests)"
 
 
 def describe_change(change: Change, confidence: float = CONFIDENCE) -> str:
-    """``p95 ITL at 4 users: 90.0 ms → 102.1 ms, +13.4% [+12.9%, +14.0%] (tolerance 5%)``."""
+    """``itl_ms.p95 at 4 users: 90.0 ms → 102.1 ms, +13.4% [+12.9%, +14.0%] (tolerance 5%)`` (``at 4 req/s``)."""
     if change.kind == CAPACITY:
         return change.message
     tol = "" if change.tolerance is None else (
         f"tolerance {change.tolerance * 100:g}{'%' if change.relative else ' pp'}"
     )
-    head = (f"{change.check} at {change.level} users: {_fmt_value(change.kind, change.baseline)} → "
-            f"{_fmt_value(change.kind, change.candidate)}")
+    head = (f"{change.check} at {load_text(change.level, change.unit)}: "
+            f"{_fmt_value(change.kind, change.baseline, change.check)} → {_fmt_value(change.kind, change.candidate, change.check)}")
     if no_interval(change):
         return f"{head}, {fmt_change(change).removesuffix(' (no interval)')} ({tol}; {no_interval_words(change)})"
     return f"{head}, {fmt_change(change)} at {confidence_pct(confidence)} ({tol})"

@@ -7,8 +7,9 @@ performance CI and by Hunter: sliding windows, a permutation-free Student's t
 test on each candidate split, weak points merged bottom-up,
 :func:`otava.analysis.compute_change_points`), not by a home-made test.
 
-Each series is one check (an SLO percentile, output tokens/s, the error rate)
-at one concurrency level, over the runs of one workload fingerprint, oldest
+Each series is one check (an SLO percentile, output tokens/s or at a rate the
+completed share, the error rate) at one level (users, or a rate run's rate or
+speedup), over the runs of one workload fingerprint, oldest
 first. A change point at index ``i`` means run ``i`` is the first of the new
 level: it *introduced* the shift. Its size is the relative change of the
 segment means (absolute for the error rate), and "worse" follows the check's
@@ -24,6 +25,9 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Mapping, Sequence
+
+from loadtest.compare.level_keys import USERS, LevelKey, level_key, load_text
+from loadtest.compare.summary_values import check_value
 
 #: Otava's significance threshold for a change point (its default).
 MAX_PVALUE = 0.001
@@ -41,7 +45,7 @@ class ChangePoint:
     """One shift in one check's series."""
 
     check: str
-    level: int | None
+    level: LevelKey | None  # the level's key (level_keys): users, or a rate's req/s or speedup
     index: int  # the run (0 = oldest of the series) that introduced it
     run: str  # that run's folder
     started: str  # that run's start, UTC
@@ -52,10 +56,11 @@ class ChangePoint:
     pvalue: float
     worse: bool
     newest: bool = False  # the newest run starts or continues it
+    unit: str = USERS  # what ``level`` counts: users, req/s or × (the name says it)
 
     @property
     def name(self) -> str:
-        return self.check if self.level is None else f"{self.check} @ {self.level} users"
+        return self.check if self.level is None else f"{self.check} @ {load_text(self.level, self.unit)}"
 
     def text(self) -> str:
         unit = "%" if self.relative else " pp"
@@ -65,6 +70,7 @@ class ChangePoint:
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
+        del out["unit"]  # the name says it, and history --json's load_mode
         out["name"] = self.name
         return out
 
@@ -92,13 +98,14 @@ def find_shifts(values: Sequence[float | None], max_pvalue: float = MAX_PVALUE) 
 
 def series_change_points(
     check: str,
-    level: int | None,
+    level: LevelKey | None,
     values: Sequence[float | None],
     runs: Sequence[tuple[str, str]],
     *,
     higher_is_worse: bool,
     relative: bool = True,
     max_pvalue: float = MAX_PVALUE,
+    unit: str = USERS,
 ) -> list[ChangePoint]:
     """The change points of one series; ``runs`` gives each point's (folder, start time)."""
     out = []
@@ -109,13 +116,13 @@ def series_change_points(
             change = after - before
         worse = change > 0 if higher_is_worse else change < 0
         out.append(ChangePoint(check, level, idx, runs[idx][0], runs[idx][1], before, after, change, relative,
-                               p, worse))
+                               p, worse, unit=unit))
     return out
 
 
 def mark_newest(points: list[ChangePoint], n_runs: int, recent: int = RECENT_RUNS) -> list[ChangePoint]:
     """Flag, per series, the last change point when the newest run starts or continues it."""
-    last: dict[tuple[str, int | None], ChangePoint] = {}
+    last: dict[tuple[str, LevelKey | None], ChangePoint] = {}
     for cp in points:
         key = (cp.check, cp.level)
         if key not in last or cp.index > last[key].index:
@@ -130,16 +137,11 @@ def gate_failures(points: Sequence[ChangePoint], tolerance_for: Callable[[str], 
     return [cp for cp in points if cp.newest and cp.worse and abs(cp.change) > tolerance_for(cp.check)]
 
 
-def level_value(summary: Mapping[str, Any], check: str, level: int) -> float | None:
-    """A check's point value at one level of a summary (None when not measured or not finite)."""
+def level_value(summary: Mapping[str, Any], check: str, level: LevelKey) -> float | None:
+    """A check's point value at one level of a summary (by its key, :mod:`level_keys`; None when not
+    measured or not finite)."""
     for lv in summary.get("levels") or []:
-        if lv.get("concurrency") == level and lv.get("status") != "no_data":
-            if "." in check:
-                metric, _, pct = check.partition(".")
-                value = (lv.get(metric) or {}).get(pct)
-            else:
-                value = lv.get(check)
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-                return float(value)
-            return None
+        if level_key(lv) == level and lv.get("status") != "no_data":
+            value = check_value(lv, check)
+            return float(value) if math.isfinite(value) else None
     return None

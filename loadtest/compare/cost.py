@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from loadtest.analysis.cost import change, forecast
+from loadtest.compare.level_keys import CAPACITY_KEY, USERS, load_change
 
 KEYS = ("usd_per_million_output_tokens", "usd_per_million_tokens", "usd_per_thousand_requests")
 
@@ -32,13 +33,14 @@ def _forecast_for(summary: Mapping[str, Any], capacity: Any, unit: str, peak: fl
     return forecast(cost["usd_per_hour"], float(per), peak, unit=unit, headroom=headroom, daily_shape=shape).to_dict()
 
 
-def cost_change(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> dict[str, Any] | None:
-    """compare.json's ``cost``: both sides' unit costs and their relative change, and the forecast."""
+def cost_change(baseline: Mapping[str, Any], candidate: Mapping[str, Any], unit: str = USERS) -> dict[str, Any] | None:
+    """compare.json's ``cost``: both sides' unit costs and their relative change, and the forecast.
+    ``unit``: what the capacities count (:mod:`level_keys`: users, at a rate req/s or a speedup)."""
     cb, cc = baseline.get("cost"), candidate.get("cost")
     if not cb or not cc:
         return None
-    cap_b = (baseline.get("capacity") or {}).get("concurrency")
-    cap_c = (candidate.get("capacity") or {}).get("concurrency")
+    cap_b = (baseline.get("capacity") or {}).get(CAPACITY_KEY[unit])
+    cap_c = (candidate.get("capacity") or {}).get(CAPACITY_KEY[unit])
     out: dict[str, Any] = {
         "capacity": {"baseline": cap_b, "candidate": cap_c},
         # each side's capacity is its whole endpoint's: a fleet's is split over these to compare per replica
@@ -62,7 +64,7 @@ def cost_change(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> di
                 "monthly_usd_static": {"baseline": fb["monthly_usd_static"], "candidate": fc["monthly_usd_static"],
                                        "change": change(fb["monthly_usd_static"], fc["monthly_usd_static"])},
             }
-    out["sentence"] = cost_sentence(out)
+    out["sentence"] = cost_sentence(out, unit)
     return out
 
 
@@ -76,14 +78,18 @@ def _pct(value: Any) -> str:
     return "" if value is None else f", {value * 100:+.0f}%".replace("-", "−")
 
 
-def cost_sentence(d: Mapping[str, Any]) -> str:
-    """``capacity 10 → 14 users per replica: $/1M output tokens 3.10 → 2.21, −29%; at 36 peak users 4 → 3 replicas, $8,900 → $6,700 a month``."""
+def cost_sentence(d: Mapping[str, Any], unit: str = USERS) -> str:
+    """``capacity 10 → 14 users per replica: $/1M output tokens 3.10 → 2.21, −29%; at 36 peak users 4 → 3 replicas, $8,900 → $6,700 a month``
+    (``capacity 8 → 10 req/s per replica …`` at a rate)."""
     cap = d["capacity"]
     replicas = d.get("replicas") or {"baseline": 1, "candidate": 1}
     rb, rc = replicas["baseline"], replicas["candidate"]
     # the capacities are the endpoints': "per replica" only where each side is one replica (a fleet of 2
     # holding 16 read "16 users per replica"), else with the replicas and each one's share
-    held = f"capacity {cap['baseline']} → {cap['candidate']} users"
+    if unit == USERS or cap["baseline"] is None or cap["candidate"] is None:
+        held = f"capacity {cap['baseline']} → {cap['candidate']} {unit}"
+    else:  # a rate's capacity, as the gate names levels
+        held = f"capacity {load_change(cap['baseline'], cap['candidate'], unit)}"
     if rb == rc == 1:
         held += " per replica"
     elif cap["baseline"] is not None and cap["candidate"] is not None:

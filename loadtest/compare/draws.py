@@ -26,35 +26,33 @@ import numpy as np
 from loadtest.analysis.bootstrap import rng_for
 from loadtest.analysis.slo import PERCENTILES
 from loadtest.compare import delta
-from loadtest.compare.rules import ERROR_RATE, THROUGHPUT, check_kind
+from loadtest.compare.level_keys import LevelKey
+from loadtest.compare.rules import COMPLETED_SHARE, ERROR_RATE, THROUGHPUT, check_kind
 from loadtest.compare.samples import LevelSamples
-from loadtest.compare.summary_values import num, point
+from loadtest.compare.summary_values import check_value, num
 
 #: Per level, per check: one run's replicates.
-Draws = dict[int, dict[str, np.ndarray]]
+Draws = dict[LevelKey, dict[str, np.ndarray]]
 
 
 def values(check: str, lb: Mapping[str, Any], lc: Mapping[str, Any]) -> tuple[float, float] | None:
     """The baseline's and the candidate's figure for ``check`` at a level; None when either has none."""
-    k = check_kind(check)
-    if k == "latency":
-        metric, _, pct = check.partition(".")
-        vb, vc = point(lb, metric, pct), point(lc, metric, pct)
-    else:
-        vb, vc = num(lb.get(check)), num(lc.get(check))
+    vb, vc = check_value(lb, check), check_value(lc, check)
     return None if math.isnan(vb) or math.isnan(vc) else (vb, vc)
 
 
-def plan(levels_b: Mapping[int, Mapping[str, Any]], levels_c: Mapping[int, Mapping[str, Any]],
-         common: list[int], checks: list[str]) -> dict[int, list[str]]:
+def plan(levels_b: Mapping[LevelKey, Mapping[str, Any]], levels_c: Mapping[LevelKey, Mapping[str, Any]],
+         common: list[LevelKey], checks: list[str]) -> dict[LevelKey, list[str]]:
     """Per common level, the checks whose change is judged (both runs have the figure)."""
-    return {conc: [c for c in checks if values(c, levels_b[conc], levels_c[conc]) is not None] for conc in common}
+    # the completed share's interval is its counts' (level_changes), not a resampling: no draws for it
+    return {conc: [c for c in checks if c != COMPLETED_SHARE and values(c, levels_b[conc], levels_c[conc]) is not None]
+            for conc in common}
 
 
 def draw_run(
-    samples_of: Callable[[], dict[int, LevelSamples]] | None,
-    levels: Mapping[int, Mapping[str, Any]],
-    checks: Mapping[int, list[str]],
+    samples_of: Callable[[], dict[LevelKey, LevelSamples]] | None,
+    levels: Mapping[LevelKey, Mapping[str, Any]],
+    checks: Mapping[LevelKey, list[str]],
     which: str,
     seed: int,
 ) -> Draws:
@@ -64,7 +62,7 @@ def draw_run(
     level's are dropped once drawn. A level the run measured gets an entry even
     when no check of it is judged: the judgement tells "no records" from "no
     change to judge" by it. ``levels`` is the run's own summary levels by
-    concurrency (the throughput replicates scale its own rate); ``which`` is
+    level key (the throughput replicates scale its own rate); ``which`` is
     ``baseline`` or ``candidate``.
     """
     if samples_of is None:

@@ -2,14 +2,16 @@
 
 The steps, in order:
 
-1. **Like with like.** The workload fingerprints must match (see
-   :mod:`loadtest.fingerprint`); otherwise the runs are refused (exit 2) with one line
-   naming what differs. A different SLO, model or tool version only warns.
+1. **Like with like.** Both runs must be of one load mode (levels of users, of rates,
+   or of trace speedups: :func:`alike.require_same_mode`) and their workload fingerprints must
+   match (see :mod:`loadtest.fingerprint`); otherwise the runs are refused (exit 2) with
+   one line naming what differs. A different SLO, model or tool version only warns.
 2. **One set of rules.** Both runs are re-analyzed from their records under
    the *candidate's* SLO (the one in force now), so their capacities answer
    the same question.
 3. **Per level and per check** (the SLO's percentiles, throughput and the
-   error rate), at every concurrency both runs measured: the change and its
+   error rate), at every level both runs measured (matched by users, or by the
+   nominal rate or speedup: :mod:`level_keys`): the change and its
    bootstrap interval (requests resampled, see :mod:`delta`), at the
    confidence level the verdicts use. Judged by direction ("badness": latency
    up, throughput down, errors up) against the tolerance:
@@ -50,20 +52,19 @@ from loadtest.analysis.stop import incomplete_words
 from loadtest.compare.capacity import CapacityBounds, capacity_change
 from loadtest.compare.change import Change, severity, tolerances_worse
 from loadtest.compare.cost import cost_change
-from loadtest.fingerprint import differences, fingerprint_of_run, unverified_datasets
-from loadtest.compare.inputs import RunInput, copy_words, load_run, require_closed_loop
+from loadtest.fingerprint import unverified_datasets
+from loadtest.compare.alike import (refuse_the_same_run, require_a_common_level, require_same_mode, require_same_workload,
+                                    side_fingerprint)
+from loadtest.compare.inputs import RunInput, load_run
+from loadtest.compare.level_keys import USERS, LevelKey, unit_of
 from loadtest.compare.rules import CAPACITY, Rules
 from loadtest.compare.level_changes import level_changes
 from loadtest.compare.noise import MIN_HISTORY_RUNS
 from loadtest.compare.samples import LevelSamples, level_samples
-from loadtest.errors import InputError
 from loadtest.staged_paths import shown
 
 EXIT_OK, EXIT_REGRESSION, EXIT_INCONCLUSIVE = 0, 1, 6
 
-
-class IncomparableRuns(InputError):
-    """The runs did not run the same workload (exit 2)."""
 
 @dataclass
 class Side:
@@ -77,7 +78,9 @@ class Side:
     records: bool
     bounds: CapacityBounds
     #: Levels whose first and second halves differ (see :mod:`stationarity`): not compared.
-    drifting: dict[int, Any] = field(default_factory=dict)
+    drifting: dict[LevelKey, Any] = field(default_factory=dict)
+    #: What its levels count (:mod:`level_keys`): ``users``, ``req/s`` (open loop) or ``×`` (trace replay).
+    unit: str = USERS
 
 
 @dataclass
@@ -108,6 +111,11 @@ class Comparison:
     #: The compared runs that did not complete (run.json ``complete: false``), as "candidate runs/x":
     #: their missing levels are the stop's doing, which no longer level or history would decide.
     incomplete: list[str] = field(default_factory=list)
+
+    @property
+    def unit(self) -> str:
+        """What the compared levels count (:mod:`level_keys`): ``users``, ``req/s`` or ``×`` (one mode per comparison)."""
+        return self.candidate.unit
 
     @property
     def regressions(self) -> list[Change]:
@@ -191,8 +199,7 @@ def compare_runs(baseline: Path | str, candidate: Path | str, rules: Rules, *, s
     ``medians``: also judge each SLO metric's p50 at every level (see :func:`_latency_checks`).
     """
     base, cand = load_run(baseline, arg=args[0]), load_run(candidate, arg=args[1])
-    for side, arg in ((base, args[0]), (cand, args[1])):
-        require_closed_loop(side.run, side.summary, f"{arg} {side.label}")
+    require_same_mode((base, args[0]), (cand, args[1]))  # before the fingerprint, whose levels differ too
     fp_b, fp = side_fingerprint(base, "baseline"), side_fingerprint(cand, "candidate")
     require_same_workload(fp_b, fp)
     refuse_the_same_run(base, cand, args)  # after the workload: two runs of other workloads are no copies
@@ -218,6 +225,7 @@ def compare_runs(baseline: Path | str, candidate: Path | str, rules: Rules, *, s
                         f"{confidence:.3g}): both runs are judged at the candidate's")
     side_b, samples_b = _judge(base, slo_c, confidence, seed, warnings, rules.tolerance)
     side_c, samples_c = _judge(cand, slo_c, confidence, seed, warnings, rules.tolerance)
+    require_a_common_level(side_c.unit, (f"{args[0]} {base.label}", side_b.summary), (f"{args[1]} {cand.label}", side_c.summary))
     latency_checks = _latency_checks(slo_b, slo_c, medians=medians)
     changes = [
         capacity_change(side_b.summary.get("capacity") or {}, side_b.bounds,
@@ -226,7 +234,7 @@ def compare_runs(baseline: Path | str, candidate: Path | str, rules: Rules, *, s
     changes += level_changes(side_b, side_c, samples_b, samples_c, latency_checks, rules, confidence, seed, warnings)
     changes.sort(key=severity)
 
-    cost = cost_change(side_b.summary, side_c.summary)
+    cost = cost_change(side_b.summary, side_c.summary, side_c.unit)
     cmp = Comparison(side_b, side_c, slo_c.to_dict(), fp, rules, changes, warnings, confidence, cost)
     say_incomplete(cmp, ((base, args[0]), (cand, args[1])))
     return cmp
@@ -255,40 +263,6 @@ def _confidence(side: RunInput) -> float:
     return verdict_confidence({"verdict_confidence": value}) if value is not None else CONFIDENCE
 
 
-def refuse_the_same_run(base: RunInput, cand: RunInput, args: tuple[str, str]) -> None:
-    """:class:`InputError` when both paths are one run (the same folder, or a folder and its summary.json).
-
-    Why refuse rather than compare: a run compared with itself passes every check, so a nightly
-    job whose candidate path points back at its baseline (a variable left unset, a promotion run
-    twice) would report "No regression" every night without measuring anything. A copy of the
-    baseline elsewhere is the same run too (:func:`inputs.run_identity`).
-    """
-    same_folder = base.folder is not None and cand.folder is not None and base.folder.resolve() == cand.folder.resolve()
-    if same_folder or base.label == cand.label:
-        raise InputError(f"{args[1]} {cand.label} is the same run as {args[0]} {base.label}: "
-                         f"compare a new run with its baseline")
-    if base.identity is not None and base.identity == cand.identity:  # a copy (baseline promote copies run.json)
-        raise InputError(f"{args[1]} {cand.label} is the same run as {args[0]} {base.label} ({copy_words(base.identity)}): "
-                         f"compare a new run with its baseline")
-
-
-def side_fingerprint(side: RunInput, which: str) -> dict[str, Any]:
-    """A run's workload fingerprint; :class:`IncomparableRuns` when nothing says what it ran."""
-    if not side.scenario and not side.run.get("compare_fingerprint") and not side.run.get("workload_fingerprint") and not (side.summary or {}).get("fingerprint"):
-        raise IncomparableRuns(
-            f"incomparable runs: the {which} ({side.label}) says nothing about its workload "
-            "(no run.json scenario and no fingerprint in summary.json)"
-        )
-    return fingerprint_of_run(side.run, side.summary)
-
-
-def require_same_workload(fp_b: Mapping[str, Any], fp_c: Mapping[str, Any], prefix: str = "") -> None:
-    """Refuse (exit 2, one line naming every difference) unless the fingerprints match."""
-    diff = differences(fp_b, fp_c)
-    if diff:
-        raise IncomparableRuns(f"{prefix}incomparable runs, the workload differs: " + "; ".join(diff))
-
-
 def _slo(side: RunInput) -> SloSpec:
     """The SLO the run was last judged by: its summary's (``loadtest analyze --slo`` may have
     changed it), else its scenario's."""
@@ -309,7 +283,7 @@ def _slo_text(slo: SloSpec) -> str:
 
 def _judge(
     side: RunInput, slo: SloSpec, confidence: float, seed: int, warnings: list[str], tolerance: float
-) -> tuple[Side, Callable[[], dict[int, LevelSamples]] | None]:
+) -> tuple[Side, Callable[[], dict[LevelKey, LevelSamples]] | None]:
     """The run's summary under ``slo`` (re-analyzed from its records) with its drifting levels, and
     what makes its bootstrap samples (None without records).
 
@@ -318,8 +292,8 @@ def _judge(
     """
     from loadtest.compare.stationarity import drift_warning, drifting_levels  # pandas: only with records
 
-    samples: Callable[[], dict[int, LevelSamples]] | None = None
-    drifting: dict[int, Any] = {}
+    samples: Callable[[], dict[LevelKey, LevelSamples]] | None = None
+    drifting: dict[LevelKey, Any] = {}
     if side.has_records:
         # Start-up time: the command line imports this module for every command (it builds the
         # parsers); the analysis and the summary (pandas, and plotly through report/) load only here.
@@ -342,9 +316,10 @@ def _judge(
             f"{side.label}: no records, so its changes' intervals are approximated from its summary's intervals"
         )
     bounds = CapacityBounds.from_levels(summary.get("levels") or [])
+    unit = unit_of(summary.get("levels") or []) if summary.get("levels") else side.unit
     return (
         Side(side.label, shown(side.folder) if side.folder else None, side.name, side.started_wall, summary,
-             side.has_records, bounds, drifting),
+             side.has_records, bounds, drifting, unit),
         samples,
     )
 

@@ -45,12 +45,14 @@ from loadtest.compare.capacity import CapacityBounds, capacity_change
 from loadtest.compare.change import Change, classify, describe_change, untrusted_note, worse_sign
 from loadtest.compare.change import severity as _severity
 from loadtest.compare.client_trust import client_explains
-from loadtest.compare.engine import Comparison, compare_runs, require_same_workload, say_incomplete, side_fingerprint
+from loadtest.compare.alike import require_same_mode, require_same_workload, side_fingerprint
+from loadtest.compare.engine import Comparison, compare_runs, say_incomplete
 from loadtest.compare.reference import RunGroups, read_groups, refuse_a_run_given_twice
 from loadtest.compare.inputs import RunInput
+from loadtest.compare.level_keys import CAPACITY_KEY, LevelKey
 from loadtest.compare.rules import ABSOLUTE, CAPACITY, ERROR_RATE, VALID_OUTPUT, Rules
 from loadtest.compare.stationarity import drift_warning, hold_drifting
-from loadtest.compare.summary_values import levels_by_concurrency
+from loadtest.compare.summary_values import levels_by_key
 from loadtest.errors import InputError
 from loadtest.staged_paths import shown
 
@@ -88,6 +90,7 @@ def compare_groups(
     # each path named in errors as the user gave it: the first by its side, the others by --also-*
     # the first of each group is used as the engine judged it (cmp.baseline / cmp.candidate)
     for (path, side), which in [(b, "--also-baseline") for b in base[1:]] + [(c, "--also-candidate") for c in cand[1:]]:
+        require_same_mode((base[0][1], args[0]), (side, which))  # levels of users and of rates are not one axis
         require_same_workload(cmp.fingerprint, side_fingerprint(side, which), prefix=f"{which} {path}: ")
     ref = [(groups.reference[0][0], cmp.baseline.summary or {}), *groups.reference[1:]]
     say_incomplete(cmp, [(s, "--also-baseline") for _, s in base[1:]] + [(s, "--also-candidate") for _, s in cand[1:]])
@@ -159,7 +162,7 @@ def _prepare(change: Change, cmp: Comparison, base: list[RunInput], cand: list[R
     """The groups' change of one level check and its reference runs; None when some run lacks a value
     (missing, or reached by failures: the pair's verdict stands)."""
     conf = cmp.confidence
-    level = int(change.level)  # type: ignore[arg-type]
+    level: LevelKey = change.level  # type: ignore[assignment]
     relative = change.relative
     pts_b = [_point(s.summary if i else cmp.baseline.summary, change, level, conf) for i, s in enumerate(base)]
     pts_c = [_point(s.summary if i else cmp.candidate.summary, change, level, conf) for i, s in enumerate(cand)]
@@ -185,7 +188,7 @@ def _prepare(change: Change, cmp: Comparison, base: list[RunInput], cand: list[R
     noise_c = joint.CheckNoise(reference, [p.value for p in pts_c], sign, noise.candidate_ses(pts_c, reference, conf_c))  # type: ignore[arg-type]
     count = None
     if change.kind in ABSOLUTE:  # a rate: its candidates' levels say how many requests one blip can fail
-        cand_levels = [levels_by_concurrency(s.summary if i else cmp.candidate.summary).get(level) for i, s in enumerate(cand)]
+        cand_levels = [levels_by_key(s.summary if i else cmp.candidate.summary).get(level) for i, s in enumerate(cand)]
         count = counts.clean_count(pts_c, reference, sign > 0, counts.burst_size(cand_levels))  # type: ignore[arg-type]
     return _Check(change, noise_c, d, within, count=count, point_only=point_only)
 
@@ -194,7 +197,7 @@ def _judge(c: _Check, cmp: Comparison, base: list[RunInput], cand: list[RunInput
            min_history: int) -> bool:
     """Re-judge one level check with the groups and the run-to-run noise; True when that noise was unknown."""
     change, conf = c.change, cmp.confidence
-    level = int(change.level)  # type: ignore[arg-type]
+    level: LevelKey = change.level  # type: ignore[assignment]
     relative = change.relative
     unscale = noise.to_relative if relative else (lambda x: x)
     change.noise_runs = c.noise.n
@@ -237,8 +240,8 @@ def _judge(c: _Check, cmp: Comparison, base: list[RunInput], cand: list[RunInput
     else:
         change.noise = "unknown"
     summaries = [cmp.baseline.summary, cmp.candidate.summary] + [s.summary for s in base[1:] + cand[1:]]
-    # the entry compared at this concurrency in each run (a level that ran twice: the larger one), for both flags
-    compared = [levels_by_concurrency(s).get(level) for s in summaries]
+    # the entry compared at this level in each run (a level that ran twice: the larger one), for both flags
+    compared = [levels_by_key(s).get(level) for s in summaries]
     saturated, trusted_note = client_explains(compared, change.check, change.kind, change.candidate - change.baseline)
     contended = any(lv.get("host_contended") for lv in compared if lv)
     if (saturated or contended) and verdict == "regression":
@@ -309,7 +312,7 @@ def _beyond_noise(c: _Check, joint_noise: joint.JointNoise, tol: float,
 _BOUNDARY = {ERROR_RATE: 0.0, VALID_OUTPUT: 1.0}
 
 
-def _point(summary: dict[str, Any] | None, change: Change, level: int, conf: float, folder: str = "") -> noise.RunPoint | None:
+def _point(summary: dict[str, Any] | None, change: Change, level: LevelKey, conf: float, folder: str = "") -> noise.RunPoint | None:
     if not summary:
         return None
     return noise.run_point(summary, change.check, change.kind, level, conf, folder)
@@ -333,14 +336,17 @@ def _group_capacity(cmp: Comparison, base: list[RunInput], cand: list[RunInput],
     summaries_b = [cmp.baseline.summary] + [s.summary or {} for s in base[1:]]
     summaries_c = [cmp.candidate.summary] + [s.summary or {} for s in cand[1:]]
 
+    unit = cmp.candidate.unit
+    key = CAPACITY_KEY[unit]  # capacity.concurrency, at a rate capacity.rate_rps (capacity.speedup)
+
     def group(summaries: list[dict[str, Any]]) -> tuple[dict[str, Any], CapacityBounds]:
         bounds = [CapacityBounds.from_levels(s.get("levels") or []) for s in summaries]
-        caps = [c for c in ((s.get("capacity") or {}).get("concurrency") for s in summaries) if isinstance(c, (int, float))]
+        caps = [c for c in ((s.get("capacity") or {}).get(key) for s in summaries) if isinstance(c, (int, float))]
         tested = [b.max_tested for b in bounds if b.max_tested is not None]
         lowest = [b.min_tested for b in bounds if b.min_tested is not None]
         hull = CapacityBounds(min(b.lower for b in bounds), max(b.upper for b in bounds), max(tested) if tested else None,
-                              min(lowest) if lowest else None)
-        return {"concurrency": statistics.median_low(caps) if caps else None}, hull
+                              min(lowest) if lowest else None, unit)
+        return {key: statistics.median_low(caps) if caps else None}, hull
 
     cap_b, bounds_b = group(summaries_b)
     cap_c, bounds_c = group(summaries_c)

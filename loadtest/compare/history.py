@@ -11,6 +11,8 @@ history.json keeps the key ``vs_previous``). Change points over the series come 
 previous one starts a new series ("workload changed") rather than being
 compared. A run found in several folders (a nightly's baseline is a copy of a night; see
 :func:`one_row_per_run`) is one row, named by as much of its path as tells it from the others.
+A rate run (open loop, trace replay) is listed by its rates (speedups) and its capacity in req/s
+(×), as the gate compares it (:mod:`level_keys`).
 
 The page, the table and the command itself are :mod:`history_page`.
 """
@@ -31,11 +33,11 @@ from loadtest.compare.changepoints import ChangePoint, level_value, mark_newest,
 from loadtest.fingerprint import fingerprint_of_run
 from loadtest.compare.groups import compare_groups
 from loadtest.compare.inputs import RUN_JSON, SUMMARY_JSON, RunIdentity, find_runs, load_mode_of, run_identity, run_name
-from loadtest.compare.rules import ABSOLUTE, ERROR_RATE, THROUGHPUT, Rules, check_kind
+from loadtest.compare.level_keys import CAPACITY_KEY, UNIT_OF_MODE, USERS, LevelKey, level_key
+from loadtest.compare.rules import ABSOLUTE, COMPLETED_SHARE, ERROR_RATE, THROUGHPUT, Rules, check_kind
 from loadtest.errors import InputError, LoadtestError
 from loadtest.paths import PathError, read_run_json, run_records
 from loadtest.run_files import REPORT_HTML
-from loadtest.run_record import RATE_MODE_WORDS
 from loadtest.staged_paths import shown
 
 REGRESSED = "regression"
@@ -51,20 +53,25 @@ class HistoryRun:
     bounds: CapacityBounds
     versus_previous: str = "first"  # first | pass | regression | inconclusive | workload changed | error
     detail: str = ""
-    levels: list[int] = field(default_factory=list)
+    levels: list[LevelKey] = field(default_factory=list)
     #: What the table and the page call it: the folder's name, or more of its path where another
     #: row's folder has the same name (:func:`distinct_labels`).
     label: str = ""
     #: Which run this is, whichever folder holds it (:func:`run_identity`); None: never taken for another.
     identity: RunIdentity | None = None
+    #: What its levels count (:mod:`level_keys`): users, or a rate run's req/s or ×.
+    unit: str = USERS
 
     def __post_init__(self) -> None:
         self.label = self.label or self.folder.name
 
     @property
-    def capacity(self) -> int | None:
-        value = (self.summary.get("capacity") or {}).get("concurrency")
-        return int(value) if isinstance(value, (int, float)) else None
+    def capacity(self) -> LevelKey | None:
+        """``capacity.concurrency``; a rate run's ``capacity.rate_rps`` (``capacity.speedup``)."""
+        value = (self.summary.get("capacity") or {}).get(CAPACITY_KEY[self.unit])
+        if not isinstance(value, (int, float)):
+            return None
+        return int(value) if self.unit == USERS else float(value)
 
     @property
     def when(self) -> str:
@@ -153,10 +160,6 @@ def _read(folder: Path, skipped: list[str]) -> HistoryRun | None:
     if (why := no_load(run)) is not None:  # nothing in the series, but say so
         skipped.append(f"skipped {shown(folder)}: {why}")
         return None
-    mode = load_mode_of(run, None)  # read_run_json fills it in
-    if mode in RATE_MODE_WORDS:  # levels by concurrent users: an open loop's would all be "0 users"
-        skipped.append(f"skipped {shown(folder)}: {RATE_MODE_WORDS[mode]}; history compares closed-loop runs only, so far")
-        return None
     summary = _summary(folder, run, skipped)
     if summary is None:
         return None
@@ -172,8 +175,9 @@ def _read(folder: Path, skipped: list[str]) -> HistoryRun | None:
         fingerprint=str(fp.get("hash")),
         summary=summary,
         bounds=CapacityBounds.from_levels(summary.get("levels") or []),
-        levels=list(fp.get("levels") or []),
+        levels=list(fp.get("levels") or []),  # a closed loop's sweep; a rate run's levels come from its summary
         identity=identity,
+        unit=UNIT_OF_MODE[load_mode_of(run, summary)],
     )
 
 
@@ -236,16 +240,24 @@ def latest_series(runs: Sequence[HistoryRun]) -> list[HistoryRun]:
 def change_points(runs: Sequence[HistoryRun]) -> list[ChangePoint]:
     """Every check's change points over the latest series (see :mod:`changepoints`), newest flagged."""
     series = latest_series(runs)
-    levels = series[-1].levels or sorted({lv["concurrency"] for lv in series[-1].summary.get("levels") or []})
+    levels = sweep(series[-1])
     where = [(r.label, r.when) for r in series]
+    unit = series[-1].unit
     out: list[ChangePoint] = []
-    for check in key_checks(series) + [THROUGHPUT, ERROR_RATE]:
+    for check in key_checks(series) + [THROUGHPUT if unit == USERS else COMPLETED_SHARE, ERROR_RATE]:
         for level in levels:
             values = [level_value(r.summary, check, level) for r in series]
             kind = check_kind(check)
             out += series_change_points(check, level, values, where, higher_is_worse=worse_sign(kind) > 0,
-                                        relative=kind not in ABSOLUTE)
+                                        relative=kind not in ABSOLUTE, unit=unit)
     return mark_newest(out, len(series))
+
+
+def sweep(run: HistoryRun) -> list[LevelKey]:
+    """The levels of a run's sweep: its fingerprint's (a closed loop's), else every level its summary measured
+    (by key: a rate run's rates or speedups, :mod:`level_keys`)."""
+    keys = (level_key(lv) for lv in run.summary.get("levels") or [])
+    return run.levels or sorted({k for k in keys if k is not None})
 
 
 # -- what is plotted -------------------------------------------------------------------------
@@ -257,10 +269,10 @@ def key_checks(runs: Sequence[HistoryRun]) -> list[str]:
     return [f"{metric}.{pct}" for metric, pcts in slo.items() if isinstance(pcts, dict) for pct in pcts]
 
 
-def value_at(run: HistoryRun, check: str, level: int) -> tuple[float | None, float | None, float | None]:
+def value_at(run: HistoryRun, check: str, level: LevelKey) -> tuple[float | None, float | None, float | None]:
     metric, _, pct = check.partition(".")
     for lv in run.summary.get("levels") or []:
-        if lv.get("concurrency") == level and lv.get("status") != "no_data":
+        if level_key(lv) == level and lv.get("status") != "no_data":
             stats = lv.get(metric) or {}
             ci = (stats.get("ci") or {}).get(pct) or [None, None]
             return stats.get(pct), ci[0], ci[1]

@@ -21,7 +21,8 @@ from plotly.subplots import make_subplots
 
 from loadtest.compare.changepoints import ChangePoint, gate_failures
 from loadtest.compare.history import (REGRESSED, HistoryRun, change_points, distinct_labels, key_checks, latest_series,
-                                      load_history, value_at)
+                                      load_history, sweep, value_at)
+from loadtest.compare.level_keys import AXIS_TITLE, MODE_OF_UNIT, USERS, LevelKey, level_key, load_text
 from loadtest.compare.rules import Rules
 from loadtest.report.page import PAGE_STYLE as page_style
 from loadtest.report.plotting import figure_html, summaries_ci_label
@@ -31,13 +32,15 @@ from loadtest.compare.noise import MIN_HISTORY_RUNS  # the legend's count
 
 def history_figure(runs: Sequence[HistoryRun], shifts: Sequence[ChangePoint] = ()) -> go.Figure:
     checks = key_checks(runs)
-    levels = runs[-1].levels or sorted({lv["concurrency"] for lv in runs[-1].summary.get("levels") or []})
+    levels = sweep(runs[-1])
+    unit = runs[-1].unit
     bars = summaries_ci_label(r.summary for r in runs)  # each run's intervals: at the confidence it was judged at
     fig = make_subplots(rows=1 + len(checks), cols=1, shared_xaxes=True, vertical_spacing=min(0.06, 0.5 / (1 + len(checks))),
-                        subplot_titles=["capacity (concurrent users; bar: certain bracket)"]
+                        subplot_titles=[f"capacity ({AXIS_TITLE[unit] if unit == USERS else unit}; bar: certain bracket)"]
                         + [f"{c} at each level (ms; bars: {bars})" for c in checks])
     xs = [datetime.fromtimestamp(r.started_wall, tz=timezone.utc) for r in runs]
-    caps = [r.capacity for r in runs]
+    # a run of another load mode (an earlier series) counts its capacity in another unit: not on this axis
+    caps = [r.capacity if r.unit == unit else None for r in runs]
     lows = [r.bounds.lower for r in runs]
     highs = [r.bounds.upper if math.isfinite(r.bounds.upper) else (r.bounds.max_tested or r.bounds.lower) for r in runs]
     fig.add_trace(go.Scatter(
@@ -56,7 +59,7 @@ def history_figure(runs: Sequence[HistoryRun], shifts: Sequence[ChangePoint] = (
             if all(y is None for y in ys):
                 continue
             fig.add_trace(go.Scatter(
-                x=xs, y=ys, mode="lines+markers", name=f"{check} @ {level}", legendgroup=str(level),
+                x=xs, y=ys, mode="lines+markers", name=f"{check} @ {_at(level, unit)}", legendgroup=str(level),
                 error_y=dict(type="data", symmetric=False,
                              array=[(v[2] - v[0]) if None not in v else 0 for v in values],
                              arrayminus=[(v[0] - v[1]) if None not in v else 0 for v in values]),
@@ -104,31 +107,38 @@ def _mark_shifts(fig: go.Figure, runs, xs, ys, shifts: Sequence[ChangePoint], *,
 # -- outputs ---------------------------------------------------------------------------------
 
 
+def _at(level: LevelKey, unit: str) -> str:
+    """A level as a column or a trace names it: ``4`` (users, as always), ``4 req/s``, ``1.5×``."""
+    return str(level) if unit == USERS else load_text(level, unit)
+
+
 def table_rows(runs: Sequence[HistoryRun]) -> list[dict[str, Any]]:
+    """One row per run; a rate run's capacity is its rate (speedup), its bracket and columns say the unit."""
     checks = key_checks(runs)
     ref = _reference_level(runs)
+    unit = runs[-1].unit if runs else USERS
     rows = []
     for r in runs:
         row: dict[str, Any] = {
             "started": r.when,
             "run": shown(r.folder),
             "capacity": r.capacity,
-            "bracket": r.bounds.text(),
+            "bracket": r.bounds.text_at_a_rate(),
             "verdict": (r.summary.get("capacity") or {}).get("verdict"),
             "vs_previous": r.versus_previous,
             "fingerprint": r.fingerprint,
         }
         for check in checks if ref is not None else ():  # no level every run measured: nothing to quote
-            row[f"{check}@{ref}"] = value_at(r, check, ref)[0]
+            row[f"{check}@{_at(ref, unit)}"] = value_at(r, check, ref)[0]
         rows.append(row)
     return rows
 
 
-def _reference_level(runs: Sequence[HistoryRun]) -> int | None:
+def _reference_level(runs: Sequence[HistoryRun]) -> LevelKey | None:
     """The level the table quotes percentiles at: the highest one every run measured."""
-    common: set[int] | None = None
+    common: set[LevelKey] | None = None
     for r in runs:
-        here = {lv["concurrency"] for lv in r.summary.get("levels") or [] if lv.get("status") != "no_data"}
+        here = {level_key(lv) for lv in r.summary.get("levels") or [] if lv.get("status") != "no_data"} - {None}
         common = here if common is None else common & here
     return max(common) if common else None
 
@@ -240,6 +250,8 @@ def run_history(dirs: Sequence[Path], *, scenario: str | None, html: Path, json_
     print(f"wrote {shown(write_text(html, render_history_html(runs, shifts)))}")
     if json_path is not None:
         doc = {"scenario": runs[-1].name, "runs": rows, "change_points": [cp.to_dict() for cp in shifts]}
+        if runs[-1].unit != USERS:  # what a rate run's capacity and levels count (a closed loop's: users, as always)
+            doc["load_mode"] = MODE_OF_UNIT[runs[-1].unit]
         print(f"wrote {shown(write_text(json_path, json.dumps(doc, indent=2) + chr(10)))}")
     if fail_on_change_point and failing:
         print(f"CHANGE POINT: the newest run starts or continues a worsening shift: {failing[0].text()}")

@@ -27,11 +27,12 @@ import pandas as pd
 import pyarrow as pa
 
 from loadtest import paths
+from loadtest.compare.level_keys import MODE_OF_UNIT, UNIT_OF_MODE, unit_of
 from loadtest.errors import InputError
 from loadtest.paths import input_folder, read_text
 from loadtest.records_stream import chunk_batches, read_scalars
 from loadtest.run_files import PARTS_DIR, REQUESTS_PARQUET, RUN_JSON, SUMMARY_JSON
-from loadtest.run_record import RATE_MODE_WORDS
+from loadtest.run_record import LOAD_MODE_WORDS
 from loadtest.staged_paths import shown
 
 
@@ -91,6 +92,16 @@ class RunInput:
     def identity(self) -> RunIdentity | None:
         """Which run this is, whichever folder holds it (:func:`run_identity`)."""
         return run_identity(self.run, self.summary)
+
+    @property
+    def mode(self) -> str:
+        """``closed_loop``, ``open_loop`` or ``trace_replay`` (:func:`load_mode_of`)."""
+        return load_mode_of(self.run, self.summary)
+
+    @property
+    def unit(self) -> str:
+        """What its levels count: ``users``, ``req/s`` or ``×`` (:mod:`loadtest.compare.level_keys`)."""
+        return UNIT_OF_MODE.get(self.mode, "users")
 
     @property
     def model(self) -> str | None:
@@ -254,35 +265,20 @@ def _read_json(path: Path, arg: str) -> dict[str, Any]:
     return data
 
 
-# -- the load modes compare can judge ------------------------------------------------------------
+# -- the load mode of a run -----------------------------------------------------------------------
 
 
 def load_mode_of(run: Mapping[str, Any], summary: Mapping[str, Any] | None) -> str:
-    """``closed_loop``, ``open_loop`` or ``trace_replay``: run.json's ``load_mode`` (which reading
-    run.json fills in), else, for a bare summary.json, what its levels are."""
-    mode = run.get("load_mode")
-    if mode:
-        return str(mode)
+    """``closed_loop``, ``open_loop`` or ``trace_replay``: what the summary's levels are (the levels
+    the gate compares: a speedup, a rate, or users), else run.json's ``load_mode`` (which reading
+    run.json fills in, ``closed_loop`` when absent: a run.json written before the key existed, on
+    the first day of the open loop, says nothing, and its levels still carry their rates)."""
     levels = [lv for lv in (summary or {}).get("levels") or [] if isinstance(lv, Mapping)]
-    if any(lv.get("speedup") is not None for lv in levels):
-        return "trace_replay"
-    if any(lv.get("rate_rps") is not None for lv in levels):
-        return "open_loop"
-    return "closed_loop"
+    if levels:
+        return MODE_OF_UNIT[unit_of(levels)]
+    return str(run.get("load_mode") or "closed_loop")
 
 
-def require_closed_loop(run: Mapping[str, Any], summary: Mapping[str, Any] | None, where: str) -> None:
-    """:class:`InputError` (exit 2, one line) for a run whose levels are rates or trace speedups.
-
-    Why refuse: compare, the gate and history match levels by their concurrent users (and a
-    capacity in users), and every level of an open loop has none. Its levels all fell on one
-    key, "0 users", and only the largest rate was compared: "No regression" said of levels
-    never judged. Until levels are matched by their rate, no answer is better than that one.
-    ``where`` names the argument and the path (``baseline runs/a``).
-    """
-    mode = load_mode_of(run, summary)
-    if mode in RATE_MODE_WORDS:
-        raise InputError(
-            f"{where} is {RATE_MODE_WORDS[mode]}: compare, the gate and history judge closed-loop runs "
-            "(load.levels of concurrent users) only, so far; its levels are rates"
-        )
+def mode_words(mode: str) -> str:
+    """``a closed-loop run (load.levels)``, ``an open-loop run (load.rates)``, ``a trace replay (load.speedups)``."""
+    return LOAD_MODE_WORDS.get(mode, f"a run of load mode {mode!r}")

@@ -6,6 +6,10 @@ time (see :mod:`draws`); without, it is approximated from the summaries' own
 intervals by the delta method. A level where either run's load generator was
 saturated or its host busy cannot prove a regression, unless the client was quiet
 and the change is larger than its measured timing error (:mod:`client_trust`).
+
+Levels are matched by their key (:mod:`level_keys`): users in a closed loop, the nominal rate in an
+open loop, the speedup in a trace replay. At a rate level the throughput check is the completed
+share (:func:`summary_values.completed_share`), not the output tokens/s the client's schedule sets.
 """
 
 from __future__ import annotations
@@ -20,19 +24,21 @@ from loadtest.compare import delta
 from loadtest.compare.change import Change, classify, describe_change, untrusted_note, worse_sign
 from loadtest.compare.client_trust import client_explains
 from loadtest.compare.draws import draw_run, plan, values
-from loadtest.compare.rules import ABSOLUTE, ERROR_RATE, THROUGHPUT, VALID_OUTPUT, Rules, check_kind
+from loadtest.compare.level_keys import USERS, LevelKey, load_list
+from loadtest.compare.noise import completed_share_se
+from loadtest.compare.rules import ABSOLUTE, COMPLETED_SHARE, ERROR_RATE, THROUGHPUT, VALID_OUTPUT, Rules, check_kind
 from loadtest.compare.samples import LevelSamples
 from loadtest.compare.stationarity import hold_drifting
 from loadtest.compare.summary_values import ci as _ci
-from loadtest.compare.summary_values import levels_by_concurrency
+from loadtest.compare.summary_values import levels_by_key
 from loadtest.compare.summary_values import pair as _pair
 
 
 def level_changes(
     side_b: Any,
     side_c: Any,
-    samples_b: Callable[[], dict[int, LevelSamples]] | None,
-    samples_c: Callable[[], dict[int, LevelSamples]] | None,
+    samples_b: Callable[[], dict[LevelKey, LevelSamples]] | None,
+    samples_c: Callable[[], dict[LevelKey, LevelSamples]] | None,
     latency_checks: list[str],
     rules: Rules,
     confidence: float,
@@ -43,37 +49,40 @@ def level_changes(
 
     ``samples_b`` / ``samples_c`` make a run's bootstrap samples when called
     (None: the run has no records); they are called one after the other, and
-    each run's samples are dropped once its replicates are drawn.
+    each run's samples are dropped once its replicates are drawn. ``side_c.unit`` names the levels.
     """
-    levels_b = levels_by_concurrency(side_b.summary)
-    levels_c = levels_by_concurrency(side_c.summary)
+    unit = side_c.unit
+    levels_b = levels_by_key(side_b.summary)
+    levels_c = levels_by_key(side_c.summary)
     common = sorted(set(levels_b) & set(levels_c))
     only = sorted(set(levels_b) ^ set(levels_c))
     if only:
         warnings.append(
-            "levels measured by one run only are not compared: " + ", ".join(str(c) for c in only)
+            "levels measured by one run only are not compared: "
+            + (", ".join(str(c) for c in only) if unit == USERS else load_list(only, unit))
         )
     flagged = {c: [lv for lv in (levels_b[c], levels_c[c]) if lv.get("client_saturated")] for c in common}
     near = [c for c, lvs in flagged.items() if lvs and all(lv.get("client_near_limit") for lv in lvs)]
     saturated = [c for c, lvs in flagged.items() if lvs and c not in near]
     if saturated:
         warnings.append(
-            "the load generator was saturated at " + ", ".join(str(c) for c in saturated)
-            + " users in at least one run: changes there may be the client's, not the server's"
+            "the load generator was saturated at " + load_list(saturated, unit)
+            + " in at least one run: changes there may be the client's, not the server's"
         )
     if near:
         warnings.append(
             "a verdict sat within the quiet load generator's timing error of its limit at "
-            + ", ".join(str(c) for c in near) + " users in at least one run: only changes larger than that "
+            + load_list(near, unit) + " in at least one run: only changes larger than that "
             "error are judged there"
         )
     contended = [c for c in common if levels_b[c].get("host_contended") or levels_c[c].get("host_contended")]
     if contended:
         warnings.append(
-            "the host running the load generator was busy with other work at " + ", ".join(str(c) for c in contended)
-            + " users in at least one run: changes there may be the host's, not the server's"
+            "the host running the load generator was busy with other work at " + load_list(contended, unit)
+            + " in at least one run: changes there may be the host's, not the server's"
         )
-    checks = latency_checks + [THROUGHPUT, ERROR_RATE, VALID_OUTPUT]
+    # at a rate the tokens/s follow the client's schedule: the server's throughput there is the completed share
+    checks = latency_checks + [THROUGHPUT if unit == USERS else COMPLETED_SHARE, ERROR_RATE, VALID_OUTPUT]
     judged = plan(levels_b, levels_c, common, checks)
     draws_b = draw_run(samples_b, levels_b, judged, "baseline", seed)
     draws_c = draw_run(samples_c, levels_c, judged, "candidate", seed)
@@ -82,7 +91,7 @@ def level_changes(
         lb, lc = levels_b[conc], levels_c[conc]
         db, dc = draws_b.get(conc), draws_c.get(conc)
         for check in checks:
-            change = _level_change(check, conc, lb, lc, db, dc, rules, confidence)
+            change = _level_change(check, conc, lb, lc, db, dc, rules, confidence, unit)
             if change is not None:
                 hold_drifting(change, {**side_b.drifting, **side_c.drifting})
                 out.append(change)
@@ -91,13 +100,14 @@ def level_changes(
 
 def _level_change(
     check: str,
-    conc: int,
+    conc: LevelKey,
     lb: Mapping[str, Any],
     lc: Mapping[str, Any],
     db: Mapping[str, np.ndarray] | None,
     dc: Mapping[str, np.ndarray] | None,
     rules: Rules,
     confidence: float,
+    unit: str = USERS,
 ) -> Change | None:
     """One check's change at one level; ``db`` / ``dc``: each run's replicates at the level (None: no records)."""
     kind = check_kind(check)
@@ -107,7 +117,10 @@ def _level_change(
         return None  # valid_output_rate of a workload that asks for no structure
     vb, vc = figures
     drawn = db is not None and dc is not None
-    if kind in ABSOLUTE:  # a share, absolute: failed requests or valid outputs
+    if check == COMPLETED_SHARE:  # its counts' interval, with or without records (noise.completed_share_se)
+        point = float(delta.relative_change(vc, vb))
+        ci = _count_interval(vb, vc, completed_share_se(lb, confidence), completed_share_se(lc, confidence), confidence)
+    elif kind in ABSOLUTE:  # a share, absolute: failed requests or valid outputs
         point = vc - vb
         if drawn:
             ci = delta.central_interval(dc[check] - db[check], confidence)
@@ -121,7 +134,7 @@ def _level_change(
             metric, _, pct = check.partition(".")
             ci = _approx_relative(vb, vc, _ci(lb, metric, pct), _ci(lc, metric, pct), confidence)
         else:
-            ci = (math.nan, math.nan)  # summaries hold no throughput interval
+            ci = (math.nan, math.nan)  # summaries hold no throughput (nor completed share) interval
     # badness: the change oriented so that worse is positive (change.worse_sign), with its interval
     badness = (point, ci[0], ci[1]) if worse_sign(kind) > 0 else (-point, -ci[1], -ci[0])
     if kind == "throughput" and math.isnan(ci[0]) and abs(point) <= tol:
@@ -134,7 +147,7 @@ def _level_change(
     change = Change(
         check=check, kind=kind, level=conc, baseline=vb, candidate=vc, change=point, ci=ci,
         relative=kind not in ABSOLUTE, tolerance=tol, verdict=verdict, may_regress=may_regress,
-        gating=rules.gates(check, kind),
+        gating=rules.gates(check, kind), unit=unit,
     )
     change.message = describe_change(change, confidence) + untrusted_note(saturated, contended, trusted_note)
     return change
@@ -155,6 +168,14 @@ def _approx_relative(
     ratio = vc / vb
     sd = ratio * math.sqrt((sb / vb) ** 2 + (sc / vc) ** 2)
     return (ratio - 1 - z * sd, ratio - 1 + z * sd)
+
+
+def _count_interval(vb: float, vc: float, se_b: float, se_c: float, confidence: float) -> tuple[float, float]:
+    """The relative change's interval from both runs' standard errors on the log scale (a count's)."""
+    if not all(math.isfinite(x) for x in (vb, vc, se_b, se_c)) or vb <= 0 or vc <= 0:
+        return (math.nan, math.nan)
+    d, half = math.log(vc / vb), _z(confidence) * math.hypot(se_b, se_c)
+    return (math.expm1(d - half), math.expm1(d + half))
 
 
 def _approx_absolute(

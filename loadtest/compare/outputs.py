@@ -4,8 +4,8 @@ Every output is rendered from the same :class:`~loadtest.compare.engine.Comparis
 so they never disagree, and every one carries the warnings (a different SLO,
 model or tool version).
 
-* **JUnit**: one ``testcase`` per check (``itl_ms.p95 @ 4 users``,
-  ``capacity``) in one ``testsuite``. A check that fails the gate is a
+* **JUnit**: one ``testcase`` per check (``itl_ms.p95 @ 4 users``; at a rate
+  ``@ 4 req/s``, a trace speedup ``@ 1.5×``; ``capacity``) in one ``testsuite``. A check that fails the gate is a
   ``failure`` whose message holds its numbers; an inconclusive check that
   holds the gate is a ``failure`` under ``--inconclusive fail`` and
   ``skipped`` otherwise; the rest pass.
@@ -29,7 +29,8 @@ from loadtest import __version__
 from loadtest.compare.capacity import CapacityBounds, capacity_words
 from loadtest.compare.change import Change, fmt_change, shown_verdict
 from loadtest.compare.engine import Comparison
-from loadtest.compare.rules import ABSOLUTE
+from loadtest.compare.level_keys import CAPACITY_KEY, MODE_OF_UNIT, USERS
+from loadtest.compare.rules import ABSOLUTE, COMPLETED_SHARE
 from loadtest.compare.noise import fmt_band, fmt_interval, unknown_noise_words
 from loadtest.report.summary import clean
 
@@ -69,17 +70,20 @@ def change_dict(change: Change) -> dict[str, Any]:
 
 def _side_dict(side) -> dict[str, Any]:
     cap = side.summary.get("capacity") or {}
+    capacity = {
+        "concurrency": cap.get("concurrency"),
+        "verdict": cap.get("verdict"),
+        "message": cap.get("message"),
+        "bounds": side.bounds.to_dict(),
+    }
+    if side.unit != USERS:  # a rate run's capacity, in the summary's own key; bounds in the same unit
+        capacity = {CAPACITY_KEY[side.unit]: cap.get(CAPACITY_KEY[side.unit]), **capacity}
     return {
         "path": side.label,
         "name": side.name,
         "started_wall": side.started_wall,
         "records": side.records,
-        "capacity": {
-            "concurrency": cap.get("concurrency"),
-            "verdict": cap.get("verdict"),
-            "message": cap.get("message"),
-            "bounds": side.bounds.to_dict(),
-        },
+        "capacity": capacity,
     }
 
 
@@ -92,6 +96,8 @@ def comparison_dict(cmp: Comparison) -> dict[str, Any]:
         "outcome": cmp.outcome,
         "exit_code": cmp.exit_code,
         "headline": cmp.headline,
+        # what checks[].level and the capacity count: a rate run says so (a closed loop's are users, as always)
+        **({"load_mode": MODE_OF_UNIT[cmp.unit]} if cmp.unit != USERS else {}),
         "confidence": cmp.confidence,
         "baseline": _side_dict(cmp.baseline),
         "candidate": _side_dict(cmp.candidate),
@@ -264,6 +270,8 @@ def _value(change: Change, value: float | None, bounds: CapacityBounds | None = 
         return capacity_words(0, bounds)  # below its lowest level, not "0"
     if math.isinf(value):
         return "∞"
+    if change.check == COMPLETED_SHARE:  # of the sends
+        return f"{value * 100:.1f}%"
     if change.kind == "latency":
         return f"{value:.1f} ms"
     if change.kind == "throughput":

@@ -2,7 +2,8 @@
 
 One self-contained page (plotly.js inlined once, like ``report.html``, whose
 plotting helpers it shares): the verdict and warnings first, then one panel
-per compared metric against concurrency (each run's value with its interval band),
+per compared metric against the level (concurrent users, or a rate run's offered rate or trace
+speedup; each run's value with its interval band),
 the candidate's regressed points marked with a red ×, inconclusive ones with
 an amber ◇, then the table of every check.
 """
@@ -19,9 +20,11 @@ from plotly.subplots import make_subplots
 from loadtest.analysis.capacity import confidence_pct
 from loadtest.compare.change import fmt_change, shown_verdict
 from loadtest.compare.engine import Comparison
+from loadtest.compare.level_keys import AXIS_TITLE, USERS, LevelKey, level_key
 from loadtest.compare.noise import fmt_band, fmt_interval
 from loadtest.compare.outputs import reference_runs_text, write_text
-from loadtest.compare.rules import ERROR_RATE, THROUGHPUT
+from loadtest.compare.rules import COMPLETED_SHARE, ERROR_RATE, THROUGHPUT
+from loadtest.compare.summary_values import completed_share
 from loadtest.report.page import PAGE_STYLE as page_style
 from loadtest.report.page import esc as _e
 from loadtest.report.plotting import figure_html, rgba, summaries_ci_label
@@ -39,14 +42,17 @@ def _finite(values: Iterable[Any]) -> list[float | None]:
     return out
 
 
-def _series(summary: Mapping[str, Any], check: str) -> tuple[list[int], list, list, list]:
-    """x, value, CI low, CI high of one check across a run's levels (from its summary)."""
-    levels = sorted((lv for lv in summary.get("levels") or [] if lv.get("status") != "no_data"),
-                    key=lambda lv: lv["concurrency"])
-    xs = [int(lv["concurrency"]) for lv in levels]
+def _series(summary: Mapping[str, Any], check: str) -> tuple[list[LevelKey], list, list, list]:
+    """x (the level's key: users, or a rate's req/s or speedup), value, CI low, CI high of one check
+    across a run's levels (from its summary)."""
+    levels = sorted((lv for lv in summary.get("levels") or [] if lv.get("status") != "no_data"
+                     and level_key(lv) is not None), key=level_key)  # type: ignore[arg-type]
+    xs: list[LevelKey] = [level_key(lv) for lv in levels]  # type: ignore[misc]
     if check == THROUGHPUT:
         ys = [lv.get(THROUGHPUT) for lv in levels]
         return xs, _finite(ys), [None] * len(xs), [None] * len(xs)
+    if check == COMPLETED_SHARE:
+        return xs, _finite(completed_share(lv) * 100 for lv in levels), [None] * len(xs), [None] * len(xs)
     if check == ERROR_RATE:
         ys = [(lv.get("error_rate") or 0) * 100 for lv in levels]
         ci = [lv.get("error_rate_ci") or [None, None] for lv in levels]
@@ -92,8 +98,9 @@ def overlay_figure(cmp: Comparison) -> go.Figure:
                            text=[c.message for c in marked], hoverinfo="text"),
                 row=row, col=col,
             )
-        fig.update_xaxes(title_text="concurrent users", row=row, col=col)
-    fig.update_layout(height=320 * rows + 80, title="Baseline and candidate against concurrency")
+        fig.update_xaxes(title_text=AXIS_TITLE[cmp.unit], row=row, col=col)
+    against = "concurrency" if cmp.unit == USERS else "the " + AXIS_TITLE[cmp.unit].partition(" (")[0]
+    fig.update_layout(height=320 * rows + 80, title=f"Baseline and candidate against {against}")
     return fig
 
 
@@ -102,6 +109,8 @@ def _title(check: str) -> str:
         return "throughput (output tokens/s)"
     if check == ERROR_RATE:
         return "error rate (%)"
+    if check == COMPLETED_SHARE:
+        return "completed share of the sends (%)"
     metric, _, pct = check.partition(".")
     return f"{pct} {metric.removesuffix('_ms').upper()} (ms)"
 
@@ -133,8 +142,8 @@ def render_compare_html(cmp: Comparison) -> str:
         f"<div class='dim'>exit code {cmp.exit_code}; {confidence_pct(cmp.confidence)} bootstrap intervals (requests "
         f"resampled); tolerance {cmp.rules.tolerance * 100:g}%</div></div>",
         "<table class='facts'>"
-        f"<tr><th>baseline</th><td>{_e(b.label)}: capacity {_e(b.bounds.text())}</td></tr>"
-        f"<tr><th>candidate</th><td>{_e(c.label)}: capacity {_e(c.bounds.text())}</td></tr>"
+        f"<tr><th>baseline</th><td>{_e(b.label)}: capacity {_e(b.bounds.text_at_a_rate())}</td></tr>"
+        f"<tr><th>candidate</th><td>{_e(c.label)}: capacity {_e(c.bounds.text_at_a_rate())}</td></tr>"
         f"<tr><th>workload</th><td>fingerprint {_e(cmp.fingerprint.get('hash'))}</td></tr>"
         f"<tr><th>run-to-run noise</th><td>{_e(reference_runs_text(cmp))}</td></tr></table>",
     ]

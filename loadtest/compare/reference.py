@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Sequence
 
 from loadtest.compare import noise
-from loadtest.compare.engine import side_fingerprint
+from loadtest.compare.alike import side_fingerprint
 from loadtest.compare.inputs import (RUN_JSON, SUMMARY_JSON, RunIdentity, RunInput, copy_words, find_runs, load_run,
                                      run_identity)
 from loadtest.errors import InputError
@@ -91,7 +91,7 @@ def refuse_a_run_given_twice(groups: RunGroups) -> None:
     """One run on both sides, or twice on one, is refused (exit 2), whichever folders hold it
     (:func:`inputs.run_identity`: a copy is the same run).
 
-    The first baseline and candidate are the pair's (:func:`engine.refuse_the_same_run`); this is
+    The first baseline and candidate are the pair's (:func:`alike.refuse_the_same_run`); this is
     for the ``--also-*`` runs: a run among both groups makes them share a member, and one given
     twice on a side weighs double in its group's mean.
     """

@@ -10,7 +10,9 @@ valid structured outputs (``valid_output_rate``, with tools or a
 response_format) is absolute too, and worse when it *drops*:
 ``valid_output_rate=0.5%`` allows half a point fewer valid answers.
 
-Throughput is output tokens/s (``throughput`` or ``output_tokens_per_s``).
+Throughput is output tokens/s (``throughput`` or ``output_tokens_per_s``); at a rate level (open
+loop, trace replay) it is the share of the sends the server completed, ``completed_share``
+(``throughput`` names it too), since there the tokens/s follow the client's schedule.
 
 ``--fail-on`` lists what fails the gate: ``capacity``, ``latency`` (every SLO
 percentile), ``throughput``, ``error_rate``, a check name such as
@@ -31,6 +33,9 @@ DEFAULT_ERROR_RATE_TOLERANCE = 0.01
 #: A drop of one percentage point of valid structured outputs is within tolerance.
 DEFAULT_VALID_OUTPUT_TOLERANCE = 0.01
 THROUGHPUT = "output_tokens_per_s"
+#: The throughput check of a rate level (open loop, trace replay): ``open_loop.completed_rps`` over
+#: ``open_loop.sent_rps``, the share of the sends the server completed (see summary_values.completed_share).
+COMPLETED_SHARE = "completed_share"
 ERROR_RATE = "error_rate"
 VALID_OUTPUT = "valid_output_rate"
 #: The checks whose change is absolute (percentage points), not relative.
@@ -42,7 +47,7 @@ _THROUGHPUT_ALIASES = {"throughput", THROUGHPUT}
 
 def check_kind(check: str) -> str:
     """``latency`` (a percentile), ``throughput``, or the absolute share itself (``error_rate``, ``valid_output_rate``)."""
-    if check == THROUGHPUT:
+    if check in (THROUGHPUT, COMPLETED_SHARE):
         return "throughput"
     return check if check in ABSOLUTE else "latency"
 
@@ -64,6 +69,8 @@ class Rules:
             return self.per_check.get(VALID_OUTPUT, DEFAULT_VALID_OUTPUT_TOLERANCE)
         if check in self.per_check:
             return self.per_check[check]
+        if check == COMPLETED_SHARE:  # a rate level's throughput: --tolerance throughput=… names it too
+            return self.per_check.get(THROUGHPUT, self.tolerance)
         metric = check.partition(".")[0]
         return self.per_check.get(metric, self.tolerance)
 
@@ -128,14 +135,14 @@ def _check_name(key: str, *, where: str, also: str = "") -> str:
     """A check's name as the gate knows it; ``also`` names what else the flag accepts (--fail-on's groups)."""
     if key in _THROUGHPUT_ALIASES:
         return THROUGHPUT
-    if key in ABSOLUTE:
+    if key in ABSOLUTE or key == COMPLETED_SHARE:
         return key
     metric, dot, pct = key.partition(".")
     if metric in METRICS and (not dot or pct in PERCENTILES):
         return key
     raise InputError(
         f"{where}: unknown check {key!r}; expected METRIC or METRIC.PERCENTILE (metrics {', '.join(METRICS)}; "
-        f"percentiles {', '.join(PERCENTILES)}), throughput, error_rate or {VALID_OUTPUT}"
+        f"percentiles {', '.join(PERCENTILES)}), throughput, {COMPLETED_SHARE}, error_rate or {VALID_OUTPUT}"
         + (f"; or {also}" if also else "")
     )
 

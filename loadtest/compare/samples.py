@@ -27,6 +27,7 @@ import pandas as pd
 from loadtest.analysis.chunk_lists import ChunkSource, frame_source
 from loadtest.analysis.windows import level_windows
 from loadtest.compare.itl_rows import dense_owners, itl_with_rows
+from loadtest.compare.level_keys import LevelKey, window_key
 from loadtest.metric_registry import METRICS
 
 #: Frame column holding each latency metric's per-request sample.
@@ -45,9 +46,10 @@ class Clustered:
 
 @dataclass
 class LevelSamples:
-    """What the bootstrap needs at one concurrency level of one run."""
+    """What the bootstrap needs at one level of one run."""
 
-    concurrency: int
+    #: The level's key (:mod:`level_keys`): its users, or at a rate its nominal rate or speedup.
+    concurrency: LevelKey
     window_s: float
     latency: dict[str, Clustered] = field(default_factory=dict)
     failed: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # per measured request
@@ -61,12 +63,13 @@ class LevelSamples:
 
 def level_samples(
     requests: pd.DataFrame, run: dict, frame: pd.DataFrame, chunks: ChunkSource | None = None
-) -> dict[int, LevelSamples]:
-    """Samples per concurrency, from the records and the analyzer's per-request ``frame``.
+) -> dict[LevelKey, LevelSamples]:
+    """Samples per level (by its key: users, or a rate's nominal rate or speedup), from the records and
+    the analyzer's per-request ``frame``.
 
     ``chunks`` yields the records' chunk lists batch by batch (a run on disk:
     ``requests`` then holds only the scalar columns); by default they are
-    ``requests``' own list columns. When a concurrency ran twice (a refine probe
+    ``requests``' own list columns. When a level ran twice (a refine probe
     repeating a level), the window with more measured requests is kept (the
     first of equals), and the other's ITL samples are never collected.
     """
@@ -83,11 +86,12 @@ def level_samples(
     validity = frame["output_valid"].to_numpy(dtype=float) if "output_valid" in frame else np.full(len(frame), np.nan)
 
     mine = [measured & (pos == p) & ~cancelled for p in range(len(windows))]
-    kept = _kept_windows([w.concurrency for w in windows], [int(m.sum()) for m in mine])
+    trace = run.get("trace")
+    kept = _kept_windows([window_key(w.concurrency, w.rate_rps, trace) for w in windows], [int(m.sum()) for m in mine])
     source = chunks if chunks is not None else frame_source(requests)
     itl = itl_with_rows(source, windows, start, e2e, failed, kept.values())
 
-    out: dict[int, LevelSamples] = {}
+    out: dict[LevelKey, LevelSamples] = {}
     for concurrency, p in kept.items():
         window = windows[p]
         ended = (end_pos == p) & ~cancelled & np.isfinite(e2e)
@@ -110,9 +114,9 @@ def level_samples(
     return out
 
 
-def _kept_windows(concurrencies: list[int], measured: list[int]) -> dict[int, int]:
-    """The window position kept per concurrency (in order of first appearance): its first with the most requests."""
-    kept: dict[int, int] = {}
+def _kept_windows(concurrencies: list[LevelKey], measured: list[int]) -> dict[LevelKey, int]:
+    """The window position kept per level key (in order of first appearance): its first with the most requests."""
+    kept: dict[LevelKey, int] = {}
     for p, concurrency in enumerate(concurrencies):
         previous = kept.get(concurrency)
         if previous is None or measured[previous] < measured[p]:

@@ -30,6 +30,7 @@ import pandas as pd
 from loadtest.analysis.capacity import fmt_ms
 from loadtest.analysis.windows import level_windows
 from loadtest.compare.drift_scan import drift_pvalue
+from loadtest.compare.level_keys import USERS, LevelKey, load_text, window_key, window_unit
 
 MAX_PVALUE = 0.001
 #: Requests per half below which no drift can be told from noise.
@@ -38,19 +39,20 @@ MIN_PER_HALF = 8
 
 @dataclass(frozen=True)
 class Drift:
-    concurrency: int
+    concurrency: LevelKey  # the level's key (level_keys): its users, or a rate's req/s or speedup
     metric: str
     first: float  # median, first half (ms)
     second: float
     pvalue: float
     blocks: int = 0  # blocks of consecutive requests the test compared (0: not told)
+    unit: str = USERS  # what the key counts: users, req/s or ×
 
     @property
     def change(self) -> float:
         return self.second / self.first - 1.0 if self.first > 0 else 0.0
 
     def text(self) -> str:
-        return (f"the level at {self.concurrency} users drifted within the run: median {self.metric} "
+        return (f"the level at {load_text(self.concurrency, self.unit)} drifted within the run: median {self.metric} "
                 f"{fmt_ms(self.first)} ms in its first half, {fmt_ms(self.second)} ms in its second "
                 f"({self.change * 100:+.1f}%, p = {self.pvalue:.1g}{self._over()})")
 
@@ -58,14 +60,16 @@ class Drift:
         return f" over {self.blocks} blocks of consecutive requests" if self.blocks else ""
 
 
-def drifting_levels(requests: pd.DataFrame, run: dict, frame: pd.DataFrame, tolerance: float) -> dict[int, Drift]:
-    """The levels (by concurrency) whose speed changed beyond chance and whose halves differ beyond
-    ``tolerance``."""
+def drifting_levels(requests: pd.DataFrame, run: dict, frame: pd.DataFrame, tolerance: float) -> dict[LevelKey, Drift]:
+    """The levels (by key: users, or a rate's req/s or speedup) whose speed changed beyond chance and
+    whose halves differ beyond ``tolerance``."""
     windows, _ = level_windows(run, requests)
+    trace = run.get("trace")
+    unit = window_unit((w.rate_rps for w in windows), trace)
     start = frame["start_wall"].to_numpy(dtype=float)
     pos = frame["pos"].to_numpy()
     measured = frame["measured"].to_numpy()
-    out: dict[int, Drift] = {}
+    out: dict[LevelKey, Drift] = {}
     for p, window in enumerate(windows):
         mid = (window.window_start + window.end_wall) / 2.0
         mine = measured & (pos == p)
@@ -77,9 +81,10 @@ def drifting_levels(requests: pd.DataFrame, run: dict, frame: pd.DataFrame, tole
                 continue
             order = np.argsort(start[ok], kind="stable")
             pvalue, blocks = drift_pvalue(np.log(values[ok][order]))
-            drift = Drift(window.concurrency, metric, float(np.median(first)), float(np.median(second)), pvalue, blocks)
+            key = window_key(window.concurrency, window.rate_rps, trace)
+            drift = Drift(key, metric, float(np.median(first)), float(np.median(second)), pvalue, blocks, unit)
             if abs(drift.change) > tolerance and pvalue < MAX_PVALUE:
-                out[window.concurrency] = drift
+                out[key] = drift
             break  # TPOT when a level has it; e2e only for one-token replies
     return out
 
@@ -93,7 +98,7 @@ def drift_warning(label: str, drift: Drift, reference_runs: int | None = None) -
             f"against their mean and spread")
 
 
-def hold_drifting(change, drifts: dict[int, Drift]) -> None:
+def hold_drifting(change, drifts: dict[LevelKey, Drift]) -> None:
     """Make a check at a drifting level inconclusive (it may hide a regression when its interval
     reaches past the worse tolerance, as any inconclusive check), with the reason in its message."""
     drift = drifts.get(change.level) if change.level is not None else None

@@ -47,8 +47,6 @@ def add_arguments(sub: argparse._SubParsersAction, positive_int) -> None:
 def _cmd_render(args: argparse.Namespace) -> int:
     # the renderer and the scenario schema: only for `loadtest k8s render`
     from loadtest.deploy.k8s import RenderOptions, render
-    from loadtest.load.modes import load_mode
-    from loadtest.run_record import RATE_MODE_WORDS
     from loadtest.scenario import load_scenario
 
     scenario = load_scenario(args.scenario)  # a bad scenario is one line, before any YAML is printed
@@ -92,11 +90,6 @@ def _cmd_render(args: argparse.Namespace) -> int:
     results = args.results if args.results.endswith("/") else args.results + "/"
     opts = RenderOptions(workers=args.workers, namespace=args.namespace, schedule=args.schedule.strip(), image=args.image,
                          target_url=target_url, model=model, results_url=results)
-    mode = load_mode(scenario).name
-    if mode in RATE_MODE_WORDS:  # the manifests are still right for one run; the CronJob's nights are not
-        print(f"loadtest k8s render: warning: {args.scenario} is {RATE_MODE_WORDS[mode]}: the nightly CronJob's gate "
-              "compares closed-loop runs only, so far, so its nights would exit 2; apply the master and workers "
-              "alone (docs/gate.md)", file=sys.stderr)
     manifests = render(text, scenario.target.secret_env_names(), opts)
     if scrubbed_lines(manifests):  # not expected after the checks above: never apply what stdout would alter
         raise InputError(f"{args.scenario}: the manifests hold text that reads as a credential (loadtest's output "

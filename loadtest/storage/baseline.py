@@ -30,7 +30,7 @@ from pathlib import Path
 from loadtest.errors import InputError
 from loadtest.repeats import group_runs, representative
 from loadtest.run_files import PARTS_DIR, REPORT_HTML, REQUESTS_PARQUET, RUN_JSON, SUMMARY_JSON
-from loadtest.run_record import RATE_MODE_WORDS, normalized
+from loadtest.run_record import normalized
 from loadtest.storage import remote
 from loadtest.storage.remote import RemotePath, as_remote, path_arg
 
@@ -215,10 +215,6 @@ def _cmd_promote(args: argparse.Namespace) -> int:
     run = normalized(_json_object(src, RUN_JSON, "not promoted"))
     if not run.get("complete"):
         raise InputError(f"{src}: the run did not complete; an interrupted run is never a baseline")
-    mode = run.get("load_mode")
-    if mode in RATE_MODE_WORDS:  # every later night's `run --baseline` would refuse it (exit 2)
-        raise InputError(f"{src}: {RATE_MODE_WORDS[mode]}; the gate compares closed-loop runs only, so far, "
-                         "so it is never a baseline; not promoted")
     if SUMMARY_JSON not in files:
         raise InputError(f"{src}: no summary.json (the run was not analyzed)")
     # every later night compares against these files: a baseline its gate cannot read fails them all

@@ -123,19 +123,14 @@ def test_render_refuses_bad_input_in_one_line(args, what):
 
 
 @pytest.mark.untimed
-def test_render_warns_that_the_nightly_gate_will_not_judge_an_open_loop_scenario(tmp_path):
-    """The manifests are right for one run; the CronJob's gate refuses rate levels (docs/gate.md)."""
+def test_render_renders_an_open_loop_scenario_without_a_warning(tmp_path):
+    """The nightly CronJob's gate judges rate levels too (docs/gate.md): no warning that its nights
+    would exit 2, as there was while the gate refused them."""
     scenario = write_scenario(tmp_path, "https://staging.example/v1", name="rates",
                               load={"levels": None, "rates": [2, 4], "level_duration_s": 10})
     done, docs = _render(str(scenario))
     assert done.returncode == 0 and ("CronJob", "loadtest-nightly") in [_key(d) for d in docs], done.stderr
-    assert done.stderr.strip() == (
-        f"loadtest k8s render: warning: {scenario} is an open-loop run (load.rates): the nightly CronJob's gate "
-        "compares closed-loop runs only, so far, so its nights would exit 2; apply the master and workers alone "
-        "(docs/gate.md)")
-    (tmp_path / "closed").mkdir()
-    closed, _ = _render(str(write_scenario(tmp_path / "closed", "https://staging.example/v1", name="users")))
-    assert closed.returncode == 0 and "warning" not in closed.stderr, closed.stderr
+    assert done.stderr == "", done.stderr
 
 
 @pytest.mark.untimed

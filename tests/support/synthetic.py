@@ -195,6 +195,65 @@ def closed_loop_rows(
     return rows
 
 
+def rate_level_plan(rates: list[float], level_s: float, hold_s: float, t0: float = T0) -> list[dict[str, Any]]:
+    """run.json ``levels`` of an open loop: each rate for ``level_s`` seconds, then its hold (the rate kept
+    for ``hold_s`` more while its measured requests end, load/hold.py) before the next rate starts."""
+    plan = level_plan([0] * len(rates), level_s + hold_s, t0=t0)
+    for lv, rate in zip(plan, rates):
+        end = lv["start_wall"] + level_s
+        lv.update(end_wall=end, rate_rps=float(rate),
+                  hold={"start_wall": end, "end_wall": end + hold_s, "ended": "drained", "censored": 0, "cap_s": 30.0})
+    return plan
+
+
+def open_loop_rows(
+    level_index: int,
+    rate: float,
+    start_wall: float,
+    duration_s: float,
+    *,
+    ttft_ms: float = 50.0,
+    itl_ms: float = 10.0,
+    chunks: int = 8,
+    slots: int | None = None,
+    warmup_s: float = 0.0,
+    fail_every: int = 0,
+    seed: int = 0,
+    jitter: float = 0.0,
+) -> list[dict[str, Any]]:
+    """Records of Poisson arrivals at ``rate`` req/s for ``duration_s`` (the level and its hold), sent on time.
+
+    Each request takes ``ttft_ms`` to its first token and ``itl_ms`` a token after it (times
+    ``1 + jitter·N(0,1)``, clipped at 10%); with ``slots`` the server runs that many at once and
+    queues the rest first come, first served (its wait is in the TTFT, measured from the scheduled
+    time as the open loop measures it), so past ``slots / life`` req/s it falls behind. Every
+    ``fail_every``-th request fails fast (50 ms, HTTP 5xx).
+    """
+    rng = np.random.default_rng(seed)
+    gaps = rng.exponential(1.0 / rate, int(rate * duration_s * 2) + 20)
+    arrivals = start_wall + np.cumsum(gaps)
+    arrivals = arrivals[arrivals < start_wall + duration_s]
+    free = np.full(slots or 1, -np.inf)
+    rows: list[dict[str, Any]] = []
+    for seq, t in enumerate(arrivals):
+        common = {"request_id": f"local-{level_index}-{seq}", "user": seq % 64, "level": 0, "level_index": level_index,
+                  "warmup": t < start_wall + warmup_s, "start_wall": float(t), "rate_rps": float(rate),
+                  "scheduled_wall": float(t), "schedule_lag_ms": 0.0}
+        if fail_every and (seq + 1) % fail_every == 0:
+            rows.append(failed_row("http_5xx", e2e_ms=50.0, **common))
+            continue
+        scale = max(0.1, 1.0 + jitter * rng.standard_normal()) if jitter else 1.0
+        life_s = (ttft_ms + itl_ms * (chunks - 1)) * scale / 1000.0
+        wait_s = 0.0
+        if slots:
+            slot = int(np.argmin(free))
+            wait_s = max(0.0, free[slot] - t)
+            free[slot] = t + wait_s + life_s
+        first = ttft_ms * scale + wait_s * 1000.0
+        rows.append(request_row(chunk_ms=[first + itl_ms * scale * i for i in range(chunks)], **common))
+    return rows
+
+
 def run_dict(
     levels: list[dict[str, Any]],
     *,
@@ -266,8 +325,10 @@ def write_sample_run(run_dir: Any, slo: dict[str, Any] | None = None) -> Any:
     return run_dir
 
 
-def write_run_folder(folder: Any, rows: list[dict[str, Any]], plan: list[dict[str, Any]], scenario: dict[str, Any]) -> Any:
-    """Records, run.json (with its ``scenario``) and an analysis: a run folder as ``loadtest run`` leaves it."""
+def write_run_folder(folder: Any, rows: list[dict[str, Any]], plan: list[dict[str, Any]], scenario: dict[str, Any],
+                     **run_fields: Any) -> Any:
+    """Records, run.json (with its ``scenario``, and ``run_fields``: an open loop's ``load_mode``) and an
+    analysis: a run folder as ``loadtest run`` leaves it."""
     import contextlib  # only the run-folder writers need these (and the CLI, to analyze it)
     import io
     from pathlib import Path
@@ -281,6 +342,7 @@ def write_run_folder(folder: Any, rows: list[dict[str, Any]], plan: list[dict[st
     writer.close()
     run = run_dict(plan, warmup_s=1.0, slo=scenario["slo"], name=scenario["name"])
     run["scenario"] = scenario
+    run.update(run_fields)
     write_run_json(folder, run)
     with contextlib.redirect_stdout(io.StringIO()):
         assert main(["analyze", str(folder)]) == 0

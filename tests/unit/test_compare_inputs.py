@@ -2,8 +2,8 @@
 
 A gate that passes a run it could not judge is worse than one that fails it: runs of another
 workload, a run compared with itself or with its copy, a summary without levels, another table or a
-damaged part file in place of the records, runs whose levels are rates, a history folder that is
-not there. Each is refused in one line naming the file, exit 2 (and by ``run`` before any load),
+damaged part file in place of the records, a run whose levels are rates beside one whose levels are
+users, a history folder that is not there. Each is refused in one line naming the file, exit 2 (and by ``run`` before any load),
 never passed; a history kept as links is read, and a run that history leaves out is named.
 """
 
@@ -14,8 +14,6 @@ import io
 import json
 import shutil
 from pathlib import Path
-
-import pytest
 
 from support import gate_runs
 from support.gate_runs import EARLIER, T0, cli, scenario_dict, write_run
@@ -166,39 +164,9 @@ def test_run_refuses_gate_flags_without_a_baseline_and_a_missing_baseline(tmp_pa
     assert not (tmp_path / "run").exists()  # refused before anything was started
 
 
-def _as_open_loop(run: Path, out: Path, mode: str) -> Path:
-    """A copy of ``run`` whose run.json says its levels were rates (``open_loop``) or speedups."""
-    shutil.copytree(run, out)
-    meta = json.loads((out / "run.json").read_text())
-    meta["load_mode"] = mode
-    (out / "run.json").write_text(json.dumps(meta))
-    return out
-
-
-@pytest.mark.parametrize("mode, words", [("open_loop", "an open-loop run (load.rates)"),
-                                         ("trace_replay", "a trace replay (load.speedups)")])
-def test_compare_and_history_refuse_runs_whose_levels_are_rates(pair, tmp_path, mode, words):
-    """Levels are matched by concurrent users: an open loop's all read 0, and only its largest rate
-    was compared ("No regression", exit 0, "ttft_ms.p95 at 0 users") while the others went unjudged."""
-    _, base, same, _ = pair
-    a, b = _as_open_loop(base, tmp_path / "a", mode), _as_open_loop(same, tmp_path / "b", mode)
-    code, out, err = cli("compare", str(a), str(b))
-    assert code == 2 and not out, out
-    assert err.strip().splitlines() == [
-        f"loadtest compare: error: baseline {a} is {words}: compare, the gate and history judge closed-loop "
-        "runs (load.levels of concurrent users) only, so far; its levels are rates"], err
-    code, _, err = cli("compare", str(base), str(b), "--history", str(tmp_path))
-    assert code == 2 and f"candidate {b} is {words}" in err and "Traceback" not in err
-    code, _, err = cli("history", str(tmp_path), "--html", str(tmp_path / "h.html"))
-    assert code == 2 and f"skipped {a}: {words}; history compares closed-loop runs only" in err, err
-    assert not (tmp_path / "h.html").exists()
-    shutil.copytree(same, tmp_path / "c")  # beside a closed-loop run of the scenario, the other is skipped, not fatal
-    code, out, err = cli("history", str(tmp_path), "--html", str(tmp_path / "h.html"))
-    assert code == 0 and f"skipped {b}: {words}" in err and " c" in out, (out, err)
-
-
-def test_a_bare_summary_of_rate_levels_is_refused_too(pair, tmp_path):
-    """A summary.json alone (records not kept) says its mode by its levels' rate_rps and speedup."""
+def test_a_bare_summary_of_rate_levels_is_refused_beside_a_closed_loop(pair, tmp_path):
+    """A summary.json alone (records not kept) says its mode by its levels' rate_rps and speedup; rate levels
+    and users are not one axis (tests/unit/test_compare_rates.py judges rate runs against each other)."""
     _, base, same, _ = pair
     summary = json.loads((base / "summary.json").read_text())
     for i, level in enumerate(summary["levels"]):
@@ -208,11 +176,11 @@ def test_a_bare_summary_of_rate_levels_is_refused_too(pair, tmp_path):
     assert code == 2 and f"baseline {tmp_path / 'summary.json'} is an open-loop run (load.rates)" in err, err
 
 
-def test_run_with_a_baseline_refuses_a_rate_scenario_before_any_load(pair, tmp_path):
+def test_run_with_a_closed_loop_baseline_refuses_a_rate_scenario_before_any_load(pair, tmp_path):
     scenario = tmp_path / "rates.yaml"
     scenario.write_text(json.dumps({**scenario_dict(), "load": {"rates": [2, 4], "level_duration_s": 10, "warmup_s": 1}}))
     code, _, err = cli("run", str(scenario), "--baseline", str(pair[1]), "--out", str(tmp_path / "run"))
-    assert code == 2 and f"--baseline: the run of {scenario} is an open-loop run (load.rates)" in err, err
+    assert code == 2 and f"the run of {scenario} would be an open-loop run (load.rates)" in err, err
     assert not (tmp_path / "run").exists()  # refused before anything was started
 
 
