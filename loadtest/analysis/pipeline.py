@@ -89,15 +89,18 @@ def analyze(
     frame, levels = _measure(requests, windows, slo, source, cut_ms, seed=seed, resamples=resamples, confidence=confidence)
     mark_speedups(levels, run.get("trace"))
     turns = numeric(requests, "turn")
-    frame["class"] = text(requests, "class")
+    # None for a record of no class (an arrival dropped at max_in_flight, before its class was drawn);
+    # an object column keeps it None: pandas' own string column made it NaN, a class named "nan"
+    classes = text(requests, "class")
+    frame["class"] = pd.Series(classes, index=frame.index, dtype=object)
     frame["turn"] = turns
 
     slos = dict(class_slos) if class_slos is not None else class_slos_for(run, slo)[1]
-    for name in sorted({c for c in frame["class"] if c is not None} - set(slos)):
+    for name in sorted({c for c in classes if isinstance(c, str)} - set(slos)):
         slos[name] = slo  # a class in the records that the scenario does not name
     if slos:
         per_class = _measure_classes(
-            requests, frame["class"].to_numpy(), windows, slos, source, cut_ms, seed, resamples, confidence
+            requests, classes, windows, slos, source, cut_ms, seed, resamples, confidence
         )
         own_slos = _judged_with_own_slos(run, slo, slos)
         for position, level in enumerate(levels):
@@ -124,7 +127,7 @@ def analyze(
         lost.decides_capacity = True
     if slos:
         capacity.classes = {
-            name: find_capacity([lv.classes[name] for lv in levels], class_slo, confidence)
+            name: find_capacity([lv.classes[name] for lv in levels], class_slo, confidence, class_name=name)
             for name, class_slo in slos.items()
         }
 
