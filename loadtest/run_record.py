@@ -153,6 +153,8 @@ class RunRecord(_Strict):
     #: The model's own metadata (n_params, size, n_ctx_train) for the roofline (analysis/stack.py).
     #: Read there; this version's ``run`` does not write it (profile keeps it in its own output).
     model_meta: dict[str, Any] | None = None
+    #: ``--refine``: how refinement ended, {ended, why, probes} (analysis/refine_end.py); None without it.
+    refine: dict[str, Any] | None = None
     #: The level spans (load/levels.py LevelSpan.to_json), in the order they ran.
     levels: list[dict[str, Any]] = Field(default_factory=list)
 

@@ -42,8 +42,15 @@ from loadtest.analysis.slo import METRIC_LABELS, SloSpec
 from loadtest.analysis.verdict import ERROR_RATE_CHECK, SUSTAINED_CHECK, VALID_OUTPUT_CHECK
 
 
-def find_capacity(levels: Sequence[LevelResult], slo: SloSpec, confidence: float = 0.95) -> Capacity:
-    """Derive the capacity from evaluated levels (any order); ``confidence`` is the intervals' level."""
+def find_capacity(
+    levels: Sequence[LevelResult], slo: SloSpec, confidence: float = 0.95, *, class_name: str | None = None
+) -> Capacity:
+    """Derive the capacity from evaluated levels (any order); ``confidence`` is the intervals' level.
+
+    ``class_name``: the levels are one request class's, judged on its own requests by its own SLO
+    (``capacity.classes``). The message then speaks for that class, never for "this endpoint": the
+    class may hold a level with certainty where the run as a whole (every class) is undecided.
+    """
     usable = sorted((lv for lv in levels if lv.status != "no_data"), key=lambda lv: lv.load)
     if not usable:
         return Capacity(
@@ -112,7 +119,8 @@ def find_capacity(levels: Sequence[LevelResult], slo: SloSpec, confidence: float
         result.first_failing_speedup = first_failing.speedup if first_failing else None
         result.upper_bound_speedup = optimistic.speedup if optimistic else None
         result.max_tested_speedup = usable[-1].speedup
-    result.message = _message(result, cap, first_failing, binding, undecided, saturated or contended, slo, confidence)
+    result.message = _message(result, cap, first_failing, binding, undecided, saturated or contended, slo, confidence,
+                              _Words(class_name))
     return result
 
 
@@ -250,6 +258,21 @@ def _error_kinds(check: Check, level: LevelResult) -> str:
     return " (" + ", ".join(f"{kind} {n}" for kind, n in kinds[:3]) + (", …" if len(kinds) > 3 else "") + ")"
 
 
+class _Words:
+    """Who a capacity message speaks for: the endpoint (every class together), or one class alone."""
+
+    def __init__(self, class_name: str | None = None) -> None:
+        self.class_name = class_name
+        #: The sentence's subject: "This endpoint" / "The chat class, judged on its own requests,".
+        self.subject = f"The {class_name} class, judged on its own requests," if class_name else "This endpoint"
+        #: What it holds: "the SLOs" / "its SLO".
+        self.slos = "its SLO" if class_name else "the SLOs"
+        #: Whose SLOs a level fails or no level holds: "the SLOs" / "the chat class's SLO".
+        self.whose_slos = f"the {class_name} class's SLO" if class_name else "the SLOs"
+        #: The subject inside a sentence: "the endpoint" / "the chat class".
+        self.inner = f"the {class_name} class" if class_name else "the endpoint"
+
+
 def _message(
     cap: Capacity,
     cap_level: LevelResult | None,
@@ -259,7 +282,9 @@ def _message(
     saturated: list[LevelResult],
     slo: SloSpec,
     confidence: float,
+    words: _Words | None = None,
 ) -> str:
+    words = words or _Words()
     fail_part = (
         f"at {_at(first_failing)}{offered_note(first_failing)} the {describe_check(binding)}"
         f"{_error_kinds(binding, first_failing)}"
@@ -267,20 +292,20 @@ def _message(
     )
     if cap.verdict == "found":
         assert cap_level is not None
-        return f"This endpoint holds {cap_level.label}{offered_note(cap_level)} within the SLOs; {fail_part}."
+        return f"{words.subject} holds {cap_level.label}{offered_note(cap_level)} within {words.slos}; {fail_part}."
     if cap.verdict == "at_least":
         if slo.is_empty:
             return f"No SLOs were defined, so every level passes: capacity ≥ max tested ({_max_tested(cap)})."
-        return (f"This endpoint held every tested level within the SLOs: capacity ≥ max tested ({_max_tested(cap)})"
+        return (f"{words.subject} held every tested level within {words.slos}: capacity ≥ max tested ({_max_tested(cap)})"
                 f"{offered_note(cap_level)}.")
     if cap.verdict == "below_minimum":
         assert first_failing is not None
         return (
-            f"Even the lowest tested level ({first_failing.label}) fails the SLOs: "
+            f"Even the lowest tested level ({first_failing.label}) fails {words.whose_slos}: "
             f"the {describe_check(binding) + _error_kinds(binding, first_failing) if binding else 'SLOs fail'}."
         )
     if cap.verdict == "uncertain":
-        return _uncertain_message(cap, uncertain, fail_part, confidence)
+        return _uncertain_message(cap, uncertain, fail_part, confidence, words)
     if cap.verdict in ("client_saturated", "host_contended"):
         at = ", ".join(_at(lv) for lv in saturated)
         reasons = level_reasons(saturated)
@@ -293,7 +318,7 @@ def _message(
         elif first_failing is None:
             face = f"capacity ≥ max tested ({_max_tested(cap)})"
         else:
-            face = f"the endpoint holds {cap_level.label}"
+            face = f"{words.inner} holds {cap_level.label}"
         unit = 'rate' if cap.rate_rps is not None or cap.max_tested is None else 'concurrency'
         if cap.max_tested_speedup is not None:
             unit = 'speedup'
@@ -310,8 +335,11 @@ def _message(
     return "The capacity is unknown."
 
 
-def _uncertain_message(cap: Capacity, undecided: list[LevelResult], fail_part: str, confidence: float) -> str:
+def _uncertain_message(
+    cap: Capacity, undecided: list[LevelResult], fail_part: str, confidence: float, words: _Words | None = None
+) -> str:
     """Both numbers: what holds with confidence, and what would hold if the undecided levels do."""
+    words = words or _Words()
     level = undecided[0]
     doubt = next((c for c in level.checks if c.verdict in ("uncertain", "no_data")), None)
     if doubt is not None and doubt.verdict == "uncertain":
@@ -323,9 +351,9 @@ def _uncertain_message(cap: Capacity, undecided: list[LevelResult], fail_part: s
         why = f"at {_at(level)} a check is inconclusive"
     held, upper = (cap.rate_rps, cap.upper_bound_rate_rps) if level.rate_rps is not None else (cap.concurrency, cap.upper_bound)
     if held is not None:
-        holds = f"This endpoint holds {_amount(held, level)} within the SLOs with confidence"
+        holds = f"{words.subject} holds {_amount(held, level)} within {words.slos} with confidence"
     else:
-        holds = "No tested level holds the SLOs with confidence"
+        holds = f"No tested level holds {words.whose_slos} with confidence"
     if upper is not None and upper != held:
         # in the held figure's unit (a trace replay's rate read "up to 6.16389" beside "1.562× the traffic")
         holds += f", and up to {_amount(upper, level)} if the undecided {'levels hold' if len(undecided) > 1 else 'level holds'}"

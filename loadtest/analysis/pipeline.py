@@ -92,8 +92,10 @@ def analyze(
     mark_speedups(levels, run.get("trace"))
     confirm_keep_up(levels, server_samples)  # the server's waiting count beside the client's "!"
     turns = numeric(requests, "turn")
-    classes = text(requests, "class")  # str or None; the frame's column may read a missing one as NaN
-    frame["class"] = classes
+    # None for a record of no class (an arrival dropped at max_in_flight, before its class was drawn);
+    # an object column keeps it None: pandas' own string column made it NaN, a class named "nan"
+    classes = text(requests, "class")
+    frame["class"] = pd.Series(classes, index=frame.index, dtype=object)
     frame["turn"] = turns
 
     slos = dict(class_slos) if class_slos is not None else class_slos_for(run, slo)[1]
@@ -128,7 +130,7 @@ def analyze(
         lost.decides_capacity = True
     if slos:
         capacity.classes = {
-            name: find_capacity([lv.classes[name] for lv in levels], class_slo, confidence)
+            name: find_capacity([lv.classes[name] for lv in levels], class_slo, confidence, class_name=name)
             for name, class_slo in slos.items()
         }
 

@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 
 from loadtest.client.unary import UNARY_APIS
 from loadtest.analysis import analyze_run
+from loadtest.analysis.refine_end import RefineEnd, refine_end
 from loadtest.analysis.server import scrape_health
 from loadtest.diskfull import FolderGuard, full_disk_message, is_disk_full
 from loadtest.errors import InputError
@@ -126,7 +127,7 @@ def run_load(scenario: Scenario, options: RunOptions, state: RunState, settings,
         live.start()
         session.run_levels(mode.levels(), first_index=0, stop_on_fail=True, probes=options.refine)
         if options.refine and not session.stop_requested.is_set():
-            _refine(session, state, recorder, sink, mode, options.rate_resolution)
+            _refine(session, state, recorder, sink, mode, console, options.rate_resolution)
     except KeyboardInterrupt:
         interrupted = True
         if session.stop_cause is None:
@@ -252,18 +253,36 @@ def _count_resends(run_dir: Path) -> int:
     return int(pc.sum(column).as_py() or 0)
 
 
-def _refine(session, state: RunState, recorder, sink, mode: LoadMode, rate_resolution: float | None = None) -> None:
-    """Bisect between the last passing and the first failing level (users or rate: the mode's), one level at a time."""
+def _refine(session, state: RunState, recorder, sink, mode: LoadMode, console, rate_resolution: float | None = None) -> None:
+    """Bisect between the last passing and the first failing level (users or rate: the mode's), one level at a time.
+
+    How it ended is one line on the terminal and run.json's ``refine``, whatever the reason: a run
+    that asked for ``--refine`` and got no probe (an undecided level below the first failure, no
+    failure at all) said nothing, which read as "refine did not work" (analysis/refine_end.py).
+    """
+    end: RefineEnd | None = None
     for _ in range(MAX_REFINE_PROBES):
         recorder.flush()
         sink.drain()
         state.save()
-        level = mode.next_refine(analyze_run(state.run_dir).levels, rate_resolution)
-        if level is None or session.stop_requested.is_set():
-            return
+        levels = analyze_run(state.run_dir).levels
+        level = mode.next_refine(levels, rate_resolution)
+        probes = sum(1 for s in state.spans if s.refine)
+        if session.stop_requested.is_set():
+            end = RefineEnd("stopped", f"stopped after {probes} probe{'' if probes == 1 else 's'}: the run was stopped", probes)
+            break
+        if level is None:
+            end = refine_end(levels, probes, rate_resolution)
+            break
         index = max(s.index for s in state.spans) + 1
         session.run_levels([level], first_index=index, refine=True)
         state.save()
+    if end is None:
+        probes = sum(1 for s in state.spans if s.refine)
+        end = RefineEnd("probe_limit", f"stopped at its limit of {MAX_REFINE_PROBES} probes", probes)
+    state.record.refine = end.to_json()
+    state.save()
+    console.print(end.line())
 
 
 #: The signal watchers the load installed (:func:`_stop_on_signals`), until :func:`release_signals`.

@@ -214,13 +214,18 @@ def _class_capacities(analysis: Analysis) -> str:
     parts = []
     for name, cap in analysis.capacity.classes.items():
         if cap.speedup is not None or cap.first_failing_speedup is not None:
-            held_at, failing_at, unit = cap.speedup, cap.first_failing_speedup, "×"
+            held_at, failing_at, upper, unit = cap.speedup, cap.first_failing_speedup, cap.upper_bound_speedup, "×"
         elif cap.rate_rps is not None or cap.first_failing_rate_rps is not None:
-            held_at, failing_at, unit = cap.rate_rps, cap.first_failing_rate_rps, " req/s"
+            held_at, failing_at, upper, unit = cap.rate_rps, cap.first_failing_rate_rps, cap.upper_bound_rate_rps, " req/s"
         else:
-            held_at, failing_at, unit = cap.concurrency, cap.first_failing, ""
+            held_at, failing_at, upper, unit = cap.concurrency, cap.first_failing, cap.upper_bound, ""
         held = "below the lowest level" if held_at is None else f"{held_at:g}{unit}"
-        if failing_at is None and held_at is not None:
+        if cap.verdict == "uncertain":
+            # an undecided level is no failure: "below the lowest level" claimed one the data do not show
+            held = "no level with confidence" if held_at is None else f"{held_at:g}{unit} with confidence"
+            if upper is not None and upper != held_at:
+                held += f", up to {upper:g}{unit} if its undecided levels hold"
+        elif failing_at is None and held_at is not None:
             held = f"≥ {held_at:g}{unit}"
         why = f" (fails at {failing_at:g}{unit} on {cap.binding})" if failing_at is not None else ""
         parts.append(f"{name} {held}{why}")

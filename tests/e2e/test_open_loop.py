@@ -172,9 +172,40 @@ def test_rate_capacity_with_refine_agrees_with_the_slot_model(tmp_path):
     assert truth - 0.75 - 0.1 <= cap["rate_rps"] <= truth * 1.05, cap
     assert truth <= cap["first_failing_rate_rps"] <= truth + 0.75 + 0.1 or cap["first_failing_rate_rps"] > cap["rate_rps"]
     assert cap["first_failing_rate_rps"] - cap["rate_rps"] <= 0.75 + 1e-9
-    assert [lv["refine"] for lv in s["levels"]].count(True) >= 2
+    probes = [lv["refine"] for lv in s["levels"]].count(True)
+    assert probes >= 2
+    # how refinement ended: the bracket as narrow as --rate-resolution asks, after its probes
+    assert s["run"]["refine"]["ended"] == "closed" and s["run"]["refine"]["probes"] == probes, s["run"]["refine"]
+    assert "(within the resolution of 0.75 req/s: --rate-resolution)" in s["run"]["refine"]["why"]
     # Little's law at capacity: in flight = rate × time in system (16 steps + first-token wait).
     assert cap["mean_in_flight"] == pytest.approx(cap["rate_rps"] * TOKENS * step / 1000, rel=0.25)
+
+
+@pytest.mark.untimed  # the levels are undecided by their sample counts (2 s at 1 and 2 req/s), whatever the timing
+def test_refine_with_nothing_to_bisect_says_why(tmp_path):
+    """Trial E: ``--refine`` in open loop took no probe and said nothing (its lowest level was
+    undecided, too few samples). One line now says why, and summary.json's ``run.refine`` keeps it."""
+    out = tmp_path / "run"
+    with MockServer(["--max-batch", "64", "--decode-base-ms", "2", "--decode-per-seq-ms", "0",
+                     "--prefill-per-token-ms", "0"]) as mock:
+        scenario = write_scenario(
+            tmp_path, mock.base_url, workload={"max_tokens": 4},
+            load={"levels": None, "rates": [1, 2], "arrival": "constant", "max_in_flight": 16, "level_duration_s": 2,
+                  "warmup_s": 0, "min_level_duration_s": 2, "max_level_duration_s": 2},
+            slo={"ttft_ms": {"p95": 5000}, "itl_ms": {}, "max_error_rate": 0.5},
+        )
+        result = loadtest("run", str(scenario), "--out", str(out), "--refine", timeout=300)
+    assert result.returncode == 0, result.stderr
+    s = summary(out)
+    assert [lv["status"] for lv in s["levels"]] == ["uncertain", "uncertain"], s["levels"]
+    assert not any(lv["refine"] for lv in s["levels"])
+    refine = s["run"]["refine"]
+    assert refine["ended"] == "undecided" and refine["probes"] == 0, refine
+    assert refine["why"].startswith("nothing to bisect: the lowest level, 1 req/s, is uncertain (p95 TTFT is "), refine
+    assert refine["why"].endswith("longer levels (load.max_level_duration_s) would decide it"), refine
+    said = " ".join((result.stdout + result.stderr).split())  # one line, beside the live lines (rich may wrap it)
+    assert f"refine: {refine['why']}" in said, result.stderr
+    assert json.loads((out / "run.json").read_text())["refine"] == refine
 
 
 def test_two_workers_offer_the_full_rate_as_one_poisson_stream(tmp_path):
