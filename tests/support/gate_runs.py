@@ -101,15 +101,22 @@ def cli(*args: str) -> tuple[int, str, str]:
 EARLIER = "earlier"
 
 
+def _nights(root: Path, write, slow_scale: float) -> tuple[Path, Path, Path]:
+    """Under ``earlier`` 2 runs of the same server, then the baseline, the same server again and one
+    ``slow_scale`` × slower, a day apart each, written by ``write`` (a closed or an open loop)."""
+    for i in range(2):
+        write(root / EARLIER / f"night-{i}", seed=20 + i, t0=T0 - (2 - i) * 86_400)
+    base = write(root / "base", seed=1)
+    same = write(root / "same", seed=2, t0=T0 + 86_400)
+    slow = write(root / "slow", seed=3, t0=T0 + 2 * 86_400, scale=slow_scale)
+    return base, same, slow
+
+
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):
     root = tmp_path_factory.mktemp("pair")
     with contextlib.redirect_stdout(io.StringIO()):
-        for i in range(2):
-            write_run(root / EARLIER / f"night-{i}", seed=20 + i, t0=T0 - (2 - i) * 86_400)
-        base = write_run(root / "base", seed=1)
-        same = write_run(root / "same", seed=2, t0=T0 + 86_400)
-        slow = write_run(root / "slow", seed=3, t0=T0 + 2 * 86_400, scale=1.2)
+        base, same, slow = _nights(root, write_run, 1.2)
     return root, base, same, slow
 
 
@@ -125,10 +132,6 @@ def rate_pair(tmp_path_factory):
     one whose server runs only 2 requests at once (it falls behind above ~4 req/s)."""
     root = tmp_path_factory.mktemp("rate_pair")
     with contextlib.redirect_stdout(io.StringIO()):
-        for i in range(2):
-            write_rate_run(root / EARLIER / f"night-{i}", seed=20 + i, t0=T0 - (2 - i) * 86_400)
-        base = write_rate_run(root / "base", seed=1)
-        same = write_rate_run(root / "same", seed=2, t0=T0 + 86_400)
-        slow = write_rate_run(root / "slow", seed=3, t0=T0 + 2 * 86_400, scale=1.3)
+        base, same, slow = _nights(root, write_rate_run, 1.3)
         behind = write_rate_run(root / "behind", seed=4, t0=T0 + 3 * 86_400, slots=2)
     return root, base, same, slow, behind

@@ -59,8 +59,11 @@ def _analysis(users: list[int], replicas: int, source: str | None):
                            autoscaling=SimpleNamespace(replicas=replicas, replicas_source=source), capacity=None)
 
 
-def _profile(monkeypatch, tmp_path: Path, replicas: int, source: str | None):
-    """Runs the profile's steps over the stubs; returns (data, the users each sub-run was asked for)."""
+def _profile(monkeypatch, tmp_path: Path, replicas: int, source: str | None, analysis_of=None,
+             plan: ProfilePlan | None = None):
+    """Runs the profile's steps over the stubs; returns (data, the users each sub-run was asked for).
+
+    ``analysis_of(users)``: a sub-run's analysis for the users it was asked for (default: :func:`_analysis`)."""
     asked: dict[str, list[int]] = {}
 
     def decode_scenario(scenario, plan, levels, name, limit=None):
@@ -68,7 +71,8 @@ def _profile(monkeypatch, tmp_path: Path, replicas: int, source: str | None):
         return name
 
     def fake_run(scenario, folder: Path, itl_growth_stop=None):
-        return _analysis(asked.get(folder.name, []), replicas, source), False
+        users = asked.get(folder.name, [])
+        return (analysis_of(users) if analysis_of else _analysis(users, replicas, source)), False
 
     monkeypatch.setattr(runner, "_run", fake_run)
     monkeypatch.setattr(runner, "_server_column", lambda folder, column: (np.array([]), np.array([])))
@@ -76,7 +80,7 @@ def _profile(monkeypatch, tmp_path: Path, replicas: int, source: str | None):
     monkeypatch.setattr(runner, "decode_scenario", decode_scenario)
     scenario = SimpleNamespace(name="p", target=SimpleNamespace(base_url="http://127.0.0.1:1/v1", model="m", api="chat"))
     data = runner.ProfileData(scenario=scenario, folder=tmp_path, server_facts={})
-    runner._profile(None, ProfilePlan(max_batch=32, knee_rounds=1), data)
+    runner._profile(None, plan or ProfilePlan(max_batch=32, knee_rounds=1), data)
     return data, asked
 
 
@@ -160,8 +164,8 @@ def test_a_level_one_replica_carried_alone_divides_its_batch_users_and_tokens_by
     tokens/s per replica by the fleet's (2): one replica's whole batch beside half its throughput."""
     down_users = 16  # the ladder's top (8 sequences a replica): the replica that answered ran all 16
 
-    def fake_run(scenario, folder: Path, itl_growth_stop=None):
-        analysis = _analysis(asked.get(folder.name, []), REPLICAS, "declared")
+    def analysis_of(users):
+        analysis = _analysis(users, REPLICAS, "declared")
         top = [lv for lv in analysis.levels if lv.concurrency == down_users]
         if top:
             lv = top[0]
@@ -170,21 +174,9 @@ def test_a_level_one_replica_carried_alone_divides_its_batch_users_and_tokens_by
             lv.output_tokens_per_s = down_users * 1000 / step  # one replica's, and so the endpoint's
             analysis.server.p50[lv.index] = float(down_users)
             analysis.server.fleet = SimpleNamespace(reporting={lv.index: SimpleNamespace(serving=1)})
-        return analysis, False
+        return analysis
 
-    asked: dict[str, list[int]] = {}
-
-    def decode_scenario(scenario, plan, levels, name, limit=None):
-        asked[name] = list(levels)
-        return name
-
-    monkeypatch.setattr(runner, "_run", fake_run)
-    monkeypatch.setattr(runner, "_server_column", lambda folder, column: (np.array([]), np.array([])))
-    monkeypatch.setattr(runner, "prefill_scenario", lambda scenario, plan, lengths: None)
-    monkeypatch.setattr(runner, "decode_scenario", decode_scenario)
-    scenario = SimpleNamespace(name="p", target=SimpleNamespace(base_url="http://127.0.0.1:1/v1", model="m", api="chat"))
-    data = runner.ProfileData(scenario=scenario, folder=tmp_path, server_facts={})
-    runner._profile(None, ProfilePlan(max_batch=8, knee_rounds=0), data)
+    data, asked = _profile(monkeypatch, tmp_path, REPLICAS, "declared", analysis_of, ProfilePlan(max_batch=8, knee_rounds=0))
     assert asked["decode-ladder"] == [4, 8, 16]
 
     profile = profile_dict(data, None, None)
