@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from loadtest.analysis.prefix_cache import level_prefix_cache
+from loadtest.analysis.prompt_length import prompt_length
 from loadtest.analysis.trace_levels import mark_speedups, partial_replay_caveat
 from loadtest.analysis.autoscaling import AutoscalingOptions, level_at, recommend
 from loadtest.analysis.bootstrap import DEFAULT_RESAMPLES, rng_for
@@ -192,6 +193,9 @@ def analyze(
             f"prompt tokens of {int(prompt_sources['estimate'])} successful requests are estimated from the "
             "words sent (the server reported no usage.prompt_tokens)"
         )
+    prompts = prompt_length(requests, frame["ok"].to_numpy(dtype=bool), run)
+    if prompts is not None and prompts.warning():
+        warnings.append(prompts.warning())
 
     return Analysis(
         name=str(run.get("name") or (run.get("scenario") or {}).get("name") or ""),
@@ -210,6 +214,7 @@ def analyze(
         class_slos=slos,
         prompt_token_source={str(k): int(v) for k, v in prompt_sources.items()},
         target_lost=lost,
+        prompt_length=prompts,
     )
 
 
