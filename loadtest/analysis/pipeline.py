@@ -25,7 +25,7 @@ from loadtest.analysis.classes import class_slos as class_slos_for
 from loadtest.analysis.classes import class_model, judge_classes, scenario_classes
 from loadtest.analysis.caveats import MIN_COMPLETE, level_caveats, run_caveats
 from loadtest.analysis.client_error import judge_client
-from loadtest.analysis.host_contention import judge_host
+from loadtest.analysis.host_contention import judge_host, shared_host_warning
 from loadtest.analysis.chunk_lists import ChunkSource, arrow_source, frame_source
 from loadtest.analysis.chunk_pass import chunk_pass
 from loadtest.analysis.open_loop import short_level_caveat
@@ -145,6 +145,9 @@ def analyze(
             f"the top-level SLO's latency checks ({unused}) judge no request class: every class has its own slo"
         )
     warnings += run_caveats(run, frame)
+    shared = shared_host_warning(levels, run)
+    if shared:
+        warnings.append(shared)
     warnings += level_caveats(levels, slo, min_complete, slos)
     hidden = short_level_caveat(levels, capacity, slo, frame)
     if hidden:
