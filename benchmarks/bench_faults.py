@@ -91,7 +91,8 @@ def faults_for(streams: int) -> list[Fault]:
         Fault("malformed", ["--malformed-rate", "0.05"], kinds=("malformed",)),
         Fault("stall", ["--stall-rate", "0.05", "--stall-s", "2"], fails_budget=False),
         Fault("timeout", ["--stall-rate", "0.05", "--stall-s", "3"], timeout_s=1.5, kinds=("timeout",)),
-        Fault("restart", [], restart=True, kinds=("connect", "disconnect")),
+        # unanswered: a connection the killed mock's kernel had accepted, closed before any byte (reconcile.py)
+        Fault("restart", [], restart=True, kinds=("connect", "disconnect", "unanswered")),
         Fault("hang", ["--hang-rate", "0.05"], timeout_s=2.0, kinds=("timeout",)),
     ]
 

@@ -80,6 +80,10 @@ SCHEMA = pa.schema(
         # prompt tokens the server served from its prefix cache, when it says (usage.prompt_tokens_details
         # .cached_tokens, or llama.cpp timings.cache_n); else null
         pa.field("cached_tokens", pa.int32()),
+        # the prompt's length by the workload's own count: its one-token words sent (a dataset's words,
+        # a conversation's history), or the trace row's length; compared with the server's count
+        # (prompt_tokens, from usage) in summary.json's prompt_tokens. Null for records of older runs
+        pa.field("prompt_tokens_asked", pa.int32()),
     ]
 )
 

@@ -13,7 +13,9 @@ Pure functions over a level's ``client`` record; nothing here knows Locust.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import ipaddress
+from typing import Any, Mapping, Sequence
+from urllib.parse import urlsplit
 
 from loadtest.analysis.results import LevelResult
 
@@ -31,6 +33,11 @@ PRESSURE_PCT = 20.0
 STEAL_PCT = 10.0
 #: Other processes used this share of the machine's cores.
 OTHERS_PCT = 75.0
+#: PSI: a runnable task waited for a core this share of a level whose client was not delayed: the
+#: cores were oversubscribed, and a server on this host waited for them (:func:`shared_host_warning`).
+#: A server alone beside the client stayed under it in a trial (13-47%); one beside another job's
+#: tests took 90%, and its ITL went from 1.6 ms to 539 ms.
+SHARED_PRESSURE_PCT = 50.0
 
 
 def host_busy_reasons(client: Mapping[str, Any]) -> list[str]:
@@ -106,3 +113,51 @@ def judge_host(level: LevelResult) -> LevelResult:
         if sub.client_saturated:
             judge_host(sub)
     return level
+
+
+def shared_host_warning(levels: Sequence[LevelResult], run: Mapping[str, Any]) -> str | None:
+    """The warning for levels whose host was oversubscribed while the target ran on it, else None.
+
+    ``host_contended`` judges the client only, rightly: a client that was not delayed measured
+    truly. But a server on the same machine (a 127.0.0.1 target) shares its cores with whatever
+    else runs there: in a trial another job's tests took one of two cores, llama-server's ITL went
+    from 1.6 ms to 539 ms, and run.json's ``host_busy_pct`` 99.6 and ``host_others_pct`` 98.7 were
+    the only trace. (``host_others_pct`` counts the server too, which keeps its cores busy on its
+    own; the CPU pressure says that tasks waited for a core, which a server alone did not make.)
+    """
+    target = (run.get("target") or {}).get("base_url")
+    if not _on_this_host(target, (run.get("host") or {}).get("hostname")):
+        return None
+    busy = [lv for lv in levels if lv.status != "no_data" and not lv.host_contended and not lv.client_saturated
+            and (lv.client or {}).get("host_cpu_pressure_pct") is not None
+            and lv.client["host_cpu_pressure_pct"] >= SHARED_PRESSURE_PCT]
+    if not busy:
+        return None
+    worst = max(busy, key=lambda lv: lv.client["host_cpu_pressure_pct"])
+    client = worst.client
+    figures = [f"a task waited for a core {client['host_cpu_pressure_pct']:.0f}% of the time (CPU pressure)"]
+    if client.get("host_others_pct") is not None:
+        figures.append(f"processes other than the client, the server among them, used "
+                       f"{client['host_others_pct']:.0f}% of {client.get('host_cores')} cores")
+    delay = client.get("client_run_delay_pct")
+    waited = f" (its threads waited for a core {delay:.0f}% of the time)" if delay is not None else ""
+    where = ", ".join(lv.label for lv in sorted(busy, key=lambda lv: lv.load))
+    at = "" if len(busy) == 1 else f"at {worst.label}: "
+    return (f"the host's cores were oversubscribed at {where} ({at}{'; '.join(figures)}): the client's "
+            f"timing held{waited}, but the target ({urlsplit(target).hostname}) runs on this host and shared "
+            "those cores, so its latencies there include the wait for them (another job's work, or the server's own "
+            "threads beyond the cores); compare such levels only with a run as busy, or re-run with the host to itself")
+
+
+def _on_this_host(url: str | None, hostname: str | None) -> bool:
+    """Is the target's host this machine (a loopback address, ``localhost``, or the machine's own name)?"""
+    host = urlsplit(url).hostname if url else None
+    if not host:
+        return False
+    if host == "localhost" or (hostname and host == hostname.lower()):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_unspecified

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from loadtest.analysis.prefix_cache import level_prefix_cache
+from loadtest.analysis.prompt_length import prompt_length
 from loadtest.analysis.trace_levels import mark_speedups, partial_replay_caveat
 from loadtest.analysis.autoscaling import AutoscalingOptions, level_at, recommend
 from loadtest.analysis.bootstrap import DEFAULT_RESAMPLES, rng_for
@@ -24,7 +25,7 @@ from loadtest.analysis.classes import class_slos as class_slos_for
 from loadtest.analysis.classes import class_model, judge_classes, scenario_classes
 from loadtest.analysis.caveats import MIN_COMPLETE, level_caveats, run_caveats
 from loadtest.analysis.client_error import judge_client
-from loadtest.analysis.host_contention import judge_host
+from loadtest.analysis.host_contention import judge_host, shared_host_warning
 from loadtest.analysis.chunk_lists import ChunkSource, arrow_source, frame_source
 from loadtest.analysis.chunk_pass import chunk_pass
 from loadtest.analysis.open_loop import short_level_caveat
@@ -144,6 +145,9 @@ def analyze(
             f"the top-level SLO's latency checks ({unused}) judge no request class: every class has its own slo"
         )
     warnings += run_caveats(run, frame)
+    shared = shared_host_warning(levels, run)
+    if shared:
+        warnings.append(shared)
     warnings += level_caveats(levels, slo, min_complete, slos)
     hidden = short_level_caveat(levels, capacity, slo, frame)
     if hidden:
@@ -192,6 +196,9 @@ def analyze(
             f"prompt tokens of {int(prompt_sources['estimate'])} successful requests are estimated from the "
             "words sent (the server reported no usage.prompt_tokens)"
         )
+    prompts = prompt_length(requests, frame["ok"].to_numpy(dtype=bool), run)
+    if prompts is not None and prompts.warning():
+        warnings.append(prompts.warning())
 
     return Analysis(
         name=str(run.get("name") or (run.get("scenario") or {}).get("name") or ""),
@@ -210,6 +217,7 @@ def analyze(
         class_slos=slos,
         prompt_token_source={str(k): int(v) for k, v in prompt_sources.items()},
         target_lost=lost,
+        prompt_length=prompts,
     )
 
 

@@ -277,6 +277,8 @@ class Analysis:
     prompt_token_source: dict[str, int] = field(default_factory=dict)
     #: The target stopped answering during the run (:mod:`loadtest.analysis.target_lost`), else None.
     target_lost: Any = None
+    #: The prompt length asked for against the server's count (:mod:`loadtest.analysis.prompt_length`), else None.
+    prompt_length: Any = None
 
     def level(self, concurrency: int) -> LevelResult | None:
         return next((lv for lv in self.levels if lv.concurrency == concurrency), None)

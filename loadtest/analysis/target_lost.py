@@ -17,10 +17,12 @@ The signature is kept narrow, so that an overloaded server is never taken for a 
   5xx is a live server's answer; one shutting down gracefully gives 503s first, and the
   streak after them is the outage); requests the harness cancelled and arrivals dropped at
   ``max_in_flight`` say nothing either way and are left aside;
-* at least :data:`MIN_REQUESTS` of them, :data:`MIN_REFUSED` of which refused connections (a
-  proxy cutting a live server's queued streams leaves only cuts), over at least
-  :data:`MIN_SPAN_S` seconds: a handful of refused connections in the last instant of an
-  overloaded run is not an outage.
+* at least :data:`MIN_REQUESTS` of them, :data:`MIN_REFUSED` of which the target answered
+  nothing to: refused connections, or connections closed before the response head (a dead
+  server's last accepted ones, and every one through a tunnel or TCP proxy to it:
+  ``client.record.answered_nothing``). A proxy cutting a live server's queued streams
+  leaves only cuts after the head. Over at least :data:`MIN_SPAN_S` seconds: a handful of
+  refused connections in the last instant of an overloaded run is not an outage.
 
 What holds below the level where it happened was measured on a live server and stays: the
 capacity is its lower bound, and the sentence says both.
@@ -36,13 +38,14 @@ import pandas as pd
 
 from loadtest.analysis.columns import boolean, numeric, text
 from loadtest.analysis.results import LevelResult
+from loadtest.client.record import answered_nothing
 
 #: The failures of a target that is not there: nothing answered, or the stream was cut.
 LOST_KINDS = frozenset({"connect", "disconnect"})
 #: Neither a success nor a failure of the server: the harness's own cuts and drops.
 NEUTRAL_KINDS = frozenset({"cancelled", "dropped"})
 MIN_REQUESTS = 5
-#: of which refused connections (``connect``), not only cut streams
+#: of which answered nothing (refused, or closed before the response head), not only cut streams
 MIN_REFUSED = 3
 MIN_SPAN_S = 0.5
 
@@ -114,9 +117,12 @@ def target_lost(requests: pd.DataFrame, levels: Sequence[LevelResult]) -> Target
     streak = len(rows) - (int(np.flatnonzero(~lost_kind)[-1]) + 1 if (~lost_kind).any() else 0)
     after = np.zeros(len(kinds), dtype=bool)
     after[rows[len(rows) - streak:]] = True
-    # at least a few *refused* connections: a proxy that cuts a live server's queued streams (its
-    # read timeout) leaves disconnects while new connections are still taken
-    if after.sum() < MIN_REQUESTS or int((kinds[after] == "connect").sum()) < MIN_REFUSED:
+    # at least a few requests answered with nothing at all: a proxy that cuts a live server's queued
+    # streams (its read timeout) leaves disconnects after the response head while new connections are
+    # still taken
+    status = np.nan_to_num(numeric(requests, "status"))
+    unanswered = sum(answered_nothing(kinds[i], int(status[i])) for i in np.flatnonzero(after))
+    if after.sum() < MIN_REQUESTS or unanswered < MIN_REFUSED:
         return None
     # when it happened: the first of those failures (a stream cut at the death began before it, so its end)
     first = float(np.nanmin(end[after]))

@@ -122,17 +122,30 @@ def discard(response: Any) -> None:
 
 
 class _ConnectionCounter:
-    __slots__ = ("count",)
+    __slots__ = ("count", "failed")
 
     def __init__(self) -> None:
+        #: connections the pool tried to open
         self.count = 0
+        #: the number of the last attempt that raised (0: none): nothing was connected then
+        self.failed = 0
+
+    def failed_opening_since(self, before: int) -> bool:
+        """Whether an attempt to open a connection, after the first ``before``, raised.
+
+        Why: an error then is a connection that could not be made (``connect``: refused,
+        unreachable, a TLS handshake cut); an error on a connection that was made is the
+        server closing it before or during its answer (``disconnect``).
+        """
+        return self.failed > before
 
 
 def count_new_connections(client: Any) -> _ConnectionCounter:
-    """Count the connections the client's pool opens, to tell a reused one from a fresh one.
+    """Count the connections the client's pool opens, and the attempts that failed.
 
     (A request that fails before any response byte may be resent only if it went
-    out on a reused keep-alive connection.)
+    out on a reused keep-alive connection; and whether the error came while opening
+    the connection decides its kind.)
     """
     counter = _ConnectionCounter()
     pool = client._connection_pool
@@ -140,7 +153,11 @@ def count_new_connections(client: Any) -> _ConnectionCounter:
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         counter.count += 1
-        return create(*args, **kwargs)
+        try:
+            return create(*args, **kwargs)
+        except BaseException:
+            counter.failed = counter.count
+            raise
 
     pool._create_socket = counted
     return counter

@@ -39,6 +39,19 @@ ERROR_KINDS = (
 )
 
 
+def answered_nothing(error_kind: str | None, status: int) -> bool:
+    """A failure the target answered nothing to: refused (``connect``), or a connection closed
+    before the response head (``disconnect`` without an HTTP status).
+
+    Why both: a dead server gives refusals, but its last accepted connections, and every
+    connection through a tunnel or TCP proxy to it (``ssh -L``, socat), are made and then
+    closed unanswered. A user backs off after either, and a run that ends on them lost its
+    target (``analysis/target_lost.py``); a stream cut after its head is a live server's (or a
+    proxy's) answer, and is neither.
+    """
+    return error_kind == "connect" or (error_kind == "disconnect" and not status)
+
+
 @dataclass(slots=True)
 class RequestRecord:
     """One request's timing and outcome. Times are ms from the request's send."""

@@ -18,6 +18,12 @@ HTTP client, a request whose *reused* connection turns out closed before any
 response byte is sent again, once, on a fresh connection; the record counts it
 (``resends``) and it is not a failure. A fresh connection that is refused or
 reset is the server's failure, as before.
+
+The kind says what happened: ``connect`` when the connection could not be made
+(refused, unreachable, no answer within the connect timeout, a TLS handshake cut),
+``disconnect`` when a connection that was made (or reused) was closed before or
+during the answer; the error text says which of the two ("before any response
+byte").
 """
 
 from __future__ import annotations
@@ -130,6 +136,7 @@ class StreamingClient:
             sweep_now()  # the previous request's end and this one's start ran without a read
         rec = self.in_flight = RequestRecord(start_wall=time.time(), start_perf=time.perf_counter())
         response = None
+        opened_before = self._connections.count  # an error while opening a connection is ``connect``
         try:
             with gevent.Timeout(self.timeout_s, _RequestTimeout):
                 response = self._request(rec, body)
@@ -157,15 +164,23 @@ class StreamingClient:
         except (ConnectionRefusedError, socket.gaierror) as err:
             rec.fail("connect", f"cannot connect: {err}")
         except (socket.timeout, TimeoutError) as err:
-            rec.fail("timeout" if response is not None else "connect", f"socket timeout: {err}")
+            if self._connections.failed_opening_since(opened_before):
+                rec.fail("connect", f"cannot connect: socket timeout: {err}")
+            else:
+                rec.fail("timeout", f"socket timeout: {err}")
         except ssl.SSLError as err:
-            rec.fail("connect", f"TLS error: {err}")
+            if self._connections.failed_opening_since(opened_before):
+                rec.fail("connect", f"TLS error: {err}")
+            else:
+                rec.fail("disconnect", _closed(response, err, "TLS error: "))
         except (HTTPConnectionClosed, HTTPParseError, ConnectionError, OSError) as err:
             if getattr(err, "errno", None) in (errno.EMFILE, errno.ENFILE):
                 # Our process (or host) ran out of descriptors: the client's failure, not the server's.
                 rec.fail("client_error", f"the load generator is out of file descriptors ({err}); raise ulimit -n")
-            else:
-                rec.fail("disconnect" if response is not None else "connect", f"{type(err).__name__}: {err}")
+            elif self._connections.failed_opening_since(opened_before):
+                rec.fail("connect", f"cannot connect: {type(err).__name__}: {err}")
+            else:  # the connection was made (or reused) and then closed: the server's (or a proxy's) cut
+                rec.fail("disconnect", _closed(response, err))
         except Exception as err:  # a bug (ours or a library's) costs this request, never the run
             rec.fail("client_error", f"{type(err).__name__}: {err}")
         _end(rec, response)
@@ -281,6 +296,20 @@ def _end(rec: RequestRecord, response: Any) -> None:
             response.release()
         else:
             _http.discard(response)
+
+
+def _closed(response: Any, err: BaseException, what: str = "") -> str:
+    """A ``disconnect``'s words: before the response head, or after it.
+
+    Why the distinction is spelled out: "HTTPConnectionClosed: connection closed." beside a
+    request that never got a byte read like a refused connection to a trial; it is a
+    connection that was made (a fresh one the dying server had accepted, or a resend's)
+    and then closed unanswered.
+    """
+    cause = f"{what}{type(err).__name__}: {err}"
+    if response is None:
+        return f"the connection was closed before any response byte ({cause})"
+    return cause
 
 
 def _record_http_error(rec: RequestRecord, response: Any) -> None:

@@ -27,7 +27,7 @@ _SCALARS = (
     "class", "turn", "conversation_id", "prompt_token_source",
     "rate_rps", "scheduled_wall", "schedule_lag_ms", "server_prompt_ms", "server_predicted_per_token_ms",
     "output_valid", "items", "images", "image_bytes",
-    "cached_tokens",
+    "cached_tokens", "prompt_tokens_asked",
 )
 
 
@@ -102,6 +102,7 @@ class RecordBuffer:
         cols["error"].append(rec.error)
         cols["reasoning_tokens"].append(rec.reasoning_tokens)
         cols["cached_tokens"].append(rec.cached_tokens)
+        cols["prompt_tokens_asked"].append(prompt_words)
         cols["resends"].append(rec.resends)
         cols["class"].append(request_class)
         cols["turn"].append(turn)

@@ -84,12 +84,10 @@ def run_load(scenario: Scenario, options: RunOptions, state: RunState, settings,
             live_export.metrics.level_changed(previous, current)
         if previous is not None:
             recorder.flush()
-            live.level_ended(previous.index, previous.decision)
-            if web is not None:
-                web.level_ended(previous.index)
         if current is not None:
             state.spans.append(current)
-            live.level_started(current.index, current.concurrency, current.refine, current.rate_rps, span=current)
+        # the ended level's line (and the web UI's frozen figures) once its last records are counted
+        live.level_changed(previous, current, settle=sink.settle, frozen=web.level_ended if web is not None else None)
         state.save()
 
     workers: list[subprocess.Popen] = []

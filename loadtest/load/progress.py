@@ -15,8 +15,9 @@ brings the ends), less those the harness cancelled; a failed request enters
 TTFT and e2e as +inf, so a percentile that reaches the failures reads ∞; an
 open-loop request is timed from its scheduled time. What the live figures
 still leave out: a cancelled request without a value (the analysis counts one
-as a miss when its wait passed the SLO limit), and the records of the last
-second before a line is printed.
+as a miss when its wait passed the SLO limit), and, in the lines printed while a
+level runs, the requests still in flight (its closing line waits for its last
+records: :meth:`loadtest.load.live.LiveView.level_changed`).
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from gevent import GreenletExit
 from locust import User, constant, task
 
 from loadtest.client.output_check import judge
+from loadtest.client.record import answered_nothing
 from loadtest.client.stream import client_for
 from loadtest.load.backoff import backoff_s
 from loadtest.load.levels import LevelClock
@@ -92,8 +93,9 @@ def make_user_class(
             self.client.close()
 
         def _back_off(self, rec) -> None:
-            """After a refused connection or a 429, wait a little before the next try (see :func:`backoff_s`)."""
-            if rec.error_kind in ("connect", "rate_limited"):
+            """After a refused connection (or one closed unanswered) or a 429, wait a little before the next
+            try (see :func:`backoff_s`)."""
+            if rec.error_kind == "rate_limited" or answered_nothing(rec.error_kind, rec.status):
                 self.failures_in_a_row += 1
                 gevent.sleep(backoff_s(rec.retry_after_s, self.failures_in_a_row))
             else:

@@ -69,6 +69,8 @@ def header(analysis: Analysis) -> str:
         ("Date", date),
         ("Token counts", sources),
     ]
+    if analysis.prompt_length is not None:  # what the scenario asked for against what the server counted
+        facts.append(("Prompt tokens", analysis.prompt_length.words()))
     if not analysis.unary:  # an answer in one body has no gaps between tokens to give a unit
         facts.append(("ITL unit", "per token (a chunk's gap is spread over its tokens)"))
     rows = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in facts)

@@ -373,6 +373,7 @@ def summary_dict(analysis: Analysis) -> dict[str, Any]:
         "server_metrics": server_metrics_dict(analysis),
         "autoscaling": autoscaling_dict(analysis),
         "prompt_token_source": analysis.prompt_token_source,
+        "prompt_tokens": analysis.prompt_length.to_dict() if analysis.prompt_length is not None else None,
         "classes": {name: {"slo": spec.to_dict()} for name, spec in analysis.class_slos.items()},
         "datasets": run.get("datasets") or [],
         "warnings": list(analysis.warnings),

@@ -18,6 +18,8 @@ DEFINITIONS = {
     "prompt_token_source": "prompt-token source per successful request: usage (the server's usage.prompt_tokens) or "
     "estimate (whitespace-separated words sent, when the server reported no usage) or trace (the trace row's "
     "input length, in trace replay without usage)",
+    "prompt_tokens": "mean prompt tokens per successful request: asked (the workload's own count: one-token words "
+    "sent, or the trace rows' lengths) against counted (the server's usage.prompt_tokens over the same requests)",
     "classes": "each request class analyzed alone with its own SLO; a level passes only if every class "
     "passes and the overall error budget holds",
     "ttft_by_turn": "TTFT of the requests at each conversation turn (history grows with every turn)",

@@ -182,6 +182,8 @@ class SummaryRecord(_Strict):
     capacity_limit: Optional[dict[str, Any]] = None
     #: the target stopped answering during the run (analysis/target_lost.py); null when it answered to the end
     target_lost: Optional[dict[str, Any]] = None
+    #: the prompt length asked for against the server's count (analysis/prompt_length.py); null for older runs
+    prompt_tokens: Optional[dict[str, Any]] = None
 
 
 def check_summary(summary: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -1,8 +1,9 @@
 """The terminal summary: one row per level and the capacity in one sentence.
 
-Each latency column shows the percentile the SLO uses for that metric (p95
-when none), coloured by that check's verdict: green pass, yellow uncertain,
-red fail. So the eye finds the binding constraint without reading numbers.
+Each latency column shows a percentile the SLO judges for that metric (p95
+when none; one column per judged percentile), and every metric an SLO judges
+has its columns, coloured by that check's verdict: green pass, yellow
+uncertain, red fail. So the eye finds the binding constraint, and its value.
 """
 
 from __future__ import annotations
@@ -18,8 +19,7 @@ from rich.text import Text
 from loadtest.analysis.capacity import fmt_ms
 from loadtest.analysis.keep_up import behind_legend, overruled_legend
 from loadtest.analysis.results import Analysis, Check, LevelResult
-from loadtest.analysis.slo import METRIC_LABELS
-from loadtest.metric_registry import BY_NAME, names
+from loadtest.metric_registry import BY_NAME, LATENCY_METRICS, names
 from loadtest.report.why import limits_line
 
 #: The latency columns of the per-level table and of the per-class table (the registry's flags).
@@ -42,9 +42,25 @@ CAPACITY_COLOURS = {
 _WORST = {"fail": 3, "uncertain": 2, "no_data": 1, "pass": 0}
 
 
-def _column_percentile(analysis: Analysis, metric: str) -> str:
-    checks = [c for c in analysis.slo.checks if c.metric == metric]
-    return checks[0].percentile if checks else "p95"
+def latency_columns(analysis: Analysis) -> list[tuple[str, str]]:
+    """The per-level table's latency columns, as (metric, percentile): each shown metric at every
+    percentile its SLO judges (p95 when none), then every other metric an SLO judges.
+
+    Why the second part: ``analyze --slo e2e_ms.p99=400`` judged every level on e2e, and the table
+    had no e2e column; the value that decided the verdict was nowhere on the screen.
+    """
+    shown = UNARY_METRICS if analysis.unary else TERMINAL_METRICS
+    judged: dict[str, list[str]] = {}
+    for check in analysis.slo.checks:
+        if check.percentile not in judged.setdefault(check.metric, []):
+            judged[check.metric].append(check.percentile)
+    extra = [m for m in LATENCY_METRICS if m in judged and m not in shown]
+    return [(m, pct) for m in (*shown, *extra) for pct in (judged.get(m) or ["p95"])]
+
+
+def _judged(analysis: Analysis, metric: str, percentile: str) -> bool:
+    """Does an SLO judge this percentile (its cell then takes that check's colour alone)?"""
+    return any(c.metric == metric and c.percentile == percentile for c in analysis.slo.checks)
 
 
 def _worst(checks: list[Check]) -> str | None:
@@ -116,11 +132,9 @@ def build_table(analysis: Analysis) -> Table:
         table.add_column("lag p99", justify="right", no_wrap=True)
     table.add_column("reqs", justify="right", no_wrap=True)
     table.add_column("errors", justify="right", no_wrap=True)
-    percentiles = {}
-    metrics = UNARY_METRICS if unary else TERMINAL_METRICS
-    for metric in metrics:
-        percentiles[metric] = _column_percentile(analysis, metric)
-        table.add_column(f"{METRIC_LABELS[metric]} {percentiles[metric]}", justify="right", no_wrap=True)
+    columns = latency_columns(analysis)
+    for metric, percentile in columns:
+        table.add_column(f"{BY_NAME[metric].short_label} {percentile}", justify="right", no_wrap=True)
     table.add_column("in tok/s" if unary else "tok/s", justify="right", no_wrap=True)
     if unary:
         table.add_column("items/s", justify="right", no_wrap=True)
@@ -145,7 +159,8 @@ def build_table(analysis: Analysis) -> Table:
             *(_open_loop_cells(level) if open_loop else ()),
             str(level.requests),
             _errors_cell(level),
-            *((_latency_cell(level, m, percentiles[m]) if shown else Text("–", style="dim")) for m in metrics),
+            *((_latency_cell(level, m, pct, same_percentile=_judged(analysis, m, pct)) if shown
+               else Text("–", style="dim")) for m, pct in columns),
             *(((_rate(level.input_tokens_per_s, ".0f"), _rate(level.items_per_s, ".1f")) if unary
                else (_rate(level.output_tokens_per_s, ".0f"),)) if shown else ("–",) * (2 if unary else 1)),
             _rate(level.goodput_rps if shown else None, ".2f"),

@@ -92,6 +92,46 @@ def test_a_cpu_hog_on_the_same_core_is_host_contention_not_client_saturation(tmp
     assert not any("run it with --workers" in w for w in summary["warnings"])  # never the wrong advice
 
 
+@needs_two_cores
+def test_busy_loops_on_a_local_servers_core_are_said_though_the_client_held(tmp_path):
+    """The other way round (a trial: another job's tests took a core from llama-server on 127.0.0.1, its ITL
+    went 1.6 -> 539 ms, and nothing but run.json's host figures kept it): two busy loops share the
+    mock's core, the run has its own. The client's timing holds; the warning must say the host's cores
+    were oversubscribed and that the target on this host shared them."""
+    cores = sorted(os.sched_getaffinity(0))
+    run_core, mock_core = cores[0], cores[1]
+    with MockServer(["--decode-base-ms", "20", "--decode-per-seq-ms", "0", "--prefill-per-token-ms", "0"]) as mock:
+        os.sched_setaffinity(mock._proc.pid, {mock_core})
+        scenario = write_scenario(
+            tmp_path, mock.base_url, workload={"max_tokens": 24},
+            load={"levels": [2], "level_duration_s": 6, "min_level_duration_s": 6, "max_level_duration_s": 6,
+                  "warmup_s": 1, "warmup_requests": 0},
+            slo={"itl_ms": {"p95": 5000}, "ttft_ms": {"p95": 5000}, "max_error_rate": 0.5},
+        )
+        hogs = [subprocess.Popen([sys.executable, "-c", HOG], preexec_fn=_pin(mock_core), stdin=subprocess.DEVNULL)
+                for _ in range(2)]
+        try:
+            result = subprocess.run(
+                [sys.executable, "-m", "loadtest", "run", str(scenario), "--out", str(tmp_path / "run"),
+                 "--no-server-metrics"],
+                preexec_fn=_pin(run_core), capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL,
+            )
+        finally:
+            for hog in hogs:
+                hog.kill()
+                hog.wait(timeout=10)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    level = summary["levels"][0]
+    print(f"\nhost figures: {({k: v for k, v in level['client'].items() if k.startswith(('host_', 'client_run', 'cpu_pct'))})}")
+    assert not level["host_contended"] and not level["client_saturated"], level["client"]
+    # two loops and the mock on one core: some task waits for it nearly all the time (PSI)
+    assert level["client"]["host_cpu_pressure_pct"] >= 50, level["client"]
+    warning = next(w for w in summary["warnings"] if w.startswith("the host's cores were oversubscribed"))
+    assert "the target (127.0.0.1) runs on this host and shared those cores" in warning, warning
+    assert "warning: the host's cores were oversubscribed" in result.stdout + result.stderr
+
+
 class _Level:
     """The two fields judge_host reads and writes, and the classes it recurses into."""
 

@@ -16,16 +16,18 @@ from loadtest.mock.process import MockServer
 from loadtest.records import read_requests
 from support.procs import communicate_or_dump
 from support.runkit import start_run, write_scenario
+from support.tunnel import Tunnel
 
 #: exit codes, words and counts, no latency bound: the kill may land in either level (untimed pass)
 pytestmark = pytest.mark.untimed
 
 
-def test_a_server_killed_mid_run_is_an_outage_exit_3_with_every_request_counted(tmp_path):
+def _killed_mid_run(tmp_path, tunnel: bool = False):
+    """A run whose mock is stopped 2 s into the load (through a TCP tunnel: ssh -L to the server)."""
     out = tmp_path / "run"
-    with MockServer(["--decode-base-ms", "10", "--decode-per-seq-ms", "0"]) as mock:
+    with MockServer(["--decode-base-ms", "10", "--decode-per-seq-ms", "0"]) as mock, Tunnel(mock.port) as forward:
         scenario = write_scenario(
-            tmp_path, mock.base_url,
+            tmp_path, forward.base_url() if tunnel else mock.base_url,
             load={"levels": [1, 2], "level_duration_s": 5, "min_level_duration_s": 5, "warmup_s": 0.5},
             slo={"ttft_ms": {"p95": 1000}, "max_error_rate": 0.05},
         )
@@ -34,7 +36,8 @@ def test_a_server_killed_mid_run_is_an_outage_exit_3_with_every_request_counted(
         while time.monotonic() < deadline and not list((out / "requests.parts").glob("*.parquet")):
             time.sleep(0.2)  # the load is under way (a first flush of records)
         time.sleep(2.0)
-        mock.stop()  # a crash: refused connections from here on
+        mock.stop()  # a crash: refused connections from here on (through the tunnel: accepted, then closed)
+        stopped_at = time.time()
         stdout, stderr = communicate_or_dump(proc, timeout=120)
     assert proc.returncode == 3, stdout[-2000:] + stderr[-2000:]
     assert "loadtest run: the target stopped answering" in stderr and "exit 3" in stderr, stderr[-2000:]
@@ -47,3 +50,27 @@ def test_a_server_killed_mid_run_is_an_outage_exit_3_with_every_request_counted(
     records = read_requests(out)
     assert int((~records.ok & records.error_kind.isin(["connect", "disconnect"])).sum()) >= lost["requests"]
     assert (out / "report.html").is_file()
+    return records, lost, stopped_at
+
+
+def test_a_server_killed_mid_run_is_an_outage_exit_3_with_every_request_counted(tmp_path):
+    records, lost, _ = _killed_mid_run(tmp_path)
+    assert lost["kinds"].get("connect", 0) >= 3, lost  # refused: nothing listens any more
+
+
+def test_a_dead_server_behind_a_tunnel_is_lost_and_its_closed_connections_are_disconnects(tmp_path):
+    """ssh -L to a server that died: every connection is made, then closed before any response byte.
+
+    A trial's first request after llama-server was killed read ``connect: HTTPConnectionClosed:
+    connection closed.``: a connection that was made is no refusal. Here every request after the
+    death is one, and the run must still say the target went away, and the users still back off.
+    """
+    records, lost, stopped_at = _killed_mid_run(tmp_path, tunnel=True)
+    # sent after the mock had exited (a request the run's end cut is the harness's, and left aside)
+    after = records[(records.start_wall > stopped_at) & records.error_kind.ne("cancelled")]
+    assert len(after) and set(after.error_kind) == {"disconnect"}, after.error_kind.value_counts()
+    assert (after.status == 0).all() and after.error.str.startswith(
+        "the connection was closed before any response byte").all(), after.error.head().tolist()
+    assert lost["kinds"].get("disconnect", 0) >= 5, lost
+    # the users back off as after a refusal (100 ms, doubling to 2 s): 2 users, a few seconds, not a spin
+    assert len(after) < 60, len(after)

@@ -90,7 +90,10 @@ def test_a_fresh_connection_closed_without_answer_is_a_failure():
             rec = client.send(build_body("chat", "m", "hi", 4))
         finally:
             client.close()
-    assert not rec.ok and rec.error_kind == "connect" and rec.resends == 0
+    # the connection was made, then closed unanswered: a disconnect, not a refusal (a trial read
+    # "connect: HTTPConnectionClosed: connection closed." after llama-server was killed)
+    assert not rec.ok and rec.error_kind == "disconnect" and rec.status == 0 and rec.resends == 0, rec.error
+    assert rec.error.startswith("the connection was closed before any response byte (HTTPConnectionClosed"), rec.error
     assert server.connections == 1
 
 

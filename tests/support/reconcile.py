@@ -23,6 +23,11 @@ client_left       ``timeout``
 (none)            ``connect``: the request never reached a server
 ================  ==========================================
 
+A ``disconnect`` without an HTTP status (the connection was made, then closed before any
+response byte) may or may not have reached the server: a killed server's kernel accepted the
+connection, and its bytes may never have been read. It is counted as ``unanswered`` and is
+ambiguous, as ``cancelled`` is.
+
 The preflight's tries reach the server too and are not records; run.json
 lists them, and they are counted here with the records. A ``cancelled``
 record is the one honest ambiguity: the harness may cut a request before or
@@ -51,7 +56,7 @@ ANSWERS: dict[str, tuple[str, ...]] = {
 }
 
 #: Client kinds whose request may or may not have reached the server.
-AMBIGUOUS = ("cancelled",)
+AMBIGUOUS = ("cancelled", "unanswered")
 #: Client kinds whose request certainly never reached a server.
 UNSENT = ("connect",)
 
@@ -59,8 +64,10 @@ UNSENT = ("connect",)
 def client_kinds(records: pd.DataFrame, preflight_attempts: Iterable[Mapping] = ()) -> Counter[str]:
     """Records and preflight tries by kind (``"ok"`` for a success)."""
     kinds: Counter[str] = Counter()
-    for ok, kind in zip(records["ok"], records["error_kind"]):
-        kinds["ok" if ok else str(kind)] += 1
+    statuses = records["status"] if "status" in records else [200] * len(records)
+    for ok, kind, status in zip(records["ok"], records["error_kind"], statuses):
+        unanswered = kind == "disconnect" and not status  # closed before any response byte
+        kinds["ok" if ok else "unanswered" if unanswered else str(kind)] += 1
     for attempt in preflight_attempts:
         kinds[attempt.get("error_kind") or "ok"] += 1
     return kinds

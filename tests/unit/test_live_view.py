@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import math
 
+import gevent
 import numpy as np
 import pyarrow as pa
 from rich.console import Console
@@ -237,3 +238,33 @@ def test_a_level_held_after_its_last_look_or_its_duration_says_how_its_window_en
     assert hold_text({"ended": "duration", "ran_s": 6.0}, 3, 0.4).startswith("window ended at 6.0 s; holding")
     assert hold_text({"ended": "decided_after_extension", "verdict": "fail", "ran_s": 16.1}, 2, 4.0).startswith(
         "decided fail at 16.1 s; holding its load until its 2 measured requests finish")
+
+
+def test_a_levels_closing_line_waits_for_its_last_records_and_comes_before_the_next_levels():
+    """A trial read "level 1: 1 user, 87 requests" against the final table's 88, and an open-loop
+    TTFT p95 of 2618 ms against 2,881: the line went out right after the last flush, before the
+    record writer's figures for the requests that ended last came back. It now waits for them
+    (``settle``), off the load's tick, and the next level's first line follows it."""
+    from loadtest.load.levels import LevelSpan
+
+    out = io.StringIO()
+    progress = RunProgress()
+    live = LiveView(progress, Console(file=out, width=200, color_system=None), looks=[2.0])
+    first = LevelSpan(index=0, concurrency=1, start_wall=100.0)
+    first.decision = {"ended": "decided", "verdict": "pass", "ran_s": 2.0}
+    second = LevelSpan(index=1, concurrency=4, start_wall=102.5)
+    live.level_changed(None, first)
+    progress.update(_records(0, 1, 87))  # what the writer had counted when the hold ended
+
+    def settle() -> None:  # its answer for the last flush: the request that ended last
+        gevent.sleep(0.05)
+        progress.update(_records(0, 1, 1))
+
+    frozen: list[int] = []
+    live.level_changed(first, second, settle=settle, frozen=frozen.append)
+    assert live.current is not None and live.current.index == 1  # the next level is in force at once
+    live.stop()
+    text = out.getvalue()
+    assert "level 1: 1 user, 88 requests, 0 errors" in text, text
+    assert text.index("level 1: 1 user, 88 requests") < text.index("level 2 (4 users): started"), text
+    assert frozen == [0]

@@ -18,7 +18,7 @@ SLO = {"ttft_ms": {"p95": 1000}, "max_error_rate": 0.01}
 
 
 def _run(kind: str = "connect", dies_at_s: float | None = 2.0, comes_back: bool = False, n_after: int = 20,
-         first_kind: str | None = None, first_n: int = 0):
+         first_kind: str | None = None, first_n: int = 0, **failed: object):
     plan = level_plan([1, 2], 8.0)
     rows = closed_loop_rows(0, 1, plan[0]["start_wall"], 8.0, seed=1)
     live = closed_loop_rows(1, 2, plan[1]["start_wall"], 8.0, seed=2)
@@ -32,7 +32,7 @@ def _run(kind: str = "connect", dies_at_s: float | None = 2.0, comes_back: bool 
             t = death + i * step
             this = first_kind if first_kind is not None and i < first_n else kind  # e.g. 503s before the refusals
             rows.append(failed_row(this, e2e_ms=2.0, request_id=f"lost-{i}", user=i % 2, level=2, level_index=1,
-                                   start_wall=t))
+                                   start_wall=t, **failed))
         if comes_back:  # the server restarted: answers again before the level's end
             rows += [r for r in live if r["start_wall"] > death + step * n_after]
     run = run_dict(plan, slo=SLO)
@@ -66,8 +66,16 @@ def test_a_live_servers_answers_are_never_an_outage():
     assert _run(kind="timeout").target_lost is None
     assert _run(kind="http_5xx").target_lost is None
     assert _run(n_after=4).target_lost is None
-    # cut streams alone: a proxy's read timeout on a live server's queued streams, not a dead server (a review)
-    assert _run(kind="disconnect").target_lost is None
+    # cut streams alone: a proxy's read timeout on a live server's queued streams, not a dead server (a review);
+    # they were cut after the response head (its status and first byte came)
+    assert _run(kind="disconnect", status=200, ttfb_ms=1.0).target_lost is None
+
+
+def test_a_dead_server_behind_a_tunnel_closes_every_connection_unanswered_and_is_lost():
+    # ssh -L or socat to a dead server: each connection is made, then closed before any response byte. The
+    # client calls that a disconnect (the connection was made); it is no cut stream, and the run lost its target
+    lost = _run(kind="disconnect", status=0).target_lost
+    assert lost is not None and lost.kinds == {"disconnect": 20} and lost.requests == 20
 
 
 def test_a_server_shutting_down_gracefully_answers_503_then_refuses_and_is_lost():
