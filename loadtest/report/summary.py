@@ -56,9 +56,8 @@ from loadtest.metric_registry import LATENCY_METRICS
 from loadtest.records import replace_text
 from loadtest.redact import scrub
 from loadtest.report.summary_record import check_summary
-from loadtest.report.fleet_summary import (
-    autoscaling_fleet, level_imbalance, level_replicas, level_reporting, per_replica, server_metrics_fleet, target_replicas,
-)
+from loadtest.report.fleet_summary import level_imbalance, level_reporting, per_replica, target_replicas
+from loadtest.report.summary_server import autoscaling_dict, level_server_dict, server_metrics_dict, round_figure
 from loadtest.report.summary_definitions import DEFINITIONS
 from loadtest.report.why import why
 from loadtest.run_files import SUMMARY_JSON
@@ -86,20 +85,14 @@ def clean(value: Any) -> Any:
     return value
 
 
-def _round(value: float | None, digits: int = 3) -> float | None:
-    if value is None or not math.isfinite(value):
-        return value
-    return round(float(value), digits)
-
-
 def stats_dict(stats: Stats) -> dict[str, Any]:
-    out: dict[str, Any] = {p: _round(stats.percentile(p)) for p in REPORTED}
+    out: dict[str, Any] = {p: round_figure(stats.percentile(p)) for p in REPORTED}
     out.update(
-        mean=_round(stats.mean),
-        max=_round(stats.max),
+        mean=round_figure(stats.mean),
+        max=round_figure(stats.max),
         n=stats.n,
         n_failed=stats.n_failed,
-        ci={p: [_round(lo), _round(hi)] for p, (lo, hi) in stats.ci.items()},
+        ci={p: [round_figure(lo), round_figure(hi)] for p, (lo, hi) in stats.ci.items()},
     )
     return out
 
@@ -108,13 +101,13 @@ def check_dict(check: Check) -> dict[str, Any]:
     digits = 6 if check.percentile is None else 3
     return {
         "name": check.name,
-        "value": _round(check.value, digits),
-        "ci": [_round(check.ci[0], digits), _round(check.ci[1], digits)],
+        "value": round_figure(check.value, digits),
+        "ci": [round_figure(check.ci[0], digits), round_figure(check.ci[1], digits)],
         "limit": check.limit,
         "verdict": check.verdict,
         "n": check.n,
         "low_n": check.low_n,
-        "ratio": _round(check.ratio, 4),
+        "ratio": round_figure(check.ratio, 4),
         "reason": check.reason,
         "unbounded": math.isinf(check.value),  # value is null because failures reach the percentile
         "class": check.class_name,  # the request class whose SLO this is; null for the whole level
@@ -141,12 +134,12 @@ def level_dict(level: LevelResult) -> dict[str, Any]:
             "start_wall": level.start_wall,
             "measured_from_wall": level.window_start,
             "end_wall": level.end_wall,
-            "seconds": _round(level.window_s),
+            "seconds": round_figure(level.window_s),
         },
         "requests": level.requests,
         "errors": level.errors,
-        "error_rate": _round(level.error_rate, 6),
-        "error_rate_ci": [_round(level.error_rate_ci[0], 6), _round(level.error_rate_ci[1], 6)],
+        "error_rate": round_figure(level.error_rate, 6),
+        "error_rate_ci": [round_figure(level.error_rate_ci[0], 6), round_figure(level.error_rate_ci[1], 6)],
         "errors_by_kind": level.errors_by_kind,
         "completed": level.completed,
         "complete": level.complete,
@@ -156,16 +149,16 @@ def level_dict(level: LevelResult) -> dict[str, Any]:
     for key in LATENCY_KEYS:
         out[key] = stats_dict(level.metric(key))
     out.update(
-        requests_per_s=_round(level.requests_per_s, 4),
-        output_tokens_per_s=_round(level.output_tokens_per_s, 2),
-        goodput_rps=_round(level.goodput_rps, 4),
+        requests_per_s=round_figure(level.requests_per_s, 4),
+        output_tokens_per_s=round_figure(level.output_tokens_per_s, 2),
+        goodput_rps=round_figure(level.goodput_rps, 4),
         # share of valid tool-call / structured outputs among checked successes (null: nothing checked)
-        valid_output_rate=_round(level.valid_output_rate, 6) if level.valid_output_rate is not None else None,
+        valid_output_rate=round_figure(level.valid_output_rate, 6) if level.valid_output_rate is not None else None,
         valid_output_checked=level.valid_output_checked,
-        valid_output_rate_ci=[_round(x, 6) for x in level.valid_output_ci] if level.valid_output_ci else None,
+        valid_output_rate_ci=[round_figure(x, 6) for x in level.valid_output_ci] if level.valid_output_ci else None,
         # input side (embeddings' throughput): prompt tokens and inputs of requests that ended ok, per second
-        input_tokens_per_s=_round(level.input_tokens_per_s, 2) if level.input_tokens_per_s is not None else None,
-        items_per_s=_round(level.items_per_s, 4) if level.items_per_s is not None else None,
+        input_tokens_per_s=round_figure(level.input_tokens_per_s, 2) if level.input_tokens_per_s is not None else None,
+        items_per_s=round_figure(level.items_per_s, 4) if level.items_per_s is not None else None,
         checks=[check_dict(c) for c in level.checks],
         rate_rps=level.rate_rps,
         speedup=level.speedup,
@@ -187,9 +180,9 @@ def open_loop_dict(stats: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     lag = stats["schedule_lag_ms"]
     return {
-        "offered_rps": _round(stats["offered_rps"], 4),
-        "sent_rps": _round(stats["sent_rps"], 4),
-        "completed_rps": _round(stats["completed_rps"], 4),
+        "offered_rps": round_figure(stats["offered_rps"], 4),
+        "sent_rps": round_figure(stats["sent_rps"], 4),
+        "completed_rps": round_figure(stats["completed_rps"], 4),
         "arrivals": stats["arrivals"],
         "sent": stats["sent"],
         "dropped": stats["dropped"],
@@ -197,18 +190,18 @@ def open_loop_dict(stats: dict[str, Any] | None) -> dict[str, Any] | None:
         # the client's count alone (completions below 90% of the sends they answer), and what the
         # server's waiting gauge read (it overrules the count when it stayed 0: analysis/keep_up.py)
         "completions_behind": stats.get("completions_behind", not stats["server_kept_up"]),
-        "server_waiting_max": _round(stats.get("server_waiting_max"), 4),
-        "keep_up_sent_rps": _round(stats.get("keep_up_sent_rps"), 4),
+        "server_waiting_max": round_figure(stats.get("server_waiting_max"), 4),
+        "keep_up_sent_rps": round_figure(stats.get("keep_up_sent_rps"), 4),
         # false: the shifted span was too short (or the sends too few) to tell, and the level is not flagged
         "keep_up_told": stats.get("keep_up_told", True),
-        "completed_span_s": _round(stats.get("completed_span_s"), 3),
-        "completed_shift_s": _round(stats.get("completed_shift_s"), 3),
+        "completed_span_s": round_figure(stats.get("completed_span_s"), 3),
+        "completed_shift_s": round_figure(stats.get("completed_shift_s"), 3),
         "schedule_lag_ms": {
-            "p50": _round(lag["p50"]), "p99": _round(lag["p99"]), "max": _round(lag["max"]),
+            "p50": round_figure(lag["p50"]), "p99": round_figure(lag["p99"]), "max": round_figure(lag["max"]),
             "n": lag["n"], "late": lag["late"], "late_threshold_ms": lag["late_ms"],
         },
         "client_late": stats["client_late"],
-        "mean_in_flight": _round(stats["mean_in_flight"], 3),
+        "mean_in_flight": round_figure(stats["mean_in_flight"], 3),
     }
 
 
@@ -219,15 +212,15 @@ def capacity_dict(cap: Capacity) -> dict[str, Any]:
         "message": cap.message,
         "first_failing": cap.first_failing,
         "binding": cap.binding,
-        "binding_value": _round(cap.binding_value, 6),
+        "binding_value": round_figure(cap.binding_value, 6),
         "binding_unbounded": cap.binding_value is not None and math.isinf(cap.binding_value),
         "binding_limit": cap.binding_limit,
-        "binding_ratio": _round(cap.binding_ratio, 4),
-        "requests_per_s": _round(cap.requests_per_s, 4),
-        "output_tokens_per_s": _round(cap.output_tokens_per_s, 2),
-        "goodput_rps": _round(cap.goodput_rps, 4),
-        "input_tokens_per_s": _round(cap.input_tokens_per_s, 2),
-        "items_per_s": _round(cap.items_per_s, 4),
+        "binding_ratio": round_figure(cap.binding_ratio, 4),
+        "requests_per_s": round_figure(cap.requests_per_s, 4),
+        "output_tokens_per_s": round_figure(cap.output_tokens_per_s, 2),
+        "goodput_rps": round_figure(cap.goodput_rps, 4),
+        "input_tokens_per_s": round_figure(cap.input_tokens_per_s, 2),
+        "items_per_s": round_figure(cap.items_per_s, 4),
         "certain_concurrency": cap.certain_concurrency,
         "upper_bound": cap.upper_bound,
         "max_tested": cap.max_tested,
@@ -239,10 +232,10 @@ def capacity_dict(cap: Capacity) -> dict[str, Any]:
         "first_failing_rate_rps": cap.first_failing_rate_rps,
         "upper_bound_rate_rps": cap.upper_bound_rate_rps,
         "max_tested_rate_rps": cap.max_tested_rate_rps,
-        "mean_in_flight": _round(cap.mean_in_flight, 3),
+        "mean_in_flight": round_figure(cap.mean_in_flight, 3),
         # open loop: what the capacity level's window was offered and sent (random arrivals: analysis/offered.py)
-        "offered_rate_rps": _round(cap.offered_rate_rps, 4),
-        "sent_rate_rps": _round(cap.sent_rate_rps, 4),
+        "offered_rate_rps": round_figure(cap.offered_rate_rps, 4),
+        "sent_rate_rps": round_figure(cap.sent_rate_rps, 4),
         # trace replay (null otherwise): the capacity as a speedup of the trace window
         "speedup": cap.speedup,
         "first_failing_speedup": cap.first_failing_speedup,
@@ -252,86 +245,6 @@ def capacity_dict(cap: Capacity) -> dict[str, Any]:
         # the model (or LoRA adapter) that binding class sent to: its model override, else target.model
         "binding_model": cap.binding_model,
         **({"classes": {name: capacity_dict(c) for name, c in cap.classes.items()}} if cap.classes else {}),
-    }
-
-
-def _signal_stats(stats: Any) -> dict[str, Any] | None:
-    if stats is None or not stats.n:
-        return None
-    return {"p50": _round(stats.p50, 4), "p95": _round(stats.p95, 4), "max": _round(stats.max, 4), "n": stats.n}
-
-
-def level_server_dict(analysis: Analysis, level: LevelResult) -> dict[str, Any]:
-    """``levels[].server``: each known signal's p50/p95/max over the level's measured window."""
-    view = analysis.server
-    if view is None:
-        return {}
-    out = {}
-    for signal in view.signals:
-        stats = _signal_stats(view.stats(level.index, signal.metric))
-        out[signal.metric] = {**(stats or {"p50": None, "p95": None, "max": None, "n": 0}),
-                              "role": signal.role, "server": signal.server}
-    replicas = level_replicas(analysis, level)
-    if replicas is not None:
-        out["replicas"] = replicas
-    return out
-
-
-def server_metrics_dict(analysis: Analysis) -> dict[str, Any]:
-    view = analysis.server
-    settings = analysis.run.get("server_metrics") or {}
-    if view is None:
-        # not scraped: turned off, or a run from before scraping existed
-        return {"enabled": False, "url": None}
-    by_index = {lv.index: lv for lv in analysis.levels}
-    return {
-        "enabled": True,
-        "url": view.url,
-        "interval_s": settings.get("interval_s"),
-        "signals": [{"metric": s.metric, "role": s.role, "server": s.server} for s in view.signals],
-        "scrapes": view.total.to_json(),
-        **server_metrics_fleet(analysis),
-        "levels": [
-            {"concurrency": by_index[i].concurrency, "index": i, **h.to_json()}
-            for i, h in sorted(view.health.items()) if i in by_index
-        ],
-    }
-
-
-def autoscaling_dict(analysis: Analysis) -> dict[str, Any] | None:
-    a = analysis.autoscaling
-    if a is None:
-        return None
-    return {
-        "target_concurrency_per_replica": a.target_concurrency_per_replica,
-        # open loop: capacity.rate_rps x (1 - headroom); null in closed loop
-        "target_rate_rps_per_replica": a.target_rate_rps_per_replica,
-        # open loop: the rate the capacity level's growing queue says the server sustains (caps the target)
-        "sustainable_rate_rps": _round(a.sustainable_rate_rps, 4),
-        "headroom": _round(a.headroom, 4),
-        "headroom_source": a.headroom_source,
-        "options": a.options.to_dict(),
-        "capacity": a.capacity,
-        "first_failing": a.first_failing,
-        "best": a.best,
-        "signals": [
-            {
-                "metric": s.metric,
-                "role": s.role,
-                "server": s.server,
-                "at_capacity": _signal_stats(s.at_capacity),
-                "at_first_failing": _signal_stats(s.at_first_failing),
-                "threshold": s.threshold,
-                # what the threshold is set on (p50, time_mean, client_in_flight; null: too few scrapes) and its value
-                "basis": s.basis,
-                "basis_value": _round(s.basis_value, 4),
-                "separates": s.separates,
-                "why": s.why,
-            }
-            for s in a.signals
-        ],
-        "message": a.paragraph,
-        **autoscaling_fleet(analysis),
     }
 
 
