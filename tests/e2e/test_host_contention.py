@@ -16,7 +16,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -39,6 +38,22 @@ def _pin(cpu: int):
     return lambda: os.sched_setaffinity(0, {cpu})
 
 
+def _run_beside_hogs(scenario, out, run_core: int, *, hog_core: int, hogs: int) -> subprocess.CompletedProcess:
+    """``loadtest run`` pinned to ``run_core`` while ``hogs`` busy loops hold ``hog_core``; the loops always end."""
+    procs = [subprocess.Popen([sys.executable, "-c", HOG], preexec_fn=_pin(hog_core), stdin=subprocess.DEVNULL)
+             for _ in range(hogs)]
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "loadtest", "run", str(scenario), "--out", str(out), "--no-server-metrics"],
+            preexec_fn=_pin(run_core), capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL,
+        )
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+
 @needs_two_cores
 def test_a_cpu_hog_on_the_same_core_is_host_contention_not_client_saturation(tmp_path):
     cores = sorted(os.sched_getaffinity(0))
@@ -52,18 +67,7 @@ def test_a_cpu_hog_on_the_same_core_is_host_contention_not_client_saturation(tmp
                   "client_limits": {"loop_lag_p99_ms": None, "reader_batch_p99_ms": None, "cpu_pct": 80}},
             slo={"itl_ms": {"p95": 21}, "ttft_ms": {"p95": 5000}, "max_error_rate": 0.5},
         )
-        hogs = [subprocess.Popen([sys.executable, "-c", HOG], preexec_fn=_pin(run_core), stdin=subprocess.DEVNULL)
-                for _ in range(HOGS)]
-        try:
-            result = subprocess.run(
-                [sys.executable, "-m", "loadtest", "run", str(scenario), "--out", str(tmp_path / "run"),
-                 "--no-server-metrics"],
-                preexec_fn=_pin(run_core), capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL,
-            )
-        finally:
-            for hog in hogs:
-                hog.kill()
-                hog.wait(timeout=10)
+        result = _run_beside_hogs(scenario, tmp_path / "run", run_core, hog_core=run_core, hogs=HOGS)
     assert result.returncode == 0, result.stderr[-3000:]
     run = json.loads((tmp_path / "run" / "run.json").read_text())
     recorded = run["levels"][0]["client"]
@@ -108,18 +112,7 @@ def test_busy_loops_on_a_local_servers_core_are_said_though_the_client_held(tmp_
                   "warmup_s": 1, "warmup_requests": 0},
             slo={"itl_ms": {"p95": 5000}, "ttft_ms": {"p95": 5000}, "max_error_rate": 0.5},
         )
-        hogs = [subprocess.Popen([sys.executable, "-c", HOG], preexec_fn=_pin(mock_core), stdin=subprocess.DEVNULL)
-                for _ in range(2)]
-        try:
-            result = subprocess.run(
-                [sys.executable, "-m", "loadtest", "run", str(scenario), "--out", str(tmp_path / "run"),
-                 "--no-server-metrics"],
-                preexec_fn=_pin(run_core), capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL,
-            )
-        finally:
-            for hog in hogs:
-                hog.kill()
-                hog.wait(timeout=10)
+        result = _run_beside_hogs(scenario, tmp_path / "run", run_core, hog_core=mock_core, hogs=2)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     level = summary["levels"][0]
