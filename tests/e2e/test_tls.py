@@ -18,6 +18,7 @@ from loadtest.mock.process import MockServer
 from loadtest.mock.tls import self_signed_cert
 from loadtest.records import read_requests
 from support.runkit import level_rows, loadtest, write_scenario
+from support.tunnel import pipe
 
 pytestmark = pytest.mark.solo
 
@@ -156,21 +157,7 @@ class _ConnectProxy:
             upstream = socket.create_connection((host, int(port)))
             conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
             for a, b in ((conn, upstream), (upstream, conn)):
-                self._threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pipe(src, dst) -> None:
-        try:
-            while data := src.recv(65536):
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(2)
-                except OSError:
-                    pass
+                self._threading.Thread(target=pipe, args=(a, b), daemon=True).start()
 
     def close(self) -> None:
         self._sock.close()

@@ -50,10 +50,12 @@ class Tunnel:
                 continue
             upstream.settimeout(None)
             for a, b in ((conn, upstream), (upstream, conn)):
-                threading.Thread(target=_pipe, args=(a, b), daemon=True).start()
+                threading.Thread(target=pipe, args=(a, b), daemon=True).start()
 
 
-def _pipe(src: socket.socket, dst: socket.socket) -> None:
+def pipe(src: socket.socket, dst: socket.socket) -> None:
+    """Copy ``src`` to ``dst`` until either ends, then shut both down (one thread per direction; the
+    tunnel here and the CONNECT proxy of tests/e2e/test_tls.py both forward with it)."""
     try:
         while data := src.recv(65536):
             dst.sendall(data)
