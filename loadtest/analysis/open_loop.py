@@ -119,21 +119,6 @@ def mean_in_flight(frame: pd.DataFrame, window: LevelWindow) -> float:
     return float(overlap.sum() / duration)
 
 
-def describe_keep_up(stats: dict[str, Any]) -> str:
-    """One line for the report: the three rates, and whether the server kept up."""
-    text = (
-        f"offered {stats['offered_rps']:.2f} req/s, sent {stats['sent_rps']:.2f}, "
-        f"completed {stats['completed_rps']:.2f}"
-    )
-    if stats["dropped"]:
-        text += f"; {stats['dropped']} arrivals dropped at max_in_flight"
-    if not stats["server_kept_up"]:
-        text += "; the server could not keep up (completions fell behind arrivals)"
-    elif not stats.get("keep_up_told", True):
-        text += "; too short (or too few sends) to tell whether the server kept up"
-    return text
-
-
 #: A short level hides an overload of at least this share above the sustainable rate: worth a warning.
 HIDDEN_OVERLOAD = 0.05
 
