@@ -28,7 +28,7 @@ from loadtest.analysis.open_loop import KEEP_UP
 from loadtest.analysis.results import LevelResult
 from loadtest.analysis.server import signal_series, signals_present, window_stats
 
-#: Fewer scrapes of the waiting gauge in a window than this: it cannot overrule the client's count.
+#: Fewer scrapes of the waiting gauge in a window than this: a reading of 0 cannot say that no request queued.
 MIN_WAITING_SCRAPES = 3
 
 
@@ -53,7 +53,7 @@ def confirm_keep_up(levels: Sequence[LevelResult], samples: pd.DataFrame | None)
         loop["no_queue_seen"] = stats is not None and stats.n >= MIN_WAITING_SCRAPES and stats.max <= 0
 
 
-def overruled(loop: dict[str, Any] | None) -> bool:
+def behind_without_queue(loop: dict[str, Any] | None) -> bool:
     """The client's count fell behind ("!"), and the server's waiting gauge read 0 in every scrape of the window."""
     return bool(loop and loop.get("completions_behind") and not loop.get("server_kept_up") and loop.get("no_queue_seen"))
 
@@ -73,9 +73,9 @@ def behind_legend(levels: Sequence[LevelResult]) -> str:
     return text + (f": {'; '.join(differ)}" if differ else "")
 
 
-def overruled_legend(levels: Sequence[LevelResult]) -> str | None:
+def no_queue_legend(levels: Sequence[LevelResult]) -> str | None:
     """Levels marked "!" whose server's waiting count stayed 0: what else their shortfall can be."""
-    named = [lv for lv in levels if overruled(lv.open_loop)]
+    named = [lv for lv in levels if behind_without_queue(lv.open_loop)]
     if not named:
         return None
     which = ", ".join(_name(lv) for lv in named)

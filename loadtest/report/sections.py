@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from loadtest.analysis.capacity import ci_label, fmt_ms
-from loadtest.analysis.keep_up import overruled
+from loadtest.analysis.keep_up import behind_without_queue
 from loadtest.analysis.open_loop import KEEP_UP
 from loadtest.analysis.results import Analysis, LevelResult, fmt_rate
 from loadtest.analysis.slo import SloSpec
@@ -229,7 +229,7 @@ def _open_loop_table(analysis: Analysis) -> str:
         note = "" if o["server_kept_up"] else (
             f"the server could not keep up: completed below {KEEP_UP:.0%} of the "
             f"{_num(o.get('keep_up_sent_rps'), '.2f')} req/s sent once the requests in flight had filled up")
-        if overruled(o):
+        if behind_without_queue(o):
             note += "; the server's waiting count stayed 0: no request queued (a burst the window cut, or slower runs in a fuller batch)"
         note = note or ("" if o.get("keep_up_told", True) else "too short to tell whether the server kept up")
         if o["client_late"]:

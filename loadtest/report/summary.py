@@ -188,7 +188,7 @@ def open_loop_dict(stats: dict[str, Any] | None) -> dict[str, Any] | None:
         "dropped": stats["dropped"],
         "server_kept_up": stats["server_kept_up"],
         # the client's count alone (completions below 90% of the sends they answer), and what the
-        # server's waiting gauge read (it overrules the count when it stayed 0: analysis/keep_up.py)
+        # server's waiting gauge read (a legend says so where it stayed 0: analysis/keep_up.py)
         "completions_behind": stats.get("completions_behind", not stats["server_kept_up"]),
         "server_waiting_max": round_figure(stats.get("server_waiting_max"), 4),
         "keep_up_sent_rps": round_figure(stats.get("keep_up_sent_rps"), 4),

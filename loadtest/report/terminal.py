@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from loadtest.analysis.capacity import fmt_ms
-from loadtest.analysis.keep_up import behind_legend, overruled_legend
+from loadtest.analysis.keep_up import behind_legend, no_queue_legend
 from loadtest.analysis.results import Analysis, Check, LevelResult
 from loadtest.metric_registry import BY_NAME, LATENCY_METRICS, names
 from loadtest.report.why import limits_line
@@ -307,9 +307,9 @@ def print_summary(analysis: Analysis, console: Console | None = None) -> None:
     console.print(Text(cap.message, style=CAPACITY_COLOURS.get(cap.verdict, "")))
     if any(lv.open_loop and not lv.open_loop["server_kept_up"] for lv in analysis.levels):
         console.print(Text(behind_legend(analysis.levels), style="dim"))
-    overruled = overruled_legend(analysis.levels)
-    if overruled:
-        console.print(Text(overruled, style="dim"))
+    no_queue = no_queue_legend(analysis.levels)
+    if no_queue:
+        console.print(Text(no_queue, style="dim"))
     if any(lv.open_loop and not lv.open_loop.get("keep_up_told", True) for lv in analysis.levels):
         console.print(Text("? = too short to tell whether the server kept up: the window held less than a request's "
                            "time in the server after the requests in flight had filled up", style="dim"))
