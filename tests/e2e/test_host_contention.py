@@ -12,6 +12,7 @@ Every hog ends by itself after 90 s and is killed when the test ends.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -52,14 +53,21 @@ def _run_beside_hogs(scenario, out, run_core: int, *, hog_core: int, hogs: int) 
             proc.kill()
             proc.wait(timeout=10)
 
-
-
-@needs_two_cores
-def test_a_cpu_hog_on_the_same_core_is_host_contention_not_client_saturation(tmp_path):
+@contextlib.contextmanager
+def _mock_on_its_own_core():
+    """A mock of 20 ms steps pinned to the second core this process may use; yields (mock, the run's core, the mock's)."""
     cores = sorted(os.sched_getaffinity(0))
     run_core, mock_core = cores[0], cores[1]
     with MockServer(["--decode-base-ms", "20", "--decode-per-seq-ms", "0", "--prefill-per-token-ms", "0"]) as mock:
         os.sched_setaffinity(mock._proc.pid, {mock_core})
+        yield mock, run_core, mock_core
+
+
+
+
+@needs_two_cores
+def test_a_cpu_hog_on_the_same_core_is_host_contention_not_client_saturation(tmp_path):
+    with _mock_on_its_own_core() as (mock, run_core, mock_core):
         scenario = write_scenario(
             tmp_path, mock.base_url, workload={"max_tokens": 24},
             load={"levels": [4], "level_duration_s": 8, "min_level_duration_s": 8, "max_level_duration_s": 8,
@@ -102,10 +110,7 @@ def test_busy_loops_on_a_local_servers_core_are_said_though_the_client_held(tmp_
     went 1.6 -> 539 ms, and nothing but run.json's host figures kept it): two busy loops share the
     mock's core, the run has its own. The client's timing holds; the warning must say the host's cores
     were oversubscribed and that the target on this host shared them."""
-    cores = sorted(os.sched_getaffinity(0))
-    run_core, mock_core = cores[0], cores[1]
-    with MockServer(["--decode-base-ms", "20", "--decode-per-seq-ms", "0", "--prefill-per-token-ms", "0"]) as mock:
-        os.sched_setaffinity(mock._proc.pid, {mock_core})
+    with _mock_on_its_own_core() as (mock, run_core, mock_core):
         scenario = write_scenario(
             tmp_path, mock.base_url, workload={"max_tokens": 24},
             load={"levels": [2], "level_duration_s": 6, "min_level_duration_s": 6, "max_level_duration_s": 6,
