@@ -39,6 +39,9 @@ class LevelSpan:
     #: While the level's hold runs (:mod:`hold`), its measured requests still running; None outside
     #: a hold. What the live view says of a level whose window has ended. Not written to run.json.
     holding: int | None = None
+    #: True while a look at this level is being judged (from ``looked_at`` until its verdict, and
+    #: ``end_wall`` if it ends the level, are set). Not written to run.json.
+    looking: bool = False
 
     def to_json(self) -> dict:
         return {

@@ -75,6 +75,8 @@ def run_load(scenario: Scenario, options: RunOptions, state: RunState, settings,
     monitor = SelfMonitor.for_scenario(scenario, clock)
     # the live figures count a level's requests up to its window's end, as the analysis does
     sink.window_ends = lambda: {span.index: span.end_wall for span in state.spans if span.end_wall is not None}
+    # and a level whose look is being judged holds back the rows it started after the look (load/look_rows.py)
+    sink.looks_open = lambda: {span.index: span.looked_at for span in state.spans if span.looking}
     trace_rate = (state.record.trace or {}).get("mean_rate_rps")
     live = LiveView(sink.progress, console, looks=state.record.looks_s, unary=scenario.target.api in UNARY_APIS,
                     trace_rate_rps=trace_rate)

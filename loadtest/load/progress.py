@@ -161,13 +161,18 @@ class RunProgress:
         with self._lock:
             return {int(i): self.levels[int(i)].figures() for i in indexes if int(i) in self.levels}
 
-    def update(self, table: pa.Table, window_ends: dict | None = None) -> list[int]:
+    def update(self, table: pa.Table, window_ends: dict | None = None, arrived: int | None = None) -> list[int]:
         """Fold one batch of records in; returns the level indexes it touched.
 
         ``window_ends``: each ended level's window end (wall s, by index, :data:`WINDOW_ENDS`);
         a request its level started later (in the hold) is not measured, as in the analysis.
+        ``arrived``: the records the batch brought, when ``table`` is what
+        :class:`~loadtest.load.look_rows.RowsAwaitingLook` settled of it (the run total counts them all).
         """
         n = table.num_rows
+        if arrived is not None:
+            with self._lock:
+                self.total += arrived - n  # the rows held back (or handed on from before) are counted on arrival
         if n == 0:
             return []
         index = table["level_index"].to_numpy()

@@ -193,7 +193,12 @@ class SteppedShape(LoadTestShape):
             # level's window ends here too, so the saved run holds exactly the data the
             # verdict was taken on (not the few requests started while it was judged).
             span.looked_at = time.time()
-            decision = self.decide(span)
+            span.looking = True  # until its verdict (and the end it may set) is in: load/look_rows.py
+            try:
+                decision = self.decide(span)
+            except BaseException:
+                span.looking = False
+                raise
             span.looks.append({
                 "at_s": at, "wall": span.looked_at, "verdict": decision.verdict, "why": decision.why,
                 # when it was taken (later than at_s when it waited for enough requests)
@@ -216,8 +221,10 @@ class SteppedShape(LoadTestShape):
                     "extended": at > self.duration_s,
                 }
                 span.end_wall = span.looked_at
+                span.looking = False  # after the end: a batch asked in between places its rows by it
                 span.observed = dict(decision.observed)
                 return True
+            span.looking = False
             elapsed = time.perf_counter() - self._entered
         return False
 

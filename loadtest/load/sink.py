@@ -34,6 +34,7 @@ from gevent.threadpool import ThreadPool
 from loadtest.diskfull import FolderGuard, is_disk_full
 from loadtest.export.live import observation_from_json
 from loadtest.load.batch import decode_table
+from loadtest.load.look_rows import LOOKS_OPEN, RowsAwaitingLook
 from loadtest.load.progress import WINDOW_ENDS, RunProgress
 from loadtest.load.sink_child import WriterChild
 from loadtest.load.sink_frames import OBSERVE
@@ -73,6 +74,10 @@ class RunSink:
         #: Each ended level's window end (wall s, by index), asked at each batch and sent with it: the
         #: live figures leave out the requests a level started in its hold, as the analysis does.
         self.window_ends: Callable[[], dict[int, float]] | None = None
+        #: Each level whose look is being judged, with the look's wall time: asked with ``window_ends``;
+        #: the rows such a level started after its look wait for the verdict (:mod:`loadtest.load.look_rows`).
+        self.looks_open: Callable[[], dict[int, float]] | None = None
+        self._awaiting = RowsAwaitingLook()
         #: Batches handed over and not yet on disk, by sequence number (in order). Touched by the
         #: event loop and the sink thread; each access is one dict operation on int keys (atomic under the GIL).
         self._unstored: dict[int, dict[str, Any]] = {}
@@ -98,6 +103,8 @@ class RunSink:
         if self.window_ends is not None:
             # asked now, in the event loop: every record here ended after any end it must be held to was set
             batch = {**batch, WINDOW_ENDS: self.window_ends()}
+        if self.looks_open is not None:
+            batch = {**batch, LOOKS_OPEN: self.looks_open()}
         self._seq += 1
         self._unstored[self._seq] = batch
         self._pending = [w for w in self._pending if not w.ready()]
@@ -137,9 +144,10 @@ class RunSink:
 
     def _store(self, batch: dict[str, Any]) -> None:
         table = decode_table(batch)
-        self.progress.update(table, batch.get(WINDOW_ENDS))
+        placed = self._awaiting.settle(table, batch.get(WINDOW_ENDS), batch.get(LOOKS_OPEN))
+        self.progress.update(placed, batch.get(WINDOW_ENDS), arrived=table.num_rows)
         for observe in self.observers:
-            observe(table, batch.get(WINDOW_ENDS))
+            observe(placed, batch.get(WINDOW_ENDS))
         if self.guard is None:
             self.writer.write(table)
             return

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from loadtest.export.live import observation, observation_to_json
 from loadtest.load.batch import decode_table
+from loadtest.load.look_rows import LOOKS_OPEN, RowsAwaitingLook
 from loadtest.load.progress import WINDOW_ENDS, RunProgress
 from loadtest.load.sink_frames import OBSERVE, failed_line, read_frame, stored_line
 from loadtest.records import RequestWriter
@@ -33,6 +34,7 @@ def serve(run_dir: Path, first_part: int, inp, out) -> int:
     writer = RequestWriter(run_dir)
     writer.next_part = first_part
     progress = RunProgress()
+    awaiting = RowsAwaitingLook()  # the live figures' rows an open look has yet to place
     while True:
         got = read_frame(inp)
         if got is None:
@@ -40,9 +42,10 @@ def serve(run_dir: Path, first_part: int, inp, out) -> int:
         seq, batch = got
         try:
             table = decode_table(batch)
-            touched = progress.update(table, batch.get(WINDOW_ENDS))
+            placed = awaiting.settle(table, batch.get(WINDOW_ENDS), batch.get(LOOKS_OPEN))
+            touched = progress.update(placed, batch.get(WINDOW_ENDS), arrived=table.num_rows)
             writer.write(table)
-            observed = observation(table, batch.get(WINDOW_ENDS)) if batch.get(OBSERVE) else None
+            observed = observation(placed, batch.get(WINDOW_ENDS)) if batch.get(OBSERVE) else None
             out.write(stored_line(seq, writer.next_part, progress.total, progress.figures(touched),
                                   observation_to_json(observed) if observed is not None else None))
             out.flush()

@@ -98,6 +98,26 @@ def _a_pass_puts_the_slopes_probe_before_the_next_level() -> None:
     assert sweep([1, 2, 4, 8, 16]) == [(1, False), (2, False), (4, False), (8, False), (16, False)]  # without --refine
 
 
+def _a_look_is_open_until_its_verdict_and_the_end_it_sets_are_in() -> None:
+    from loadtest.analysis.decide import Decision, LookSchedule
+    from loadtest.load.levels import LevelClock
+    from loadtest.load.shape import SteppedShape
+
+    seen = []  # (looking, end_wall) as the judge is asked: what a batch handed over then is told
+
+    def decide(span):
+        seen.append((span.looking, span.end_wall))
+        return Decision("pass" if len(seen) == 2 else "uncertain", "")
+
+    shape = SteppedShape([1], 10.0, LevelClock(0.0), schedule=LookSchedule(5.0, 10.0, 20.0), decide=decide)
+    shape.tick()  # enters the level
+    span = shape.spans[0]
+    assert not shape._level_over(5.0) and not span.looking and span.end_wall is None  # uncertain: it goes on
+    assert shape._level_over(10.0) and not span.looking  # the pass ends it …
+    assert span.end_wall == span.looked_at  # … at the look's instant (load/look_rows.py holds what came after)
+    assert seen == [(True, None), (True, None)]
+
+
 def _in_a_child(body: str) -> None:
     """Run one of this file's test bodies in a fresh interpreter.
 
@@ -122,3 +142,7 @@ def test_a_look_waits_for_enough_requests_and_never_exceeds_the_schedule():
 
 def test_a_pass_puts_the_slopes_probe_before_the_next_level():
     _in_a_child("_a_pass_puts_the_slopes_probe_before_the_next_level")
+
+
+def test_a_look_is_open_until_its_verdict_and_the_end_it_sets_are_in():
+    _in_a_child("_a_look_is_open_until_its_verdict_and_the_end_it_sets_are_in")

@@ -81,3 +81,34 @@ def test_a_batch_it_cannot_store_is_named_and_ends_it(tmp_path):
     answers = [json.loads(line) for line in out.getvalue().splitlines()]
     assert answers[0]["seq"] == 1 and answers[1]["seq"] == 2 and "failed" in answers[1] and len(answers) == 2
     assert [p.name for p in (tmp_path / "requests.parts").iterdir()] == ["000000.parquet"]
+
+
+def _at(batch: dict, first_wall: float, **keys) -> dict:
+    """``batch`` with its requests started one a second from ``first_wall``, and the batch keys given."""
+    batch["start_wall"] = [first_wall + i for i in range(len(batch["start_wall"]))]
+    return {**batch, **keys}
+
+
+def test_rows_started_after_an_open_look_wait_for_its_verdict_before_the_live_figures(tmp_path):
+    """A look ends its level's window at its own instant, but the judge answers later.
+
+    A request started after the look and flushed before the verdict used to be folded in while the
+    level had no end, so it counted as measured though it started in the hold (a trial's open-loop
+    line read 35 requests against the table's 31). Now it waits for the verdict: here the look at
+    1002.0 ends the level (the next batch brings the end) and only the two requests before it count;
+    if the look lets the level go on, the waiting three count with the next batch's two.
+    """
+    looking = _at(_batch(5), 1000.0, _looks_open={0: 1002.0})
+    ended = _at(_batch(2, start=5), 1005.0, _window_ends={0: 1002.0})
+    goes_on = _at(_batch(2, start=5), 1005.0, _looks_open={})
+    for second, requests in ((ended, 2), (goes_on, 7)):
+        out = io.BytesIO()
+        folder = tmp_path / str(requests)
+        folder.mkdir()
+        assert serve(folder, 0, _stream(looking, second), out) == 0
+        answers = [json.loads(line) for line in out.getvalue().splitlines()]
+        assert [a["levels"]["0"]["requests"] for a in answers] == [2, requests]
+        assert [a["total"] for a in answers] == [5, 7]  # every row counts in the run's total on arrival
+        # every row is stored as it arrived: only the live figures wait
+        stored = sorted(p.name for p in (folder / "requests.parts").iterdir())
+        assert sum(pq.read_table(folder / "requests.parts" / name).num_rows for name in stored) == 7
