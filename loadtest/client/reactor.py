@@ -75,6 +75,7 @@ from loadtest.client._http import collect_body, head_bytes, parser_feed
 from loadtest.client.arrival import ANCILLARY_SIZE, arrival_time, enable_arrival_stamps
 from loadtest.client.decode import StreamDecoder
 from loadtest.client.poller import make_poller
+from loadtest.client.reactor_stream import ReactorStream
 from loadtest.client.reader_health import WAITED_S, ReaderHealth
 from loadtest.client.scanner import run_turns
 from loadtest.client.tls_read import read_tls
@@ -85,40 +86,14 @@ _EPOLLIN = 0x001
 _start_thread = monkey.get_original("_thread", "start_new_thread")
 __all__ = ["Reactor", "ReaderHealth", "WAITED_S", "arrival_time", "enable_arrival_stamps", "reactor", "running_reactor"]
 
-class _Stream:
-    """One response being read by the reactor."""
-
-    __slots__ = (
-        "raw", "fd", "response", "decoder", "chunks", "pieces", "first_at", "event", "cancelled", "registered",
-        "ended", "rx_stamps", "feed", "scanner", "tls",
-    )
-
-    def __init__(self, raw: Any, response: Any, decoder: StreamDecoder, first_at: float, tls: Any = None) -> None:
-        self.raw = raw                      # the real, non-blocking socket under gevent's wrapper
-        self.fd = raw.fileno()
-        self.response = response
-        self.decoder = decoder
-        self.chunks = decoder.rec.chunk_ms  # the content chunks' stamps: how many a read added
-        self.pieces: list = []              # body pieces the parser handed over (see _http.collect_body)
-        self.first_at = first_at            # when the bytes read with the head arrived
-        self.event = gevent.event.Event()   # set (on the hub) when the reactor is done with it
-        self.cancelled = False
-        self.registered = False
-        self.ended = False                  # the stream finished (cleanly or not) in the reactor
-        self.rx_stamps = False              # the kernel stamps its bytes' arrival (Linux)
-        self.feed = decoder.reader()        # the decoder's feed, or the compiled scanner's (scanner.py)
-        self.scanner: Any = None            # the compiled scanner, once attached: it does the whole read
-        self.tls = tls                      # the connection's OpenSSL object over TLS (tls_read.py), else None
-
-
 class Reactor:
     """The process's stream reader. Use :func:`reactor` to get it."""
 
     def __init__(self) -> None:
         self._poll = make_poller()
-        self._streams: dict[int, _Stream] = {}
-        self._inbox: deque[_Stream] = deque()
-        self._outbox: deque[_Stream] = deque()
+        self._streams: dict[int, ReactorStream] = {}
+        self._inbox: deque[ReactorStream] = deque()
+        self._outbox: deque[ReactorStream] = deque()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         self._poll.register(self._wake_r, _EPOLLIN)
@@ -143,7 +118,7 @@ class Reactor:
 
         ``raw`` is the socket under gevent's wrapper; ``tls`` its OpenSSL object over TLS.
         """
-        stream = _Stream(raw, response, decoder, first_at, tls)
+        stream = ReactorStream(raw, response, decoder, first_at, tls)
         self._post(stream)
         try:
             stream.event.wait()
@@ -152,13 +127,13 @@ class Reactor:
             raise
         return stream.ended
 
-    def cancel(self, stream: _Stream) -> None:
+    def cancel(self, stream: ReactorStream) -> None:
         """Take a stream back before its end (timeout, or the user was stopped)."""
         stream.cancelled = True
         self._post(stream)
         stream.event.wait(timeout=5.0)  # the reactor acknowledges within a poll round
 
-    def _post(self, stream: _Stream) -> None:
+    def _post(self, stream: ReactorStream) -> None:
         self._inbox.append(stream)
         os.write(self._wake_w, b"\0")
 
@@ -248,7 +223,7 @@ class Reactor:
             else:
                 self.waiting_bound_ms.append(waiting_bound_ms)
 
-    def _read_python(self, stream: _Stream, now: float) -> tuple[int, float | None]:
+    def _read_python(self, stream: ReactorStream, now: float) -> tuple[int, float | None]:
         """One read in Python (what ``Scanner.read`` does in C): content chunks stamped, the kernel's stamp."""
         closed = False
         try:
@@ -279,7 +254,7 @@ class Reactor:
             self._end(stream, now)
         return len(chunks) - chunks_before, arrived
 
-    def _settle(self, stream: _Stream, outcome: tuple, now: float) -> tuple[int, float | None]:
+    def _settle(self, stream: ReactorStream, outcome: tuple, now: float) -> tuple[int, float | None]:
         """What the compiled scanner's read left to do (its end, a failure): as the Python read does it."""
         kind, err, added, arrived = outcome
         rec = stream.decoder.rec
@@ -293,7 +268,7 @@ class Reactor:
             self._end(stream, now)
         return added, arrived
 
-    def _consume(self, stream: _Stream, data: bytes, now: float) -> None:
+    def _consume(self, stream: ReactorStream, data: bytes, now: float) -> None:
         response = stream.response
         try:
             parser_feed(response, data)
@@ -323,7 +298,7 @@ class Reactor:
             elif not stream.registered and not stream.ended:
                 self._start(stream)
 
-    def _start(self, stream: _Stream) -> None:
+    def _start(self, stream: ReactorStream) -> None:
         stream.pieces = collect_body(stream.response)
         head = head_bytes(stream.response)
         early = b""
@@ -356,7 +331,7 @@ class Reactor:
         self._poll.register(stream.fd, _EPOLLIN)
         stream.registered = True
 
-    def _unregister(self, stream: _Stream) -> None:
+    def _unregister(self, stream: ReactorStream) -> None:
         if stream.registered:
             stream.registered = False
             if stream.scanner is not None:
@@ -367,7 +342,7 @@ class Reactor:
             except (OSError, ValueError, KeyError):
                 pass
 
-    def _end(self, stream: _Stream, now: float) -> None:
+    def _end(self, stream: ReactorStream, now: float) -> None:
         self._unregister(stream)
         stream.ended = True
         try:
@@ -377,7 +352,7 @@ class Reactor:
         self._outbox.append(stream)
         self._async.send()
 
-    def _drop(self, stream: _Stream) -> None:
+    def _drop(self, stream: ReactorStream) -> None:
         self._unregister(stream)
         if stream.scanner is not None:  # the record keeps the chunks seen: hand over those the scanner holds
             try:

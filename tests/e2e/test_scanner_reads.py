@@ -33,7 +33,8 @@ from loadtest.client import scanner
 from loadtest.client._http import parser_feed
 from loadtest.client.arrival import enable_arrival_stamps
 from loadtest.client.decode import StreamDecoder
-from loadtest.client.reactor import Reactor, _Stream
+from loadtest.client.reactor import Reactor
+from loadtest.client.reactor_stream import ReactorStream
 from loadtest.client.reader_health import WAITED_S
 from loadtest.client.record import RequestRecord
 from loadtest.mock.tls import self_signed_cert
@@ -116,7 +117,7 @@ def _run(api: str, head: bytes, writes: list[bytes], compiled: bool | str, close
     parser_feed(response, head)
     if compiled:  # as _http.PiecedResponse keeps them: the scanner de-frames whole-chunk reads from the head's end
         response.__dict__["_head_bytes"] = [head]
-    stream = _Stream(ours, response, decoder, 100.0, ours._sslobj if tls else None)
+    stream = ReactorStream(ours, response, decoder, 100.0, ours._sslobj if tls else None)
     reactor._start(stream)
     ended_at_start = stream.ended
     reads = []
@@ -288,7 +289,7 @@ def test_the_compiled_loop_reads_counts_and_hands_back_what_the_reactor_must_see
         ours.setblocking(False)
         response = HTTPResponse()
         parser_feed(response, HEAD)
-        stream = _Stream(ours, response, StreamDecoder(RequestRecord(start_wall=0.0, start_perf=100.0), "chat"), 100.0)
+        stream = ReactorStream(ours, response, StreamDecoder(RequestRecord(start_wall=0.0, start_perf=100.0), "chat"), 100.0)
         reactor._start(stream)
         poll.register(stream.fd, select.EPOLLIN)
         pairs.append((ours, theirs))
@@ -450,7 +451,7 @@ def test_a_tls_read_takes_every_record_that_waits(tls_contexts):
         response = HTTPResponse()
         parser_feed(response, HEAD)
         rec = RequestRecord(start_wall=0.0, start_perf=100.0)
-        stream = _Stream(ours, response, StreamDecoder(rec, "chat"), 100.0, ours._sslobj)
+        stream = ReactorStream(ours, response, StreamDecoder(rec, "chat"), 100.0, ours._sslobj)
         reactor = _reactor()
         reactor._start(stream)
         assert stream.scanner is not None
