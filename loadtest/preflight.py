@@ -187,6 +187,19 @@ def preflight(scenario: Scenario, api_key: str | None, salt: str = "") -> Prefli
     )
 
 
+def short_request(scenario: Scenario, api_key: str | None, dialect: Dialect, salt: str = "",
+                  timeout_s: float | None = None) -> RequestRecord:
+    """One short request as the load sends them (the dialect the preflight settled), on a client of its
+    own; ``timeout_s`` shortens the target's. For the request after the load (loadtest/after_load.py)."""
+    client = _client(scenario, api_key)
+    if timeout_s is not None:
+        client.timeout_s = min(client.timeout_s, timeout_s)
+    try:
+        return client.send(_body(scenario, dialect, probe_tokens(scenario), salt, seed=-100))
+    finally:
+        client.close()
+
+
 def describe_adaptation(change: dict) -> str:
     """One line for the console: what the target rejected and what we do instead."""
     return (f"preflight: the target rejected {change['field']} (HTTP {change['status']}: "

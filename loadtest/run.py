@@ -159,6 +159,7 @@ def _run_in_folder(scenario: Scenario, options: RunOptions, run_dir: Path, guard
             # Start-up time: about half a second of imports, which run while the scraper's
             # interpreter starts on the other core instead of before it (its first round is awaited
             # below); nothing of them is needed before the warm-up.
+            from loadtest.after_load import after_load
             from loadtest.analysis import analyze_run
             from loadtest.load.orchestrate import release_signals, run_load, web_control
             from loadtest.load.user import UserSettings
@@ -200,6 +201,10 @@ def _run_in_folder(scenario: Scenario, options: RunOptions, run_dir: Path, guard
             raise _folder_full(guard, run_dir)
         if interrupted:
             console.print(f"[yellow]run interrupted[/]; the records measured so far are kept in {run_dir}")
+        else:  # a run that ended on requests the target answered nothing to asks once more (after_load.py)
+            state.record.after_load = after_load(run_dir, scenario, api_key, pre.dialect, salt)
+            if state.record.after_load is not None:
+                state.save()
 
         # 3. analyze, 4. report
         analysis = analyze_run(run_dir)

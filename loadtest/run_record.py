@@ -84,6 +84,18 @@ class Preflight(_Strict):
     adaptations: list[Any]
 
 
+class AfterLoad(_Strict):
+    """``after_load``: the one request sent once the load had ended, because the run ended on a streak of
+    requests the target answered nothing to (loadtest/after_load.py): is the target still gone?"""
+
+    at_wall: float
+    #: the target sent a response head (any status, an error page too): it is there
+    answered: bool
+    ok: bool
+    error_kind: str | None = None
+    status: int | None = None
+
+
 class WarmupRequests(_Strict):
     """``warmup_requests``: the unmeasured requests sent before the first level."""
 
@@ -155,6 +167,9 @@ class RunRecord(_Strict):
     model_meta: dict[str, Any] | None = None
     #: ``--refine``: how refinement ended, {ended, why, probes} (analysis/refine_end.py); None without it.
     refine: dict[str, Any] | None = None
+    #: The request sent after the load when the run ended on requests the target answered nothing to
+    #: (analysis/target_lost.py reads it); None when the run did not end so, or was written before.
+    after_load: AfterLoad | None = None
     #: The level spans (load/levels.py LevelSpan.to_json), in the order they ran.
     levels: list[dict[str, Any]] = Field(default_factory=list)
 

@@ -124,7 +124,7 @@ def analyze(
     levels.sort(key=lambda lv: (lv.load, lv.index))
     mark_cut_short(levels, run)  # before the verdict's words: a stopped level blames the stop
     capacity = find_capacity(levels, slo, confidence)
-    lost = target_lost(requests, levels)
+    lost = target_lost(requests, levels, run.get("after_load"))
     outage = lost_capacity_message(levels, lost) if lost is not None else None
     if outage is not None:  # the outage's words, not the load's: "holds 1 user; at 2 the p95 TTFT is unbounded"
         capacity.message = outage

@@ -22,7 +22,10 @@ The signature is kept narrow, so that an overloaded server is never taken for a 
   server's last accepted ones, and every one through a tunnel or TCP proxy to it:
   ``client.record.answered_nothing``). A proxy cutting a live server's queued streams
   leaves only cuts after the head. Over at least :data:`MIN_SPAN_S` seconds: a handful of
-  refused connections in the last instant of an overloaded run is not an outage.
+  refused connections in the last instant of an overloaded run is not an outage; unless the
+  target still answered nothing to the one request the run sent once its load had ended
+  (run.json's ``after_load``, :mod:`loadtest.after_load`): a server killed a moment before the
+  look that ended its level left a streak shorter than that, and read as a capacity.
 
 What holds below the level where it happened was measured on a live server and stays: the
 capacity is its lower bound, and the sentence says both.
@@ -31,7 +34,7 @@ capacity is its lower bound, and the sentence says both.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -68,6 +71,9 @@ class TargetLost:
     last_success_wall: float | None
     #: the outage decided where the capacity stops (the sentence leads with it): set by the pipeline
     decides_capacity: bool = False
+    #: the request sent once the load had ended (run.json's ``after_load``) was not answered either;
+    #: None when none was sent (the run did not end on such a streak, or was written before)
+    confirmed_after_load: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -79,6 +85,7 @@ class TargetLost:
             "kinds": dict(self.kinds),
             "last_success_wall": None if self.last_success_wall is None else round(self.last_success_wall, 3),
             "decides_capacity": self.decides_capacity,
+            "confirmed_after_load": self.confirmed_after_load,
         }
 
     def words(self) -> str:
@@ -92,12 +99,14 @@ class TargetLost:
             where = f" {self.seconds_into_level or 0.0:.1f} s into the level of {self.level}"
         kinds = ", ".join(f"{k} {n}" for k, n in sorted(self.kinds.items(), key=lambda kv: (-kv[1], kv[0])))
         after = "after its last success" if self.last_success_wall is not None else "of the run"
+        again = ", nor did the one sent after the load" if self.confirmed_after_load else ""
         return (f"the target stopped answering{where}: the {self.requests} requests {after} could not "
-                f"connect or were cut off ({kinds}), and none succeeded again")
+                f"connect or were cut off ({kinds}), and none succeeded again{again}")
 
 
-def target_lost(requests: pd.DataFrame, levels: Sequence[LevelResult]) -> TargetLost | None:
-    """The outage that ended the run, from the records (any order), or None when the target answered to the end."""
+def closing_streak(requests: pd.DataFrame) -> np.ndarray | None:
+    """The run's closing streak of requests the target answered nothing to (a mask over ``requests``),
+    or None when the run did not end on one (too few, or none refused outright). No span asked."""
     if not len(requests):
         return None
     start = numeric(requests, "start_wall")
@@ -124,9 +133,40 @@ def target_lost(requests: pd.DataFrame, levels: Sequence[LevelResult]) -> Target
     unanswered = sum(answered_nothing(kinds[i], int(status[i])) for i in np.flatnonzero(after))
     if after.sum() < MIN_REQUESTS or unanswered < MIN_REFUSED:
         return None
+    return after
+
+
+def still_unanswered(after_load: Mapping[str, Any] | None) -> bool | None:
+    """Did the request sent after the load (run.json's ``after_load``) get nothing either: refused, or
+    closed before any response byte, as the streak's were? None: none was sent.
+
+    A timeout is not "nothing": something took the connection and held it (a server still starting).
+    """
+    if not after_load:
+        return None
+    if after_load.get("answered", True):
+        return False
+    return answered_nothing(after_load.get("error_kind"), int(after_load.get("status") or 0))
+
+
+def target_lost(requests: pd.DataFrame, levels: Sequence[LevelResult],
+                after_load: Mapping[str, Any] | None = None) -> TargetLost | None:
+    """The outage that ended the run, from the records (any order), or None when the target answered to the end.
+
+    ``after_load``: run.json's record of the request sent once the load had ended, if one was.
+    """
+    after = closing_streak(requests)
+    if after is None:
+        return None
+    start = numeric(requests, "start_wall")
+    end = start + np.nan_to_num(numeric(requests, "e2e_ms")) / 1000.0
+    kinds = np.array([k or "" for k in text(requests, "error_kind")], dtype=object)
+    ok = boolean(requests, "ok")
+    last_ok = float(np.nanmax(end[ok])) if ok.any() else None
+    confirmed = still_unanswered(after_load)
     # when it happened: the first of those failures (a stream cut at the death began before it, so its end)
     first = float(np.nanmin(end[after]))
-    if float(np.nanmax(end[after])) - first < MIN_SPAN_S:
+    if float(np.nanmax(end[after])) - first < MIN_SPAN_S and not confirmed:
         return None
     by_start = sorted(levels, key=lambda lv: lv.start_wall)
     level = next((lv for lv in by_start if lv.start_wall <= first < max(lv.end_wall, lv.start_wall)), None)
@@ -143,6 +183,7 @@ def target_lost(requests: pd.DataFrame, levels: Sequence[LevelResult]) -> Target
         requests=int(after.sum()),
         kinds={str(k): int(n) for k, n in counts.items()},
         last_success_wall=last_ok,
+        confirmed_after_load=confirmed,
     )
 
 

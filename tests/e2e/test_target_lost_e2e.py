@@ -46,6 +46,11 @@ def _killed_mid_run(tmp_path, tunnel: bool = False):
     assert lost is not None and set(lost["kinds"]) <= {"connect", "disconnect"} and lost["requests"] >= 5, lost
     assert summary["capacity"]["message"].startswith("The target stopped answering"), summary["capacity"]["message"]
     assert summary["warnings"][0].startswith("the target stopped answering")
+    # once the load had ended the run asked once more, and the target still answered nothing
+    after = json.loads((out / "run.json").read_text())["after_load"]
+    assert after is not None and after["answered"] is False and after["ok"] is False, after
+    assert after["error_kind"] in ("connect", "disconnect") and after["at_wall"] > stopped_at, after
+    assert lost["confirmed_after_load"] is True, lost
     # counted, never dropped: the records hold every one of them as a failure
     records = read_requests(out)
     assert int((~records.ok & records.error_kind.isin(["connect", "disconnect"])).sum()) >= lost["requests"]

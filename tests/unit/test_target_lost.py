@@ -18,7 +18,7 @@ SLO = {"ttft_ms": {"p95": 1000}, "max_error_rate": 0.01}
 
 
 def _run(kind: str = "connect", dies_at_s: float | None = 2.0, comes_back: bool = False, n_after: int = 20,
-         first_kind: str | None = None, first_n: int = 0, **failed: object):
+         first_kind: str | None = None, first_n: int = 0, after_load: dict | None = None, **failed: object):
     plan = level_plan([1, 2], 8.0)
     rows = closed_loop_rows(0, 1, plan[0]["start_wall"], 8.0, seed=1)
     live = closed_loop_rows(1, 2, plan[1]["start_wall"], 8.0, seed=2)
@@ -36,6 +36,8 @@ def _run(kind: str = "connect", dies_at_s: float | None = 2.0, comes_back: bool 
         if comes_back:  # the server restarted: answers again before the level's end
             rows += [r for r in live if r["start_wall"] > death + step * n_after]
     run = run_dict(plan, slo=SLO)
+    if after_load is not None:
+        run["after_load"] = after_load
     return analyze(to_frame(rows), run, SloSpec.from_dict(SLO), resamples=200)
 
 
@@ -83,3 +85,26 @@ def test_a_server_shutting_down_gracefully_answers_503_then_refuses_and_is_lost(
     # 503 after the last success vetoed the detection, and a dead server read as a capacity with exit 0)
     lost = _run(first_kind="http_5xx", first_n=3).target_lost
     assert lost is not None and lost.kinds == {"connect": 17} and lost.requests == 17
+
+
+def test_a_server_killed_just_before_the_deciding_look_is_lost_when_it_still_answers_nothing_after_the_load():
+    """The streak of a server killed a moment before the look that ended its level is shorter than half
+    a second: from the records alone, a live overloaded server's last-instant refusals look the same,
+    and the run read "holds 1 user" off a dead server. The request sent once the load had ended
+    (run.json's ``after_load``) tells them apart: still nothing is an outage, an answer is not."""
+    short = dict(dies_at_s=7.3, n_after=20)  # 20 refusals over 0.19 s, then the level's end
+    assert _run(**short).target_lost is None  # no request after the load: the records alone cannot tell
+    gone = {"at_wall": 2e9, "answered": False, "ok": False, "error_kind": "connect", "status": None}
+    analysis = _run(**short, after_load=gone)
+    lost = analysis.target_lost
+    assert lost is not None and lost.requests == 20 and lost.confirmed_after_load is True
+    assert analysis.capacity.message.startswith("The target stopped answering 7.")
+    assert "nor did the one sent after the load" in analysis.warnings[0]
+    assert summary_dict(analysis)["target_lost"]["confirmed_after_load"] is True
+    there = {"at_wall": 2e9, "answered": True, "ok": True, "error_kind": None, "status": 200}
+    assert _run(**short, after_load=there).target_lost is None  # it answered: the refusals were a live server's
+    # a connection taken and held past the timeout is no refusal: something is there (a server still starting)
+    held = {"at_wall": 2e9, "answered": False, "ok": False, "error_kind": "timeout", "status": None}
+    assert _run(**short, after_load=held).target_lost is None
+    # a streak long enough on its own is an outage whatever came after (a restarted server answers the request)
+    assert _run(after_load=there).target_lost.confirmed_after_load is False
