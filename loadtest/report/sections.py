@@ -20,7 +20,7 @@ from loadtest.analysis.slo import SloSpec
 from loadtest.report.calculator import replicas_calculator
 from loadtest.report.page import esc as _e
 from loadtest.report.plotting import STATUS_COLOURS, VERDICT_COLOURS, load_words
-from loadtest.metric_registry import METRICS
+from loadtest.metric_registry import BY_NAME, LATENCY_METRICS, METRICS
 from loadtest.report.terminal import describe_ending, describe_hold
 
 #: The latency cells of the per-level table: (metric, percentile), from the registry's ``report_table``;
@@ -182,10 +182,24 @@ def _cell_ms(level: LevelResult, metric: str, pct: str) -> str:
     return f"<td class='num'{style}>{_e(text)}</td>"
 
 
+def table_cells(analysis: Analysis) -> list[tuple[Any, str]]:
+    """The per-level table's latency cells: the registry's, then every other percentile an SLO judges.
+
+    Why the second part: ``analyze --slo e2e_ms.p99=400`` judged every level on a value the table had
+    no column for (the terminal's table says the same: :func:`loadtest.report.terminal.latency_columns`).
+    """
+    cells = list(_UNARY_CELLS if analysis.unary else _TABLE_CELLS)
+    for check in analysis.slo.checks:
+        cell = (BY_NAME.get(check.metric), check.percentile)
+        if check.metric in LATENCY_METRICS and cell not in cells:
+            cells.append(cell)
+    return cells
+
+
 def levels_table(analysis: Analysis) -> str:
     # the level's rate as asked (the offered rate measured in its window is the open-loop table's)
     unit = "rate (req/s)" if any(lv.rate_rps is not None for lv in analysis.levels) else "users"
-    cells, rates = (_UNARY_CELLS, _RATE_COLUMNS[True]) if analysis.unary else (_TABLE_CELLS, _RATE_COLUMNS[False])
+    cells, rates = table_cells(analysis), _RATE_COLUMNS[analysis.unary]
     head = (
         f"<tr><th>{unit}</th><th>requests</th><th>errors</th>"
         + "".join(f"<th>{_e(m.short_label)} {pct}</th>" for m, pct in cells)

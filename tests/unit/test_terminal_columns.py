@@ -11,6 +11,7 @@ from rich.console import Console
 
 from loadtest.analysis import SloSpec, analyze
 from loadtest.analysis.capacity import fmt_ms
+from loadtest.report.sections import levels_table
 from loadtest.report.terminal import build_table, latency_columns
 from support.synthetic import closed_loop_rows, level_plan, run_dict, to_frame
 
@@ -51,3 +52,17 @@ def test_each_percentile_judged_on_one_metric_has_its_column():
 def test_without_an_slo_on_them_the_columns_are_the_registrys_at_p95():
     assert latency_columns(_analysis({"max_error_rate": 0.01})) == [
         ("ttft_ms", "p95"), ("itl_ms", "p95"), ("tpot_ms", "p95")]
+
+
+def test_the_reports_levels_table_has_a_column_for_every_percentile_an_slo_judges_too():
+    """report.html's table had the registry's columns only: ``e2e_ms.p99`` and ``ttfb_ms.p90`` judged
+    every level, and their values were in the checks table alone."""
+    analysis = _analysis({"ttft_ms": {"p95": 1000}, "e2e_ms": {"p99": 400}, "ttfb_ms": {"p90": 500}})
+    html = levels_table(analysis)
+    head = html.split("</tr>", 1)[0]
+    assert "<th>e2e p99</th>" in head and "<th>TTFB p90</th>" in head, head
+    assert head.count("<th>TTFT p95</th>") == 1  # judged and in the registry's columns: once
+    last_row = html.split("</table>", 1)[0].split("</tr>")[-2]  # the last level's
+    assert f">{fmt_ms(analysis.levels[-1].metric('e2e_ms').percentile('p99'))}</td>" in last_row, last_row
+    plain = levels_table(_analysis({"max_error_rate": 0.01})).split("</tr>", 1)[0]
+    assert "e2e p99" not in plain and "TTFB" not in plain
