@@ -22,7 +22,7 @@ from loadtest.compare.change import fmt_change, shown_verdict
 from loadtest.compare.engine import Comparison
 from loadtest.compare.level_keys import AXIS_TITLE, USERS, LevelKey, level_key
 from loadtest.compare.noise import fmt_band, fmt_interval
-from loadtest.compare.outputs import reference_runs_text, write_text
+from loadtest.compare.outputs import reference_runs_text, runs_text, write_text
 from loadtest.compare.rules import COMPLETED_SHARE, ERROR_RATE, THROUGHPUT
 from loadtest.compare.summary_values import completed_share
 from loadtest.report.page import PAGE_STYLE as page_style
@@ -142,8 +142,9 @@ def render_compare_html(cmp: Comparison) -> str:
         f"<div class='dim'>exit code {cmp.exit_code}; {confidence_pct(cmp.confidence)} bootstrap intervals (requests "
         f"resampled); tolerance {cmp.rules.tolerance * 100:g}%</div></div>",
         "<table class='facts'>"
-        f"<tr><th>baseline</th><td>{_e(b.label)}: capacity {_e(b.bounds.text_at_a_rate())}</td></tr>"
-        f"<tr><th>candidate</th><td>{_e(c.label)}: capacity {_e(c.bounds.text_at_a_rate())}</td></tr>"
+        # a group (run --repeat) by all its runs, as the Markdown and the terminal name it
+        f"<tr><th>baseline</th><td>{_e(runs_text(b.label, cmp.baselines))}: capacity {_e(b.bounds.text_at_a_rate())}</td></tr>"
+        f"<tr><th>candidate</th><td>{_e(runs_text(c.label, cmp.candidates))}: capacity {_e(c.bounds.text_at_a_rate())}</td></tr>"
         f"<tr><th>workload</th><td>fingerprint {_e(cmp.fingerprint.get('hash'))}</td></tr>"
         f"<tr><th>run-to-run noise</th><td>{_e(reference_runs_text(cmp))}</td></tr></table>",
     ]

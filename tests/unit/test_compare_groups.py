@@ -72,9 +72,11 @@ def test_the_markdown_names_the_candidate_group_not_its_first_run(tmp_path):
         base = write_run(tmp_path / "base", seed=60, t0=T0, duration=3.0, levels=(1, 2))
         runs = [write_run(tmp_path / "nightly" / f"run-{i:02d}", seed=61 + i, t0=T0 + (1 + i) * 86_400, duration=3.0,
                           levels=(1, 2)) for i in (1, 2)]
-    md = tmp_path / "c.md"
-    cli("compare", str(base), str(runs[0]), "--also-candidate", str(runs[1]), "--markdown", str(md))
+    md, page = tmp_path / "c.md", tmp_path / "c.html"
+    cli("compare", str(base), str(runs[0]), "--also-candidate", str(runs[1]), "--markdown", str(md), "--html", str(page))
     group = f"run-01, run-02 of {tmp_path / 'nightly'}"
     assert f"candidates `{group}` (" in md.read_text() and f"Baseline `{base}` (" in md.read_text(), md.read_text()
+    # compare.html's facts too (they named run-01 alone)
+    assert f"<tr><th>candidate</th><td>{group}: capacity" in page.read_text()
     cli("compare", str(base), str(runs[0]), "--markdown", str(md))
     assert f"candidate `{runs[0]}` (" in md.read_text(), md.read_text()
