@@ -205,16 +205,28 @@ def _summary(folder: Path, run: dict[str, Any], skipped: list[str]) -> dict[str,
         return None
 
 
+#: The verdicts after which a nightly job makes the run its baseline (it promotes on exit 0 only), and
+#: a series' first run: the reference of the runs after it.
+MOVES_THE_REFERENCE = frozenset({"first", "workload changed", "pass"})
+
+
 def _judge_in_order(runs: list[HistoryRun]) -> None:
-    """Each run against the previous one of its fingerprint, with the runs before that as its
-    history (their run-to-run noise, see :mod:`groups`), as a nightly ``compare --history`` would:
-    with enough of them the verdict is against their mean (earlier rejected runs left out), so it
-    is "vs reference", not "vs previous" (the JSON key keeps that name)."""
-    previous: dict[str, HistoryRun] = {}
+    """Each run against its reference, with the runs before it as its history (their run-to-run
+    noise, see :mod:`groups`), as a nightly ``compare --history`` would judge it: with enough of
+    them the verdict is against their mean, so it is "vs reference", not "vs previous" (the JSON key
+    keeps that name).
+
+    As in the nightly job, the reference is the last run that passed (or began the series): a run
+    judged a regression is not promoted, and it is left out of the later runs' history (the gate
+    leaves out a run whose compare.json says so). Why: with the previous run as the reference and
+    every run in the history, a second night as slow as a rejected one read "pass" against it, where
+    the nightly job said "regression" both nights.
+    """
+    reference: dict[str, HistoryRun] = {}
     earlier: dict[str, list[Path]] = {}
     last_fp: str | None = None
     for run in runs:
-        before = previous.get(run.fingerprint)
+        before = reference.get(run.fingerprint)
         if before is None:
             run.versus_previous = "first" if last_fp is None else "workload changed"
         else:
@@ -224,8 +236,10 @@ def _judge_in_order(runs: list[HistoryRun]) -> None:
                 run.detail = cmp.headline
             except LoadtestError as err:
                 run.versus_previous, run.detail = "error", str(err)
-        previous[run.fingerprint] = run
-        earlier.setdefault(run.fingerprint, []).append(run.folder)
+        if run.versus_previous in MOVES_THE_REFERENCE:
+            reference[run.fingerprint] = run
+        if run.versus_previous != REGRESSED:
+            earlier.setdefault(run.fingerprint, []).append(run.folder)
         last_fp = run.fingerprint
 
 

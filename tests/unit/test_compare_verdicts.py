@@ -222,6 +222,24 @@ def test_history_marks_the_run_that_regressed(pair, tmp_path):
     assert cli("history", str(root), str(tmp_path / "runs"), "--scenario", "other", "--html", str(page))[0] == 0
 
 
+
+def test_history_judges_a_night_after_a_rejected_one_against_the_last_passing_run(pair, tmp_path):
+    """A nightly job promotes only a passing night, and leaves a rejected one out of the gate's history.
+    ``history`` took the previous run as every run's reference and kept every run in the history: a
+    second night as slow as the rejected one read "pass" against it, where the nightly said
+    "regression" both nights. A night as fast as before passes again."""
+    root = tmp_path / "nights"
+    shutil.copytree(pair[0], root)
+    with contextlib.redirect_stdout(io.StringIO()):
+        write_run(root / "slow-again", seed=5, t0=T0 + 3 * 86_400, scale=1.2)
+        write_run(root / "fixed", seed=6, t0=T0 + 4 * 86_400)
+    code, out, _ = cli("history", str(root), "--json", str(tmp_path / "h.json"), "--html", str(tmp_path / "h.html"))
+    assert code == 0, out
+    rows = json.loads((tmp_path / "h.json").read_text())["runs"]
+    assert [(Path(r["run"]).name, r["vs_previous"]) for r in rows][-3:] == [
+        ("slow", "regression"), ("slow-again", "regression"), ("fixed", "pass")]
+
+
 def test_the_terminal_says_once_why_the_noise_is_unknown(pair):
     """Without a history every held speed check ended with the same 100 characters on the unknown
     noise; the terminal says them once, under the list, and each line keeps "(below)"."""
