@@ -117,11 +117,14 @@ def closing_streak(requests: pd.DataFrame) -> np.ndarray | None:
     failed = ~ok & ~np.isin(kinds, list(NEUTRAL_KINDS)) & np.isfinite(start)
     if last_ok is not None:
         failed &= end > last_ok
-    # the run's closing streak of refusals and cuts, by when each failed: a server shutting down
+    # the run's closing streak of refusals and cuts, by when each was sent: a server shutting down
     # gracefully answers 503 (or times out) first, then refuses; those answers came from it, the
-    # streak after them is the outage
+    # streak after them is the outage. By send, not by end: a stream the server left hanging when it
+    # went (llama-server on SIGTERM refuses new connections, and its open streams run into the
+    # client's timeout) ends 30 s after the refusals that followed it, and by end it broke the streak
+    # (a trial's killed server read as a capacity, exit 0)
     rows = np.flatnonzero(failed)
-    rows = rows[np.argsort(end[rows], kind="stable")]
+    rows = rows[np.lexsort((end[rows], start[rows]))]
     lost_kind = np.isin(kinds[rows], list(LOST_KINDS))
     streak = len(rows) - (int(np.flatnonzero(~lost_kind)[-1]) + 1 if (~lost_kind).any() else 0)
     after = np.zeros(len(kinds), dtype=bool)

@@ -18,7 +18,8 @@ SLO = {"ttft_ms": {"p95": 1000}, "max_error_rate": 0.01}
 
 
 def _run(kind: str = "connect", dies_at_s: float | None = 2.0, comes_back: bool = False, n_after: int = 20,
-         first_kind: str | None = None, first_n: int = 0, after_load: dict | None = None, **failed: object):
+         first_kind: str | None = None, first_n: int = 0, after_load: dict | None = None, hung: int = 0,
+         **failed: object):
     plan = level_plan([1, 2], 8.0)
     rows = closed_loop_rows(0, 1, plan[0]["start_wall"], 8.0, seed=1)
     live = closed_loop_rows(1, 2, plan[1]["start_wall"], 8.0, seed=2)
@@ -33,6 +34,9 @@ def _run(kind: str = "connect", dies_at_s: float | None = 2.0, comes_back: bool 
             this = first_kind if first_kind is not None and i < first_n else kind  # e.g. 503s before the refusals
             rows.append(failed_row(this, e2e_ms=2.0, request_id=f"lost-{i}", user=i % 2, level=2, level_index=1,
                                    start_wall=t, **failed))
+        for i in range(hung):  # streams in flight at the death, left hanging: they run into the 30 s timeout
+            rows.append(failed_row("timeout", e2e_ms=30_000.0, status=200, ttfb_ms=5.0, request_id=f"hung-{i}",
+                                   user=i % 2, level=2, level_index=1, start_wall=death - 0.2 - 0.01 * i))
         if comes_back:  # the server restarted: answers again before the level's end
             rows += [r for r in live if r["start_wall"] > death + step * n_after]
     run = run_dict(plan, slo=SLO)
@@ -108,3 +112,14 @@ def test_a_server_killed_just_before_the_deciding_look_is_lost_when_it_still_ans
     assert _run(**short, after_load=held).target_lost is None
     # a streak long enough on its own is an outage whatever came after (a restarted server answers the request)
     assert _run(after_load=there).target_lost.confirmed_after_load is False
+
+
+def test_a_server_that_left_its_streams_hanging_when_it_went_is_lost():
+    """llama-server on SIGTERM refuses new connections, and the streams it had open run into the
+    client's 30 s timeout: those end after every refusal that followed them, and ordered by end
+    they broke the closing streak (a trial's killed server read "at 4 req/s the error budget is
+    spent", exit 0). Ordered by send, the refusals close the run."""
+    lost = _run(hung=3).target_lost
+    assert lost is not None and lost.kinds == {"connect": 20} and lost.requests == 20
+    # a live server's timeouts sent last still close it: no outage
+    assert _run(kind="timeout").target_lost is None
