@@ -184,3 +184,28 @@ def test_a_reason_a_look_gave_says_it_was_the_looks_where_the_final_figures_diff
     frame, run = _level(8.0, 3.0, 1.7)
     level = analyze(frame, run, SloSpec.from_dict({"itl_ms": {"p50": 22}})).levels[0]
     assert level.decision["why"] == same and level.decision["why_final"] == same
+
+
+def test_what_the_server_sustains_comes_from_what_was_sent_not_the_nominal_rate():
+    """A trial's seeded window sent 1.10 req/s at a nominal 2: the check said "0.73 req/s completed
+    against 1.10 sent … the server sustains about 1.83 req/s", from the nominal rate. Here 8 req/s
+    are sent at a level named 12 to a server that serves 6.67: it sustains 6.67, not 12 / 1.2 = 10."""
+    frame, run = _queued(8.0, 0.15, 4.5, warmup_s=1.0)
+    frame["rate_rps"] = 12.0
+    run["levels"][0]["rate_rps"] = 12.0
+    analysis = analyze(frame, run, SloSpec.from_dict({"ttft_ms": {"p95": 1200}}))
+    check = next(c for c in analysis.levels[0].checks if c.name == "sustained_rate")
+    assert check.value == pytest.approx(6.67, rel=0.05) and check.limit == 12.0, check
+    assert check.ci[0] <= check.value <= check.ci[1] < 8.0
+    assert "sustains about 6.6" in check.reason, check.reason
+
+
+def test_the_reports_checks_table_gives_what_the_server_sustains_in_req_s():
+    """report.html printed the sustained_rate check as shares ("295.28% … 800.00%") for 2.95 against 8 req/s."""
+    from loadtest.report.sections import levels_table
+
+    frame, run = _queued(8.0, 0.15, 4.5, warmup_s=1.0)
+    analysis = analyze(frame, run, SloSpec.from_dict({"ttft_ms": {"p95": 1200}}))
+    row = next(r for r in levels_table(analysis).split("</tr>") if ">sustained_rate<" in r)
+    assert "req/s" in row and "%" not in row.split("</td>")[2], row
+    assert ">8 req/s<" in row, row
