@@ -17,6 +17,7 @@ from loadtest.analysis.keep_up import behind_without_queue
 from loadtest.analysis.open_loop import KEEP_UP
 from loadtest.analysis.results import Analysis, LevelResult, fmt_rate
 from loadtest.analysis.slo import SloSpec
+from loadtest.analysis.verdict import SUSTAINED_CHECK
 from loadtest.report.calculator import replicas_calculator
 from loadtest.report.page import esc as _e
 from loadtest.report.plotting import STATUS_COLOURS, VERDICT_COLOURS, load_words
@@ -293,7 +294,11 @@ def _checks_table(analysis: Analysis) -> str:
     rows = []
     for lv in analysis.levels:
         for c in lv.checks:
-            if c.percentile is None:  # a rate check: the error budget or the valid-output floor
+            if c.metric == SUSTAINED_CHECK:  # what the server sustains, against the rate: req/s, not a share
+                value = f"{c.value:.3g} req/s" if math.isfinite(c.value) else "–"
+                ci = f"{c.ci[0]:.3g} – {c.ci[1]:.3g} req/s" if math.isfinite(c.ci[0]) else "–"
+                limit = f"{c.limit:g} req/s"
+            elif c.percentile is None:  # a share: the error budget or the valid-output floor
                 value = f"{c.value:.2%}" if math.isfinite(c.value) else "–"
                 ci = f"{c.ci[0]:.2%} – {c.ci[1]:.2%}" if math.isfinite(c.ci[0]) else "–"
                 limit = f"{c.limit:.2%}"
