@@ -305,7 +305,7 @@ def _message(
             f"the {describe_check(binding) + _error_kinds(binding, first_failing) if binding else 'SLOs fail'}."
         )
     if cap.verdict == "uncertain":
-        return _uncertain_message(cap, uncertain, fail_part, confidence, words)
+        return _uncertain_message(cap, uncertain, fail_part, confidence, words, cap_level)
     if cap.verdict in ("client_saturated", "host_contended"):
         at = ", ".join(_at(lv) for lv in saturated)
         reasons = level_reasons(saturated)
@@ -318,7 +318,7 @@ def _message(
         elif first_failing is None:
             face = f"capacity ≥ max tested ({_max_tested(cap)})"
         else:
-            face = f"{words.inner} holds {cap_level.label}"
+            face = f"{words.inner} holds {cap_level.label}{offered_note(cap_level)}"
         unit = 'rate' if cap.rate_rps is not None or cap.max_tested is None else 'concurrency'
         if cap.max_tested_speedup is not None:
             unit = 'speedup'
@@ -336,9 +336,11 @@ def _message(
 
 
 def _uncertain_message(
-    cap: Capacity, undecided: list[LevelResult], fail_part: str, confidence: float, words: _Words | None = None
+    cap: Capacity, undecided: list[LevelResult], fail_part: str, confidence: float, words: _Words | None = None,
+    cap_level: LevelResult | None = None,
 ) -> str:
-    """Both numbers: what holds with confidence, and what would hold if the undecided levels do."""
+    """Both numbers: what holds with confidence, and what would hold if the undecided levels do; the
+    rate held names what its window was offered, where that differs, as the found verdict's does."""
     words = words or _Words()
     level = undecided[0]
     doubt = next((c for c in level.checks if c.verdict in ("uncertain", "no_data")), None)
@@ -351,7 +353,8 @@ def _uncertain_message(
         why = f"at {_at(level)} a check is inconclusive"
     held, upper = (cap.rate_rps, cap.upper_bound_rate_rps) if level.rate_rps is not None else (cap.concurrency, cap.upper_bound)
     if held is not None:
-        holds = f"{words.subject} holds {_amount(held, level)} within {words.slos} with confidence"
+        offered = offered_note(cap_level) if cap_level is not None else ""
+        holds = f"{words.subject} holds {_amount(held, level)}{offered} within {words.slos} with confidence"
     else:
         holds = f"No tested level holds {words.whose_slos} with confidence"
     if upper is not None and upper != held:

@@ -95,6 +95,23 @@ def test_a_deciding_level_offered_beyond_its_windows_noise_is_a_warning_with_the
     assert offered == pytest.approx(9.5, abs=0.2) and f"(its 5.0 s window was offered {offered:.3g} req/s)" in quiet.capacity.message
 
 
+
+def test_an_uncertain_capacity_names_the_rate_its_held_levels_window_was_offered_too():
+    """A trial: "holds 2 req/s within the SLOs with confidence, and up to 2.5 …" beside a window offered
+    1.09 req/s; the found verdict's sentence named it, the uncertain one did not."""
+    from dataclasses import replace
+
+    from loadtest.analysis.capacity import find_capacity
+
+    analysis = analyze(*_short_windows(7.0), SLO, resamples=50)
+    above = analysis.levels[1]
+    above.checks = [replace(c, verdict="uncertain", reason="interval straddles the limit") for c in above.checks]
+    above.status = "uncertain"
+    cap = find_capacity(analysis.levels, SLO, analysis.confidence)
+    assert cap.verdict == "uncertain", cap
+    assert "holds 10 req/s (its 5.0 s window was offered 7 req/s) within the SLOs with confidence" in cap.message, cap.message
+
+
 class _Probe:
     def __init__(self, rate: float, passed: bool, window_s: float) -> None:
         self.rate_rps, self.passed, self.window_s = rate, passed, window_s
