@@ -103,15 +103,25 @@ def judge_client(level: LevelResult) -> LevelResult:
     # the self-check's own flag (CPU, loop lag, reader): the client was busy, whatever the verdicts
     busy = level.client_saturated or bool(client.get("saturated"))
     reasons = [str(client["reason"])] if client.get("saturated") and client.get("reason") else []
+    near: list[str] = []
+    certain_fail = False  # a check that fails beyond anything the client's error could move
     for check in level.checks:
         if check.metric not in SPANS or check.percentile is None:
+            certain_fail = certain_fail or check.verdict == "fail"  # an error budget, a floor: no timing in it
             continue
         bound = error_bound(client, check.metric, PERCENTILES[check.percentile])
         if could_flip(check, bound, inflate_only=SPANS[check.metric][1]):
-            reasons.append(
+            near.append(
                 f"{METRIC_LABELS[check.metric]} {check.percentile} {check.value:.1f} ms against {check.limit:g} ms; "
                 f"the client's timing error bound is {bound:.1f} ms, so this level cannot be judged"
             )
+        elif check.verdict == "fail":
+            certain_fail = True
+    # A level fails on any one check: one that fails for certain, out of the error's reach, decides it
+    # whatever a check near its limit reads (a trial's chat TTFT p50 643 ms against 300 read "cannot be
+    # judged" for an undecided ITL within 2.6 ms of its limit).
+    if not certain_fail:
+        reasons += near
     if reasons:
         level.client_saturated = True
         cpu = client.get("cpu_pct")

@@ -103,6 +103,26 @@ def test_the_analysis_flags_only_the_level_whose_verdict_the_error_could_move():
     assert not judge_client(calm).client_saturated
 
 
+
+def test_a_level_that_fails_for_certain_elsewhere_is_judged_whatever_a_check_near_its_limit_reads():
+    """A trial: chat TTFT p50 643 ms against 300 failed for certain, and an undecided ITL p95 within the
+    client's 2.6 ms error of its limit made the level "cannot be judged". It fails on the TTFT alone."""
+    quiet = {"stamp_delay_ms": {"0.5": 0.1, "0.975": 2.6, "max": 3.0}, "send_delay_ms": {"0.5": 0.1, "max": 0.2},
+             "cpu_pct": 10.0}
+    analysis = sweep([1, 2, 4, 8], {"itl_ms": {"p95": 45}})
+    level = analysis.level(4)
+    near = _check("itl_ms", 44.0, 45, "uncertain")
+    level.checks = [near, _check("ttft_ms", 643.0, 300, "fail")]
+    level.client = dict(quiet)
+    assert not judge_client(level).client_saturated
+    level.checks = [near, _check("ttft_ms", 290.0, 300, "pass")]  # nothing else decides it: the flag stands
+    level.client = dict(quiet)
+    assert judge_client(level).client_saturated and "cannot be judged" in level.client["reason"]
+    busy = {**quiet, "saturated": True, "reason": "CPU 97%"}  # the self-check's own flag stays, whatever the verdicts
+    level.checks, level.client, level.client_saturated = [near, _check("ttft_ms", 643.0, 300, "fail")], busy, False
+    assert judge_client(level).client_saturated and level.client["reason"] == "CPU 97%"
+
+
 def test_the_error_a_percentile_allows_for_grows_with_the_percentile():
     table = {"0.5": 0.1, "0.75": 0.2, "0.975": 3.0, "0.995": 9.0, "max": 20.0}
     assert delay_for_percentile(table, 0.5) == 0.2  # p50 allows for the p75 delay
