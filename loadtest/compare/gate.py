@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Sequence
 from loadtest.argtypes import int_at_least
 from loadtest.compare.noise import MIN_HISTORY_RUNS, UNKNOWN_NOISE_FACTOR
 from loadtest.compare.rules import parse_rules
+from loadtest.errors import InputError
 from loadtest.paths import output_file
 from loadtest.storage.remote import path_arg
 from loadtest.run_files import COMPARE_JSON
@@ -85,6 +86,12 @@ def run_gate(args: argparse.Namespace, baseline: Path | Sequence[Path], candidat
         min_history=min_history if min_history is not None else MIN_HISTORY_RUNS,
         args=("--baseline", "the new run") if default_dir is not None else ("baseline", "candidate"),
     )
+    missing = rules.unmatched(c.check for c in cmp.changes)
+    if missing:
+        have = ", ".join(sorted({c.check for c in cmp.changes})) or "none"
+        raise InputError(f"--fail-on {', '.join(missing)}: this comparison has no such check, so it could never "
+                         f"fail the gate (its checks: {have}; the gate compares the scenario's top-level SLO, not "
+                         "a request class's); name one of its checks or a group")
     writers = {
         "json": outputs.write_json,
         "junit": outputs.write_junit,

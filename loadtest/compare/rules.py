@@ -80,6 +80,14 @@ class Rules:
             return False
         return bool({"all", kind, check, check.partition(".")[0]} & self.fail_on)
 
+    def unmatched(self, checks: Iterable[str]) -> list[str]:
+        """The checks and metrics ``--fail-on`` names that none of ``checks`` is: they could never fail
+        the gate. (A trial's ``--fail-on itl_ms.p95`` passed, exit 0, on a scenario whose SLOs were
+        per request class: the comparison had no ITL check at all.)"""
+        have = {c for check in checks for c in (check, check.partition(".")[0])}
+        named = self.fail_on - {"all", "none", *GROUPS}
+        return sorted(n for n in named if n not in have)
+
 
 def parse_rules(
     tolerances: Iterable[str] = (), fail_on: Iterable[str] = (), inconclusive: str | None = None

@@ -418,3 +418,14 @@ def test_a_warm_up_run_compared_is_said(pair, tmp_path):
     cli("compare", str(warm), str(same), "--json", str(tmp_path / "c.json"))
     warnings = json.loads((tmp_path / "c.json").read_text())["warnings"]
     assert any(w.startswith(f"baseline {warm} is a warm-up run") for w in warnings), warnings
+
+
+def test_fail_on_a_check_the_comparison_does_not_have_is_refused_not_a_silent_pass(pair):
+    """A trial's scenario had only per-class SLOs: the gate compared no ITL, and ``--fail-on itl_ms.p95``
+    passed, exit 0, a gate that could never fail. A check the comparison has still works."""
+    _, base, same, _ = pair
+    code, out, err = cli("compare", str(base), str(same), "--fail-on", "itl_ms.p99")
+    assert code == 2 and "--fail-on itl_ms.p99: this comparison has no such check" in err, (out, err)
+    assert "its checks: capacity" in err and "itl_ms.p95" in err and "\n" not in err.strip()
+    assert cli("compare", str(base), str(same), "--fail-on", "itl_ms.p95,capacity")[0] in (0, 6)
+    assert cli("compare", str(base), str(same), "--fail-on", "itl_ms")[0] in (0, 6)  # a metric: its checks
