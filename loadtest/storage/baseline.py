@@ -191,6 +191,8 @@ def _cmd_exists(args: argparse.Namespace) -> int:
                              f"compare with; `loadtest baseline promote {folder} BASELINE` makes its median run one")
         if folder.url:  # a mistyped bucket is a wrong path, not "no baseline" (a night would run ungated)
             remote.check_bucket(folder.url)
+        # said, not only exited: run by hand, a bare exit 1 read as nothing having happened (trial F)
+        print(f"no baseline at {folder} (no {RUN_JSON}); `loadtest baseline promote RUN_DIR {folder}` makes one")
         return 1
     _json_object(folder, RUN_JSON, _UNUSABLE)
     if SUMMARY_JSON not in files:  # a promote or an upload cut short: promote and run --baseline refuse it

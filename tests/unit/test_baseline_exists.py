@@ -104,3 +104,11 @@ def test_an_empty_path_is_refused_and_nothing_is_written(tmp_path, monkeypatch, 
     assert done.value.code == 2
     _one_line(err.getvalue(), "must not be empty (an unset variable?)")
     assert list(cwd.iterdir()) == [] and not (tmp_path / "baseline").exists()
+
+
+def test_no_baseline_is_said_on_stdout_as_well_as_by_exit_1(tmp_path):
+    """Run by hand, ``exists`` on a missing folder exited 1 and printed nothing (trial F)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        assert main(["baseline", "exists", str(tmp_path / "missing")]) == 1
+    assert out.getvalue().startswith(f"no baseline at {tmp_path / 'missing'} (no run.json)"), out.getvalue()
