@@ -115,7 +115,8 @@ def offered_caveat(levels: Sequence[LevelResult], capacity: Any, cv: float | Non
     return (f"{'; '.join(parts)}: the verdict there is evidence about the rate offered, not the nominal one, "
             "and the gap is more than a window this short varies by (one standard deviation of its random "
             f"arrivals); longer levels fix it: {_longer_levels(worst, cv, warmup_s)} hold the offered rate within "
-            f"±{CLOSE_SHARE:.0%} of the nominal")
+            f"±{CLOSE_SHARE:.0%} of the nominal. The arrivals are drawn from load.arrival_seed, so every run with "
+            "the same seed draws this window again: the gap does not average out over nights")
 
 
 def refine_noise_rps(low: LevelResult | Any, high: LevelResult | Any, cv: float | None) -> float:

@@ -89,6 +89,8 @@ def test_a_deciding_level_offered_beyond_its_windows_noise_is_a_warning_with_the
     said = [w for w in warned if "the verdict there is evidence about the rate offered" in w]
     assert len(said) == 1 and "offered 7 req/s (-30%" in said[0] and "±1.4 req/s" in said[0], warned
     assert "load.min_level_duration_s of at least 41 s" in said[0], said[0]
+    # the schedule is seeded: the same short draw comes back every run (trial F: -46% in every nightly)
+    assert "every run with the same seed draws this window again" in said[0], said[0]
     quiet = analyze(*_short_windows(9.5), SLO, resamples=50)
     assert not [w for w in quiet.warnings if "evidence about the rate offered" in w], quiet.warnings
     offered = quiet.levels[0].open_loop["offered_rps"]
