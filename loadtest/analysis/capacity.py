@@ -258,6 +258,18 @@ def _error_kinds(check: Check, level: LevelResult) -> str:
     return " (" + ", ".join(f"{kind} {n}" for kind, n in kinds[:3]) + (", …" if len(kinds) > 3 else "") + ")"
 
 
+def _offered(words: "_Words", level: LevelResult | None) -> str:
+    """The level's offered-rate note for the endpoint's sentence; none in a class's.
+
+    Why none: a class's level is the class's share of the arrivals, and the note set that share
+    against the whole level's nominal rate (a trial's chat class read "holds 2.5 req/s (its window
+    was offered 1.44 req/s)" where the level's window was offered 1.80, and its 3 req/s level 2.7
+    where the endpoint's sentence said 3.3). The endpoint's sentence, printed beside it, names the
+    window's offered rate.
+    """
+    return "" if words.class_name else offered_note(level)
+
+
 class _Words:
     """Who a capacity message speaks for: the endpoint (every class together), or one class alone."""
 
@@ -286,18 +298,18 @@ def _message(
 ) -> str:
     words = words or _Words()
     fail_part = (
-        f"at {_at(first_failing)}{offered_note(first_failing)} the {describe_check(binding)}"
+        f"at {_at(first_failing)}{_offered(words, first_failing)} the {describe_check(binding)}"
         f"{_error_kinds(binding, first_failing)}"
         if first_failing and binding else ""
     )
     if cap.verdict == "found":
         assert cap_level is not None
-        return f"{words.subject} holds {cap_level.label}{offered_note(cap_level)} within {words.slos}; {fail_part}."
+        return f"{words.subject} holds {cap_level.label}{_offered(words, cap_level)} within {words.slos}; {fail_part}."
     if cap.verdict == "at_least":
         if slo.is_empty:
             return f"No SLOs were defined, so every level passes: capacity ≥ max tested ({_max_tested(cap)})."
         return (f"{words.subject} held every tested level within {words.slos}: capacity ≥ max tested ({_max_tested(cap)})"
-                f"{offered_note(cap_level)}.")
+                f"{_offered(words, cap_level)}.")
     if cap.verdict == "below_minimum":
         assert first_failing is not None
         return (
@@ -318,7 +330,7 @@ def _message(
         elif first_failing is None:
             face = f"capacity ≥ max tested ({_max_tested(cap)})"
         else:
-            face = f"{words.inner} holds {cap_level.label}{offered_note(cap_level)}"
+            face = f"{words.inner} holds {cap_level.label}{_offered(words, cap_level)}"
         unit = 'rate' if cap.rate_rps is not None or cap.max_tested is None else 'concurrency'
         if cap.max_tested_speedup is not None:
             unit = 'speedup'
@@ -353,7 +365,7 @@ def _uncertain_message(
         why = f"at {_at(level)} a check is inconclusive"
     held, upper = (cap.rate_rps, cap.upper_bound_rate_rps) if level.rate_rps is not None else (cap.concurrency, cap.upper_bound)
     if held is not None:
-        offered = offered_note(cap_level) if cap_level is not None else ""
+        offered = _offered(words, cap_level) if cap_level is not None else ""
         holds = f"{words.subject} holds {_amount(held, level)}{offered} within {words.slos} with confidence"
     else:
         holds = f"No tested level holds {words.whose_slos} with confidence"

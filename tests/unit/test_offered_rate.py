@@ -114,6 +114,20 @@ def test_an_uncertain_capacity_names_the_rate_its_held_levels_window_was_offered
     assert "holds 10 req/s (its 5.0 s window was offered 7 req/s) within the SLOs with confidence" in cap.message, cap.message
 
 
+
+def test_a_class_sentence_leaves_the_windows_offered_rate_to_the_endpoints():
+    """A trial's chat class read "holds 2.5 req/s (its window was offered 1.44 req/s)": the class's share
+    of the arrivals set against the whole level's nominal rate (the window was offered 1.80). The
+    endpoint's sentence, beside it, names the window's offered rate; the class's says none."""
+    from loadtest.analysis.capacity import find_capacity
+
+    analysis = analyze(*_short_windows(7.0), SLO, resamples=50)
+    chat = find_capacity(analysis.levels, SLO, analysis.confidence, class_name="chat")
+    assert chat.message.startswith("The chat class, judged on its own requests, holds 10 req/s within its SLO"), chat.message
+    assert "window was offered" not in chat.message
+    assert "(its 5.0 s window was offered 7 req/s)" in analysis.capacity.message
+
+
 class _Probe:
     def __init__(self, rate: float, passed: bool, window_s: float) -> None:
         self.rate_rps, self.passed, self.window_s = rate, passed, window_s
