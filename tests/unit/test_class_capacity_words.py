@@ -10,6 +10,8 @@ for "this endpoint", though it judges the class's requests alone.
 
 from __future__ import annotations
 
+import pytest
+
 from loadtest.analysis import SloSpec, analyze
 from support.synthetic import closed_loop_rows, failed_row, level_plan, run_dict, to_frame
 
@@ -69,3 +71,28 @@ def test_the_terminal_says_a_class_is_undecided_not_below_the_lowest_level():
                                          "if its undecided levels hold (fails at 16 req/s on e2e_ms.p50)")
     partly = Capacity(2, "uncertain", "", upper_bound=4, certain_concurrency=2)
     assert line(chat=partly) == "each class alone holds: chat 2 with confidence, up to 4 if its undecided levels hold"
+
+
+def test_a_rate_levels_goodput_never_exceeds_what_it_completed():
+    """Trial F: with two classes at a rate, "done 1.0/s, good/s 1.36": the level's goodput was the sum of
+    the classes', each counted over its own span (shifted by its own requests' life), which need not
+    add up to the level's. Every request here meets its class's limits: goodput is the level's flow."""
+    from support.synthetic import open_loop_rows, rate_level_plan
+
+    classes = [{"name": "chat", "weight": 3, "slo": {"ttft_ms": {"p95": 3000}}},
+               {"name": "summarize", "weight": 1, "slo": {"e2e_ms": {"p50": 5000}}}]
+    plan = rate_level_plan([2.0, 4.0], 8.0, 3.0)
+    rows = []
+    for lv in plan:
+        for name, share, ttft, itl, chunks, seed in (("chat", 0.75, 50, 5, 32, 0), ("summarize", 0.25, 400, 10, 96, 10)):
+            for r in open_loop_rows(lv["index"], lv["rate_rps"] * share, lv["start_wall"], 11.0, ttft_ms=ttft,
+                                    itl_ms=itl, chunks=chunks, warmup_s=1.0, seed=seed + lv["index"]):
+                rows.append(r | {"class": name, "rate_rps": lv["rate_rps"], "request_id": name + r["request_id"]})
+    run = run_dict(plan, slo={"max_error_rate": 0.5})
+    run["scenario"]["workload"] = {"classes": classes}
+    run["load_mode"] = "open_loop"
+    analysis = analyze(to_frame(rows), run, SloSpec.from_dict({"max_error_rate": 0.5}))
+    for level in analysis.levels:
+        flows = sum(c.requests_per_s for c in level.classes.values())
+        assert abs(flows - level.requests_per_s) > 0.05  # the classes' spans differ from the level's
+        assert level.goodput_rps == pytest.approx(level.requests_per_s), (level.goodput_rps, level.requests_per_s)
