@@ -226,6 +226,11 @@ def test_the_nightly_gate_keeps_its_runs_and_baseline_in_the_bucket(s3):
             and "loadtest-s3-" not in hist.stdout + hist.stderr), hist.stderr
 
 
+# Solo: night 3 must be a decided regression (exit 1) for night 4 to leave it out of the noise. In the
+# untimed pass its runs inherit the idle scheduling class beside the paired tests, see a busy host
+# (CPU pressure 71-82%), and the gate rightly holds a +209% TPOT as "may be the host's" (exit 6; the
+# 2026-12-07 clean clone at d7e0494).
+@pytest.mark.solo
 def test_the_nightly_gate_with_repeat_promotes_a_passing_groups_median_run_and_never_a_rejected_one(s3):
     """Trial E ran the CronJob's script with ``--repeat 2``: ``baseline promote "$RUN_DIR"`` refused the group
     ("not a run folder", exit 2), so the first night made no baseline and every passing night exited 5. Now a
