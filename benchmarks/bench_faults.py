@@ -185,7 +185,9 @@ def _row(fault: Fault, streams: int, out: Path, rc: int | None, stderr: str, log
     summary = json.loads((out / "summary.json").read_text())
     rec = reconcile(
         records,
-        preflight_attempts=run.get("preflight", {}).get("attempts", []),
+        # the preflight's tries, and the one request after the load of a run that ended on unanswered
+        # requests (run.json's after_load, loadtest/after_load.py): requests of the run's, not records
+        preflight_attempts=[*run.get("preflight", {}).get("attempts", []), *([run["after_load"]] if run.get("after_load") else [])],
         # After a kill -9 the first server's outcome counts died with it: totals only.
         server_outcomes=None if fault.restart else server,
         server_arrivals=sum(count_arrivals(str(p)) for p in logs),

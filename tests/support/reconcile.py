@@ -29,7 +29,8 @@ connection, and its bytes may never have been read. It is counted as ``unanswere
 ambiguous, as ``cancelled`` is.
 
 The preflight's tries reach the server too and are not records; run.json
-lists them, and they are counted here with the records. A ``cancelled``
+lists them, and they are counted here with the records, as is the one request a
+run that ended on unanswered requests sends after its load (run.json's ``after_load``). A ``cancelled``
 record is the one honest ambiguity: the harness may cut a request before or
 after its bytes reached the server, so those are allowed either way and
 reported as such: a cancelled record may stand for any outcome, most
@@ -69,7 +70,8 @@ def client_kinds(records: pd.DataFrame, preflight_attempts: Iterable[Mapping] = 
         unanswered = kind == "disconnect" and not status  # closed before any response byte
         kinds["ok" if ok else "unanswered" if unanswered else str(kind)] += 1
     for attempt in preflight_attempts:
-        kinds[attempt.get("error_kind") or "ok"] += 1
+        kind = attempt.get("error_kind")
+        kinds["ok" if not kind else "unanswered" if kind == "disconnect" and not attempt.get("status") else str(kind)] += 1
     return kinds
 
 
