@@ -104,9 +104,24 @@ class TargetLost:
                 f"connect or were cut off ({kinds}), and none succeeded again{again}")
 
 
+@dataclass(frozen=True)
+class _Streak:
+    """The run's closing streak (a mask over the records) and the columns it was read from."""
+
+    after: np.ndarray
+    end: np.ndarray
+    kinds: np.ndarray
+    last_ok: float | None
+
+
 def closing_streak(requests: pd.DataFrame) -> np.ndarray | None:
     """The run's closing streak of requests the target answered nothing to (a mask over ``requests``),
     or None when the run did not end on one (too few, or none refused outright). No span asked."""
+    streak = _closing_streak(requests)
+    return streak.after if streak is not None else None
+
+
+def _closing_streak(requests: pd.DataFrame) -> _Streak | None:
     if not len(requests):
         return None
     start = numeric(requests, "start_wall")
@@ -136,7 +151,7 @@ def closing_streak(requests: pd.DataFrame) -> np.ndarray | None:
     unanswered = sum(answered_nothing(kinds[i], int(status[i])) for i in np.flatnonzero(after))
     if after.sum() < MIN_REQUESTS or unanswered < MIN_REFUSED:
         return None
-    return after
+    return _Streak(after, end, kinds, last_ok)
 
 
 def still_unanswered(after_load: Mapping[str, Any] | None) -> bool | None:
@@ -158,14 +173,10 @@ def target_lost(requests: pd.DataFrame, levels: Sequence[LevelResult],
 
     ``after_load``: run.json's record of the request sent once the load had ended, if one was.
     """
-    after = closing_streak(requests)
-    if after is None:
+    streak = _closing_streak(requests)  # the columns read once, for the streak and for its words
+    if streak is None:
         return None
-    start = numeric(requests, "start_wall")
-    end = start + np.nan_to_num(numeric(requests, "e2e_ms")) / 1000.0
-    kinds = np.array([k or "" for k in text(requests, "error_kind")], dtype=object)
-    ok = boolean(requests, "ok")
-    last_ok = float(np.nanmax(end[ok])) if ok.any() else None
+    after, end, kinds, last_ok = streak.after, streak.end, streak.kinds, streak.last_ok
     confirmed = still_unanswered(after_load)
     # when it happened: the first of those failures (a stream cut at the death began before it, so its end)
     first = float(np.nanmin(end[after]))

@@ -45,11 +45,6 @@ class RowsAwaitingLook:
     def __init__(self) -> None:
         self._waiting: pa.Table | None = None
 
-    @property
-    def waiting(self) -> int:
-        """How many rows wait for a look's answer now."""
-        return 0 if self._waiting is None else self._waiting.num_rows
-
     def settle(self, table: pa.Table, window_ends: dict | None, looks_open: dict | None) -> pa.Table:
         """The rows whose place is known now: those that waited and are placed, then this batch's.
 

@@ -196,35 +196,32 @@ class SteppedShape(LoadTestShape):
             span.looking = True  # until its verdict (and the end it may set) is in: load/look_rows.py
             try:
                 decision = self.decide(span)
-            except BaseException:
-                span.looking = False
-                raise
-            span.looks.append({
-                "at_s": at, "wall": span.looked_at, "verdict": decision.verdict, "why": decision.why,
-                # when it was taken (later than at_s when it waited for enough requests)
-                "taken_s": round(elapsed, 3),
-            })
-            last = not self._looks
-            if decision.decided or last:
-                ended = "decided" if decision.decided else "undecided_at_max"
-                if decision.decided and at < self.duration_s:
-                    ended = "decided_early"
-                elif decision.decided and at > self.duration_s:
-                    ended = "decided_after_extension"
-                span.decision = {
-                    "verdict": decision.verdict,
-                    "why": decision.why,
-                    "check": decision.check,
-                    "ended": ended,
-                    "ran_s": round(time.perf_counter() - self._entered, 3),
-                    "looks": len(span.looks),
-                    "extended": at > self.duration_s,
-                }
-                span.end_wall = span.looked_at
-                span.looking = False  # after the end: a batch asked in between places its rows by it
-                span.observed = dict(decision.observed)
-                return True
-            span.looking = False
+                span.looks.append({
+                    "at_s": at, "wall": span.looked_at, "verdict": decision.verdict, "why": decision.why,
+                    # when it was taken (later than at_s when it waited for enough requests)
+                    "taken_s": round(elapsed, 3),
+                })
+                last = not self._looks
+                if decision.decided or last:
+                    ended = "decided" if decision.decided else "undecided_at_max"
+                    if decision.decided and at < self.duration_s:
+                        ended = "decided_early"
+                    elif decision.decided and at > self.duration_s:
+                        ended = "decided_after_extension"
+                    span.decision = {
+                        "verdict": decision.verdict,
+                        "why": decision.why,
+                        "check": decision.check,
+                        "ended": ended,
+                        "ran_s": round(time.perf_counter() - self._entered, 3),
+                        "looks": len(span.looks),
+                        "extended": at > self.duration_s,
+                    }
+                    span.end_wall = span.looked_at
+                    span.observed = dict(decision.observed)
+                    return True
+            finally:
+                span.looking = False  # after the end it may set: a batch asked in between places its rows by it
             elapsed = time.perf_counter() - self._entered
         return False
 
