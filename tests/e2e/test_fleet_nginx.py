@@ -247,9 +247,17 @@ def test_a_replica_down_behind_least_conn_is_named_and_the_live_one_carries_the_
     first = s["warnings"][0]
     assert f"replica {dead_id} ({dead_url}) never answered its metrics" in first and "may be down" in first, first
     assert f"warning: server metrics: replica {dead_id}" in " ".join(result.stdout.split())  # the terminal, wrapped
+    # A level's silent replicas are those scraped in its window with every scrape failed. The scraper runs
+    # at nice 19 (it must not take the client's core), so beside the paired pass's mocks and nginx at nice
+    # 0 a 3 s window may hold no round at all (CI: `[]` at 2 users): nothing was scraped there, so nothing
+    # is called silent, and the live replica was not read either. Where a round fell (the live one's
+    # gauge has a value), the dead one must be named; at least one level of the run must have had one.
+    rounds = {c: lv["server"]["vllm:num_requests_running"]["n"] for c, lv in _by_c(s).items()}
+    assert any(rounds.values()), rounds
+    for c, lv in _by_c(s).items():
+        assert lv["silent_replicas"] in ([[dead_id]] if rounds[c] else [[dead_id], []]), (c, rounds, lv)
     at_cap = _by_c(s)[ONE_REPLICA_CAPACITY]
-    assert at_cap["silent_replicas"] == [dead_id]
-    if at_cap["server"]["vllm:num_requests_running"]["n"]:  # a scrape fell in the window (the scraper runs at nice 19)
+    if rounds[ONE_REPLICA_CAPACITY]:
         assert at_cap["server"]["vllm:num_requests_running"]["p50"] == ONE_REPLICA_CAPACITY  # the live one: all of it
         assert at_cap["replicas_serving"] == 1
         assert "the whole load" in s["autoscaling"]["fleet_message"]

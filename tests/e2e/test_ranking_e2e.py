@@ -31,9 +31,11 @@ def runs(tmp_path_factory):
     with MockServer([*MOCK, "--request-log", str(tmp / "requests.log")]) as mock:
         # The score level runs its whole 3 s (min_level_duration_s): its throughput is asserted, and a
         # level decided early at ~2 s measures it over too short a window (see the score test).
-        for api, levels, min_s in (("rerank", [2, 4, 8], None), ("score", [8], 3)):
+        # A rerank level may run 10 s: 4 users' e2e p95 (~80-100 ms against 125) stayed undecided at 5 s
+        # in a paired pass (its interval's top at 159 ms from a neighbour's stalls); more requests decide it.
+        for api, levels, min_s, max_s in (("rerank", [2, 4, 8], None, 10), ("score", [8], 3, 5)):
             (tmp / api).mkdir()
-            load = {"levels": levels, "level_duration_s": 3, "max_level_duration_s": 5, "warmup_s": 0.5}
+            load = {"levels": levels, "level_duration_s": 3, "max_level_duration_s": max_s, "warmup_s": 0.5}
             if min_s:
                 load["min_level_duration_s"] = min_s
             scenario = write_scenario(
