@@ -32,7 +32,12 @@ so that a pre-launch test answers "why there" as well as "how many":
     The same, but within three steps: the time to the first token is mostly steps, and a
     step grows with the batch.
 ``errors``
-    The error budget failed first (its kinds are in the headline).
+    The error budget failed first (its kinds are in the headline), or failures alone put the
+    binding percentile past its limit: a percentile counts a failed request as unbounded, so
+    once more than ``100 − q`` percent of the requests failed (refused, timed out, rate
+    limited) the p``q`` is unbounded whatever the server's latency. Naming a slot queue or the
+    step there would send the user after the wrong cause (a mock refusing past its batch read
+    "slots: … the p95 TTFT grew with the queue" at 68% refusals).
 
 None where there is no first failing level, or a check of another kind (valid output)
 bound it. For a rate level (open loop, trace replay) the "users" are the requests in flight
@@ -95,6 +100,15 @@ def capacity_limit(analysis: Any) -> dict[str, Any] | None:
         out["kind"] = "errors"
         out["sentence"] = f"errors: {at} the error budget is spent before any latency limit"
         return out
+    own = level.classes.get(cap.binding_class, level) if cap.binding_class else level
+    failed_share = _failures_reach(own, pct)
+    if failed_share is not None:
+        whose = f"the {cap.binding_class} class's " if cap.binding_class else ""
+        out["kind"] = "errors"
+        out["sentence"] = (f"errors: {at} {failed_share:.0%} of {whose}requests failed{_kinds(own)}, more than the "
+                           f"{100 - float(pct[1:]):g}% a {label} can leave out: the failures, not the latency of "
+                           "the ones answered, put it past its limit")
+        return out
     if binding in names(decode_step=True):
         out["kind"] = "decode_step"
         out["sentence"] = (f"the decode step: {at} each token's step grows with the batch"
@@ -141,6 +155,29 @@ def capacity_limit(analysis: Any) -> dict[str, Any] | None:
         out["sentence"] = (f"the step itself: {at} {no_queue}, and the first token took {steps:.1f} decode steps "
                            f"at the median (a step {step:.0f} ms); the step grows with the batch")
     return out
+
+
+def _failures_reach(level: Any, pct: str) -> float | None:
+    """The level's error rate where it reaches past percentile ``pct`` (``"p95"``), else None.
+
+    Failures enter a percentile as +inf (:class:`~loadtest.analysis.results.Stats`), so an error rate
+    above ``1 − q/100`` makes the p``q`` unbounded by failures alone. The error rate, not the metric's
+    own count of unbounded samples: that count also holds requests the harness cut at the level's end
+    after they had waited past the limit, which are slow, not failed."""
+    if not pct.startswith("p") or not getattr(level, "requests", 0):
+        return None
+    try:
+        q = float(pct[1:])
+    except ValueError:
+        return None
+    share = float(level.error_rate)
+    return share if math.isfinite(share) and share > 1 - q / 100 else None
+
+
+def _kinds(level: Any) -> str:
+    """`` (rate_limited 58, timeout 2)``: what the failures were, commonest first."""
+    kinds = sorted((getattr(level, "errors_by_kind", None) or {}).items(), key=lambda kv: (-kv[1], kv[0]))
+    return " (" + ", ".join(f"{kind} {n}" for kind, n in kinds[:3]) + (", …" if len(kinds) > 3 else "") + ")" if kinds else ""
 
 
 def _per_replica(users: float, replicas: int, listed: int | None, silent: list[str]) -> str:

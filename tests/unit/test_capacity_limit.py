@@ -137,3 +137,24 @@ def test_a_knee_made_where_most_steps_admit_a_newcomer_says_the_prompts_look_the
     fit = summary_dict(long)["decode_fit"]
     assert fit["knee_sequences"] is not None and fit["prefills_per_step_past_knee"] < 0.2
     assert "newcomer" not in fit["sentence"] and "those prompts" not in limits_line(long)
+
+
+def test_failures_past_the_binding_percentile_are_errors_not_a_queue():
+    """At 6 users every 5th request fails (20%, within a 50% error budget) while the answered ones keep
+    TTFT 20 ms: the p95 TTFT is unbounded by failures alone. The gauges read a queue there too, but
+    naming the slots (as it did: "slots: ... grew with the queue") sends the user after the wrong cause."""
+    analysis = _run({"ttft_ms": {"p95": 100.0}, "max_error_rate": 0.5}, fail_every={6: 5, 8: 5},
+                    gauges=lambda c: (min(c, 4), max(0, c - 4)))
+    limit = capacity_limit(analysis)
+    assert analysis.capacity.concurrency == 4 and analysis.capacity.binding == "ttft_ms.p95"
+    assert limit["kind"] == "errors" and limit["users"] == 6, limit
+    assert "at 6 users 20% of requests failed (http_5xx " in limit["sentence"], limit["sentence"]
+    assert "more than the 5% a p95 TTFT can leave out" in limit["sentence"]
+
+
+def test_failures_within_the_percentile_leave_the_cause_to_the_latency():
+    """1 in 50 failing (2%) at a p95 leaves the percentile to the answered requests: the queue binds."""
+    analysis = _run({"ttft_ms": {"p95": 100.0}, "max_error_rate": 0.5}, ttft=lambda c: 20.0 if c <= 4 else 300.0,
+                    fail_every={6: 50, 8: 50}, gauges=lambda c: (min(c, 4), max(0, c - 4)))
+    limit = capacity_limit(analysis)
+    assert limit["kind"] == "slots", limit
