@@ -250,3 +250,24 @@ def warm_up(scenario: Scenario, api_key: str | None, dialect: Dialect | bool, sa
             client.close()
 
     return list(gevent.pool.Pool(n).imap_unordered(one, range(n)))
+
+
+def failed_warmup_words(warm: list[RequestRecord]) -> str | None:
+    """The warning when warm-up requests failed: how many, of which kinds, and the commonest message; else None.
+
+    Why: a warm-up exists to find what the first level would otherwise meet (a cold server, a
+    refusing quota, a gateway timing out). Its failures were counted in ``run.json`` and said
+    nowhere, so "5 warm-up requests sent" read like 5 answered while all 5 had been refused.
+    """
+    failed = [r for r in warm if not r.ok]
+    if not failed:
+        return None
+    kinds: dict[str, int] = {}
+    for r in failed:
+        kinds[r.error_kind or "unknown"] = kinds.get(r.error_kind or "unknown", 0) + 1
+    named = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
+    messages = [r.error for r in failed if r.error]
+    common = max(set(messages), key=messages.count) if messages else ""
+    said = f', the commonest "{common[:200]}"' if common else ""
+    return (f"warning: {len(failed)} of {len(warm)} warm-up requests failed ({named}{said}); the first level "
+            "may meet the same (its errors are counted in its error rate)")

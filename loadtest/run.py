@@ -131,7 +131,7 @@ def _run_in_folder(scenario: Scenario, options: RunOptions, run_dir: Path, guard
     # After run_scenario's 'import locust' (gevent's patches first). The load stage's, the analysis'
     # and the report's stacks (pandas, pyarrow, plotly) load below, once the scraper is starting.
     from loadtest.load.stopping import signals_before_the_load
-    from loadtest.preflight import describe_adaptation, preflight, warm_up
+    from loadtest.preflight import describe_adaptation, failed_warmup_words, preflight, warm_up
 
     target = scenario.target
     state = RunState(run_dir, initial_record(scenario, options), guard=guard)
@@ -187,6 +187,8 @@ def _run_in_folder(scenario: Scenario, options: RunOptions, run_dir: Path, guard
     console.print(
         f"preflight ok: {_first_answer(pre)}, tokens from {pre.token_source}; {len(warm)} warm-up requests sent"
     )
+    if (warm_failed := failed_warmup_words(warm)) is not None:
+        console.print(warm_failed, markup=False)
 
     # 2. load
     settings = UserSettings(

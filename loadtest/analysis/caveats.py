@@ -239,6 +239,10 @@ def run_caveats(run: Mapping[str, Any], frame: pd.DataFrame) -> list[str]:
         out.append(incomplete_words(run))
     for loss in run.get("workers_lost") or []:
         out.append(_worker_loss(loss))
+    warm = run.get("warmup_requests") or {}
+    if warm.get("failed"):  # the terminal said it with the kinds as it ran; summary.json keeps the count
+        out.append(f"{warm['failed']} of {warm.get('sent')} warm-up requests failed (not measured); the first "
+                   "level may have met the same")
     if len(frame):
         # level_index -1: started when no level was in force (after the last one), not an orphan
         orphans = int(((frame["pos"] < 0) & (frame["level_index"] >= 0)).sum())
