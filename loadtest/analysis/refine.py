@@ -26,6 +26,18 @@ The answer is never taken from the line: every level is measured and judged as
 any other, and capacity is still the highest pass below the first failure with
 the bracket closed to adjacent integers. A line that is wrong (a step in TTFT
 when the slots fill, noise in a p95) costs at most a level, never the answer.
+
+**Below a lowest level that fails.** When the sweep's first level already fails
+for certain there is no pass to bisect from, and refine used to stop there ("a
+lower first level would bracket the capacity"), leaving the user to guess one and
+run again. It now halves the load below it (:func:`probe_below`) until a level
+does not fail, then bisects as usual: users down to 1; a rate (or a trace's
+speedup) down to :data:`RATE_FLOOR_SHARE` of the lowest declared rate, since a
+server that refuses everything would otherwise be probed to the probe limit at
+rates whose windows hold ever fewer requests. An *undecided* lowest level is not
+probed below: longer levels would decide it, and a lower one may pass for reasons
+that say nothing of it. No load is probed twice: a probe that measured no request
+(its verdict ignored) is not chosen again.
 """
 
 from __future__ import annotations
@@ -87,7 +99,8 @@ def next_refine_level(results: Iterable[Result]) -> int | None:
     results = list(results)
     pair = bracket(results)
     if pair is None:
-        return None
+        below = probe_below(list(_statuses(results, rate=False).items()), 1.0, users=True)
+        return None if below is None or _already_run(results, below, rate=False) else int(below)
     low, high = pair
     if high - low <= 1:
         return None
@@ -168,6 +181,76 @@ def probe_before(passes: Sequence[tuple[int, Values]], following: int) -> int | 
 
 #: Default refine resolution on a rate: this share of the first failing rate.
 RATE_RESOLUTION_SHARE = 0.05
+#: Below a failing lowest rate, refine probes down to this share of the lowest declared rate (module doc).
+RATE_FLOOR_SHARE = 1 / 8
+
+
+def probe_below(statuses: Sequence[tuple[float, str]], floor: float, *, users: bool = False) -> float | None:
+    """Half the lowest load when it fails for certain and half of it is not below ``floor``; else None.
+
+    ``statuses``: ``(load, status)`` of the levels with a verdict (``pass``, ``fail``,
+    ``uncertain``). ``users``: halved to a whole number, down to 1 (``floor`` is then 1).
+
+    >>> probe_below([(4.0, "fail"), (8.0, "fail")], 1.0, users=True)
+    2.0
+    >>> probe_below([(3.0, "fail")], 1.0, users=True)
+    1.0
+    >>> probe_below([(1.0, "fail")], 1.0, users=True) is None
+    True
+    >>> probe_below([(4.0, "uncertain"), (8.0, "fail")], 1.0, users=True) is None
+    True
+    >>> probe_below([(2.0, "fail")], 0.25)
+    1.0
+    >>> probe_below([(0.3, "fail")], 0.25) is None
+    True
+    """
+    if not statuses:
+        return None
+    lowest, status = min(statuses, key=lambda ls: ls[0])
+    if status != "fail":
+        return None
+    if users:
+        return float(max(1, math.floor(lowest / 2))) if lowest > 1 else None
+    half = lowest / 2
+    return round(half, 6) if half >= floor * (1 - 1e-9) else None
+
+
+def lowest_declared_rate(results: Iterable[object]) -> float | None:
+    """The lowest rate the sweep declared (a refine probe's is not), the floor's reference; None without one."""
+    rates = [float(r) for item in results
+             if (r := getattr(item, "rate_rps", None)) is not None and not getattr(item, "refine", False)]
+    return min(rates) if rates else None
+
+
+def _statuses(results: Sequence[object], *, rate: bool) -> dict[float, str]:
+    """Each load's verdict as a status word, the worst where a load ran twice; levels without data left out.
+
+    Pairs read ``True`` as a pass and ``False`` as a failure; a LevelResult gives its ``status``."""
+    worst = {"pass": 0, "uncertain": 1, "fail": 2}
+    out: dict[float, str] = {}
+    for item in results:
+        if isinstance(item, tuple):
+            load, passed = float(item[0]), item[1]
+            status = None if passed is None else ("pass" if passed else "fail")
+        else:
+            value = getattr(item, "rate_rps", None) if rate else getattr(item, "concurrency", None)
+            if value is None:
+                continue
+            load, status = float(value), getattr(item, "status", None)
+        if status not in worst:
+            continue
+        if load not in out or worst[status] > worst[out[load]]:
+            out[load] = status
+    return out
+
+
+def _already_run(results: Sequence[object], load: float, *, rate: bool) -> bool:
+    """Whether a level at ``load`` ran already, with a verdict or not (a probe is never run twice)."""
+    for item in results:
+        value = item[0] if isinstance(item, tuple) else getattr(item, "rate_rps" if rate else "concurrency", None)
+        if value is not None and math.isclose(float(value), load, rel_tol=1e-6):
+            return True
+    return False
 
 
 def rate_bracket(results: Iterable[object]) -> tuple[float, float] | None:
@@ -208,7 +291,11 @@ def next_refine_rate(results: Iterable[object], resolution: float | None = None,
     results = list(results)
     pair = rate_bracket(results)
     if pair is None:
-        return None
+        declared = lowest_declared_rate(results)
+        if declared is None:
+            return None
+        below = probe_below(list(_statuses(results, rate=True).items()), RATE_FLOOR_SHARE * declared)
+        return None if below is None or _already_run(results, below, rate=True) else below
     low, high = pair
     step = resolution if resolution is not None else RATE_RESOLUTION_SHARE * high
     if high - low <= step:

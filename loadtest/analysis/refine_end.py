@@ -13,7 +13,9 @@ function over the analysed levels, called once ``next_refine`` answers None.
 * ``closed``: the bracket is as narrow as refine goes (adjacent users; a rate
   bracket within the resolution), after the probes it took;
 * ``no_failure``: every tested level passed, so there is no upper end;
-* ``lowest_fails``: the lowest level already fails, so there is no lower end;
+* ``lowest_fails``: the lowest level fails and refine probes no lower (1 user; a rate at
+  :data:`~loadtest.analysis.refine.RATE_FLOOR_SHARE` of the lowest declared one; or the
+  probe below it measured no request), so there is no lower end;
 * ``undecided``: no certain pass lies below the first level that did not pass,
   because a level there is uncertain: longer levels would decide it.
 
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from loadtest.analysis.capacity import describe_check
-from loadtest.analysis.refine import RATE_RESOLUTION_SHARE
+from loadtest.analysis.refine import RATE_FLOOR_SHARE, RATE_RESOLUTION_SHARE, lowest_declared_rate
 from loadtest.analysis.results import LevelResult
 
 #: What points a user at a fix for an undecided level (the capacity message says the same).
@@ -75,8 +77,7 @@ def refine_end(levels: Sequence[LevelResult], probes: int, rate_resolution: floa
         return RefineEnd("closed", f"the bracket is closed between a pass at {low.label} and {_not_pass(first)} at "
                          f"{first.label} ({_narrow(low, first, rate_resolution)})", probes)
     if first.status == "fail":
-        return RefineEnd("lowest_fails", f"nothing to bisect: the lowest level, {first.label}, already fails; "
-                         "a lower first level would bracket the capacity", probes)
+        return RefineEnd("lowest_fails", f"nothing to bisect: {_lowest_fails(first, levels)}", probes)
     failing = next((lv for lv in usable if lv.status == "fail"), None)
     above = f" ({failing.label} fails)" if failing is not None else ""
     return RefineEnd(
@@ -85,6 +86,20 @@ def refine_end(levels: Sequence[LevelResult], probes: int, rate_resolution: floa
         f"refine bisects up from a certain pass only, and {LONGER}",
         probes,
     )
+
+
+def _lowest_fails(first: LevelResult, levels: Sequence[LevelResult]) -> str:
+    """Why refine probes no lower than a failing ``first`` (the lowest level with a verdict)."""
+    if first.rate_rps is None and first.concurrency <= 1:
+        return f"even {first.label} fails, so no load holds the SLOs"
+    declared = lowest_declared_rate(levels)
+    if first.rate_rps is not None and declared is not None and first.rate_rps / 2 < RATE_FLOOR_SHARE * declared * (1 - 1e-9):
+        return (f"the lowest level, {first.label}, fails, and refine probes no lower than an eighth of the lowest "
+                f"declared level: the capacity is below it")
+    below = [lv for lv in levels if lv.load < first.load]
+    if below:  # halving went on, and the probe below measured nothing
+        return f"the lowest level with a verdict, {first.label}, fails, and the probe below it measured no request"
+    return f"the lowest level, {first.label}, fails"
 
 
 def _one_per_load(levels: list[LevelResult]) -> list[LevelResult]:

@@ -31,6 +31,8 @@ on the mode.
 
 from __future__ import annotations
 
+import math
+
 from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Sequence
 
 from loadtest.load.hold import hold_cap_s
@@ -200,11 +202,15 @@ class TraceReplay(OpenLoop):
 
     def next_refine(self, results: Iterable[object], rate_resolution: float | None) -> float | None:
         """Bisect on the speedup (to 3 decimals); the probe runs as its rate."""
+        results = list(results)
         rate = super().next_refine(results, rate_resolution)
         if rate is None:
             return None
         mean = self.trace.mean_rate_rps
-        return round(round(rate / mean, 3) * mean, 6)
+        snapped = round(round(rate / mean, 3) * mean, 6)
+        # the rounding may land on a speedup already run (a narrow bracket at a small speedup): never run it twice
+        ran = (getattr(lv, "rate_rps", None) for lv in results)
+        return None if any(r is not None and math.isclose(r, snapped, rel_tol=1e-6) for r in ran) else snapped
 
 
 def arrival_horizon_s(scenario: Scenario) -> float:

@@ -72,19 +72,38 @@ def concurrency_axis(levels: Sequence[LevelResult]) -> dict[str, Any]:
     Refine probes (20, 22, 23, 24 between 16 and 32) would print their labels
     on top of each other on a log axis: they get an unlabelled minor tick, and
     their value is in each point's hover label. Swept labels too close to the
-    previous one are thinned the same way. The axis is concurrency, or the
+    previous one are thinned the same way. Probes below the lowest swept level
+    (refine halving down from a first level that failed) are labelled: they are
+    a factor of two apart, and without them a run swept at 16 alone and probed
+    at 8, 4, 2 and 3 had the one label 16. The axis is concurrency, or the
     offered rate in an open-loop run.
     """
     xs = sorted({lv.load for lv in levels if lv.load > 0})
     axis: dict[str, Any] = {"title": load_words(levels)[0]}
     if len(xs) >= 3 and xs[-1] / xs[0] >= 8:
-        swept = sorted({lv.load for lv in levels if lv.load > 0 and not lv.refine}) or xs
+        declared = {lv.load for lv in levels if lv.load > 0 and not lv.refine}
+        users = all(lv.rate_rps is None for lv in levels)
+        swept = sorted(declared | set(_halvings(min(declared), xs, users))) if declared else xs
         labelled = thin_log_ticks(swept, math.log10(xs[-1] / xs[0]))
         minor = [x for x in xs if x not in labelled]
         axis.update(type="log", tickvals=labelled, ticktext=[f"{x:g}" for x in labelled])
         if minor:
             axis["minor"] = dict(tickvals=minor, ticks="outside", ticklen=4, showgrid=False)
     return axis
+
+
+def _halvings(lowest: float, xs: Sequence[float], users: bool) -> list[float]:
+    """The refine probes that halved down from ``lowest`` (16 → 8 → 4 → 2; 6 → 3 → 1 in users), as run."""
+    chain: list[float] = []
+    x = lowest
+    while x > 0:
+        half = float(max(1, math.floor(x / 2))) if users else x / 2
+        found = next((v for v in xs if v < x and math.isclose(v, half, rel_tol=1e-6)), None)
+        if found is None:
+            break
+        chain.append(found)
+        x = found
+    return chain
 
 
 def thin_log_ticks(values: Sequence[int], span: float) -> list[int]:

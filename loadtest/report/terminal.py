@@ -319,7 +319,7 @@ def print_summary(analysis: Analysis, console: Console | None = None) -> None:
     if cap.mean_in_flight is not None:
         console.print(Text(f"mean requests in flight at capacity: {cap.mean_in_flight:.1f}"))
     if any(lv.refine for lv in analysis.levels):
-        console.print(Text("r = refine level (a --refine probe: where the measured slope crosses a limit, else the midpoint of the bracket)", style="dim"))
+        console.print(Text("r = refine level (a --refine probe: where the measured slope crosses a limit, else the midpoint of the bracket; below a failing first level, half of it)", style="dim"))
     if any(lv.decision.get("ended") in RAN_MARKS for lv in analysis.levels):
         console.print(
             Text("ran: < ended early once decided, + run longer until decided, +? still undecided at the limit", style="dim")

@@ -66,12 +66,35 @@ def test_a_closed_bracket_after_probes_and_the_two_ends_missing():
     end = refine_end(passing, 0)
     assert end.ended == "no_failure" and "every tested level passed, up to 2 concurrent users" in end.line()
 
-    failing = _closed([(4, 20.0, 900.0), (8, 20.0, 900.0)])
+    # a lowest level that fails for certain is probed below, halving, down to 1 user
+    assert next_refine_level(_closed([(4, 20.0, 900.0), (8, 20.0, 900.0)])) == 2
+    assert next_refine_level(_closed([(3, 20.0, 900.0)])) == 1
+    assert next_refine_level(_closed([(2, 20.0, 100.0), (4, 20.0, 900.0), (8, 20.0, 900.0)])) == 3  # then bisected
+    failing = _closed([(1, 20.0, 900.0), (2, 20.0, 900.0)])
     assert next_refine_level(failing) is None
-    end = refine_end(failing, 0)
+    end = refine_end(failing, 1)
     assert end.ended == "lowest_fails"
-    assert end.line() == ("refine: nothing to bisect: the lowest level, 4 concurrent users, already fails; "
-                          "a lower first level would bracket the capacity")
+    assert end.line() == "refine: nothing to bisect: even 1 concurrent user fails, so no load holds the SLOs"
+
+
+def test_an_undecided_probe_below_a_failing_level_is_not_probed_below():
+    levels = _closed([(2, 20.0, 900.0), (4, 20.0, 900.0)])
+    levels[0].status = "uncertain"  # the probe at 2 users left undecided (too few samples, a straddling interval)
+    assert next_refine_level(levels) is None
+    assert refine_end(levels, 1).ended == "undecided"
+
+
+def test_a_failing_lowest_rate_is_halved_down_to_an_eighth_of_the_lowest_declared_one():
+    assert next_refine_rate(_rates([(2.0, 900.0), (4.0, 900.0)])) == 1.0
+    # 0.25 req/s is the floor (an eighth of 2): its half is not probed
+    levels = _rates([(2.0, 900.0), (0.25, 900.0)], seconds=80.0)
+    next(lv for lv in levels if lv.rate_rps == 0.25).refine = True  # the probe, not a declared level
+    assert [lv.status for lv in levels] == ["fail", "fail"]
+    assert next_refine_rate(levels) is None
+    end = refine_end(levels, 3)
+    assert end.ended == "lowest_fails"
+    assert end.why == ("nothing to bisect: the lowest level, 0.25 req/s, fails, and refine probes no lower than an "
+                       "eighth of the lowest declared level: the capacity is below it")
 
 
 def test_a_rate_bracket_closes_at_the_resolution():

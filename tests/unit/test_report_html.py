@@ -58,6 +58,11 @@ def test_refine_probes_get_unlabelled_ticks_and_crowded_labels_are_thinned():
     kept = thin_log_ticks(list(range(10, 201, 10)), 1.3)
     assert kept[0] == 10 and kept[-1] == 200 and len(kept) < 20
     assert all(b / a >= 10 ** (0.07 * 1.3) - 1e-9 for a, b in zip(kept, kept[1:]))
+    # refine halving below a first level that failed (16 → 8, 4, 2, then 3): the probes below are labelled
+    below = [SimpleNamespace(concurrency=16, load=16, rate_rps=None, refine=False)]
+    below += [SimpleNamespace(concurrency=c, load=c, rate_rps=None, refine=True) for c in (8, 4, 2, 3)]
+    axis = _concurrency_axis(below)
+    assert axis["tickvals"] == [2, 4, 8, 16] and axis["minor"]["tickvals"] == [3], axis
 
 
 def test_terminal_shows_no_figures_for_a_level_without_a_measured_request():
