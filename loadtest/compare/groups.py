@@ -297,11 +297,11 @@ def _beyond_noise(c: _Check, joint_noise: joint.JointNoise, tol: float,
         return "regression", True, where + (
             f"; {c.count.bad} of the candidates' {c.count.trials} requests {what} against none of the reference runs' "
             f"{c.count.reference_trials} (exact p {c.count.p_text()}, counted in bursts of {c.count.burst:g})"), False
-    if joint_noise.beyond(c.slot, z):
+    if joint_noise.beyond(c.slot, z, c.noise.n):
         if bad_vs_ref > tol:
             return "regression", True, where, False
         return "unchanged", False, where + ", beyond the run-to-run noise but within the tolerance", False
-    if joint_noise.better(c.slot, z) and bad_vs_ref < -tol:
+    if joint_noise.better(c.slot, z, c.noise.n) and bad_vs_ref < -tol:
         return "improvement", False, where, False
     if bad_vs_ref > tol:  # unchanged, but only because the noise is wide: said so (Change.within_noise_only)
         return "unchanged", False, where + ", beyond the tolerance but within the run-to-run noise", True

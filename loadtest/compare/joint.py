@@ -73,6 +73,7 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
+from loadtest.compare.joint_null import null_replicates, shrinkage
 from loadtest.compare.noise import RunPoint
 
 #: The gate's target rate of false alarms from run-to-run noise, over all checks together.
@@ -201,8 +202,10 @@ class JointNoise:
         within the noise, as shown (``noise_ci``): where :meth:`beyond` and :meth:`better` turn true, on
         the quiet basis once the run as a whole moved (:meth:`band_basis`)."""
         offset, scale = self.band_basis(i, check)
-        hi = offset + self.max_critical * scale if 0 <= i < len(self.alone) else math.inf
-        lo = offset - self.max_critical * scale if 0 <= i < len(self.alone) else -math.inf
+        # a check outside the family (one --fail-on leaves out) is judged alone from its own runs: its band
+        # was ±∞, printed "run-to-run noise [÷∞, ×∞]" beside a +35% change
+        critical = self.max_critical if 0 <= i < len(self.alone) else alone_critical(check.n)
+        hi, lo = offset + critical * scale, offset - critical * scale
         if self.composite_fired:
             hi = min(hi, self.marginal_critical * check.scale)
         if self.composite_better:
@@ -218,15 +221,24 @@ class JointNoise:
         """The run as a whole is better than the noise (the same threshold on the other side)."""
         return self.composite < -self.composite_critical
 
-    def beyond(self, i: int, z: float) -> bool:
-        """Is input check ``i``, of standardized badness ``z``, beyond the noise on the worse side?"""
-        alone = self.alone[i] if 0 <= i < len(self.alone) else math.nan
-        return bool(alone > self.max_critical) or (self.composite_fired and z > self.marginal_critical)
+    def beyond(self, i: int, z: float, runs: int = 0) -> bool:
+        """Is input check ``i``, of standardized badness ``z``, beyond the noise on the worse side?
 
-    def better(self, i: int, z: float) -> bool:
+        ``runs``: the reference runs of a check outside the family (``i`` −1), judged alone by
+        :func:`alone_critical`; without them it is judged by the composite only."""
+        if 0 <= i < len(self.alone):
+            alone_beyond = bool(self.alone[i] > self.max_critical)
+        else:
+            alone_beyond = runs >= 2 and z > alone_critical(runs)
+        return alone_beyond or (self.composite_fired and z > self.marginal_critical)
+
+    def better(self, i: int, z: float, runs: int = 0) -> bool:
         """… or on the better side (the bootstrap is symmetric: the same thresholds)."""
-        alone = self.alone[i] if 0 <= i < len(self.alone) else math.nan
-        return bool(alone < -self.max_critical) or (self.composite_better and z < -self.marginal_critical)
+        if 0 <= i < len(self.alone):
+            alone_better = bool(self.alone[i] < -self.max_critical)
+        else:
+            alone_better = runs >= 2 and z < -alone_critical(runs)
+        return alone_better or (self.composite_better and z < -self.marginal_critical)
 
     def confidence(self) -> float:
         """The two-sided level of one check's Student-t interval as wide as the max threshold."""
@@ -243,6 +255,16 @@ class JointNoise:
                 f"moved), one check beyond ±{self.max_critical:.1f} alone; {self.false_alarms:.0%} false alarms"
                 + (f"; with {self.runs} runs one check must stray far to fail alone, and more reference runs "
                    f"(--history) narrow that" if wide_words and self.max_critical > WIDE_ALONE else ""))
+
+
+def alone_critical(runs: int, false_alarms: float = FALSE_ALARMS) -> float:
+    """Student's t at both sides of ``false_alarms`` with ``runs − 1`` degrees of freedom: the threshold for a
+    check judged alone from its own ``runs`` reference runs (one that ``--fail-on`` leaves out of the family;
+    it fails nothing, but its verdict and band are shown)."""
+    # scipy: start-up time, only when a gate judges against a history
+    from scipy.stats import t as student_t
+
+    return float(student_t.ppf(1.0 - false_alarms / 2, max(1, runs - 1)))
 
 
 def calibrate(checks: Sequence[CheckNoise], rng: np.random.Generator, *, false_alarms: float = FALSE_ALARMS,
@@ -335,64 +357,3 @@ def _observed(family: Sequence[CheckNoise], resid: np.ndarray, factor: bool) -> 
         alone = np.where(scale > 0, (bad - beta * f_c) / scale, 0.0)
     quiet = np.sqrt(own ** 2 / m + sd_left ** 2 / n)
     return _Observed(composite, alone, beta * f_c, scale, comp_scale, weights, quiet)
-
-
-def shrinkage(u: np.ndarray) -> float:
-    """Schäfer and Strimmer's (2005) weight of the identity in the shrunk correlation of ``u``'s columns.
-
-    The estimated variance of the off-diagonal sample correlations over their squared sum: near 0 when
-    the runs show a clear common movement, near 1 when the correlations are what a few runs show by chance.
-    """
-    n, k = u.shape
-    if k < 2 or n < 3:
-        return 0.0
-    w = np.einsum("ik,il->ikl", u, u)
-    w_mean = w.mean(axis=0)
-    var = n / (n - 1) ** 3 * ((w - w_mean) ** 2).sum(axis=0)
-    r = w_mean * n / (n - 1)
-    off = ~np.eye(k, dtype=bool)
-    denom = float((r[off] ** 2).sum())
-    return float(np.clip(var[off].sum() / denom, 0.0, 1.0)) if denom > 0 else 1.0
-
-
-def null_replicates(u: np.ndarray, n: int, m: int, rng: np.random.Generator, resamples: int,
-                lam: float = 0.0, factor: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Null replicates of (composite, max of the single-check statistics): ``n`` reference and ``m``
-    candidate runs drawn with the correlation of ``u``'s runs (its rows: ``n`` of them when calibrating,
-    any number when :func:`reach.composite_critical_at` asks what more runs would give), every mean,
-    spread, weight and factor recomputed as the gate does."""
-    comps, maxes = [], []
-    rows = u.shape[0]
-    chunk = max(1, 2_000_000 // max(1, (n + m) * max(n, rows, u.shape[1])))
-    done = 0
-    scale = math.sqrt(1.0 / m + 1.0 / n)
-    while done < resamples:
-        r = min(chunk, resamples - done)
-        z = rng.standard_normal((r, n + m, rows)) @ u / math.sqrt(rows - 1)  # r × (n + m) × checks
-        if lam > 0:  # the shrunk correlation: (1 − λ) R̂ + λ I
-            z = math.sqrt(1.0 - lam) * z + math.sqrt(lam) * rng.standard_normal(z.shape)
-        ref, cand = z[:, :n], z[:, n:].mean(axis=1)
-        mean, sd = ref.mean(axis=1), ref.std(axis=1, ddof=1)
-        sd = np.where(sd > 0, sd, np.inf)
-        resid, bad = ref - mean[:, None, :], cand - mean
-        # each check weighs 1/spread: the mean of the standardized badness. (Precision weights, 1/spread²,
-        # would be optimal if the spreads were known; estimated from a few runs they let one check whose
-        # spread came out small carry the composite, and the threshold grows more than the signal.)
-        weights = 1.0 / sd
-        weights /= weights.sum(axis=1, keepdims=True)  # r × checks
-        per_run = np.einsum("rik,rk->ri", resid, weights)  # r × n
-        f_c = np.einsum("rk,rk->r", bad, weights)
-        comp_sd = per_run.std(axis=1, ddof=1)
-        comps.append(f_c / (np.where(comp_sd > 0, comp_sd, np.inf) * scale))
-        if factor:
-            ss = (per_run ** 2).sum(axis=1)
-            beta = np.einsum("rik,ri->rk", resid, per_run) / ss[:, None]
-            left = resid - per_run[:, :, None] * beta[:, None, :]
-            sd_left = np.sqrt((left ** 2).sum(axis=1) / (n - 2))
-            var = sd_left ** 2 * (1.0 / m + 1.0 / n + (f_c ** 2 / ss)[:, None])
-            alone = (bad - beta * f_c[:, None]) / np.sqrt(np.where(var > 0, var, np.inf))
-        else:
-            alone = bad / (sd * scale)
-        maxes.append(alone.max(axis=1))
-        done += r
-    return np.concatenate(comps), np.concatenate(maxes)

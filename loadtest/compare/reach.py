@@ -34,7 +34,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from loadtest.analysis.bootstrap import rng_for
-from loadtest.compare import joint, noise
+from loadtest.compare import joint, joint_null, noise
 
 #: "Near the tolerance": a change of every check by this many tolerances fails the gate.
 NEAR = 2.0
@@ -138,7 +138,7 @@ def composite_critical_at(joint_noise: joint.JointNoise, runs: int, rng: np.rand
     :func:`joint.calibrate` would draw it: what a longer history would ask of a run that moved as a whole."""
     if joint_noise.residuals is None:
         return math.nan
-    comp, _ = joint.null_replicates(joint_noise.residuals, runs, joint_noise.candidates, rng, resamples,
+    comp, _ = joint_null.null_replicates(joint_noise.residuals, runs, joint_noise.candidates, rng, resamples,
                                     joint_noise.lam, runs >= joint.MIN_FACTOR_RUNS)
     return float(np.quantile(comp, 1.0 - joint_noise.false_alarms * joint.COMPOSITE_SHARE))
 

@@ -365,3 +365,22 @@ def test_a_drift_of_a_millisecond_step_is_printed_with_the_digits_that_show_it()
     text = Drift(4, "tpot_ms", 1.0, 1.067, 4e-5).text()
     assert "1.00 ms in its first half, 1.07 ms in its second (+6.7%" in text
     assert "20.1 ms in its first half, 27.9 ms in its second" in Drift(4, "tpot_ms", 20.1, 27.9, 1e-4).text()
+
+
+def test_a_check_fail_on_leaves_out_is_judged_alone_with_a_finite_band(drifting, tmp_path):
+    """``--fail-on itl_ms.p95``: the TTFT and throughput checks are outside the family judged together. Their
+    band was ±∞ ("run-to-run noise [÷∞, +7.7%]" beside a +36% change); each is now judged alone from its
+    own reference runs (Student's t at both sides of 5%), shown, and fails nothing."""
+    root, base, same, slow = drifting
+    code, out, _ = cli("compare", str(base), str(slow), "--history", str(root / "history"), "--fail-on", "itl_ms.p95",
+                       "--json", str(tmp_path / "s.json"))
+    assert code == 1, out  # the ITL p95 checks fail the gate
+    checks = {c["name"]: c for c in json.loads((tmp_path / "s.json").read_text())["checks"]}
+    ttft = checks["ttft_ms.p95 @ 4 users"]
+    assert not ttft["gating"] and ttft["noise"] == "history"
+    lo, hi = ttft["noise_ci"]
+    assert -0.5 < lo < 0 < hi < 0.5, ttft["noise_ci"]
+    assert "∞" not in ttft["message"] and ttft["verdict"] == "regression"  # +36%: beyond its own noise too
+    assert all("∞" not in c["message"] for c in checks.values()), [c["message"] for c in checks.values()]
+    critical = joint.alone_critical(8)
+    assert 2.3 < critical < 2.4  # t(0.975, 7 degrees of freedom) = 2.365
