@@ -250,9 +250,11 @@ class JointNoise:
     def describe(self, wide_words: bool = True) -> str:
         """The noise line; ``wide_words``: say that a wide single-check threshold asks more runs (off when
         :mod:`reach` says what the gate can catch in figures)."""
+        composite = (f"composite {self.composite:+.1f} (beyond ±{self.composite_critical:.1f} means the run as a whole "
+                     "moved)" if math.isfinite(self.composite) and math.isfinite(self.composite_critical)
+                     else "no composite (the reference runs never moved together)")  # read "composite +nan"
         return (f"run-to-run noise from {self.runs} reference runs, {self.checks} checks judged together: "
-                f"composite {self.composite:+.1f} (beyond ±{self.composite_critical:.1f} means the run as a whole "
-                f"moved), one check beyond ±{self.max_critical:.1f} alone; {self.false_alarms:.0%} false alarms"
+                f"{composite}, one check beyond ±{self.max_critical:.1f} alone; {self.false_alarms:.0%} false alarms"
                 + (f"; with {self.runs} runs one check must stray far to fail alone, and more reference runs "
                    f"(--history) narrow that" if wide_words and self.max_critical > WIDE_ALONE else ""))
 

@@ -384,3 +384,13 @@ def test_a_check_fail_on_leaves_out_is_judged_alone_with_a_finite_band(drifting,
     assert all("∞" not in c["message"] for c in checks.values()), [c["message"] for c in checks.values()]
     critical = joint.alone_critical(8)
     assert 2.3 < critical < 2.4  # t(0.975, 7 degrees of freedom) = 2.365
+
+
+def test_the_noise_line_says_when_there_is_no_composite():
+    quiet = joint.JointNoise(checks=3, runs=4, max_critical=3.1, marginal_critical=2.0, composite_critical=math.nan,
+                             composite=math.nan, false_alarms=0.05)
+    line = quiet.describe()
+    assert "no composite (the reference runs never moved together)" in line and "nan" not in line, line
+    moved = joint.JointNoise(checks=3, runs=4, max_critical=3.1, marginal_critical=2.0, composite_critical=2.5,
+                             composite=0.4, false_alarms=0.05)
+    assert "composite +0.4 (beyond ±2.5 means the run as a whole moved)" in moved.describe()
