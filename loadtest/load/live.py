@@ -30,7 +30,7 @@ from rich.table import Table
 from rich.text import Text
 
 from loadtest.analysis.results import fmt_rate
-from loadtest.load.progress import LevelFigures, LevelProgress, RunProgress
+from loadtest.load.progress import LevelFigures, LevelProgress, RunProgress, errors_text
 from loadtest.report.terminal import describe_ending
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ def progress_line(
 ) -> str:
     """The level's figures so far: TTFT and ITL of a stream; e2e and items/s of an answer that is not one."""
     label = level_label(p.concurrency, p.rate_rps, trace_rate_rps)
-    head = f"level {index + 1}: {label}, {p.requests} requests, {p.errors} errors, "
+    head = f"level {index + 1}: {label}, {p.requests} requests, {errors_text(p.errors, p.error_kinds)}, "
     if unary:  # embeddings, rerank, score: no first token, no token gaps
         return head + f"e2e p95 {_fmt(p.e2e_p95())} ms, {_fmt(p.items_per_s())} items/s"
     ttft, itl = p.p95()
@@ -174,22 +174,23 @@ class LiveView:
             self._print_plain()
 
     def running_line(self, level: RunningLevel | None = None) -> str | None:
-        """``level 3 (16 users): 12 s elapsed, next look in 3 s …, 240 requests so far (0 errors)``
+        """``level 3 (16 users): 12 s elapsed, next look in 3 s …, 240 requests so far (12 errors: timeout 12)``
         (of ``level``, by default the one in force)."""
         level = level or self.current
         if level is None:
             return None
         p = dict(self.progress.snapshot()).get(level.index)
-        requests, errors = (p.requests, p.errors) if p is not None else (0, 0)
+        requests = p.requests if p is not None else 0
+        errors = errors_text(p.errors, p.error_kinds, joined=": ") if p is not None else "0 errors"
         kind = ", refine" if level.refine else ""
         head = f"level {level.index + 1} ({level_label(level.concurrency, level.rate_rps, self.trace_rate_rps)}{kind})"
         holding = level.holding()
         if holding is not None and level.span is not None:  # its window has ended: no look is to come
             held = max(0.0, time.time() - (level.span.end_wall or time.time()))
-            return f"{head}: {hold_text(level.span.decision, holding, held)}, {requests} requests measured ({errors} errors)"
+            return f"{head}: {hold_text(level.span.decision, holding, held)}, {requests} requests measured ({errors})"
         elapsed = level.elapsed()
         when = "started" if elapsed < 0.5 else f"{elapsed:.0f} s elapsed"
-        return f"{head}: {when}, {remaining_text(elapsed, self.looks)}, {requests} requests so far ({errors} errors)"
+        return f"{head}: {when}, {remaining_text(elapsed, self.looks)}, {requests} requests so far ({errors})"
 
     def _print_plain(self, level: RunningLevel | None = None) -> None:
         line = self.running_line(level)

@@ -23,7 +23,7 @@ records: :meth:`loadtest.load.live.LiveView.level_changed`).
 from __future__ import annotations
 
 import threading
-from collections import deque
+from collections import Counter, deque
 
 import numpy as np
 import pyarrow as pa
@@ -59,7 +59,8 @@ class LevelProgress:
     """Counts and recent TTFT/ITL samples of one level; for an answer that is not streamed
     (embeddings, rerank, score: no first token), e2e samples and the inputs served per second."""
 
-    __slots__ = ("concurrency", "requests", "errors", "ttft", "itl", "rate_rps", "e2e", "items", "first_wall", "last_wall")
+    __slots__ = ("concurrency", "requests", "errors", "error_kinds", "ttft", "itl", "rate_rps", "e2e", "items",
+                 "first_wall", "last_wall")
 
     def __init__(self, concurrency: int, keep: int = 20_000, rate_rps: float | None = None) -> None:
         self.concurrency = concurrency
@@ -67,6 +68,8 @@ class LevelProgress:
         self.rate_rps = rate_rps
         self.requests = 0
         self.errors = 0
+        #: The measured failures by kind (``rate_limited``, ``timeout``, …): a live line names why, not only how many.
+        self.error_kinds: Counter[str] = Counter()
         self.ttft: deque[float] = deque(maxlen=keep)
         self.itl: deque[float] = deque(maxlen=keep)
         self.e2e: deque[float] = deque(maxlen=keep)
@@ -87,7 +90,8 @@ class LevelProgress:
         """What the timing process shows of this level, as JSON-able values (see :class:`LevelFigures`)."""
         return {
             "concurrency": self.concurrency, "rate_rps": self.rate_rps, "requests": self.requests,
-            "errors": self.errors, "items": self.items, "first_wall": self.first_wall, "last_wall": self.last_wall,
+            "errors": self.errors, "error_kinds": dict(self.error_kinds), "items": self.items,
+            "first_wall": self.first_wall, "last_wall": self.last_wall,
             "percentiles": {m: self.percentiles(m) for m in SAMPLED},
         }
 
@@ -96,6 +100,7 @@ class LevelProgress:
         """Take over a level from the writer process's last report: the counts go on, the samples start afresh."""
         p = cls(figures.concurrency, rate_rps=figures.rate_rps)
         p.requests, p.errors, p.items = figures.requests, figures.errors, figures.items
+        p.error_kinds = Counter(figures.error_kinds)
         p.first_wall, p.last_wall = figures.first_wall, figures.last_wall
         return p
 
@@ -119,6 +124,7 @@ class LevelFigures:
         self.rate_rps = figures.get("rate_rps")
         self.requests = int(figures["requests"])
         self.errors = int(figures["errors"])
+        self.error_kinds: dict[str, int] = dict(figures.get("error_kinds") or {})
         self.items = float(figures.get("items") or 0.0)
         self.first_wall = figures.get("first_wall")
         self.last_wall = figures.get("last_wall")
@@ -212,7 +218,10 @@ class RunProgress:
                     measured &= scheduled < ends[int(i)]  # started in the hold: keeps the load, not measured
                 counted = measured & ~cancelled
                 p.requests += int(np.sum(counted))
-                p.errors += int(np.sum(counted & failed))
+                lost = counted & failed
+                if lost.any():  # by kind (a Python loop over the failures only: none in a healthy batch)
+                    p.errors += int(np.sum(lost))
+                    p.error_kinds.update("unknown" if k is None else str(k) for k in kinds[lost])
                 values = ttft[measured]
                 p.ttft.extend(values[~np.isnan(values)].tolist())
                 p.itl.extend(gaps[measured[gap_rows]].tolist())
@@ -227,6 +236,18 @@ class RunProgress:
                         p.first_wall = first if p.first_wall is None else min(p.first_wall, first)
                         p.last_wall = last if p.last_wall is None else max(p.last_wall, last)
         return touched
+
+
+def errors_text(errors: int, kinds: dict[str, int], *, joined: str = " (") -> str:
+    """``12 errors (rate_limited 10, timeout 2)``: how many, and the commonest kinds (three at most).
+
+    ``joined``: what sits between the count and the kinds (``": "`` inside a bracket the caller closes)."""
+    said = f"{errors} error{'' if errors == 1 else 's'}"
+    if not errors or not kinds:
+        return said
+    top = sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))
+    named = ", ".join(f"{kind} {n}" for kind, n in top[:3]) + (", …" if len(top) > 3 else "")
+    return said + joined + named + (")" if joined == " (" else "")
 
 
 def _column(table: pa.Table, name: str) -> np.ndarray | None:

@@ -51,7 +51,7 @@ def test_off_a_terminal_each_level_gets_plain_lines_with_requests_so_far():
         progress.update(_records(0, 4, 12, errors=2))
         line = live.running_line()
         assert line.startswith("level 1 (4 users): ")
-        assert "next look in" in line and "at most" in line and "12 requests so far (2 errors)" in line
+        assert "next look in" in line and "at most" in line and "12 requests so far (2 errors: http_5xx 2)" in line
         live.level_ended(0, {"ended": "decided_early", "verdict": "pass", "ran_s": 2.1})
         assert live.current is None and live.running_line() is None
     finally:
@@ -174,7 +174,7 @@ def test_the_live_figures_count_and_time_requests_as_the_final_table_does():
     out = io.StringIO()
     live = LiveView(progress, Console(file=out, width=200, color_system=None))
     live.level_ended(0)
-    assert "level 1: 4 users, 23 requests, 3 errors, TTFT p95 ∞ ms" in out.getvalue()
+    assert "level 1: 4 users, 23 requests, 3 errors (timeout 3), TTFT p95 ∞ ms" in out.getvalue()
     # no failures: the successes' own p95, measured only (not the warm-up's or the hold's 5 ms)
     progress = RunProgress()
     progress.update(table.slice(0, 20), {0: 110.0})
@@ -268,3 +268,28 @@ def test_a_levels_closing_line_waits_for_its_last_records_and_comes_before_the_n
     assert "level 1: 1 user, 88 requests, 0 errors" in text, text
     assert text.index("level 1: 1 user, 88 requests") < text.index("level 2 (4 users): started"), text
     assert frozen == [0]
+
+
+def test_the_errors_are_named_by_kind_in_the_live_lines_and_carried_by_the_writers_figures():
+    """A live line said "1061 requests so far (1061 errors)" and nothing of why; the kinds come with the count."""
+    from loadtest.load.live import progress_line
+    from loadtest.load.progress import LevelFigures, LevelProgress, errors_text
+
+    progress = RunProgress()
+    table = _records(0, 4, 10, errors=3)
+    kinds = table["error_kind"].to_pylist()
+    kinds[-1] = "timeout"
+    kinds[-2] = None  # a failure without a kind: "unknown", as the analysis says
+    table = table.set_column(table.column_names.index("error_kind"), "error_kind", pa.array(kinds, pa.string()))
+    progress.update(table)
+    p = dict(progress.snapshot())[0]
+    assert (p.errors, dict(p.error_kinds)) == (3, {"http_5xx": 1, "timeout": 1, "unknown": 1})
+    line = progress_line(0, p)
+    assert "10 requests, 3 errors (http_5xx 1, timeout 1, unknown 1), TTFT p95" in line, line
+    # what the record writer reports is what the timing process shows, and a resumed level goes on counting
+    figures = LevelFigures(p.figures())
+    assert progress_line(0, figures) == line
+    resumed = LevelProgress.resumed(figures)
+    assert dict(resumed.error_kinds) == {"http_5xx": 1, "timeout": 1, "unknown": 1}
+    assert errors_text(0, {}) == "0 errors" and errors_text(1, {"timeout": 1}) == "1 error (timeout 1)"
+    assert errors_text(5, {"a": 2, "b": 1, "c": 1, "d": 1}, joined=": ") == "5 errors: a 2, b 1, c 1, …"
