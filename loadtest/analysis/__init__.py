@@ -16,6 +16,7 @@ The pipeline inside, one module per idea:
 ``refine``    the next concurrency (or rate) to probe by bisection
 ``open_loop`` offered / sent / completed rates, send lag and in-flight of rate levels
 ``caveats``   warnings a reader needs to weigh the numbers
+``failures``  the failed requests grouped by their message, numbers aside
 ``signals`` / ``server``   the server's scraped metrics joined to the levels on wall time
 ``autoscaling``   scale-out thresholds from the capacity and the server's signals
 ``results``   the output dataclasses (``Analysis``, ``LevelResult``, ``Stats``, ``Check``, ``Capacity``)

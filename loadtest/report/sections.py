@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from loadtest.analysis.capacity import ci_label, fmt_ms
+from loadtest.analysis.failures import message_groups
 from loadtest.analysis.keep_up import behind_without_queue
 from loadtest.analysis.open_loop import KEEP_UP
 from loadtest.analysis.results import Analysis, LevelResult, fmt_rate
@@ -348,25 +349,18 @@ def errors_section(analysis: Analysis) -> str:
         for lv in analysis.levels
     ]
     messages = ""
-    frame = analysis.requests
-    if len(frame) and "error" in frame:
-        failed = frame[frame["failed"]]
-        if len(failed):
-            top = (
-                failed.assign(kind=failed["error_kind"].fillna("unknown"), msg=failed["error"].fillna(""))
-                .groupby(["kind", "msg"], sort=False)
-                .size()
-                .sort_values(ascending=False)
-                .head(15)
-            )
-            items = "".join(
-                f"<tr><td>{_e(kind)}</td><td class='num'>{count}</td><td><code>{_e(str(msg)[:300])}</code></td></tr>"
-                for (kind, msg), count in top.items()
-            )
-            messages = (
-                "<h3>Most frequent error messages (whole run)</h3><table class='grid'>"
-                "<tr><th>kind</th><th>count</th><th>message</th></tr>" + items + "</table>"
-            )
+    groups = message_groups(analysis.requests)
+    if groups:
+        items = "".join(
+            f"<tr><td>{_e(g.kind)}</td><td class='num'>{g.count}</td><td><code>{_e(g.message)}</code>"
+            + (f" <span class='dim'>({g.messages} messages alike but for their numbers)</span>" if g.messages > 1 else "")
+            + "</td></tr>"
+            for g in groups
+        )
+        messages = (
+            "<h3>Most frequent error messages (whole run)</h3><table class='grid'>"
+            "<tr><th>kind</th><th>count</th><th>message</th></tr>" + items + "</table>"
+        )
     return f"<table class='grid'>{head}{''.join(rows)}</table>{note}{messages}"
 
 

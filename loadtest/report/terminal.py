@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from loadtest.analysis.capacity import fmt_ms
+from loadtest.analysis.failures import errors_line
 from loadtest.analysis.keep_up import behind_legend, no_queue_legend
 from loadtest.analysis.results import Analysis, Check, LevelResult
 from loadtest.metric_registry import BY_NAME, LATENCY_METRICS, names
@@ -333,5 +334,8 @@ def print_summary(analysis: Analysis, console: Console | None = None) -> None:
     line = limits_line(analysis)
     if line:
         console.print(Text(line))
+    failures = errors_line(analysis.requests, sum(lv.requests for lv in analysis.levels))
+    if failures:  # what the failures said: the table counts them, the kinds say of what sort, this says why
+        console.print(Text(failures))
     for warning in analysis.warnings:
         console.print(Text(f"warning: {warning}", style="yellow"))

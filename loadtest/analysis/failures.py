@@ -1,0 +1,67 @@
+"""The run's failed requests grouped by what they said: one row per message, numbers aside. Pure.
+
+Why: a server's error messages carry numbers (a context length, a request id, a retry time), so
+grouping them exactly made ten context refusals of ten prompt lengths ten rows of one, and
+thousands of messages with an id in each filled the report's table with one cause and hid any
+other. Here a message's digits are read alike (``"… 4127 tokens …"`` and ``"… 4096 tokens …"`` are
+one group), per kind, and each group is shown by its commonest message with how many distinct
+ones it holds. The report's errors section and the terminal's ``errors:`` line both read it.
+Vectorized: a run may hold millions of failures, each message its own string.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+#: The longest message quoted (a server may send a page of HTML as its error).
+MESSAGE_CHARS = 300
+
+
+@dataclass(frozen=True)
+class MessageGroup:
+    """Failures of one kind whose messages differ only in their numbers."""
+
+    kind: str
+    message: str  # the commonest message of the group, cut at MESSAGE_CHARS
+    count: int
+    messages: int  # distinct messages in the group (1: all alike)
+
+
+def message_groups(frame: pd.DataFrame, top: int = 15) -> list[MessageGroup]:
+    """The ``top`` commonest groups of the failed requests in ``frame`` (the analysis' ``failed`` rows), most first."""
+    if not len(frame) or "failed" not in frame or "error" not in frame:
+        return []
+    failed = frame.loc[frame["failed"].astype(bool)]
+    if not len(failed):
+        return []
+    kinds = failed["error_kind"].astype(object).where(failed["error_kind"].notna(), "unknown").astype(str)
+    text = failed["error"].astype(object).where(failed["error"].notna(), "").astype(str)
+    df = pd.DataFrame({"kind": kinds.to_numpy(), "shape": text.str.replace(r"\d+", "#", regex=True).to_numpy(),
+                       "msg": text.to_numpy()})
+    per_msg = (df.groupby(["kind", "shape", "msg"], sort=False).size().reset_index(name="n")
+               .sort_values(["n", "msg"], ascending=[False, True], kind="stable"))
+    commonest = per_msg.drop_duplicates(["kind", "shape"]).set_index(["kind", "shape"])["msg"]
+    totals = per_msg.groupby(["kind", "shape"], sort=False)["n"].agg(["sum", "size"])
+    totals = totals.assign(msg=commonest).sort_values("sum", ascending=False, kind="stable").head(top)
+    return [MessageGroup(str(kind), str(row["msg"])[:MESSAGE_CHARS], int(row["sum"]), int(row["size"]))
+            for (kind, _), row in totals.iterrows()]
+
+
+def errors_line(frame: pd.DataFrame, requests: int) -> str | None:
+    """The terminal's ``errors:`` line: how many measured requests failed and the commonest message; None without failures.
+
+    ``requests``: the levels' measured requests (the table's ``reqs``), whose failures are the table's ``errors``."""
+    if len(frame) and "measured" in frame:
+        frame = frame.loc[frame["measured"].astype(bool)]
+    groups = message_groups(frame, top=3)
+    if not groups:
+        return None
+    failed = int(frame["failed"].astype(bool).sum())
+    first = groups[0]
+    alike = f", {first.messages} messages alike but for their numbers" if first.messages > 1 else ""
+    more = f"; {len(groups) - 1} other kind{'s' if len(groups) > 2 else ''} of message in the report" if len(groups) > 1 else ""
+    said = f'"{first.message}"' if first.message else "(no message)"
+    return (f"errors: {failed} of {requests} measured requests failed; the commonest, {first.count} times "
+            f"({first.kind}{alike}): {said}{more}")
