@@ -33,6 +33,9 @@ from loadtest.scenario import Workload
 
 #: Workload keys that change *which* prompts are drawn, not their distribution.
 IGNORED_WORKLOAD_KEYS = frozenset({"seed", "salt"})
+#: A request class's keys that say how it is judged, not what it asks: a class's SLO may change between a
+#: baseline and a candidate as the top-level one may (a changed class limit refused the comparison).
+CLASS_JUDGEMENT_KEYS = frozenset({"slo"})
 #: Keys whose string value names a dataset file; its content hash joins the fingerprint.
 DATASET_KEYS = frozenset({"dataset", "path", "file"})
 FINGERPRINT_VERSION = 1
@@ -45,7 +48,8 @@ def fingerprint(scenario: Mapping[str, Any], *, base_dir: Path | None = None) ->
     load = scenario.get("load") or {}
     body: dict[str, Any] = {
         "api": target.get("api", "chat"),
-        "workload": _normalize({k: v for k, v in _with_defaults(workload).items() if k not in IGNORED_WORKLOAD_KEYS}),
+        "workload": _normalize(_work_only({k: v for k, v in _with_defaults(workload).items()
+                                           if k not in IGNORED_WORKLOAD_KEYS})),
         "levels": concurrency_levels(load),
         "level_duration_s": _number(load.get("level_duration_s")),
         "warmup_s": _number(load.get("warmup_s")),
@@ -180,6 +184,15 @@ def _with_defaults(workload: Mapping[str, Any]) -> dict[str, Any]:
         return Workload.model_validate(dict(workload)).model_dump(mode="json")
     except Exception:  # written by another version: compare what it says
         return dict(workload)
+
+
+def _work_only(workload: dict[str, Any]) -> dict[str, Any]:
+    """The workload without what judges it: each request class's SLO (:data:`CLASS_JUDGEMENT_KEYS`)."""
+    classes = workload.get("classes")
+    if not isinstance(classes, list):
+        return workload
+    return {**workload, "classes": [{k: v for k, v in c.items() if k not in CLASS_JUDGEMENT_KEYS}
+                                    if isinstance(c, Mapping) else c for c in classes]}
 
 
 def _normalize(value: Any) -> Any:

@@ -214,6 +214,15 @@ def compare_runs(baseline: Path | str, candidate: Path | str, rules: Rules, *, s
             + ("both runs are judged under the candidate's" if base.has_records else
                "the baseline has no records, so its capacity stays judged under its own SLO")
         )
+    classes_b, classes_c = _class_slos(base, slo_b), _class_slos(cand, slo_c)
+    # a class that holds the top-level SLO on both sides is said by the SLO's own warning above
+    differ = [name for name in classes_c if name in classes_b and classes_b[name].to_dict() != classes_c[name].to_dict()
+              and not (classes_b[name].to_dict() == slo_b.to_dict() and classes_c[name].to_dict() == slo_c.to_dict())]
+    if differ:  # not in the fingerprint (the SLO judges the work, it is not the work): said, and one SLO judges both
+        warnings.append("a request class's SLO differs (" + "; ".join(
+            f"{name}: baseline {_slo_text(classes_b[name])}, candidate {_slo_text(classes_c[name])}" for name in differ)
+            + "): " + ("both runs are judged under the candidate's" if base.has_records else
+                       "the baseline has no records, so its capacity stays judged under its own SLO"))
     if base.model != cand.model:
         warnings.append(f"the model name differs: baseline {base.model!r}, candidate {cand.model!r}")
     if base.tool_version != cand.tool_version:
@@ -223,8 +232,8 @@ def compare_runs(baseline: Path | str, candidate: Path | str, rules: Rules, *, s
     if base.has_records and abs(_confidence(base) - confidence) > 1e-9:
         warnings.append(f"the verdict confidence differs (baseline {_confidence(base):.3g}, candidate "
                         f"{confidence:.3g}): both runs are judged at the candidate's")
-    side_b, samples_b = _judge(base, slo_c, confidence, seed, warnings, rules.tolerance)
-    side_c, samples_c = _judge(cand, slo_c, confidence, seed, warnings, rules.tolerance)
+    side_b, samples_b = _judge(base, slo_c, confidence, seed, warnings, rules.tolerance, classes_c or None)
+    side_c, samples_c = _judge(cand, slo_c, confidence, seed, warnings, rules.tolerance, classes_c or None)
     require_a_common_level(side_c.unit, (f"{args[0]} {base.label}", side_b.summary), (f"{args[1]} {cand.label}", side_c.summary))
     latency_checks = _latency_checks(slo_b, slo_c, medians=medians)
     changes = [
@@ -272,6 +281,24 @@ def _slo(side: RunInput) -> SloSpec:
     return SloSpec.from_dict(side.scenario.get("slo"))
 
 
+def _class_slos(side: RunInput, top: SloSpec) -> dict[str, SloSpec]:
+    """Each request class's SLO the run was last judged by: its summary's (``analyze --slo`` may have changed
+    it), else its scenario's (a class without one inherits ``top``); empty without classes."""
+    classes = (side.scenario.get("workload") or {}).get("classes") or []
+    if not classes:
+        return {}
+    # the analysis' rule for a class's SLO; imported here, with a scenario that has classes
+    from loadtest.analysis.classes import class_slos as class_slos_for
+
+    own = class_slos_for({"scenario": side.scenario}, top)[1]
+    judged = (side.summary or {}).get("classes") or {}
+    for name in own:
+        stored = (judged.get(name) or {}).get("slo") if isinstance(judged.get(name), Mapping) else None
+        if isinstance(stored, Mapping):
+            own[name] = SloSpec.from_dict(stored).with_overrides([], class_name=name)
+    return own
+
+
 def _slo_text(slo: SloSpec) -> str:
     parts = [f"{c.name}≤{c.limit:g}" for c in slo.checks]
     if slo.max_error_rate is not None:
@@ -282,7 +309,8 @@ def _slo_text(slo: SloSpec) -> str:
 
 
 def _judge(
-    side: RunInput, slo: SloSpec, confidence: float, seed: int, warnings: list[str], tolerance: float
+    side: RunInput, slo: SloSpec, confidence: float, seed: int, warnings: list[str], tolerance: float,
+    class_slos: Mapping[str, SloSpec] | None = None,
 ) -> tuple[Side, Callable[[], dict[LevelKey, LevelSamples]] | None]:
     """The run's summary under ``slo`` (re-analyzed from its records) with its drifting levels, and
     what makes its bootstrap samples (None without records).
@@ -304,7 +332,8 @@ def _judge(
         # the chunk lists are read twice, a batch at a time: once by the analysis (cut at the
         # holds' ends), once for the bootstrap's ITL samples (as stored); never whole
         chunks = arrow_source(side.chunk_batches)
-        analysis = analyze(side.scalars, side.run, slo, seed=seed, confidence=confidence, chunks=chunks)
+        analysis = analyze(side.scalars, side.run, slo, seed=seed, confidence=confidence, chunks=chunks,
+                           class_slos=class_slos)
         summary = summary_dict(analysis)
         scalars, run, frame = side.scalars, analysis.run, analysis.requests
         samples = partial(level_samples, scalars, run, frame, chunks)  # the analysis itself is dropped

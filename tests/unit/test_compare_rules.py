@@ -197,3 +197,38 @@ def test_history_says_plainly_when_a_run_measured_no_level():
     rows = table_rows(runs)
     assert [row["bracket"] for row in rows] == [measured.text(), "no level measured"]
     assert not any("None" in key for row in rows for key in row)
+
+
+def _class_run(folder, chat_itl_p95: float, seed: int, day: int = 0):
+    """A run of two request classes (every other request), chat with its own ITL limit."""
+    from support.gate_runs import T0, scenario_dict, write_folder
+    from support.synthetic import closed_loop_rows, level_plan
+
+    sc = scenario_dict(levels=(1, 2))
+    sc["workload"]["classes"] = [{"name": "chat", "slo": {"itl_ms": {"p95": chat_itl_p95}}}, {"name": "long"}]
+    plan = level_plan([1, 2], 10.0, t0=T0 + day * 86_400)
+    rows = []
+    for lv in plan:
+        rows += closed_loop_rows(lv["index"], lv["concurrency"], lv["start_wall"], 10.0, ttft_ms=40.0, itl_ms=10.0,
+                                 chunks=16, warmup_s=1.0, seed=seed)
+    for i, row in enumerate(rows):
+        row["class"] = ("chat", "long")[i % 2]
+    return write_folder(folder, rows, plan, sc)
+
+
+def test_a_changed_class_slo_is_compared_under_the_candidates_and_said(tmp_path):
+    """A class's SLO is how the work is judged, not the work: it was in the fingerprint, so tightening one
+    refused the nightly comparison (exit 2, "different workloads"). Both runs are now judged under the
+    candidate's class SLOs, and a warning says the SLO changed."""
+    import json as _json
+
+    from support.gate_runs import cli
+
+    base, cand = _class_run(tmp_path / "base", 200.0, 1), _class_run(tmp_path / "cand", 150.0, 2, day=1)
+    code, out, err = cli("compare", str(base), str(cand), "--json", str(tmp_path / "c.json"))
+    assert code in (0, 6), out + err  # compared (never refused as another workload)
+    report = _json.loads((tmp_path / "c.json").read_text())
+    said = [w for w in report["warnings"] if "request class's SLO differs" in w]
+    assert said and "chat: baseline itl_ms.p95≤200" in said[0] and "candidate itl_ms.p95≤150" in said[0], report["warnings"]
+    assert "both runs are judged under the candidate's" in said[0]
+    assert not [w for w in report["warnings"] if "long:" in w]  # the class that holds the top-level SLO is not named
