@@ -25,6 +25,7 @@ from typing import Any, Mapping, Sequence
 
 from loadtest.analysis.client_error import SPANS, error_bound
 from loadtest.analysis.slo import PERCENTILES
+from loadtest.compare.rules import split_class
 
 
 def timing_error_ms(levels: Sequence[Mapping[str, Any]], check: str) -> float | None:
@@ -34,7 +35,7 @@ def timing_error_ms(levels: Sequence[Mapping[str, Any]], check: str) -> float | 
     other's early (a run without the tables, recorded before them, is taken to be no worse).
     None where a flagged run has no tables or the check is not a timed percentile.
     """
-    metric, _, pct = check.partition(".")
+    metric, _, pct = split_class(check)[1].partition(".")  # a class's check: its metric's error
     if metric not in SPANS or pct not in PERCENTILES:
         return None
     bounds = []

@@ -27,7 +27,7 @@ from loadtest.analysis.bootstrap import rng_for
 from loadtest.analysis.slo import PERCENTILES
 from loadtest.compare import delta
 from loadtest.compare.level_keys import LevelKey
-from loadtest.compare.rules import COMPLETED_SHARE, ERROR_RATE, THROUGHPUT, check_kind
+from loadtest.compare.rules import COMPLETED_SHARE, ERROR_RATE, THROUGHPUT, check_kind, split_class
 from loadtest.compare.samples import LevelSamples
 from loadtest.compare.summary_values import check_value, num
 
@@ -44,8 +44,10 @@ def values(check: str, lb: Mapping[str, Any], lc: Mapping[str, Any]) -> tuple[fl
 def plan(levels_b: Mapping[LevelKey, Mapping[str, Any]], levels_c: Mapping[LevelKey, Mapping[str, Any]],
          common: list[LevelKey], checks: list[str]) -> dict[LevelKey, list[str]]:
     """Per common level, the checks whose change is judged (both runs have the figure)."""
-    # the completed share's interval is its counts' (level_changes), not a resampling: no draws for it
-    return {conc: [c for c in checks if c != COMPLETED_SHARE and values(c, levels_b[conc], levels_c[conc]) is not None]
+    # the completed share's interval is its counts' (level_changes), not a resampling: no draws for it; nor
+    # for a request class's check (its summaries' intervals give it: the samples are the whole level's)
+    return {conc: [c for c in checks if c != COMPLETED_SHARE and split_class(c)[0] is None
+                   and values(c, levels_b[conc], levels_c[conc]) is not None]
             for conc in common}
 
 

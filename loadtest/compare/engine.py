@@ -50,6 +50,7 @@ from loadtest.analysis.verdict import verdict_confidence
 from loadtest.analysis.slo import SloSpec
 from loadtest.analysis.stop import incomplete_words
 from loadtest.compare.capacity import CapacityBounds, capacity_change
+from loadtest.compare.class_checks import class_checks, class_slos
 from loadtest.compare.change import Change, severity, tolerances_worse
 from loadtest.compare.cost import cost_change
 from loadtest.fingerprint import unverified_datasets
@@ -214,7 +215,7 @@ def compare_runs(baseline: Path | str, candidate: Path | str, rules: Rules, *, s
             + ("both runs are judged under the candidate's" if base.has_records else
                "the baseline has no records, so its capacity stays judged under its own SLO")
         )
-    classes_b, classes_c = _class_slos(base, slo_b), _class_slos(cand, slo_c)
+    classes_b, classes_c = class_slos(base, slo_b), class_slos(cand, slo_c)
     # a class that holds the top-level SLO on both sides is said by the SLO's own warning above
     differ = [name for name in classes_c if name in classes_b and classes_b[name].to_dict() != classes_c[name].to_dict()
               and not (classes_b[name].to_dict() == slo_b.to_dict() and classes_c[name].to_dict() == slo_c.to_dict())]
@@ -235,7 +236,8 @@ def compare_runs(baseline: Path | str, candidate: Path | str, rules: Rules, *, s
     side_b, samples_b = _judge(base, slo_c, confidence, seed, warnings, rules.tolerance, classes_c or None)
     side_c, samples_c = _judge(cand, slo_c, confidence, seed, warnings, rules.tolerance, classes_c or None)
     require_a_common_level(side_c.unit, (f"{args[0]} {base.label}", side_b.summary), (f"{args[1]} {cand.label}", side_c.summary))
-    latency_checks = _latency_checks(slo_b, slo_c, medians=medians)
+    latency_checks = _latency_checks(slo_b, slo_c, medians=medians) + class_checks(
+        (slo_b, classes_b), (slo_c, classes_c))
     changes = [
         capacity_change(side_b.summary.get("capacity") or {}, side_b.bounds,
                         side_c.summary.get("capacity") or {}, side_c.bounds, rules.gates(CAPACITY, CAPACITY))
@@ -279,24 +281,6 @@ def _slo(side: RunInput) -> SloSpec:
     if isinstance(summary_slo, Mapping):
         return SloSpec.from_dict(summary_slo)
     return SloSpec.from_dict(side.scenario.get("slo"))
-
-
-def _class_slos(side: RunInput, top: SloSpec) -> dict[str, SloSpec]:
-    """Each request class's SLO the run was last judged by: its summary's (``analyze --slo`` may have changed
-    it), else its scenario's (a class without one inherits ``top``); empty without classes."""
-    classes = (side.scenario.get("workload") or {}).get("classes") or []
-    if not classes:
-        return {}
-    # the analysis' rule for a class's SLO; imported here, with a scenario that has classes
-    from loadtest.analysis.classes import class_slos as class_slos_for
-
-    own = class_slos_for({"scenario": side.scenario}, top)[1]
-    judged = (side.summary or {}).get("classes") or {}
-    for name in own:
-        stored = (judged.get(name) or {}).get("slo") if isinstance(judged.get(name), Mapping) else None
-        if isinstance(stored, Mapping):
-            own[name] = SloSpec.from_dict(stored).with_overrides([], class_name=name)
-    return own
 
 
 def _slo_text(slo: SloSpec) -> str:

@@ -28,7 +28,8 @@ def add_gate_arguments(p: argparse.ArgumentParser, *, default_outputs_note: str 
                         "throughput=5%% error_rate=0.5%% (error rate in percentage points)")
     g.add_argument("--fail-on", action="append", metavar="WHAT",
                    help="what fails the gate: capacity, latency, throughput, error_rate, a check such as "
-                        "itl_ms.p95, all (default) or none; comma-separated or repeated")
+                        "itl_ms.p95 (each request class's too) or a class's own, chat.itl_ms.p95, all (default) "
+                        "or none; comma-separated or repeated")
     g.add_argument("--inconclusive", choices=("pass", "fail"),
                    help="map an inconclusive-only result (exit 6) to 0 (pass) or 1 (fail)")
     g.add_argument("--history", nargs="+", action="extend", type=path_arg, metavar="DIR",
@@ -90,8 +91,8 @@ def run_gate(args: argparse.Namespace, baseline: Path | Sequence[Path], candidat
     if missing:
         have = ", ".join(sorted({c.check for c in cmp.changes})) or "none"
         raise InputError(f"--fail-on {', '.join(missing)}: this comparison has no such check, so it could never "
-                         f"fail the gate (its checks: {have}; the gate compares the scenario's top-level SLO, not "
-                         "a request class's); name one of its checks or a group")
+                         f"fail the gate (its checks: {have}; a request class's checks are those of its own SLO); "
+                         "name one of its checks or a group")
     writers = {
         "json": outputs.write_json,
         "junit": outputs.write_junit,

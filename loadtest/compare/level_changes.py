@@ -30,7 +30,7 @@ from loadtest.compare.rules import ABSOLUTE, COMPLETED_SHARE, ERROR_RATE, THROUG
 from loadtest.compare.samples import LevelSamples
 from loadtest.compare.stationarity import hold_drifting
 from loadtest.compare.summary_values import ci as _ci
-from loadtest.compare.summary_values import levels_by_key
+from loadtest.compare.summary_values import levels_by_key, scoped
 from loadtest.compare.summary_values import pair as _pair
 
 
@@ -116,7 +116,8 @@ def _level_change(
     if figures is None:  # a metric without samples in one run (e.g. TPOT of one-token replies), or
         return None  # valid_output_rate of a workload that asks for no structure
     vb, vc = figures
-    drawn = db is not None and dc is not None
+    # a request class's check is not drawn from the records (draws.plan): its summaries' intervals give its own
+    drawn = db is not None and dc is not None and check in db and check in dc
     if check == COMPLETED_SHARE:  # its counts' interval, with or without records (noise.completed_share_se)
         point = float(delta.relative_change(vc, vb))
         ci = _count_interval(vb, vc, completed_share_se(lb, confidence), completed_share_se(lc, confidence), confidence)
@@ -131,8 +132,9 @@ def _level_change(
         if drawn:
             ci = delta.central_interval(delta.relative_change(dc[check], db[check]), confidence)
         elif kind == "latency":
-            metric, _, pct = check.partition(".")
-            ci = _approx_relative(vb, vc, _ci(lb, metric, pct), _ci(lc, metric, pct), confidence)
+            (own_b, plain), (own_c, _) = scoped(lb, check), scoped(lc, check)
+            metric, _, pct = plain.partition(".")
+            ci = _approx_relative(vb, vc, _ci(own_b, metric, pct), _ci(own_c, metric, pct), confidence)
         else:
             ci = (math.nan, math.nan)  # summaries hold no throughput (nor completed share) interval
     # badness: the change oriented so that worse is positive (change.worse_sign), with its interval

@@ -32,7 +32,7 @@ import numpy as np
 
 from loadtest.compare.level_keys import LevelKey, level_key
 from loadtest.compare.rules import COMPLETED_SHARE
-from loadtest.compare.summary_values import check_value, completed_share
+from loadtest.compare.summary_values import check_value, completed_share, scoped
 from loadtest.compare.summary_values import num as _num, pair as _pair  # one reading of a summary's numbers
 
 if TYPE_CHECKING:
@@ -120,8 +120,9 @@ def run_point(summary: Mapping[str, Any], check: str, kind: str, level: LevelKey
         return None
     z = z_of(float(summary.get("confidence") or confidence))
     if kind == "latency":
-        metric, _, pct = check.partition(".")
-        stats = lv.get(metric) or {}
+        own, plain = scoped(lv, check)  # a request class's check: its entry at the level
+        metric, _, pct = plain.partition(".")
+        stats = own.get(metric) or {}
         value = _num(stats.get(pct))
         ci = _pair(((stats.get("ci") or {}).get(pct)))
     elif check == COMPLETED_SHARE:  # a rate level's throughput: its counts' standard error (above)

@@ -23,8 +23,8 @@ from loadtest.compare.engine import Comparison
 from loadtest.compare.level_keys import AXIS_TITLE, USERS, LevelKey, level_key
 from loadtest.compare.noise import fmt_band, fmt_interval
 from loadtest.compare.outputs import reference_runs_text, runs_text, write_text
-from loadtest.compare.rules import COMPLETED_SHARE, ERROR_RATE, THROUGHPUT
-from loadtest.compare.summary_values import completed_share
+from loadtest.compare.rules import COMPLETED_SHARE, ERROR_RATE, THROUGHPUT, split_class
+from loadtest.compare.summary_values import completed_share, scoped
 from loadtest.report.page import PAGE_STYLE as page_style
 from loadtest.report.page import esc as _e
 from loadtest.report.plotting import figure_html, rgba, summaries_ci_label
@@ -57,8 +57,9 @@ def _series(summary: Mapping[str, Any], check: str) -> tuple[list[LevelKey], lis
         ys = [(lv.get("error_rate") or 0) * 100 for lv in levels]
         ci = [lv.get("error_rate_ci") or [None, None] for lv in levels]
         return xs, _finite(ys), _finite((c[0] or 0) * 100 for c in ci), _finite((c[1] or 0) * 100 for c in ci)
-    metric, _, pct = check.partition(".")
-    stats = [lv.get(metric) or {} for lv in levels]
+    scoped_levels = [scoped(lv, check) for lv in levels]  # a request class's check: its entry at each level
+    metric, _, pct = (scoped_levels[0][1] if scoped_levels else check).partition(".")
+    stats = [own.get(metric) or {} for own, _ in scoped_levels]
     ci = [(s.get("ci") or {}).get(pct) or [None, None] for s in stats]
     return xs, _finite(s.get(pct) for s in stats), _finite(c[0] for c in ci), _finite(c[1] for c in ci)
 
@@ -111,8 +112,9 @@ def _title(check: str) -> str:
         return "error rate (%)"
     if check == COMPLETED_SHARE:
         return "completed share of the sends (%)"
-    metric, _, pct = check.partition(".")
-    return f"{pct} {metric.removesuffix('_ms').upper()} (ms)"
+    name, plain = split_class(check)
+    metric, _, pct = plain.partition(".")
+    return (f"{name}: " if name else "") + f"{pct} {metric.removesuffix('_ms').upper()} (ms)"
 
 
 def _checks_table(cmp: Comparison) -> str:

@@ -45,6 +45,17 @@ GROUPS = ("capacity", "latency", "throughput", "error_rate", VALID_OUTPUT)
 _THROUGHPUT_ALIASES = {"throughput", THROUGHPUT}
 
 
+def split_class(check: str) -> tuple[str | None, str]:
+    """``"chat.itl_ms.p95"`` → ``("chat", "itl_ms.p95")``; a check of the whole level → ``(None, check)``.
+
+    A request class's SLO check is named as its verdicts are (``long.tpot_ms.p95``): the class, then
+    the metric and percentile. Read from the right, so a class name may hold a dot."""
+    parts = check.rsplit(".", 2)
+    if len(parts) == 3 and parts[1] in METRICS and parts[2] in PERCENTILES:
+        return parts[0], f"{parts[1]}.{parts[2]}"
+    return None, check
+
+
 def check_kind(check: str) -> str:
     """``latency`` (a percentile), ``throughput``, or the absolute share itself (``error_rate``, ``valid_output_rate``)."""
     if check in (THROUGHPUT, COMPLETED_SHARE):
@@ -71,20 +82,25 @@ class Rules:
             return self.per_check[check]
         if check == COMPLETED_SHARE:  # a rate level's throughput: --tolerance throughput=… names it too
             return self.per_check.get(THROUGHPUT, self.tolerance)
-        metric = check.partition(".")[0]
+        plain = split_class(check)[1]  # a class's check takes the metric's tolerance unless named itself
+        if plain in self.per_check:
+            return self.per_check[plain]
+        metric = plain.partition(".")[0]
         return self.per_check.get(metric, self.tolerance)
 
     def gates(self, check: str, kind: str) -> bool:
         """Does a regression of ``check`` (of kind latency/throughput/error_rate/capacity) fail the gate?"""
         if "none" in self.fail_on:
             return False
-        return bool({"all", kind, check, check.partition(".")[0]} & self.fail_on)
+        plain = split_class(check)[1]  # --fail-on itl_ms.p95 gates each class's ITL p95 too
+        return bool({"all", kind, check, plain, plain.partition(".")[0]} & self.fail_on)
 
     def unmatched(self, checks: Iterable[str]) -> list[str]:
         """The checks and metrics ``--fail-on`` names that none of ``checks`` is: they could never fail
         the gate. (A trial's ``--fail-on itl_ms.p95`` passed, exit 0, on a scenario whose SLOs were
         per request class: the comparison had no ITL check at all.)"""
-        have = {c for check in checks for c in (check, check.partition(".")[0])}
+        have = {c for check in checks for plain in (split_class(check)[1],)
+                for c in (check, plain, plain.partition(".")[0])}
         named = self.fail_on - {"all", "none", *GROUPS}
         return sorted(n for n in named if n not in have)
 
@@ -148,8 +164,11 @@ def _check_name(key: str, *, where: str, also: str = "") -> str:
     metric, dot, pct = key.partition(".")
     if metric in METRICS and (not dot or pct in PERCENTILES):
         return key
+    if split_class(key)[0]:  # a request class's check, CLASS.METRIC.PERCENTILE (the class is checked later)
+        return key
     raise InputError(
-        f"{where}: unknown check {key!r}; expected METRIC or METRIC.PERCENTILE (metrics {', '.join(METRICS)}; "
+        f"{where}: unknown check {key!r}; expected METRIC, METRIC.PERCENTILE or CLASS.METRIC.PERCENTILE "
+        f"(metrics {', '.join(METRICS)}; "
         f"percentiles {', '.join(PERCENTILES)}), throughput, {COMPLETED_SHARE}, error_rate or {VALID_OUTPUT}"
         + (f"; or {also}" if also else "")
     )

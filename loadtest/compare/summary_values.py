@@ -10,7 +10,7 @@ import math
 from typing import Any, Mapping
 
 from loadtest.compare.level_keys import LevelKey, level_key
-from loadtest.compare.rules import COMPLETED_SHARE
+from loadtest.compare.rules import COMPLETED_SHARE, split_class
 
 
 def num(value: Any) -> float:
@@ -53,9 +53,19 @@ def completed_share(level: Mapping[str, Any]) -> float:
     return done / sent if sent > 0 and math.isfinite(done) else math.nan
 
 
+def scoped(level: Mapping[str, Any], check: str) -> tuple[Mapping[str, Any], str]:
+    """Where ``check`` is read at a summary level: a request class's check (``chat.itl_ms.p95``) in the
+    level's ``classes[chat]`` entry as ``itl_ms.p95`` (empty when the class has none there); else the level."""
+    name, plain = split_class(check)
+    if name is None:
+        return level, check
+    return ((level.get("classes") or {}).get(name) or {}), plain
+
+
 def check_value(level: Mapping[str, Any], check: str) -> float:
     """A check's figure at a summary level: a percentile (+inf when failures reach it), the completed
     share, or a plain key (``output_tokens_per_s``, ``error_rate``, ``valid_output_rate``); NaN when none."""
+    level, check = scoped(level, check)
     if check == COMPLETED_SHARE:
         return completed_share(level)
     if "." in check:

@@ -199,20 +199,25 @@ def test_history_says_plainly_when_a_run_measured_no_level():
     assert not any("None" in key for row in rows for key in row)
 
 
-def _class_run(folder, chat_itl_p95: float, seed: int, day: int = 0):
-    """A run of two request classes (every other request), chat with its own ITL limit."""
+def _class_run(folder, chat_itl_p95: float, seed: int, day: int = 0, chat_scale: float = 1.0, top_slo=None):
+    """A run of two request classes, each level's users half chat (its own ITL limit; its ITL times
+    ``chat_scale``) and half long (the top-level SLO)."""
     from support.gate_runs import T0, scenario_dict, write_folder
     from support.synthetic import closed_loop_rows, level_plan
 
-    sc = scenario_dict(levels=(1, 2))
+    sc = scenario_dict(levels=(2, 4), slo=top_slo)
     sc["workload"]["classes"] = [{"name": "chat", "slo": {"itl_ms": {"p95": chat_itl_p95}}}, {"name": "long"}]
-    plan = level_plan([1, 2], 10.0, t0=T0 + day * 86_400)
+    plan = level_plan([2, 4], 10.0, t0=T0 + day * 86_400)
     rows = []
     for lv in plan:
-        rows += closed_loop_rows(lv["index"], lv["concurrency"], lv["start_wall"], 10.0, ttft_ms=40.0, itl_ms=10.0,
-                                 chunks=16, warmup_s=1.0, seed=seed)
-    for i, row in enumerate(rows):
-        row["class"] = ("chat", "long")[i % 2]
+        half = lv["concurrency"] // 2
+        for name, itl, offset in (("chat", 10.0 * half * chat_scale, 0), ("long", 10.0 * half, half)):
+            part = closed_loop_rows(lv["index"], half, lv["start_wall"], 10.0, ttft_ms=40.0, itl_ms=itl, chunks=16,
+                                    warmup_s=1.0, seed=seed + lv["index"] + offset, jitter=0.03)
+            for row in part:
+                row.update({"class": name, "request_id": f"{row['request_id']}-{name}", "user": row["user"] + offset,
+                            "level": lv["concurrency"]})
+            rows += part
     return write_folder(folder, rows, plan, sc)
 
 
@@ -232,3 +237,48 @@ def test_a_changed_class_slo_is_compared_under_the_candidates_and_said(tmp_path)
     assert said and "chat: baseline itl_ms.p95≤200" in said[0] and "candidate itl_ms.p95≤150" in said[0], report["warnings"]
     assert "both runs are judged under the candidate's" in said[0]
     assert not [w for w in report["warnings"] if "long:" in w]  # the class that holds the top-level SLO is not named
+
+
+def test_a_class_slower_inside_a_steady_mix_fails_on_its_own_slo_check(tmp_path):
+    """The top-level SLO judges TTFT only; chat's own SLO its ITL p95. A candidate whose chat ITL is 40%
+    slower had no check that could see it (the gate compared the top-level SLO's checks only): it is
+    now judged as ``chat.itl_ms.p95`` against the reference runs' own chat figures, and fails the gate.
+    The long class holds the top-level SLO and adds no check of its own."""
+    import json as _json
+
+    from support.gate_runs import cli
+
+    top = {"ttft_ms": {"p95": 10_000}, "max_error_rate": 0.5}
+    history = tmp_path / "history"
+    for i, scale in enumerate((1.0, 1.03, 0.97)):
+        _class_run(history / f"run-{i}", 200.0, 10 + i, day=i, chat_scale=scale, top_slo=top)
+    base = _class_run(tmp_path / "base", 200.0, 1, day=5, top_slo=top)
+    same = _class_run(tmp_path / "same", 200.0, 2, day=6, chat_scale=1.02, top_slo=top)
+    slow = _class_run(tmp_path / "slow", 200.0, 3, day=7, chat_scale=1.4, top_slo=top)
+    code, out, err = cli("compare", str(base), str(slow), "--history", str(history), "--json", str(tmp_path / "s.json"))
+    checks = {c["name"]: c for c in _json.loads((tmp_path / "s.json").read_text())["checks"]}
+    chat = checks["chat.itl_ms.p95 @ 4 users"]
+    assert chat["verdict"] == "regression" and chat["gating"] and chat["noise"] == "history", chat
+    assert chat["change"] > 0.3 and "chat.itl_ms.p95 at 4 users" in chat["message"], chat["message"]
+    assert code == 1, out + err
+    assert not [name for name in checks if name.startswith("long.")]  # the top-level SLO's class: no check of its own
+    # the same server again: no regression; and --fail-on names a class's check (or its metric)
+    assert cli("compare", str(base), str(same), "--history", str(history))[0] == 0
+    assert cli("compare", str(base), str(slow), "--history", str(history), "--fail-on", "chat.itl_ms.p95")[0] == 1
+    assert cli("compare", str(base), str(slow), "--history", str(history), "--fail-on", "itl_ms.p95")[0] == 1
+    assert cli("compare", str(base), str(slow), "--history", str(history), "--fail-on", "ttft_ms")[0] == 0
+    code, _, err = cli("compare", str(base), str(slow), "--fail-on", "chta.itl_ms.p95")
+    assert code == 2 and "chta.itl_ms.p95" in err, err
+
+
+def test_a_class_check_is_written_in_every_output(tmp_path):
+    from support.gate_runs import cli
+
+    base = _class_run(tmp_path / "base", 200.0, 1, top_slo={"ttft_ms": {"p95": 10_000}})
+    slow = _class_run(tmp_path / "slow", 200.0, 3, day=1, chat_scale=1.4, top_slo={"ttft_ms": {"p95": 10_000}})
+    code, out, err = cli("compare", str(base), str(slow), "--markdown", str(tmp_path / "c.md"),
+                         "--html", str(tmp_path / "c.html"), "--junit", str(tmp_path / "c.xml"))
+    assert code in (1, 6), out + err
+    for name in ("c.md", "c.html", "c.xml"):
+        assert "chat.itl_ms.p95" in (tmp_path / name).read_text(), name
+    assert "chat: p95 ITL (ms)" in (tmp_path / "c.html").read_text()  # its plot's title names the class
