@@ -45,7 +45,13 @@ replica carries, waiting requests show that it carries more than it can
 batch, cache usage depends on prompt and output lengths. So a decode-bound
 server scales on running requests, and a server whose running requests are
 pinned at a batch limit (they no longer separate) scales on waiting ones.
-When nothing separates (no level failed), the most direct signal is used.
+When nothing separates (no level failed), the most direct signal is used, except a
+running count **pinned at the server's batch limit** at capacity (requests waited
+there, and fewer ran than the users per replica by a sequence or more): it reads
+the same from the batch limit up, so its threshold (4 slots, 20% headroom: 3.2)
+would fire at a few users where the capacity is 13 (a llama-server trial). The
+waiting count, which grows with the load above the limit, is the trigger then, and
+the running threshold is not offered beside it.
 """
 
 from __future__ import annotations
@@ -142,6 +148,8 @@ class SignalRecommendation:
     #: well enough; and that value (before headroom).
     basis: str | None = None
     basis_value: float | None = None
+    #: A running count at the server's batch limit at capacity (module doc): not a trigger.
+    pinned: bool = False
 
     @property
     def placeholder(self) -> bool:
@@ -208,6 +216,23 @@ def _in_flight_per_replica(level: LevelResult, share: int) -> float | None:
     """The client's time average of requests in flight at ``level``, per replica (open loop only)."""
     in_flight = (level.open_loop or {}).get("mean_in_flight")
     return None if in_flight is None else in_flight / share
+
+
+def _mark_pinned(signals: Sequence[SignalRecommendation], users: float | None) -> None:
+    """Mark the running counts pinned at the batch limit at capacity (module doc), and say so in their ``why``:
+    requests waited there (the waiting count's median 1 or more) and the running median is a sequence or more
+    below ``users`` (the requests in flight per replica at capacity)."""
+    waiting = next((s for s in signals if s.role == "waiting" and s.at_capacity.n), None)
+    if waiting is None or not waiting.at_capacity.p50 >= 1 or users is None:
+        return
+    for s in signals:
+        if s.role == "running" and s.at_capacity.n and s.at_capacity.p50 <= users - 1:
+            s.pinned = True
+            s.why += (f" It is pinned at the server's batch limit here ({s.at_capacity.p50:g} running with "
+                      f"{waiting.at_capacity.p50:g} waiting at capacity): it reads the same from that many users up, "
+                      f"so it cannot place a trigger below the capacity; {waiting.metric} can.")
+            waiting.why += (" Running requests are pinned at the batch limit, so this is the count that grows with "
+                            "the load: the trigger.")
 
 
 def _waiting_at(server: ServerView, level: LevelResult) -> SignalStats | None:
@@ -278,10 +303,14 @@ def recommend(
             kind, value = ("rule", None) if any_waiting_rule(signal, typical) and threshold else (basis.kind, basis.value)
             result.signals.append(SignalRecommendation(
                 signal.metric, signal.server, signal.role, cap, fail, threshold, why, sep > 0, sep, kind, value))
+        _mark_pinned(result.signals, cap_level.load / share if capacity.rate_rps is None
+                     else _in_flight_per_replica(cap_level, share))
         # a placeholder's signal stays the trigger its role makes it: its threshold is to fill in, not another signal's
         usable = [s for s in result.signals if s.threshold is not None or s.placeholder]
         separating = [s for s in usable if s.separates]
+        candidates = separating or usable
+        candidates = [s for s in candidates if not s.pinned] or candidates
         if usable:
-            result.best = min(separating or usable, key=lambda s: role_rank(s.role)).metric
+            result.best = min(candidates, key=lambda s: role_rank(s.role)).metric
     result.paragraph = paragraph(result, capacity, server)
     return result

@@ -117,11 +117,15 @@ def _signal_sentences(result: Autoscaling, fail: float | None) -> list[str]:
         else f"when {best.metric} > {fmt_signal(best.threshold, best.role == 'kv_cache')} per replica"
     )
     extra = ""
-    if running is not None and best.metric != running.metric and running.threshold is not None:
+    if running is not None and best.metric != running.metric and running.threshold is not None and not running.pinned:
         extra = f", or when running > {running.threshold:g} per replica"
     scrapes = (best.at_capacity.n, best.at_first_failing.n if best.at_first_failing is not None else 0)
     few = fail is not None and too_few_scrapes(best.at_capacity, best.at_first_failing)
+    pinned = running is not None and running.pinned and best.metric != running.metric
     why = "it is the most direct signal that rises from the capacity level to the first failing one" if best.separates else (
+        f"running requests are pinned at the server's batch limit ({running.at_capacity.p50:g} at capacity, with "
+        f"requests waiting): they read the same from that many users up, while {best.metric} grows with the load "
+        "above it" if pinned else
         f"the levels had too few scrapes to tell the capacity level from the first failing one ({scrapes[0]} and "
         f"{scrapes[1]}; at least {MIN_SEPARATING_SCRAPES} each: a shorter target.metrics.interval_s, or longer "
         "levels), so the most direct one is used" if few else

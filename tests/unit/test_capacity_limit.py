@@ -158,3 +158,29 @@ def test_failures_within_the_percentile_leave_the_cause_to_the_latency():
                     fail_every={6: 50, 8: 50}, gauges=lambda c: (min(c, 4), max(0, c - 4)))
     limit = capacity_limit(analysis)
     assert limit["kind"] == "slots", limit
+
+
+def test_a_running_count_pinned_at_the_batch_limit_is_not_the_autoscaling_trigger():
+    """Four slots, the rest queue: running reads 4 at every level from 4 users up, waiting grows. Capacity 6
+    (TTFT jumps at 8). Neither separates 6 from 8 in the scrapes' medians, and the most direct signal,
+    running, was recommended at 3.2 (20% under 4): it fires at 4 users, where the capacity is 6 (a
+    llama-server trial: 3.2 against a capacity of 13). The waiting count is the trigger, alone."""
+    analysis = _run({"ttft_ms": {"p95": 100.0}}, ttft=lambda c: 20.0 if c <= 6 else 300.0,
+                    gauges=lambda c: (min(c, 4), max(0, c - 4)))
+    scaling = analysis.autoscaling
+    assert analysis.capacity.concurrency == 6 and scaling is not None
+    running = next(s for s in scaling.signals if s.role == "running")
+    waiting = next(s for s in scaling.signals if s.role == "waiting")
+    assert running.pinned and not waiting.pinned and "pinned at the server's batch limit" in running.why
+    assert scaling.best == waiting.metric, scaling.best
+    assert f"Scale out when {waiting.metric} > " in scaling.paragraph and "or when running >" not in scaling.paragraph
+    assert "running requests are pinned at the server's batch limit (4 at capacity" in scaling.paragraph
+
+
+def test_a_running_count_below_the_users_without_a_queue_is_not_pinned():
+    """No request waits (the server's waiting count reads 0): running below the users is the client's think
+    time or a short batch, not a limit: running stays the trigger."""
+    analysis = _run({"itl_ms": {"p95": 15.0}}, gauges=lambda c: (max(1, c - 1), 0))
+    scaling = analysis.autoscaling
+    running = next(s for s in scaling.signals if s.role == "running")
+    assert not running.pinned and scaling.best == running.metric
