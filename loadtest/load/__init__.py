@@ -13,6 +13,7 @@ One module per idea:
 ``workers``       the master session and the local worker processes it spawns
 ``shape``         the stepped and rate shapes: each level held until decided
 ``hold``          a level keeps its load until the requests it measured finish
+``settle``        before a refine probe, wait until the server has worked off the last batch's queue
 ``judge``         the level judge (a child process, a thread if it fails) at every look
 ``levels``        the level in force (the clock users read) and a level's span in run.json
 ``user``          the Locust user: one stream of requests (closed loop, or an open-loop sender)

@@ -275,6 +275,7 @@ def _refine(session, state: RunState, recorder, sink, mode: LoadMode, console, r
             end = refine_end(levels, probes, rate_resolution)
             break
         index = max(s.index for s in state.spans) + 1
+        _settle(session, state, console)  # the last level's queue first: the probe is judged at its own load
         session.run_levels([level], first_index=index, refine=True)
         state.save()
     if end is None:
@@ -283,6 +284,24 @@ def _refine(session, state: RunState, recorder, sink, mode: LoadMode, console, r
     state.record.refine = end.to_json()
     state.save()
     console.print(end.line())
+
+
+def _settle(session, state: RunState, console) -> None:
+    """Wait until the server has worked off the last batch's queue (:mod:`loadtest.load.settle`), and say so."""
+    from loadtest.client.wire import Dialect  # the wire's types: only when a run refines
+    from loadtest.load.hold import hold_cap_s
+    from loadtest.load.settle import wait_until_idle
+
+    scenario, settings = session.scenario, session.settings
+    dialect = Dialect(continuous_usage=settings.continuous_usage, drop=tuple(settings.drop),
+                      max_tokens_field=settings.max_tokens_field or scenario.target.max_tokens_field)
+    pre = state.record.preflight
+    baseline = float(pre.ttft_ms) if pre is not None and pre.ttft_ms is not None else float("nan")
+    settled = wait_until_idle(scenario, dialect, settings.salt, baseline, max(10.0, hold_cap_s(scenario.target.timeout_s)),
+                              session.stop_requested.is_set)
+    line = settled.line()
+    if line:
+        console.print(line, markup=False)
 
 
 #: The signal watchers the load installed (:func:`_stop_on_signals`), until :func:`release_signals`.

@@ -41,3 +41,24 @@ def test_a_failing_first_level_is_halved_until_a_pass_and_then_bisected(tmp_path
     assert "refine: done after 3 probes: the bracket is closed between a pass at 2 concurrent users" in (
         result.stdout + result.stderr)
     assert s["capacity_limit"]["kind"] == "errors"  # the third user's request is refused, not slow
+
+
+def test_an_idle_server_costs_one_short_request_before_a_probe():
+    """Before each refine probe the run waits for the last batch's queue (load/settle.py); an idle server
+    answers the first short request as fast as the preflight did, so nothing more is sent or said."""
+    from loadtest.client.wire import Dialect
+    from loadtest.load.settle import Settled, wait_until_idle
+    from loadtest.scenario import parse_scenario
+
+    with MockServer(["--max-batch", "4"]) as mock:
+        scenario = parse_scenario({
+            "name": "settle", "load": {"levels": [1]}, "workload": {"prompt_tokens": {"mean": 16}, "max_tokens": 8},
+            "target": {"base_url": mock.base_url, "model": "mock-model", "api": "chat", "timeout_s": 10}})
+        settled = wait_until_idle(scenario, Dialect(), "", baseline_ms=50.0, budget_s=10.0)
+    assert (settled.requests, settled.idle) == (1, True), settled
+    assert settled.line() is None
+    slow = Settled(waited_s=2.4, requests=3, idle=True, first_ms=2105.0, last_ms=9.0)
+    assert slow.line() == ("refine: waited 2.4 s for the server to work off the last level's queue before the next "
+                           "probe (a short request answered in 2,105 ms, the last of 3 in 9 ms)")
+    stuck = Settled(waited_s=30.0, requests=20, idle=False, first_ms=2105.0, last_ms=1900.0)
+    assert "still slow after 30.0 s" in stuck.line() and "may wait behind the last level's queue" in stuck.line()

@@ -195,3 +195,35 @@ def test_capacity_run_with_refine_against_any_server(real, tmp_path):
     assert len(done) > 10 and done.ok.all(), done[~done.ok][["error_kind", "error"]].head()
     assert set(done.token_source) == {"usage"}
     assert (done.completion_tokens == done.chunk_tokens.map(sum)).all()
+
+
+def test_a_refine_probe_after_a_failing_rate_starts_on_an_empty_queue(two_slots, tmp_path):
+    """An open loop at 20 req/s fails on 2 slots and ends with the server's queue full; llama-server works
+    through the queued requests whose clients left. The next probe (20 req/s) started on that queue: a
+    trial's first request waited 2.1 s and the rest ever less as it drained, and the level failed on the
+    40 req/s level's backlog (capacity 19.38 req/s, where it held 27.5 once that was fixed). Before each
+    probe the run now waits until a short request is answered about as fast as the preflight's, so each
+    probe's first request starts on an empty queue, whatever the probe's own rate does later."""
+    server = two_slots
+    path = write_scenario(
+        tmp_path, server.base_url,
+        target={"model": server.model, "api": "completions", "timeout_s": 60},
+        # ~100 ms a request on a slot (the capacity test above): 2 slots serve about 20 req/s
+        workload={"prompt_tokens": {"mean": 16, "stddev": 0}, "max_tokens": 160},
+        load={"levels": None, "rates": [20], "arrival": "constant", "level_duration_s": 3, "max_level_duration_s": 6,
+              "warmup_s": 0.5, "warmup_requests": 2},
+        slo={"ttft_ms": {"p95": 250}, "itl_ms": None, "max_error_rate": 0.01},
+    )
+    out = tmp_path / "run"
+    # a coarse resolution: 20 → 10 (after the failure) → 15 or 5 req/s, and done
+    result = loadtest("run", str(path), "--out", str(out), "--refine", "--rate-resolution", "6", timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    run = json.loads((out / "run.json").read_text())
+    probes = [lv for lv in run["levels"] if lv["refine"]]
+    assert probes, run["levels"]  # 20 req/s fails on 2 slots: refine probes below it
+    baseline = run["preflight"]["ttft_ms"]
+    frame = read_requests(out)
+    for lv in probes:
+        first = frame[frame.level_index == lv["index"]].sort_values("start_wall").iloc[0]
+        # an idle server answers as the preflight did (a neighbour's stall adds tens of ms, not seconds)
+        assert first.ttft_ms < max(5 * baseline, baseline + 250), (lv["rate_rps"], first.ttft_ms, baseline)
