@@ -261,6 +261,7 @@ def _refine(session, state: RunState, recorder, sink, mode: LoadMode, console, r
     failure at all) said nothing, which read as "refine did not work" (analysis/refine_end.py).
     """
     end: RefineEnd | None = None
+    waits: list[dict[str, Any]] = []
     for _ in range(MAX_REFINE_PROBES):
         recorder.flush()
         sink.drain()
@@ -275,19 +276,21 @@ def _refine(session, state: RunState, recorder, sink, mode: LoadMode, console, r
             end = refine_end(levels, probes, rate_resolution)
             break
         index = max(s.index for s in state.spans) + 1
-        _settle(session, state, console)  # the last level's queue first: the probe is judged at its own load
+        waits.append({"before_index": index, **_settle(session, state, console)})  # the last level's queue first
         session.run_levels([level], first_index=index, refine=True)
         state.save()
     if end is None:
         probes = sum(1 for s in state.spans if s.refine)
         end = RefineEnd("probe_limit", f"stopped at its limit of {MAX_REFINE_PROBES} probes", probes)
-    state.record.refine = end.to_json()
+    state.record.refine = {**end.to_json(), "waits": waits}
     state.save()
     console.print(end.line())
 
 
-def _settle(session, state: RunState, console) -> None:
-    """Wait until the server has worked off the last batch's queue (:mod:`loadtest.load.settle`), and say so."""
+def _settle(session, state: RunState, console) -> dict[str, Any]:
+    """Wait until the server has worked off the last batch's queue (:mod:`loadtest.load.settle`), say so, and
+    return run.json's ``refine.waits`` entry (its short requests are the server's work too: a count of
+    tokens generated against the records must allow for them)."""
     from loadtest.client.wire import Dialect  # the wire's types: only when a run refines
     from loadtest.load.hold import hold_cap_s
     from loadtest.load.settle import wait_until_idle
@@ -302,6 +305,7 @@ def _settle(session, state: RunState, console) -> None:
     line = settled.line()
     if line:
         console.print(line, markup=False)
+    return {"waited_s": round(settled.waited_s, 3), "requests": settled.requests, "idle": settled.idle}
 
 
 #: The signal watchers the load installed (:func:`_stop_on_signals`), until :func:`release_signals`.

@@ -302,7 +302,7 @@ def summary_dict(analysis: Analysis) -> dict[str, Any]:
             "warmup_s": analysis.warmup_s,
             "workers": run.get("workers"),
             "workers_lost": run.get("workers_lost"),
-            # --refine: how refinement ended, {ended, why, probes} (null without --refine)
+            # --refine: how refinement ended, {ended, why, probes, waits} (null without --refine)
             "refine": run.get("refine"),
             "tool_version": run.get("tool_version"),
             "locust": run.get("locust"),

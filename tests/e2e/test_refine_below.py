@@ -38,6 +38,10 @@ def test_a_failing_first_level_is_halved_until_a_pass_and_then_bisected(tmp_path
     assert (cap["concurrency"], cap["first_failing"]) == (2, 3), cap
     refine = json.loads((tmp_path / "run" / "run.json").read_text())["refine"]
     assert refine["ended"] == "closed" and refine["probes"] == 3, refine
+    # before each probe, the wait for the server's queue: the mock drops a request whose client left, so one
+    # short request found it idle each time
+    assert [(w["before_index"], w["requests"], w["idle"]) for w in refine["waits"]] == [
+        (1, 1, True), (2, 1, True), (3, 1, True)], refine["waits"]
     assert "refine: done after 3 probes: the bracket is closed between a pass at 2 concurrent users" in (
         result.stdout + result.stderr)
     assert s["capacity_limit"]["kind"] == "errors"  # the third user's request is refused, not slow
