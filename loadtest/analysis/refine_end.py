@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from loadtest.analysis.capacity import describe_check
-from loadtest.analysis.refine import RATE_FLOOR_SHARE, RATE_RESOLUTION_SHARE, lowest_declared_rate
+from loadtest.analysis.refine import RATE_FLOOR_SHARE, RATE_RESOLUTION_SHARE, halving_passes_floor, lowest_declared_rate
 from loadtest.analysis.results import LevelResult
 
 #: What points a user at a fix for an undecided level (the capacity message says the same).
@@ -93,7 +93,7 @@ def _lowest_fails(first: LevelResult, levels: Sequence[LevelResult]) -> str:
     if first.rate_rps is None and first.concurrency <= 1:
         return f"even {first.label} fails, so no load holds the SLOs"
     declared = lowest_declared_rate(levels)
-    if first.rate_rps is not None and declared is not None and first.rate_rps / 2 < RATE_FLOOR_SHARE * declared * (1 - 1e-9):
+    if first.rate_rps is not None and declared is not None and halving_passes_floor(first.rate_rps, RATE_FLOOR_SHARE * declared):
         return (f"the lowest level, {first.label}, fails, and refine probes no lower than an eighth of the lowest "
                 f"declared level: the capacity is below it")
     below = [lv for lv in levels if lv.load < first.load]

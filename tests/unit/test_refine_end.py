@@ -106,3 +106,13 @@ def test_a_rate_bracket_closes_at_the_resolution():
                           "at 8.3 req/s (within the resolution of 0.415 req/s: 5% of 8.3 req/s)")
     assert next_refine_rate(levels, 0.1) == 8.15  # a finer --rate-resolution would probe on
     assert "(within the resolution of 0.5 req/s: --rate-resolution)" in refine_end(levels, 3, 0.5).why
+
+
+def test_a_trace_speedups_rounded_rates_reach_the_floor_they_name():
+    """A trial's trace window at 3.522222 req/s swept at 8× (28.177778) failed at 8, 4 and 2× (7.044444):
+    half of 2× (3.522222) sat 2.5e-8 under an eighth of 8× (3.52222225) and refine stopped an octave
+    early, saying it was at its floor. Rates are kept to 6 decimals: 1× is probed."""
+    from loadtest.analysis.refine import halving_passes_floor, probe_below
+
+    assert probe_below([(7.044444, "fail"), (14.088889, "fail"), (28.177778, "fail")], 28.177778 / 8) == 3.522222
+    assert not halving_passes_floor(7.044444, 28.177778 / 8) and halving_passes_floor(3.522222, 28.177778 / 8)
