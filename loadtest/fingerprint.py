@@ -83,7 +83,7 @@ def fingerprint_of_run(run: Mapping[str, Any], summary: Mapping[str, Any] | None
     )
     scenario = run.get("scenario")
     if not isinstance(scenario, Mapping) or not scenario:
-        return stored if stored is not None else fingerprint({})
+        return _judgement_out(stored) if stored is not None else fingerprint({})
     fresh = fingerprint(scenario)
     if stored is not None and stored.get("datasets"):
         body = {k: v for k, v in fresh.items() if k not in ("hash", "version")}
@@ -184,6 +184,16 @@ def _with_defaults(workload: Mapping[str, Any]) -> dict[str, Any]:
         return Workload.model_validate(dict(workload)).model_dump(mode="json")
     except Exception:  # written by another version: compare what it says
         return dict(workload)
+
+
+def _judgement_out(stored: dict[str, Any]) -> dict[str, Any]:
+    """A stored fingerprint by this version's rules: a class's SLO left out (older runs stored it), rehashed."""
+    workload = stored.get("workload")
+    if not isinstance(workload, Mapping) or not isinstance(workload.get("classes"), list):
+        return stored
+    body = {k: v for k, v in stored.items() if k not in ("hash", "version")}
+    body["workload"] = _work_only(dict(workload))
+    return {"version": FINGERPRINT_VERSION, **body, "hash": _digest(body)}
 
 
 def _work_only(workload: dict[str, Any]) -> dict[str, Any]:

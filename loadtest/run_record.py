@@ -165,7 +165,7 @@ class RunRecord(_Strict):
     #: The model's own metadata (n_params, size, n_ctx_train) for the roofline (analysis/stack.py).
     #: Read there; this version's ``run`` does not write it (profile keeps it in its own output).
     model_meta: dict[str, Any] | None = None
-    #: ``--refine``: how refinement ended, {ended, why, probes} (analysis/refine_end.py); None without it.
+    #: ``--refine``: how refinement ended, {ended, why, probes, waits} (analysis/refine_end.py, load/settle.py).
     refine: dict[str, Any] | None = None
     #: The request sent after the load when the run ended on requests the target answered nothing to
     #: (analysis/target_lost.py reads it); None when the run did not end so, or was written before.

@@ -55,7 +55,7 @@ from typing import Any
 from loadtest.analysis.autoscaling import level_at
 from loadtest.analysis.bounds import fleet_replicas, gauge_p50, running_sequences
 from loadtest.analysis.silent_replicas import shared_load
-from loadtest.metric_registry import LABELS, names
+from loadtest.metric_registry import BY_NAME, LABELS, names
 
 #: Without the server's waiting count, a wait before the batch is claimed when the batch is short of
 #: the users by at least this many sequences.
@@ -101,7 +101,7 @@ def capacity_limit(analysis: Any) -> dict[str, Any] | None:
         out["sentence"] = f"errors: {at} the error budget is spent before any latency limit"
         return out
     own = level.classes.get(cap.binding_class, level) if cap.binding_class else level
-    failed_share = _failures_reach(own, pct)
+    failed_share = _failures_reach(own, binding, pct)
     if failed_share is not None:
         whose = f"the {cap.binding_class} class's " if cap.binding_class else ""
         out["kind"] = "errors"
@@ -157,20 +157,25 @@ def capacity_limit(analysis: Any) -> dict[str, Any] | None:
     return out
 
 
-def _failures_reach(level: Any, pct: str) -> float | None:
-    """The level's error rate where it reaches past percentile ``pct`` (``"p95"``), else None.
+def _failures_reach(level: Any, metric: str, pct: str) -> float | None:
+    """The level's error rate where it reaches past percentile ``pct`` (``"p95"``) of ``metric``, else None.
 
-    Failures enter a percentile as +inf (:class:`~loadtest.analysis.results.Stats`), so an error rate
-    above ``1 − q/100`` makes the p``q`` unbounded by failures alone. The error rate, not the metric's
-    own count of unbounded samples: that count also holds requests the harness cut at the level's end
-    after they had waited past the limit, which are slow, not failed."""
-    if not pct.startswith("p") or not getattr(level, "requests", 0):
+    Failures enter a per-request percentile as +inf (:class:`~loadtest.analysis.results.Stats`), so an
+    error rate above ``1 − q/100`` makes the p``q`` unbounded by failures alone; never a per-gap one (ITL:
+    a refused request adds no gap, a broken stream one). The smaller of the error rate and the metric's own
+    share of unbounded samples: a request that failed after its first token keeps a finite TTFT, and the
+    metric's count also holds requests the harness cut after waiting past the limit (slow, not failed)."""
+    entry = BY_NAME.get(metric)
+    stats = getattr(level, metric, None)
+    if entry is None or entry.per != "request" or not pct.startswith("p") or not getattr(level, "requests", 0):
+        return None
+    if stats is None or not getattr(stats, "n", 0):
         return None
     try:
         q = float(pct[1:])
     except ValueError:
         return None
-    share = float(level.error_rate)
+    share = min(float(level.error_rate), stats.n_failed / stats.n)
     return share if math.isfinite(share) and share > 1 - q / 100 else None
 
 

@@ -31,22 +31,30 @@ class MessageGroup:
 
 def message_groups(frame: pd.DataFrame, top: int = 15) -> list[MessageGroup]:
     """The ``top`` commonest groups of the failed requests in ``frame`` (the analysis' ``failed`` rows), most first."""
-    if not len(frame) or "failed" not in frame or "error" not in frame:
+    totals = _totals(frame)
+    if totals is None:
         return []
+    return [MessageGroup(str(kind), str(row["msg"])[:MESSAGE_CHARS], int(row["sum"]), int(row["size"]))
+            for (kind, _), row in totals.head(top).iterrows()]
+
+
+def _totals(frame: pd.DataFrame) -> pd.DataFrame | None:
+    """Every group's count (``sum``), distinct messages (``size``) and commonest message (``msg``), most first."""
+    if not len(frame) or "failed" not in frame or "error" not in frame:
+        return None
     failed = frame.loc[frame["failed"].astype(bool)]
     if not len(failed):
-        return []
+        return None
     kinds = failed["error_kind"].astype(object).where(failed["error_kind"].notna(), "unknown").astype(str)
     text = failed["error"].astype(object).where(failed["error"].notna(), "").astype(str)
-    df = pd.DataFrame({"kind": kinds.to_numpy(), "shape": text.str.replace(r"\d+", "#", regex=True).to_numpy(),
-                       "msg": text.to_numpy()})
+    # numbers, and hexadecimal ids with a digit in them (a request id, 12a068907b5e), read alike
+    shape = text.str.replace(r"[0-9a-fA-F]*\d[0-9a-fA-F]*", "#", regex=True)
+    df = pd.DataFrame({"kind": kinds.to_numpy(), "shape": shape.to_numpy(), "msg": text.to_numpy()})
     per_msg = (df.groupby(["kind", "shape", "msg"], sort=False).size().reset_index(name="n")
                .sort_values(["n", "msg"], ascending=[False, True], kind="stable"))
     commonest = per_msg.drop_duplicates(["kind", "shape"]).set_index(["kind", "shape"])["msg"]
     totals = per_msg.groupby(["kind", "shape"], sort=False)["n"].agg(["sum", "size"])
-    totals = totals.assign(msg=commonest).sort_values("sum", ascending=False, kind="stable").head(top)
-    return [MessageGroup(str(kind), str(row["msg"])[:MESSAGE_CHARS], int(row["sum"]), int(row["size"]))
-            for (kind, _), row in totals.iterrows()]
+    return totals.assign(msg=commonest).sort_values("sum", ascending=False, kind="stable")
 
 
 def errors_line(frame: pd.DataFrame, requests: int) -> str | None:
@@ -55,13 +63,15 @@ def errors_line(frame: pd.DataFrame, requests: int) -> str | None:
     ``requests``: the levels' measured requests (the table's ``reqs``), whose failures are the table's ``errors``."""
     if len(frame) and "measured" in frame:
         frame = frame.loc[frame["measured"].astype(bool)]
-    groups = message_groups(frame, top=3)
-    if not groups:
+    totals = _totals(frame)
+    if totals is None:
         return None
+    (kind, _), row = next(totals.iterrows())
+    first = MessageGroup(str(kind), str(row["msg"])[:MESSAGE_CHARS], int(row["sum"]), int(row["size"]))
+    others = len(totals) - 1  # every other group, not only those the report's table shows
     failed = int(frame["failed"].astype(bool).sum())
-    first = groups[0]
     alike = f", {first.messages} messages alike but for their numbers" if first.messages > 1 else ""
-    more = f"; {len(groups) - 1} other kind{'s' if len(groups) > 2 else ''} of message in the report" if len(groups) > 1 else ""
+    more = f"; {others} other kind{'s' if others > 1 else ''} of message in the report" if others else ""
     said = f'"{first.message}"' if first.message else "(no message)"
     return (f"errors: {failed} of {requests} measured requests failed; the commonest, {first.count} times "
             f"({first.kind}{alike}): {said}{more}")

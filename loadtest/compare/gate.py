@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from loadtest.argtypes import int_at_least
 from loadtest.compare.noise import MIN_HISTORY_RUNS, UNKNOWN_NOISE_FACTOR
-from loadtest.compare.rules import parse_rules
+from loadtest.compare.rules import parse_rules, split_class, unmatched_class_tolerances
 from loadtest.errors import InputError
 from loadtest.paths import output_file
 from loadtest.storage.remote import path_arg
@@ -87,6 +87,11 @@ def run_gate(args: argparse.Namespace, baseline: Path | Sequence[Path], candidat
         min_history=min_history if min_history is not None else MIN_HISTORY_RUNS,
         args=("--baseline", "the new run") if default_dir is not None else ("baseline", "candidate"),
     )
+    stray = unmatched_class_tolerances(rules, (c.check for c in cmp.changes))
+    if stray:
+        have = ", ".join(sorted({c.check for c in cmp.changes if split_class(c.check)[0] is not None})) or "none"
+        raise InputError(f"--tolerance {', '.join(stray)}: this comparison has no such request-class check (its class "
+                         f"checks: {have})")
     missing = rules.unmatched(c.check for c in cmp.changes)
     if missing:
         have = ", ".join(sorted({c.check for c in cmp.changes})) or "none"

@@ -105,6 +105,13 @@ class Rules:
         return sorted(n for n in named if n not in have)
 
 
+def unmatched_class_tolerances(rules: Rules, checks: Iterable[str]) -> list[str]:
+    """The request-class checks ``--tolerance`` names (``chta.itl_ms.p95=3%``) that none of ``checks`` is: a
+    mistyped class would otherwise leave its check at the default tolerance without a word."""
+    have = set(checks)
+    return sorted(k for k in rules.per_check if split_class(k)[0] is not None and k not in have)
+
+
 def parse_rules(
     tolerances: Iterable[str] = (), fail_on: Iterable[str] = (), inconclusive: str | None = None
 ) -> Rules:

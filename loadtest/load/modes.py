@@ -208,6 +208,8 @@ class TraceReplay(OpenLoop):
             return None
         mean = self.trace.mean_rate_rps
         snapped = round(round(rate / mean, 3) * mean, 6)
+        if snapped <= 0:  # a speedup under 0.0005 rounds to 0: no arrivals, never a probe
+            return None
         # the rounding may land on a speedup already run (a narrow bracket at a small speedup): never run it twice
         ran = (getattr(lv, "rate_rps", None) for lv in results)
         return None if any(r is not None and math.isclose(r, snapped, rel_tol=1e-6) for r in ran) else snapped

@@ -34,6 +34,8 @@ IDLE_FACTOR = 3.0
 IDLE_SLACK_MS = 100.0
 #: The most short requests one wait sends.
 MAX_REQUESTS = 20
+#: The pause after a short request the server refused, before the next.
+PAUSE_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,8 @@ class Settled:
     idle: bool
     first_ms: float  # the first short request's time to its answer's start (NaN: it failed)
     last_ms: float
+    #: The last short request's failure (its kind), when it failed: then the wait says so, not "slow".
+    error: str | None = None
 
     def line(self) -> str | None:
         """The terminal's line, only when the wait was worth saying (a queue was there, or stayed)."""
@@ -55,6 +59,9 @@ class Settled:
         if self.idle:
             return (f"refine: waited {self.waited_s:.1f} s for the server to work off the last level's queue "
                     f"before the next probe ({answered})")
+        if self.error is not None:
+            return (f"refine: the short requests sent to wait for the server's queue failed ({self.error}, "
+                    f"{self.requests} in {self.waited_s:.1f} s); the next probe starts anyway")
         return (f"refine: the server was still slow after {self.waited_s:.1f} s ({answered}); the next probe "
                 "starts anyway, and its first requests may wait behind the last level's queue")
 
@@ -70,6 +77,7 @@ def wait_until_idle(scenario: Scenario, dialect: Dialect, salt: str, baseline_ms
     first = last = math.nan
     sent = 0
     idle = False
+    error: str | None = None
     while sent < MAX_REQUESTS and not stopped():
         left = budget_s - (time.monotonic() - start)
         if left <= 0.5:
@@ -80,12 +88,16 @@ def wait_until_idle(scenario: Scenario, dialect: Dialect, salt: str, baseline_ms
         took = float(took) if rec.ok and took is not None and math.isfinite(took) else math.nan
         previous, last = last, took
         first = took if sent == 1 else first
+        error = None if rec.ok else (rec.error_kind or "unknown")
         if not rec.ok and not rec.status:
             break  # nothing answered: the probe's own records will say what the server does
+        if not rec.ok:
+            time.sleep(PAUSE_S)  # a refusal (429, 503) comes back at once: not a burst of them before the probe
+            continue
         if math.isfinite(took) and took <= _idle_limit(baseline_ms, previous):
             idle = True
             break
-    return Settled(time.monotonic() - start, sent, idle, first, last)
+    return Settled(time.monotonic() - start, sent, idle, first, last, error)
 
 
 def _idle_limit(baseline_ms: float, previous_ms: float) -> float:

@@ -98,7 +98,8 @@ def _halvings(lowest: float, xs: Sequence[float], users: bool) -> list[float]:
     x = lowest
     while x > 0:
         half = float(max(1, math.floor(x / 2))) if users else x / 2
-        found = next((v for v in xs if v < x and math.isclose(v, half, rel_tol=1e-6)), None)
+        # a trace's speedups are rounded to 3 decimals before they run as rates: close, not equal
+        found = next((v for v in xs if v < x and math.isclose(v, half, rel_tol=1e-6 if users else 2e-3)), None)
         if found is None:
             break
         chain.append(found)

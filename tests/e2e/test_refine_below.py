@@ -66,3 +66,7 @@ def test_an_idle_server_costs_one_short_request_before_a_probe():
                            "probe (a short request answered in 2,105 ms, the last of 3 in 9 ms)")
     stuck = Settled(waited_s=30.0, requests=20, idle=False, first_ms=2105.0, last_ms=1900.0)
     assert "still slow after 30.0 s" in stuck.line() and "may wait behind the last level's queue" in stuck.line()
+    refused = Settled(waited_s=10.2, requests=20, idle=False, first_ms=float("nan"), last_ms=float("nan"),
+                      error="rate_limited")
+    assert refused.line() == ("refine: the short requests sent to wait for the server's queue failed (rate_limited, "
+                              "20 in 10.2 s); the next probe starts anyway")

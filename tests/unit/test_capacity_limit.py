@@ -184,3 +184,11 @@ def test_a_running_count_below_the_users_without_a_queue_is_not_pinned():
     scaling = analysis.autoscaling
     running = next(s for s in scaling.signals if s.role == "running")
     assert not running.pinned and scaling.best == running.metric
+
+
+def test_failures_do_not_explain_a_per_gap_limit():
+    """ITL is counted per gap: a refused request adds none, so 20% failures at 6 users leave the ITL p95 to
+    the answered requests' gaps (16 ms against 15): the decode step binds, not the errors."""
+    analysis = _run({"itl_ms": {"p95": 15.0}, "max_error_rate": 0.5}, fail_every={6: 5, 8: 5})
+    limit = capacity_limit(analysis)
+    assert analysis.capacity.binding == "itl_ms.p95" and limit["kind"] == "decode_step", limit

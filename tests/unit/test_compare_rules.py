@@ -269,6 +269,9 @@ def test_a_class_slower_inside_a_steady_mix_fails_on_its_own_slo_check(tmp_path)
     assert cli("compare", str(base), str(slow), "--history", str(history), "--fail-on", "ttft_ms")[0] == 0
     code, _, err = cli("compare", str(base), str(slow), "--fail-on", "chta.itl_ms.p95")
     assert code == 2 and "chta.itl_ms.p95" in err, err
+    code, _, err = cli("compare", str(base), str(slow), "--tolerance", "chta.itl_ms.p95=3%")
+    assert code == 2 and "--tolerance chta.itl_ms.p95: this comparison has no such request-class check" in err, err
+    assert "chat.itl_ms.p95" in err and len(err.strip().splitlines()) == 1
 
 
 def test_a_class_check_is_written_in_every_output(tmp_path):

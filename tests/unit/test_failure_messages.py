@@ -51,3 +51,11 @@ def test_the_reports_errors_section_shows_a_group_once_with_how_many_messages_it
     html = errors_section(SimpleNamespace(levels=[level], requests=_frame(rows)))
     assert html.count("context length exceeded") == 1, html
     assert "(10 messages alike but for their numbers)" in html
+
+
+def test_hex_ids_are_alike_and_the_terminal_counts_every_other_group():
+    rows = [(True, "http_5xx", f"HTTP 502: upstream {i:012x}a failed") for i in range(100, 105)]
+    rows += [(True, f"kind_{k}", "x") for k in range(6)]
+    groups = message_groups(_frame(rows))
+    assert (groups[0].count, groups[0].messages) == (5, 5), groups[0]
+    assert errors_line(_frame(rows), 11).endswith("; 6 other kinds of message in the report")
