@@ -17,10 +17,12 @@ that names nothing we may drop is reported as is: fields the user asked for
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field, replace
 
 import gevent.pool
 
+from loadtest.analysis.failures import kinds_text
 from loadtest.client.proxy import ProxyError
 from loadtest.client.record import RequestRecord
 from loadtest.client.stream import StreamingClient, client_for
@@ -262,10 +264,7 @@ def failed_warmup_words(warm: list[RequestRecord]) -> str | None:
     failed = [r for r in warm if not r.ok]
     if not failed:
         return None
-    kinds: dict[str, int] = {}
-    for r in failed:
-        kinds[r.error_kind or "unknown"] = kinds.get(r.error_kind or "unknown", 0) + 1
-    named = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
+    named = kinds_text(Counter(r.error_kind or "unknown" for r in failed), top=None)
     messages = [r.error for r in failed if r.error]
     common = max(set(messages), key=messages.count) if messages else ""
     said = f', the commonest "{common[:200]}"' if common else ""

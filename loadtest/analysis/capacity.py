@@ -36,6 +36,7 @@ import math
 import re
 from typing import Sequence
 
+from loadtest.analysis.failures import kinds_text
 from loadtest.analysis.offered import offered_note
 from loadtest.analysis.results import Capacity, CapacityVerdict, Check, LevelResult, fmt_rate
 from loadtest.analysis.slo import METRIC_LABELS, SloSpec
@@ -254,8 +255,7 @@ def _error_kinds(check: Check, level: LevelResult) -> str:
     """
     if check.metric != ERROR_RATE_CHECK or check.class_name or not level.errors_by_kind:
         return ""
-    kinds = sorted(level.errors_by_kind.items(), key=lambda kv: (-kv[1], kv[0]))
-    return " (" + ", ".join(f"{kind} {n}" for kind, n in kinds[:3]) + (", …" if len(kinds) > 3 else "") + ")"
+    return f" ({kinds_text(level.errors_by_kind)})"
 
 
 def _offered(words: "_Words", level: LevelResult | None) -> str:

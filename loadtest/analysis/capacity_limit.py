@@ -55,7 +55,8 @@ from typing import Any
 from loadtest.analysis.autoscaling import level_at
 from loadtest.analysis.bounds import fleet_replicas, gauge_p50, running_sequences
 from loadtest.analysis.silent_replicas import shared_load
-from loadtest.metric_registry import BY_NAME, LABELS, names
+from loadtest.analysis.failures import kinds_text
+from loadtest.metric_registry import BY_NAME, LABELS, PERCENTILES, names
 
 #: Without the server's waiting count, a wait before the batch is claimed when the batch is short of
 #: the users by at least this many sequences.
@@ -105,9 +106,10 @@ def capacity_limit(analysis: Any) -> dict[str, Any] | None:
     if failed_share is not None:
         whose = f"the {cap.binding_class} class's " if cap.binding_class else ""
         out["kind"] = "errors"
-        out["sentence"] = (f"errors: {at} {failed_share:.0%} of {whose}requests failed{_kinds(own)}, more than the "
-                           f"{100 - float(pct[1:]):g}% a {label} can leave out: the failures, not the latency of "
-                           "the ones answered, put it past its limit")
+        kinds = f" ({kinds_text(own.errors_by_kind)})" if own.errors_by_kind else ""
+        out["sentence"] = (f"errors: {at} {failed_share:.0%} of {whose}requests failed{kinds}, more than the "
+                           f"{round(100 * (1 - PERCENTILES[pct]), 6):g}% a {label} can leave out: the failures, not the "
+                           "latency of the ones answered, put it past its limit")
         return out
     if binding in names(decode_step=True):
         out["kind"] = "decode_step"
@@ -167,22 +169,12 @@ def _failures_reach(level: Any, metric: str, pct: str) -> float | None:
     metric's count also holds requests the harness cut after waiting past the limit (slow, not failed)."""
     entry = BY_NAME.get(metric)
     stats = getattr(level, metric, None)
-    if entry is None or entry.per != "request" or not pct.startswith("p") or not getattr(level, "requests", 0):
+    if entry is None or entry.per != "request" or pct not in PERCENTILES or not getattr(level, "requests", 0):
         return None
     if stats is None or not getattr(stats, "n", 0):
         return None
-    try:
-        q = float(pct[1:])
-    except ValueError:
-        return None
     share = min(float(level.error_rate), stats.n_failed / stats.n)
-    return share if math.isfinite(share) and share > 1 - q / 100 else None
-
-
-def _kinds(level: Any) -> str:
-    """`` (rate_limited 58, timeout 2)``: what the failures were, commonest first."""
-    kinds = sorted((getattr(level, "errors_by_kind", None) or {}).items(), key=lambda kv: (-kv[1], kv[0]))
-    return " (" + ", ".join(f"{kind} {n}" for kind, n in kinds[:3]) + (", …" if len(kinds) > 3 else "") + ")" if kinds else ""
+    return share if math.isfinite(share) and share > 1 - PERCENTILES[pct] else None
 
 
 def _per_replica(users: float, replicas: int, listed: int | None, silent: list[str]) -> str:

@@ -12,8 +12,10 @@ Vectorized: a run may hold millions of failures, each message its own string.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Mapping
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: The longest message quoted (a server may send a page of HTML as its error).
 MESSAGE_CHARS = 300
@@ -29,6 +31,16 @@ class MessageGroup:
     messages: int  # distinct messages in the group (1: all alike)
 
 
+def kinds_text(kinds: Mapping[str, int], top: int | None = 3) -> str:
+    """``rate_limited 10, timeout 2, …``: the kinds of failure, commonest first, ``top`` of them (None: all).
+
+    The one wording of a count of failures by kind: the capacity's sentence, why it stops there, the
+    live lines and the warm-up's warning read it."""
+    ranked = sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))
+    shown = ranked if top is None else ranked[:top]
+    return ", ".join(f"{kind} {n}" for kind, n in shown) + (", …" if len(shown) < len(ranked) else "")
+
+
 def message_groups(frame: pd.DataFrame, top: int = 15) -> list[MessageGroup]:
     """The ``top`` commonest groups of the failed requests in ``frame`` (the analysis' ``failed`` rows), most first."""
     totals = _totals(frame)
@@ -40,6 +52,9 @@ def message_groups(frame: pd.DataFrame, top: int = 15) -> list[MessageGroup]:
 
 def _totals(frame: pd.DataFrame) -> pd.DataFrame | None:
     """Every group's count (``sum``), distinct messages (``size``) and commonest message (``msg``), most first."""
+    # pandas here, not at import: the preflight and the live lines read kinds_text, and start-up counts there
+    import pandas as pd
+
     if not len(frame) or "failed" not in frame or "error" not in frame:
         return None
     failed = frame.loc[frame["failed"].astype(bool)]

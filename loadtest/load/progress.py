@@ -28,6 +28,7 @@ from collections import Counter, deque
 import numpy as np
 import pyarrow as pa
 
+from loadtest.analysis.failures import kinds_text
 from loadtest.metric_registry import PERCENTILES
 from loadtest.quantiles import quantile_sorted
 from loadtest.token_gaps import list_gaps
@@ -245,9 +246,7 @@ def errors_text(errors: int, kinds: dict[str, int], *, joined: str = " (") -> st
     said = f"{errors} error{'' if errors == 1 else 's'}"
     if not errors or not kinds:
         return said
-    top = sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))
-    named = ", ".join(f"{kind} {n}" for kind, n in top[:3]) + (", …" if len(top) > 3 else "")
-    return said + joined + named + (")" if joined == " (" else "")
+    return said + joined + kinds_text(kinds) + (")" if joined == " (" else "")
 
 
 def _column(table: pa.Table, name: str) -> np.ndarray | None:
