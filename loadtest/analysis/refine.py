@@ -100,7 +100,7 @@ def next_refine_level(results: Iterable[Result]) -> int | None:
     pair = bracket(results)
     if pair is None:
         below = probe_below(list(_statuses(results, rate=False).items()), 1.0, users=True)
-        return None if below is None or _already_run(results, below, rate=False) else int(below)
+        return None if below is None or already_run(results, below, rate=False) else int(below)
     low, high = pair
     if high - low <= 1:
         return None
@@ -250,7 +250,7 @@ def _statuses(results: Sequence[object], *, rate: bool) -> dict[float, str]:
     return out
 
 
-def _already_run(results: Sequence[object], load: float, *, rate: bool) -> bool:
+def already_run(results: Sequence[object], load: float, *, rate: bool) -> bool:
     """Whether a level at ``load`` ran already, with a verdict or not (a probe is never run twice)."""
     for item in results:
         value = item[0] if isinstance(item, tuple) else getattr(item, "rate_rps" if rate else "concurrency", None)
@@ -301,7 +301,7 @@ def next_refine_rate(results: Iterable[object], resolution: float | None = None,
         if declared is None:
             return None
         below = probe_below(list(_statuses(results, rate=True).items()), RATE_FLOOR_SHARE * declared)
-        return None if below is None or _already_run(results, below, rate=True) else below
+        return None if below is None or already_run(results, below, rate=True) else below
     low, high = pair
     step = resolution if resolution is not None else RATE_RESOLUTION_SHARE * high
     if high - low <= step:

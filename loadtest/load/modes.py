@@ -31,8 +31,6 @@ on the mode.
 
 from __future__ import annotations
 
-import math
-
 from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Sequence
 
 from loadtest.load.hold import hold_cap_s
@@ -211,8 +209,9 @@ class TraceReplay(OpenLoop):
         if snapped <= 0:  # a speedup under 0.0005 rounds to 0: no arrivals, never a probe
             return None
         # the rounding may land on a speedup already run (a narrow bracket at a small speedup): never run it twice
-        ran = (getattr(lv, "rate_rps", None) for lv in results)
-        return None if any(r is not None and math.isclose(r, snapped, rel_tol=1e-6) for r in ran) else snapped
+        from loadtest.analysis.refine import already_run  # numpy: only when a run refines
+
+        return None if already_run(results, snapped, rate=True) else snapped
 
 
 def arrival_horizon_s(scenario: Scenario) -> float:
